@@ -1,0 +1,1 @@
+"""Agents that run on storage and compute nodes."""

@@ -1,0 +1,53 @@
+"""The plug-in interface for handler discovery, and the identity facts plug-ins use."""
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class HandlerThread:
+    """A thread doing I/O for a user. `user` None: not identified yet (goes to the default VNode)."""
+
+    pid: int
+    tid: int
+    user: str | None
+
+
+@dataclass
+class Identity:
+    """What the coordinator told us about users: uid -> user and connection -> user."""
+
+    users_by_uid: dict[int, str] = field(default_factory=dict)
+    active_users: set[str] = field(default_factory=set)
+    # (client address as the storage node sees it, client port) -> user, from compute agents
+    connections: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def user_for_uid(self, uid: int) -> str | None:
+        return self.users_by_uid.get(uid)
+
+
+class HandlerDiscovery(Protocol):
+    """Finds handler threads. Implementations must treat vanished threads as normal."""
+
+    name: str
+
+    def scan(self, identity: Identity) -> list[HandlerThread]:
+        """Every handler thread now alive, with its user where it can be told."""
+        ...
+
+    def wait_for_change(self, timeout: float) -> None:
+        """Block until handler threads may have changed, or `timeout` seconds pass."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PollingWait:
+    """Mix-in for plug-ins without an event source: wait_for_change just sleeps."""
+
+    def wait_for_change(self, timeout: float) -> None:
+        time.sleep(timeout)
+
+    def close(self) -> None:
+        pass

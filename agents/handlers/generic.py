@@ -1,0 +1,79 @@
+"""Generic discovery: given PIDs/TIDs, or threads whose comm matches a pattern, by owner uid."""
+
+import os
+import re
+from collections.abc import Iterable
+
+from vnode_sync.agents.handlers.base import HandlerThread, Identity, PollingWait
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None  # the thread or process ended while we looked: normal
+
+
+def real_uid(proc_root: str, pid: int) -> int | None:
+    status = _read(os.path.join(proc_root, str(pid), "status"))
+    if status is None:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    return None
+
+
+def threads_of(proc_root: str, pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(os.path.join(proc_root, str(pid), "task"))]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def thread_comm(proc_root: str, pid: int, tid: int) -> str | None:
+    comm = _read(os.path.join(proc_root, str(pid), "task", str(tid), "comm"))
+    return comm.rstrip("\n") if comm is not None else None
+
+
+class GenericDiscovery(PollingWait):
+    """Threads of the given PIDs, and threads whose comm matches `comm_pattern`.
+
+    A thread's user is the one whose uid owns its process (from the coordinator's users,
+    then the agent's static `uid_map`); otherwise it is unidentified.
+    """
+
+    name = "generic"
+
+    def __init__(self, proc_root: str = "/proc", comm_pattern: str | None = None,
+                 pids: Iterable[int] = (), uid_map: dict[int, str] | None = None):
+        self.proc_root = proc_root
+        self.comm_pattern = re.compile(comm_pattern) if comm_pattern else None
+        self.pids = set(pids)
+        self.uid_map = dict(uid_map or {})
+
+    def _user(self, identity: Identity, pid: int) -> str | None:
+        uid = real_uid(self.proc_root, pid)
+        if uid is None:
+            return None
+        return identity.user_for_uid(uid) or self.uid_map.get(uid)
+
+    def scan(self, identity: Identity) -> list[HandlerThread]:
+        found: dict[int, HandlerThread] = {}
+        for pid in self.pids:
+            user = self._user(identity, pid)
+            for tid in threads_of(self.proc_root, pid):
+                found[tid] = HandlerThread(pid, tid, user)
+        if self.comm_pattern is not None:
+            for entry in os.listdir(self.proc_root):
+                if not entry.isdigit():
+                    continue
+                pid = int(entry)
+                for tid in threads_of(self.proc_root, pid):
+                    if tid in found:
+                        continue
+                    comm = thread_comm(self.proc_root, pid, tid)
+                    if comm is not None and self.comm_pattern.fullmatch(comm):
+                        found[tid] = HandlerThread(pid, tid, self._user(identity, pid))
+        return list(found.values())

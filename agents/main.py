@@ -1,0 +1,56 @@
+"""vnode-agent: enforce the coordinator's shares on this node (storage role) or place jobs (compute role)."""
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from vnode_sync.agents.plugins import make_backend, make_discovery
+from vnode_sync.agents.storage.agent import StorageAgent
+from vnode_sync.agents.storage.config import load_agent_config
+from vnode_sync.errors import VNodeSyncError
+from vnode_sync.kernel.devices import device_number
+from vnode_sync.logs import configure
+
+log = logging.getLogger("vnode_sync.agent")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vnode-agent", description=__doc__)
+    parser.add_argument("--config", required=True, help="agent YAML file")
+    parser.add_argument("--teardown", action="store_true",
+                        help="remove this agent's VNodes (threads go back to the root cgroup) and exit")
+    args = parser.parse_args(argv)
+    try:
+        config = load_agent_config(args.config)
+        configure(f"agent {config.node_id}", config.log_format)
+        if config.role == "compute":
+            from vnode_sync.agents.compute.main import run_compute_agent
+            return run_compute_agent(config)
+        backend = make_backend(config)
+        if args.teardown:
+            backend.teardown()
+            print(f"removed VNodes of {config.node_id} ({backend.name})")
+            return 0
+        devices = {path: device_number(path) for path in config.devices}
+        discovery = make_discovery(config)
+    except VNodeSyncError as e:
+        print(f"vnode-agent: error: {e}", file=sys.stderr)
+        return 2
+    agent = StorageAgent(config, backend, discovery, devices)
+    for note in backend.limitations():
+        log.info("%s backend limitation: %s", backend.name, note)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: agent.stop())
+    log.info("node %s: backend %s, cgroup subtree %s, discovery %s, coordinator %s", config.node_id,
+             backend.name, config.cgroup_subtree, discovery.name, config.coordinator)
+    worker = threading.Thread(target=agent.run, name="reconcile")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

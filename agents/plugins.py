@@ -1,0 +1,48 @@
+"""Choosing the enforcement backend and the handler-discovery plug-in from the agent config."""
+
+import importlib
+import inspect
+
+from vnode_sync.agents.handlers.base import HandlerDiscovery
+from vnode_sync.agents.storage.config import AgentConfig
+from vnode_sync.errors import ConfigError, Unsupported
+from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.io_v2 import IoV2Backend
+
+DISCOVERY_PLUGINS = {
+    "generic": "vnode_sync.agents.handlers.generic:GenericDiscovery",
+    "hdfs": "vnode_sync.agents.handlers.hdfs:HdfsDiscovery",
+}
+
+
+def make_backend(config: AgentConfig) -> EnforcementBackend:
+    host = HostCgroups(config.cgroup_root)
+    kind = config.backend
+    if kind == "lustre-tbf":
+        from vnode_sync.kernel.lustre_tbf import LustreTbfBackend
+        return LustreTbfBackend.from_config(config.cgroup_subtree, config.lustre)
+    if kind in ("auto", "blkio-v1") and host.has_blkio_v1():
+        return BlkioV1Backend(host.blkio_v1, config.cgroup_subtree)
+    if kind == "blkio-v1":
+        raise Unsupported(f"backend blkio-v1: no cgroup v1 blkio hierarchy at {host.blkio_v1}")
+    mount = host.v2_mount()
+    if mount is not None:
+        return IoV2Backend(mount, config.cgroup_subtree)
+    raise Unsupported(f"backend {kind}: neither cgroup v1 blkio nor a cgroup v2 mount with the io "
+                      f"controller under {config.cgroup_root}")
+
+
+def make_discovery(config: AgentConfig) -> HandlerDiscovery:
+    settings = dict(config.discovery)
+    kind = settings.pop("kind", "generic")
+    if kind not in DISCOVERY_PLUGINS:
+        raise ConfigError(f"discovery.kind {kind!r} is not one of {', '.join(DISCOVERY_PLUGINS)}")
+    module_name, class_name = DISCOVERY_PLUGINS[kind].split(":")
+    plugin = getattr(importlib.import_module(module_name), class_name)
+    accepted = set(inspect.signature(plugin).parameters) - {"proc_root"}
+    unknown = set(settings) - accepted
+    if unknown:
+        raise ConfigError(f"discovery ({kind}): unknown key(s) {', '.join(sorted(unknown))}; "
+                          f"allowed: {', '.join(sorted(accepted))}")
+    return plugin(proc_root=config.proc_root, **settings)

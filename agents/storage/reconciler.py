@@ -1,0 +1,140 @@
+"""Level-triggered reconcile: make the cgroups match the desired state, whatever happened before.
+
+Each pass compares desired with actual and fixes the difference: VNodes made or
+removed, limits set, handler threads placed, threads no longer ours released.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from vnode_sync.agents.handlers.base import HandlerDiscovery, Identity
+from vnode_sync.errors import VNodeSyncError
+from vnode_sync.kernel.backend import DEFAULT_VNODE, EnforcementBackend, user_of_vnode, vnode_name
+from vnode_sync.kernel.devices import device_number
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.wire import vnode_pb2 as pb
+
+log = logging.getLogger("vnode_sync.agent")
+
+
+def identity_of(state: pb.DesiredState) -> Identity:
+    return Identity(users_by_uid={u.uid: u.name for u in state.users},
+                    active_users={v.user for v in state.vnodes},
+                    connections={(c.client_address, c.client_port): c.user for c in state.connections})
+
+
+@dataclass
+class Reconciler:
+    backend: EnforcementBackend
+    discovery: HandlerDiscovery
+    devices: dict[str, DeviceNumber]          # device path -> MAJ:MIN on this host
+    state: pb.DesiredState | None = None
+    identity: Identity = field(default_factory=Identity)
+    applied_generation: int = 0
+    errors: list[str] = field(default_factory=list)
+    # where we put each handler (TID, or PID on a per-process backend)
+    placed: dict[int, str] = field(default_factory=dict)
+
+    def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
+        if share.device not in self.devices:
+            try:
+                self.devices[share.device] = device_number(share.device)
+            except VNodeSyncError as e:
+                self.errors.append(str(e))
+                return None
+        return self.devices[share.device]
+
+    def _limits(self, spec: pb.VNodeSpec) -> list[DeviceLimits]:
+        limits = []
+        for share in spec.shares:
+            dev = self._device(share)
+            if dev is not None:
+                limits.append(DeviceLimits(dev, share.read_bps, share.write_bps, share.read_iops,
+                                           share.write_iops, share.weight))
+        return limits
+
+    def apply(self, state: pb.DesiredState) -> None:
+        """A full pass against `state` (also used for periodic resync with the same state)."""
+        self.errors = []
+        self.state, self.identity = state, identity_of(state)
+        desired = {vnode_name(v.user): v for v in state.vnodes}
+        desired[DEFAULT_VNODE] = state.default_vnode
+        self.backend.setup()
+        for vnode, spec in desired.items():
+            try:
+                self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
+                self.backend.apply_limits(vnode, self._limits(spec))
+            except VNodeSyncError as e:
+                self.errors.append(f"{vnode}: {e}")
+        self.place_handlers()
+        self._release_strays(set(desired))
+        for vnode in set(self.backend.vnodes()) - set(desired):
+            log.info("removing VNode %s (user %s is no longer active)", vnode, user_of_vnode(vnode))
+            try:
+                self.backend.remove_vnode(vnode)
+            except VNodeSyncError as e:
+                self.errors.append(f"{vnode}: {e}")
+        if self.state.generation != self.applied_generation:
+            log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
+                     state.generation, len(desired), len(self.placed), len(self.errors))
+        for error in self.errors:
+            log.warning("reconcile: %s", error)
+        self.applied_generation = state.generation
+
+    def _target(self, user: str | None) -> str:
+        return vnode_name(user) if user and user in self.identity.active_users else DEFAULT_VNODE
+
+    def place_handlers(self) -> int:
+        """Capture pass: put every handler thread in its user's VNode. Returns how many moved."""
+        if self.state is None:
+            return 0
+        moved = 0
+        seen = set()
+        for thread in self.discovery.scan(self.identity):
+            key = thread.tid if self.backend.places_threads else thread.pid
+            seen.add(key)
+            target = self._target(thread.user)
+            if self.placed.get(key) == target:
+                continue
+            try:
+                self.backend.place(target, key)
+            except ProcessLookupError:
+                continue  # ended while we looked
+            except VNodeSyncError as e:
+                self.errors.append(f"placing {key} in {target}: {e}")
+                continue
+            self.placed[key] = target
+            moved += 1
+        for gone in set(self.placed) - seen:
+            del self.placed[gone]
+        return moved
+
+    def _release_strays(self, desired: set[str]) -> None:
+        """Threads in our VNodes that are not handlers we placed there go back to the root."""
+        for vnode in self.backend.vnodes():
+            for member in self.backend.members(vnode):
+                want = self.placed.get(member)
+                if want == vnode:
+                    continue
+                if want in desired:
+                    self.backend.place(want, member)
+                else:
+                    self.backend.release(member)
+
+    def usage_report(self, node_id: str) -> pb.UsageReport:
+        names = {dev: name for name, dev in self.devices.items()}
+        usage = []
+        for vnode in self.backend.vnodes():
+            try:
+                counters = self.backend.usage(vnode)
+            except VNodeSyncError:
+                continue  # removed between listing and reading
+            user = user_of_vnode(vnode) or ""
+            for dev, c in counters.items():
+                if dev in names:
+                    usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
+                                              write_bytes=c.write_bytes, read_ios=c.read_ios,
+                                              write_ios=c.write_ios))
+        return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
+                              sampled_at_unix=time.time(), usage=usage, errors=self.errors[:20])

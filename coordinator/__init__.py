@@ -1,0 +1,1 @@
+"""The coordinator: users, priorities, shares; serves desired state to agents."""

@@ -1,0 +1,55 @@
+"""vnode-coordinator: serve users, priorities and shares to agents and admins."""
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.store import StateStore
+from vnode_sync.errors import VNodeSyncError
+from vnode_sync.logs import configure
+
+log = logging.getLogger("vnode_sync.coordinator")
+
+JOB_EXPIRY_CHECK_SECONDS = 30.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vnode-coordinator", description=__doc__)
+    parser.add_argument("--config", required=True, help="coordinator YAML file")
+    parser.add_argument("--listen", help="override the config's listen address (host:port)")
+    parser.add_argument("--state-path", help="override the config's SQLite path")
+    parser.add_argument("--print-port", action="store_true", help="print the bound port on stdout once serving")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        configure("coordinator", config.log_format)
+        store = StateStore(args.state_path or config.state_path)
+        cluster = Cluster(config, store)
+        server, port = create_server(cluster, args.listen or config.listen)
+    except VNodeSyncError as e:
+        print(f"vnode-coordinator: error: {e}", file=sys.stderr)
+        return 2
+    server.start()
+    log.info("serving on port %d, state in %s, generation %d, mode %s", port,
+             args.state_path or config.state_path, cluster.generation(), config.policy.mode)
+    if args.print_port:
+        print(port, flush=True)
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(JOB_EXPIRY_CHECK_SECONDS):
+        cluster.expire_jobs()
+    log.info("stopping")
+    server.stop(grace=2).wait()
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

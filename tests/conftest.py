@@ -1,0 +1,45 @@
+"""Shared fixtures: unique names for what tests create, and skips that say why."""
+
+import os
+import shutil
+import uuid
+
+import pytest
+
+from vnode_sync.kernel.backend import HostCgroups
+
+TEST_PREFIX = "vnode-sync-test"
+
+
+def unique_name(kind: str = "run") -> str:
+    """A name no parallel or earlier crashed run uses; leftovers are found by TEST_PREFIX."""
+    return f"{TEST_PREFIX}.{kind}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+
+
+def _why_no_kernel() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root to create cgroups and loop devices"
+    if not HostCgroups().has_blkio_v1():
+        return "needs cgroup v1 blkio mounted at /sys/fs/cgroup/blkio"
+    if not shutil.which("losetup"):
+        return "needs losetup (util-linux) for loop devices"
+    return None
+
+
+WHY_NO_KERNEL = _why_no_kernel()
+needs_kernel = pytest.mark.skipif(WHY_NO_KERNEL is not None, reason=WHY_NO_KERNEL or "")
+
+
+def _why_no_java() -> str | None:
+    if not shutil.which("java"):
+        return "needs a Java runtime (java on PATH) for HDFS"
+    return None
+
+
+WHY_NO_JAVA = _why_no_java()
+needs_java = pytest.mark.skipif(WHY_NO_JAVA is not None, reason=WHY_NO_JAVA or "")
+
+
+@pytest.fixture
+def run_name() -> str:
+    return unique_name()

@@ -1,0 +1,1 @@
+"""vnodectl: the admin's command line."""

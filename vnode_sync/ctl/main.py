@@ -1,0 +1,181 @@
+"""vnodectl: set priorities, (de)activate users, and see what each user gets on each storage node.
+
+The coordinator's address comes from --coordinator, else $VNODE_COORDINATOR, else the
+`coordinator:` key of --config (default /etc/vnode-sync/vnodectl.yaml if present),
+else 127.0.0.1:7070.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from vnode_sync import validation
+from vnode_sync.config_loading import load_yaml_mapping
+from vnode_sync.ctl.tables import mb, render
+from vnode_sync.errors import InvalidArgument, VNodeSyncError
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:7070"
+DEFAULT_CONFIG = "/etc/vnode-sync/vnodectl.yaml"
+RPC_TIMEOUT_SECONDS = 10.0
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+_EXIT_OF_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: EXIT_INVALID, grpc.StatusCode.NOT_FOUND: EXIT_NOT_FOUND,
+                   grpc.StatusCode.UNAVAILABLE: EXIT_UNAVAILABLE,
+                   grpc.StatusCode.DEADLINE_EXCEEDED: EXIT_UNAVAILABLE}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"vnodectl: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID)
+
+
+def coordinator_address(flag: str | None, config_path: str | None) -> str:
+    if flag:
+        return flag
+    if os.environ.get("VNODE_COORDINATOR"):
+        return os.environ["VNODE_COORDINATOR"]
+    path = config_path or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    if path:
+        address = load_yaml_mapping(path).get("coordinator")
+        if address:
+            return str(address)
+    return DEFAULT_ADDRESS
+
+
+def _user_arg(value: str) -> str:
+    try:
+        return validation.user_name(value)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _priority_arg(value: str) -> int:
+    try:
+        return validation.priority(value)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vnodectl", description=__doc__.splitlines()[0])
+    parser.add_argument("--coordinator", help="coordinator host:port")
+    parser.add_argument("--config", help=f"vnodectl YAML (default {DEFAULT_CONFIG})")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("set-priority", help="set a user's priority (1..100, 100 highest)")
+    p.add_argument("user", type=_user_arg)
+    p.add_argument("priority", type=_priority_arg)
+    p = sub.add_parser("add-user", help="register a user")
+    p.add_argument("user", type=_user_arg)
+    p.add_argument("--uid", type=int, required=True)
+    p.add_argument("--priority", type=_priority_arg, default=10)
+    p.add_argument("--active", action="store_true")
+    for name, text in (("activate", "give a user a share"), ("deactivate", "take a user's share away"),
+                       ("remove", "forget a user")):
+        sub.add_parser(name, help=text).add_argument("user", type=_user_arg)
+    for name, text in (("users", "list users"), ("nodes", "list storage nodes"),
+                       ("status", "targets and measured MB/s per user and node")):
+        sub.add_parser(name, help=text).add_argument("--json", action="store_true", help="machine-readable")
+    return parser
+
+
+def _as_dict(message) -> dict:
+    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+def _user_line(user: pb.User) -> str:
+    return f"{user.name}: priority {user.priority}, {'active' if user.active else 'inactive'}"
+
+
+def _print_status(status: pb.StatusResponse) -> None:
+    rows = []
+    for us in status.users:
+        for n in us.nodes or [pb.UserNodeStatus(node_id="-")]:
+            rows.append([us.user.name, us.user.priority, "yes" if us.user.active else "no", n.node_id,
+                         mb(n.target_read_bps), mb(n.target_write_bps), mb(n.measured_read_bps),
+                         mb(n.measured_write_bps), n.applied_generation])
+    print(f"generation {status.generation}, mode {status.mode}")
+    print(render(["USER", "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
+                  "MEASURED_RD_MB/s", "MEASURED_WR_MB/s", "APPLIED_GEN"], rows))
+
+
+def _print_nodes(nodes) -> None:
+    rows = [[n.node_id, "yes" if n.connected else "no", n.backend or "-", n.applied_generation,
+             ", ".join(f"{d.name}({mb(d.read_bps)}/{mb(d.write_bps)} MB/s)" for d in n.devices)]
+            for n in nodes]
+    print(render(["NODE", "CONNECTED", "BACKEND", "APPLIED_GEN", "DEVICES (read/write BW)"], rows))
+
+
+def run(args, stub: pb_grpc.AdminStub) -> None:
+    t = RPC_TIMEOUT_SECONDS
+    if args.command == "set-priority":
+        print(_user_line(stub.SetPriority(pb.SetPriorityRequest(user=args.user, priority=args.priority), timeout=t)))
+    elif args.command == "add-user":
+        print(_user_line(stub.AddUser(pb.AddUserRequest(user=args.user, uid=validation.uid(args.uid),
+                                                        priority=args.priority, active=args.active), timeout=t)))
+    elif args.command in ("activate", "deactivate"):
+        request = pb.SetActiveRequest(user=args.user, active=args.command == "activate")
+        print(_user_line(stub.SetActive(request, timeout=t)))
+    elif args.command == "remove":
+        print(f"removed {stub.RemoveUser(pb.UserRequest(user=args.user), timeout=t).user}")
+    elif args.command == "users":
+        response = stub.ListUsers(pb.ListUsersRequest(), timeout=t)
+        if args.json:
+            print(json.dumps(_as_dict(response), indent=2))
+        else:
+            print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
+                         [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
+                          for u in response.users]))
+    elif args.command == "nodes":
+        response = stub.ListNodes(pb.ListNodesRequest(), timeout=t)
+        print(json.dumps(_as_dict(response), indent=2)) if args.json else _print_nodes(response.nodes)
+    elif args.command == "status":
+        status = stub.Status(pb.StatusRequest(), timeout=t)
+        if args.json:
+            print(json.dumps(status_json(status), indent=2))
+        else:
+            _print_status(status)
+
+
+def status_json(status: pb.StatusResponse) -> dict:
+    """A flat, stable shape: users[] each with name, priority and per-node targets."""
+    return {
+        "generation": status.generation,
+        "mode": status.mode,
+        "users": [{"name": us.user.name, "uid": us.user.uid, "priority": us.user.priority,
+                   "active": us.user.active, "running_jobs": us.user.running_jobs,
+                   "nodes": [{"node_id": n.node_id, "target_read_bps": n.target_read_bps,
+                              "target_write_bps": n.target_write_bps,
+                              "measured_read_bps": round(n.measured_read_bps, 1),
+                              "measured_write_bps": round(n.measured_write_bps, 1),
+                              "applied_generation": n.applied_generation} for n in us.nodes]}
+                  for us in status.users],
+        "nodes": [_as_dict(n) for n in status.nodes],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        address = coordinator_address(args.coordinator, args.config)
+        with grpc.insecure_channel(address) as channel:
+            run(args, pb_grpc.AdminStub(channel))
+    except VNodeSyncError as e:
+        print(f"vnodectl: error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    except grpc.RpcError as e:
+        code = e.code()
+        detail = e.details() if code != grpc.StatusCode.UNAVAILABLE else f"coordinator {address} is unreachable"
+        print(f"vnodectl: error: {detail}", file=sys.stderr)
+        return _EXIT_OF_STATUS.get(code, EXIT_FAILED)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The kernel seam: cgroup v1 blkio and cgroup v2 io enforcement behind one interface."""

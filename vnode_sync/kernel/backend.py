@@ -1,0 +1,73 @@
+"""The enforcement interface every backend implements, and detection of what the host has."""
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+from vnode_sync.errors import InvalidArgument
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+
+USER_VNODE_PREFIX = "vnode."
+DEFAULT_VNODE = "vnode-default"
+
+
+def vnode_name(user: str | None) -> str:
+    """The cgroup directory name of a user's VNode (user names are validated before this)."""
+    return DEFAULT_VNODE if not user else USER_VNODE_PREFIX + user
+
+
+def user_of_vnode(name: str) -> str | None:
+    if name == DEFAULT_VNODE:
+        return None
+    if name.startswith(USER_VNODE_PREFIX):
+        return name[len(USER_VNODE_PREFIX):]
+    raise InvalidArgument(f"{name!r} is not a VNode name")
+
+
+def is_vnode_name(name: str) -> bool:
+    return name == DEFAULT_VNODE or name.startswith(USER_VNODE_PREFIX)
+
+
+class EnforcementBackend(Protocol):
+    """One VNode per user under the agent's own cgroup root; nothing outside it is touched."""
+
+    name: str                 # "blkio-v1", "io-v2", ...
+    places_threads: bool      # False: placing a TID moves its whole process
+
+    def limitations(self) -> list[str]: ...
+    def setup(self) -> None: ...
+    def vnodes(self) -> list[str]: ...
+    def ensure_vnode(self, vnode: str, uid: int | None = None) -> None: ...
+    def remove_vnode(self, vnode: str) -> None: ...
+    def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]: ...
+    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None: ...
+    def members(self, vnode: str) -> set[int]: ...
+    def place(self, vnode: str, tid: int) -> None: ...
+    def release(self, tid: int) -> None: ...
+    def usage(self, vnode: str) -> dict[DeviceNumber, IoCounters]: ...
+    def teardown(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class HostCgroups:
+    """Where the hierarchies are mounted; pass a temp dir in tests."""
+
+    root: str = "/sys/fs/cgroup"
+
+    @property
+    def blkio_v1(self) -> str:
+        return os.path.join(self.root, "blkio")
+
+    def has_blkio_v1(self) -> bool:
+        return os.path.exists(os.path.join(self.blkio_v1, "blkio.throttle.read_bps_device"))
+
+    def v2_mount(self) -> str | None:
+        """The cgroup2 mount that offers the io controller, if any."""
+        for candidate in (self.root, os.path.join(self.root, "unified")):
+            try:
+                with open(os.path.join(candidate, "cgroup.controllers")) as f:
+                    if "io" in f.read().split():
+                        return candidate
+            except OSError:
+                continue
+        return None

@@ -1,0 +1,111 @@
+"""Value types for what the kernel files hold; each parses and prints itself."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class DeviceNumber:
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str) -> "DeviceNumber":
+        major, minor = text.split(":")
+        return cls(int(major), int(minor))
+
+    def __str__(self) -> str:
+        return f"{self.major}:{self.minor}"
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """Limits for one device in one VNode. 0 means no limit (or, for weight, the default)."""
+
+    device: DeviceNumber
+    read_bps: int = 0
+    write_bps: int = 0
+    read_iops: int = 0
+    write_iops: int = 0
+    weight: int = 0
+
+    def is_unlimited(self) -> bool:
+        return not (self.read_bps or self.write_bps or self.read_iops or self.write_iops or self.weight)
+
+
+@dataclass
+class IoCounters:
+    read_bytes: int = 0
+    write_bytes: int = 0
+    read_ios: int = 0
+    write_ios: int = 0
+
+
+@dataclass(frozen=True)
+class BlkioLine:
+    """One line of blkio.throttle.*_device: "MAJ:MIN VALUE"."""
+
+    device: DeviceNumber
+    value: int
+
+    @classmethod
+    def parse(cls, line: str) -> "BlkioLine":
+        dev, value = line.split()
+        return cls(DeviceNumber.parse(dev), int(value))
+
+    def __str__(self) -> str:
+        return f"{self.device} {self.value}"
+
+
+@dataclass(frozen=True)
+class IoMaxLine:
+    """One line of cgroup v2 io.max: "MAJ:MIN rbps=N wbps=max riops=max wiops=max"."""
+
+    device: DeviceNumber
+    limits: dict = field(default_factory=dict)  # key -> int; absent or "max" = unlimited
+
+    KEYS = ("rbps", "wbps", "riops", "wiops")
+
+    @classmethod
+    def parse(cls, line: str) -> "IoMaxLine":
+        dev, *pairs = line.split()
+        limits = {}
+        for pair in pairs:
+            key, value = pair.split("=")
+            if value != "max":
+                limits[key] = int(value)
+        return cls(DeviceNumber.parse(dev), limits)
+
+    def __str__(self) -> str:
+        values = " ".join(f"{k}={self.limits.get(k) or 'max'}" for k in self.KEYS)
+        return f"{self.device} {values}"
+
+
+def parse_blkio_lines(text: str) -> dict[DeviceNumber, int]:
+    return {line.device: line.value for line in map(BlkioLine.parse, filter(str.strip, text.splitlines()))}
+
+
+def parse_io_service_bytes(text: str) -> dict[DeviceNumber, IoCounters]:
+    """Parse blkio.throttle.io_service_bytes ("7:0 Read 1234" lines, plus a "Total" line)."""
+    counters: dict[DeviceNumber, IoCounters] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or ":" not in parts[0]:
+            continue
+        c = counters.setdefault(DeviceNumber.parse(parts[0]), IoCounters())
+        if parts[1] == "Read":
+            c.read_bytes = int(parts[2])
+        elif parts[1] == "Write":
+            c.write_bytes = int(parts[2])
+    return counters
+
+
+def parse_io_stat(text: str) -> dict[DeviceNumber, IoCounters]:
+    """Parse cgroup v2 io.stat ("7:0 rbytes=1 wbytes=2 rios=3 wios=4 ...")."""
+    counters = {}
+    for line in text.splitlines():
+        dev, *pairs = line.split()
+        fields = dict(p.split("=", 1) for p in pairs)
+        counters[DeviceNumber.parse(dev)] = IoCounters(
+            int(fields.get("rbytes", 0)), int(fields.get("wbytes", 0)),
+            int(fields.get("rios", 0)), int(fields.get("wios", 0)))
+    return counters

@@ -1,0 +1,32 @@
+"""Algorithm 1 of the paper (section 3.2): split a node's bandwidth by priority.
+
+    N = 1          -> tht_1 = BW
+    N > 1          -> tht_i = BW * p_i / sum(p)
+
+Shares are whole bytes/s rounded down, so their sum never exceeds BW.
+"""
+
+from collections.abc import Mapping
+
+from vnode_sync.validation import priority as _valid_priority
+
+BFQ_WEIGHT_MIN = 1
+BFQ_WEIGHT_MAX = 1000
+
+
+def priority_shares(bandwidth: int, priorities: Mapping[str, int]) -> dict[str, int]:
+    """Each active user's share of `bandwidth` (bytes/s or iops) by Algorithm 1."""
+    if bandwidth < 0:
+        raise ValueError(f"bandwidth must be >= 0, got {bandwidth}")
+    for value in priorities.values():
+        _valid_priority(value)
+    if len(priorities) == 1:
+        (user,) = priorities
+        return {user: bandwidth}
+    total = sum(priorities.values())
+    return {user: bandwidth * p // total for user, p in priorities.items()}
+
+
+def bfq_weight(priority: int) -> int:
+    """Map priority 1..100 to a BFQ weight 10..1000: proportional, so ratios are kept."""
+    return max(BFQ_WEIGHT_MIN, min(BFQ_WEIGHT_MAX, _valid_priority(priority) * 10))

@@ -1,0 +1,57 @@
+"""Validation of values that cross a trust boundary: user names, priorities, node ids.
+
+User names end up in cgroup paths and in lctl rule names, so only POSIX portable
+user names are accepted (IEEE Std 1003.1 3.437, as useradd enforces by default).
+"""
+
+import re
+
+from vnode_sync.errors import InvalidArgument
+
+PRIORITY_MIN = 1
+PRIORITY_MAX = 100
+USER_NAME_MAX = 32  # useradd's limit on Linux
+
+_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?")
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def user_name(value: str) -> str:
+    if not isinstance(value, str) or len(value) > USER_NAME_MAX or not _USER_NAME.fullmatch(value):
+        shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
+        raise InvalidArgument(
+            f"invalid user name {shown!r}: use 1-{USER_NAME_MAX} characters from a-z, 0-9, '_', '-', "
+            "starting with a letter or '_'")
+    return value
+
+
+def priority(value) -> int:
+    """Accept an int or a decimal string; reject anything outside 1..100."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"invalid priority {value!r}: must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+    if isinstance(value, str):
+        if not re.fullmatch(r"\s*[0-9]+\s*", value):
+            raise InvalidArgument(f"invalid priority {value!r}: must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+        value = int(value)
+    if not isinstance(value, int) or not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise InvalidArgument(f"invalid priority {value!r}: must be an integer from {PRIORITY_MIN} to {PRIORITY_MAX}")
+    return value
+
+
+def uid(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32 - 1:
+        raise InvalidArgument(f"invalid uid {value!r}: must be an integer from 0 to 4294967294")
+    return value
+
+
+def node_id(value: str) -> str:
+    if not isinstance(value, str) or not _NODE_ID.fullmatch(value):
+        raise InvalidArgument(
+            f"invalid node id {value!r}: use 1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'")
+    return value
+
+
+def bandwidth(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"invalid {what} {value!r}: must be a whole number of bytes/s, 0 or more")
+    return value

@@ -1,0 +1,331 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class User(_message.Message):
+    __slots__ = ("name", "uid", "priority", "active", "running_jobs")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    uid: int
+    priority: int
+    active: bool
+    running_jobs: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("name", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MAJOR_FIELD_NUMBER: _ClassVar[int]
+    MINOR_FIELD_NUMBER: _ClassVar[int]
+    READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    READ_IOPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_IOPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    major: int
+    minor: int
+    read_bps: int
+    write_bps: int
+    read_iops: int
+    write_iops: int
+    def __init__(self, name: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ...) -> None: ...
+
+class StorageNode(_message.Message):
+    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_UNIX_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    backend: str
+    applied_generation: int
+    last_seen_unix: float
+    connected: bool
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ...) -> None: ...
+
+class DeviceShare(_message.Message):
+    __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    MAJOR_FIELD_NUMBER: _ClassVar[int]
+    MINOR_FIELD_NUMBER: _ClassVar[int]
+    READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    READ_IOPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_IOPS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    major: int
+    minor: int
+    read_bps: int
+    write_bps: int
+    read_iops: int
+    write_iops: int
+    weight: int
+    def __init__(self, device: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+
+class VNodeSpec(_message.Message):
+    __slots__ = ("user", "uid", "priority", "shares")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    uid: int
+    priority: int
+    shares: _containers.RepeatedCompositeFieldContainer[DeviceShare]
+    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
+
+class ConnectionOwner(_message.Message):
+    __slots__ = ("client_address", "client_port", "user")
+    CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_PORT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    client_address: str
+    client_port: int
+    user: str
+    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+
+class DesiredState(_message.Message):
+    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    VNODES_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_VNODE_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    node_id: str
+    mode: str
+    vnodes: _containers.RepeatedCompositeFieldContainer[VNodeSpec]
+    default_vnode: VNodeSpec
+    users: _containers.RepeatedCompositeFieldContainer[User]
+    connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
+    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ...) -> None: ...
+
+class SetPriorityRequest(_message.Message):
+    __slots__ = ("user", "priority")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    priority: int
+    def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class AddUserRequest(_message.Message):
+    __slots__ = ("user", "uid", "priority", "active")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    uid: int
+    priority: int
+    active: bool
+    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class UserRequest(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    def __init__(self, user: _Optional[str] = ...) -> None: ...
+
+class SetActiveRequest(_message.Message):
+    __slots__ = ("user", "active")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    active: bool
+    def __init__(self, user: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class ListUsersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListUsersResponse(_message.Message):
+    __slots__ = ("users", "generation")
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedCompositeFieldContainer[User]
+    generation: int
+    def __init__(self, users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class ListNodesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListNodesResponse(_message.Message):
+    __slots__ = ("nodes", "generation")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[StorageNode]
+    generation: int
+    def __init__(self, nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RemoveUserResponse(_message.Message):
+    __slots__ = ("user",)
+    USER_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    def __init__(self, user: _Optional[str] = ...) -> None: ...
+
+class UserNodeStatus(_message.Message):
+    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    target_read_bps: int
+    target_write_bps: int
+    measured_read_bps: float
+    measured_write_bps: float
+    applied_generation: int
+    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ...) -> None: ...
+
+class UserStatus(_message.Message):
+    __slots__ = ("user", "nodes")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    nodes: _containers.RepeatedCompositeFieldContainer[UserNodeStatus]
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("generation", "mode", "users", "nodes")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    mode: str
+    users: _containers.RepeatedCompositeFieldContainer[UserStatus]
+    nodes: _containers.RepeatedCompositeFieldContainer[StorageNode]
+    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ...) -> None: ...
+
+class JobRequest(_message.Message):
+    __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ACCOUNT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    user: str
+    uid: int
+    node: str
+    account: str
+    queue: str
+    requested_priority: int
+    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., node: _Optional[str] = ..., account: _Optional[str] = ..., queue: _Optional[str] = ..., requested_priority: _Optional[int] = ...) -> None: ...
+
+class JobResponse(_message.Message):
+    __slots__ = ("user", "effective_priority", "generation")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    user: User
+    effective_priority: int
+    generation: int
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., effective_priority: _Optional[int] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class RunningJobsRequest(_message.Message):
+    __slots__ = ("source", "job_ids")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, source: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RunningJobsResponse(_message.Message):
+    __slots__ = ("expired_job_ids",)
+    EXPIRED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    expired_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, expired_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("node_id", "devices", "backend", "limitations")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    backend: str
+    limitations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("generation",)
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("node_id", "known_generation")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    known_generation: int
+    def __init__(self, node_id: _Optional[str] = ..., known_generation: _Optional[int] = ...) -> None: ...
+
+class UserUsage(_message.Message):
+    __slots__ = ("user", "device", "read_bytes", "write_bytes", "read_ios", "write_ios")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READ_IOS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_IOS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    device: str
+    read_bytes: int
+    write_bytes: int
+    read_ios: int
+    write_ios: int
+    def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ...) -> None: ...
+
+class UsageReport(_message.Message):
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    applied_generation: int
+    sampled_at_unix: float
+    usage: _containers.RepeatedCompositeFieldContainer[UserUsage]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReportAck(_message.Message):
+    __slots__ = ("generation",)
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+
+class ConnectionReport(_message.Message):
+    __slots__ = ("reporter", "connections")
+    REPORTER_FIELD_NUMBER: _ClassVar[int]
+    CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    reporter: str
+    connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
+    def __init__(self, reporter: _Optional[str] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ...) -> None: ...
