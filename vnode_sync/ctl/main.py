@@ -11,7 +11,6 @@ import os
 import sys
 
 import grpc
-from google.protobuf.json_format import MessageToDict
 
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping
@@ -85,10 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _as_dict(message) -> dict:
-    return MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
-
-
 def _user_line(user: pb.User) -> str:
     return f"{user.name}: priority {user.priority}, {'active' if user.active else 'inactive'}"
 
@@ -127,14 +122,20 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
     elif args.command == "users":
         response = stub.ListUsers(pb.ListUsersRequest(), timeout=t)
         if args.json:
-            print(json.dumps(_as_dict(response), indent=2))
+            print(json.dumps({"generation": response.generation, "users": [
+                {"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active,
+                 "running_jobs": u.running_jobs} for u in response.users]}, indent=2))
         else:
             print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
                          [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
                           for u in response.users]))
     elif args.command == "nodes":
         response = stub.ListNodes(pb.ListNodesRequest(), timeout=t)
-        print(json.dumps(_as_dict(response), indent=2)) if args.json else _print_nodes(response.nodes)
+        if args.json:
+            print(json.dumps({"generation": response.generation,
+                              "nodes": [node_json(n) for n in response.nodes]}, indent=2))
+        else:
+            _print_nodes(response.nodes)
     elif args.command == "status":
         status = stub.Status(pb.StatusRequest(), timeout=t)
         if args.json:
@@ -156,8 +157,16 @@ def status_json(status: pb.StatusResponse) -> dict:
                               "measured_write_bps": round(n.measured_write_bps, 1),
                               "applied_generation": n.applied_generation} for n in us.nodes]}
                   for us in status.users],
-        "nodes": [_as_dict(n) for n in status.nodes],
+        "nodes": [node_json(n) for n in status.nodes],
     }
+
+
+def node_json(node: pb.StorageNode) -> dict:
+    return {"node_id": node.node_id, "connected": node.connected, "backend": node.backend,
+            "applied_generation": node.applied_generation, "last_seen_unix": node.last_seen_unix,
+            "devices": [{"name": d.name, "major": d.major, "minor": d.minor, "read_bps": d.read_bps,
+                         "write_bps": d.write_bps, "read_iops": d.read_iops, "write_iops": d.write_iops}
+                        for d in node.devices]}
 
 
 def main(argv: list[str] | None = None) -> int:

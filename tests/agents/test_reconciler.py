@@ -1,0 +1,131 @@
+"""The storage agent's reconcile pass on the fake cgroupfs: converge whatever happened before."""
+
+import os
+
+import pytest
+
+from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
+from vnode_sync.agents.handlers.base import HandlerThread, Identity, PollingWait
+from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.kernel.backend import DEFAULT_VNODE
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.wire import vnode_pb2 as pb
+
+DEV = DeviceNumber(7, 3)
+DEVICE = "/dev/loop3"
+
+
+class ListedThreads(PollingWait):
+    """Discovery that returns what the test says: tid -> owner uid."""
+
+    name = "listed"
+
+    def __init__(self):
+        self.owners: dict[int, int] = {}
+
+    def scan(self, identity: Identity):
+        return [HandlerThread(tid, tid, identity.user_for_uid(uid)) for tid, uid in self.owners.items()]
+
+
+def state(generation, active: dict[str, int], users=None) -> pb.DesiredState:
+    users = users or {"alice": 1001, "bob": 1002, "carol": 1003}
+    return pb.DesiredState(
+        generation=generation, node_id="n1", mode="throttle",
+        vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1,
+                             shares=[pb.DeviceShare(device=DEVICE, read_bps=bps)]) for u, bps in active.items()],
+        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),
+        users=[pb.User(name=n, uid=uid) for n, uid in users.items()])
+
+
+@pytest.fixture
+def world(tmp_path):
+    kernel = FakeKernel()
+    fs = FakeCgroupFS(str(tmp_path / "blkio"), kernel)
+    discovery = ListedThreads()
+
+    def new_reconciler():
+        return Reconciler(BlkioV1Backend(fs.hierarchy, "vnode-sync.n1", fs), discovery, {DEVICE: DEV})
+
+    return kernel, fs, discovery, new_reconciler
+
+
+def test_vnodes_limits_and_placement_follow_the_desired_state(world):
+    kernel, fs, discovery, new_reconciler = world
+    kernel.spawn(11), kernel.spawn(12), kernel.spawn(13)
+    discovery.owners = {11: 1001, 12: 1002, 13: 4242}  # 4242: nobody we know
+    r = new_reconciler()
+    r.apply(state(5, {"alice": 20_000_000, "bob": 40_000_000}))
+    b = r.backend
+    assert sorted(b.vnodes()) == [DEFAULT_VNODE, "vnode.alice", "vnode.bob"]
+    assert b.limits("vnode.bob") == {DEV: DeviceLimits(DEV, read_bps=40_000_000)}
+    assert b.members("vnode.alice") == {11} and b.members("vnode.bob") == {12}
+    assert b.members(DEFAULT_VNODE) == {13}
+    assert r.applied_generation == 5 and r.errors == []
+
+
+def test_an_inactive_users_vnode_is_removed_and_its_threads_go_to_the_default(world):
+    kernel, fs, discovery, new_reconciler = world
+    kernel.spawn(11)
+    discovery.owners = {11: 1001}
+    r = new_reconciler()
+    r.apply(state(5, {"alice": 20_000_000, "bob": 40_000_000}))
+    r.apply(state(6, {"bob": 60_000_000}))
+    assert sorted(r.backend.vnodes()) == [DEFAULT_VNODE, "vnode.bob"]
+    assert r.backend.members(DEFAULT_VNODE) == {11}
+
+
+def test_drift_made_by_hand_is_repaired(world):
+    kernel, fs, discovery, new_reconciler = world
+    kernel.spawn(11), kernel.spawn(99)
+    discovery.owners = {11: 1001}
+    r = new_reconciler()
+    s = state(5, {"alice": 20_000_000})
+    r.apply(s)
+    root = r.backend.root
+    fs.write(f"{root}/vnode.alice/blkio.throttle.read_bps_device", f"{DEV} 0")   # limit removed by hand
+    fs.write(f"{root}/tasks", "11")                                             # handler moved out
+    fs.write(f"{root}/vnode.alice/tasks", "99")                                 # a stranger moved in
+    fs.mkdir(f"{root}/unrelated-dir")                                           # not ours: left alone
+    fs.mkdir(f"{root}/vnode.mallory")                                           # stale VNode
+    r.placed.clear()  # as after a restart: nothing remembered
+    r.apply(s)
+    assert r.backend.limits("vnode.alice") == {DEV: DeviceLimits(DEV, read_bps=20_000_000)}
+    assert r.backend.members("vnode.alice") == {11}
+    assert "vnode.mallory" not in r.backend.vnodes()
+    assert os.path.isdir(f"{root}/unrelated-dir")
+
+
+def test_a_restarted_agent_converges_to_the_same_cgroups_without_duplicates(world):
+    kernel, fs, discovery, new_reconciler = world
+    kernel.spawn(11), kernel.spawn(12)
+    discovery.owners = {11: 1001, 12: 1002}
+    s = state(7, {"alice": 20_000_000, "bob": 40_000_000})
+    first = new_reconciler()
+    first.apply(s)
+    snapshot = {v: (first.backend.limits(v), first.backend.members(v)) for v in first.backend.vnodes()}
+    second = new_reconciler()  # a new process: no memory of the first
+    second.apply(s)
+    assert {v: (second.backend.limits(v), second.backend.members(v)) for v in second.backend.vnodes()} == snapshot
+    assert sorted(os.listdir(second.backend.root)).count("vnode.alice") == 1
+
+
+def test_a_missing_device_is_reported_not_fatal(world):
+    kernel, fs, discovery, new_reconciler = world
+    r = new_reconciler()
+    s = state(3, {"alice": 1})
+    s.vnodes[0].shares.add(device="/dev/does-not-exist", read_bps=5)
+    r.apply(s)
+    assert any("/dev/does-not-exist" in e for e in r.errors)
+    assert r.backend.limits("vnode.alice") == {DEV: DeviceLimits(DEV, read_bps=1)}
+
+
+def test_usage_is_reported_per_user_and_device(world):
+    kernel, fs, discovery, new_reconciler = world
+    r = new_reconciler()
+    r.apply(state(3, {"alice": 1_000_000}))
+    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=123456)
+    report = r.usage_report("n1")
+    alice = [u for u in report.usage if u.user == "alice"]
+    assert [(u.device, u.read_bytes) for u in alice] == [(DEVICE, 123456)]
+    assert report.applied_generation == 3

@@ -1,0 +1,170 @@
+"""The cgroup v1 blkio backend, against the fake cgroupfs and against the real kernel."""
+
+import contextlib
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import WHY_NO_KERNEL, unique_name
+from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
+from tests.loopdevices import loop_device, set_scheduler
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.backend import DEFAULT_VNODE
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+
+
+class FakeWorld:
+    name = "fake"
+
+    def __init__(self, tmp_path):
+        self.kernel = FakeKernel()
+        self.hierarchy = str(tmp_path / "blkio")
+        self.fs = FakeCgroupFS(self.hierarchy, self.kernel)
+        self.device = DeviceNumber(7, 42)
+        self._next = 1000
+
+    def thread(self) -> int:
+        self._next += 1
+        self.kernel.spawn(self._next)
+        return self._next
+
+    def end_thread(self, tid: int) -> None:
+        del self.kernel.threads[tid]
+        for dirpath, _, files in os.walk(self.hierarchy):
+            path = os.path.join(dirpath, "tasks")
+            kept = [t for t in open(path).read().split() if int(t) != tid]
+            open(path, "w").write("".join(t + "\n" for t in kept))
+
+    def use_bfq(self, on: bool) -> None:
+        (self.kernel.bfq_devices.add if on else self.kernel.bfq_devices.discard)(self.device)
+
+    def close(self):
+        pass
+
+
+class KernelWorld:
+    name = "kernel"
+
+    def __init__(self):
+        self.hierarchy = "/sys/fs/cgroup/blkio"
+        self.fs = None
+        self._stack = contextlib.ExitStack()
+        _, self.device = self._stack.enter_context(loop_device(unique_name("loop")))
+        self._children = []
+
+    def thread(self) -> int:
+        child = subprocess.Popen(["sleep", "60"])
+        self._children.append(child)
+        return child.pid
+
+    def end_thread(self, tid: int) -> None:
+        for c in self._children:
+            if c.pid == tid:
+                c.kill()
+                c.wait()
+
+    def use_bfq(self, on: bool) -> None:
+        set_scheduler(self.device, "bfq" if on else "none")
+
+    def close(self):
+        for c in self._children:
+            c.kill()
+            c.wait()
+        self._stack.close()
+
+
+@pytest.fixture(params=["fake", "kernel"])
+def world(request, tmp_path):
+    if request.param == "kernel":
+        if WHY_NO_KERNEL:
+            pytest.skip(f"real-kernel variant: {WHY_NO_KERNEL}")
+        w = KernelWorld()
+    else:
+        w = FakeWorld(tmp_path)
+    backend = BlkioV1Backend(w.hierarchy, unique_name("blkio"), w.fs)
+    backend.setup()
+    yield w, backend
+    backend.teardown()
+    assert not os.path.exists(backend.root), "teardown must remove the agent's subtree"
+    w.close()
+
+
+def test_vnodes_are_created_listed_and_removed(world):
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    backend.ensure_vnode("vnode.alice")  # idempotent
+    backend.ensure_vnode(DEFAULT_VNODE)
+    assert sorted(backend.vnodes()) == [DEFAULT_VNODE, "vnode.alice"]
+    backend.remove_vnode("vnode.alice")
+    assert backend.vnodes() == [DEFAULT_VNODE]
+
+
+def test_throttle_limits_are_set_changed_and_cleared(world):
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    backend.apply_limits("vnode.alice", [DeviceLimits(w.device, read_bps=20_000_000, write_iops=300)])
+    assert backend.limits("vnode.alice") == {
+        w.device: DeviceLimits(w.device, read_bps=20_000_000, write_iops=300)}
+    backend.apply_limits("vnode.alice", [DeviceLimits(w.device, read_bps=10_485_760, write_bps=5_000_000)])
+    assert backend.limits("vnode.alice") == {
+        w.device: DeviceLimits(w.device, read_bps=10_485_760, write_bps=5_000_000)}
+    backend.apply_limits("vnode.alice", [])
+    assert backend.limits("vnode.alice") == {}
+
+
+def test_write_throttle_files_are_the_real_names(world):
+    """cgroupspy's trailing-space file names broke write throttling unnoticed; ours are checked."""
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    backend.apply_limits("vnode.alice", [DeviceLimits(w.device, write_bps=7_000_000)])
+    with open(os.path.join(backend.root, "vnode.alice", "blkio.throttle.write_bps_device")) as f:
+        assert f.read().split() == [str(w.device), "7000000"]
+
+
+def test_placing_a_thread_moves_it_out_of_its_previous_vnode(world):
+    w, backend = world
+    tid = w.thread()
+    for vnode in ("vnode.alice", "vnode.bob"):
+        backend.ensure_vnode(vnode)
+    backend.place("vnode.alice", tid)
+    assert tid in backend.members("vnode.alice")
+    backend.place("vnode.bob", tid)
+    assert tid in backend.members("vnode.bob") and tid not in backend.members("vnode.alice")
+
+
+def test_removing_a_vnode_releases_its_threads_first(world):
+    w, backend = world
+    tid = w.thread()
+    backend.ensure_vnode("vnode.alice")
+    backend.place("vnode.alice", tid)
+    backend.remove_vnode("vnode.alice")
+    assert backend.vnodes() == []
+    with open(os.path.join(backend.root, "tasks")) as f:
+        assert str(tid) in f.read().split()
+
+
+def test_placing_a_vanished_thread_is_a_process_lookup_error(world):
+    w, backend = world
+    tid = w.thread()
+    w.end_thread(tid)
+    backend.ensure_vnode("vnode.alice")
+    with pytest.raises(ProcessLookupError):
+        backend.place("vnode.alice", tid)
+
+
+def test_bfq_weight_needs_bfq_and_is_reset_to_default(world):
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    w.use_bfq(False)
+    with pytest.raises(KernelError, match="bfq"):
+        backend.apply_limits("vnode.alice", [DeviceLimits(w.device, weight=400)])
+    w.use_bfq(True)
+    try:
+        backend.apply_limits("vnode.alice", [DeviceLimits(w.device, weight=400)])
+        assert backend.limits("vnode.alice")[w.device].weight == 400
+        backend.apply_limits("vnode.alice", [])
+        assert backend.limits("vnode.alice") == {}
+    finally:
+        w.use_bfq(False)
