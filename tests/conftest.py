@@ -4,8 +4,13 @@ import os
 import shutil
 import uuid
 
+import grpc
 import pytest
 
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.config import parse_config
+from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups
 
 TEST_PREFIX = "vnode-sync-test"
@@ -43,3 +48,23 @@ needs_java = pytest.mark.skipif(WHY_NO_JAVA is not None, reason=WHY_NO_JAVA or "
 @pytest.fixture
 def run_name() -> str:
     return unique_name()
+
+
+COORDINATOR_CONFIG = {
+    "users": [{"name": "alice", "uid": 1001, "priority": 4, "active": True},
+              {"name": "bob", "uid": 1002, "priority": 8, "active": True}],
+    "storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/loop7", "read_bps": 60_000_000,
+                                                 "write_bps": 30_000_000}]}],
+}
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    """A coordinator served on a real loopback port; yields (cluster, channel)."""
+    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    server, port = create_server(cluster, "127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    yield cluster, channel, port
+    channel.close()
+    server.stop(0)

@@ -1,0 +1,91 @@
+"""The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
+
+import grpc
+import pytest
+
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+MB = 1_000_000
+
+
+def admin(channel):
+    return pb_grpc.AdminStub(channel)
+
+
+@pytest.mark.parametrize("request_,code,text", [
+    (pb.SetPriorityRequest(user="alice", priority=0), grpc.StatusCode.INVALID_ARGUMENT, "invalid priority 0"),
+    (pb.SetPriorityRequest(user="alice", priority=101), grpc.StatusCode.INVALID_ARGUMENT, "invalid priority 101"),
+    (pb.SetPriorityRequest(user="../x", priority=5), grpc.StatusCode.INVALID_ARGUMENT, "invalid user name"),
+    (pb.SetPriorityRequest(user="a b", priority=5), grpc.StatusCode.INVALID_ARGUMENT, "invalid user name"),
+    (pb.SetPriorityRequest(user="x" * 300, priority=5), grpc.StatusCode.INVALID_ARGUMENT, "invalid user name"),
+    (pb.SetPriorityRequest(user="mallory", priority=5), grpc.StatusCode.NOT_FOUND, "unknown user 'mallory'"),
+])
+def test_bad_admin_requests_are_refused_and_change_nothing(coordinator, request_, code, text):
+    cluster, channel, _ = coordinator
+    generation = cluster.generation()
+    with pytest.raises(grpc.RpcError) as e:
+        admin(channel).SetPriority(request_, timeout=5)
+    assert e.value.code() == code and text in e.value.details()
+    assert cluster.generation() == generation
+    assert {u.name: u.priority for u in cluster.users()} == {"alice": 4, "bob": 8}
+
+
+def test_status_shows_algorithm_1_targets(coordinator):
+    _, channel, _ = coordinator
+    status = admin(channel).Status(pb.StatusRequest(), timeout=5)
+    targets = {u.user.name: (u.nodes[0].target_read_bps, u.nodes[0].target_write_bps) for u in status.users}
+    assert targets == {"alice": (20 * MB, 10 * MB), "bob": (40 * MB, 20 * MB)}
+
+
+def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator):
+    cluster, channel, _ = coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+    stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10)
+    first = next(stream)
+    assert {v.user: v.shares[0].read_bps for v in first.vnodes} == {"alice": 20 * MB, "bob": 40 * MB}
+    assert first.default_vnode.shares[0].read_bps == 6 * MB
+    admin(channel).SetActive(pb.SetActiveRequest(user="alice", active=False), timeout=5)
+    second = next(stream)
+    assert second.generation > first.generation
+    assert {v.user: v.shares[0].read_bps for v in second.vnodes} == {"bob": 60 * MB}
+    stream.cancel()
+
+
+def test_an_unconfigured_node_or_device_is_refused(coordinator):
+    _, channel, _ = coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    with pytest.raises(grpc.RpcError) as e:
+        link.Register(pb.RegisterRequest(node_id="dn9"), timeout=5)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND and "dn9" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        link.Register(pb.RegisterRequest(node_id="dn1", devices=[pb.Device(name="/dev/sdz")]), timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "/dev/sdz" in e.value.details()
+
+
+def test_usage_reports_become_measured_rates(coordinator):
+    cluster, channel, _ = coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    import time
+    now = time.time()
+    for i, t in enumerate((now - 1.0, now)):
+        link.ReportUsage(pb.UsageReport(node_id="dn1", applied_generation=cluster.generation(), sampled_at_unix=t,
+                                        usage=[pb.UserUsage(user="bob", device="/dev/loop7",
+                                                            read_bytes=i * 40 * MB)]), timeout=5)
+    status = admin(channel).Status(pb.StatusRequest(), timeout=5)
+    bob = next(u for u in status.users if u.user.name == "bob")
+    assert bob.nodes[0].measured_read_bps == pytest.approx(40 * MB)
+    assert bob.nodes[0].applied_generation == cluster.generation()
+
+
+def test_garbage_on_the_wire_is_refused_and_the_server_keeps_serving(coordinator):
+    cluster, channel, _ = coordinator
+    raw = channel.unary_unary("/vnode_sync.v1.Admin/SetPriority",
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        raw(b"\xff\xff\xff\xff garbage \x00\x01", timeout=5)
+    assert e.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT)
+    assert {u.name: u.priority for u in cluster.users()} == {"alice": 4, "bob": 8}
+    assert admin(channel).ListUsers(pb.ListUsersRequest(), timeout=5).users

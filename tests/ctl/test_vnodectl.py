@@ -1,0 +1,77 @@
+"""vnodectl as an admin runs it: real process, real coordinator over gRPC."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def vnodectl(port, *args, env=None):
+    return subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                           *args], capture_output=True, text=True, timeout=30, env=env)
+
+
+def test_set_priority_then_status_json(coordinator):
+    cluster, _, port = coordinator
+    result = vnodectl(port, "set-priority", "alice", "8")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(vnodectl(port, "status", "--json").stdout)
+    alice = next(u for u in status["users"] if u["name"] == "alice")
+    assert alice["priority"] == 8
+    assert alice["nodes"] == [{"node_id": "dn1", "target_read_bps": 30_000_000, "target_write_bps": 15_000_000,
+                               "measured_read_bps": 0.0, "measured_write_bps": 0.0, "applied_generation": 0}]
+
+
+def test_human_status_is_an_aligned_table(coordinator):
+    _, _, port = coordinator
+    lines = vnodectl(port, "status").stdout.splitlines()
+    header, rows = lines[1], lines[2:]
+    assert header.split()[:4] == ["USER", "PRIO", "ACTIVE", "NODE"]
+    assert len({len(r) for r in rows}) == 1 and rows[0].startswith("alice")
+
+
+@pytest.mark.parametrize("args,message,code", [
+    (("set-priority", "alice", "0"), "invalid priority 0", 2),
+    (("set-priority", "alice", "101"), "invalid priority 101", 2),
+    (("set-priority", "alice", "abc"), "invalid priority 'abc'", 2),
+    (("set-priority", "../x", "5"), "invalid user name '../x'", 2),
+    (("set-priority", "a b", "5"), "invalid user name 'a b'", 2),
+    (("set-priority", "x" * 300, "5"), "invalid user name", 2),
+    (("set-priority", "mallory", "5"), "unknown user 'mallory'", 3),
+    (("activate", "mallory"), "unknown user 'mallory'", 3),
+    (("remove", "mallory"), "unknown user 'mallory'", 3),
+])
+def test_bad_input_gets_one_line_a_nonzero_exit_and_changes_nothing(coordinator, args, message, code):
+    cluster, _, port = coordinator
+    generation = cluster.generation()
+    result = vnodectl(port, *args)
+    assert result.returncode == code
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert cluster.generation() == generation
+    assert {u.name: (u.priority, u.active) for u in cluster.users()} == {"alice": (4, True), "bob": (8, True)}
+
+
+def test_a_coordinator_that_is_down_is_named_in_one_line():
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", "127.0.0.1:1",
+                             "status"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 4
+    assert result.stderr.strip() == "vnodectl: error: coordinator 127.0.0.1:1 is unreachable"
+
+
+def test_malformed_yaml_config_is_one_line(tmp_path):
+    bad = tmp_path / "vnodectl.yaml"
+    bad.write_text("coordinator: [unclosed\n")
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--config", str(bad), "users"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "not valid YAML" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_address_comes_from_the_environment(coordinator):
+    import os
+    _, _, port = coordinator
+    env = dict(os.environ, VNODE_COORDINATOR=f"127.0.0.1:{port}")
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "users", "--json"],
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert [u["name"] for u in json.loads(result.stdout)["users"]] == ["alice", "bob"]
