@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
-from tests.loopdevices import loop_device
+from vnode_sync.testbed.raw_loop import loop_device
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 

@@ -1,4 +1,4 @@
-"""Loop devices for tests: backed by a file named with the run's unique prefix, always detached."""
+"""Raw loop devices over sparse files named with a unique prefix; always detached on exit."""
 
 import contextlib
 import os

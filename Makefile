@@ -1,0 +1,17 @@
+# The two commands of the README. Both install what they need first (scripts/setup.sh).
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+
+.PHONY: setup demo test clean-leftovers
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(PYTHON) -m vnode_sync.testbed.demo
+
+test: setup
+	$(PYTHON) -m pytest -ra
+
+clean-leftovers:
+	$(PYTHON) -m vnode_sync.testbed.leftovers --remove

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install everything vnode-sync needs on a fresh Debian 12 machine (run as root; idempotent).
+# The Python side goes into .venv in the repo; each scripts/setup.d/*.sh adds one area's needs
+# (HDFS jars from Maven Central, Slurm and MPI from Debian) and receives the venv path as $1.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv="${VNODE_VENV:-$repo/.venv}"
+
+apt_packages=(util-linux e2fsprogs iproute2 procps)
+missing=()
+for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+stamp="$venv/.vnode-sync-installed"
+if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -e "$repo[test]"
+  touch "$stamp"
+fi
+
+for fragment in "$repo"/scripts/setup.d/*.sh; do
+  [ -e "$fragment" ] || continue
+  bash "$fragment" "$venv"
+done
