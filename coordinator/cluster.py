@@ -52,6 +52,7 @@ class Cluster:
         self._changed = threading.Condition()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime() for n in config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
+        self._users_at: tuple[int, list[UserRecord]] = (-1, [])
         for seed in config.users:
             if store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
                 log.info("user %s created from config (priority %d)", seed.name, seed.priority)
@@ -71,11 +72,18 @@ class Cluster:
             self._changed.wait_for(lambda: self.store.generation() != known_generation, timeout)
         return self.store.generation()
 
+    def _users_of_generation(self) -> tuple[int, list[UserRecord]]:
+        """Users read once per generation, not once per node: every stream asks at the same time."""
+        generation = self.store.generation()
+        if self._users_at[0] != generation:
+            self._users_at = (generation, self.store.users())
+        return self._users_at
+
     def desired_state(self, node_id: str) -> pb.DesiredState:
         node = self._node_config(node_id)
         connections = [c for owners in self._connections.values() for c in owners]
-        return build_desired_state(self.store.generation(), node, self.store.users(),
-                                   self.config.policy, connections)
+        generation, users = self._users_of_generation()
+        return build_desired_state(generation, node, users, self.config.policy, connections)
 
     def _node_config(self, node_id: str):
         node = self.config.node(node_id)

@@ -93,7 +93,8 @@ class AdminService(pb_grpc.AdminServicer):
                        for d in node.devices]
             nodes.append(pb.StorageNode(node_id=node.node_id, devices=devices, backend=runtime.backend,
                                         applied_generation=runtime.applied_generation,
-                                        last_seen_unix=runtime.last_seen, connected=runtime.streams > 0))
+                                        last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
+                                        limitations=runtime.limitations, errors=runtime.errors))
         return nodes
 
     @_rpc

@@ -105,6 +105,11 @@ def _print_nodes(nodes) -> None:
              ", ".join(f"{d.name}({mb(d.read_bps)}/{mb(d.write_bps)} MB/s)" for d in n.devices)]
             for n in nodes]
     print(render(["NODE", "CONNECTED", "BACKEND", "APPLIED_GEN", "DEVICES (read/write BW)"], rows))
+    for n in nodes:
+        for note in n.limitations:
+            print(f"{n.node_id}: cannot: {note}")
+        for error in n.errors:
+            print(f"{n.node_id}: error: {error}")
 
 
 def run(args, stub: pb_grpc.AdminStub) -> None:
@@ -164,6 +169,7 @@ def status_json(status: pb.StatusResponse) -> dict:
 def node_json(node: pb.StorageNode) -> dict:
     return {"node_id": node.node_id, "connected": node.connected, "backend": node.backend,
             "applied_generation": node.applied_generation, "last_seen_unix": node.last_seen_unix,
+            "limitations": list(node.limitations), "errors": list(node.errors),
             "devices": [{"name": d.name, "major": d.major, "minor": d.minor, "read_bps": d.read_bps,
                          "write_bps": d.write_bps, "read_iops": d.read_iops, "write_iops": d.write_iops}
                         for d in node.devices]}

@@ -39,20 +39,24 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ...) -> None: ...
 
 class StorageNode(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected")
+    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_UNIX_FIELD_NUMBER: _ClassVar[int]
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
     applied_generation: int
     last_seen_unix: float
     connected: bool
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ...) -> None: ...
+    limitations: _containers.RepeatedScalarFieldContainer[str]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeviceShare(_message.Message):
     __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight")

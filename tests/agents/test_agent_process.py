@@ -1,0 +1,71 @@
+"""vnode-agent as a process: bad configs refused in one line; a dead coordinator is survived."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import needs_kernel, unique_name
+from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.testbed.raw_loop import loop_device
+from vnode_sync.wire import vnode_pb2 as pb
+
+
+def run_agent(config_path, *extra, timeout=20):
+    return subprocess.run([sys.executable, "-m", "vnode_sync.agents.main", "--config", str(config_path), *extra],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("config,message", [
+    ("node_id: n1\ndevices: [/dev/does-not-exist]\n", "device '/dev/does-not-exist' does not exist"),
+    ("node_id: n1\ndevices: [/etc/hostname]\n", "is not a block device"),
+    ("node_id: [n1\n", "not valid YAML"),
+    ("node_id: '../etc'\n", "invalid node id"),
+    ("node_id: n1\nbackend: zfs\n", "backend 'zfs' is not one of"),
+    ("node_id: n1\ndiscovery: {kind: nfs}\n", "discovery.kind 'nfs'"),
+    ("node_id: n1\ndiscovery: {kind: generic, colour: red}\n", "unknown key(s) colour"),
+    ("node_id: n1\nresync_seconds: 0\n", "resync_seconds 0.0 must be above 0"),
+])
+def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config, message):
+    path = tmp_path / "agent.yaml"
+    path.write_text(config + f"cgroup_name: {unique_name('badcfg')}\n")
+    result = run_agent(path)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not any("badcfg" in d for d in os.listdir(HostCgroups().blkio_v1)) if HostCgroups().has_blkio_v1() else True
+
+
+@needs_kernel
+def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path):
+    name = unique_name("cached")
+    with loop_device(name) as (device, dev):
+        state = pb.DesiredState(generation=9, node_id="n1", mode="throttle",
+                                vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
+                                                     shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
+                                default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))
+        cache = tmp_path / "agent.state"
+        cache.write_bytes(state.SerializeToString())
+        config = tmp_path / "agent.yaml"
+        config.write_text(yaml.safe_dump({"node_id": "n1", "coordinator": "127.0.0.1:1", "cgroup_name": name,
+                                          "devices": [device], "state_cache": str(cache),
+                                          "teardown_on_exit": True}))
+        agent = subprocess.Popen([sys.executable, "-m", "vnode_sync.agents.main", "--config", str(config)],
+                                 stderr=subprocess.PIPE, text=True)
+        limit_file = os.path.join(HostCgroups().blkio_v1, name, "vnode.alice", "blkio.throttle.read_bps_device")
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not os.path.exists(limit_file):
+                time.sleep(0.1)
+            with open(limit_file) as f:
+                assert f.read().split() == [str(dev), "12345678"]
+            time.sleep(1.0)
+            assert agent.poll() is None, "the agent keeps running while the coordinator is down"
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            _, err = agent.communicate(timeout=20)
+        assert "unreachable" in err and "enforcing the last state" in err
+        assert not os.path.exists(os.path.join(HostCgroups().blkio_v1, name))

@@ -1,0 +1,95 @@
+"""Small ext4 disks on loop devices, so a test's file I/O is block I/O on a device of its own.
+
+    disk = LoopDisk.create("/tmp/vnode-sync-x/dn0.img", "/tmp/vnode-sync-x/dn0", size_mb=1024)
+    disk.device, disk.device_number   # "/dev/loop3", DeviceNumber(7, 3): what blkio files name
+    disk.remove()                     # unmount, detach, delete the backing file
+
+Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(prefix)`
+(backing file path) and `stale_mounts(prefix)` (mount point path). Needs root.
+"""
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.devices import device_number
+from vnode_sync.kernel.types import DeviceNumber
+
+
+def _run(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise KernelError(argv[-1], f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@dataclass(frozen=True)
+class LoopDisk:
+    backing_file: str
+    device: str
+    device_number: DeviceNumber
+    mountpoint: str
+
+    @classmethod
+    def create(cls, backing_file: str, mountpoint: str, size_mb: int) -> "LoopDisk":
+        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint`."""
+        with open(backing_file, "wb") as f:
+            # Allocated up front so HDFS writes do not also pay for extent allocation in the host fs.
+            os.posix_fallocate(f.fileno(), 0, size_mb << 20)
+        # direct-io: the loop device reads the backing file with O_DIRECT, so pages are not cached
+        # twice and a read that misses ext4's page cache really reaches the host disk.
+        device = _run("losetup", "--find", "--show", "--direct-io=on", backing_file)
+        try:
+            # Inode tables and journal written now, not by ext4lazyinit during a measurement.
+            _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
+            os.makedirs(mountpoint, exist_ok=True)
+            _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
+        except BaseException:
+            detach(device)
+            raise
+        return cls(backing_file, device, device_number(device), mountpoint)
+
+    def remove(self) -> None:
+        """Unmount, detach and delete; each step is skipped if already done."""
+        unmount(self.mountpoint)
+        if self.device in stale_loops(self.backing_file):
+            detach(self.device)
+        if os.path.exists(self.backing_file):
+            os.unlink(self.backing_file)
+
+
+def unmount(mountpoint: str) -> None:
+    if mountpoint in stale_mounts(mountpoint):
+        # Lazy as a fallback: a process that is still dying may hold a file open for a moment.
+        if subprocess.run(["umount", mountpoint], capture_output=True).returncode != 0:
+            _run("umount", "--lazy", mountpoint)
+
+
+def detach(device: str) -> None:
+    subprocess.run(["losetup", "--detach", device], capture_output=True)
+
+
+def stale_loops(prefix: str) -> list[str]:
+    """Loop devices whose backing file path contains `prefix`."""
+    found = []
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            with open(f"/sys/block/{name}/loop/backing_file") as f:
+                backing = f.read().strip()
+        except OSError:
+            continue
+        if prefix in backing:
+            found.append(f"/dev/{name}")
+    return found
+
+
+def stale_mounts(prefix: str) -> list[str]:
+    """Mount points whose path contains `prefix`, deepest first so they can be unmounted in order."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mountpoint = line.split()[4].replace("\\040", " ")
+            if prefix in mountpoint:
+                found.append(mountpoint)
+    return sorted(found, key=len, reverse=True)
