@@ -1,0 +1,201 @@
+"""TCP sockets as /proc shows them, and which socket a thread is working on right now.
+
+/proc/<pid>/net/tcp and tcp6 list every TCP socket of the process's network namespace
+(`Documentation/networking/proc_net_tcp.rst`): addresses in hex, 32-bit words in host
+byte order, the owner's uid and the socket inode. Java sockets are dual-stack, so IPv4
+peers appear in tcp6 as ::ffff:a.b.c.d; addresses here are normalised to dotted IPv4 so
+both tables, and compute agents' reports, agree.
+
+File descriptors belong to the process, not the thread, so /proc/<pid>/task/<tid>/fd
+cannot tell which of a process's sockets a handler thread serves. What the thread is
+doing can: /proc/<pid>/task/<tid>/syscall shows the system call it is blocked in and
+its arguments. Socket I/O names the socket fd directly (sendfile's first argument is the
+socket); a thread waiting in epoll names the epoll fd, whose fdinfo lists the fds it
+watches (Hadoop waits in a selector of its own per call); poll names an array in the
+thread's memory, read through /proc/<pid>/mem. A thread that is running, or blocked
+on something else, gives no evidence at that instant.
+"""
+
+import ipaddress
+import os
+import platform
+import re
+import struct
+import sys
+from dataclasses import dataclass
+
+Endpoint = tuple[str, int]
+
+TCP_ESTABLISHED = 0x01
+TCP_LISTEN = 0x0A
+
+# System calls whose first argument is the socket the thread is using.
+_FD_FIRST_CALLS = {
+    "x86_64": {0, 1, 17, 18, 19, 20, 40, 44, 45, 46, 47, 48, 288, 299, 307},
+    "aarch64": {63, 64, 65, 66, 67, 68, 71, 202, 206, 207, 210, 211, 212, 242, 243, 269},
+}
+_EPOLL_WAIT_CALLS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
+_POLL_CALLS = {"x86_64": {7, 271}, "aarch64": {73}}
+_MAX_POLL_FDS = 64
+_SOCKET_LINK = re.compile(r"socket:\[(\d+)\]")
+_MACHINE = platform.machine()
+
+
+@dataclass(frozen=True)
+class TcpSocket:
+    """One row of /proc/net/tcp{,6}."""
+
+    local: Endpoint
+    remote: Endpoint
+    state: int
+    uid: int
+    inode: int
+
+    @property
+    def established(self) -> bool:
+        return self.state == TCP_ESTABLISHED
+
+
+def normalise_address(address: str) -> str:
+    """One spelling per address: IPv4-mapped IPv6 becomes dotted IPv4, IPv6 is compressed."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def _decode_address(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    if sys.byteorder == "little":  # each 32-bit word is printed in host order
+        raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    return normalise_address(str(ipaddress.ip_address(raw)))
+
+
+def _decode_endpoint(field: str) -> Endpoint:
+    address, port = field.split(":")
+    return _decode_address(address), int(port, 16)
+
+
+def parse_tcp_table(text: str, port: int | None = None) -> list[TcpSocket]:
+    """Rows of a /proc/net/tcp or tcp6 file; with `port`, only sockets with that port at either end."""
+    marker = f":{port:04X} " if port is not None else None
+    sockets = []
+    for line in text.splitlines()[1:]:
+        if marker is not None and marker not in line:
+            continue  # cheap filter before decoding: busy hosts list thousands of sockets
+        fields = line.split()
+        if len(fields) < 10:
+            continue
+        sockets.append(TcpSocket(_decode_endpoint(fields[1]), _decode_endpoint(fields[2]),
+                                 int(fields[3], 16), int(fields[7]), int(fields[9])))
+    return sockets
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None  # the process or thread is gone: normal
+
+
+def tcp_sockets(proc_root: str, pid: int, port: int | None = None) -> list[TcpSocket]:
+    """The TCP sockets of `pid`'s network namespace, IPv4 and IPv6 tables together."""
+    sockets: list[TcpSocket] = []
+    for table in ("tcp", "tcp6"):
+        text = _read(os.path.join(proc_root, str(pid), "net", table))
+        if text is not None:
+            sockets.extend(parse_tcp_table(text, port))
+    return sockets
+
+
+def listening_ports(proc_root: str, pid: int) -> set[int]:
+    inodes = set(socket_inodes(proc_root, pid))
+    return {s.local[1] for s in tcp_sockets(proc_root, pid) if s.state == TCP_LISTEN and s.inode in inodes}
+
+
+def peer_of(sockets: list[TcpSocket], server_side: TcpSocket) -> TcpSocket | None:
+    """The other end of a connection when both ends are on this host (same namespace)."""
+    for s in sockets:
+        if s.local == server_side.remote and s.remote == server_side.local:
+            return s
+    return None
+
+
+def socket_inode(proc_root: str, pid: int, fd: int) -> int | None:
+    try:
+        match = _SOCKET_LINK.fullmatch(os.readlink(os.path.join(proc_root, str(pid), "fd", str(fd))))
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return int(match.group(1)) if match else None
+
+
+def socket_inodes(proc_root: str, pid: int) -> dict[int, int]:
+    """Socket inode -> fd for every socket the process holds."""
+    fd_dir = os.path.join(proc_root, str(pid), "fd")
+    try:
+        fds = os.listdir(fd_dir)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return {}
+    inodes = {}
+    for fd in fds:
+        inode = socket_inode(proc_root, pid, int(fd))
+        if inode is not None:
+            inodes[inode] = int(fd)
+    return inodes
+
+
+@dataclass(frozen=True)
+class BlockedCall:
+    """The system call a thread is blocked in: number and its six arguments."""
+
+    number: int
+    args: tuple[int, ...]
+
+
+def blocked_call(proc_root: str, pid: int, tid: int) -> BlockedCall | None:
+    """None when the thread is running, in user space, or gone."""
+    text = _read(os.path.join(proc_root, str(pid), "task", str(tid), "syscall"))
+    if not text:
+        return None
+    fields = text.split()
+    if fields[0] in ("running", "-1") or len(fields) < 7:
+        return None
+    return BlockedCall(int(fields[0]), tuple(int(a, 16) for a in fields[1:7]))
+
+
+def epoll_targets(proc_root: str, pid: int, epoll_fd: int) -> list[int]:
+    """The fds an epoll instance watches (the `tfd:` lines of its fdinfo)."""
+    text = _read(os.path.join(proc_root, str(pid), "fdinfo", str(epoll_fd)))
+    if text is None:
+        return []
+    return [int(line.split()[1]) for line in text.splitlines() if line.startswith("tfd:")]
+
+
+def poll_targets(proc_root: str, pid: int, address: int, count: int) -> list[int]:
+    """The fds of a `struct pollfd` array in the process's memory (needs ptrace rights)."""
+    count = min(count, _MAX_POLL_FDS)
+    try:
+        with open(os.path.join(proc_root, str(pid), "mem"), "rb", buffering=0) as mem:
+            mem.seek(address)
+            raw = mem.read(8 * count)
+    except (OSError, OverflowError, ValueError):
+        return []
+    return [fd for fd, _, _ in struct.iter_unpack("=ihh", raw[:len(raw) - len(raw) % 8]) if fd >= 0]
+
+
+def sockets_in_use(proc_root: str, pid: int, tid: int, machine: str = _MACHINE) -> set[int]:
+    """Inodes of the sockets thread `tid` is blocked on right now; empty when it shows none."""
+    call = blocked_call(proc_root, pid, tid)
+    if call is None:
+        return set()
+    if call.number in _FD_FIRST_CALLS.get(machine, ()):
+        fds = [call.args[0]]
+    elif call.number in _EPOLL_WAIT_CALLS.get(machine, ()):
+        fds = epoll_targets(proc_root, pid, call.args[0])
+    elif call.number in _POLL_CALLS.get(machine, ()):
+        fds = poll_targets(proc_root, pid, call.args[0], call.args[1])
+    else:
+        return set()
+    inodes = (socket_inode(proc_root, pid, fd) for fd in fds if fd < 1 << 31)
+    return {inode for inode in inodes if inode is not None}
