@@ -2,7 +2,7 @@
 
 Everything this project's tests, demos and benchmarks make carries one of the
 prefixes below in its name: cgroup subtrees, loop-device backing files, mount
-points, work dirs of daemons. Production agents' subtrees (`vnode-sync.<node>`) are
+points, work dirs of daemons, network namespaces. Production agents' subtrees (`vnode-sync.<node>`) are
 never touched.
 
     python -m vnode_sync.testbed.leftovers            # list
@@ -43,6 +43,11 @@ def mounts() -> list[str]:
         return [line.split()[1] for line in f if _ours(line.split()[1])]
 
 
+def network_namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip() and _ours(line.split()[0])]
+
+
 def processes() -> list[tuple[int, str]]:
     found = []
     for entry in os.listdir("/proc"):
@@ -75,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--remove", action="store_true")
     args = parser.parse_args(argv)
-    found = {"processes": processes(), "mounts": mounts(), "loop devices": loop_devices(), "cgroups": cgroups()}
+    found = {"processes": processes(), "mounts": mounts(), "loop devices": loop_devices(), "cgroups": cgroups(),
+             "network namespaces": network_namespaces()}
     for kind, items in found.items():
         for item in items:
             print(f"{kind}: {item}")
@@ -95,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["losetup", "-d", name], check=False)
     for path in found["cgroups"]:
         _remove_cgroup(path)
+    for netns in found["network namespaces"]:
+        from vnode_sync.testbed.compute_host import ComputeHost
+        ComputeHost(netns).stop()
     print("removed")
     return 0
 
