@@ -39,8 +39,9 @@ def priority(value) -> int:
 
 
 def uid(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32 - 1:
-        raise InvalidArgument(f"invalid uid {value!r}: must be an integer from 0 to 4294967294")
+    """Root (0) is refused: root-owned threads include the file system's own, never one user's."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**32 - 1:
+        raise InvalidArgument(f"invalid uid {value!r}: must be an integer from 1 to 4294967294 (not root)")
     return value
 
 

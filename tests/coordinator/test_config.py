@@ -51,3 +51,8 @@ def test_bad_configs_fail_with_a_one_line_error(tmp_path, text, message):
 def test_a_missing_file_says_so(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(str(tmp_path / "nope.yaml"))
+
+
+def test_root_cannot_be_a_user(tmp_path):
+    with pytest.raises(ConfigError, match="invalid uid 0"):
+        load_config(write(tmp_path, "users: [{name: rooty, uid: 0, priority: 5}]"))

@@ -48,19 +48,35 @@ HOOKS = {h.name: h for h in (
 )}
 
 
-def _say(settings: BatchSettings | None, hook: str, line: str, level: int = logging.INFO) -> None:
-    """The hook's one line: on stderr, and appended to the log file (best effort)."""
-    text = f"vnode-sync {hook}: {line}"
-    log.log(level, "%s", text)
-    print(text, file=sys.stderr, flush=True)
-    path = settings.log_file if settings else None
-    if path:
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            with open(path, "a") as f:
-                f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {text}\n")
-        except OSError:
-            pass
+class _HookLog:
+    """Where a hook's lines go: stderr, and the log file, since Slurm and pbs_mom discard the output."""
+
+    def __init__(self, hook: str):
+        self.hook = hook
+        self.handlers: list[logging.Handler] = []
+
+    def open(self, log_file: str | None) -> None:
+        formatter = logging.Formatter(f"%(asctime)s vnode-sync {self.hook}: %(message)s")
+        formatter.converter = time.gmtime
+        self.handlers.append(logging.StreamHandler(sys.stderr))
+        if log_file:
+            try:
+                os.makedirs(os.path.dirname(log_file) or ".", exist_ok=True)
+                self.handlers.append(logging.FileHandler(log_file))
+            except OSError:
+                pass   # a full or read-only /var/log must not stop the job
+        package = logging.getLogger("vnode_sync")
+        for handler in self.handlers:
+            handler.setFormatter(formatter)
+            package.addHandler(handler)
+        package.setLevel(logging.INFO)
+
+    def close(self) -> None:
+        package = logging.getLogger("vnode_sync")
+        for handler in self.handlers:
+            package.removeHandler(handler)
+            handler.close()
+        self.handlers.clear()
 
 
 def _start_watchdog(hook: str, seconds: float, settings_ref: list, exit_code: int) -> threading.Timer:

@@ -1,0 +1,337 @@
+"""HDFS handler discovery: each DataXceiver thread of one DataNode, and the user it serves.
+
+A DataNode serves every client connection in a thread of its own whose native name
+(comm) is "DataXceiver for" (the Java name, truncated to 15 bytes, is set at the start
+of DataXceiver.run(), before any block I/O). Capture is a race (architecture.md), so
+this plug-in wakes on the netlink process connector's fork and comm records for the
+DataNode process (polling /proc every 2 ms without it) and keeps `scan()` cheap: one
+listing of /proc/<pid>/task, and the TCP tables only while a new thread is unlinked.
+
+Which connection a thread serves (sockets.py says why fds cannot tell):
+1. evidence: the socket the thread is blocked on (sendfile, read, epoll), when it is;
+2. elimination: the DataXceiverServer accepts the connection before it starts the
+   thread, so a young thread with exactly one established connection on the data port
+   that no live handler owns gets that one. Evidence seen later overrides it;
+3. agreement: with several such threads and connections at once, if every unowned
+   connection belongs to the same user, the threads are that user's before they link.
+
+Whose the connection is:
+- client on this host (same network namespace): the uid owning the client end of the
+  socket (/proc/net/tcp{,6}), mapped through Identity.users_by_uid;
+- client elsewhere: Identity.connections[(client address, client port)], reported by
+  compute agents through the coordinator (addresses in sockets.normalise_address form).
+A thread not identified yet is returned with user None (the default VNode) and is
+resolved again on every later scan, so it moves when the identity arrives.
+
+WebHDFS reads stay unidentified on purpose: the HTTP server inside the DataNode reads
+through the DataNode's own DFSClient, so both ends of that connection belong to the
+DataNode process (same uid, the client socket among its own fds); the end user is only
+in the WebHDFS request and the NameNode audit log, which a thread's sockets cannot show.
+Such threads are marked internal and never placed in a user's VNode.
+"""
+
+import logging
+import os
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from dataclasses import dataclass
+from threading import Lock
+
+from vnode_sync.agents.handlers.base import HandlerThread, Identity
+from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
+from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
+from vnode_sync.agents.handlers.sockets import (TcpSocket, peer_of, socket_inodes, sockets_in_use,
+                                                tcp_sockets)
+from vnode_sync.errors import ConfigError
+
+log = logging.getLogger("vnode_sync.agent")
+
+DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+HANDLER_COMM = "DataXceiver for"
+DEFAULT_DATA_PORT = 9866  # dfs.datanode.address default since Hadoop 3.0 (HDFS-9427)
+
+
+@dataclass
+class _Handler:
+    tid: int
+    first_seen: float                   # monotonic seconds
+    connection: TcpSocket | None = None  # the DataNode's end of the client connection
+    how: str = ""                       # evidence | elimination | agreement
+    agreed_user: str | None = None      # from agreement, until it links
+    client_uid: int | None = None       # owner of the client end, when on this host
+    internal: bool = False              # the DataNode's own client (WebHDFS)
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+
+
+def _cmdline(proc_root: str, pid: int) -> list[str]:
+    text = _read_text(os.path.join(proc_root, str(pid), "cmdline"))
+    return text.rstrip("\0").split("\0") if text else []
+
+
+def find_datanodes(proc_root: str, cmdline_contains: str | None = None) -> list[int]:
+    """PIDs whose command line runs the DataNode main class (and holds `cmdline_contains`)."""
+    found = []
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        args = _cmdline(proc_root, int(entry))
+        if DATANODE_CLASS in args and (cmdline_contains is None or cmdline_contains in "\0".join(args)):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def configured_data_port(proc_root: str, pid: int) -> int | None:
+    """dfs.datanode.address's port from the hdfs-site.xml on the DataNode's classpath or conf dir."""
+    args = _cmdline(proc_root, pid)
+    dirs = []
+    for flag, value in zip(args, args[1:]):
+        if flag in ("-cp", "-classpath", "--class-path"):
+            dirs.extend(p for p in value.split(":") if p and not p.endswith("*") and not p.endswith(".jar"))
+    environ = _read_text(os.path.join(proc_root, str(pid), "environ")) or ""
+    for entry in environ.split("\0"):
+        if entry.startswith("HADOOP_CONF_DIR="):
+            dirs.append(entry.split("=", 1)[1])
+    cwd = os.path.join(proc_root, str(pid), "cwd")
+    for directory in dirs:
+        path = os.path.join(directory if os.path.isabs(directory) else os.path.join(cwd, directory),
+                            "hdfs-site.xml")
+        try:
+            root = ElementTree.parse(path).getroot()
+        except (OSError, ElementTree.ParseError):
+            continue
+        for prop in root.iter("property"):
+            if (prop.findtext("name") or "").strip() == "dfs.datanode.address":
+                port = int((prop.findtext("value") or "").strip().rsplit(":", 1)[1])
+                return port or None  # port 0: chosen at start, learnt from the threads
+    return None
+
+
+class HdfsDiscovery:
+    """DataXceiver threads of one DataNode, found by pid, pid file, or command line.
+
+    `cmdline_contains` picks one DataNode when a host runs several (e.g. its conf dir).
+    `data_port` is dfs.datanode.address's port; by default it is read from the DataNode's
+    hdfs-site.xml, else learnt from the first thread seen blocked on a socket.
+    `events`: "auto", "netlink" or "poll" (see proc_connector.py).
+    """
+
+    name = "hdfs"
+
+    def __init__(self, proc_root: str = "/proc", pid: int | None = None, pid_file: str | None = None,
+                 cmdline_contains: str | None = None, data_port: int | None = None,
+                 events: str = "auto", poll_seconds: float = 0.002, settle_seconds: float = 2.0):
+        if data_port is not None and not 0 < int(data_port) < 65536:
+            raise ConfigError(f"discovery (hdfs): data_port {data_port} is not a TCP port (1..65535)")
+        if settle_seconds <= 0 or poll_seconds <= 0:
+            raise ConfigError("discovery (hdfs): poll_seconds and settle_seconds must be above 0")
+        self.proc_root = proc_root
+        self.fixed_pid = int(pid) if pid is not None else None
+        self.pid_file = pid_file
+        self.cmdline_contains = cmdline_contains
+        self.fixed_port = int(data_port) if data_port is not None else None
+        self.poll_seconds = poll_seconds
+        self.settle_seconds = settle_seconds
+        self.events = open_thread_events(proc_root, events, poll_seconds)
+        self.event_source = self.events.describe()
+        log.info("hdfs discovery: thread events from %s", self.event_source)
+        self.pid: int | None = None
+        self.data_port: int | None = None
+        self._datanode_uid: int | None = None
+        self._next_lookup = 0.0
+        self._comms: dict[int, str] = {}
+        self._handlers: dict[int, _Handler] = {}
+        self._pending = ThreadChanges()
+        self._pending_lock = Lock()
+        self.link_counts: Counter[str] = Counter()  # how handlers got their connection, for benchmarks
+
+    # ---- the DataNode process ---------------------------------------------
+
+    def _lookup_pid(self) -> int | None:
+        if self.fixed_pid is not None:
+            return self.fixed_pid
+        if self.pid_file:
+            text = _read_text(self.pid_file)
+            return int(text.strip()) if text and text.strip().isdigit() else None
+        found = find_datanodes(self.proc_root, self.cmdline_contains)
+        if len(found) > 1:
+            log.warning("hdfs discovery: %d DataNodes match (pids %s); set cmdline_contains to pick one",
+                        len(found), found)
+            return None
+        return found[0] if found else None
+
+    def _datanode(self, force: bool = False) -> int | None:
+        if self.pid is not None and os.path.exists(os.path.join(self.proc_root, str(self.pid), "task")):
+            return self.pid
+        now = time.monotonic()
+        if not force and now < self._next_lookup:
+            return None
+        self._next_lookup = now + 1.0  # scanning all of /proc costs milliseconds: not every pass
+        pid = self._lookup_pid()
+        if pid is None or not os.path.exists(os.path.join(self.proc_root, str(pid), "task")):
+            if self.pid is not None:
+                log.info("hdfs discovery: DataNode %d is gone", self.pid)
+            self.pid = None
+            return None
+        if pid != self.pid:
+            self.pid, self._comms, self._handlers = pid, {}, {}
+            self.data_port = self.fixed_port or configured_data_port(self.proc_root, pid)
+            self._datanode_uid = real_uid(self.proc_root, pid)
+            log.info("hdfs discovery: DataNode pid %d, data port %s", pid,
+                     self.data_port or "unknown (learnt from the first handler)")
+        return self.pid
+
+    # ---- events -----------------------------------------------------------
+
+    def wait_for_change(self, timeout: float) -> None:
+        if self._unlinked_young():
+            timeout = min(timeout, self.poll_seconds)  # evidence shows up within milliseconds
+        changes = self.events.wait(self.pid, timeout)
+        with self._pending_lock:
+            p = self._pending
+            p.born.update(changes.born)
+            p.renamed.update(changes.renamed)
+            p.exited |= changes.exited
+            p.started |= changes.started
+            p.lost = p.lost or changes.lost
+
+    def _take_pending(self) -> ThreadChanges:
+        with self._pending_lock:
+            changes, self._pending = self._pending, ThreadChanges()
+        return changes
+
+    def _unlinked_young(self) -> bool:
+        now = time.monotonic()
+        return any(h.connection is None and not h.internal and now - h.first_seen < self.settle_seconds
+                   for h in self._handlers.values())
+
+    # ---- scan ---------------------------------------------------------------
+
+    def scan(self, identity: Identity) -> list[HandlerThread]:
+        changes = self._take_pending()
+        pid = self._datanode(force=bool(changes.started) or changes.lost)
+        if pid is None:
+            return []
+        now = time.monotonic()
+        alive = set(threads_of(self.proc_root, pid))
+        for tid in set(self._comms) - alive:
+            self._comms.pop(tid, None)
+            self._handlers.pop(tid, None)
+        for tid in alive:
+            if tid in changes.renamed:
+                self._comms[tid] = changes.renamed[tid]
+            elif tid not in self._comms or tid in changes.born or changes.lost:
+                self._comms[tid] = thread_comm(self.proc_root, pid, tid) or ""
+            elif tid not in self._handlers and self.events.describe().startswith("polling"):
+                # no comm records without netlink: a thread renames itself just after birth
+                pass
+            if self._comms.get(tid) == HANDLER_COMM and tid not in self._handlers:
+                self._handlers[tid] = _Handler(tid, now)
+            elif self._comms.get(tid) != HANDLER_COMM:
+                self._handlers.pop(tid, None)
+        self._recheck_young_comms(pid, alive, now)
+        if any(h.connection is None and not h.internal or h.how == "elimination" and now - h.first_seen
+               < self.settle_seconds for h in self._handlers.values()):
+            self._link(pid, identity, now)
+        return [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers.values()]
+
+    def _recheck_young_comms(self, pid: int, alive: set[int], now: float) -> None:
+        """Without comm records, threads born as something else are read again for a while."""
+        if not self.event_source.startswith("polling"):
+            return
+        for tid in alive:
+            if tid in self._handlers or self._comms.get(tid) == HANDLER_COMM:
+                continue
+            comm = thread_comm(self.proc_root, pid, tid)
+            if comm == HANDLER_COMM:
+                self._comms[tid] = comm
+                self._handlers[tid] = _Handler(tid, now)
+
+    # ---- linking threads to connections -------------------------------------
+
+    def _link(self, pid: int, identity: Identity, now: float) -> None:
+        sockets = tcp_sockets(self.proc_root, pid, self.data_port)
+        if self.data_port is None:
+            self._learn_port(pid, sockets)
+            if self.data_port is None:
+                return
+            sockets = [s for s in sockets if self.data_port in (s.local[1], s.remote[1])]
+        served = {s.inode: s for s in sockets if s.local[1] == self.data_port and s.established}
+        young = [h for h in self._handlers.values() if not h.internal and now - h.first_seen < self.settle_seconds
+                 and (h.connection is None or h.how == "elimination")]
+        for h in young:  # evidence first: it is exact, and it corrects elimination
+            seen = sockets_in_use(self.proc_root, pid, h.tid) & served.keys()
+            if len(seen) == 1:
+                inode = seen.pop()
+                if h.connection is None or h.connection.inode != inode:
+                    self._attach(pid, h, served[inode], "evidence", sockets)
+        owned = {h.connection.inode for h in self._handlers.values() if h.connection is not None}
+        unowned = [s for inode, s in served.items() if inode not in owned]
+        waiting = [h for h in young if h.connection is None]
+        if len(waiting) == 1 and len(unowned) == 1:
+            self._attach(pid, waiting[0], unowned[0], "elimination", sockets)
+        elif waiting and unowned:
+            users = {self._user_of_connection(pid, s, sockets, identity) for s in unowned}
+            if len(users) == 1 and None not in users:
+                for h in waiting:
+                    h.agreed_user, h.how = users.pop() if len(users) else h.agreed_user, "agreement"
+                    users = {h.agreed_user}
+                self.link_counts["agreement"] += len(waiting)
+
+    def _learn_port(self, pid: int, sockets: list[TcpSocket]) -> None:
+        by_inode = {s.inode: s for s in sockets if s.established}
+        for h in self._handlers.values():
+            for inode in sockets_in_use(self.proc_root, pid, h.tid):
+                if inode in by_inode:
+                    self.data_port = by_inode[inode].local[1]
+                    log.info("hdfs discovery: learnt data port %d from handler %d", self.data_port, h.tid)
+                    return
+
+    def _attach(self, pid: int, h: _Handler, connection: TcpSocket, how: str, sockets: list[TcpSocket]) -> None:
+        h.connection, h.how, h.agreed_user = connection, how, None
+        peer = peer_of(sockets, connection)
+        h.client_uid = peer.uid if peer is not None else None
+        h.internal = peer is not None and self._is_own_socket(pid, peer)
+        self.link_counts[how] += 1
+        log.debug("hdfs discovery: handler %d serves %s:%d (client uid %s, %s%s)", h.tid,
+                  connection.remote[0], connection.remote[1], h.client_uid, how,
+                  ", DataNode's own client" if h.internal else "")
+
+    def _is_own_socket(self, pid: int, peer: TcpSocket) -> bool:
+        # Only a client running as the DataNode's uid can be the DataNode itself; listing all
+        # its fds costs a millisecond or two, so other uids skip it.
+        return peer.uid == self._datanode_uid and peer.inode in socket_inodes(self.proc_root, pid)
+
+    # ---- identity -----------------------------------------------------------
+
+    def _user_of_connection(self, pid: int, connection: TcpSocket, sockets: list[TcpSocket],
+                            identity: Identity) -> str | None:
+        peer = peer_of(sockets, connection)
+        if peer is not None:
+            if self._is_own_socket(pid, peer):
+                return None
+            user = identity.user_for_uid(peer.uid)
+            if user is not None:
+                return user
+        return identity.connections.get(connection.remote)
+
+    def _user(self, h: _Handler, identity: Identity) -> str | None:
+        if h.internal:
+            return None
+        if h.connection is None:
+            return h.agreed_user
+        if h.client_uid is not None:
+            user = identity.user_for_uid(h.client_uid)
+            if user is not None:
+                return user
+        return identity.connections.get(h.connection.remote)
+
+    def close(self) -> None:
+        self.events.close()
