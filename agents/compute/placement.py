@@ -33,7 +33,7 @@ class Placement:
     vanished: int = 0
 
 
-def _environ(proc_root: str, pid: int) -> dict[str, str]:
+def process_environment(proc_root: str, pid: int) -> dict[str, str]:
     with open(os.path.join(proc_root, str(pid), "environ"), "rb") as f:
         raw = f.read()
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
@@ -50,7 +50,7 @@ def job_pids(job_id: str, uid: int, proc_root: str = "/proc") -> list[int]:
         try:
             if os.stat(os.path.join(proc_root, name)).st_uid != uid:
                 continue
-            env = _environ(proc_root, pid)
+            env = process_environment(proc_root, pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue   # exited, or a kernel thread without an environment
         if any(env.get(key) == job_id for key in JOB_ENVIRONMENT_KEYS):
@@ -89,11 +89,14 @@ def place_processes(backend: EnforcementBackend, user: str, pids: Iterable[int],
 
 def watch_job(backend: EnforcementBackend, user: str, uid: int, job_id: str, seconds: float,
               proc_root: str = "/proc", interval: float = 0.25) -> set[int]:
-    """Place the job's processes as they appear, for `seconds`; returns every pid placed."""
+    """Place the job's processes as they appear, for `seconds` or until they are all gone; returns the pids placed."""
     placed: set[int] = set()
     deadline = time.monotonic() + seconds
     while True:
-        new = [p for p in job_pids(job_id, uid, proc_root) if p not in placed]
+        current = job_pids(job_id, uid, proc_root)
+        if placed and not current:
+            return placed   # the job has ended: a watcher must not outlive it
+        new = [p for p in current if p not in placed]
         if new:
             result = place_processes(backend, user, new, proc_root)
             placed |= result.pids

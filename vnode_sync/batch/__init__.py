@@ -1,0 +1,1 @@
+"""Batch-system hooks (Slurm prolog/epilog, PBS/TORQUE prologue/epilogue) that report jobs to the coordinator."""

@@ -1,5 +1,6 @@
 """Telling the coordinator about jobs, over gRPC, never waiting longer than a given deadline."""
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -7,8 +8,11 @@ import grpc
 
 from vnode_sync.batch.jobs import JobEvent, JobPhase
 from vnode_sync.errors import InvalidArgument, Unavailable, VNodeSyncError
+from vnode_sync.security.tls import TransportSecurity, client_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+log = logging.getLogger("vnode_sync.batch")
 
 # Codes after which trying again later may succeed; anything else is the coordinator saying no.
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
@@ -35,9 +39,10 @@ def _error(e: grpc.RpcError, address: str, what: str, waited: float) -> VNodeSyn
 
 
 class CoordinatorClient:
-    def __init__(self, address: str):
+    def __init__(self, address: str, security: TransportSecurity | None = None):
+        """Raises ConfigError if `security` does not allow this address or its certificate is unusable."""
         self.address = address
-        self._channel = grpc.insecure_channel(address)
+        self._channel = client_channel(address, security or TransportSecurity(), "batch hook", log)
         self._admin = pb_grpc.AdminStub(self._channel)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from vnode_sync.batch import jobs
@@ -79,12 +79,11 @@ class _HookLog:
         self.handlers.clear()
 
 
-def _start_watchdog(hook: str, seconds: float, settings_ref: list, exit_code: int) -> threading.Timer:
+def _start_watchdog(seconds: float, exit_code: int) -> threading.Timer:
     """End the process at the bound even if a call hangs where a deadline does not reach (DNS, I/O)."""
 
     def expire():
-        _say(settings_ref[0] if settings_ref else None, hook,
-             f"gave up after {seconds:.1f}s (time bound); the job goes on", logging.ERROR)
+        log.error("gave up at the hook's time bound; the job goes on")
         os._exit(exit_code)
 
     timer = threading.Timer(seconds, expire)
@@ -103,15 +102,19 @@ def _describe_outcome(event: JobEvent, outcome: JobOutcome) -> str:
             f"(generation {outcome.generation})")
 
 
-def deliver_spooled(client: CoordinatorClient, spool: EventSpool, time_left, running: set[str] | None = None,
-                    say=lambda line: None) -> int:
-    """Send spooled events while time allows; returns how many are still pending."""
+def deliver_spooled(client: CoordinatorClient, spool: EventSpool, time_left: Callable[[], float],
+                    running: set[str] | None = None) -> int:
+    """Send spooled events while time allows; returns how many are still pending.
+
+    With `running` (the batch system's list) a spooled start of a job that has ended since
+    is dropped instead of sent.
+    """
     pending = spool.pending()
     for event in list(pending):
         if event.phase is JobPhase.START and running is not None and event.job_id not in running:
-            spool.forget(event)   # it ended while the coordinator was away: nothing to start
+            spool.forget(event)
             pending.remove(event)
-            say(f"dropped spooled start of {event.describe()}: no longer running")
+            log.info("dropped spooled start of %s: no longer running", event.describe())
             continue
         budget = min(_SPOOL_CALL_SECONDS, time_left())
         if budget <= 0.05:
@@ -121,9 +124,9 @@ def deliver_spooled(client: CoordinatorClient, spool: EventSpool, time_left, run
         except Unavailable:
             break
         except VNodeSyncError as e:   # refused for good: keeping it would block the spool forever
-            say(f"dropped spooled event: {e}")
+            log.warning("dropped spooled event: %s", e)
         else:
-            say(f"delivered spooled event: {_describe_outcome(event, outcome)}")
+            log.info("delivered spooled event: %s", _describe_outcome(event, outcome))
         spool.forget(event)
         pending.remove(event)
     return len(pending)
@@ -135,71 +138,85 @@ def parse_event(hook: Hook, argv: Sequence[str], env: Mapping[str, str], node: s
     return jobs.from_pbs_argv(hook.phase, argv, sister=hook.sister, node=node or None)
 
 
-def _place(settings: BatchSettings, event: JobEvent, hook_name: str) -> None:
+def _place(settings: BatchSettings, event: JobEvent) -> None:
     from vnode_sync.agents.compute.placement import spawn_watcher  # only sites that enable it pay the import
     p = settings.placement
     try:
         pid = spawn_watcher(event.user, event.uid, event.job_id, p.watch_seconds, p.cgroup_root, p.cgroup_name,
                             settings.log_file)
     except OSError as e:
-        _say(settings, hook_name, f"cannot start placement for {event.describe()}: {e}", logging.WARNING)
+        log.warning("cannot start placement for %s: %s", event.describe(), e)
         return
-    log.info("placement watcher %d started for %s", pid, event.describe())
-
-
-def run_hook(hook_name: str, argv: Sequence[str], env: Mapping[str, str], config_path: str | None = None) -> int:
-    """Run one hook to completion; the return value is the exit code the batch system sees."""
-    started = time.monotonic()
-    hook = HOOKS[hook_name]
-    settings_ref: list[BatchSettings] = []
-    bound = 5.0
-    try:
-        settings = load_settings(config_path, env)
-    except VNodeSyncError as e:
-        _say(None, hook_name, f"cannot read settings, doing nothing: {e}", logging.ERROR)
-        return EXIT_OK
-    settings_ref.append(settings)
-    bound = settings.timeout_seconds
-    failure = EXIT_FAIL_CLOSED if settings.fail_closed else EXIT_OK
-    watchdog = _start_watchdog(hook_name, bound, settings_ref, failure)
-
-    def time_left() -> float:
-        return bound - _EXIT_MARGIN_SECONDS - (time.monotonic() - started)
-
-    try:
-        event = parse_event(hook, argv, env, settings.node)
-    except VNodeSyncError as e:
-        _say(settings, hook_name, f"cannot tell which job this is, doing nothing: {e}", logging.ERROR)
-        watchdog.cancel()
-        return failure
-
-    spool = EventSpool(settings.spool_dir)
-    code = EXIT_OK
-    with CoordinatorClient(settings.coordinator) as client:
-        try:
-            outcome = client.send(event, time_left())
-        except Unavailable as e:
-            spooled = _spool(spool, event)
-            _say(settings, hook_name, f"{e}; {event.describe()} runs without a change to its user's share; "
-                                      f"{spooled}", logging.ERROR)
-            code = failure
-        except VNodeSyncError as e:
-            spool.forget(event)
-            _say(settings, hook_name, f"{event.describe()}: {e}", logging.ERROR)
-            code = failure
-        else:
-            spool.forget(event)
-            _say(settings, hook_name, _describe_outcome(event, outcome))
-            deliver_spooled(client, spool, time_left, say=lambda line: _say(settings, hook_name, line))
-    if event.phase is JobPhase.START and settings.placement.enabled:
-        _place(settings, event, hook_name)
-    watchdog.cancel()
-    return code
+    log.info("placing %s in its user's VNode (watcher pid %d, %.0fs)", event.describe(), pid, p.watch_seconds)
 
 
 def _spool(spool: EventSpool, event: JobEvent) -> str:
     try:
         path = spool.save(event)
     except OSError as e:
-        return f"and it could not be spooled ({e}): run `vnode-batch reconcile` once the coordinator is back"
+        return f"it could not be spooled ({e}): run `vnode-batch reconcile` once the coordinator is back"
     return f"spooled to {path} for `vnode-batch reconcile`"
+
+
+def run_hook(hook_name: str, argv: Sequence[str], env: Mapping[str, str], config_path: str | None = None,
+             started: float | None = None) -> int:
+    """Run one hook to completion; the return value is the exit code the batch system sees.
+
+    `started` (time.monotonic) is when the process began; the time bound counts from there.
+    """
+    started = time.monotonic() if started is None else started
+    hook = HOOKS[hook_name]
+    hook_log = _HookLog(hook_name)
+    try:
+        settings = load_settings(config_path, env)
+    except VNodeSyncError as e:
+        hook_log.open(None)
+        log.error("cannot read settings, doing nothing: %s", e)
+        hook_log.close()
+        return EXIT_OK
+    hook_log.open(settings.log_file)
+    failure = EXIT_FAIL_CLOSED if settings.fail_closed else EXIT_OK
+    watchdog = _start_watchdog(max(settings.timeout_seconds - (time.monotonic() - started), 0.1), failure)
+    try:
+        return _run(hook, argv, env, settings, started, failure)
+    finally:
+        watchdog.cancel()
+        hook_log.close()
+
+
+def _run(hook: Hook, argv: Sequence[str], env: Mapping[str, str], settings: BatchSettings, started: float,
+         failure: int) -> int:
+    def time_left() -> float:
+        return settings.timeout_seconds - _EXIT_MARGIN_SECONDS - (time.monotonic() - started)
+
+    try:
+        event = parse_event(hook, argv, env, settings.node)
+    except VNodeSyncError as e:
+        # Not a job we can name (e.g. root's): failing it, even fail-closed, would help no one.
+        log.error("nothing to do for this job: %s", e)
+        return EXIT_OK
+    spool = EventSpool(settings.spool_dir)
+    code = EXIT_OK
+    try:
+        client = CoordinatorClient(settings.coordinator, settings.security)
+    except VNodeSyncError as e:
+        log.error("%s; %s is not reported; %s", e, event.describe(), _spool(spool, event))
+        return failure
+    with client:
+        try:
+            outcome = client.send(event, time_left())
+        except Unavailable as e:
+            log.error("%s; %s runs without a change to its user's share; %s", e, event.describe(),
+                      _spool(spool, event))
+            code = failure
+        except VNodeSyncError as e:
+            spool.forget(event)
+            log.error("%s: %s", event.describe(), e)
+            code = failure
+        else:
+            spool.forget(event)
+            log.info("%s", _describe_outcome(event, outcome))
+            deliver_spooled(client, spool, time_left)
+    if event.phase is JobPhase.START and settings.placement.enabled and code == EXIT_OK:  # else it never runs
+        _place(settings, event)
+    return code

@@ -8,7 +8,7 @@ TORQUE pbs_mom runs mom_priv/prologue{,.parallel} with an empty environment and 
   1 job id, 2 user, 3 group, 4 job name, 5 resource limits, 6 queue, 7 account
 and mom_priv/epilogue{,.parallel} with
   1 job id, 2 user, 3 group, 4 job name, 5 session id, 6 resource limits,
-  7 resources used, 8 queue, 9 account, 10 exit status.
+  7 resources used, 8 queue, 9 account, and in later versions 10 exit status.
 PBS Professional passes only the first three to its prologue, so later fields are optional.
 """
 
@@ -80,9 +80,10 @@ def local_node_name() -> str:
 
 def _uid_of(user: str) -> int:
     try:
-        return pwd.getpwnam(user).pw_uid
+        uid = pwd.getpwnam(user).pw_uid
     except KeyError as e:
         raise InvalidArgument(f"user {user!r} is not known on this node (getpwnam failed)") from e
+    return validation.uid(uid)
 
 
 def _required(env: Mapping[str, str], key: str) -> str:

@@ -6,7 +6,12 @@ Example:
     fail_closed: false
     spool_dir: /var/spool/vnode-sync/batch
     log_file: /var/log/vnode-sync/batch.log
+    tls: {ca: /etc/vnode-sync/ca.pem, cert: /etc/vnode-sync/compute.pem, key: /etc/vnode-sync/compute.key}
     placement: {enabled: true, cgroup_root: /sys/fs/cgroup, cgroup_name: vnode-sync-compute}
+
+The certificate names this host as compute:<node>; the coordinator accepts job events only
+for that node. Without tls, plaintext is used only to a coordinator on this host, or with
+`insecure: true` (lab only).
 """
 
 import os
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 
 from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError
+from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 DEFAULT_PATH = "/etc/vnode-sync/batch.yaml"
 DEFAULT_COORDINATOR = "127.0.0.1:7070"
@@ -47,6 +53,7 @@ class BatchSettings:
     log_file: str = "/var/log/vnode-sync/batch.log"
     node: str = ""                      # "" = SLURMD_NODENAME or the short host name
     placement: PlacementSettings = field(default_factory=PlacementSettings)
+    security: TransportSecurity = field(default_factory=TransportSecurity)
 
 
 def _placement(raw) -> PlacementSettings:
@@ -67,7 +74,7 @@ def _placement(raw) -> PlacementSettings:
 
 
 def parse_settings(raw: Mapping, env: Mapping[str, str] | None = None) -> BatchSettings:
-    reject_unknown_keys("batch config", raw, set(BatchSettings.__dataclass_fields__))
+    reject_unknown_keys("batch config", raw, (set(BatchSettings.__dataclass_fields__) - {"security"}) | {"tls", "insecure"})
     d = BatchSettings()
     timeout = typed("batch", "timeout_seconds", raw.get("timeout_seconds"), float, d.timeout_seconds)
     if not 0 < timeout <= 120:
@@ -80,7 +87,8 @@ def parse_settings(raw: Mapping, env: Mapping[str, str] | None = None) -> BatchS
         spool_dir=typed("batch", "spool_dir", raw.get("spool_dir"), str, d.spool_dir),
         log_file=typed("batch", "log_file", raw.get("log_file"), str, d.log_file),
         node=typed("batch", "node", raw.get("node"), str, d.node),
-        placement=_placement(raw.get("placement")))
+        placement=_placement(raw.get("placement")),
+        security=parse_transport("batch config", raw.get("tls"), raw.get("insecure")))
 
 
 def load_settings(path: str | None = None, env: Mapping[str, str] | None = None) -> BatchSettings:

@@ -1,0 +1,44 @@
+"""Compute side: the TCP connections users' processes hold open to storage nodes.
+
+A storage node cannot tell whose a remote connection is; the compute node can. The
+compute agent reports (client address, client port, user) for every established
+connection from a known user's process to a storage address, and the coordinator passes
+them to storage agents as ConnectionOwner records.
+
+The owner is the uid column of /proc/net/tcp{,6}: the effective uid of the process that
+made the socket, which is the user's for anything a job starts (a socket handed to a
+process of another uid keeps its creator's uid). Only this host's network namespace is
+read (the one of `proc_root`/self): jobs in their own network namespaces, and clients
+behind NAT, whose address the storage node sees differently, are not covered.
+"""
+
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from vnode_sync.agents.handlers.sockets import Endpoint, normalise_address, tcp_sockets
+
+
+class OwnedConnection(NamedTuple):
+    client_address: str  # as the storage node sees it, sockets.normalise_address form
+    client_port: int
+    user: str
+
+
+def _matches(remote: Endpoint, storage: Iterable[tuple[str | None, int]]) -> bool:
+    return any(port == remote[1] and (address is None or address == remote[0]) for address, port in storage)
+
+
+def storage_connections(users_by_uid: Mapping[int, str], storage: Iterable[tuple[str | None, int]],
+                        proc_root: str = "/proc") -> list[OwnedConnection]:
+    """Established connections from `users_by_uid`'s processes to `storage` (address, port) pairs.
+
+    An address of None matches any storage node on that port (e.g. every DataNode's 9866).
+    """
+    wanted = [(normalise_address(a) if a is not None else None, int(p)) for a, p in storage]
+    ports = {p for _, p in wanted}
+    found = set()
+    for port in ports:
+        for s in tcp_sockets(proc_root, "self", port):
+            if s.established and s.uid in users_by_uid and s.remote[1] == port and _matches(s.remote, wanted):
+                found.add(OwnedConnection(s.local[0], s.local[1], users_by_uid[s.uid]))
+    return sorted(found)

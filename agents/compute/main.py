@@ -1,0 +1,153 @@
+"""The compute agent: tells the storage side whose connections are whose, and keeps each
+job's processes in its user's VNode on this compute node.
+
+Both are level-triggered passes. Connections: every established TCP connection from a
+user's process (uid >= min_uid, named by the local passwd database, as batch systems
+name users) to a storage endpoint is reported to the coordinator, which passes the
+whole set to the storage agents. Placement: every process whose environment names a
+batch job (SLURM_JOB_ID, PBS_JOBID) is put in its owner's VNode, including processes
+of job steps that slurmstepd forks after the prolog has finished.
+"""
+
+import logging
+import os
+import pwd
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from vnode_sync.agents.compute.connections import storage_connections
+from vnode_sync.agents.compute.placement import JOB_ENVIRONMENT_KEYS, process_environment, place_processes
+from vnode_sync.agents.plugins import make_backend
+from vnode_sync.agents.storage.config import AgentConfig
+from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.kernel.backend import EnforcementBackend
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+log = logging.getLogger("vnode_sync.agent")
+
+RPC_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ComputeSettings:
+    # Storage endpoints whose connections are reported: "host:port", or ":port" for any host.
+    storage_endpoints: tuple[tuple[str | None, int], ...]
+    # Lowest uid that is a user (system accounts and root are never reported or placed).
+    min_uid: int = 1000
+    # How often connections are looked at, seconds: a new connection's bytes go to the
+    # storage node's default VNode until its owner arrives there.
+    connection_seconds: float = 0.1
+    # How often job processes are placed, seconds.
+    placement_seconds: float = 1.0
+
+    @classmethod
+    def parse(cls, raw: dict) -> "ComputeSettings":
+        endpoints = []
+        for text in raw.get("storage_endpoints") or []:
+            host, _, port = str(text).rpartition(":")
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"compute.storage_endpoints: {text!r} is not host:port or :port")
+            endpoints.append((host.strip("[]") or None, int(port)))
+        if not endpoints:
+            raise ConfigError("compute.storage_endpoints needs at least one host:port (e.g. ':9866')")
+        min_uid = raw.get("min_uid", 1000)
+        if not isinstance(min_uid, int) or min_uid < 1:
+            raise ConfigError(f"compute.min_uid {min_uid!r} must be a uid of 1 or more")
+        return cls(tuple(endpoints), min_uid, float(raw.get("connection_seconds", 0.1)),
+                   float(raw.get("placement_seconds", 1.0)))
+
+
+def local_users(min_uid: int) -> dict[int, str]:
+    return {entry.pw_uid: entry.pw_name for entry in pwd.getpwall() if entry.pw_uid >= min_uid}
+
+
+def job_processes(min_uid: int, proc_root: str = "/proc") -> dict[int, int]:
+    """pid -> owner uid of every process that belongs to a batch job."""
+    found = {}
+    for name in os.listdir(proc_root):
+        if not name.isdigit():
+            continue
+        try:
+            owner = os.stat(os.path.join(proc_root, name)).st_uid
+            if owner < min_uid:
+                continue
+            env = process_environment(proc_root, int(name))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if any(key in env for key in JOB_ENVIRONMENT_KEYS):
+            found[int(name)] = owner
+    return found
+
+
+class ComputeAgent:
+    def __init__(self, config: AgentConfig, settings: ComputeSettings, backend: EnforcementBackend | None,
+                 channel: grpc.Channel):
+        self.config, self.settings, self.backend = config, settings, backend
+        self.link = pb_grpc.AgentLinkStub(channel)
+        self._stop = threading.Event()
+        self._reported: list[pb.ConnectionOwner] | None = None
+        self._placed: set[int] = set()
+
+    def report_connections(self) -> None:
+        users = local_users(self.settings.min_uid)
+        owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user)
+                 for c in storage_connections(users, self.settings.storage_endpoints, self.config.proc_root)]
+        if owned == self._reported:
+            return
+        try:
+            self.link.ReportConnections(pb.ConnectionReport(reporter=self.config.node_id, connections=owned),
+                                        timeout=RPC_TIMEOUT_SECONDS)
+            self._reported = owned
+        except grpc.RpcError as e:
+            log.warning("connection report not delivered (%s); retrying", e.code().name)
+
+    def place_jobs(self) -> None:
+        if self.backend is None:
+            return
+        users = local_users(self.settings.min_uid)
+        processes = job_processes(self.settings.min_uid, self.config.proc_root)
+        by_user: dict[str, list[int]] = {}
+        for pid, uid in processes.items():
+            if pid not in self._placed and uid in users:
+                by_user.setdefault(users[uid], []).append(pid)
+        for user, pids in by_user.items():
+            try:
+                self._placed |= place_processes(self.backend, user, pids, self.config.proc_root).pids
+            except VNodeSyncError as e:
+                log.warning("placing %s's job processes: %s", user, e)
+        self._placed &= set(processes)
+
+    def run(self) -> None:
+        next_placement = 0.0
+        while not self._stop.is_set():
+            self.report_connections()
+            if time.monotonic() >= next_placement:
+                self.place_jobs()
+                next_placement = time.monotonic() + self.settings.placement_seconds
+            self._stop.wait(self.settings.connection_seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def run_compute_agent(config: AgentConfig, channel: grpc.Channel | None = None) -> int:
+    settings = ComputeSettings.parse(config.compute)
+    try:
+        backend = make_backend(config)
+    except VNodeSyncError as e:
+        log.warning("no job placement on this node: %s", e)
+        backend = None
+    agent = ComputeAgent(config, settings, backend, channel or grpc.insecure_channel(config.coordinator))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: agent.stop())
+    log.info("compute node %s: reporting connections to %s, placing jobs under %s", config.node_id,
+             ", ".join(f"{h or '*'}:{p}" for h, p in settings.storage_endpoints), config.cgroup_subtree)
+    agent.run()
+    if config.teardown_on_exit and backend is not None:
+        backend.teardown()
+    return 0
