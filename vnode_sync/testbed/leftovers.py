@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 
-PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench")
+PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench", "vnode-sync-hdfs")
 BLKIO = "/sys/fs/cgroup/blkio"
 
 

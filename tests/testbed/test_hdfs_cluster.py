@@ -1,0 +1,172 @@
+"""The local HDFS testbed on the real kernel: two DataNodes on loop devices, native-client I/O, full cleanup."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
+                                             hadoop_home, remove_leftovers)
+from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
+
+pytestmark = [needs_kernel, pytest.mark.slow]
+
+needs_hadoop = pytest.mark.skipif(
+    not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
+    reason=f"needs the Hadoop {HADOOP_VERSION} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
+
+MiB = 1 << 20
+ALICE_UID, BOB_UID = 64_201, 64_202  # no passwd entries: clients must not need one
+
+
+def marked_processes(workdir: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"{MARKER}{workdir}".encode() in args:
+            found.append(int(pid))
+    return found
+
+
+def assert_nothing_left(workdir: str) -> None:
+    assert marked_processes(workdir) == []
+    assert stale_mounts(workdir + "/") == []
+    assert stale_loops(workdir + "/") == []
+    assert not os.path.exists(workdir)
+
+
+def sectors_read(device_number) -> int:
+    with open(f"/sys/dev/block/{device_number}/stat") as f:
+        return int(f.read().split()[2])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = HdfsCluster(unique_name("hdfs"), datanodes=2, disk_mb=256)
+    with cluster:
+        yield cluster
+
+
+@needs_java
+@needs_hadoop
+def test_ready_means_a_file_written_as_one_user_reads_back_as_another(cluster):
+    written = cluster.write_file("/alice/probe.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice")
+    read = cluster.read_file("/alice/probe.bin", as_uid=BOB_UID, hdfs_user="bob")
+    assert written.bytes == read.bytes == 8 * MiB
+    with open(cluster.namenode.audit_log) as f:
+        audit = f.read()
+    assert "ugi=alice" in audit and "ugi=bob" in audit and "cmd=open\tsrc=/alice/probe.bin" in audit
+
+
+@needs_java
+@needs_hadoop
+def test_each_datanode_has_its_own_loop_device_and_ports(cluster):
+    assert len({dn.device_number for dn in cluster.datanodes}) == 2
+    ports = [cluster.namenode.rpc_port, cluster.namenode.http_port]
+    for dn in cluster.datanodes:
+        st = os.stat(dn.data_dir)
+        assert (os.major(st.st_dev), os.minor(st.st_dev)) == (dn.device_number.major, dn.device_number.minor)
+        assert dn.loop_device in stale_loops(dn.backing_file)
+        assert os.path.exists(f"/proc/{dn.pid}")
+        ports += [dn.ports.data, dn.ports.http, dn.ports.ipc]
+    assert len(set(ports)) == len(ports)
+
+
+@needs_java
+@needs_hadoop
+def test_a_read_after_eviction_is_block_io_on_the_datanode_that_holds_the_file(cluster):
+    dn0, dn1 = cluster.datanodes
+    cluster.write_file("/bob/big.bin", 32 * MiB, as_uid=BOB_UID, on_datanode=dn1)
+    assert cluster.block_datanodes("/bob/big.bin") == [[dn1]]
+    cluster.evict_page_cache()
+    before = {dn.id: sectors_read(dn.device_number) for dn in cluster.datanodes}
+    cluster.read_file("/bob/big.bin", as_uid=BOB_UID)
+    assert (sectors_read(dn1.device_number) - before["dn1"]) * 512 >= 32 * MiB
+    assert (sectors_read(dn0.device_number) - before["dn0"]) * 512 < 4 * MiB
+
+
+@needs_java
+@needs_hadoop
+def test_the_state_file_describes_the_running_cluster(cluster):
+    with open(os.path.join(cluster.workdir, "cluster.json")) as f:
+        state = json.load(f)
+    assert state["namenode"]["rpc_address"] == cluster.namenode_uri == \
+        f"hdfs://127.0.0.1:{cluster.namenode.rpc_port}"
+    dn = state["datanodes"][0]
+    assert {"id", "pid", "data_dir", "loop_device", "device_number", "major", "minor", "ports"} <= set(dn)
+    assert dn["device_number"] == f"{dn['major']}:{dn['minor']}"
+    other = HdfsCluster.attach(cluster.workdir)
+    assert [(d.id, d.pid, d.loop_device, d.device_number, d.ports) for d in other.datanodes] == \
+        [(d.id, d.pid, d.loop_device, d.device_number, d.ports) for d in cluster.datanodes]
+    assert other.startup_seconds == cluster.startup_seconds > 0
+
+
+@needs_java
+@needs_hadoop
+def test_stop_removes_every_process_mount_loop_and_the_workdir(cluster):
+    reader = cluster.start_read("/alice/probe.bin", as_uid=ALICE_UID, seconds=60)  # a client still running
+    cluster.stop()
+    assert reader.wait(15) is not None
+    reader.communicate()
+    assert_nothing_left(cluster.workdir)
+
+
+@needs_java
+@needs_hadoop
+def test_down_works_from_the_state_file_after_up_exited():
+    name = unique_name("hdfs-cli")
+    workdir = default_workdir(name)
+    cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
+    try:
+        up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256"],
+                            capture_output=True, text=True, timeout=180)
+        assert up.returncode == 0, up.stderr
+        assert "HDFS up in" in up.stdout
+        assert len(marked_processes(workdir)) == 2
+        down = subprocess.run([*cli, "down", "--name", name], capture_output=True, text=True, timeout=60)
+        assert down.returncode == 0, down.stderr
+        assert_nothing_left(workdir)
+    finally:
+        remove_leftovers(workdir, exact=True)
+
+
+def test_cleanup_stale_finds_leftovers_by_prefix():
+    """What a crashed `up` leaves: a marked process, a mounted loop disk, a workdir."""
+    name = unique_name("hdfs-stale")
+    workdir = default_workdir(name)
+    os.makedirs(workdir)
+    disk = LoopDisk.create(os.path.join(workdir, "disk.img"), os.path.join(workdir, "disk"), 64)
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"{MARKER}{workdir}"])
+    try:
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+                                 "--prefix", name], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert process.wait(15) == -signal.SIGTERM
+        assert f"loop {disk.device}" in result.stdout
+        assert_nothing_left(workdir)
+    finally:
+        process.kill()
+        process.wait()
+        remove_leftovers(workdir, exact=True)
+
+
+def test_names_that_are_not_one_path_component_are_refused():
+    with pytest.raises(Exception, match="must be letters"):
+        default_workdir("../etc")
+    assert default_workdir("a.b").startswith(tempfile.gettempdir())
+
+
+@needs_java
+@needs_hadoop
+def test_the_client_tool_compiles_into_the_cache():
+    runtime = HadoopRuntime(hadoop_home())
+    assert os.path.exists(os.path.join(runtime.tool_dir(), "VnodeSyncHdfsStream.class"))
