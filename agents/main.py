@@ -12,6 +12,7 @@ from vnode_sync.agents.storage.config import load_agent_config
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.logs import configure
+from vnode_sync.security.tls import client_channel, tls_for_coordinator
 
 log = logging.getLogger("vnode_sync.agent")
 
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         configure(f"agent {config.node_id}", config.log_format)
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
-            return run_compute_agent(config)
+            channel = client_channel(config.coordinator, config.security, f"compute {config.node_id}", log)
+            return run_compute_agent(config, channel)
         backend = make_backend(config)
         if args.teardown:
             backend.teardown()
@@ -35,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         devices = {path: device_number(path) for path in config.devices}
         discovery = make_discovery(config)
+        tls = tls_for_coordinator(config.security, config.coordinator, f"node {config.node_id}", log)
     except VNodeSyncError as e:
         print(f"vnode-agent: error: {e}", file=sys.stderr)
         return 2
-    agent = StorageAgent(config, backend, discovery, devices)
+    agent = StorageAgent(config, backend, discovery, devices, tls)
     for note in backend.limitations():
         log.info("%s backend limitation: %s", backend.name, note)
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError, InvalidArgument
+from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 MODES = ("throttle", "weight")
 
@@ -63,6 +64,10 @@ class CoordinatorConfig:
     users: tuple[SeedUser, ...] = ()
     storage_nodes: tuple[StorageNodeConfig, ...] = ()
     log_format: str = "plain"
+    # tls: {ca, cert, key} for mutual TLS, or insecure: true; vnode-coordinator refuses neither.
+    security: TransportSecurity = field(default_factory=TransportSecurity)
+    # Audit lines (who changed what, old and new value) also go to this file; "" = the log only.
+    audit_log: str = ""
 
     def node(self, node_id: str) -> StorageNodeConfig | None:
         return next((n for n in self.storage_nodes if n.node_id == node_id), None)
@@ -153,7 +158,8 @@ def _user(raw) -> SeedUser:
 
 def parse_config(raw: dict) -> CoordinatorConfig:
     reject_unknown_keys("coordinator config", raw,
-                        {"listen", "state_path", "policy", "users", "storage_nodes", "log_format"})
+                        {"listen", "state_path", "policy", "users", "storage_nodes", "log_format",
+                         "tls", "insecure", "audit_log"})
     users = tuple(_user(u) for u in raw.get("users") or [])
     if len({u.name for u in users}) != len(users):
         raise ConfigError("users: a user is listed twice")
@@ -167,7 +173,9 @@ def parse_config(raw: dict) -> CoordinatorConfig:
         listen=typed("config", "listen", raw.get("listen"), str, "127.0.0.1:7070"),
         state_path=typed("config", "state_path", raw.get("state_path"), str,
                          "/var/lib/vnode-sync/coordinator.sqlite"),
-        policy=_policy(raw.get("policy")), users=users, storage_nodes=nodes, log_format=log_format)
+        policy=_policy(raw.get("policy")), users=users, storage_nodes=nodes, log_format=log_format,
+        security=parse_transport("config", raw.get("tls"), raw.get("insecure")),
+        audit_log=typed("config", "audit_log", raw.get("audit_log"), str, ""))
 
 
 def load_config(path: str) -> CoordinatorConfig:

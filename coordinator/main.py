@@ -10,8 +10,10 @@ from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.coordinator.service import create_server
 from vnode_sync.coordinator.store import StateStore
-from vnode_sync.errors import VNodeSyncError
+from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.logs import configure
+from vnode_sync.security.audit import send_audit_to
+from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
 
 log = logging.getLogger("vnode_sync.coordinator")
 
@@ -28,15 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         configure("coordinator", config.log_format)
+        if config.security.unset:
+            raise ConfigError(f"{args.config}: no tls section; the coordinator refuses to serve plaintext. "
+                              "Set tls: {ca, cert, key} or insecure: true (lab only)")
+        credentials = server_credentials(config.security.tls) if config.security.tls else None
+        if config.audit_log:
+            send_audit_to(config.audit_log)
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
-        server, port = create_server(cluster, args.listen or config.listen)
+        server, port = create_server(cluster, args.listen or config.listen, credentials=credentials)
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         return 2
     server.start()
-    log.info("serving on port %d, state in %s, generation %d, mode %s", port,
-             args.state_path or config.state_path, cluster.generation(), config.policy.mode)
+    if config.security.insecure:
+        log.warning(INSECURE_WARNING, args.listen or config.listen)
+    log.info("serving on port %d (%s), state in %s, generation %d, mode %s", port,
+             "mutual TLS" if credentials else "plaintext", args.state_path or config.state_path,
+             cluster.generation(), config.policy.mode)
     if args.print_port:
         print(port, flush=True)
 

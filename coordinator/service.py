@@ -10,6 +10,9 @@ from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
+from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
+                                               only_user)
+from vnode_sync.security.identity import caller_of
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -19,6 +22,8 @@ log = logging.getLogger("vnode_sync.coordinator")
 STREAM_IDLE_CHECK_SECONDS = 1.0
 
 _STATUS_OF = [
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (Unavailable, grpc.StatusCode.UNAVAILABLE),
@@ -26,23 +31,24 @@ _STATUS_OF = [
 ]
 
 
+def _abort(context, name: str, error: VNodeSyncError):
+    code = next(c for kind, c in _STATUS_OF if isinstance(error, kind))
+    log.info("%s refused: %s", name, error)
+    context.abort(code, str(error))
+
+
 def _rpc(method):
-    """Map vnode-sync errors to gRPC status codes, in one place."""
+    """Authorize the caller, then map vnode-sync errors to gRPC status codes, in one place."""
 
     @functools.wraps(method)
     def wrapper(self, request, context):
         try:
-            return method(self, request, context)
+            caller = self.access.authorize(method.__name__, caller_of(context), request, context.peer())
+            return method(self, request, context, caller)
         except VNodeSyncError as e:
-            code = next(c for kind, c in _STATUS_OF if isinstance(e, kind))
-            log.info("%s refused: %s", method.__name__, e)
-            context.abort(code, str(e))
+            _abort(context, method.__name__, e)
 
     return wrapper
-
-
-def actor_of(context) -> str:
-    return context.peer()
 
 
 def user_message(record: UserRecord) -> pb.User:
@@ -55,31 +61,34 @@ def _priority(value: int) -> int:
 
 
 class AdminService(pb_grpc.AdminServicer):
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess):
         self.cluster = cluster
+        self.access = access
 
     @_rpc
-    def AddUser(self, request, context):
+    def AddUser(self, request, context, caller):
         return user_message(self.cluster.add_user(request.user, request.uid, _priority(request.priority),
-                                                  request.active, actor_of(context)))
+                                                  request.active, caller.actor))
 
     @_rpc
-    def SetPriority(self, request, context):
+    def SetPriority(self, request, context, caller):
         return user_message(self.cluster.set_priority(request.user, _priority(request.priority),
-                                                      actor_of(context)))
+                                                      caller.actor))
 
     @_rpc
-    def SetActive(self, request, context):
-        return user_message(self.cluster.set_active(request.user, request.active, actor_of(context)))
+    def SetActive(self, request, context, caller):
+        return user_message(self.cluster.set_active(request.user, request.active, caller.actor))
 
     @_rpc
-    def RemoveUser(self, request, context):
-        self.cluster.remove_user(request.user, actor_of(context))
+    def RemoveUser(self, request, context, caller):
+        self.cluster.remove_user(request.user, caller.actor)
         return pb.RemoveUserResponse(user=request.user)
 
     @_rpc
-    def ListUsers(self, request, context):
-        return pb.ListUsersResponse(users=[user_message(u) for u in self.cluster.users()],
+    def ListUsers(self, request, context, caller):
+        visible = only_user(caller)
+        return pb.ListUsersResponse(users=[user_message(u) for u in self.cluster.users()
+                                           if visible in (None, u.name)],
                                     generation=self.cluster.generation())
 
     def _nodes(self) -> list[pb.StorageNode]:
@@ -98,12 +107,13 @@ class AdminService(pb_grpc.AdminServicer):
         return nodes
 
     @_rpc
-    def ListNodes(self, request, context):
+    def ListNodes(self, request, context, caller):
         return pb.ListNodesResponse(nodes=self._nodes(), generation=self.cluster.generation())
 
     @_rpc
-    def Status(self, request, context):
-        users = self.cluster.users()
+    def Status(self, request, context, caller):
+        visible = only_user(caller)
+        users = [u for u in self.cluster.users() if visible in (None, u.name)]
         desired = {n.node_id: self.cluster.desired_state(n.node_id) for n in self.cluster.config.storage_nodes}
         statuses = []
         for record in users:
@@ -122,31 +132,32 @@ class AdminService(pb_grpc.AdminServicer):
                                  users=statuses, nodes=self._nodes())
 
     @_rpc
-    def StartJob(self, request, context):
+    def StartJob(self, request, context, caller):
         record, priority = self.cluster.start_job(request.job_id, request.user, request.uid, request.node,
                                                   request.account, request.queue, request.requested_priority,
-                                                  actor_of(context))
+                                                  caller.actor)
         return pb.JobResponse(user=user_message(record), effective_priority=priority,
                               generation=self.cluster.generation())
 
     @_rpc
-    def EndJob(self, request, context):
-        record = self.cluster.end_job(request.job_id, request.node, actor_of(context))
+    def EndJob(self, request, context, caller):
+        record = self.cluster.end_job(request.job_id, request.node, caller.actor)
         return pb.JobResponse(user=user_message(record) if record else None,
                               generation=self.cluster.generation())
 
     @_rpc
-    def ReconcileJobs(self, request, context):
-        dropped = self.cluster.reconcile_jobs(request.source, set(request.job_ids), actor_of(context))
+    def ReconcileJobs(self, request, context, caller):
+        dropped = self.cluster.reconcile_jobs(request.source, set(request.job_ids), caller.actor)
         return pb.RunningJobsResponse(expired_job_ids=dropped)
 
 
 class AgentLinkService(pb_grpc.AgentLinkServicer):
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess):
         self.cluster = cluster
+        self.access = access
 
     @_rpc
-    def Register(self, request, context):
+    def Register(self, request, context, caller):
         validation.node_id(request.node_id)
         generation = self.cluster.register_node(request.node_id, list(request.devices), request.backend,
                                                 list(request.limitations))
@@ -155,11 +166,11 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
 
     def WatchDesiredState(self, request, context):
         try:
+            self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
             self.cluster.stream_opened(request.node_id)
         except VNodeSyncError as e:
-            code = grpc.StatusCode.NOT_FOUND if isinstance(e, NotFound) else grpc.StatusCode.INVALID_ARGUMENT
-            context.abort(code, str(e))
+            _abort(context, "WatchDesiredState", e)
         try:
             sent = None
             while context.is_active():
@@ -172,25 +183,30 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             self.cluster.stream_closed(request.node_id)
 
     @_rpc
-    def ReportUsage(self, request, context):
+    def ReportUsage(self, request, context, caller):
         return pb.ReportAck(generation=self.cluster.report_usage(request))
 
     @_rpc
-    def ReportConnections(self, request, context):
+    def ReportConnections(self, request, context, caller):
         return pb.ReportAck(generation=self.cluster.report_connections(request.reporter,
                                                                        list(request.connections)))
 
 
 def create_server(cluster: Cluster, address: str, max_workers: int = 512,
-                  credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
+                  credentials: grpc.ServerCredentials | None = None,
+                  access: AccessPolicy | OpenAccess | None = None) -> tuple[grpc.Server, int]:
     """A started-able server bound to `address` (port 0 picks one); returns (server, port).
 
     Each agent's desired-state stream holds a worker thread, so max_workers bounds
-    the number of storage nodes one coordinator serves.
+    the number of storage nodes one coordinator serves. With credentials (mutual TLS)
+    the access policy is enforced; without, every caller may do everything (lab).
     """
+    if access is None:
+        access = AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
+                              lambda user: cluster.store.user(user).priority) if credentials else OpenAccess()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"))
-    pb_grpc.add_AdminServicer_to_server(AdminService(cluster), server)
-    pb_grpc.add_AgentLinkServicer_to_server(AgentLinkService(cluster), server)
+    pb_grpc.add_AdminServicer_to_server(AdminService(cluster, access), server)
+    pb_grpc.add_AgentLinkServicer_to_server(AgentLinkService(cluster, access), server)
     if credentials is None:
         port = server.add_insecure_port(address)
     else:

@@ -5,19 +5,24 @@ A DataNode serves every client connection in a thread of its own whose native na
 of DataXceiver.run(), before any block I/O). Capture is a race (architecture.md), so
 this plug-in wakes on the netlink process connector's fork and comm records for the
 DataNode process (polling /proc every 2 ms without it) and keeps `scan()` cheap: one
-listing of /proc/<pid>/task, and the TCP tables only while a new thread is unlinked.
+listing of /proc/<pid>/task (0.2 ms for a DataNode's ~60 threads), and a port-filtered
+sock_diag dump of the TCP sockets (about 1 ms) only while a young thread is not linked.
 
 Which connection a thread serves (sockets.py says why fds cannot tell):
-1. evidence: the socket the thread is blocked on (sendfile, read, epoll), when it is;
-2. elimination: the DataXceiverServer accepts the connection before it starts the
-   thread, so a young thread with exactly one established connection on the data port
-   that no live handler owns gets that one. Evidence seen later overrides it;
-3. agreement: with several such threads and connections at once, if every unowned
+1. elimination: the DataXceiverServer accepts a connection before it starts its
+   thread, so one young unlinked thread and one established connection on the data port
+   that no live handler owns belong together. This is the common case, and needs nothing
+   from the thread itself;
+2. evidence: the socket the thread is blocked on (sendfile, read, epoll, poll), from
+   /proc/<pid>/task/<tid>/syscall. Exact, but reading it waits while the thread is on a
+   CPU, so it is asked only when elimination cannot decide (several new threads at once)
+   and, 20 ms later, to confirm an elimination; a contradiction relinks the thread;
+3. agreement: with several new threads and connections at once, if every unowned
    connection belongs to the same user, the threads are that user's before they link.
 
 Whose the connection is:
 - client on this host (same network namespace): the uid owning the client end of the
-  socket (/proc/net/tcp{,6}), mapped through Identity.users_by_uid;
+  socket (sock_diag's uid, as in /proc/net/tcp{,6}), mapped through Identity.users_by_uid;
 - client elsewhere: Identity.connections[(client address, client port)], reported by
   compute agents through the coordinator (addresses in sockets.normalise_address form).
 A thread not identified yet is returned with user None (the default VNode) and is
@@ -28,6 +33,15 @@ through the DataNode's own DFSClient, so both ends of that connection belong to 
 DataNode process (same uid, the client socket among its own fds); the end user is only
 in the WebHDFS request and the NameNode audit log, which a thread's sockets cannot show.
 Such threads are marked internal and never placed in a user's VNode.
+
+Born throttled: on cgroup v1 a new thread starts in its creator's cgroup, and every
+DataXceiver is created by the DataXceiverServer thread, which does no block I/O itself.
+Its comm says little (Hadoop names it after the Runnable: "org.apache.hado"), so it is
+found as the thread blocked in accept() on the data port's listening socket. With
+`spawner_in_default` (the default) it is returned as an unidentified handler, so the
+agent puts it in the default VNode and each new DataXceiver is born there: what it reads
+before capture is throttled as the default VNode's, never free. Capture then only has to
+move it to its user's VNode.
 """
 
 import logging
@@ -41,15 +55,16 @@ from threading import Lock
 from vnode_sync.agents.handlers.base import HandlerThread, Identity
 from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
-from vnode_sync.agents.handlers.sockets import (TcpSocket, peer_of, socket_inodes, sockets_in_use,
-                                                tcp_sockets)
+from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
+                                                sockets_in_use, tcp_sockets)
 from vnode_sync.errors import ConfigError
 
 log = logging.getLogger("vnode_sync.agent")
 
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 HANDLER_COMM = "DataXceiver for"
-DEFAULT_DATA_PORT = 9866  # dfs.datanode.address default since Hadoop 3.0 (HDFS-9427)
+# Asking a thread for evidence can wait for it to leave the CPU: not more often than this, seconds.
+CHECK_SECONDS = 0.02
 
 
 @dataclass
@@ -57,10 +72,11 @@ class _Handler:
     tid: int
     first_seen: float                   # monotonic seconds
     connection: TcpSocket | None = None  # the DataNode's end of the client connection
-    how: str = ""                       # evidence | elimination | agreement
+    how: str = ""                       # evidence | elimination | confirmed elimination | agreement
     agreed_user: str | None = None      # from agreement, until it links
     client_uid: int | None = None       # owner of the client end, when on this host
     internal: bool = False              # the DataNode's own client (WebHDFS)
+    next_check: float = 0.0             # when to ask the thread's syscall file again
 
 
 def _read_text(path: str) -> str | None:
@@ -109,9 +125,18 @@ def configured_data_port(proc_root: str, pid: int) -> int | None:
             continue
         for prop in root.iter("property"):
             if (prop.findtext("name") or "").strip() == "dfs.datanode.address":
-                port = int((prop.findtext("value") or "").strip().rsplit(":", 1)[1])
-                return port or None  # port 0: chosen at start, learnt from the threads
+                port = (prop.findtext("value") or "").strip().rpartition(":")[2]
+                return int(port) or None if port.isdigit() else None  # 0: chosen at start, learnt later
     return None
+
+
+def accepting_threads(proc_root: str, pid: int, port: int, tids: list[int] | None = None) -> list[int]:
+    """Threads of `pid` blocked in accept() on its listening socket for `port` (the spawner)."""
+    listening = {s.inode for s in tcp_sockets(proc_root, pid, port) if s.state == TCP_LISTEN and s.local[1] == port}
+    if not listening:
+        return []
+    return [tid for tid in (tids if tids is not None else threads_of(proc_root, pid))
+            if sockets_in_use(proc_root, pid, tid) & listening]
 
 
 class HdfsDiscovery:
@@ -120,14 +145,18 @@ class HdfsDiscovery:
     `cmdline_contains` picks one DataNode when a host runs several (e.g. its conf dir).
     `data_port` is dfs.datanode.address's port; by default it is read from the DataNode's
     hdfs-site.xml, else learnt from the first thread seen blocked on a socket.
-    `events`: "auto", "netlink" or "poll" (see proc_connector.py).
+    `events`: "auto", "netlink" or "poll" (see proc_connector.py). `poll_seconds` is the
+    polling interval without netlink, and the retry interval while a young thread is not
+    linked yet; `settle_seconds` how long a thread counts as young. `spawner_in_default`:
+    see "Born throttled" above.
     """
 
     name = "hdfs"
 
     def __init__(self, proc_root: str = "/proc", pid: int | None = None, pid_file: str | None = None,
                  cmdline_contains: str | None = None, data_port: int | None = None,
-                 events: str = "auto", poll_seconds: float = 0.002, settle_seconds: float = 2.0):
+                 events: str = "auto", poll_seconds: float = 0.002, settle_seconds: float = 2.0,
+                 spawner_in_default: bool = True):
         if data_port is not None and not 0 < int(data_port) < 65536:
             raise ConfigError(f"discovery (hdfs): data_port {data_port} is not a TCP port (1..65535)")
         if settle_seconds <= 0 or poll_seconds <= 0:
@@ -138,6 +167,7 @@ class HdfsDiscovery:
         self.cmdline_contains = cmdline_contains
         self.fixed_port = int(data_port) if data_port is not None else None
         self.poll_seconds = poll_seconds
+        self.spawner_in_default = bool(spawner_in_default)
         self.settle_seconds = settle_seconds
         self.events = open_thread_events(proc_root, events, poll_seconds)
         self.event_source = self.events.describe()
@@ -146,7 +176,12 @@ class HdfsDiscovery:
         self.data_port: int | None = None
         self._datanode_uid: int | None = None
         self._next_lookup = 0.0
+        self._ambiguous: list[int] = []
         self._comms: dict[int, str] = {}
+        self._first_seen: dict[int, float] = {}   # TID -> monotonic seconds
+        self._next_relink = 0.0
+        self._spawners: set[int] = set()
+        self._next_spawner_search = 0.0
         self._handlers: dict[int, _Handler] = {}
         self._pending = ThreadChanges()
         self._pending_lock = Lock()
@@ -162,8 +197,10 @@ class HdfsDiscovery:
             return int(text.strip()) if text and text.strip().isdigit() else None
         found = find_datanodes(self.proc_root, self.cmdline_contains)
         if len(found) > 1:
-            log.warning("hdfs discovery: %d DataNodes match (pids %s); set cmdline_contains to pick one",
-                        len(found), found)
+            if found != self._ambiguous:
+                log.warning("hdfs discovery: %d DataNodes match (pids %s); set cmdline_contains to pick one",
+                            len(found), found)
+            self._ambiguous = found
             return None
         return found[0] if found else None
 
@@ -181,7 +218,7 @@ class HdfsDiscovery:
             self.pid = None
             return None
         if pid != self.pid:
-            self.pid, self._comms, self._handlers = pid, {}, {}
+            self.pid, self._comms, self._handlers, self._first_seen, self._spawners = pid, {}, {}, {}, set()
             self.data_port = self.fixed_port or configured_data_port(self.proc_root, pid)
             self._datanode_uid = real_uid(self.proc_root, pid)
             log.info("hdfs discovery: DataNode pid %d, data port %s", pid,
@@ -191,7 +228,7 @@ class HdfsDiscovery:
     # ---- events -----------------------------------------------------------
 
     def wait_for_change(self, timeout: float) -> None:
-        if self._unlinked_young():
+        if self._unsettled():
             timeout = min(timeout, self.poll_seconds)  # evidence shows up within milliseconds
         changes = self.events.wait(self.pid, timeout)
         with self._pending_lock:
@@ -207,10 +244,11 @@ class HdfsDiscovery:
             changes, self._pending = self._pending, ThreadChanges()
         return changes
 
-    def _unlinked_young(self) -> bool:
+    def _unsettled(self) -> bool:
+        """A young thread not linked yet, or linked by elimination and not confirmed yet."""
         now = time.monotonic()
-        return any(h.connection is None and not h.internal and now - h.first_seen < self.settle_seconds
-                   for h in self._handlers.values())
+        return any(not h.internal and now - h.first_seen < self.settle_seconds
+                   and (h.connection is None or h.how == "elimination") for h in self._handlers.values())
 
     # ---- scan ---------------------------------------------------------------
 
@@ -221,38 +259,54 @@ class HdfsDiscovery:
             return []
         now = time.monotonic()
         alive = set(threads_of(self.proc_root, pid))
-        for tid in set(self._comms) - alive:
+        for tid in (set(self._first_seen) - alive) | changes.exited | set(changes.born):
+            self._first_seen.pop(tid, None)  # gone, or a reused TID: forget the old thread
             self._comms.pop(tid, None)
             self._handlers.pop(tid, None)
+        polling = self.event_source.startswith("polling")
         for tid in alive:
+            first_seen = self._first_seen.setdefault(tid, now)
             if tid in changes.renamed:
                 self._comms[tid] = changes.renamed[tid]
-            elif tid not in self._comms or tid in changes.born or changes.lost:
+            elif (tid not in self._comms or tid in changes.born or changes.lost
+                  or polling and self._comms[tid] != HANDLER_COMM and now - first_seen < self.settle_seconds):
+                # without comm records, a young thread is read again: it renames itself after birth
                 self._comms[tid] = thread_comm(self.proc_root, pid, tid) or ""
-            elif tid not in self._handlers and self.events.describe().startswith("polling"):
-                # no comm records without netlink: a thread renames itself just after birth
-                pass
-            if self._comms.get(tid) == HANDLER_COMM and tid not in self._handlers:
-                self._handlers[tid] = _Handler(tid, now)
-            elif self._comms.get(tid) != HANDLER_COMM:
+            if self._comms[tid] != HANDLER_COMM:
                 self._handlers.pop(tid, None)
-        self._recheck_young_comms(pid, alive, now)
-        if any(h.connection is None and not h.internal or h.how == "elimination" and now - h.first_seen
-               < self.settle_seconds for h in self._handlers.values()):
+            elif tid not in self._handlers:
+                self._handlers[tid] = _Handler(tid, first_seen)
+        if self._needs_linking(now):
             self._link(pid, identity, now)
-        return [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers.values()]
+        found = [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers.values()]
+        if self.spawner_in_default:
+            found += [HandlerThread(pid, tid, None) for tid in self._find_spawners(pid, alive, now)]
+        return found
 
-    def _recheck_young_comms(self, pid: int, alive: set[int], now: float) -> None:
-        """Without comm records, threads born as something else are read again for a while."""
-        if not self.event_source.startswith("polling"):
-            return
-        for tid in alive:
-            if tid in self._handlers or self._comms.get(tid) == HANDLER_COMM:
+    def _find_spawners(self, pid: int, alive: set[int], now: float) -> set[int]:
+        self._spawners &= alive
+        if not self._spawners and self.data_port is not None and now >= self._next_spawner_search:
+            self._next_spawner_search = now + 1.0  # it may be busy starting a thread: look again later
+            candidates = sorted(t for t in alive if t not in self._handlers)
+            self._spawners = set(accepting_threads(self.proc_root, pid, self.data_port, candidates))
+            if self._spawners:
+                log.info("hdfs discovery: DataXceiverServer thread(s) %s go to the default VNode, so "
+                         "handlers are born there", sorted(self._spawners))
+        return self._spawners
+
+    def _needs_linking(self, now: float) -> bool:
+        stale = False
+        for h in self._handlers.values():
+            if h.internal:
                 continue
-            comm = thread_comm(self.proc_root, pid, tid)
-            if comm == HANDLER_COMM:
-                self._comms[tid] = comm
-                self._handlers[tid] = _Handler(tid, now)
+            young = now - h.first_seen < self.settle_seconds
+            if young and (h.connection is None or h.how == "elimination" and now >= h.next_check):
+                return True
+            stale = stale or h.connection is None
+        if stale and now >= self._next_relink:  # old unlinked threads: retried once a second
+            self._next_relink = now + 1.0
+            return True
+        return False
 
     # ---- linking threads to connections -------------------------------------
 
@@ -264,26 +318,53 @@ class HdfsDiscovery:
                 return
             sockets = [s for s in sockets if self.data_port in (s.local[1], s.remote[1])]
         served = {s.inode: s for s in sockets if s.local[1] == self.data_port and s.established}
-        young = [h for h in self._handlers.values() if not h.internal and now - h.first_seen < self.settle_seconds
-                 and (h.connection is None or h.how == "elimination")]
-        for h in young:  # evidence first: it is exact, and it corrects elimination
+        if self._eliminate(pid, served, sockets, now):
+            return  # the common case, one new connection and one new thread: no evidence needed
+        # Reading the syscall file of a thread that is on a CPU waits until it is off it
+        # (task_current_syscall -> wait_task_inactive), so evidence is asked for only when
+        # elimination cannot decide, and to confirm an elimination a little later.
+        for h in self._handlers.values():
+            if h.internal or now < h.next_check or (h.connection is not None and h.how != "elimination"):
+                continue
+            h.next_check = now + CHECK_SECONDS
             seen = sockets_in_use(self.proc_root, pid, h.tid) & served.keys()
             if len(seen) == 1:
                 inode = seen.pop()
                 if h.connection is None or h.connection.inode != inode:
                     self._attach(pid, h, served[inode], "evidence", sockets)
+                else:
+                    h.how = "confirmed elimination"
+        if not self._eliminate(pid, served, sockets, now):
+            self._agree(pid, served, sockets, identity, now)
+
+    def _young_unlinked(self, now: float) -> list[_Handler]:
+        return [h for h in self._handlers.values()
+                if h.connection is None and not h.internal and now - h.first_seen < self.settle_seconds]
+
+    def _unowned(self, served: dict[int, TcpSocket]) -> list[TcpSocket]:
         owned = {h.connection.inode for h in self._handlers.values() if h.connection is not None}
-        unowned = [s for inode, s in served.items() if inode not in owned]
-        waiting = [h for h in young if h.connection is None]
+        return [s for inode, s in served.items() if inode not in owned]
+
+    def _eliminate(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], now: float) -> bool:
+        waiting, unowned = self._young_unlinked(now), self._unowned(served)
         if len(waiting) == 1 and len(unowned) == 1:
             self._attach(pid, waiting[0], unowned[0], "elimination", sockets)
-        elif waiting and unowned:
-            users = {self._user_of_connection(pid, s, sockets, identity) for s in unowned}
-            if len(users) == 1 and None not in users:
-                for h in waiting:
-                    h.agreed_user, h.how = users.pop() if len(users) else h.agreed_user, "agreement"
-                    users = {h.agreed_user}
-                self.link_counts["agreement"] += len(waiting)
+            waiting[0].next_check = now + CHECK_SECONDS
+            return True
+        return False
+
+    def _agree(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], identity: Identity,
+               now: float) -> None:
+        waiting, unowned = self._young_unlinked(now), self._unowned(served)
+        if not waiting or not unowned:
+            return
+        users = {self._user_of_connection(pid, s, sockets, identity) for s in unowned}
+        if len(users) == 1 and None not in users:
+            user = users.pop()
+            for h in waiting:
+                if h.agreed_user is None:
+                    self.link_counts["agreement"] += 1
+                h.agreed_user, h.how = user, "agreement"
 
     def _learn_port(self, pid: int, sockets: list[TcpSocket]) -> None:
         by_inode = {s.inode: s for s in sockets if s.established}

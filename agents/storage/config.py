@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError, InvalidArgument
+from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf")
 ROLES = ("storage", "compute")
@@ -35,6 +36,11 @@ class AgentConfig:
     log_format: str = "plain"
     # Extra settings for the lustre-tbf backend (lctl path, OSS target, RPC size).
     lustre: dict = field(default_factory=dict)
+    # Compute role: storage endpoints to report connections to, min_uid (agents/compute/main.py).
+    compute: dict = field(default_factory=dict)
+    # From the `tls:` section ({ca, cert, key}: this node's certificate, CN node:<node_id>)
+    # or `insecure: true`. With neither, plaintext is allowed only to a loopback coordinator.
+    security: TransportSecurity = field(default_factory=TransportSecurity)
 
     @property
     def cgroup_subtree(self) -> str:
@@ -45,7 +51,8 @@ _FLOATS = ("resync_seconds", "report_seconds", "capture_seconds")
 
 
 def parse_agent_config(raw: dict) -> AgentConfig:
-    reject_unknown_keys("agent config", raw, set(AgentConfig.__dataclass_fields__))
+    reject_unknown_keys("agent config", raw,
+                        set(AgentConfig.__dataclass_fields__) - {"security"} | {"tls", "insecure"})
     try:
         node_id = validation.node_id(raw.get("node_id"))
     except InvalidArgument as e:
@@ -76,6 +83,9 @@ def parse_agent_config(raw: dict) -> AgentConfig:
     lustre = raw.get("lustre") or {}
     if not isinstance(lustre, dict):
         raise ConfigError("lustre must be a mapping")
+    compute = raw.get("compute") or {}
+    if not isinstance(compute, dict):
+        raise ConfigError("compute must be a mapping")
     return AgentConfig(
         node_id=node_id, role=role,
         coordinator=typed("config", "coordinator", raw.get("coordinator"), str, "127.0.0.1:7070"),
@@ -86,7 +96,8 @@ def parse_agent_config(raw: dict) -> AgentConfig:
         devices=tuple(devices), discovery=dict(discovery), **floats,
         state_cache=typed("config", "state_cache", raw.get("state_cache"), str, ""),
         teardown_on_exit=typed("config", "teardown_on_exit", raw.get("teardown_on_exit"), bool, False),
-        log_format=log_format, lustre=dict(lustre))
+        log_format=log_format, lustre=dict(lustre), compute=dict(compute),
+        security=parse_transport("config", raw.get("tls"), raw.get("insecure")))
 
 
 def load_agent_config(path: str) -> AgentConfig:

@@ -16,6 +16,8 @@ Options that matter for block-I/O QoS:
                   (reads wrap around the file; with --direct they still hit the disk).
   --vnodes        comma list, one VNode per rank ("" = none); each rank moves its own I/O
                   thread there with BlkioV1Backend.place before the first barrier.
+  --background-ranks  these ranks read (wrapping) until every other rank has finished its
+                  data, as competing load; the others' times are the result (paper fig. 6).
   --hdfs-url      read from HDFS over WebHDFS instead of a local file system (read only).
 
 Rank 0 prints one JSON document with per-rank and aggregate results.
@@ -32,16 +34,10 @@ from dataclasses import asdict, dataclass, field
 
 from mpi4py import MPI
 
+from sizes import parse_size
+
 MB = 1_000_000
-SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """'16K', '16M', '2G' or plain bytes."""
-    text = text.strip().upper().removesuffix("IB").removesuffix("B")
-    if text and text[-1] in SIZE_SUFFIXES:
-        return int(float(text[:-1]) * SIZE_SUFFIXES[text[-1]])
-    return int(text)
+FOREGROUND_DONE = 77
 
 
 @dataclass
@@ -57,6 +53,7 @@ class Workload:
     stonewall: float = 0.0
     hdfs_url: str = ""
     hdfs_user: str = "bench"
+    background_ranks: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -209,19 +206,37 @@ def run_phase(work: Workload, op: str, comm: MPI.Comm, vnode: str) -> RankResult
     comm.Barrier()
     start = time.time()
     deadline = start + work.stonewall if work.stonewall else float("inf")
-    # A stonewalled read keeps going (wrapping) until the deadline; everything else stops
-    # after size_per_process bytes.
-    keep_reading = bool(work.stonewall) and op == "read"
+    # A stonewalled or background read keeps going (wrapping) until the deadline or until the
+    # foreground ranks are done; everything else stops after size_per_process bytes.
+    background = op == "read" and rank in work.background_ranks
+    foreground = [r for r in range(nprocs) if r not in work.background_ranks]
+    keep_reading = op == "read" and (bool(work.stonewall) or background)
+    finished = 0
     index = 0
     while time.time() < deadline and (index < objects or keep_reading):
+        if background:
+            while comm.Iprobe(source=MPI.ANY_SOURCE, tag=FOREGROUND_DONE):
+                comm.recv(source=MPI.ANY_SOURCE, tag=FOREGROUND_DONE)
+                finished += 1
+            if finished == len(foreground):
+                break
         position = index % span if op == "read" else index
         n = handle.transfer(buf, offset_of(work, rank, nprocs, position))
         if n <= 0:
             break
         done += n
         index += 1
-    handle.close()
+    if op == "read" and not background:
+        for other in work.background_ranks:
+            comm.send(rank, dest=other, tag=FOREGROUND_DONE)
     end = time.time()
+    handle.close()
+    if op == "write":
+        end = time.time()  # a write is done when its fsync is
+    elif background:
+        while finished < len(foreground):  # drain, so no message leaks into the next phase
+            comm.recv(source=MPI.ANY_SOURCE, tag=FOREGROUND_DONE)
+            finished += 1
     buf.close()
     comm.Barrier()
     return RankResult(rank, op, done, start, end, vnode)
@@ -254,6 +269,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--vnodes", default="", help="comma list of VNode names, one per rank")
     p.add_argument("--vnode-root", default="", help="cgroup under the hierarchy that holds the VNodes")
     p.add_argument("--hierarchy", default="/sys/fs/cgroup/blkio")
+    p.add_argument("--background-ranks", default="", help="comma list of ranks that only compete")
     p.add_argument("--hdfs-url", default="", help="WebHDFS base, e.g. http://127.0.0.1:9870")
     p.add_argument("--hdfs-user", default="bench")
     p.add_argument("--json", default="", help="also write the result document here")
@@ -271,7 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     work = Workload(args.dir, args.pattern, [o for o in args.ops.split(",") if o], args.object_size,
                     args.size_per_process, args.api, args.direct, args.drop_caches, args.stonewall,
-                    args.hdfs_url, args.hdfs_user)
+                    args.hdfs_url, args.hdfs_user,
+                    [int(r) for r in args.background_ranks.split(",") if r])
     vnodes = args.vnodes.split(",") if args.vnodes else []
     if vnodes and len(vnodes) != nprocs:
         raise SystemExit(f"--vnodes names {len(vnodes)} VNodes for {nprocs} ranks")

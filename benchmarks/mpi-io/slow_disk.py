@@ -8,23 +8,16 @@ bound its child VNodes, because cgroup v1 blk-throttle is flat ("if not on the d
 hierarchy, the tree is flattened", block/blk-throttle.c): a child VNode read at 4.3 GB/s under
 a 20 MiB/s parent cap. A throttle also acts above the scheduler, so BFQ would never see a queue.
 
-The daemon models one spindle: requests are served one after another at `rate_bps`, plus
-`seek_seconds` whenever a request does not start where the previous one ended. Bytes are kept
-in a file on tmpfs, so the modelled rate is the only limit.
-
-    python slow_disk.py serve --backing /dev/shm/x.img --mount DIR --rate-mbps 100 --seek-ms 0
+The daemon (spindled.c, compiled on first use) models one spindle: requests are served one
+after another at `rate_mbps`, plus `seek_ms` whenever a request does not start where the
+previous one ended. Bytes are kept in a file on tmpfs, so the modelled rate is the only limit.
 """
 
-import argparse
 import contextlib
 import dataclasses
-import errno
 import os
-import stat
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 
@@ -46,78 +39,19 @@ class DiskModel:
                 f"(one request at a time, bytes on tmpfs)")
 
 
-class Spindle:
-    """Serialises requests: each waits its turn and then holds the disk for its service time."""
-
-    def __init__(self, model: DiskModel):
-        self.model = model
-        self._lock = threading.Lock()
-        self._busy_until = 0.0
-        self._head = -1
-
-    def serve(self, offset: int, length: int) -> None:
-        service = length / (self.model.rate_mbps * MB)
-        with self._lock:
-            if offset != self._head:
-                service += self.model.seek_ms / 1000
-            self._head = offset + length
-            start = max(time.monotonic(), self._busy_until)
-            self._busy_until = start + service
-            done_at = self._busy_until
-        delay = done_at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spindled.c")
+BUILD_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".build")
 
 
-def serve(backing: str, mountpoint: str, model: DiskModel) -> None:
-    """Run the FUSE daemon in the foreground until the mount is removed."""
-    import fuse  # fusepy, installed by scripts/setup.d/mpi.sh
-
-    spindle = Spindle(model)
-    fd = os.open(backing, os.O_RDWR)
-    size = os.fstat(fd).st_size
-    path = "/" + DISK_FILE
-
-    class OneFileDisk(fuse.Operations):
-        def getattr(self, p, fh=None):
-            now = time.time()
-            if p == "/":
-                return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2,
-                        "st_atime": now, "st_mtime": now, "st_ctime": now}
-            if p == path:
-                return {"st_mode": stat.S_IFREG | 0o600, "st_nlink": 1, "st_size": size,
-                        "st_atime": now, "st_mtime": now, "st_ctime": now}
-            raise fuse.FuseOSError(errno.ENOENT)
-
-        def readdir(self, p, fh):
-            return [".", "..", DISK_FILE]
-
-        def open(self, p, flags):
-            if p != path:
-                raise fuse.FuseOSError(errno.ENOENT)
-            return 0
-
-        def read(self, p, length, offset, fh):
-            spindle.serve(offset, length)
-            return os.pread(fd, length, offset)
-
-        def write(self, p, buf, offset, fh):
-            spindle.serve(offset, len(buf))
-            return os.pwrite(fd, buf, offset)
-
-        def truncate(self, p, length, fh=None):
-            if length != size:
-                raise fuse.FuseOSError(errno.EPERM)
-
-        def flush(self, p, fh):
-            return 0
-
-        def fsync(self, p, datasync, fh):
-            return 0
-
-    # direct_io: no page cache for the backing file, so every loop request reaches the spindle.
-    fuse.FUSE(OneFileDisk(), mountpoint, foreground=True, nothreads=False, direct_io=True,
-              max_read=1 << 20, max_write=1 << 20, big_writes=True)
+def spindled_binary() -> str:
+    """Compile spindled.c when the binary is missing or older than its source."""
+    binary = os.path.join(BUILD_DIR, "spindled")
+    if os.path.exists(binary) and os.path.getmtime(binary) >= os.path.getmtime(SOURCE):
+        return binary
+    os.makedirs(BUILD_DIR, exist_ok=True)
+    flags = _run("pkg-config", "--cflags", "--libs", "fuse3").split()
+    _run("gcc", "-O2", "-Wall", "-o", binary, SOURCE, *flags, "-lpthread")
+    return binary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +69,11 @@ class MountedDisk:
     def device(self) -> str:
         return f"{self.major}:{self.minor}"
 
+    @property
+    def device_number(self):
+        from vnode_sync.kernel.types import DeviceNumber
+        return DeviceNumber(self.major, self.minor)
+
 
 def set_scheduler(loop_path: str, scheduler: str) -> str:
     """Select the I/O scheduler; returns the one the kernel reports active."""
@@ -150,9 +89,11 @@ def _run(*cmd: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def _wait_for(path: str, seconds: float) -> None:
+def _wait_for(path: str, seconds: float, daemon: subprocess.Popen) -> None:
     deadline = time.monotonic() + seconds
     while not os.path.exists(path):
+        if daemon.poll() is not None:
+            raise RuntimeError(f"spindled exited {daemon.returncode} before {path} appeared")
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} did not appear within {seconds} s (FUSE daemon failed?)")
         time.sleep(0.05)
@@ -175,10 +116,9 @@ def emulated_disk(name: str, model: DiskModel, scheduler: str = "bfq") -> Iterat
         # Formatting the plain file first keeps mkfs off the slow path; no lazy init, so ext4
         # does no background zeroing during a measurement.
         _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", backing)
-        daemon = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", "--backing", backing,
-                                   "--mount", fuse_dir, "--rate-mbps", str(model.rate_mbps),
-                                   "--seek-ms", str(model.seek_ms)])
-        _wait_for(os.path.join(fuse_dir, DISK_FILE), 10)
+        daemon = subprocess.Popen([spindled_binary(), backing, fuse_dir, str(model.rate_mbps), str(model.seek_ms)],
+                                  start_new_session=True)  # Ctrl-C must not stop it before the unmount
+        _wait_for(os.path.join(fuse_dir, DISK_FILE), 10, daemon)
         loop = _run("losetup", "--find", "--show", os.path.join(fuse_dir, DISK_FILE))
         active = set_scheduler(loop, scheduler)
         _run("mount", "-o", "noatime", loop, fs_dir)
@@ -204,17 +144,24 @@ def emulated_disk(name: str, model: DiskModel, scheduler: str = "bfq") -> Iterat
                 os.rmdir(d)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="run the rate-limited FUSE daemon in the foreground")
-    s.add_argument("--backing", required=True)
-    s.add_argument("--mount", required=True)
-    s.add_argument("--rate-mbps", type=float, default=DiskModel.rate_mbps)
-    s.add_argument("--seek-ms", type=float, default=DiskModel.seek_ms)
-    args = parser.parse_args()
-    serve(args.backing, args.mount, DiskModel(args.rate_mbps, args.seek_ms))
-
-
-if __name__ == "__main__":
-    main()
+def remove_stale_disks(prefix: str) -> list[str]:
+    """Undo what a killed run left: ext4 and FUSE mounts, loop devices, tmpfs images."""
+    removed = []
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split()[1] for line in f]
+    for target in sorted((m for m in mounts if prefix in m and m.endswith("/fs")), reverse=True):
+        subprocess.run(["umount", "-l", target], check=False)
+        removed.append(target)
+    for line in _run("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").splitlines():
+        name, _, back = line.partition(" ")
+        if prefix in back:
+            subprocess.run(["losetup", "-d", name], check=False)
+            removed.append(name)
+    for target in (m for m in mounts if prefix in m and m.endswith("/fuse")):
+        subprocess.run(["umount", "-l", target], check=False)
+        removed.append(target)
+    for entry in os.listdir("/dev/shm"):
+        if entry.startswith(prefix):
+            os.unlink(os.path.join("/dev/shm", entry))
+            removed.append(entry)
+    return removed

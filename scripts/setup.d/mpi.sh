@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# MPI-IO benchmark dependencies: Open MPI, FUSE (the emulated slow disk), mpi4py, fusepy, matplotlib.
+# MPI-IO benchmark dependencies: Open MPI, libfuse3 + a C compiler (the emulated slow disk),
+# mpi4py and matplotlib.
 # Idempotent; run as root by scripts/setup.sh. Venv: $1, else $VNODE_VENV, else the repo's .venv.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="${1:-${VNODE_VENV:-$repo/.venv}}"
 
-wanted=(openmpi-bin libopenmpi-dev libfuse2 fuse3 e2fsprogs)
+wanted=(openmpi-bin libopenmpi-dev fuse3 libfuse3-dev gcc pkg-config e2fsprogs)
 missing=()
 for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -21,8 +22,8 @@ if [[ ! -x "$venv/bin/python" ]]; then
     echo "mpi.sh: no virtualenv at $venv (pass its path as \$1 or VNODE_VENV)" >&2
     exit 1
 fi
-if ! "$venv/bin/python" -c "import mpi4py, fuse, matplotlib" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import mpi4py, matplotlib" 2>/dev/null; then
     # mpi4py builds against the system MPI: mpicc must be on PATH (from libopenmpi-dev).
-    "$venv/bin/pip" install -q "mpi4py>=3.1" "fusepy>=3.0.1" "matplotlib>=3.7"
+    "$venv/bin/pip" install -q "mpi4py>=3.1" "matplotlib>=3.7"
 fi
-"$venv/bin/python" -c "from mpi4py import MPI; import fuse, matplotlib; print('mpi.sh: ok,', MPI.Get_library_version().splitlines()[0])"
+"$venv/bin/python" -c "from mpi4py import MPI; import matplotlib; print('mpi.sh: ok,', MPI.Get_library_version().splitlines()[0])"

@@ -2,7 +2,10 @@
 
 The coordinator's address comes from --coordinator, else $VNODE_COORDINATOR, else the
 `coordinator:` key of --config (default /etc/vnode-sync/vnodectl.yaml if present),
-else 127.0.0.1:7070.
+else 127.0.0.1:7070. The client certificate likewise: --ca/--cert/--key, else
+$VNODE_CA/$VNODE_CERT/$VNODE_KEY, else the config's `tls:` section. Without one,
+vnodectl talks plaintext only with --insecure (or `insecure: true`) or to a coordinator
+on this host.
 """
 
 import argparse
@@ -15,7 +18,9 @@ import grpc
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping
 from vnode_sync.ctl.tables import mb, render
-from vnode_sync.errors import InvalidArgument, VNodeSyncError
+from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
+from vnode_sync.security.certs_command import add_certs_commands, run_certs
+from vnode_sync.security.tls import TlsFiles, is_loopback, parse_transport, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -24,7 +29,9 @@ DEFAULT_CONFIG = "/etc/vnode-sync/vnodectl.yaml"
 RPC_TIMEOUT_SECONDS = 10.0
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
+EXIT_DENIED = 5
 _EXIT_OF_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: EXIT_INVALID, grpc.StatusCode.NOT_FOUND: EXIT_NOT_FOUND,
+                   grpc.StatusCode.PERMISSION_DENIED: EXIT_DENIED, grpc.StatusCode.UNAUTHENTICATED: EXIT_DENIED,
                    grpc.StatusCode.UNAVAILABLE: EXIT_UNAVAILABLE,
                    grpc.StatusCode.DEADLINE_EXCEEDED: EXIT_UNAVAILABLE}
 
@@ -35,17 +42,40 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INVALID)
 
 
+def _settings(config_path: str | None) -> dict:
+    path = config_path or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    return load_yaml_mapping(path) if path else {}
+
+
 def coordinator_address(flag: str | None, config_path: str | None) -> str:
     if flag:
         return flag
     if os.environ.get("VNODE_COORDINATOR"):
         return os.environ["VNODE_COORDINATOR"]
-    path = config_path or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
-    if path:
-        address = load_yaml_mapping(path).get("coordinator")
-        if address:
-            return str(address)
-    return DEFAULT_ADDRESS
+    address = _settings(config_path).get("coordinator")
+    return str(address) if address else DEFAULT_ADDRESS
+
+
+def client_tls(args, address: str) -> TlsFiles | None:
+    """Flags win over $VNODE_CA/_CERT/_KEY, which win over the config file; None means plaintext."""
+    chosen = {k: getattr(args, k) or os.environ.get(f"VNODE_{k.upper()}") for k in ("ca", "cert", "key")}
+    if args.insecure:
+        return None
+    if any(chosen.values()):
+        missing = [f"--{k}" for k, v in chosen.items() if not v]
+        if missing:
+            raise ConfigError(f"mutual TLS needs --ca, --cert and --key; missing {', '.join(missing)}")
+        files = TlsFiles(**chosen)
+    else:
+        settings = _settings(args.config)
+        security = parse_transport("vnodectl config", settings.get("tls"), settings.get("insecure"))
+        files = security.tls
+        if files is None and not security.insecure and not is_loopback(address):
+            raise ConfigError(f"no client certificate for coordinator {address}: pass --ca/--cert/--key "
+                              "(or set them in the config), or --insecure for a lab coordinator")
+    if files is not None:
+        files.read()  # an expired, foreign or mismatched certificate fails here, in one line
+    return files
 
 
 def _user_arg(value: str) -> str:
@@ -66,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vnodectl", description=__doc__.splitlines()[0])
     parser.add_argument("--coordinator", help="coordinator host:port")
     parser.add_argument("--config", help=f"vnodectl YAML (default {DEFAULT_CONFIG})")
+    parser.add_argument("--ca", help="CA certificate (PEM) the coordinator's certificate must chain to")
+    parser.add_argument("--cert", help="this admin's or user's certificate (PEM)")
+    parser.add_argument("--key", help="its private key (PEM)")
+    parser.add_argument("--insecure", action="store_true", help="plaintext, for a lab coordinator (insecure: true)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    add_certs_commands(sub)
     p = sub.add_parser("set-priority", help="set a user's priority (1..100, 100 highest)")
     p.add_argument("user", type=_user_arg)
     p.add_argument("priority", type=_priority_arg)
@@ -177,9 +212,14 @@ def node_json(node: pb.StorageNode) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    address, tls = "", None
     try:
+        if args.command == "certs":
+            run_certs(args)
+            return EXIT_OK
         address = coordinator_address(args.coordinator, args.config)
-        with grpc.insecure_channel(address) as channel:
+        tls = client_tls(args, address)
+        with (secure_channel(address, tls) if tls else grpc.insecure_channel(address)) as channel:
             run(args, pb_grpc.AdminStub(channel))
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
@@ -187,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     except grpc.RpcError as e:
         code = e.code()
         detail = e.details() if code != grpc.StatusCode.UNAVAILABLE else f"coordinator {address} is unreachable"
+        if code == grpc.StatusCode.UNAVAILABLE and tls is not None:
+            detail += " or refused this certificate (TLS handshake)"
         print(f"vnodectl: error: {detail}", file=sys.stderr)
         return _EXIT_OF_STATUS.get(code, EXIT_FAILED)
     return EXIT_OK

@@ -1,22 +1,28 @@
 """The README's main job: a real local vnode-sync cluster enforcing two users' priorities.
 
-    python -m vnode_sync.testbed.demo [--storage loop] [--seconds 8]
+    python -m vnode_sync.testbed.demo [--storage hdfs|loop] [--seconds 8]
 
-`loop`: a coordinator and two storage agents (node1, node2) over gRPC, one loop device
-per node, one O_DIRECT reader per user per node, priorities 4 and 8 on a configured
-node bandwidth of 60 MB/s. It prints the live per-user, per-node MB/s against the
-targets, flips the priorities while the readers run, and prints the achieved split.
-Everything it makes is named vnode-sync-demo.* and removed on exit.
+`hdfs` (the default): a real HDFS (NameNode + 2 DataNodes, each on its own loop disk),
+the coordinator and one storage agent per DataNode capturing DataXceiver threads; two
+Unix users, made by the demo and removed after, read large files from both DataNodes
+through the native client at priorities 8 and 4 on a configured node bandwidth of
+60 MB/s. `loop`: the same without HDFS, O_DIRECT readers on raw loop devices.
+Either way it prints the live per-user, per-node MB/s against the targets, flips the
+priorities while the readers run, and prints the achieved split. Everything it makes
+is named vnode-sync-demo.* (users vndemo-*) and removed on exit.
 """
 
 import argparse
 import contextlib
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
 
+from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from vnode_sync.testbed.raw_loop import loop_device
 
@@ -25,23 +31,35 @@ NODE_BW = 60 * MB
 USERS = (LocalUser("alice", 64_301, 4), LocalUser("bob", 64_302, 8))
 
 
-def live_table(cluster: LocalCluster) -> str:
-    status = cluster.status()
-    lines = [f"  {'user':<6} {'prio':>4} {'node':<6} {'target MB/s':>11} {'measured MB/s':>13}"]
+def live_table(status: dict) -> str:
+    width = max([4] + [len(u["name"]) for u in status["users"]])
+    lines = [f"  {'user':<{width}} {'prio':>4} {'node':<6} {'target MB/s':>11} {'measured MB/s':>13}"]
     for user in status["users"]:
         for node in user["nodes"]:
-            lines.append(f"  {user['name']:<6} {user['priority']:>4} {node['node_id']:<6} "
+            lines.append(f"  {user['name']:<{width}} {user['priority']:>4} {node['node_id']:<6} "
                          f"{node['target_read_bps'] / MB:>11.1f} {node['measured_read_bps'] / MB:>13.1f}")
     return "\n".join(lines)
 
 
-def watch(cluster: LocalCluster, seconds: float, title: str) -> None:
+def watch(cluster: LocalCluster, seconds: float, title: str) -> dict[str, float]:
+    """Print the live table every 2 s; return each user's mean aggregate MB/s after the first sample."""
     print(f"\n== {title}")
     deadline = time.monotonic() + seconds
+    samples: dict[str, list[float]] = {}
+    first = True
     while time.monotonic() < deadline:
         time.sleep(2)
+        status = cluster.status()
         print(time.strftime("%H:%M:%S"))
-        print(live_table(cluster), flush=True)
+        print(live_table(status), flush=True)
+        if not first:
+            for user in status["users"]:
+                samples.setdefault(user["name"], []).append(sum(n["measured_read_bps"] for n in user["nodes"]))
+        first = False
+    means = {u: sum(v) / len(v) for u, v in samples.items() if v}
+    total = sum(means.values()) or 1.0
+    print("  split: " + ", ".join(f"{u} {m / MB:.1f} MB/s ({100 * m / total:.0f}%)" for u, m in means.items()))
+    return means
 
 
 def start_readers(cluster: LocalCluster, seconds: float) -> dict:
@@ -73,15 +91,72 @@ def run_loop_demo(seconds: float) -> int:
     return 0
 
 
+DEMO_USER_PREFIX = "vndemo-"
+MiB = 1 << 20
+
+
+@contextlib.contextmanager
+def unix_users(*names: str):
+    """Make Unix users for the demo's readers; remove them after, whatever happens."""
+    made = []
+    try:
+        for name in names:
+            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                           check=True, capture_output=True)
+            made.append(name)
+        yield [pwd.getpwnam(n) for n in names]
+    finally:
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True)
+
+
+def run_hdfs_demo(seconds: float) -> int:
+    name = f"vnode-sync-demo.{os.getpid()}"
+    names = (f"{DEMO_USER_PREFIX}alice", f"{DEMO_USER_PREFIX}bob")
+    file_size = int(seconds * 2 * 45 * MB) // MiB * MiB
+    with unix_users(*names) as accounts:
+        users = [LocalUser(accounts[0].pw_name, accounts[0].pw_uid, 8),
+                 LocalUser(accounts[1].pw_name, accounts[1].pw_uid, 4)]
+        print(f"made Unix users {names[0]} (uid {users[0].uid}) and {names[1]} (uid {users[1].uid})")
+
+        def write_files(hdfs: HdfsCluster) -> None:
+            print(f"HDFS up in {hdfs.startup_seconds:.1f} s; writing one {file_size // MiB} MiB file per "
+                  f"user on each DataNode")
+            for user in users:
+                for dn in hdfs.datanodes:
+                    hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", file_size, as_uid=user.uid,
+                                    hdfs_user=user.name, on_datanode=dn)
+            hdfs.evict_page_cache()
+
+        print(f"starting HDFS (NameNode + 2 DataNodes on loop disks) and vnode-sync ({name})")
+        with hdfs_vnode_cluster(name, users, NODE_BW, before_agents=write_files) as (hdfs, cluster):
+            print(cluster.vnodectl("nodes").stdout)
+            readers = {(u.name, dn.id): hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid,
+                                                        hdfs_user=u.name)
+                       for u in users for dn in hdfs.datanodes}
+            try:
+                watch(cluster, seconds, f"{users[0].name} priority 8, {users[1].name} priority 4 "
+                                        f"(Algorithm 1 on {NODE_BW / MB:.0f} MB/s: 40 and 20 MB/s per DataNode)")
+                cluster.vnodectl("set-priority", users[0].name, "4")
+                cluster.vnodectl("set-priority", users[1].name, "8")
+                watch(cluster, seconds, "flipped while reading: priorities 4 and 8 (20 and 40 MB/s per DataNode)")
+            finally:
+                for reader in readers.values():
+                    reader.kill()
+                    reader.wait()
+    print("\ncleaned up: VNodes removed, HDFS stopped, loop disks detached, demo users removed")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--storage", choices=["loop"], default="loop")
+    parser.add_argument("--storage", choices=["hdfs", "loop"], default="hdfs")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each phase")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("demo: error: must run as root (it makes cgroups and loop devices)", file=sys.stderr)
         return 2
-    return run_loop_demo(args.seconds)
+    return run_hdfs_demo(args.seconds) if args.storage == "hdfs" else run_loop_demo(args.seconds)
 
 
 if __name__ == "__main__":

@@ -133,10 +133,11 @@ class DataNode:
     ports: DataNodePorts
     log: str
     pid: int | None = None
+    host: str = "127.0.0.1"  # the address it listens on and the NameNode hands to clients
 
     @property
     def xfer_address(self) -> str:
-        return f"127.0.0.1:{self.ports.data}"
+        return f"{self.host}:{self.ports.data}"
 
     def to_json(self) -> dict:
         entry = asdict(self)
@@ -160,14 +161,15 @@ class NameNode:
     log: str
     audit_log: str
     pid: int | None = None
+    host: str = "127.0.0.1"
 
     @property
     def rpc_address(self) -> str:
-        return f"hdfs://127.0.0.1:{self.rpc_port}"
+        return f"hdfs://{self.host}:{self.rpc_port}"
 
     @property
     def http_address(self) -> str:
-        return f"127.0.0.1:{self.http_port}"
+        return f"{self.host}:{self.http_port}"
 
     def to_json(self) -> dict:
         return {**asdict(self), "rpc_address": self.rpc_address, "http_address": self.http_address}
@@ -423,8 +425,12 @@ class HdfsCluster:
 
     def __init__(self, name: str, workdir: str | None = None, datanodes: int = 2, disk_mb: int = 1024,
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
-                 hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None):
+                 hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
+                 host: str = "127.0.0.1"):
+        """`host`: the address every daemon listens on and advertises; another than loopback lets
+        clients in a network namespace (a compute host) reach the cluster."""
         self.name = name
+        self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
         self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
         self.jvm = jvm
@@ -451,7 +457,7 @@ class HdfsCluster:
         return self.namenode.rpc_address
 
     def _save(self) -> None:
-        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home,
+        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
                  "replication": self.replication, "disk_mb": self.disk_mb,
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
@@ -472,7 +478,7 @@ class HdfsCluster:
             raise NotFound(f"no HDFS testbed state in {workdir}") from e
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
-                      runtime=HadoopRuntime(state["hadoop_home"]))
+                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -499,13 +505,13 @@ class HdfsCluster:
                 # DataNodes start before the NameNode listens: retry every 200 ms for 20 s,
                 # not 10 tries 1 s apart and then a 5 s sleep (BPServiceActor).
                 "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100}
-        hdfs = {"dfs.namenode.rpc-address": f"127.0.0.1:{self.namenode.rpc_port}",
+        hdfs = {"dfs.namenode.rpc-address": f"{self.host}:{self.namenode.rpc_port}",
                 "dfs.namenode.http-address": self.namenode.http_address,
                 "dfs.replication": self.replication,
                 "dfs.namenode.safemode.extension": 0,
                 "dfs.permissions.enabled": "false",
                 "dfs.heartbeat.interval": 1,
-                "dfs.datanode.hostname": "127.0.0.1",
+                "dfs.datanode.hostname": self.host,
                 "dfs.namenode.datanode.registration.ip-hostname-check": "false",
                 # Short-circuit reads would bypass the DataNode's handler threads entirely.
                 "dfs.client.read.shortcircuit": "false",
@@ -519,7 +525,8 @@ class HdfsCluster:
         nn_dir = os.path.join(self.workdir, "namenode")
         os.makedirs(nn_dir)
         self.namenode = NameNode(ports[0], ports[1], os.path.join(nn_dir, "name"),
-                                 os.path.join(nn_dir, "namenode.log"), os.path.join(nn_dir, "audit.log"))
+                                 os.path.join(nn_dir, "namenode.log"), os.path.join(nn_dir, "audit.log"),
+                                 host=self.host)
         for index in range(self.datanode_count):
             dn_id = f"dn{index}"
             dn_dir = os.path.join(self.workdir, dn_id)
@@ -528,7 +535,7 @@ class HdfsCluster:
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
-                os.path.join(dn_dir, "datanode.log")))
+                os.path.join(dn_dir, "datanode.log"), host=self.host))
             self._save()  # a crash from here on leaves a state file that `down` can undo
 
     def _write_confs(self) -> None:
@@ -539,9 +546,9 @@ class HdfsCluster:
         for dn in self.datanodes:
             _write_conf(self._conf_dir(dn.id), core,
                         {**hdfs, "dfs.datanode.data.dir": dn.data_dir,
-                         "dfs.datanode.address": f"127.0.0.1:{dn.ports.data}",
-                         "dfs.datanode.http.address": f"127.0.0.1:{dn.ports.http}",
-                         "dfs.datanode.ipc.address": f"127.0.0.1:{dn.ports.ipc}"}, _log4j("INFO"))
+                         "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
+                         "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
+                         "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, _log4j("INFO"))
         _write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address}, hdfs, _log4j("WARN"))
 
     def _conf_dir(self, role: str) -> str:
@@ -710,7 +717,8 @@ class HdfsCluster:
         report = self._run_client(f"fsck {remote}", "org.apache.hadoop.hdfs.tools.DFSck", remote,
                                   "-files", "-blocks", "-locations").stdout
         by_port = {dn.ports.data: dn for dn in self.datanodes}
-        return [[by_port[int(port)] for port in re.findall(r"127\.0\.0\.1:(\d+)", line) if int(port) in by_port]
+        host = re.escape(self.host)
+        return [[by_port[int(port)] for port in re.findall(host + r":(\d+)", line) if int(port) in by_port]
                 for line in report.splitlines() if re.match(r"\d+\. BP-", line)]
 
     def evict_page_cache(self) -> None:

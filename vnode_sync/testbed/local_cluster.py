@@ -42,8 +42,9 @@ class LocalNode:
 class LocalCluster:
     def __init__(self, name: str, users: list[LocalUser], nodes: list[LocalNode], mode: str = "throttle",
                  workdir: str | None = None, agent_settings: dict | None = None,
-                 coordinator_settings: dict | None = None):
+                 coordinator_settings: dict | None = None, listen_host: str = "127.0.0.1"):
         self.name = name
+        self.listen_host = listen_host  # where the coordinator listens and agents dial it
         self.users, self.nodes, self.mode = users, nodes, mode
         self.workdir = workdir or tempfile.mkdtemp(prefix=name + ".")
         self.agent_settings = agent_settings or {}
@@ -56,7 +57,7 @@ class LocalCluster:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.listen_host}:{self.port}"
 
     def cgroup_name(self, node_id: str) -> str:
         return f"{self.name}.{node_id}"
@@ -69,7 +70,8 @@ class LocalCluster:
 
     def coordinator_config(self) -> str:
         return self._write("coordinator.yaml", {
-            "listen": f"127.0.0.1:{self.port}",
+            "listen": self.address,
+            "insecure": True,  # a single-host lab; the warning in coordinator.log says so
             "state_path": os.path.join(self.workdir, "coordinator.sqlite"),
             "policy": {"mode": self.mode, **self.coordinator_settings.get("policy", {})},
             "users": [{"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active}
@@ -81,7 +83,7 @@ class LocalCluster:
 
     def agent_config(self, node: LocalNode) -> str:
         return self._write(f"agent-{node.node_id}.yaml", {
-            "node_id": node.node_id, "coordinator": self.address,
+            "node_id": node.node_id, "coordinator": self.address, "insecure": True,
             "cgroup_name": self.cgroup_name(node.node_id), "devices": list(node.devices),
             "discovery": node.discovery, "teardown_on_exit": True,
             "state_cache": os.path.join(self.workdir, f"agent-{node.node_id}.state"),
@@ -161,7 +163,7 @@ class LocalCluster:
 
     def vnodectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", self.address,
-                                 *args], capture_output=True, text=True, timeout=30)
+                                 "--insecure", *args], capture_output=True, text=True, timeout=30)
         if check and result.returncode != 0:
             raise RuntimeError(f"vnodectl {' '.join(args)} failed: {result.stderr.strip()}")
         return result

@@ -1,0 +1,392 @@
+"""How fast a new DataXceiver thread is captured, and how many bytes it reads before that.
+
+    sudo .venv/bin/python benchmarks/capture_latency.py [--target fake|hdfs] [--reads 200]
+
+Each read is a new client connection, run as uid 64001 (alice) or 64002 (bob) in turn,
+one at a time, so the DataNode starts one handler thread per read. The storage agent's
+own capture code runs in this process: HdfsDiscovery + Reconciler + the blkio-v1
+backend on a cgroup subtree of its own, in one of these modes (same run, same data):
+
+  event-born-default  netlink wake-ups; the DataXceiverServer thread sits in the default
+                      VNode, so handlers are born there (throttled) and are then moved
+  event               netlink wake-ups; handlers are born in an unthrottled cgroup
+  poll-1s             the baseline: a capture pass every second, born unthrottled
+
+Capture latency = from the kernel's fork record of the thread (observed by a separate
+process-connector socket) to the end of the write that put it into its user's VNode;
+"id p99" stops earlier, when discovery first returned the thread with its user (the
+rest is the kernel moving the thread: cgroup_attach_task waits for an RCU grace period
+unless the hierarchy is mounted with favordynmods). Bytes are
+the blkio counters on the read device: "unattributed" = bytes of the read not charged
+to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup
+(read before any placement). The default VNode is throttled (--default-mibps, 10 MiB/s), users are not.
+
+--target fake: a Python DataNode stand-in (tests/handlers/fake_datanode.py) reading
+with O_DIRECT from a file on the root disk. --target hdfs: a real 2-DataNode HDFS from
+vnode_sync.testbed.hdfs_cluster, native-client reads (one JVM per read) of a file on
+DataNode 0, page cache evicted before each read.
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from tests.conftest import unique_name  # noqa: E402
+from tests.handlers.fake_datanode import connect_as  # noqa: E402
+from vnode_sync.agents.handlers.base import Identity  # noqa: E402
+from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HANDLER_COMM, HdfsDiscovery,  # noqa: E402
+                                             accepting_threads)
+from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_FORK,  # noqa: E402
+                                                       ProcConnector)
+from vnode_sync.agents.storage.reconciler import Reconciler  # noqa: E402
+from vnode_sync.kernel.backend import HostCgroups, vnode_name  # noqa: E402
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
+from vnode_sync.kernel.devices import device_number  # noqa: E402
+from vnode_sync.kernel.types import DeviceNumber, parse_io_service_bytes  # noqa: E402
+from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
+
+MiB = 1 << 20
+USERS = {"alice": 64001, "bob": 64002}
+MODES = ("event-born-default", "event", "poll-1s")
+BIRTH_CGROUP = "birth"
+
+
+class RecordingBackend(BlkioV1Backend):
+    """The real backend, noting when each thread first entered each VNode."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.entered: dict[tuple[int, str], int] = {}
+
+    def place(self, vnode: str, tid: int) -> None:
+        super().place(vnode, tid)
+        self.entered.setdefault((tid, vnode), time.monotonic_ns())
+
+
+class RecordingDiscovery(HdfsDiscovery):
+    """The real discovery, noting when each thread was first returned with its user."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.identified: dict[int, int] = {}
+
+    def scan(self, identity: Identity):
+        found = super().scan(identity)
+        now = time.monotonic_ns()
+        for h in found:
+            if h.user is not None:
+                self.identified.setdefault(h.tid, now)
+        return found
+
+
+class BirthWatch:
+    """When each thread of `tgid` was born and named, from a process-connector socket in a
+    child process (so it takes no GIL time from the capture thread it measures)."""
+
+    def __init__(self, tgid: int):
+        self.tgid = tgid
+        self.born: dict[int, int] = {}
+        self.comm: dict[int, str] = {}
+        self.named: dict[int, int] = {}  # when it took the handler name
+        self._child = subprocess.Popen([sys.executable, __file__, "--watch-births", str(tgid)],
+                                       stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert self._child.stdout.readline().strip() == "ready"
+        os.set_blocking(self._child.stdout.fileno(), False)
+        self._partial = ""
+
+    def _drain(self) -> None:
+        chunk = self._child.stdout.read() or ""
+        lines = (self._partial + chunk).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            kind, tid, stamp, *comm = line.split(" ", 3)
+            if kind == "F":
+                self.born[int(tid)] = int(stamp)
+            else:
+                self.comm[int(tid)] = comm[0] if comm else ""
+                if self.comm[int(tid)] == HANDLER_COMM:
+                    self.named.setdefault(int(tid), int(stamp))
+
+    def handlers_born_after(self, since_ns: int) -> list[int]:
+        time.sleep(0.005)
+        self._drain()
+        return [t for t, at in self.born.items() if at >= since_ns and self.comm.get(t) == HANDLER_COMM]
+
+    def close(self) -> None:
+        self._child.kill()
+        self._child.wait()
+
+
+def watch_births(tgid: int) -> None:
+    connector = ProcConnector()
+    print("ready", flush=True)
+    while True:
+        for e in connector.read(1.0):
+            if e.tgid == tgid and e.kind == PROC_EVENT_FORK:
+                print(f"F {e.tid} {e.timestamp_ns}", flush=True)
+            elif e.tgid == tgid and e.kind == PROC_EVENT_COMM:
+                print(f"C {e.tid} {e.timestamp_ns} {e.comm}", flush=True)
+
+
+@dataclass
+class Connection:
+    user: str
+    bytes_read: int
+    unattributed: int
+    escaped: int
+    latency_ms: float | None          # birth -> in the user's VNode; None: never captured
+    identified_ms: float | None       # birth -> discovery returned it with its user
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    connections: list[Connection] = field(default_factory=list)
+
+
+# ---- targets ---------------------------------------------------------------------
+
+
+def device_path(dev: int) -> str:
+    with open(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent") as f:
+        name = dict(line.split("=", 1) for line in f.read().split())["DEVNAME"]
+    return f"/dev/{name}"
+
+
+class FakeTarget:
+    name = "fake (Python DataXceiver stand-in, O_DIRECT reads of a file on the root disk)"
+
+    def __init__(self, size: int):
+        self.size = size
+        self.workdir = tempfile.mkdtemp(prefix="vnode-sync-test.capture.", dir="/var/tmp")
+        self.path = os.path.join(self.workdir, "block")
+        with open(self.path, "wb") as f:
+            f.write(os.urandom(size))
+            os.fsync(f.fileno())
+        self.device = device_path(os.stat(self.path).st_dev)
+        tag = os.path.basename(self.workdir)
+        self.server = subprocess.Popen([sys.executable, "-m", "tests.handlers.fake_datanode", "--tag", tag,
+                                        DATANODE_CLASS], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        self.port = int(self.server.stdout.readline().split()[1])
+        self.pid = self.server.pid
+        self.data_port = self.port
+        self.discovery_args = {"pid": self.pid, "data_port": self.port}
+
+    def read(self, user: str) -> int:
+        client = connect_as(USERS[user], self.port, f"READ {self.path} {self.size}\n")
+        received = client.received()
+        self.server.stdout.readline()  # its SERVE line
+        client.close()
+        return received
+
+    def close(self) -> None:
+        self.server.kill()
+        self.server.wait()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class HdfsTarget:
+    name = "real HDFS 3.4.2 (testbed, 2 DataNodes, native client JVM per read, page cache evicted)"
+
+    def __init__(self, size: int):
+        from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+        self.size = size
+        # No client socket cache: every read is a new connection, served by a new DataXceiver.
+        self.cluster = HdfsCluster(unique_name("capture-hdfs"), datanodes=2,
+                                   hdfs_site={"dfs.client.socketcache.capacity": 0}).start()
+        self.dn = self.cluster.datanodes[0]
+        self.cluster.write_file("/bench/block.bin", size, hdfs_user="alice", on_datanode=self.dn)
+        self.device = self.dn.loop_device
+        self.pid = self.dn.pid
+        self.data_port = self.dn.ports.data
+        self.discovery_args = {"pid": self.pid}
+
+    def read(self, user: str) -> int:
+        self.cluster.evict_page_cache()
+        return self.cluster.read_file("/bench/block.bin", as_uid=USERS[user], hdfs_user=user).bytes
+
+    def close(self) -> None:
+        self.cluster.stop()
+
+
+# ---- one mode ----------------------------------------------------------------------
+
+
+def desired_state(device: str, default_bps: int) -> pb.DesiredState:
+    return pb.DesiredState(
+        generation=1, node_id="bench", mode="throttle",
+        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.DeviceShare(device=device)])
+                for u, uid in USERS.items()],
+        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=default_bps)]),
+        users=[pb.User(name=u, uid=uid, active=True) for u, uid in USERS.items()])
+
+
+def read_bytes(path: str, dev: DeviceNumber) -> int:
+    with open(os.path.join(path, "blkio.throttle.io_service_bytes")) as f:
+        counters = parse_io_service_bytes(f.read())
+    return counters[dev].read_bytes if dev in counters else 0
+
+
+def move(hierarchy_path: str, tids: list[int]) -> None:
+    for tid in tids:
+        try:
+            with open(os.path.join(hierarchy_path, "tasks"), "w") as f:
+                f.write(str(tid))
+        except (ProcessLookupError, OSError):
+            pass
+
+
+def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) -> ModeResult:
+    hierarchy = HostCgroups().blkio_v1
+    backend = RecordingBackend(hierarchy, unique_name("capture"))
+    dev = device_number(target.device)
+    discovery = RecordingDiscovery(events="poll" if mode == "poll-1s" else "netlink",
+                              spawner_in_default=(mode == "event-born-default"), **target.discovery_args)
+    reconciler = Reconciler(backend, discovery, {target.device: dev})
+    reconciler.apply(desired_state(target.device, default_bps))
+    birth = os.path.join(backend.root, BIRTH_CGROUP)
+    os.mkdir(birth)
+    spawners = accepting_threads("/proc", target.pid, target.data_port)
+    assert spawners, "no thread of the DataNode is accepting on its data port"
+    if mode != "event-born-default":
+        move(birth, spawners)
+    watch = BirthWatch(target.pid)
+    stop = threading.Event()
+
+    def capture_loop():
+        if realtime:  # the calling thread only: the agent's capture thread, as a daemon might run it
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+        while not stop.is_set():
+            if mode == "poll-1s":
+                stop.wait(1.0)
+            else:
+                discovery.wait_for_change(0.5)
+            reconciler.place_handlers()
+
+    mover = threading.Thread(target=capture_loop, daemon=True)
+    mover.start()
+    result = ModeResult(mode)
+    try:
+        for i in range(reads):
+            user = ("alice", "bob")[i % 2]
+            user_path = os.path.join(backend.root, vnode_name(user))
+            before = (read_bytes(user_path, dev), read_bytes(birth, dev))
+            started = time.monotonic_ns()
+            got = target.read(user)
+            time.sleep(0.02)  # counters of the last bios settle
+            after = (read_bytes(user_path, dev), read_bytes(birth, dev))
+            tids = watch.handlers_born_after(started)
+            charged, escaped = after[0] - before[0], after[1] - before[1]
+            placed = [backend.entered.get((t, vnode_name(user))) for t in tids]
+            latency = identified = None
+            if tids and None not in placed:
+                latency = max(at - watch.born[t] for at, t in zip(placed, tids)) / 1e6
+                identified = max(discovery.identified[t] - watch.born[t] for t in tids) / 1e6
+            result.connections.append(Connection(user, got, max(0, got - charged), escaped, latency, identified))
+    finally:
+        stop.set()
+        mover.join()
+        watch.close()
+        move(hierarchy, spawners)
+        with open(os.path.join(birth, "tasks")) as f:
+            move(hierarchy, [int(t) for t in f.read().split()])
+        os.rmdir(birth)
+        backend.teardown()
+        discovery.close()
+    print(f"  {mode}: thread events from {discovery.event_source}; links {dict(discovery.link_counts)}",
+          flush=True)
+    return result
+
+
+@contextlib.contextmanager
+def favored_dynmods(enabled: bool):
+    """Thread moves without an RCU grace period, for the duration (kernel >= 6.0).
+
+    Moving a thread takes cgroup_threadgroup_rwsem for writing, which waits for an RCU
+    grace period unless some hierarchy is mounted with favordynmods (the cost moves to
+    fork and exit, system-wide). Mounting an empty named v1 hierarchy with it, and
+    unmounting it after, turns that on and off again without touching blkio's mount.
+    """
+    if not enabled:
+        yield
+        return
+    mountpoint = tempfile.mkdtemp(prefix="vnode-sync-test.dynmods.")
+    name = os.path.basename(mountpoint).replace(".", "-")
+    subprocess.run(["mount", "-t", "cgroup", "-o", f"none,name={name},favordynmods", "cgroup", mountpoint],
+                   check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", mountpoint], check=True)
+        os.rmdir(mountpoint)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def report(results: list[ModeResult]) -> None:
+    print(f"\n{'mode':20s} {'conns':>5s} {'captured':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} "
+          f"{'id p99':>8s} {'unattr. mean/p99/max KiB':>26s} {'escaped mean/max KiB':>22s}")
+    for r in results:
+        lat = [c.latency_ms for c in r.connections if c.latency_ms is not None]
+        first = [c.identified_ms for c in r.connections if c.identified_ms is not None]
+        un = [c.unattributed / 1024 for c in r.connections]
+        esc = [c.escaped / 1024 for c in r.connections]
+        fmt = (lambda v: f"{v:8.2f}") if lat else (lambda v: f"{'-':>8s}")
+        print(f"{r.mode:20s} {len(r.connections):5d} {len(lat):8d} "
+              f"{fmt(statistics.median(lat) if lat else 0)} {fmt(percentile(lat, 99) if lat else 0)} "
+              f"{fmt(max(lat) if lat else 0)} {(f'{percentile(first, 99):8.2f}' if first else '       -')} "
+              f"{statistics.mean(un):8.0f}/{percentile(un, 99):7.0f}/{max(un):7.0f}  "
+              f"{statistics.mean(esc):10.0f}/{max(esc):9.0f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=("fake", "hdfs"), default="fake")
+    parser.add_argument("--reads", type=int, default=200, help="reads (connections) per mode")
+    parser.add_argument("--size-mib", type=float, default=8, help="bytes per read, MiB")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--default-mibps", type=float, default=10, help="the default VNode's read cap, MiB/s")
+    parser.add_argument("--realtime", action="store_true", help="run the capture thread SCHED_FIFO")
+    parser.add_argument("--favor-dynmods", action="store_true",
+                        help="mount an empty cgroup hierarchy with favordynmods while measuring")
+    parser.add_argument("--watch-births", type=int, help=argparse.SUPPRESS)  # the BirthWatch child
+    args = parser.parse_args()
+    if args.watch_births:
+        watch_births(args.watch_births)
+        return 0
+    if os.geteuid() != 0:
+        print("needs root (cgroups, netlink process connector, setuid clients)", file=sys.stderr)
+        return 2
+    modes = args.modes.split(",")
+    size = int(args.size_mib * MiB)
+    target = FakeTarget(size) if args.target == "fake" else HdfsTarget(size)
+    print(f"target: {target.name}; pid {target.pid}; device {target.device}; {args.reads} reads of "
+          f"{args.size_mib:g} MiB per mode; default VNode throttled to {args.default_mibps:g} MiB/s; "
+          f"capture thread {'SCHED_FIFO' if args.realtime else 'SCHED_OTHER'}; "
+          f"favordynmods {'on' if args.favor_dynmods else 'off'}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
+    try:
+        with favored_dynmods(args.favor_dynmods):
+            results = [run_mode(target, mode, args.reads, args.realtime, int(args.default_mibps * MiB))
+                       for mode in modes]
+    finally:
+        target.close()
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

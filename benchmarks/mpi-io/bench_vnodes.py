@@ -1,0 +1,78 @@
+"""VNodes for benchmark runs: blkio v1 cgroups under a root named with the bench prefix.
+
+Every run gets its own root (`vnode-sync-bench.<pid>`), so a crashed run's leftovers are
+found by prefix and removed by `remove_leftovers` before the next run.
+"""
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+
+BENCH_PREFIX = "vnode-sync-bench"
+HIERARCHY = "/sys/fs/cgroup/blkio"
+
+
+@dataclass(frozen=True)
+class VNodeSpec:
+    """What one benchmark VNode gets on the emulated disk; 0 means no limit / default weight."""
+
+    name: str
+    read_bps: int = 0
+    write_bps: int = 0
+    weight: int = 0
+    device: DeviceNumber | None = None   # None: the device passed to configure()
+
+
+class BenchVNodes:
+    def __init__(self, backend: BlkioV1Backend, root_name: str):
+        self.backend = backend
+        self.root_name = root_name
+
+    def configure(self, device: DeviceNumber | None, specs: list[VNodeSpec]) -> list[str]:
+        """Make exactly these VNodes with these limits; returns their names in order."""
+        wanted = {s.name for s in specs}
+        for stale in set(self.backend.vnodes()) - wanted:
+            self.backend.remove_vnode(stale)
+        for spec in specs:
+            self.backend.ensure_vnode(spec.name)
+            self.backend.apply_limits(spec.name, [DeviceLimits(spec.device or device, read_bps=spec.read_bps,
+                                                               write_bps=spec.write_bps,
+                                                               weight=spec.weight)])
+        return [s.name for s in specs]
+
+    def place_process(self, vnode: str, pid: int) -> int:
+        """Move every thread of `pid`; threads it starts later inherit the cgroup (v1).
+        Returns how many moved; threads that exit meanwhile are skipped."""
+        moved = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                self.backend.place(vnode, int(tid))
+                moved += 1
+            except ProcessLookupError:
+                continue
+        return moved
+
+
+def remove_leftovers(hierarchy: str = HIERARCHY) -> list[str]:
+    """Tear down roots left by runs that died; returns their names."""
+    removed = []
+    for entry in sorted(os.listdir(hierarchy)):
+        if entry.startswith(BENCH_PREFIX) and os.path.isdir(os.path.join(hierarchy, entry)):
+            BlkioV1Backend(hierarchy=hierarchy, root_name=entry).teardown()
+            removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def bench_vnodes(hierarchy: str = HIERARCHY) -> Iterator[BenchVNodes]:
+    root_name = f"{BENCH_PREFIX}.{os.getpid()}"
+    backend = BlkioV1Backend(hierarchy=hierarchy, root_name=root_name)
+    backend.setup()
+    try:
+        yield BenchVNodes(backend, root_name)
+    finally:
+        backend.teardown()

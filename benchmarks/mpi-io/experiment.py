@@ -1,0 +1,74 @@
+"""What every experiment command shares: its options, the emulated disk, VNodes, cleanup.
+
+Ctrl-C and SIGTERM unwind through the context managers, so the mount, loop device, FUSE
+daemon, tmpfs image and bench cgroups are removed however a run ends.
+"""
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes, remove_leftovers
+from machine import TestbedRecord, record
+from slow_disk import DiskModel, MountedDisk, emulated_disk, remove_stale_disks
+
+MB = 1_000_000
+
+
+@dataclass
+class Testbed:
+    disk: MountedDisk
+    vnodes: BenchVNodes
+    record: TestbedRecord
+    started: float
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+def common_options(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--rate-mbps", type=float, default=DiskModel.rate_mbps,
+                   help="emulated disk streaming rate, MB/s (default %(default)s)")
+    p.add_argument("--seek-ms", type=float, default=DiskModel.seek_ms,
+                   help="emulated cost of a non-sequential request (default %(default)s)")
+    p.add_argument("--scheduler", default="bfq", choices=("bfq", "mq-deadline", "kyber", "none"))
+    p.add_argument("--out", default="", help="results directory (default benchmarks/results)")
+    return p
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def command_line() -> str:
+    return "sudo .venv/bin/python benchmarks/mpi-io/" + " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
+
+
+@contextlib.contextmanager
+def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
+    if os.geteuid() != 0:
+        raise SystemExit("experiments need root: cgroups, loop devices, mounts, drop_caches")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    for leftover in remove_leftovers() + remove_stale_disks(BENCH_PREFIX):
+        print(f"removed leftover {leftover}", file=sys.stderr)
+    started = time.monotonic()
+    model = DiskModel(args.rate_mbps, args.seek_ms)
+    with emulated_disk(f"vnode-sync-bench.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
+        yield Testbed(disk, vnodes, record(disk), started)
+
+
+def clear_files(directory: str) -> None:
+    """Each run writes fresh files; the previous run's would only fill the disk."""
+    for entry in os.listdir(directory):
+        if entry.startswith("mpiio."):
+            os.unlink(os.path.join(directory, entry))
+
+
+def log(message: str) -> None:
+    print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)

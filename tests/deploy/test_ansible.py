@@ -1,0 +1,131 @@
+"""deploy/ansible against this host (connection local): a coordinator and a storage agent come up,
+a second run changes nothing, and vnodectl status works through mutual TLS afterwards.
+
+Everything goes under a temp dir (venv, configs, CA, state, logs, pid files) with unique
+service names, so the host's own /etc and /opt are not touched; the test stops what it started.
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import needs_kernel, unique_name
+from vnode_sync.kernel.backend import HostCgroups
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ANSIBLE_DIR = os.path.join(REPO, "deploy", "ansible")
+WHY_NO_ANSIBLE = None if shutil.which("ansible-playbook") else \
+    "needs ansible-playbook (scripts/setup.d/deploy.sh installs Debian's ansible-core)"
+
+pytestmark = [pytest.mark.slow, needs_kernel]
+
+
+def systemd_is_pid1() -> bool:
+    with open("/proc/1/comm") as f:
+        return f.read().strip() == "systemd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def recap(output: str) -> dict[str, int]:
+    line = next(line for line in output.splitlines() if line.startswith("localhost") and "ok=" in line)
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+
+
+@pytest.fixture
+def site(tmp_path):
+    if WHY_NO_ANSIBLE:
+        pytest.skip(WHY_NO_ANSIBLE)
+    name = unique_name("ansible")
+    node_id = f"dn-{name.rsplit('.', 1)[1]}"
+    # pip builds in the source tree; give it a copy so the checkout stays clean.
+    source = tmp_path / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "tests", "benchmarks", "build",
+                                                                "*.egg-info", "__pycache__", "deploy"))
+    port = free_port()
+    settings = {
+        "vnode_common_source": str(source),
+        "vnode_common_venv": str(tmp_path / "venv"), "vnode_common_config_dir": str(tmp_path / "etc"),
+        "vnode_common_pki_dir": str(tmp_path / "etc" / "pki"), "vnode_common_state_dir": str(tmp_path / "state"),
+        "vnode_common_log_dir": str(tmp_path / "log"), "vnode_common_run_dir": str(tmp_path / "run"),
+        "vnode_common_ca_dir": str(tmp_path / "ca"), "vnode_common_coordinator_port": port,
+        "vnode_coordinator_service": f"vnode-coordinator-{node_id}",
+        "vnode_coordinator_listen": f"127.0.0.1:{port}", "vnode_coordinator_cert_hosts": ["127.0.0.1", "localhost"],
+        "vnode_coordinator_users": [{"name": "alice", "uid": 1001, "priority": 4, "active": True}],
+        "vnode_coordinator_storage_nodes": [{"id": node_id, "devices": [
+            {"name": "/dev/vnode-sync-test-none", "read_bps": 60_000_000, "write_bps": 30_000_000}]}],
+        "vnode_storage_agent_service": f"vnode-storage-agent-{node_id}", "vnode_storage_agent_node_id": node_id,
+        "vnode_storage_agent_cgroup_name": name, "vnode_storage_agent_teardown_on_exit": True,
+    }
+    local = {"hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": settings, "children": {
+        "vnode_coordinator": local, "vnode_storage": local, "vnode_compute": {"hosts": {}}}}}))
+    try:
+        yield tmp_path, inventory, settings
+    finally:
+        _stop_services(tmp_path, settings)
+        assert not os.path.exists(os.path.join(HostCgroups().blkio_v1, name)), "the agent tore its VNodes down"
+
+
+def _stop_services(tmp_path, settings) -> None:
+    for service in (settings["vnode_storage_agent_service"], settings["vnode_coordinator_service"]):
+        if systemd_is_pid1():
+            subprocess.run(["systemctl", "disable", "--now", service], capture_output=True)
+            unit = f"/etc/systemd/system/{service}.service"
+            if os.path.exists(unit):
+                os.unlink(unit)
+                subprocess.run(["systemctl", "daemon-reload"], capture_output=True)
+        supervise = tmp_path / "venv" / "bin" / "vnode-supervise"
+        if supervise.exists():
+            subprocess.run([str(supervise), "stop", "--pidfile", str(tmp_path / "run" / f"{service}.pid")],
+                           capture_output=True, timeout=60)
+
+
+def playbook(inventory) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="false", LC_ALL="C.UTF-8",
+               ANSIBLE_RETRY_FILES_ENABLED="false", PYTHONDONTWRITEBYTECODE="1")
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(["ansible-playbook", "-i", str(inventory), os.path.join(ANSIBLE_DIR, "site.yml")],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=ANSIBLE_DIR)
+
+
+def test_site_playbook_brings_up_a_coordinator_and_a_storage_agent_and_a_rerun_changes_nothing(site):
+    tmp_path, inventory, settings = site
+    first = playbook(inventory)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert recap(first.stdout)["failed"] == 0
+
+    second = playbook(inventory)
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
+    assert recap(second.stdout)["changed"] == 0, second.stdout[-4000:]
+
+    for key in ("ca/ca.key", "ca/coordinator.key", "ca/issued/admin-root.key",
+                f"etc/pki/node-{settings['vnode_storage_agent_node_id']}.key"):
+        assert oct(os.stat(tmp_path / key).st_mode & 0o777) == "0o600", key
+
+    pki = tmp_path / "ca"
+    status = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator",
+                             f"127.0.0.1:{settings['vnode_common_coordinator_port']}", "--ca", str(pki / "ca.crt"),
+                             "--cert", str(pki / "issued" / "admin-root.crt"),
+                             "--key", str(pki / "issued" / "admin-root.key"), "status", "--json"],
+                            capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    nodes = json.loads(status.stdout)["nodes"]
+    assert [(n["node_id"], n["connected"]) for n in nodes] == [(settings["vnode_storage_agent_node_id"], True)]
+
+    plaintext = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator",
+                                f"127.0.0.1:{settings['vnode_common_coordinator_port']}", "status"],
+                               capture_output=True, text=True, timeout=30)
+    assert plaintext.returncode == 4, "the deployed coordinator refuses plaintext"

@@ -1,0 +1,168 @@
+"""End to end with a real HDFS: DataNode handler threads captured into users' VNodes,
+priorities enforced on the DataNodes' disks, a priority flip followed within 3 s, and
+identity from a compute agent for clients on another (network-namespace) host."""
+
+import os
+import pwd
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import yaml
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.kernel.types import IoCounters, parse_io_service_bytes
+from vnode_sync.testbed.compute_host import ComputeHost
+from vnode_sync.testbed.hdfs_cluster import Transfer
+from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from vnode_sync.testbed.local_cluster import LocalCluster, LocalUser
+
+pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
+
+MB = 1_000_000
+MiB = 1 << 20
+NODE_BW = 60 * MB
+
+
+def vnode_file(cluster: LocalCluster, node_id: str, user: str, filename: str) -> str:
+    return os.path.join(HostCgroups().blkio_v1, cluster.cgroup_name(node_id), f"vnode.{user}", filename)
+
+
+def vnode_read_bytes(cluster: LocalCluster, hdfs, user: str) -> int:
+    """What the kernel charged to `user`'s VNodes on each DataNode's own disk (blkio accounting).
+
+    Only the DataNode's loop device counts: the loop driver (direct I/O) charges the same
+    bytes to the backing device as well."""
+    total = 0
+    for dn in hdfs.datanodes:
+        try:
+            with open(vnode_file(cluster, dn.id, user, "blkio.throttle.io_service_bytes")) as f:
+                total += parse_io_service_bytes(f.read()).get(dn.device_number, IoCounters()).read_bytes
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def rates(cluster: LocalCluster, hdfs, users: list[str], seconds: float) -> dict[str, float]:
+    start = {u: vnode_read_bytes(cluster, hdfs, u) for u in users}
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - t0
+    return {u: (vnode_read_bytes(cluster, hdfs, u) - start[u]) / elapsed for u in users}
+
+
+def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs, users: list[str]) -> None:
+    """Reader JVMs take seconds to start on a loaded 2-core machine: wait for their handlers."""
+    def placed_everywhere():
+        for dn in hdfs.datanodes:
+            for user in users:
+                with open(vnode_file(cluster, dn.id, user, "tasks")) as f:
+                    if not f.read().split():
+                        return False
+        return True
+    cluster.wait_for(placed_everywhere, timeout=60, what="a DataXceiver of every user in its VNode on every DataNode")
+    time.sleep(1.0)
+
+
+def write_user_files(users: list[LocalUser], size: int):
+    def write(hdfs):
+        for user in users:
+            for dn in hdfs.datanodes:
+                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
+                                on_datanode=dn)
+        hdfs.evict_page_cache()
+    return write
+
+
+def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip():
+    alice, bob = LocalUser("alice", 64_501, 4), LocalUser("bob", 64_502, 8)
+    with hdfs_vnode_cluster(unique_name("hdfs"), [alice, bob], NODE_BW,
+                            before_agents=write_user_files([alice, bob], 768 * MiB)) as (hdfs, cluster):
+        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
+                   for u in (alice, bob) for dn in hdfs.datanodes]
+        try:
+            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"])
+            before = rates(cluster, hdfs, ["alice", "bob"], 6)
+            assert before["alice"] == pytest.approx(2 * 20 * MB, rel=0.10), before
+            assert before["bob"] == pytest.approx(2 * 40 * MB, rel=0.10), before
+            cluster.vnodectl("set-priority", "alice", "8")
+            cluster.vnodectl("set-priority", "bob", "4")
+            flipped = time.monotonic()
+            followed = None
+            while time.monotonic() - flipped < 6:
+                now = rates(cluster, hdfs, ["alice", "bob"], 0.5)
+                if now["alice"] >= 0.9 * 80 * MB and now["bob"] <= 1.1 * 40 * MB:
+                    followed = time.monotonic() - flipped
+                    break
+            assert followed is not None and followed <= 3.0, f"rates did not follow within 3 s: {now}"
+            after = rates(cluster, hdfs, ["alice", "bob"], 3)
+            assert after["alice"] == pytest.approx(80 * MB, rel=0.10), after
+            assert after["bob"] == pytest.approx(40 * MB, rel=0.10), after
+            status = {u["name"]: u for u in cluster.status()["users"]}
+            assert {n["node_id"]: n["target_read_bps"] for n in status["alice"]["nodes"]} == \
+                {"dn0": 40 * MB, "dn1": 40 * MB}
+        finally:
+            for r in readers:
+                r.kill()
+                r.wait()
+
+
+def _make_unix_user(prefix: str, uid: int) -> str:
+    name = f"{prefix}{uuid.uuid4().hex[:6]}"
+    subprocess.run(["useradd", "--no-create-home", "--uid", str(uid), "--shell", "/usr/sbin/nologin", name],
+                   check=True, capture_output=True)
+    return name
+
+
+def test_clients_on_another_host_are_identified_by_the_compute_agent():
+    """Readers run in their own network namespace: the storage side cannot see their sockets'
+    owners, so only the compute agent's report can tell whose each DataXceiver is."""
+    name = unique_name("netns")
+    uids = (64_521, 64_522)
+    names = [_make_unix_user("vst", uid) for uid in uids]
+    alice, bob = LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
+    try:
+        with ComputeHost(name) as host, hdfs_vnode_cluster(
+                name, [alice, bob], NODE_BW, host=host.host_address,
+                before_agents=write_user_files([alice, bob], 384 * MiB)) as (hdfs, cluster):
+            dn = hdfs.datanodes[0]
+            config = os.path.join(cluster.workdir, "compute.yaml")
+            with open(config, "w") as f:
+                yaml.safe_dump({"node_id": "compute1", "role": "compute", "coordinator": cluster.address,
+                                "cgroup_name": f"{name}.compute1", "teardown_on_exit": True, "insecure": True,
+                                "compute": {"storage_endpoints": [f"{dn.host}:{dn.ports.data}"]}}, f)
+            agent = host.popen([sys.executable, "-m", "vnode_sync.agents.main", "--config", config],
+                               stderr=open(os.path.join(cluster.workdir, "compute.log"), "wb"))
+            readers = []
+            try:
+                for user in (alice, bob):
+                    entry = pwd.getpwnam(user.name)
+                    readers.append(host.popen(
+                        hdfs.client_command("VnodeSyncHdfsStream", "read", hdfs.namenode_uri,
+                                            f"/{user.name}/on-{dn.id}.bin", "0"),
+                        user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
+                        env=dict(os.environ, HADOOP_USER_NAME=user.name),
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+                cluster.wait_for(lambda: all(open(vnode_file(cluster, dn.id, u.name, "tasks")).read().split()
+                                             for u in (alice, bob)), timeout=60,
+                                 what="each netns reader's DataXceiver in its user's VNode")
+                time.sleep(1.0)
+                measured = rates(cluster, hdfs, [alice.name, bob.name], 4)
+                assert measured[alice.name] == pytest.approx(20 * MB, rel=0.10), measured
+                assert measured[bob.name] == pytest.approx(40 * MB, rel=0.10), measured
+                for r in readers:
+                    r.kill()
+                    r.wait()
+            finally:
+                for r in readers:
+                    if r.poll() is None:
+                        r.kill()
+                        r.wait()
+                agent.terminate()
+                agent.wait(15)
+    finally:
+        for user in names:
+            subprocess.run(["userdel", user], capture_output=True)

@@ -1,0 +1,90 @@
+"""Process-connector records, decoded from bytes and received from the real kernel."""
+
+import ctypes
+import os
+import struct
+import threading
+import time
+
+import pytest
+
+from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_EXIT, PROC_EVENT_FORK,
+                                                       NetlinkThreadEvents, PollingThreadEvents, ProcEvent,
+                                                       open_thread_events, parse_proc_events)
+
+PR_SET_NAME = 15
+
+
+def record(what: int, data: bytes, stamp: int = 123) -> bytes:
+    event = struct.pack("=IIQ", what, 0, stamp) + data
+    cn = struct.pack("=IIIIHH", 1, 1, 0, 0, len(event), 0) + event
+    return struct.pack("=IHHII", 16 + len(cn), 3, 0, 0, 0) + cn
+
+
+def test_fork_comm_and_exit_records_decode():
+    datagram = (record(PROC_EVENT_FORK, struct.pack("=iiii", 1, 1, 501, 500))
+                + record(PROC_EVENT_COMM, struct.pack("=ii16s", 501, 500, b"DataXceiver for"))
+                + record(PROC_EVENT_EXIT, struct.pack("=iiIIii", 501, 500, 0, 17, 1, 1))
+                + record(0x4, struct.pack("=iiii", 1, 1, 0, 0)))  # uid change: not used, skipped
+    assert parse_proc_events(datagram) == [
+        ProcEvent(PROC_EVENT_FORK, 501, 500, 123),
+        ProcEvent(PROC_EVENT_COMM, 501, 500, 123, "DataXceiver for"),
+        ProcEvent(PROC_EVENT_EXIT, 501, 500, 123)]
+
+
+def _named_thread(name: str, stop: threading.Event) -> threading.Thread:
+    def body():
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode(), 0, 0, 0)
+        stop.wait()
+    return threading.Thread(target=body)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the process connector needs CAP_NET_ADMIN (root)")
+def test_netlink_wakes_on_a_new_thread_within_milliseconds():
+    events = open_thread_events("/proc", "netlink")
+    assert isinstance(events, NetlinkThreadEvents)
+    stop = threading.Event()
+    thread = _named_thread("DataXceiver for", stop)
+    try:
+        thread.start()
+        changes = events.wait(os.getpid(), 2.0)
+        woke = time.monotonic_ns()
+        assert thread.native_id in changes.born
+        assert (woke - changes.born[thread.native_id]) / 1e6 < 50  # ms from the fork record's stamp
+        if thread.native_id not in changes.renamed:
+            changes = events.wait(os.getpid(), 2.0)
+        assert changes.renamed[thread.native_id] == "DataXceiver for"
+        stop.set()
+        thread.join()
+        assert thread.native_id in events.wait(os.getpid(), 0.3).exited  # exits do not wake: waits it out
+        other = events.wait(1, 0.05)  # records of other processes are not reported
+        assert not other.born and not other.renamed
+    finally:
+        stop.set()
+        events.close()
+
+
+def test_polling_sees_new_threads_of_the_process():
+    events = PollingThreadEvents("/proc", 0.002)
+    assert "polling" in events.describe()
+    events.wait(os.getpid(), 0.0)
+    stop = threading.Event()
+    thread = _named_thread("poll-probe", stop)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 2
+        born: set[int] = set()
+        while thread.native_id not in born and time.monotonic() < deadline:
+            born |= set(events.wait(os.getpid(), 0.5).born)
+        assert thread.native_id in born
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_fake_proc_root_falls_back_to_polling_and_says_why(tmp_path):
+    events = open_thread_events(str(tmp_path), "auto")
+    assert isinstance(events, PollingThreadEvents)
+    assert "not the live /proc" in events.describe()
+    with pytest.raises(ValueError, match="auto, netlink, poll"):
+        open_thread_events(str(tmp_path), "ebpf")

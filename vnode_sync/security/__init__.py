@@ -1,0 +1,1 @@
+"""Who may talk to whom: certificates, mutual TLS, and the coordinator's authorization rules."""

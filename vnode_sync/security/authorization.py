@@ -1,0 +1,107 @@
+"""Who may call which coordinator RPC: the one place the coordinator decides it.
+
+Rules (identities as in `vnode_sync.security.identity`):
+- admin:<name>     every Admin RPC, any user, any priority; no AgentLink RPC.
+- user:<name>      Status and ListUsers, showing only their own user; SetPriority on
+                   their own user, only to a value at or below their current priority.
+- node:<id>        Register, WatchDesiredState, ReportUsage for node_id == <id>, and
+                   only if <id> is a storage node configured on the coordinator.
+- compute:<host>   StartJob/EndJob with node == <host>, ReconcileJobs with
+                   source == <host> (batch prologue/epilogue on that host), and
+                   ReportConnections with reporter == <host>.
+- coordinator      nothing: its certificate serves, it does not call.
+A call without a verified certificate is UNAUTHENTICATED; a known identity calling
+outside its rules is PERMISSION_DENIED. Every refusal goes to the audit log.
+"""
+
+import logging
+from collections.abc import Callable, Collection
+
+from vnode_sync.errors import VNodeSyncError
+from vnode_sync.security.identity import Identity
+
+audit = logging.getLogger("vnode_sync.audit")
+
+ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "RemoveUser", "ListUsers", "ListNodes", "Status",
+                         "StartJob", "EndJob", "ReconcileJobs"})
+USER_READS = frozenset({"ListUsers", "Status"})
+NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
+# RPC -> the request field that must name the calling compute host.
+COMPUTE_CALLS = {"StartJob": "node", "EndJob": "node", "ReconcileJobs": "source", "ReportConnections": "reporter"}
+
+
+class Unauthenticated(VNodeSyncError):
+    """The call carried no certificate this coordinator can verify."""
+
+
+class PermissionDenied(VNodeSyncError):
+    """The caller is known, but its role does not allow this call."""
+
+
+class AccessPolicy:
+    """Enforced whenever the coordinator serves mutual TLS."""
+
+    def __init__(self, storage_nodes: Collection[str], priority_of: Callable[[str], int]):
+        self.storage_nodes = frozenset(storage_nodes)
+        self.priority_of = priority_of  # a user's current (admin-set) priority; raises NotFound
+
+    def authorize(self, method: str, caller: Identity | None, request, peer: str) -> Identity:
+        if caller is None:
+            self._refuse(Unauthenticated(f"{method} refused: no verified client certificate from {peer}; "
+                                         "connect with a certificate issued by this site's CA"), method, peer)
+        reason = self._reason_to_refuse(method, caller, request)
+        if reason:
+            self._refuse(PermissionDenied(f"{method} refused for {caller.common_name}: {reason}"), method,
+                         caller.actor)
+        return caller
+
+    def _reason_to_refuse(self, method: str, caller: Identity, request) -> str | None:
+        if caller.role == "admin":
+            return None if method in ADMIN_CALLS else "administrators do not speak for storage or compute nodes"
+        if caller.role == "node":
+            if method not in NODE_CALLS:
+                return "a storage node certificate may only register, watch desired state and report usage"
+            if caller.name not in self.storage_nodes:
+                return f"node {caller.name!r} is not a storage node configured on this coordinator"
+            if request.node_id != caller.name:
+                return f"the certificate names node {caller.name!r}, the request node {request.node_id!r}"
+            return None
+        if caller.role == "compute":
+            field = COMPUTE_CALLS.get(method)
+            if field is None:
+                return "a compute node certificate may only report jobs and connections of its own host"
+            if getattr(request, field) != caller.name:
+                return f"the certificate names host {caller.name!r}, the request {field} {getattr(request, field)!r}"
+            return None
+        if caller.role == "user":
+            return self._user_reason(method, caller.name, request)
+        return f"role {caller.role!r} makes no calls"
+
+    def _user_reason(self, method: str, user: str, request) -> str | None:
+        if method in USER_READS:
+            return None
+        if method != "SetPriority":
+            return "users may only see their own status and lower their own priority"
+        if request.user != user:
+            return f"a user may change only their own priority, not {request.user!r}'s"
+        current = self.priority_of(user)
+        if request.priority > current:
+            return f"a user may only lower their priority: {current} -> {request.priority} is a raise; ask an admin"
+        return None
+
+    @staticmethod
+    def _refuse(error: VNodeSyncError, method: str, actor: str):
+        audit.warning("actor=%s action=%s refused reason=%r", actor, method, str(error))
+        raise error
+
+
+class OpenAccess:
+    """insecure: true (lab): every caller may do everything; the audit log names its address."""
+
+    def authorize(self, method: str, caller: Identity | None, request, peer: str) -> Identity:
+        return caller or Identity("anonymous", "", peer)
+
+
+def only_user(caller: Identity) -> str | None:
+    """The one user whose rows `caller` may read; None when it may read all."""
+    return caller.name if caller.role == "user" else None

@@ -1,0 +1,29 @@
+"""A real HDFS governed by vnode-sync: one storage agent per DataNode, HDFS discovery.
+
+    with HdfsVNodeCluster(name, users, node_bw) as (hdfs, cluster):
+        ...  # hdfs: HdfsCluster; cluster: LocalCluster (coordinator + agents dn0, dn1, ...)
+
+Each agent manages the loop device its DataNode's data dir lives on and captures
+that DataNode's DataXceiver threads (found by pid).
+"""
+
+import contextlib
+from collections.abc import Iterator
+
+from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+
+
+@contextlib.contextmanager
+def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanodes: int = 2,
+                       disk_mb: int = 2048, host: str = "127.0.0.1",
+                       before_agents=None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+    """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
+    unthrottled)."""
+    with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host) as hdfs:
+        if before_agents is not None:
+            before_agents(hdfs)
+        nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, node_bw, {"kind": "hdfs", "pid": dn.pid})
+                 for dn in hdfs.datanodes]
+        with LocalCluster(name, users, nodes, listen_host=host) as cluster:
+            yield hdfs, cluster
