@@ -143,7 +143,7 @@ def test_clients_on_another_host_are_identified_by_the_compute_agent():
                     readers.append(host.popen(
                         hdfs.client_command("VnodeSyncHdfsStream", "read", hdfs.namenode_uri,
                                             f"/{user.name}/on-{dn.id}.bin", "0"),
-                        user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
+                        uid=entry.pw_uid, gid=entry.pw_gid, cwd="/",
                         env=dict(os.environ, HADOOP_USER_NAME=user.name),
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
                 cluster.wait_for(lambda: all(open(vnode_file(cluster, dn.id, u.name, "tasks")).read().split()

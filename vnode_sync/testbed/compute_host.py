@@ -53,14 +53,21 @@ class ComputeHost:
             raise
         return self
 
-    def command(self, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.netns, *argv]
+    def command(self, argv: list[str], uid: int | None = None, gid: int | None = None) -> list[str]:
+        """argv run inside the namespace, as `uid`/`gid` if given. nsenter, unlike `ip netns exec`,
+        keeps this host's /sys (and so its cgroups) visible; the uid drop comes after entering."""
+        prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"]
+        if uid is not None:
+            prefix += ["setpriv", f"--reuid={uid}", f"--regid={gid if gid is not None else uid}",
+                       "--clear-groups", "--"]
+        return prefix + list(argv)
 
-    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
-        return subprocess.Popen(self.command(argv), **kwargs)
+    def popen(self, argv: list[str], uid: int | None = None, gid: int | None = None, **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(self.command(argv, uid, gid), **kwargs)
 
-    def run(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(argv), **kwargs)
+    def run(self, argv: list[str], uid: int | None = None, gid: int | None = None,
+            **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(argv, uid, gid), **kwargs)
 
     def stop(self) -> None:
         subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
