@@ -46,6 +46,11 @@ def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def unwind_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so every context manager's cleanup runs."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def command_line() -> str:
     return "sudo .venv/bin/python benchmarks/mpi-io/" + " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
 
@@ -54,7 +59,7 @@ def command_line() -> str:
 def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
     if os.geteuid() != 0:
         raise SystemExit("experiments need root: cgroups, loop devices, mounts, drop_caches")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    unwind_on_sigterm()
     for leftover in remove_leftovers() + remove_stale_disks(BENCH_PREFIX):
         print(f"removed leftover {leftover}", file=sys.stderr)
     started = time.monotonic()

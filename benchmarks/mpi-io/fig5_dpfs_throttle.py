@@ -11,14 +11,12 @@ DataNodes share this host, so "remote" reads cross loopback, not a network.
 
 import argparse
 import os
-import signal
-import sys
 import time
 
 import launch
 import report
 from bench_vnodes import VNodeSpec, bench_vnodes, remove_leftovers
-from experiment import MB, command_line, log
+from experiment import MB, command_line, log, unwind_on_sigterm
 from machine import describe
 from sizes import parse_size
 
@@ -98,7 +96,7 @@ def main() -> None:
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root: cgroups, loop devices, mounts")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    unwind_on_sigterm()
     from vnode_sync.kernel.devices import scheduler
     from vnode_sync.testbed.hdfs_cluster import HdfsCluster
     remove_leftovers()
@@ -128,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

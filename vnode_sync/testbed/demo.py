@@ -135,6 +135,9 @@ def run_hdfs_demo(seconds: float) -> int:
                                                         hdfs_user=u.name)
                        for u in users for dn in hdfs.datanodes}
             try:
+                print("waiting until every user's reader is served by both DataNodes (reader JVMs start slowly)")
+                cluster.wait_for(lambda: all(n["measured_read_bps"] > 0 for u in cluster.status()["users"]
+                                             for n in u["nodes"]), timeout=120, what="readers on every DataNode")
                 watch(cluster, seconds, f"{users[0].name} priority 8, {users[1].name} priority 4 "
                                         f"(Algorithm 1 on {NODE_BW / MB:.0f} MB/s: 40 and 20 MB/s per DataNode)")
                 cluster.vnodectl("set-priority", users[0].name, "4")
