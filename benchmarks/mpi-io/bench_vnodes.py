@@ -1,18 +1,21 @@
 """VNodes for benchmark runs: blkio v1 cgroups under a root named with the bench prefix.
 
-Every run gets its own root (`vnode-sync-bench.<pid>`), so a crashed run's leftovers are
-found by prefix and removed by `remove_leftovers` before the next run.
+Every run gets its own root (`vnode-sync-bench.mpiio.<pid>`), so a crashed run's leftovers
+are found by prefix and removed by `remove_leftovers` before the next run; roots of runs
+still alive, and other benchmarks' `vnode-sync-bench*` names, are left alone.
 """
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from vnode_sync.errors import KernelError
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 
-BENCH_PREFIX = "vnode-sync-bench"
+BENCH_PREFIX = "vnode-sync-bench.mpiio"
 HIERARCHY = "/sys/fs/cgroup/blkio"
 
 
@@ -61,10 +64,23 @@ def remove_leftovers(hierarchy: str = HIERARCHY) -> list[str]:
     """Tear down roots left by runs that died; returns their names."""
     removed = []
     for entry in sorted(os.listdir(hierarchy)):
-        if entry.startswith(BENCH_PREFIX) and os.path.isdir(os.path.join(hierarchy, entry)):
-            BlkioV1Backend(hierarchy=hierarchy, root_name=entry).teardown()
+        owner = owner_pid(entry)
+        if owner is not None and not pid_alive(owner) and os.path.isdir(os.path.join(hierarchy, entry)):
+            teardown_patiently(BlkioV1Backend(hierarchy=hierarchy, root_name=entry))
             removed.append(entry)
     return removed
+
+
+def owner_pid(name: str) -> int | None:
+    """The pid in a name made by this suite ("vnode-sync-bench.mpiio.<pid>[.<more>]"), else None."""
+    if not name.startswith(BENCH_PREFIX + "."):
+        return None
+    field = name[len(BENCH_PREFIX) + 1:].split(".")[0]
+    return int(field) if field.isdigit() else None
+
+
+def pid_alive(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")
 
 
 @contextlib.contextmanager
@@ -75,4 +91,17 @@ def bench_vnodes(hierarchy: str = HIERARCHY) -> Iterator[BenchVNodes]:
     try:
         yield BenchVNodes(backend, root_name)
     finally:
-        backend.teardown()
+        teardown_patiently(backend)
+
+
+def teardown_patiently(backend: BlkioV1Backend, seconds: float = 10.0) -> None:
+    """Ranks stopped by a signal may still be exiting, and rmdir says EBUSY until they have."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            backend.teardown()
+            return
+        except KernelError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

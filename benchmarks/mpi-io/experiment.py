@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes, remove_leftovers
+from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes, owner_pid, pid_alive, remove_leftovers
 from machine import TestbedRecord, record
 from slow_disk import DiskModel, MountedDisk, emulated_disk, remove_stale_disks
 
@@ -60,11 +60,11 @@ def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
     if os.geteuid() != 0:
         raise SystemExit("experiments need root: cgroups, loop devices, mounts, drop_caches")
     unwind_on_sigterm()
-    for leftover in remove_leftovers() + remove_stale_disks(BENCH_PREFIX):
+    for leftover in remove_leftovers() + remove_stale_disks(BENCH_PREFIX, run_alive):
         print(f"removed leftover {leftover}", file=sys.stderr)
     started = time.monotonic()
     model = DiskModel(args.rate_mbps, args.seek_ms)
-    with emulated_disk(f"vnode-sync-bench.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
+    with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
         yield Testbed(disk, vnodes, record(disk), started)
 
 
@@ -73,6 +73,12 @@ def clear_files(directory: str) -> None:
     for entry in os.listdir(directory):
         if entry.startswith("mpiio."):
             os.unlink(os.path.join(directory, entry))
+
+
+def run_alive(name: str) -> bool:
+    """Whether the run that made `name` is still going (then its disk is not a leftover)."""
+    owner = owner_pid(name)
+    return owner is None or pid_alive(owner)
 
 
 def log(message: str) -> None:

@@ -15,7 +15,7 @@ import time
 
 import launch
 import report
-from bench_vnodes import VNodeSpec, bench_vnodes, remove_leftovers
+from bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes, remove_leftovers
 from experiment import MB, command_line, log, unwind_on_sigterm
 from machine import describe
 from sizes import parse_size
@@ -103,7 +103,7 @@ def main() -> None:
     out = args.out or report.RESULTS_DIR
     started = time.monotonic()
     disk_mb = max(1024, 2 * parse_size(args.size_per_process) * args.datanodes // (1 << 20) + 512)
-    with HdfsCluster(f"vnode-sync-bench-fig5-{os.getpid()}", datanodes=args.datanodes, disk_mb=disk_mb) as cluster, \
+    with HdfsCluster(f"{BENCH_PREFIX}.fig5.{os.getpid()}", datanodes=args.datanodes, disk_mb=disk_mb) as cluster, \
             bench_vnodes() as vnodes:
         rows = measure(cluster, vnodes, args)
         schedulers = {dn.id: scheduler(dn.device_number) for dn in cluster.datanodes}

@@ -36,10 +36,22 @@ class MpiioFailed(RuntimeError):
 
 
 def run(job: MpiioRun) -> dict:
-    proc = subprocess.run(job.command(), capture_output=True, text=True, timeout=job.timeout)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    proc = subprocess.Popen(job.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=job.timeout)
+    except BaseException:
+        # SIGTERM lets mpirun stop its ranks; a SIGKILLed mpirun leaves them running with
+        # files open on the benchmark file system, which then cannot be unmounted.
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise MpiioFailed(f"mpirun exited {proc.returncode}: {(proc.stderr + proc.stdout).strip()[-2000:]}")
+        raise MpiioFailed(f"mpirun exited {proc.returncode}: {(stderr + stdout).strip()[-2000:]}")
     return json.loads(lines[-1])
 
 

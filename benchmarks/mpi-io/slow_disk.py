@@ -89,6 +89,12 @@ def _run(*cmd: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _unmount(target: str) -> None:
+    """Unmount; if something still holds the mount (a stray process), detach it lazily."""
+    if subprocess.run(["umount", target], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", target], check=False)
+
+
 def _wait_for(path: str, seconds: float, daemon: subprocess.Popen) -> None:
     deadline = time.monotonic() + seconds
     while not os.path.exists(path):
@@ -127,11 +133,11 @@ def emulated_disk(name: str, model: DiskModel, scheduler: str = "bfq") -> Iterat
         yield MountedDisk(loop, os.major(st.st_rdev), os.minor(st.st_rdev), fs_dir, active, model)
     finally:
         if mounted:
-            subprocess.run(["umount", fs_dir], check=False)
+            _unmount(fs_dir)
         if loop:
             subprocess.run(["losetup", "-d", loop], check=False)
         if daemon:
-            subprocess.run(["umount", fuse_dir], check=False, capture_output=True)
+            _unmount(fuse_dir)
             try:
                 daemon.wait(10)
             except subprocess.TimeoutExpired:
@@ -144,24 +150,32 @@ def emulated_disk(name: str, model: DiskModel, scheduler: str = "bfq") -> Iterat
                 os.rmdir(d)
 
 
-def remove_stale_disks(prefix: str) -> list[str]:
-    """Undo what a killed run left: ext4 and FUSE mounts, loop devices, tmpfs images."""
+def remove_stale_disks(prefix: str, owner_alive) -> list[str]:
+    """Undo what a killed run left: ext4 and FUSE mounts, loop devices, tmpfs images.
+
+    Only names that start with `prefix` and whose owner (`owner_alive(name)`) is gone.
+    """
     removed = []
+
+    def stale(path: str) -> bool:
+        name = os.path.basename(os.path.dirname(os.path.dirname(path))) if path.startswith("/tmp/") else ""
+        return name.startswith(prefix) and not owner_alive(name)
+
     with open("/proc/self/mounts") as f:
         mounts = [line.split()[1] for line in f]
-    for target in sorted((m for m in mounts if prefix in m and m.endswith("/fs")), reverse=True):
-        subprocess.run(["umount", "-l", target], check=False)
+    for target in (m for m in mounts if m.endswith("/fs") and stale(m + "/x")):
+        _unmount(target)
         removed.append(target)
     for line in _run("losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE").splitlines():
-        name, _, back = line.partition(" ")
-        if prefix in back:
+        name, _, back = line.strip().partition(" ")
+        if stale(back.strip()):
             subprocess.run(["losetup", "-d", name], check=False)
             removed.append(name)
-    for target in (m for m in mounts if prefix in m and m.endswith("/fuse")):
-        subprocess.run(["umount", "-l", target], check=False)
+    for target in (m for m in mounts if m.endswith("/fuse") and stale(m + "/x")):
+        _unmount(target)
         removed.append(target)
     for entry in os.listdir("/dev/shm"):
-        if entry.startswith(prefix):
+        if entry.startswith(prefix) and not owner_alive(entry):
             os.unlink(os.path.join("/dev/shm", entry))
             removed.append(entry)
     return removed

@@ -97,7 +97,7 @@ def test_rejects_object_larger_than_the_data(tmp_path):
 @pytest.mark.skipif(WHY_NO_SLOW_DISK is not None, reason=WHY_NO_SLOW_DISK or "")
 def test_emulated_disk_reads_at_its_modelled_rate():
     from slow_disk import DiskModel, emulated_disk
-    with emulated_disk("vnode-sync-bench.test", DiskModel(rate_mbps=40, size_mib=256)) as disk:
+    with emulated_disk(f"vnode-sync-bench.mpiio.{os.getpid()}.test", DiskModel(rate_mbps=40, size_mib=256)) as disk:
         path = os.path.join(disk.mountpoint, "f")
         subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", "count=24", "oflag=direct"],
                        check=True, capture_output=True)

@@ -17,13 +17,14 @@ from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 @contextlib.contextmanager
 def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanodes: int = 2,
                        disk_mb: int = 2048, host: str = "127.0.0.1",
-                       before_agents=None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       before_agents=None, hdfs_site: dict | None = None,
+                       write_bw: int | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled)."""
-    with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host) as hdfs:
+    with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site) as hdfs:
         if before_agents is not None:
             before_agents(hdfs)
-        nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, node_bw, {"kind": "hdfs", "pid": dn.pid})
+        nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid})
                  for dn in hdfs.datanodes]
         with LocalCluster(name, users, nodes, listen_host=host) as cluster:
             yield hdfs, cluster

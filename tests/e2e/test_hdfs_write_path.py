@@ -1,0 +1,43 @@
+"""What a write throttle does to HDFS writes under cgroup v1 (architecture.md, kernel facts).
+
+A DataNode's plain buffered writes are flushed later by kernel writeback threads, which are
+in no VNode: the write throttle never sees them. `dfs.datanode.synconclose` makes the
+receiving DataXceiver fsync each finished block, so the bytes are its own I/O and the
+throttle applies. `dfs.datanode.sync.behind.writes` would do the same through
+sync_file_range, but Hadoop calls it only through libhadoop (NativeIO); a DataNode
+without the native library, as from Maven Central jars, silently skips it. These tests pin
+all three behaviours down on a real DataNode.
+"""
+
+import pytest
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from vnode_sync.testbed.local_cluster import LocalUser
+
+pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
+
+MB = 1_000_000
+MiB = 1 << 20
+WRITE_CAP = 20 * MB
+WRITER = LocalUser("writer", 64_701, 10)
+
+
+def write_rate(hdfs_site: dict | None) -> float:
+    with hdfs_vnode_cluster(unique_name("hdfs-write"), [WRITER], node_bw=1000 * MB, write_bw=WRITE_CAP,
+                            datanodes=1, disk_mb=1024, hdfs_site=hdfs_site) as (hdfs, cluster):
+        status = cluster.status()
+        assert status["users"][0]["nodes"][0]["target_write_bps"] == WRITE_CAP
+        return hdfs.write_file("/writer/f.bin", 192 * MiB, as_uid=WRITER.uid, hdfs_user=WRITER.name).bytes_per_second
+
+
+def test_buffered_datanode_writes_escape_the_write_throttle():
+    assert write_rate(None) > 2 * WRITE_CAP
+
+
+def test_sync_behind_writes_without_libhadoop_still_escapes():
+    assert write_rate({"dfs.datanode.sync.behind.writes": "true"}) > 2 * WRITE_CAP
+
+
+def test_synconclose_brings_datanode_writes_under_the_write_throttle():
+    assert write_rate({"dfs.datanode.synconclose": "true"}) <= 1.25 * WRITE_CAP
