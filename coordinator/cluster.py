@@ -37,6 +37,7 @@ class NodeRuntime:
     errors: list[str] = field(default_factory=list)
     # user -> deque of (sampled_at, read_bytes, write_bytes), summed over devices
     usage: dict[str, collections.deque] = field(default_factory=dict)
+    held_at_limit: set[str] = field(default_factory=set)  # users the backend saw at their limit
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ class Cluster:
         runtime.last_seen = time.time()
         runtime.errors = list(report.errors)
         totals: dict[str, list[int]] = {}
+        runtime.held_at_limit = {u.user for u in report.usage if u.held_at_limit}
         for u in report.usage:
             t = totals.setdefault(u.user, [0, 0])
             t[0] += u.read_bytes

@@ -126,7 +126,8 @@ class AdminService(pb_grpc.AdminServicer):
                     target_read_bps=sum(s.read_bps for s in spec.shares) if spec else 0,
                     target_write_bps=sum(s.write_bps for s in spec.shares) if spec else 0,
                     measured_read_bps=rate.read_bps, measured_write_bps=rate.write_bps,
-                    applied_generation=self.cluster.node_runtime(node_id).applied_generation))
+                    applied_generation=self.cluster.node_runtime(node_id).applied_generation,
+                    held_at_limit=record.name in self.cluster.node_runtime(node_id).held_at_limit))
             statuses.append(pb.UserStatus(user=user_message(record), nodes=per_node))
         return pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
                                  users=statuses, nodes=self._nodes())

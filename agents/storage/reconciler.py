@@ -122,6 +122,12 @@ class Reconciler:
                 else:
                     self.backend.release(member)
 
+    def _held_at_limit(self, vnode: str) -> bool:
+        """Only backends that can tell (Lustre TBF) have limit_state; the others say False."""
+        limit_state = getattr(self.backend, "limit_state", None)
+        state = limit_state(vnode) if limit_state else None
+        return bool(state and state.held)
+
     def usage_report(self, node_id: str) -> pb.UsageReport:
         names = {dev: name for name, dev in self.devices.items()}
         usage = []
@@ -131,10 +137,11 @@ class Reconciler:
             except VNodeSyncError:
                 continue  # removed between listing and reading
             user = user_of_vnode(vnode) or ""
+            held = self._held_at_limit(vnode)
             for dev, c in counters.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios))
+                                              write_ios=c.write_ios, held_at_limit=held))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=time.time(), usage=usage, errors=self.errors[:20])

@@ -129,3 +129,19 @@ def test_usage_is_reported_per_user_and_device(world):
     alice = [u for u in report.usage if u.user == "alice"]
     assert [(u.device, u.read_bytes) for u in alice] == [(DEVICE, 123456)]
     assert report.applied_generation == 3
+
+
+def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(world):
+    kernel, fs, discovery, new_reconciler = world
+    r = new_reconciler()
+    r.apply(state(3, {"alice": 1_000_000, "bob": 2_000_000}))
+    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=5)
+    fs.account_io(f"{r.backend.root}/vnode.bob", DEV, read_bytes=5)
+
+    class Held:
+        def __init__(self, held):
+            self.held = held
+
+    r.backend.limit_state = lambda vnode: Held(vnode == "vnode.alice")
+    held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
+    assert held["alice"] is True and held["bob"] is False

@@ -20,7 +20,8 @@ def test_set_priority_then_status_json(coordinator):
     alice = next(u for u in status["users"] if u["name"] == "alice")
     assert alice["priority"] == 8
     assert alice["nodes"] == [{"node_id": "dn1", "target_read_bps": 30_000_000, "target_write_bps": 15_000_000,
-                               "measured_read_bps": 0.0, "measured_write_bps": 0.0, "applied_generation": 0}]
+                               "measured_read_bps": 0.0, "measured_write_bps": 0.0, "applied_generation": 0,
+                               "held_at_limit": False}]
 
 
 def test_human_status_is_an_aligned_table(coordinator):

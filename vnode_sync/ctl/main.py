@@ -195,7 +195,8 @@ def status_json(status: pb.StatusResponse) -> dict:
                               "target_write_bps": n.target_write_bps,
                               "measured_read_bps": round(n.measured_read_bps, 1),
                               "measured_write_bps": round(n.measured_write_bps, 1),
-                              "applied_generation": n.applied_generation} for n in us.nodes]}
+                              "applied_generation": n.applied_generation,
+                              "held_at_limit": n.held_at_limit} for n in us.nodes]}
                   for us in status.users],
         "nodes": [node_json(n) for n in status.nodes],
     }

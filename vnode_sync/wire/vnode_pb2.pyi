@@ -187,20 +187,22 @@ class RemoveUserResponse(_message.Message):
     def __init__(self, user: _Optional[str] = ...) -> None: ...
 
 class UserNodeStatus(_message.Message):
-    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation")
+    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation", "held_at_limit")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_READ_BPS_FIELD_NUMBER: _ClassVar[int]
     TARGET_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     MEASURED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
     MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     target_read_bps: int
     target_write_bps: int
     measured_read_bps: float
     measured_write_bps: float
     applied_generation: int
-    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ...) -> None: ...
+    held_at_limit: bool
+    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
 
 class UserStatus(_message.Message):
     __slots__ = ("user", "nodes")
@@ -291,20 +293,22 @@ class WatchRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., known_generation: _Optional[int] = ...) -> None: ...
 
 class UserUsage(_message.Message):
-    __slots__ = ("user", "device", "read_bytes", "write_bytes", "read_ios", "write_ios")
+    __slots__ = ("user", "device", "read_bytes", "write_bytes", "read_ios", "write_ios", "held_at_limit")
     USER_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     READ_BYTES_FIELD_NUMBER: _ClassVar[int]
     WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
     READ_IOS_FIELD_NUMBER: _ClassVar[int]
     WRITE_IOS_FIELD_NUMBER: _ClassVar[int]
+    HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     user: str
     device: str
     read_bytes: int
     write_bytes: int
     read_ios: int
     write_ios: int
-    def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ...) -> None: ...
+    held_at_limit: bool
+    def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
 
 class UsageReport(_message.Message):
     __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors")
