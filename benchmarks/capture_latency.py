@@ -15,11 +15,12 @@ backend on a cgroup subtree of its own, in one of these modes (same run, same da
 Capture latency = from the kernel's fork record of the thread (observed by a separate
 process-connector socket) to the end of the write that put it into its user's VNode;
 "id p99" stops earlier, when discovery first returned the thread with its user (the
-rest is the kernel moving the thread: cgroup_attach_task waits for an RCU grace period
-unless the hierarchy is mounted with favordynmods). Bytes are
+rest is the kernel moving the thread: it waits for an RCU grace period, 8-16 ms here,
+unless some cgroup hierarchy is mounted with favordynmods: --favor-dynmods). Bytes are
 the blkio counters on the read device: "unattributed" = bytes of the read not charged
-to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup
-(read before any placement). The default VNode is throttled (--default-mibps, 10 MiB/s), users are not.
+to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup (read
+before any placement). The default VNode is throttled (--default-mibps, 10 MiB/s), the
+users' VNodes are not. --realtime runs the capture thread SCHED_FIFO.
 
 --target fake: a Python DataNode stand-in (tests/handlers/fake_datanode.py) reading
 with O_DIRECT from a file on the root disk. --target hdfs: a real 2-DataNode HDFS from

@@ -182,6 +182,7 @@ class HdfsDiscovery:
         self._next_relink = 0.0
         self._spawners: set[int] = set()
         self._next_spawner_search = 0.0
+        self._exiting: set[int] = set()
         self._handlers: dict[int, _Handler] = {}
         self._pending = ThreadChanges()
         self._pending_lock = Lock()
@@ -258,7 +259,10 @@ class HdfsDiscovery:
         if pid is None:
             return []
         now = time.monotonic()
-        alive = set(threads_of(self.proc_root, pid))
+        listed = set(threads_of(self.proc_root, pid))
+        # An exit record comes before the thread's /proc entry goes: do not take it for a new thread.
+        self._exiting = ((self._exiting | changes.exited) - changes.born.keys()) & listed
+        alive = listed - self._exiting
         for tid in (set(self._first_seen) - alive) | changes.exited | set(changes.born):
             self._first_seen.pop(tid, None)  # gone, or a reused TID: forget the old thread
             self._comms.pop(tid, None)

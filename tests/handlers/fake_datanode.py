@@ -12,7 +12,7 @@ Every served connection is logged on stdout as "SERVE <tid> <client port>".
 prints "PORT <n>" first. The DataNode class name is an argument so discovery by
 command line finds this process; --tag tells several of them apart.
 
-`connect_as(uid, port, request)` forks a client that runs as `uid` (needs root).
+`connect_as(uid, port, request)` starts a client process that runs as `uid` (needs root).
 """
 
 import argparse
@@ -21,6 +21,7 @@ import encodings.idna  # noqa: F401  socket calls need it; the client cannot imp
 import mmap
 import os
 import socket
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -79,13 +80,14 @@ def create_listener(port: int = 0) -> tuple[socket.socket, int]:
 
 @dataclass
 class FakeClient:
-    """A forked client process; `close()` lets it hang up and reaps it."""
+    """A client process; `close()` lets it hang up and reaps it."""
 
     pid: int
     port: int
     uid: int
     _hold_fd: int
     _done_fd: int
+    _process: "subprocess.Popen | None" = None
 
     def received(self) -> int:
         """Bytes the client got (blocks until its request is answered)."""
@@ -94,49 +96,49 @@ class FakeClient:
     def close(self) -> None:
         os.close(self._hold_fd)
         os.close(self._done_fd)
-        os.waitpid(self.pid, 0)
+        if self._process is not None:
+            self._process.wait(10)
+        else:
+            os.waitpid(self.pid, 0)
+
+
+_CLIENT = """
+import encodings.idna, os, socket, sys
+uid, port_w, hold_r, done_w, host, port, request = sys.argv[1:]
+uid, port_w, hold_r, done_w = int(uid), int(port_w), int(hold_r), int(done_w)
+os.setgroups([])
+os.setgid(uid)
+os.setuid(uid)
+s = socket.create_connection((host, int(port)))
+os.write(port_w, str(s.getsockname()[1]).encode())
+s.sendall(request.encode())
+received = 0
+if request.startswith("READ"):
+    while chunk := s.recv(1 << 20):
+        received += len(chunk)
+os.write(done_w, str(received).encode())
+os.read(hold_r, 1)
+s.close()
+"""
 
 
 def connect_as(uid: int, port: int, request: str, host: str = "127.0.0.1") -> FakeClient:
-    """Fork a client running as `uid` that sends `request` and reads the answer to the end.
+    """Start a client running as `uid` that sends `request` and reads the answer to the end.
 
     It keeps the connection open until `close()`, so the test decides how long it lives.
+    A fresh interpreter, not a fork: a forked copy of a process that has used gRPC
+    inherits gRPC's event engine, which breaks in the child. It starts as root (the
+    interpreter lives under /root) and drops to `uid` once its imports are done.
     """
     port_r, port_w = os.pipe()
     hold_r, hold_w = os.pipe()
     done_r, done_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            for fd in os.listdir("/proc/self/fd"):  # other clients' pipe ends: they must see EOF
-                if int(fd) > 2 and int(fd) not in (port_w, hold_r, done_w):
-                    try:
-                        os.close(int(fd))
-                    except OSError:
-                        pass
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            s = socket.create_connection((host, port))
-            os.write(port_w, str(s.getsockname()[1]).encode())
-            s.sendall(request.encode())
-            received = 0
-            if request.startswith("READ"):
-                while chunk := s.recv(1 << 20):
-                    received += len(chunk)
-            os.write(done_w, str(received).encode())
-            os.read(hold_r, 1)
-            s.close()
-            code = 0
-        except BaseException as e:  # a forked child must never return into the test
-            print(f"fake client as uid {uid}: {e!r}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(code)
+    child = subprocess.Popen([sys.executable, "-c", _CLIENT, str(uid), str(port_w), str(hold_r), str(done_w),
+                              host, str(port), request], pass_fds=(port_w, hold_r, done_w), cwd="/")
     os.close(port_w), os.close(hold_r), os.close(done_w)
     client_port = int(os.read(port_r, 16) or b"0")
     os.close(port_r)
-    return FakeClient(pid, client_port, uid, hold_w, done_r)
+    return FakeClient(child.pid, client_port, uid, hold_w, done_r, child)
 
 
 def main() -> None:

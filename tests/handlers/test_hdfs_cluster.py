@@ -15,13 +15,14 @@ from vnode_sync.agents.handlers.generic import thread_comm
 USERS = Identity(users_by_uid={64001: "alice", 64002: "bob"})
 
 
-def _users_seen(discovery: HdfsDiscovery, seconds: float) -> dict[int, str | None]:
-    """tid -> user of every DataXceiver seen within `seconds` (last verdict per thread)."""
+def _users_seen(discovery: HdfsDiscovery, identity: Identity, while_running, seconds: float = 120
+                ) -> dict[int, str | None]:
+    """tid -> user of every DataXceiver seen while `while_running()` holds (a JVM takes seconds to start)."""
     seen: dict[int, str | None] = {}
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while while_running() and time.monotonic() < deadline:
         discovery.wait_for_change(0.05)
-        for h in discovery.scan(USERS):
+        for h in discovery.scan(identity):
             if thread_comm("/proc", h.pid, h.tid) == HANDLER_COMM:
                 seen[h.tid] = h.user if h.user is not None else seen.get(h.tid)
     return seen
@@ -46,12 +47,12 @@ def test_a_read_as_a_uid_is_served_by_a_datanode_thread_identified_as_that_user(
             assert (on_dn0.pid, on_dn1.pid) == (dn0.pid, dn1.pid)
             assert on_dn0.data_port == dn0.ports.data  # read from the hdfs-site.xml on its classpath
             reader = cluster.start_read("/alice/a.bin", as_uid=64001, hdfs_user="alice", seconds=3)
-            seen = _users_seen(on_dn0, 4)
+            seen = _users_seen(on_dn0, USERS, lambda: reader.poll() is None)
             out, err = reader.communicate(timeout=60)
             assert reader.returncode == 0, err[-2000:]
             assert "alice" in seen.values(), f"DataXceivers seen on dn0: {seen}"
             assert "bob" not in seen.values()
-            assert "alice" not in _users_seen(on_dn1, 0.2).values()
+            assert "alice" not in _users_seen(on_dn1, USERS, lambda: True, seconds=0.2).values()
 
             # WebHDFS: the DataNode reads through its own client, both ends are the DataNode's.
             as_root = Identity(users_by_uid={0: "root", **USERS.users_by_uid})
@@ -59,12 +60,7 @@ def test_a_read_as_a_uid_is_served_by_a_datanode_thread_identified_as_that_user(
             got: list[int] = []
             web = threading.Thread(target=lambda: got.append(len(urllib.request.urlopen(url, timeout=60).read())))
             web.start()
-            seen = {}
-            deadline = time.monotonic() + 10
-            while (web.is_alive() or not seen) and time.monotonic() < deadline:
-                on_dn0.wait_for_change(0.05)
-                seen.update({h.tid: h.user for h in on_dn0.scan(as_root)
-                             if thread_comm("/proc", h.pid, h.tid) == HANDLER_COMM})
+            seen = _users_seen(on_dn0, as_root, web.is_alive)
             web.join(60)
             assert got == [16 << 20]
             assert seen and set(seen.values()) == {None}, f"WebHDFS DataXceivers: {seen}"
