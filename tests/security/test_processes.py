@@ -2,7 +2,6 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import needs_kernel, unique_name
+from vnode_sync.testbed.processes import stop_process
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -43,13 +43,7 @@ def start_coordinator(config_path: str, log_path) -> tuple[subprocess.Popen, int
 
 
 def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop_process(process)
 
 
 def test_a_coordinator_config_without_tls_or_insecure_is_refused_in_one_line(tmp_path):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.testbed.processes import stop_process
 
 
 @dataclass(frozen=True)
@@ -121,23 +122,13 @@ class LocalCluster:
         return self
 
     def stop_coordinator(self, sig: int = signal.SIGTERM) -> None:
-        if self.coordinator and self.coordinator.poll() is None:
-            self.coordinator.send_signal(sig)
-            try:
-                self.coordinator.wait(10)
-            except subprocess.TimeoutExpired:
-                self.coordinator.kill()
-                self.coordinator.wait()
+        if self.coordinator:
+            stop_process(self.coordinator, sig, grace_seconds=10)
 
     def stop_agent(self, node_id: str, sig: int = signal.SIGTERM) -> None:
         process = self.agents.get(node_id)
-        if process and process.poll() is None:
-            process.send_signal(sig)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if process:
+            stop_process(process, sig)
 
     def stop(self) -> None:
         for node_id in list(self.agents):

@@ -11,12 +11,13 @@ exactly the processes it started and removes the dir.
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+
+from vnode_sync.testbed.processes import stop_process
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
@@ -149,13 +150,7 @@ class LocalSlurm:
             process = self.processes.get(daemon)
             if process is None:
                 continue
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process)
         self.processes.clear()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
