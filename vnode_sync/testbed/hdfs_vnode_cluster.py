@@ -17,8 +17,8 @@ from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 @contextlib.contextmanager
 def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanodes: int = 2,
                        disk_mb: int = 2048, host: str = "127.0.0.1",
-                       before_agents=None, hdfs_site: dict | None = None,
-                       write_bw: int | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
+                       policy: dict | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled)."""
     with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site) as hdfs:
@@ -26,5 +26,6 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
             before_agents(hdfs)
         nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid})
                  for dn in hdfs.datanodes]
-        with LocalCluster(name, users, nodes, listen_host=host) as cluster:
+        with LocalCluster(name, users, nodes, listen_host=host,
+                          coordinator_settings={"policy": policy or {}}) as cluster:
             yield hdfs, cluster
