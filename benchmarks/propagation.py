@@ -11,7 +11,6 @@ the SetPriority RPC to the coordinator listing every node at the new generation
 """
 
 import argparse
-import contextlib
 import statistics
 import sys
 import threading

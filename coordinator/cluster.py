@@ -99,14 +99,17 @@ class Cluster:
         return self.store.users()
 
     def add_user(self, name: str, uid: int, priority: int, active: bool, actor: str) -> UserRecord:
-        validation.user_name(name), validation.uid(uid), validation.priority(priority)
+        validation.user_name(name)
+        validation.uid(uid)
+        validation.priority(priority)
         self._published(self.store.add_user(name, uid, priority, active))
         audit.info("actor=%s action=add-user user=%s uid=%d priority=%d active=%s",
                    actor, name, uid, priority, active)
         return self.store.user(name)
 
     def set_priority(self, name: str, priority: int, actor: str) -> UserRecord:
-        validation.user_name(name), validation.priority(priority)
+        validation.user_name(name)
+        validation.priority(priority)
         generation, old = self.store.set_priority(name, priority)
         self._published(generation)
         audit.info("actor=%s action=set-priority user=%s old=%d new=%d generation=%d",
@@ -148,7 +151,8 @@ class Cluster:
 
     def start_job(self, job_id: str, user: str, uid: int, node: str, account: str, queue: str,
                   requested_priority: int, actor: str) -> tuple[UserRecord, int]:
-        validation.user_name(user), validation.uid(uid)
+        validation.user_name(user)
+        validation.uid(uid)
         if not job_id or len(job_id) > 128:
             raise InvalidArgument(f"invalid job id {job_id!r}: must be 1-128 characters")
         priority = self.job_priority(requested_priority, account, queue)

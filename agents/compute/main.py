@@ -10,7 +10,6 @@ of job steps that slurmstepd forks after the prolog has finished.
 """
 
 import logging
-import os
 import pwd
 import signal
 import threading
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 import grpc
 
 from vnode_sync.agents.compute.connections import storage_connections
-from vnode_sync.agents.compute.placement import JOB_ENVIRONMENT_KEYS, process_environment, place_processes
+from vnode_sync.agents.compute.placement import job_processes, place_processes
 from vnode_sync.agents.plugins import make_backend
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import ConfigError, VNodeSyncError
@@ -66,24 +65,6 @@ def local_users(min_uid: int) -> dict[int, str]:
     return {entry.pw_uid: entry.pw_name for entry in pwd.getpwall() if entry.pw_uid >= min_uid}
 
 
-def job_processes(min_uid: int, proc_root: str = "/proc") -> dict[int, int]:
-    """pid -> owner uid of every process that belongs to a batch job."""
-    found = {}
-    for name in os.listdir(proc_root):
-        if not name.isdigit():
-            continue
-        try:
-            owner = os.stat(os.path.join(proc_root, name)).st_uid
-            if owner < min_uid:
-                continue
-            env = process_environment(proc_root, int(name))
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-        if any(key in env for key in JOB_ENVIRONMENT_KEYS):
-            found[int(name)] = owner
-    return found
-
-
 class ComputeAgent:
     def __init__(self, config: AgentConfig, settings: ComputeSettings, backend: EnforcementBackend | None,
                  channel: grpc.Channel):
@@ -110,9 +91,9 @@ class ComputeAgent:
         if self.backend is None:
             return
         users = local_users(self.settings.min_uid)
-        processes = job_processes(self.settings.min_uid, self.config.proc_root)
+        processes = job_processes(self.config.proc_root, self.settings.min_uid)
         by_user: dict[str, list[int]] = {}
-        for pid, uid in processes.items():
+        for pid, (uid, _) in processes.items():
             if pid not in self._placed and uid in users:
                 by_user.setdefault(users[uid], []).append(pid)
         for user, pids in by_user.items():

@@ -40,22 +40,29 @@ def process_environment(proc_root: str, pid: int) -> dict[str, str]:
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
 
 
-def job_pids(job_id: str, uid: int, proc_root: str = "/proc") -> list[int]:
-    """Processes owned by `uid` whose environment names `job_id`."""
-    found = []
+def job_processes(proc_root: str = "/proc", min_uid: int = 1) -> dict[int, tuple[int, set[str]]]:
+    """pid -> (owner uid, job ids in its environment) of every batch-job process owned by min_uid or above."""
+    found = {}
     for name in os.listdir(proc_root):
         if not name.isdigit():
             continue
         pid = int(name)
         try:
-            if os.stat(os.path.join(proc_root, name)).st_uid != uid:
+            owner = os.stat(os.path.join(proc_root, name)).st_uid
+            if owner < min_uid:
                 continue
             env = process_environment(proc_root, pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue   # exited, or a kernel thread without an environment
-        if any(env.get(key) == job_id for key in JOB_ENVIRONMENT_KEYS):
-            found.append(pid)
+        jobs = {env[key] for key in JOB_ENVIRONMENT_KEYS if key in env}
+        if jobs:
+            found[pid] = (owner, jobs)
     return found
+
+
+def job_pids(job_id: str, uid: int, proc_root: str = "/proc") -> list[int]:
+    """Processes owned by `uid` whose environment names `job_id`."""
+    return [pid for pid, (owner, jobs) in job_processes(proc_root, uid).items() if owner == uid and job_id in jobs]
 
 
 def threads_of(pid: int, proc_root: str = "/proc") -> list[int]:

@@ -60,7 +60,6 @@ class HandlerPlacer:
 
 def one_case(cluster, case: str, size_label: str) -> tuple[float, float]:
     """(high-priority seconds, background MB/s total while it ran)."""
-    from vnode_sync.testbed.hdfs_cluster import Transfer
     cluster.evict_page_cache()
     background = []
     if case != "W/O_DM":

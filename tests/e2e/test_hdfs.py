@@ -16,7 +16,6 @@ from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.types import IoCounters, parse_io_service_bytes
 from vnode_sync.testbed.compute_host import ComputeHost
-from vnode_sync.testbed.hdfs_cluster import Transfer
 from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalUser
 
