@@ -11,6 +11,7 @@ from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import load_agent_config
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.devices import device_number
+from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.logs import configure
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
 
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = make_backend(config)
         if args.teardown:
             backend.teardown()
+            FastMoves(config.fast_moves_mountpoint).disable()
             print(f"removed VNodes of {config.node_id} ({backend.name})")
             return 0
         devices = {path: device_number(path) for path in config.devices}
@@ -42,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vnode-agent: error: {e}", file=sys.stderr)
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
+    fast_moves = FastMoves(config.fast_moves_mountpoint)
+    if config.fast_thread_moves and backend.name in ("blkio-v1", "io-v2"):  # the backends that move threads
+        try:
+            log.info("fast thread moves (cgroup favordynmods): %s", fast_moves.enable())
+        except VNodeSyncError as e:
+            log.warning("fast thread moves unavailable, each capture waits for an RCU grace period: %s", e)
     for note in backend.limitations():
         log.info("%s backend limitation: %s", backend.name, note)
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -50,8 +58,11 @@ def main(argv: list[str] | None = None) -> int:
              backend.name, config.cgroup_subtree, discovery.name, config.coordinator)
     worker = threading.Thread(target=agent.run, name="reconcile")
     worker.start()
-    while worker.is_alive():
-        worker.join(0.5)
+    try:
+        while worker.is_alive():
+            worker.join(0.5)
+    finally:
+        fast_moves.disable()
     return 0
 
 

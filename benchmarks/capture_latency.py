@@ -15,12 +15,14 @@ backend on a cgroup subtree of its own, in one of these modes (same run, same da
 Capture latency = from the kernel's fork record of the thread (observed by a separate
 process-connector socket) to the end of the write that put it into its user's VNode;
 "id p99" stops earlier, when discovery first returned the thread with its user (the
-rest is the kernel moving the thread: it waits for an RCU grace period, 8-16 ms here,
-unless some cgroup hierarchy is mounted with favordynmods: --favor-dynmods). Bytes are
+rest is the kernel moving the thread: without the agent's fast thread moves, --slow-moves,
+it waits for an RCU grace period); "named p99" stops when the thread took its handler
+name, the first moment any capture can know what it is (the JVM's thread start before). Bytes are
 the blkio counters on the read device: "unattributed" = bytes of the read not charged
 to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup (read
 before any placement). The default VNode is throttled (--default-mibps, 10 MiB/s), the
-users' VNodes are not. --realtime runs the capture thread SCHED_FIFO.
+users' VNodes are not. --realtime runs the capture thread SCHED_FIFO. --busy N runs N
+processes spinning on the CPU and starting threads for the whole run (a loaded host).
 
 --target fake: a Python DataNode stand-in (tests/handlers/fake_datanode.py) reading
 with O_DIRECT from a file on the root disk. --target hdfs: a real 2-DataNode HDFS from
@@ -53,6 +55,7 @@ from vnode_sync.agents.storage.reconciler import Reconciler  # noqa: E402
 from vnode_sync.kernel.backend import HostCgroups, vnode_name  # noqa: E402
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
 from vnode_sync.kernel.devices import device_number  # noqa: E402
+from vnode_sync.kernel.fast_moves import FastMoves  # noqa: E402
 from vnode_sync.kernel.types import DeviceNumber, parse_io_service_bytes  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
 
@@ -147,6 +150,7 @@ class Connection:
     escaped: int
     latency_ms: float | None          # birth -> in the user's VNode; None: never captured
     identified_ms: float | None       # birth -> discovery returned it with its user
+    named_ms: float | None            # birth -> the thread took the handler name
 
 
 @dataclass
@@ -289,11 +293,13 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
             tids = watch.handlers_born_after(started)
             charged, escaped = after[0] - before[0], after[1] - before[1]
             placed = [backend.entered.get((t, vnode_name(user))) for t in tids]
-            latency = identified = None
+            latency = identified = named = None
             if tids and None not in placed:
                 latency = max(at - watch.born[t] for at, t in zip(placed, tids)) / 1e6
                 identified = max(discovery.identified[t] - watch.born[t] for t in tids) / 1e6
-            result.connections.append(Connection(user, got, max(0, got - charged), escaped, latency, identified))
+                named = max(watch.named[t] - watch.born[t] for t in tids) / 1e6
+            result.connections.append(Connection(user, got, max(0, got - charged), escaped, latency, identified,
+                                                 named))
     finally:
         stop.set()
         mover.join()
@@ -309,27 +315,40 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
     return result
 
 
-@contextlib.contextmanager
-def favored_dynmods(enabled: bool):
-    """Thread moves without an RCU grace period, for the duration (kernel >= 6.0).
+def spin() -> None:
+    """A busy host: burn CPU, and start and end a thread now and then (fork/exit, as JVMs do)."""
+    while True:
+        deadline = time.monotonic() + 0.05
+        while time.monotonic() < deadline:
+            pass
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
 
-    Moving a thread takes cgroup_threadgroup_rwsem for writing, which waits for an RCU
-    grace period unless some hierarchy is mounted with favordynmods (the cost moves to
-    fork and exit, system-wide). Mounting an empty named v1 hierarchy with it, and
-    unmounting it after, turns that on and off again without touching blkio's mount.
-    """
-    if not enabled:
-        yield
-        return
-    mountpoint = tempfile.mkdtemp(prefix="vnode-sync-test.dynmods.")
-    name = os.path.basename(mountpoint).replace(".", "-")
-    subprocess.run(["mount", "-t", "cgroup", "-o", f"none,name={name},favordynmods", "cgroup", mountpoint],
-                   check=True)
+
+@contextlib.contextmanager
+def busy_host(processes: int):
+    spinners = [subprocess.Popen([sys.executable, __file__, "--spin"], cwd=ROOT) for _ in range(processes)]
     try:
         yield
     finally:
-        subprocess.run(["umount", mountpoint], check=True)
-        os.rmdir(mountpoint)
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+@contextlib.contextmanager
+def fast_moves(enabled: bool):
+    """The agent's fast thread moves (favordynmods, on by default there), for the duration."""
+    if not enabled:
+        yield
+        return
+    fast = FastMoves(os.path.join("/run/vnode-sync", unique_name("fast-moves")))
+    print(f"fast thread moves: {fast.enable()}", flush=True)
+    try:
+        yield
+    finally:
+        fast.disable()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -339,16 +358,18 @@ def percentile(values: list[float], q: float) -> float:
 
 def report(results: list[ModeResult]) -> None:
     print(f"\n{'mode':20s} {'conns':>5s} {'captured':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} "
-          f"{'id p99':>8s} {'unattr. mean/p99/max KiB':>26s} {'escaped mean/max KiB':>22s}")
+          f"{'named p99':>9s} {'id p99':>8s} {'unattr. mean/p99/max KiB':>26s} {'escaped mean/max KiB':>22s}")
     for r in results:
         lat = [c.latency_ms for c in r.connections if c.latency_ms is not None]
         first = [c.identified_ms for c in r.connections if c.identified_ms is not None]
+        named = [c.named_ms for c in r.connections if c.named_ms is not None]
         un = [c.unattributed / 1024 for c in r.connections]
         esc = [c.escaped / 1024 for c in r.connections]
         fmt = (lambda v: f"{v:8.2f}") if lat else (lambda v: f"{'-':>8s}")
         print(f"{r.mode:20s} {len(r.connections):5d} {len(lat):8d} "
               f"{fmt(statistics.median(lat) if lat else 0)} {fmt(percentile(lat, 99) if lat else 0)} "
-              f"{fmt(max(lat) if lat else 0)} {(f'{percentile(first, 99):8.2f}' if first else '       -')} "
+              f"{fmt(max(lat) if lat else 0)} {(f'{percentile(named, 99):9.2f}' if named else '        -')} "
+              f"{(f'{percentile(first, 99):8.2f}' if first else '       -')} "
               f"{statistics.mean(un):8.0f}/{percentile(un, 99):7.0f}/{max(un):7.0f}  "
               f"{statistics.mean(esc):10.0f}/{max(esc):9.0f}")
 
@@ -361,13 +382,17 @@ def main() -> int:
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--default-mibps", type=float, default=10, help="the default VNode's read cap, MiB/s")
     parser.add_argument("--realtime", action="store_true", help="run the capture thread SCHED_FIFO")
-    parser.add_argument("--favor-dynmods", action="store_true",
-                        help="mount an empty cgroup hierarchy with favordynmods while measuring")
+    parser.add_argument("--slow-moves", action="store_true",
+                        help="without the agent's fast thread moves (favordynmods): each move waits for RCU")
+    parser.add_argument("--busy", type=int, default=0, help="CPU-spinning processes running meanwhile")
     parser.add_argument("--watch-births", type=int, help=argparse.SUPPRESS)  # the BirthWatch child
+    parser.add_argument("--spin", action="store_true", help=argparse.SUPPRESS)  # a busy_host child
     args = parser.parse_args()
     if args.watch_births:
         watch_births(args.watch_births)
         return 0
+    if args.spin:
+        spin()
     if os.geteuid() != 0:
         print("needs root (cgroups, netlink process connector, setuid clients)", file=sys.stderr)
         return 2
@@ -377,10 +402,10 @@ def main() -> int:
     print(f"target: {target.name}; pid {target.pid}; device {target.device}; {args.reads} reads of "
           f"{args.size_mib:g} MiB per mode; default VNode throttled to {args.default_mibps:g} MiB/s; "
           f"capture thread {'SCHED_FIFO' if args.realtime else 'SCHED_OTHER'}; "
-          f"favordynmods {'on' if args.favor_dynmods else 'off'}; load average "
+          f"fast thread moves {'off' if args.slow_moves else 'on'}; {args.busy} busy processes; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
     try:
-        with favored_dynmods(args.favor_dynmods):
+        with fast_moves(not args.slow_moves), busy_host(args.busy):
             results = [run_mode(target, mode, args.reads, args.realtime, int(args.default_mibps * MiB))
                        for mode in modes]
     finally:

@@ -7,11 +7,18 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class HandlerThread:
-    """A thread doing I/O for a user. `user` None: not identified yet (goes to the default VNode)."""
+    """A thread doing I/O for a user. `user` None: not identified yet (goes to the default VNode).
+
+    `inherits`: a helper thread started by a handler (HDFS's PacketResponder). Without a
+    `user` it stays in the VNode it was born in, its creator's at that moment (on cgroup v1
+    a thread starts in its creator's cgroup), or goes to the default VNode if born outside
+    every VNode; with a `user`, it goes to that user's.
+    """
 
     pid: int
     tid: int
     user: str | None
+    inherits: bool = False
 
 
 @dataclass

@@ -34,6 +34,11 @@ DataNode process (same uid, the client socket among its own fds); the end user i
 in the WebHDFS request and the NameNode audit log, which a thread's sockets cannot show.
 Such threads are marked internal and never placed in a user's VNode.
 
+Write helpers: a DataXceiver receiving a block starts a PacketResponder thread
+("PacketResponder"), which with dfs.datanode.synconclose does the block's fsync. It is
+returned as inheriting (base.HandlerThread): it keeps the VNode it was born in, and is
+moved to a user's only when every handler young at its birth serves that one user.
+
 Born throttled: on cgroup v1 a new thread starts in its creator's cgroup, and every
 DataXceiver is created by the DataXceiverServer thread, which does no block I/O itself.
 Its comm says little (Hadoop names it after the Runnable: "org.apache.hado"), so it is
@@ -63,8 +68,18 @@ log = logging.getLogger("vnode_sync.agent")
 
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 HANDLER_COMM = "DataXceiver for"
+RESPONDER_COMM = "PacketResponder"
 # Asking a thread for evidence can wait for it to leave the CPU: not more often than this, seconds.
 CHECK_SECONDS = 0.02
+
+
+@dataclass
+class _Responder:
+    tid: int
+    first_seen: float
+    candidates: frozenset[int]          # handlers young when it appeared: its creator is one of them
+    user: str | None = None
+    decided: bool = False
 
 
 @dataclass
@@ -184,6 +199,7 @@ class HdfsDiscovery:
         self._next_spawner_search = 0.0
         self._exiting: set[int] = set()
         self._handlers: dict[int, _Handler] = {}
+        self._responders: dict[int, _Responder] = {}
         self._pending = ThreadChanges()
         self._pending_lock = Lock()
         self.link_counts: Counter[str] = Counter()  # how handlers got their connection, for benchmarks
@@ -220,6 +236,7 @@ class HdfsDiscovery:
             return None
         if pid != self.pid:
             self.pid, self._comms, self._handlers, self._first_seen, self._spawners = pid, {}, {}, {}, set()
+            self._responders = {}
             self.data_port = self.fixed_port or configured_data_port(self.proc_root, pid)
             self._datanode_uid = real_uid(self.proc_root, pid)
             log.info("hdfs discovery: DataNode pid %d, data port %s", pid,
@@ -267,7 +284,9 @@ class HdfsDiscovery:
             self._first_seen.pop(tid, None)  # gone, or a reused TID: forget the old thread
             self._comms.pop(tid, None)
             self._handlers.pop(tid, None)
+            self._responders.pop(tid, None)
         polling = self.event_source.startswith("polling")
+        new_responders = []
         for tid in alive:
             first_seen = self._first_seen.setdefault(tid, now)
             if tid in changes.renamed:
@@ -280,9 +299,19 @@ class HdfsDiscovery:
                 self._handlers.pop(tid, None)
             elif tid not in self._handlers:
                 self._handlers[tid] = _Handler(tid, first_seen)
+            if self._comms[tid] != RESPONDER_COMM:
+                self._responders.pop(tid, None)
+            elif tid not in self._responders:
+                new_responders.append(tid)
+        young = frozenset(h.tid for h in self._handlers.values()
+                          if not h.internal and now - h.first_seen < self.settle_seconds)
+        for tid in new_responders:  # after the loop: a handler seen in the same pass is a candidate too
+            self._responders[tid] = _Responder(tid, self._first_seen[tid], young)
         if self._needs_linking(now):
             self._link(pid, identity, now)
         found = [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers.values()]
+        found += [HandlerThread(pid, r.tid, self._responder_user(r, identity, now), inherits=True)
+                  for r in self._responders.values()]
         if self.spawner_in_default:
             found += [HandlerThread(pid, tid, None) for tid in self._find_spawners(pid, alive, now)]
         return found
@@ -417,6 +446,23 @@ class HdfsDiscovery:
             if user is not None:
                 return user
         return identity.connections.get(h.connection.remote)
+
+    def _responder_user(self, r: _Responder, identity: Identity, now: float) -> str | None:
+        """A PacketResponder's user: the one every candidate creator serves, once all are known.
+
+        HDFS starts a write's PacketResponder from the DataXceiver receiving the block,
+        and with dfs.datanode.synconclose it is the responder that fsyncs the block. If that
+        DataXceiver was already in its user's VNode, the responder was born there too; if
+        not, it was born in the default VNode, and is moved when the handlers that were
+        young when it appeared all turn out to serve one user. Otherwise it stays where it
+        was born (inherits), never released to the root cgroup.
+        """
+        if not r.decided:
+            users = {self._user(self._handlers[t], identity) for t in r.candidates if t in self._handlers}
+            if None in users and now - r.first_seen < self.settle_seconds:
+                return None  # a candidate not identified yet: ask again on the next scan
+            r.user, r.decided = (users.pop() if len(users) == 1 else None), True
+        return r.user
 
     def close(self) -> None:
         self.events.close()

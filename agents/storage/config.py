@@ -29,6 +29,9 @@ class AgentConfig:
     report_seconds: float = 1.0
     # Longest wait between capture passes when the discovery plug-in has no event, seconds.
     capture_seconds: float = 0.5
+    # Mount an empty cgroup hierarchy with favordynmods while running, so moving a handler
+    # thread does not wait for an RCU grace period (vnode_sync/kernel/fast_moves.py).
+    fast_thread_moves: bool = True
     # Last desired state, so a restart enforces it even while the coordinator is down.
     state_cache: str = ""
     # Remove every VNode on exit (demos, tests). Production keeps enforcing across restarts.
@@ -45,6 +48,10 @@ class AgentConfig:
     @property
     def cgroup_subtree(self) -> str:
         return self.cgroup_name or f"vnode-sync.{self.node_id}"
+
+    @property
+    def fast_moves_mountpoint(self) -> str:
+        return f"/run/vnode-sync/{self.cgroup_subtree}.fast-moves"
 
 
 _FLOATS = ("resync_seconds", "report_seconds", "capture_seconds")
@@ -96,6 +103,7 @@ def parse_agent_config(raw: dict) -> AgentConfig:
         devices=tuple(devices), discovery=dict(discovery), **floats,
         state_cache=typed("config", "state_cache", raw.get("state_cache"), str, ""),
         teardown_on_exit=typed("config", "teardown_on_exit", raw.get("teardown_on_exit"), bool, False),
+        fast_thread_moves=typed("config", "fast_thread_moves", raw.get("fast_thread_moves"), bool, True),
         log_format=log_format, lustre=dict(lustre), compute=dict(compute),
         security=parse_transport("config", raw.get("tls"), raw.get("insecure")))
 

@@ -94,7 +94,10 @@ class Reconciler:
         for thread in self.discovery.scan(self.identity):
             key = thread.tid if self.backend.places_threads else thread.pid
             seen.add(key)
-            target = self._target(thread.user)
+            if thread.inherits and thread.user is None:
+                target = self._inherited_target(key)
+            else:
+                target = self._target(thread.user)
             if self.placed.get(key) == target:
                 continue
             try:
@@ -109,6 +112,18 @@ class Reconciler:
         for gone in set(self.placed) - seen:
             del self.placed[gone]
         return moved
+
+    def _inherited_target(self, key: int) -> str:
+        """Where a thread that inherits its creator's VNode belongs: the one it was found in."""
+        if key not in self.placed:
+            for vnode in self.backend.vnodes():
+                try:
+                    if key in self.backend.members(vnode):
+                        self.placed[key] = vnode  # already there: nothing to move
+                        break
+                except VNodeSyncError:
+                    continue  # removed between listing and reading
+        return self.placed.get(key, DEFAULT_VNODE)
 
     def _release_strays(self, desired: set[str]) -> None:
         """Threads in our VNodes that are not handlers we placed there go back to the root."""

@@ -23,9 +23,11 @@ class ListedThreads(PollingWait):
 
     def __init__(self):
         self.owners: dict[int, int] = {}
+        self.helpers: dict[int, str | None] = {}  # tid -> user, of threads that inherit their creator's VNode
 
     def scan(self, identity: Identity):
-        return [HandlerThread(tid, tid, identity.user_for_uid(uid)) for tid, uid in self.owners.items()]
+        return ([HandlerThread(tid, tid, identity.user_for_uid(uid)) for tid, uid in self.owners.items()]
+                + [HandlerThread(tid, tid, user, inherits=True) for tid, user in self.helpers.items()])
 
 
 def state(generation, active: dict[str, int], users=None) -> pb.DesiredState:
@@ -145,3 +147,21 @@ def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(wor
     r.backend.limit_state = lambda vnode: Held(vnode == "vnode.alice")
     held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
     assert held["alice"] is True and held["bob"] is False
+
+
+def test_a_helper_keeps_the_vnode_it_was_born_in_through_resyncs_until_its_user_is_known(world):
+    kernel, fs, discovery, new_reconciler = world
+    kernel.spawn(11, 12, 13)
+    discovery.owners = {11: 1001}
+    r = new_reconciler()
+    s = state(5, {"alice": 20_000_000, "bob": 40_000_000})
+    r.apply(s)
+    fs.write(f"{r.backend.root}/vnode.bob/tasks", "12")  # born in its creator's VNode, as v1 does
+    discovery.helpers = {12: None, 13: None}             # 13 was born outside every VNode
+    r.place_handlers()
+    r.apply(s)                                           # a resync releases strays; these are not strays
+    assert r.backend.members("vnode.bob") == {12}
+    assert r.backend.members(DEFAULT_VNODE) == {13}      # unidentified: throttled, never free
+    discovery.helpers = {12: None, 13: "alice"}
+    r.place_handlers()
+    assert r.backend.members("vnode.alice") == {11, 13}

@@ -98,3 +98,20 @@ def test_an_agent_killed_with_sigkill_and_restarted_converges_without_duplicates
     assert sorted(after) == sorted(before) == ["vnode-default", "vnode.alice", "vnode.bob"]
     assert after["vnode.alice"].split() == after["vnode.bob"].split()  # 8 vs 8: equal shares now
     assert abs(rate(reader) - 30 * MB) <= 3 * MB
+
+
+def _fast_moves_mounted(cluster, node_id: str) -> bool:
+    mountpoint = f"/run/vnode-sync/{cluster.cgroup_name(node_id)}.fast-moves"
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == mountpoint for line in f)
+
+
+def test_agents_keep_fast_thread_moves_on_while_they_run_and_a_killed_ones_mount_is_cleaned(cluster):
+    assert _fast_moves_mounted(cluster, "node1") and _fast_moves_mounted(cluster, "node2")
+    cluster.stop_agent("node2")                      # SIGTERM: unmounts on the way out
+    assert not _fast_moves_mounted(cluster, "node2")
+    cluster.stop_agent("node1", signal.SIGKILL)      # no chance to unmount
+    assert _fast_moves_mounted(cluster, "node1")
+    subprocess.run([sys.executable, "-m", "vnode_sync.agents.main", "--config",
+                    cluster.agent_config(cluster.nodes[0]), "--teardown"], check=True, capture_output=True)
+    assert not _fast_moves_mounted(cluster, "node1")

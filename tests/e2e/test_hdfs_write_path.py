@@ -12,6 +12,8 @@ all three behaviours down on a real DataNode.
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from vnode_sync.testbed.local_cluster import LocalUser
 
@@ -45,3 +47,24 @@ def test_sync_behind_writes_without_libhadoop_still_escapes():
 
 def test_synconclose_brings_datanode_writes_under_the_write_throttle():
     assert write_rate({"dfs.datanode.synconclose": "true"}) <= 1.25 * WRITE_CAP
+
+
+def test_synconclose_block_writes_are_charged_to_the_writer_not_the_default_vnode():
+    """The fsync of a finished block runs in the DataXceiver's PacketResponder thread, started
+    within milliseconds of the DataXceiver, often before capture moves it: the agent must
+    give the responder the writer's VNode too. Write cap generous, so only attribution counts."""
+    with hdfs_vnode_cluster(unique_name("hdfs-write"), [WRITER], node_bw=1000 * MB, write_bw=400 * MB,
+                            datanodes=1, disk_mb=1024, hdfs_site={"dfs.datanode.synconclose": "true"}) as (hdfs, cluster):
+        dn = hdfs.datanodes[0]
+        backend = BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id))
+
+        def written(vnode: str) -> int:
+            counters = backend.usage(vnode)
+            return counters[dn.device_number].write_bytes if dn.device_number in counters else 0
+
+        before = written(vnode_name(WRITER.name)), written(DEFAULT_VNODE)
+        for i in range(6):  # six files, each its own block and pipeline: six responders
+            hdfs.write_file(f"/writer/f{i}.bin", 16 * MiB, as_uid=WRITER.uid, hdfs_user=WRITER.name)
+        charged = written(vnode_name(WRITER.name)) - before[0]
+        in_default = written(DEFAULT_VNODE) - before[1]
+        assert charged >= 0.9 * 6 * 16 * MiB, (charged, in_default)

@@ -219,3 +219,34 @@ def test_a_new_handler_wakes_discovery_within_milliseconds(python_datanode):
     finally:
         client.close()
         d.close()
+
+
+def test_a_packet_responder_goes_to_the_user_of_the_one_new_handler_that_can_have_started_it(proc):
+    d = discovery(proc)
+    connect(proc, 102, 40001, 64001, 500, 60)
+    d.scan(USERS)
+    proc.thread(DN, 110, "PacketResponder")
+    assert HandlerThread(DN, 110, "alice", inherits=True) in d.scan(USERS)
+
+
+def test_a_packet_responder_among_two_users_new_handlers_stays_where_it_was_born(proc):
+    d = discovery(proc)
+    connect(proc, 102, 40001, 64001, 500, 60)
+    d.scan(USERS)
+    connect(proc, 103, 40002, 64002, 510, 61)
+    d.scan(USERS)
+    proc.thread(DN, 110, "PacketResponder")
+    assert HandlerThread(DN, 110, None, inherits=True) in d.scan(USERS)
+    proc.end_thread(DN, 103)
+    assert HandlerThread(DN, 110, None, inherits=True) in d.scan(USERS)  # decided once: no flapping
+
+
+def test_a_packet_responder_waits_for_its_possible_creator_to_be_identified(proc):
+    d = discovery(proc)
+    proc.thread(DN, 102, "DataXceiver for")   # its connection not in the socket table yet
+    proc.thread(DN, 110, "PacketResponder")
+    assert HandlerThread(DN, 110, None, inherits=True) in d.scan(USERS)
+    proc.add_socket(DN, server_end(500, ("127.0.0.1", 40001)))
+    proc.add_socket(DN, client_end(501, 40001, 64001), ipv6=False)
+    proc.socket_fd(DN, 60, 500)
+    assert HandlerThread(DN, 110, "alice", inherits=True) in d.scan(USERS)

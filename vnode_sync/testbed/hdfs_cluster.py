@@ -1,8 +1,9 @@
-"""A real HDFS on this host: one NameNode and N DataNodes, each DataNode on a loop device of its own.
+"""A real HDFS on this host: one NameNode and N DataNodes, each DataNode on a block device of its own.
 
 Each daemon is a separate JVM running the Hadoop 3.4.2 jars that `scripts/setup.d/hdfs.sh`
-fetched; each DataNode's data dir is an ext4 file system on its own loop device, so a read
-that misses the page cache is block I/O on that device's MAJ:MIN, which blkio can throttle.
+fetched; each DataNode's data dir is an ext4 file system on its own loop device (or, with
+disk="zram", a RAM block device), so a read that misses the page cache is block I/O on
+that device's MAJ:MIN, which blkio can throttle.
 Ready means a probe block was written to every DataNode and read back by the native client.
 
 Command line (as root):
@@ -73,12 +74,15 @@ from vnode_sync import logs
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from vnode_sync.testbed.zramdev import ZramDisk, remove_marked
 
 HADOOP_VERSION = "3.4.2"
 WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dvnode_sync.testbed.workdir="
+DISK_KINDS = ("loop", "zram")
+ZRAM_MARKER = "disk.zram"  # names the zram device of a DataNode (zramdev.py)
 TOOL_CLASS = "VnodeSyncHdfsStream"
 NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
@@ -426,9 +430,13 @@ class HdfsCluster:
     def __init__(self, name: str, workdir: str | None = None, datanodes: int = 2, disk_mb: int = 1024,
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", disk: str = "loop"):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
-        clients in a network namespace (a compute host) reach the cluster."""
+        clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
+        file on the host's disk behind a loop device) or "zram" (RAM; see zramdev.py)."""
+        if disk not in DISK_KINDS:
+            raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
+        self.disk = disk
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -458,7 +466,7 @@ class HdfsCluster:
 
     def _save(self) -> None:
         state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
-                 "replication": self.replication, "disk_mb": self.disk_mb,
+                 "replication": self.replication, "disk_mb": self.disk_mb, "disk": self.disk,
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
@@ -478,7 +486,8 @@ class HdfsCluster:
             raise NotFound(f"no HDFS testbed state in {workdir}") from e
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
-                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"))
+                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
+                      disk=state.get("disk", "loop"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -531,7 +540,10 @@ class HdfsCluster:
             dn_id = f"dn{index}"
             dn_dir = os.path.join(self.workdir, dn_id)
             os.makedirs(dn_dir)
-            disk = LoopDisk.create(os.path.join(dn_dir, "disk.img"), os.path.join(dn_dir, "disk"), self.disk_mb)
+            if self.disk == "zram":
+                disk = ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), os.path.join(dn_dir, "disk"), self.disk_mb)
+            else:
+                disk = LoopDisk.create(os.path.join(dn_dir, "disk.img"), os.path.join(dn_dir, "disk"), self.disk_mb)
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
@@ -795,6 +807,10 @@ def remove_leftovers(prefix: str, exact: bool = False, dry_run: bool = False) ->
     for device in loops:
         detach(device)
     for workdir in workdirs:
+        for directory, _, files in os.walk(workdir):
+            if ZRAM_MARKER in files:
+                remove_marked(os.path.join(directory, ZRAM_MARKER))
+    for workdir in workdirs:
         shutil.rmtree(workdir, ignore_errors=True)
     return found
 
@@ -823,7 +839,9 @@ def main(argv: list[str] | None = None) -> int:
 
     up = named("up", "start a cluster and leave it running")
     up.add_argument("--datanodes", type=int, default=2)
-    up.add_argument("--disk-mb", type=int, default=1024, help="size of each DataNode's loop device")
+    up.add_argument("--disk-mb", type=int, default=1024, help="size of each DataNode's disk")
+    up.add_argument("--disk", choices=DISK_KINDS, default="loop",
+                    help="loop: a file on the host disk behind a loop device; zram: a RAM block device")
     up.add_argument("--replication", type=int, default=1)
     up.add_argument("--heap-mb", type=int, default=256)
     up.add_argument("--dual-stack", action="store_true", help="IPv4+IPv6 sockets (tcp6) instead of IPv4 only")
@@ -861,7 +879,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "up":
         jvm = JvmSettings(args.heap_mb, quick_jit=not args.full_jit, ipv4_stack=not args.dual_stack)
         cluster = HdfsCluster(args.name or os.path.basename(workdir), workdir, args.datanodes, args.disk_mb,
-                              args.replication, jvm, dict(item.split("=", 1) for item in args.set))
+                              args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk)
         cluster.start()
         print(f"HDFS up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
               f"http {cluster.namenode.http_address}, state {cluster.state_path}")

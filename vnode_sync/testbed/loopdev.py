@@ -32,8 +32,12 @@ class LoopDisk:
     mountpoint: str
 
     @classmethod
-    def create(cls, backing_file: str, mountpoint: str, size_mb: int) -> "LoopDisk":
-        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint`."""
+    def create(cls, backing_file: str, mountpoint: str, size_mb: int, scheduler: str = "none") -> "LoopDisk":
+        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint`.
+
+        The I/O scheduler is set, not inherited: a loop device keeps the one an earlier user
+        chose (BFQ from a weight test idles between cgroups and would skew measurements).
+        """
         with open(backing_file, "wb") as f:
             # Allocated up front so HDFS writes do not also pay for extent allocation in the host fs.
             os.posix_fallocate(f.fileno(), 0, size_mb << 20)
@@ -41,6 +45,8 @@ class LoopDisk:
         # twice and a read that misses ext4's page cache really reaches the host disk.
         device = _run("losetup", "--find", "--show", "--direct-io=on", backing_file)
         try:
+            with open(f"/sys/block/{os.path.basename(device)}/queue/scheduler", "w") as f:
+                f.write(scheduler)
             # Inode tables and journal written now, not by ext4lazyinit during a measurement.
             _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
             os.makedirs(mountpoint, exist_ok=True)

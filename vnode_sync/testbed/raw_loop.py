@@ -11,7 +11,10 @@ from vnode_sync.kernel.types import DeviceNumber
 
 @contextlib.contextmanager
 def loop_device(name: str, size_mb: int = 256):
-    """Yield (path, DeviceNumber) of a fresh loop device over a sparse file."""
+    """Yield (path, DeviceNumber) of a fresh loop device over a sparse file, scheduler "none".
+
+    A loop device keeps the scheduler a test chose after it is detached, so it is set
+    here and put back on the way out."""
     directory = tempfile.mkdtemp(prefix=name + ".")
     backing = os.path.join(directory, "disk.img")
     with open(backing, "wb") as f:
@@ -19,8 +22,11 @@ def loop_device(name: str, size_mb: int = 256):
     path = subprocess.run(["losetup", "--find", "--show", backing], check=True, capture_output=True,
                           text=True).stdout.strip()
     try:
+        set_scheduler(device_number(path), "none")
         yield path, device_number(path)
     finally:
+        with contextlib.suppress(OSError):
+            set_scheduler(device_number(path), "none")
         subprocess.run(["losetup", "-d", path], check=False)
         os.unlink(backing)
         os.rmdir(directory)
