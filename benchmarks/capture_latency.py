@@ -17,12 +17,14 @@ process-connector socket) to the end of the write that put it into its user's VN
 "id p99" stops earlier, when discovery first returned the thread with its user (the
 rest is the kernel moving the thread: without the agent's fast thread moves, --slow-moves,
 it waits for an RCU grace period); "named p99" stops when the thread took its handler
-name, the first moment any capture can know what it is (the JVM's thread start before). Bytes are
-the blkio counters on the read device: "unattributed" = bytes of the read not charged
-to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup (read
-before any placement). The default VNode is throttled (--default-mibps, 10 MiB/s), the
-users' VNodes are not. --realtime runs the capture thread SCHED_FIFO. --busy N runs N
-processes spinning on the CPU and starting threads for the whole run (a loaded host).
+name, the first moment any capture can know what it is (the JVM's thread start before).
+Bytes are the blkio counters on the read device: "unattributed" = bytes of the read not
+charged to the user's VNode; "escaped" = the part charged to the unthrottled birth cgroup
+(read before any placement); "in default" = the part charged to the default VNode (born
+there, read before the move); what is in none of them was not block I/O (page cache).
+The default VNode is throttled (--default-mibps, 10 MiB/s), the users' VNodes are not.
+--realtime runs the capture thread SCHED_FIFO. --busy N runs N processes spinning on
+the CPU and starting threads for the whole run (a loaded host).
 
 --target fake: a Python DataNode stand-in (tests/handlers/fake_datanode.py) reading
 with O_DIRECT from a file on the root disk. --target hdfs: a real 2-DataNode HDFS from
@@ -52,7 +54,7 @@ from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HANDLER_COMM, HdfsD
 from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_FORK,  # noqa: E402
                                                        ProcConnector)
 from vnode_sync.agents.storage.reconciler import Reconciler  # noqa: E402
-from vnode_sync.kernel.backend import HostCgroups, vnode_name  # noqa: E402
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name  # noqa: E402
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
 from vnode_sync.kernel.devices import device_number  # noqa: E402
 from vnode_sync.kernel.fast_moves import FastMoves  # noqa: E402
@@ -148,6 +150,7 @@ class Connection:
     bytes_read: int
     unattributed: int
     escaped: int
+    in_default: int                   # charged to the default VNode (born throttled, not moved yet)
     latency_ms: float | None          # birth -> in the user's VNode; None: never captured
     identified_ms: float | None       # birth -> discovery returned it with its user
     named_ms: float | None            # birth -> the thread took the handler name
@@ -285,11 +288,12 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
         for i in range(reads):
             user = ("alice", "bob")[i % 2]
             user_path = os.path.join(backend.root, vnode_name(user))
-            before = (read_bytes(user_path, dev), read_bytes(birth, dev))
+            default_path = os.path.join(backend.root, DEFAULT_VNODE)
+            before = (read_bytes(user_path, dev), read_bytes(birth, dev), read_bytes(default_path, dev))
             started = time.monotonic_ns()
             got = target.read(user)
             time.sleep(0.02)  # counters of the last bios settle
-            after = (read_bytes(user_path, dev), read_bytes(birth, dev))
+            after = (read_bytes(user_path, dev), read_bytes(birth, dev), read_bytes(default_path, dev))
             tids = watch.handlers_born_after(started)
             charged, escaped = after[0] - before[0], after[1] - before[1]
             placed = [backend.entered.get((t, vnode_name(user))) for t in tids]
@@ -298,8 +302,8 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
                 latency = max(at - watch.born[t] for at, t in zip(placed, tids)) / 1e6
                 identified = max(discovery.identified[t] - watch.born[t] for t in tids) / 1e6
                 named = max(watch.named[t] - watch.born[t] for t in tids) / 1e6
-            result.connections.append(Connection(user, got, max(0, got - charged), escaped, latency, identified,
-                                                 named))
+            result.connections.append(Connection(user, got, max(0, got - charged), escaped, after[2] - before[2],
+                                                 latency, identified, named))
     finally:
         stop.set()
         mover.join()
@@ -358,20 +362,22 @@ def percentile(values: list[float], q: float) -> float:
 
 def report(results: list[ModeResult]) -> None:
     print(f"\n{'mode':20s} {'conns':>5s} {'captured':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'max ms':>8s} "
-          f"{'named p99':>9s} {'id p99':>8s} {'unattr. mean/p99/max KiB':>26s} {'escaped mean/max KiB':>22s}")
+          f"{'named p99':>9s} {'id p99':>8s} {'unattr. mean/p99/max KiB':>26s} {'escaped mean/max KiB':>22s} "
+          f"{'in default mean/max KiB':>25s}")
     for r in results:
         lat = [c.latency_ms for c in r.connections if c.latency_ms is not None]
         first = [c.identified_ms for c in r.connections if c.identified_ms is not None]
         named = [c.named_ms for c in r.connections if c.named_ms is not None]
         un = [c.unattributed / 1024 for c in r.connections]
         esc = [c.escaped / 1024 for c in r.connections]
+        default = [c.in_default / 1024 for c in r.connections]
         fmt = (lambda v: f"{v:8.2f}") if lat else (lambda v: f"{'-':>8s}")
         print(f"{r.mode:20s} {len(r.connections):5d} {len(lat):8d} "
               f"{fmt(statistics.median(lat) if lat else 0)} {fmt(percentile(lat, 99) if lat else 0)} "
               f"{fmt(max(lat) if lat else 0)} {(f'{percentile(named, 99):9.2f}' if named else '        -')} "
               f"{(f'{percentile(first, 99):8.2f}' if first else '       -')} "
               f"{statistics.mean(un):8.0f}/{percentile(un, 99):7.0f}/{max(un):7.0f}  "
-              f"{statistics.mean(esc):10.0f}/{max(esc):9.0f}")
+              f"{statistics.mean(esc):10.0f}/{max(esc):9.0f}  {statistics.mean(default):13.0f}/{max(default):9.0f}")
 
 
 def main() -> int:

@@ -6,7 +6,8 @@ no vnode-sync at all, alternating in the same run (target: within 3%).
 A real HDFS (2 DataNodes, each on a block device of its own) holds one file per user per DataNode. Each trial
 drops the DataNodes' page cache and reads all of them at once through the native client,
 two users, four readers. "managed": coordinator + one storage agent per DataNode, every
-DataXceiver captured into its user's VNode, limits of 10 GB/s that never bind.
+DataXceiver captured into its user's VNode, with node bandwidth --node-gbps (10 GB/s)
+shared by Algorithm 1: limits far above what the disk does.
 "none": no vnode-sync process running and no VNodes.
 
 --disk zram (the default) puts each DataNode's ext4 on a zram device: a block device in
@@ -44,7 +45,6 @@ from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.testbed.hdfs_cluster import HdfsCluster, Transfer
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
-GENEROUS_BPS = 10_000_000_000
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
 SETTLE_SECONDS = 3
 MiB = 1 << 20
@@ -145,12 +145,20 @@ def main() -> int:
     parser.add_argument("--file-mb", type=int, default=512)
     parser.add_argument("--disk", choices=("zram", "loop"), default="zram",
                         help="DataNode disks: zram (RAM block devices, steady) or loop (files on the VM's disk)")
+    parser.add_argument("--node-gbps", type=float, default=10,
+                        help="node bandwidth given to the coordinator, GB/s (far above what the disk does)")
     parser.add_argument("--agent-set", action="append", default=[], metavar="KEY=YAML",
                         help="an agent config setting for the managed case, e.g. fast_thread_moves=false")
+    parser.add_argument("--discovery-set", action="append", default=[], metavar="KEY=YAML",
+                        help="an HDFS discovery setting, e.g. spawner_in_default=false")
+    parser.add_argument("--policy-set", action="append", default=[], metavar="KEY=YAML",
+                        help="a coordinator policy setting, e.g. default_vnode_fraction=1.0")
     parser.add_argument("--policy-mode", choices=("throttle", "weight"), default="throttle",
                         help="weight: VNodes with BFQ weights instead of throttles (none on a zram disk)")
     args = parser.parse_args()
-    agent_settings = {key: yaml.safe_load(value) for key, _, value in (s.partition("=") for s in args.agent_set)}
+    agent_settings, discovery_settings, policy = (
+        {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in items)}
+        for items in (args.agent_set, args.discovery_set, args.policy_set))
     disk_mb = 2 * args.file_mb + 512
     name = f"vnode-sync-bench.overhead.{int(time.time())}"
     results: dict[str, list[Trial]] = {"none": [], "managed": []}
@@ -159,12 +167,15 @@ def main() -> int:
             for dn in hdfs.datanodes:
                 hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", args.file_mb * MiB, as_uid=user.uid,
                                 hdfs_user=user.name, on_datanode=dn)
-        nodes = [LocalNode(dn.id, (dn.loop_device,), GENEROUS_BPS, GENEROUS_BPS, {"kind": "hdfs", "pid": dn.pid})
-                 for dn in hdfs.datanodes]
+        generous = int(args.node_gbps * 1e9)
+        nodes = [LocalNode(dn.id, (dn.loop_device,), generous, generous,
+                           {"kind": "hdfs", "pid": dn.pid, **discovery_settings}) for dn in hdfs.datanodes]
         disks = ", ".join(f"{dn.loop_device} (scheduler {scheduler(dn.device_number) or 'none, bio-based'})"
                           for dn in hdfs.datanodes)
         print(f"DataNode disks ({args.disk}): {disks}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; agent settings {agent_settings}",
+              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; agent settings {agent_settings}, "
+              f"discovery {discovery_settings}, policy {args.policy_mode} {policy}, node bandwidth "
+              f"{args.node_gbps:g} GB/s",
               flush=True)
         read_all(hdfs)  # warm-up: JIT, NameNode caches
         for round_ in range(args.rounds):
@@ -173,7 +184,8 @@ def main() -> int:
                     results["none"].append(read_all(hdfs))
                 else:
                     with LocalCluster(f"{name}.{round_}", list(USERS), nodes, mode=args.policy_mode,
-                                      agent_settings=agent_settings) as cluster:
+                                      agent_settings=agent_settings,
+                                      coordinator_settings={"policy": policy}) as cluster:
                         results["managed"].append(read_all(hdfs, cluster))
             none, managed = results["none"][-1], results["managed"][-1]
             print(f"round {round_ + 1:2d}: none {none.disks / 1e6:6.1f} MB/s ({none.wall / 1e6:6.1f} wall), "

@@ -295,6 +295,10 @@ class HdfsDiscovery:
                   or polling and self._comms[tid] != HANDLER_COMM and now - first_seen < self.settle_seconds):
                 # without comm records, a young thread is read again: it renames itself after birth
                 self._comms[tid] = thread_comm(self.proc_root, pid, tid) or ""
+                if not polling and tid in changes.born and self._comms[tid] == HANDLER_COMM:
+                    # Born with its creator's name: a DataXceiver's own thread (a PacketResponder)
+                    # that the JVM has not named yet; its comm record follows.
+                    self._comms[tid] = ""
             if self._comms[tid] != HANDLER_COMM:
                 self._handlers.pop(tid, None)
             elif tid not in self._handlers:

@@ -53,8 +53,9 @@ def test_synconclose_block_writes_are_charged_to_the_writer_not_the_default_vnod
     """The fsync of a finished block runs in the DataXceiver's PacketResponder thread, started
     within milliseconds of the DataXceiver, often before capture moves it: the agent must
     give the responder the writer's VNode too. Write cap generous, so only attribution counts."""
+    synconclose = {"dfs.datanode.synconclose": "true"}
     with hdfs_vnode_cluster(unique_name("hdfs-write"), [WRITER], node_bw=1000 * MB, write_bw=400 * MB,
-                            datanodes=1, disk_mb=1024, hdfs_site={"dfs.datanode.synconclose": "true"}) as (hdfs, cluster):
+                            datanodes=1, disk_mb=1024, hdfs_site=synconclose) as (hdfs, cluster):
         dn = hdfs.datanodes[0]
         backend = BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id))
 

@@ -13,6 +13,7 @@ from vnode_sync.agents.handlers import hdfs
 from vnode_sync.agents.handlers.base import HandlerThread, Identity
 from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HdfsDiscovery, configured_data_port,
                                              find_datanodes)
+from vnode_sync.agents.handlers.proc_connector import ThreadChanges
 from vnode_sync.agents.handlers.sockets import TCP_ESTABLISHED, TCP_LISTEN, TcpSocket
 
 DN = 100
@@ -250,3 +251,36 @@ def test_a_packet_responder_waits_for_its_possible_creator_to_be_identified(proc
     proc.add_socket(DN, client_end(501, 40001, 64001), ipv6=False)
     proc.socket_fd(DN, 60, 500)
     assert HandlerThread(DN, 110, "alice", inherits=True) in d.scan(USERS)
+
+
+class ScriptedEvents:
+    """Thread events the test hands out one batch per wait, as the process connector would."""
+
+    def __init__(self):
+        self.batches: list[ThreadChanges] = []
+
+    def describe(self) -> str:
+        return "scripted events"
+
+    def wait(self, tgid, timeout) -> ThreadChanges:
+        return self.batches.pop(0) if self.batches else ThreadChanges()
+
+    def close(self) -> None:
+        pass
+
+
+def test_with_events_a_thread_born_with_its_creators_handler_name_waits_for_its_own_name(proc):
+    d = discovery(proc)
+    d.events, d.event_source = ScriptedEvents(), "scripted events"
+
+    def next_scan(changes: ThreadChanges):
+        d.events.batches.append(changes)
+        d.wait_for_change(0)
+        return d.scan(USERS)
+
+    connect(proc, 102, 40001, 64001, 500, 60)
+    assert users(next_scan(ThreadChanges(born={102: 1}, renamed={102: "DataXceiver for"}))) == {102: "alice"}
+    proc.thread(DN, 110, "DataXceiver for")  # the DataXceiver's PacketResponder, before the JVM names it
+    assert 110 not in users(next_scan(ThreadChanges(born={110: 2})))  # not taken for a DataXceiver
+    proc.thread(DN, 110, "PacketResponder")
+    assert HandlerThread(DN, 110, "alice", inherits=True) in next_scan(ThreadChanges(renamed={110: "PacketResponder"}))
