@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
-                                             hadoop_home, remove_leftovers)
+                                             _last_error, hadoop_home, remove_leftovers)
 from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
 
 pytestmark = [needs_kernel, pytest.mark.slow]
@@ -170,3 +170,11 @@ def test_names_that_are_not_one_path_component_are_refused():
 def test_the_client_tool_compiles_into_the_cache():
     runtime = HadoopRuntime(hadoop_home())
     assert os.path.exists(os.path.join(runtime.tool_dir(), "VnodeSyncHdfsStream.class"))
+
+
+def test_a_daemon_that_died_is_reported_with_the_last_error_of_its_log(tmp_path):
+    log = tmp_path / "datanode.log"
+    log.write_text("INFO starting\nERROR DataNode: Exception in secureMain\njava.net.BindException: in use\n"
+                   "INFO SHUTDOWN_MSG\n")
+    assert _last_error(str(log)) == "java.net.BindException: in use"
+    assert _last_error(str(tmp_path / "missing.log")) == "(no log)"

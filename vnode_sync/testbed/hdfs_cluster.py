@@ -629,7 +629,9 @@ class HdfsCluster:
                                    *[(f"DataNode {dn.id}", dn.pid, dn.log) for dn in self.datanodes]]:
             process = self._processes.get(pid)
             if process is not None and process.poll() is not None:
-                raise Unavailable(f"{role} (pid {pid}) exited with {process.returncode}; see {logfile}")
+                # The workdir, log included, is removed on the way out: keep the cause in the error.
+                raise Unavailable(f"{role} (pid {pid}) exited with {process.returncode}; "
+                                  f"last error in its log: {_last_error(logfile)}")
 
     def live_datanodes(self) -> int:
         """NumLiveDataNodes from the NameNode's /jmx; registered is not yet writable."""
@@ -782,6 +784,16 @@ def _stop_processes(processes: list[psutil.Process], grace: float = 10) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
     psutil.wait_procs(alive, timeout=5)
+
+
+def _last_error(logfile: str) -> str:
+    try:
+        with open(logfile, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return "(no log)"
+    errors = [line for line in lines if " ERROR " in line or "Exception" in line]
+    return (errors or lines or ["(empty log)"])[-1][:500]
 
 
 def remove_leftovers(prefix: str, exact: bool = False, dry_run: bool = False) -> list[str]:
