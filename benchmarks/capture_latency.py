@@ -58,7 +58,7 @@ from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name  # 
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
 from vnode_sync.kernel.devices import device_number  # noqa: E402
 from vnode_sync.kernel.fast_moves import FastMoves  # noqa: E402
-from vnode_sync.kernel.types import DeviceNumber, parse_io_service_bytes  # noqa: E402
+from vnode_sync.kernel.types import DeviceNumber, IoCounters  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
 
 MiB = 1 << 20
@@ -239,10 +239,9 @@ def desired_state(device: str, default_bps: int) -> pb.DesiredState:
         users=[pb.User(name=u, uid=uid, active=True) for u, uid in USERS.items()])
 
 
-def read_bytes(path: str, dev: DeviceNumber) -> int:
-    with open(os.path.join(path, "blkio.throttle.io_service_bytes")) as f:
-        counters = parse_io_service_bytes(f.read())
-    return counters[dev].read_bytes if dev in counters else 0
+def read_bytes(backend: BlkioV1Backend, cgroups: tuple[str, ...], dev: DeviceNumber) -> tuple[int, ...]:
+    """Bytes read from `dev` so far by each of the named cgroups under the backend's root."""
+    return tuple(backend.usage(name).get(dev, IoCounters()).read_bytes for name in cgroups)
 
 
 def move(hierarchy_path: str, tids: list[int]) -> None:
@@ -250,7 +249,7 @@ def move(hierarchy_path: str, tids: list[int]) -> None:
         try:
             with open(os.path.join(hierarchy_path, "tasks"), "w") as f:
                 f.write(str(tid))
-        except (ProcessLookupError, OSError):
+        except OSError:  # ended meanwhile
             pass
 
 
@@ -287,13 +286,12 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
     try:
         for i in range(reads):
             user = ("alice", "bob")[i % 2]
-            user_path = os.path.join(backend.root, vnode_name(user))
-            default_path = os.path.join(backend.root, DEFAULT_VNODE)
-            before = (read_bytes(user_path, dev), read_bytes(birth, dev), read_bytes(default_path, dev))
+            counted = (vnode_name(user), BIRTH_CGROUP, DEFAULT_VNODE)
+            before = read_bytes(backend, counted, dev)
             started = time.monotonic_ns()
             got = target.read(user)
             time.sleep(0.02)  # counters of the last bios settle
-            after = (read_bytes(user_path, dev), read_bytes(birth, dev), read_bytes(default_path, dev))
+            after = read_bytes(backend, counted, dev)
             tids = watch.handlers_born_after(started)
             charged, escaped = after[0] - before[0], after[1] - before[1]
             placed = [backend.entered.get((t, vnode_name(user))) for t in tids]

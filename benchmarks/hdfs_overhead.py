@@ -38,11 +38,11 @@ from dataclasses import dataclass
 import psutil
 import yaml
 
-from vnode_sync.kernel.backend import HostCgroups, vnode_name
-from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.backend import vnode_name
 from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.testbed.hdfs_cluster import HdfsCluster, Transfer
+from vnode_sync.testbed.hdfs_vnode_cluster import vnode_usage
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
@@ -129,13 +129,7 @@ def charged_bytes(hdfs: HdfsCluster, cluster: LocalCluster | None) -> int:
     """Bytes read from the DataNodes' disks by threads in the users' VNodes (0 without vnode-sync)."""
     if cluster is None:
         return 0
-    total = 0
-    for dn in hdfs.datanodes:
-        backend = BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id))
-        for user in USERS:
-            counters = backend.usage(vnode_name(user.name))
-            total += counters[dn.device_number].read_bytes if dn.device_number in counters else 0
-    return total
+    return sum(vnode_usage(cluster, dn, vnode_name(user.name)).read_bytes for dn in hdfs.datanodes for user in USERS)
 
 
 def main() -> int:

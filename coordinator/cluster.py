@@ -14,10 +14,11 @@ from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
+from vnode_sync.security.audit import AUDIT_LOGGER
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger("vnode_sync.coordinator")
-audit = logging.getLogger("vnode_sync.audit")
+audit = logging.getLogger(AUDIT_LOGGER)
 
 # Measured rates are taken over this many seconds of usage reports: long enough to
 # smooth the throttle's time slices, short enough to follow a priority change.

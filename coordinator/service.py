@@ -11,7 +11,7 @@ from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
-                                               only_user)
+                                               readable_by)
 from vnode_sync.security.identity import caller_of
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -33,7 +33,8 @@ _STATUS_OF = [
 
 def _abort(context, name: str, error: VNodeSyncError):
     code = next(c for kind, c in _STATUS_OF if isinstance(error, kind))
-    log.info("%s refused: %s", name, error)
+    if not isinstance(error, (Unauthenticated, PermissionDenied)):  # those are in the audit log already
+        log.info("%s refused: %s", name, error)
     context.abort(code, str(error))
 
 
@@ -86,9 +87,7 @@ class AdminService(pb_grpc.AdminServicer):
 
     @_rpc
     def ListUsers(self, request, context, caller):
-        visible = only_user(caller)
-        return pb.ListUsersResponse(users=[user_message(u) for u in self.cluster.users()
-                                           if visible in (None, u.name)],
+        return pb.ListUsersResponse(users=[user_message(u) for u in readable_by(caller, self.cluster.users())],
                                     generation=self.cluster.generation())
 
     def _nodes(self) -> list[pb.StorageNode]:
@@ -112,8 +111,7 @@ class AdminService(pb_grpc.AdminServicer):
 
     @_rpc
     def Status(self, request, context, caller):
-        visible = only_user(caller)
-        users = [u for u in self.cluster.users() if visible in (None, u.name)]
+        users = readable_by(caller, self.cluster.users())
         desired = {n.node_id: self.cluster.desired_state(n.node_id) for n in self.cluster.config.storage_nodes}
         statuses = []
         for record in users:
@@ -121,13 +119,14 @@ class AdminService(pb_grpc.AdminServicer):
             for node_id, state in desired.items():
                 spec = next((v for v in state.vnodes if v.user == record.name), None)
                 rate = self.cluster.measured_rate(node_id, record.name)
+                runtime = self.cluster.node_runtime(node_id)
                 per_node.append(pb.UserNodeStatus(
                     node_id=node_id,
                     target_read_bps=sum(s.read_bps for s in spec.shares) if spec else 0,
                     target_write_bps=sum(s.write_bps for s in spec.shares) if spec else 0,
                     measured_read_bps=rate.read_bps, measured_write_bps=rate.write_bps,
-                    applied_generation=self.cluster.node_runtime(node_id).applied_generation,
-                    held_at_limit=record.name in self.cluster.node_runtime(node_id).held_at_limit))
+                    applied_generation=runtime.applied_generation,
+                    held_at_limit=record.name in runtime.held_at_limit))
             statuses.append(pb.UserStatus(user=user_message(record), nodes=per_node))
         return pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
                                  users=statuses, nodes=self._nodes())
@@ -194,17 +193,15 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
 
 
 def create_server(cluster: Cluster, address: str, max_workers: int = 512,
-                  credentials: grpc.ServerCredentials | None = None,
-                  access: AccessPolicy | OpenAccess | None = None) -> tuple[grpc.Server, int]:
+                  credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
     """A started-able server bound to `address` (port 0 picks one); returns (server, port).
 
     Each agent's desired-state stream holds a worker thread, so max_workers bounds
     the number of storage nodes one coordinator serves. With credentials (mutual TLS)
     the access policy is enforced; without, every caller may do everything (lab).
     """
-    if access is None:
-        access = AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
-                              lambda user: cluster.store.user(user).priority) if credentials else OpenAccess()
+    access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
+                           lambda user: cluster.store.user(user).priority) if credentials else OpenAccess())
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"))
     pb_grpc.add_AdminServicer_to_server(AdminService(cluster, access), server)
     pb_grpc.add_AgentLinkServicer_to_server(AgentLinkService(cluster, access), server)

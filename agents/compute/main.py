@@ -116,14 +116,14 @@ class ComputeAgent:
         self._stop.set()
 
 
-def run_compute_agent(config: AgentConfig, channel: grpc.Channel | None = None) -> int:
+def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
     settings = ComputeSettings.parse(config.compute)
     try:
         backend = make_backend(config)
     except VNodeSyncError as e:
         log.warning("no job placement on this node: %s", e)
         backend = None
-    agent = ComputeAgent(config, settings, backend, channel or grpc.insecure_channel(config.coordinator))
+    agent = ComputeAgent(config, settings, backend, channel)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
     log.info("compute node %s: reporting connections to %s, placing jobs under %s", config.node_id,

@@ -40,8 +40,10 @@ def process_environment(proc_root: str, pid: int) -> dict[str, str]:
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
 
 
-def job_processes(proc_root: str = "/proc", min_uid: int = 1) -> dict[int, tuple[int, set[str]]]:
-    """pid -> (owner uid, job ids in its environment) of every batch-job process owned by min_uid or above."""
+def job_processes(proc_root: str = "/proc", min_uid: int = 1,
+                  only_uid: int | None = None) -> dict[int, tuple[int, set[str]]]:
+    """pid -> (owner uid, job ids in its environment) of every batch-job process owned by min_uid
+    or above (by `only_uid` alone, if given: other users' environments are then not read)."""
     found = {}
     for name in os.listdir(proc_root):
         if not name.isdigit():
@@ -49,7 +51,7 @@ def job_processes(proc_root: str = "/proc", min_uid: int = 1) -> dict[int, tuple
         pid = int(name)
         try:
             owner = os.stat(os.path.join(proc_root, name)).st_uid
-            if owner < min_uid:
+            if owner < min_uid or only_uid is not None and owner != only_uid:
                 continue
             env = process_environment(proc_root, pid)
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -62,7 +64,7 @@ def job_processes(proc_root: str = "/proc", min_uid: int = 1) -> dict[int, tuple
 
 def job_pids(job_id: str, uid: int, proc_root: str = "/proc") -> list[int]:
     """Processes owned by `uid` whose environment names `job_id`."""
-    return [pid for pid, (owner, jobs) in job_processes(proc_root, uid).items() if owner == uid and job_id in jobs]
+    return [pid for pid, (_, jobs) in job_processes(proc_root, uid, only_uid=uid).items() if job_id in jobs]
 
 
 def threads_of(pid: int, proc_root: str = "/proc") -> list[int]:

@@ -246,9 +246,7 @@ class HdfsDiscovery:
     # ---- events -----------------------------------------------------------
 
     def wait_for_change(self, timeout: float) -> None:
-        if self._unsettled():
-            timeout = min(timeout, self.poll_seconds)  # evidence shows up within milliseconds
-        changes = self.events.wait(self.pid, timeout)
+        changes = self.events.wait(self.pid, self._wait_limit(timeout))
         with self._pending_lock:
             p = self._pending
             p.born.update(changes.born)
@@ -262,11 +260,18 @@ class HdfsDiscovery:
             changes, self._pending = self._pending, ThreadChanges()
         return changes
 
-    def _unsettled(self) -> bool:
-        """A young thread not linked yet, or linked by elimination and not confirmed yet."""
+    def _wait_limit(self, timeout: float) -> float:
+        """Seconds to wait for events: poll_seconds while a young thread is not linked (its
+        evidence shows up within milliseconds), until the next check of a young elimination."""
         now = time.monotonic()
-        return any(not h.internal and now - h.first_seen < self.settle_seconds
-                   and (h.connection is None or h.how == "elimination") for h in self._handlers.values())
+        for h in self._handlers.values():
+            if h.internal or now - h.first_seen >= self.settle_seconds:
+                continue
+            if h.connection is None:
+                timeout = min(timeout, self.poll_seconds)
+            elif h.how == "elimination":
+                timeout = min(timeout, max(0.0, h.next_check - now))
+        return timeout
 
     # ---- scan ---------------------------------------------------------------
 

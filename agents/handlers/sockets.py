@@ -133,7 +133,7 @@ def _either_port_filter(port: int) -> bytes:
     return struct.pack("=HH", 4 + len(program), _INET_DIAG_REQ_BYTECODE) + program
 
 
-def diag_tcp_sockets(family: int, port: int | None = None, states: int = _ALL_STATES) -> list[TcpSocket]:
+def diag_tcp_sockets(family: int, port: int | None = None) -> list[TcpSocket]:
     """TCP sockets of our own network namespace through sock_diag (what `ss` uses).
 
     Reading /proc/net/tcp walks every bucket of the established hash in a seq_file
@@ -142,7 +142,7 @@ def diag_tcp_sockets(family: int, port: int | None = None, states: int = _ALL_ST
     """
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
     try:
-        request = (_DIAG_REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, states)
+        request = (_DIAG_REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, _ALL_STATES)
                    + _DIAG_SOCKID.pack(0, 0, bytes(16), bytes(16)) + struct.pack("=IQ", 0, (1 << 64) - 1))
         if port is not None:
             request += _either_port_filter(port)
@@ -179,21 +179,19 @@ def _same_network_namespace(proc_root: str, pid: int | str) -> bool:
         return False
 
 
-def tcp_sockets(proc_root: str, pid: int | str, port: int | None = None,
-                families: tuple[int, ...] = (socket.AF_INET, socket.AF_INET6)) -> list[TcpSocket]:
+def tcp_sockets(proc_root: str, pid: int | str, port: int | None = None) -> list[TcpSocket]:
     """The TCP sockets of `pid`'s network namespace (with `port`: having it at either end).
 
     sock_diag when `pid` shares our namespace and a port is given, else /proc/<pid>/net/tcp{,6}.
-    Each family costs a walk of the kernel's hash tables: ask only for the ones you need.
     """
     if port is not None and proc_root.rstrip("/") == "/proc" and _same_network_namespace(proc_root, pid):
         try:
-            return [s for family in families for s in diag_tcp_sockets(family, port)]
+            return [s for family in (socket.AF_INET, socket.AF_INET6) for s in diag_tcp_sockets(family, port)]
         except OSError:
             pass  # no sock_diag (module missing, seccomp): the tables still work, slower
     sockets: list[TcpSocket] = []
     for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-        text = _read(os.path.join(proc_root, str(pid), "net", table)) if family in families else None
+        text = _read(os.path.join(proc_root, str(pid), "net", table))
         if text is not None:
             sockets.extend(parse_tcp_table(text, port, ipv6=family == socket.AF_INET6))
     return sockets

@@ -37,17 +37,12 @@ class Backoff:
 class CoordinatorLink:
     def __init__(self, address: str, register: Callable[[], pb.RegisterRequest],
                  on_state: Callable[[pb.DesiredState], None],
-                 credentials: TlsFiles | grpc.ChannelCredentials | None = None):
+                 credentials: TlsFiles | None = None):
         self.address = address
         self.register = register
         self.on_state = on_state
-        if isinstance(credentials, TlsFiles):
-            # Only a peer whose certificate the CA issued for the coordinator is believed.
-            self.channel = secure_channel(address, credentials)
-        elif credentials is not None:
-            self.channel = grpc.secure_channel(address, credentials)
-        else:
-            self.channel = grpc.insecure_channel(address)
+        # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
+        self.channel = secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
         self.stub = pb_grpc.AgentLinkStub(self.channel)
         self._stream = None
         self._stop = threading.Event()

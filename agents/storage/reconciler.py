@@ -12,7 +12,7 @@ from vnode_sync.agents.handlers.base import HandlerDiscovery, Identity
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, EnforcementBackend, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger("vnode_sync.agent")
@@ -137,10 +137,10 @@ class Reconciler:
                 else:
                     self.backend.release(member)
 
-    def _held_at_limit(self, vnode: str) -> bool:
+    def _held_at_limit(self, vnode: str, counters: dict[DeviceNumber, IoCounters]) -> bool:
         """Only backends that can tell (Lustre TBF) have limit_state; the others say False."""
         limit_state = getattr(self.backend, "limit_state", None)
-        state = limit_state(vnode) if limit_state else None
+        state = limit_state(vnode, counters) if limit_state else None
         return bool(state and state.held)
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
@@ -152,7 +152,7 @@ class Reconciler:
             except VNodeSyncError:
                 continue  # removed between listing and reading
             user = user_of_vnode(vnode) or ""
-            held = self._held_at_limit(vnode)
+            held = self._held_at_limit(vnode, counters)
             for dev, c in counters.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes, owner_pid, pid_alive, remove_leftovers
+import report
 from machine import TestbedRecord, record
 from slow_disk import DiskModel, MountedDisk, emulated_disk, remove_stale_disks
 
@@ -38,7 +39,7 @@ def common_options(description: str) -> argparse.ArgumentParser:
     p.add_argument("--seek-ms", type=float, default=DiskModel.seek_ms,
                    help="emulated cost of a non-sequential request (default %(default)s)")
     p.add_argument("--scheduler", default="bfq", choices=("bfq", "mq-deadline", "kyber", "none"))
-    p.add_argument("--out", default="", help="results directory (default benchmarks/results)")
+    p.add_argument("--out", default=report.RESULTS_DIR, help="results directory (default benchmarks/results)")
     return p
 
 
@@ -55,14 +56,21 @@ def command_line() -> str:
     return "sudo .venv/bin/python benchmarks/mpi-io/" + " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
 
 
+def prepare_run(why_root: str) -> float:
+    """Root check, SIGTERM unwinding, earlier runs' VNodes removed; returns the start time."""
+    if os.geteuid() != 0:
+        raise SystemExit(why_root)
+    unwind_on_sigterm()
+    for leftover in remove_leftovers():
+        print(f"removed leftover {leftover}", file=sys.stderr)
+    return time.monotonic()
+
+
 @contextlib.contextmanager
 def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
-    if os.geteuid() != 0:
-        raise SystemExit("experiments need root: cgroups, loop devices, mounts, drop_caches")
-    unwind_on_sigterm()
-    for leftover in remove_leftovers() + remove_stale_disks(BENCH_PREFIX, run_alive):
+    started = prepare_run("experiments need root: cgroups, loop devices, mounts, drop_caches")
+    for leftover in remove_stale_disks(BENCH_PREFIX, run_alive):
         print(f"removed leftover {leftover}", file=sys.stderr)
-    started = time.monotonic()
     model = DiskModel(args.rate_mbps, args.seek_ms)
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
         yield Testbed(disk, vnodes, record(disk), started)

@@ -88,7 +88,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
     parse_size(args.size_per_process)
-    out = args.out or report.RESULTS_DIR
+    out = args.out
     with testbed(args, "fig2") as bed:
         rows = measure(bed, args)
         summary = normalised(rows)

@@ -88,7 +88,7 @@ def main() -> None:
     p = common_options(__doc__)
     p.add_argument("--stonewall", type=float, default=8.0, help="seconds every rank does I/O per phase")
     args = p.parse_args()
-    out = args.out or report.RESULTS_DIR
+    out = args.out
     with testbed(args, "fig3") as bed:
         rows = measure(bed, args)
         cells = summary(rows)

@@ -76,7 +76,7 @@ def main() -> None:
     args = p.parse_args()
     if args.scheduler != "bfq":
         log(f"weights need BFQ; with {args.scheduler} the VNodes will share equally")
-    out = args.out or report.RESULTS_DIR
+    out = args.out
     with testbed(args, "fig4") as bed:
         rows = measure(bed, args)
         base = os.path.join(out, "fig4-weight")

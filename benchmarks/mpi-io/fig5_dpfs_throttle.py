@@ -15,8 +15,8 @@ import time
 
 import launch
 import report
-from bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes, remove_leftovers
-from experiment import MB, command_line, log, unwind_on_sigterm
+from bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes
+from experiment import MB, command_line, log, prepare_run
 from machine import describe
 from sizes import parse_size
 
@@ -92,16 +92,12 @@ def main() -> None:
     p.add_argument("--rates", type=lambda s: [int(x) for x in s.split(",")], default=[10, 20, 40, 80])
     p.add_argument("--size-per-process", default="256M")
     p.add_argument("--object-size", default="16M")
-    p.add_argument("--out", default="")
+    p.add_argument("--out", default=report.RESULTS_DIR)
     args = p.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("needs root: cgroups, loop devices, mounts")
-    unwind_on_sigterm()
     from vnode_sync.kernel.devices import scheduler
     from vnode_sync.testbed.hdfs_cluster import HdfsCluster
-    remove_leftovers()
-    out = args.out or report.RESULTS_DIR
-    started = time.monotonic()
+    started = prepare_run("needs root: cgroups, loop devices, mounts")
+    out = args.out
     disk_mb = max(1024, 2 * parse_size(args.size_per_process) * args.datanodes // (1 << 20) + 512)
     with HdfsCluster(f"{BENCH_PREFIX}.fig5.{os.getpid()}", datanodes=args.datanodes, disk_mb=disk_mb) as cluster, \
             bench_vnodes() as vnodes:

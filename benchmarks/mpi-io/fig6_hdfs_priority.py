@@ -19,8 +19,8 @@ import threading
 import time
 
 import report
-from bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes, remove_leftovers
-from experiment import MB, command_line, log, unwind_on_sigterm
+from bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes
+from experiment import MB, command_line, log, prepare_run
 from machine import describe
 from sizes import parse_size
 from vnode_sync.errors import KernelError
@@ -83,18 +83,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", default="256M")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", default="")
+    p.add_argument("--out", default=report.RESULTS_DIR)
     args = p.parse_args()
-    if os.geteuid() != 0:
-        raise SystemExit("needs root: cgroups, loop devices, mounts, clients as other uids")
-    unwind_on_sigterm()
     from vnode_sync.agents.handlers.base import Identity
     from vnode_sync.agents.handlers.hdfs import HdfsDiscovery
     from vnode_sync.kernel.devices import scheduler
     from vnode_sync.testbed.hdfs_cluster import HdfsCluster
-    remove_leftovers()
-    out = args.out or report.RESULTS_DIR
-    started = time.monotonic()
+    started = prepare_run("needs root: cgroups, loop devices, mounts, clients as other uids")
+    out = args.out
     size = parse_size(args.size)
     rows = []
     cases = ["W/O_DM", *map(str, THROTTLES_MBPS), "W/O_THTL"]
@@ -105,7 +101,8 @@ def main() -> None:
         # Three times larger, so no daemon finishes a pass and re-reads from the page cache.
         for name in ("a", "b"):
             cluster.write_file(f"/daemons/{name}.bin", 3 * size, hdfs_user="daemons")
-        discovery = HdfsDiscovery(cmdline_contains=os.path.join(cluster.workdir, "conf", dn.id) + ":")
+        discovery = HdfsDiscovery(cmdline_contains=os.path.join(cluster.workdir, "conf", dn.id) + ":",
+                                  spawner_in_default=False)  # the placer leaves unidentified threads alone
         identity = Identity(users_by_uid=dict(USERS))
         testbed = describe(f"{dn.id}: {dn.loop_device} ({dn.device_number})", scheduler(dn.device_number) or "?",
                            "none: the DataNode's loop device over a file on the VM disk; 1 DataNode, "

@@ -90,7 +90,7 @@ def main() -> None:
     p.add_argument("--object-size", default="16M")
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
-    out = args.out or report.RESULTS_DIR
+    out = args.out
     with testbed(args, "fig6") as bed:
         rows = measure(bed, args)
         cells = summary(rows)

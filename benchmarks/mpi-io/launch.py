@@ -6,6 +6,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from vnode_sync.testbed.processes import stop_process
+
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpiio_test.py")
 
 
@@ -42,12 +44,7 @@ def run(job: MpiioRun) -> dict:
     except BaseException:
         # SIGTERM lets mpirun stop its ranks; a SIGKILLed mpirun leaves them running with
         # files open on the benchmark file system, which then cannot be unmounted.
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         raise
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:

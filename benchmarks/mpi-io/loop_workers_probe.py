@@ -38,7 +38,7 @@ def two_readers(bed, block: str, vnodes: list[str]) -> float:
 
 def main() -> None:
     args = common_options(__doc__).parse_args()
-    out = args.out or report.RESULTS_DIR
+    out = args.out
     with testbed(args, "loopprobe") as bed:
         for i in range(2):
             subprocess.run(["dd", "if=/dev/zero", f"of={bed.disk.mountpoint}/probe.{i}", "bs=1M", "count=64",

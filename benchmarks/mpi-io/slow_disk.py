@@ -21,6 +21,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from vnode_sync.kernel import devices
+from vnode_sync.kernel.types import DeviceNumber
+
 DISK_FILE = "disk.img"
 
 
@@ -69,19 +72,15 @@ class MountedDisk:
         return f"{self.major}:{self.minor}"
 
     @property
-    def device_number(self):
-        from vnode_sync.kernel.types import DeviceNumber
+    def device_number(self) -> DeviceNumber:
         return DeviceNumber(self.major, self.minor)
 
 
-def set_scheduler(loop_path: str, scheduler: str) -> str:
+def set_scheduler(loop_path: str, name: str) -> str:
     """Select the I/O scheduler; returns the one the kernel reports active."""
-    queue = f"/sys/block/{os.path.basename(loop_path)}/queue/scheduler"
-    with open(queue, "w") as f:
-        f.write(scheduler)
-    with open(queue) as f:
-        active = next(w for w in f.read().split() if w.startswith("["))
-    return active.strip("[]")
+    dev = devices.device_number(loop_path)
+    devices.set_scheduler(dev, name)
+    return devices.scheduler(dev)
 
 
 def _run(*cmd: str) -> str:

@@ -144,7 +144,7 @@ def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(wor
         def __init__(self, held):
             self.held = held
 
-    r.backend.limit_state = lambda vnode: Held(vnode == "vnode.alice")
+    r.backend.limit_state = lambda vnode, counters=None: Held(vnode == "vnode.alice")
     held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
     assert held["alice"] is True and held["bob"] is False
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.testbed.slurm import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_DIR = os.path.join(REPO, "deploy", "ansible")
@@ -30,12 +30,6 @@ pytestmark = [pytest.mark.slow, needs_kernel]
 def systemd_is_pid1() -> bool:
     with open("/proc/1/comm") as f:
         return f.read().strip() == "systemd"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def recap(output: str) -> dict[str, int]:

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
+from vnode_sync.testbed.loopdev import stale_mounts
 from vnode_sync.testbed.raw_loop import loop_device
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
@@ -102,8 +103,7 @@ def test_an_agent_killed_with_sigkill_and_restarted_converges_without_duplicates
 
 def _fast_moves_mounted(cluster, node_id: str) -> bool:
     mountpoint = f"/run/vnode-sync/{cluster.cgroup_name(node_id)}.fast-moves"
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == mountpoint for line in f)
+    return mountpoint in stale_mounts(mountpoint)
 
 
 def test_agents_keep_fast_thread_moves_on_while_they_run_and_a_killed_ones_mount_is_cleaned(cluster):

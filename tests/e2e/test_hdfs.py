@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from vnode_sync.kernel.backend import HostCgroups
-from vnode_sync.kernel.types import IoCounters, parse_io_service_bytes
+from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.testbed.compute_host import ComputeHost
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalUser
+from vnode_sync.testbed.processes import stop_process
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
 
@@ -31,18 +31,8 @@ def vnode_file(cluster: LocalCluster, node_id: str, user: str, filename: str) ->
 
 
 def vnode_read_bytes(cluster: LocalCluster, hdfs, user: str) -> int:
-    """What the kernel charged to `user`'s VNodes on each DataNode's own disk (blkio accounting).
-
-    Only the DataNode's loop device counts: the loop driver (direct I/O) charges the same
-    bytes to the backing device as well."""
-    total = 0
-    for dn in hdfs.datanodes:
-        try:
-            with open(vnode_file(cluster, dn.id, user, "blkio.throttle.io_service_bytes")) as f:
-                total += parse_io_service_bytes(f.read()).get(dn.device_number, IoCounters()).read_bytes
-        except FileNotFoundError:
-            pass
-    return total
+    """What the kernel charged to `user`'s VNodes on the DataNodes' own disks."""
+    return sum(vnode_usage(cluster, dn, vnode_name(user)).read_bytes for dn in hdfs.datanodes)
 
 
 def rates(cluster: LocalCluster, hdfs, users: list[str], seconds: float) -> dict[str, float]:
@@ -152,16 +142,12 @@ def test_clients_on_another_host_are_identified_by_the_compute_agent():
                 measured = rates(cluster, hdfs, [alice.name, bob.name], 4)
                 assert measured[alice.name] == pytest.approx(20 * MB, rel=0.10), measured
                 assert measured[bob.name] == pytest.approx(40 * MB, rel=0.10), measured
-                for r in readers:
-                    r.kill()
-                    r.wait()
             finally:
                 for r in readers:
                     if r.poll() is None:
                         r.kill()
                         r.wait()
-                agent.terminate()
-                agent.wait(15)
+                stop_process(agent)
     finally:
         for user in names:
             subprocess.run(["userdel", user], capture_output=True)

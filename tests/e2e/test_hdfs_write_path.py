@@ -12,9 +12,8 @@ all three behaviours down on a real DataNode.
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name
-from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
+from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
 from vnode_sync.testbed.local_cluster import LocalUser
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
@@ -57,11 +56,9 @@ def test_synconclose_block_writes_are_charged_to_the_writer_not_the_default_vnod
     with hdfs_vnode_cluster(unique_name("hdfs-write"), [WRITER], node_bw=1000 * MB, write_bw=400 * MB,
                             datanodes=1, disk_mb=1024, hdfs_site=synconclose) as (hdfs, cluster):
         dn = hdfs.datanodes[0]
-        backend = BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id))
 
         def written(vnode: str) -> int:
-            counters = backend.usage(vnode)
-            return counters[dn.device_number].write_bytes if dn.device_number in counters else 0
+            return vnode_usage(cluster, dn, vnode).write_bytes
 
         before = written(vnode_name(WRITER.name)), written(DEFAULT_VNODE)
         for i in range(6):  # six files, each its own block and pipeline: six responders

@@ -17,7 +17,6 @@ command line finds this process; --tag tells several of them apart.
 
 import argparse
 import ctypes
-import encodings.idna  # noqa: F401  socket calls need it; the client cannot import it once setuid
 import mmap
 import os
 import socket
@@ -82,12 +81,15 @@ def create_listener(port: int = 0) -> tuple[socket.socket, int]:
 class FakeClient:
     """A client process; `close()` lets it hang up and reaps it."""
 
-    pid: int
     port: int
     uid: int
     _hold_fd: int
     _done_fd: int
-    _process: "subprocess.Popen | None" = None
+    _process: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def received(self) -> int:
         """Bytes the client got (blocks until its request is answered)."""
@@ -96,10 +98,7 @@ class FakeClient:
     def close(self) -> None:
         os.close(self._hold_fd)
         os.close(self._done_fd)
-        if self._process is not None:
-            self._process.wait(10)
-        else:
-            os.waitpid(self.pid, 0)
+        self._process.wait(10)
 
 
 _CLIENT = """
@@ -138,7 +137,7 @@ def connect_as(uid: int, port: int, request: str, host: str = "127.0.0.1") -> Fa
     os.close(port_w), os.close(hold_r), os.close(done_w)
     client_port = int(os.read(port_r, 16) or b"0")
     os.close(port_r)
-    return FakeClient(child.pid, client_port, uid, hold_w, done_r, child)
+    return FakeClient(client_port, uid, hold_w, done_r, child)
 
 
 def main() -> None:

@@ -1,6 +1,5 @@
 """Process-connector records, decoded from bytes and received from the real kernel."""
 
-import ctypes
 import os
 import struct
 import threading
@@ -8,11 +7,10 @@ import time
 
 import pytest
 
+from tests.handlers.fake_datanode import set_thread_name
 from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_EXIT, PROC_EVENT_FORK,
                                                        NetlinkThreadEvents, PollingThreadEvents, ProcEvent,
                                                        open_thread_events, parse_proc_events)
-
-PR_SET_NAME = 15
 
 
 def record(what: int, data: bytes, stamp: int = 123) -> bytes:
@@ -34,7 +32,7 @@ def test_fork_comm_and_exit_records_decode():
 
 def _named_thread(name: str, stop: threading.Event) -> threading.Thread:
     def body():
-        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode(), 0, 0, 0)
+        set_thread_name(name)
         stop.wait()
     return threading.Thread(target=body)
 

@@ -80,3 +80,16 @@ def audit_lines(caplog):
     """The audit log's lines, as the coordinator wrote them during the test."""
     caplog.set_level(logging.INFO, logger="vnode_sync.audit")
     return lambda: [r.getMessage() for r in caplog.records if r.name == "vnode_sync.audit"]
+
+
+def unchecked_channel(address: str, ca: str, files: TlsFiles | None = None) -> grpc.Channel:
+    """A channel trusting `ca`, with the client certificate `files` (or none), sent as it is:
+    unlike tls.secure_channel, nothing is checked first, so a bad certificate reaches the server."""
+    with open(ca, "rb") as f:
+        root = f.read()
+    key = cert = None
+    if files is not None:
+        with open(files.key, "rb") as k, open(files.cert, "rb") as c:
+            key, cert = k.read(), c.read()
+    return grpc.secure_channel(address, grpc.ssl_channel_credentials(root, key, cert),
+                               options=[("grpc.ssl_target_name_override", "coordinator")])

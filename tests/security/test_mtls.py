@@ -3,6 +3,7 @@
 import grpc
 import pytest
 
+from tests.security.conftest import unchecked_channel
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.coordinator.service import create_server
 from vnode_sync.wire import vnode_pb2 as pb
@@ -37,10 +38,7 @@ def test_a_plaintext_client_is_refused(tls_coordinator):
 
 
 def test_a_client_without_a_certificate_is_refused(tls_coordinator, pki):
-    with open(pki.ca, "rb") as f:
-        only_trust = grpc.ssl_channel_credentials(root_certificates=f.read())
-    channel = grpc.secure_channel(tls_coordinator.address, only_trust,
-                                  options=[("grpc.ssl_target_name_override", "coordinator")])
+    channel = unchecked_channel(tls_coordinator.address, pki.ca)
     error = _refused_at_handshake(tls_coordinator, channel)
     assert error.code() == grpc.StatusCode.UNAVAILABLE
 
@@ -48,20 +46,13 @@ def test_a_client_without_a_certificate_is_refused(tls_coordinator, pki):
 def test_a_certificate_from_another_ca_is_refused(tls_coordinator, pki, foreign_pki):
     foreign = foreign_pki.files("admin", "root")
     # It trusts our CA for the server, so only its own certificate can be the reason.
-    with open(pki.ca, "rb") as ca, open(foreign.cert, "rb") as cert, open(foreign.key, "rb") as key:
-        credentials = grpc.ssl_channel_credentials(ca.read(), key.read(), cert.read())
-    channel = grpc.secure_channel(tls_coordinator.address, credentials,
-                                  options=[("grpc.ssl_target_name_override", "coordinator")])
+    channel = unchecked_channel(tls_coordinator.address, pki.ca, foreign)
     error = _refused_at_handshake(tls_coordinator, channel)
     assert error.code() == grpc.StatusCode.UNAVAILABLE
 
 
 def test_an_expired_certificate_is_refused(tls_coordinator, pki):
-    expired = pki.files("admin", "expired")
-    with open(pki.ca, "rb") as ca, open(expired.cert, "rb") as cert, open(expired.key, "rb") as key:
-        credentials = grpc.ssl_channel_credentials(ca.read(), key.read(), cert.read())
-    channel = grpc.secure_channel(tls_coordinator.address, credentials,
-                                  options=[("grpc.ssl_target_name_override", "coordinator")])
+    channel = unchecked_channel(tls_coordinator.address, pki.ca, pki.files("admin", "expired"))
     error = _refused_at_handshake(tls_coordinator, channel)
     assert error.code() == grpc.StatusCode.UNAVAILABLE
 

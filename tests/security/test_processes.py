@@ -10,7 +10,8 @@ import grpc
 import pytest
 import yaml
 
-from tests.conftest import needs_kernel, unique_name
+from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
+from tests.security.conftest import unchecked_channel
 from vnode_sync.testbed.processes import stop_process
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -24,11 +25,7 @@ def write(path, content: dict) -> str:
 
 
 def coordinator_config(tmp_path, **security) -> dict:
-    return {"listen": "127.0.0.1:0", "state_path": str(tmp_path / "state.sqlite"),
-            "users": [{"name": "alice", "uid": 1001, "priority": 4, "active": True},
-                      {"name": "bob", "uid": 1002, "priority": 8, "active": True}],
-            "storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/loop7", "read_bps": 60_000_000,
-                                                         "write_bps": 30_000_000}]}], **security}
+    return {**COORDINATOR_CONFIG, "listen": "127.0.0.1:0", "state_path": str(tmp_path / "state.sqlite"), **security}
 
 
 def start_coordinator(config_path: str, log_path) -> tuple[subprocess.Popen, int]:
@@ -40,10 +37,6 @@ def start_coordinator(config_path: str, log_path) -> tuple[subprocess.Popen, int
         process.wait()
         raise AssertionError(f"coordinator did not start: {open(log_path).read()}")
     return process, int(line)
-
-
-def stop(process: subprocess.Popen) -> None:
-    stop_process(process)
 
 
 def test_a_coordinator_config_without_tls_or_insecure_is_refused_in_one_line(tmp_path):
@@ -59,7 +52,7 @@ def test_an_insecure_coordinator_warns_on_every_start(tmp_path):
     config = write(tmp_path / "c.yaml", coordinator_config(tmp_path, insecure=True))
     for _ in range(2):
         process, _ = start_coordinator(config, tmp_path / "coordinator.log")
-        stop(process)
+        stop_process(process)
         assert "WARNING" in (log := (tmp_path / "coordinator.log").read_text()) and "no authentication" in log
 
 
@@ -117,8 +110,8 @@ def test_an_agent_and_vnodectl_over_mutual_tls(tmp_path, pki):
                                 text=True, timeout=30, env=env)
         assert {u["name"]: u["priority"] for u in json.loads(by_env.stdout)["users"]} == {"alice": 4, "bob": 2}
     finally:
-        stop(agent)
-        stop(coordinator)
+        stop_process(agent)
+        stop_process(coordinator)
     assert "certificate has expired" in (tmp_path / "coordinator.log").read_text(), "the coordinator says why"
     audit = audit_log.read_text()
     assert "actor=user:bob@ipv4:127.0.0.1:" in audit and "action=set-priority user=bob old=8 new=2" in audit
@@ -128,11 +121,7 @@ def test_an_agent_and_vnodectl_over_mutual_tls(tmp_path, pki):
 
 def _call_with_an_expired_certificate(port, pki) -> None:
     """What vnodectl would refuse to send: the coordinator itself must refuse it too."""
-    expired = pki.files("admin", "expired")
-    with open(pki.ca, "rb") as ca, open(expired.cert, "rb") as cert, open(expired.key, "rb") as key:
-        credentials = grpc.ssl_channel_credentials(ca.read(), key.read(), cert.read())
-    with grpc.secure_channel(f"127.0.0.1:{port}", credentials,
-                             options=[("grpc.ssl_target_name_override", "coordinator")]) as channel:
+    with unchecked_channel(f"127.0.0.1:{port}", pki.ca, pki.files("admin", "expired")) as channel:
         with pytest.raises(grpc.RpcError) as e:
             pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=50), timeout=5)
     assert e.value.code() == grpc.StatusCode.UNAVAILABLE

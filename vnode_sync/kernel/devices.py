@@ -30,3 +30,9 @@ def scheduler(dev: DeviceNumber, sys_root: str = "/sys") -> str | None:
         if word.startswith("["):
             return word.strip("[]")
     return None
+
+
+def set_scheduler(dev: DeviceNumber, name: str, sys_root: str = "/sys") -> None:
+    """Select the I/O scheduler of a whole-disk device (it stays with the device until changed)."""
+    with open(os.path.join(sys_root, "dev", "block", str(dev), "queue", "scheduler"), "w") as f:
+        f.write(name)

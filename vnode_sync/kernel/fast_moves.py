@@ -22,16 +22,21 @@ HIERARCHY_NAME = "vnode-sync-fast-moves"
 OPTION = "favordynmods"
 
 
-def favoured_by(mountinfo_path: str = "/proc/self/mountinfo") -> list[str]:
-    """Mount points of cgroup hierarchies mounted with favordynmods."""
+def _mounts(mountinfo_path: str) -> list[tuple[str, str, list[str]]]:
+    """(mount point, file system type, super options) of every line of a mountinfo file."""
     found = []
     with open(mountinfo_path) as f:
         for line in f:
             _, _, after = line.partition(" - ")
             fstype, _, super_options = (after.split() + ["", "", ""])[:3]
-            if fstype in ("cgroup", "cgroup2") and OPTION in super_options.split(","):
-                found.append(line.split()[4])
+            found.append((line.split()[4], fstype, super_options.split(",")))
     return found
+
+
+def favoured_by(mountinfo_path: str = "/proc/self/mountinfo") -> list[str]:
+    """Mount points of cgroup hierarchies mounted with favordynmods."""
+    return [point for point, fstype, options in _mounts(mountinfo_path)
+            if fstype in ("cgroup", "cgroup2") and OPTION in options]
 
 
 class FastMoves:
@@ -72,5 +77,4 @@ class FastMoves:
         os.rmdir(self.mountpoint)
 
     def _is_mounted(self) -> bool:
-        with open(self.mountinfo_path) as f:
-            return any(line.split()[4] == self.mountpoint for line in f)
+        return any(point == self.mountpoint for point, _, _ in _mounts(self.mountinfo_path))

@@ -702,13 +702,17 @@ class LustreTbfBackend:
                     c.write_ios += job.write_rpcs
         return counters
 
-    def limit_state(self, vnode: str) -> LimitState | None:
-        """Is the user held at its limit? None until two samples exist or without an owned rule."""
+    def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:
+        """Is the user held at its limit? None until two samples exist or without an owned rule.
+
+        `counters`: this VNode's usage() when the caller has just read it (saves the lctl calls)."""
         owned = self.ledger.by_vnode(vnode)
         conversion = self._conversion.get(vnode)
         if owned is None or conversion is None:
             return None
-        rpcs = sum(c.read_ios + c.write_ios for c in self.usage(vnode).values())
+        if counters is None:
+            counters = self.usage(vnode)
+        rpcs = sum(c.read_ios + c.write_ios for c in counters.values())
         now = self.clock()
         previous = self._samples.get(vnode)
         self._samples[vnode] = _Sample(now, rpcs)

@@ -15,12 +15,15 @@ outside its rules is PERMISSION_DENIED. Every refusal goes to the audit log.
 """
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
+from typing import TypeVar
 
 from vnode_sync.errors import VNodeSyncError
+from vnode_sync.security.audit import AUDIT_LOGGER
 from vnode_sync.security.identity import Identity
 
-audit = logging.getLogger("vnode_sync.audit")
+audit = logging.getLogger(AUDIT_LOGGER)
+Row = TypeVar("Row")
 
 ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "RemoveUser", "ListUsers", "ListNodes", "Status",
                          "StartJob", "EndJob", "ReconcileJobs"})
@@ -102,6 +105,6 @@ class OpenAccess:
         return caller or Identity("anonymous", "", peer)
 
 
-def only_user(caller: Identity) -> str | None:
-    """The one user whose rows `caller` may read; None when it may read all."""
-    return caller.name if caller.role == "user" else None
+def readable_by(caller: Identity, rows: Iterable[Row]) -> list[Row]:
+    """The user rows (anything with a `name`) `caller` may read: a user only its own."""
+    return [row for row in rows if caller.role != "user" or row.name == caller.name]

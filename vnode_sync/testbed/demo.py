@@ -41,8 +41,8 @@ def live_table(status: dict) -> str:
     return "\n".join(lines)
 
 
-def watch(cluster: LocalCluster, seconds: float, title: str) -> dict[str, float]:
-    """Print the live table every 2 s; return each user's mean aggregate MB/s after the first sample."""
+def watch(cluster: LocalCluster, seconds: float, title: str) -> None:
+    """Print the live table every 2 s, then each user's mean aggregate MB/s after the first sample."""
     print(f"\n== {title}")
     deadline = time.monotonic() + seconds
     samples: dict[str, list[float]] = {}
@@ -59,7 +59,6 @@ def watch(cluster: LocalCluster, seconds: float, title: str) -> dict[str, float]
     means = {u: sum(v) / len(v) for u, v in samples.items() if v}
     total = sum(means.values()) or 1.0
     print("  split: " + ", ".join(f"{u} {m / MB:.1f} MB/s ({100 * m / total:.0f}%)" for u, m in means.items()))
-    return means
 
 
 def start_readers(cluster: LocalCluster, seconds: float) -> dict:

@@ -10,7 +10,11 @@ that DataNode's DataXceiver threads (found by pid).
 import contextlib
 from collections.abc import Iterator
 
-from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.types import IoCounters
+from vnode_sync.testbed.hdfs_cluster import DataNode, HdfsCluster
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 
@@ -29,3 +33,15 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
         with LocalCluster(name, users, nodes, listen_host=host,
                           coordinator_settings={"policy": policy or {}}) as cluster:
             yield hdfs, cluster
+
+
+def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
+    """What the kernel charged to `vnode` on the DataNode's own disk (zero while the VNode is missing).
+
+    Only the DataNode's device counts: a loop device (direct I/O) charges the same bytes to
+    its backing device as well."""
+    try:
+        return BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id)).usage(vnode).get(
+            dn.device_number, IoCounters())
+    except KernelError:
+        return IoCounters()

@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass
 
 from vnode_sync.errors import KernelError
-from vnode_sync.kernel.devices import device_number
+from vnode_sync.kernel.devices import device_number, set_scheduler
 from vnode_sync.kernel.types import DeviceNumber
 
 
@@ -45,16 +45,13 @@ class LoopDisk:
         # twice and a read that misses ext4's page cache really reaches the host disk.
         device = _run("losetup", "--find", "--show", "--direct-io=on", backing_file)
         try:
-            with open(f"/sys/block/{os.path.basename(device)}/queue/scheduler", "w") as f:
-                f.write(scheduler)
-            # Inode tables and journal written now, not by ext4lazyinit during a measurement.
-            _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
-            os.makedirs(mountpoint, exist_ok=True)
-            _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
+            number = device_number(device)
+            set_scheduler(number, scheduler)
+            make_ext4(device, mountpoint)
         except BaseException:
             detach(device)
             raise
-        return cls(backing_file, device, device_number(device), mountpoint)
+        return cls(backing_file, device, number, mountpoint)
 
     def remove(self) -> None:
         """Unmount, detach and delete; each step is skipped if already done."""
@@ -63,6 +60,14 @@ class LoopDisk:
             detach(self.device)
         if os.path.exists(self.backing_file):
             os.unlink(self.backing_file)
+
+
+def make_ext4(device: str, mountpoint: str) -> None:
+    """A fresh ext4 on `device`, mounted at `mountpoint` (made if missing)."""
+    # Inode tables and journal written now, not by ext4lazyinit during a measurement.
+    _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
+    os.makedirs(mountpoint, exist_ok=True)
+    _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
 
 
 def unmount(mountpoint: str) -> None:

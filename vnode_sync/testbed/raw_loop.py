@@ -5,8 +5,7 @@ import os
 import subprocess
 import tempfile
 
-from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceNumber
+from vnode_sync.kernel.devices import device_number, set_scheduler
 
 
 @contextlib.contextmanager
@@ -21,17 +20,13 @@ def loop_device(name: str, size_mb: int = 256):
         f.truncate(size_mb << 20)
     path = subprocess.run(["losetup", "--find", "--show", backing], check=True, capture_output=True,
                           text=True).stdout.strip()
+    dev = device_number(path)
     try:
-        set_scheduler(device_number(path), "none")
-        yield path, device_number(path)
+        set_scheduler(dev, "none")
+        yield path, dev
     finally:
         with contextlib.suppress(OSError):
-            set_scheduler(device_number(path), "none")
+            set_scheduler(dev, "none")
         subprocess.run(["losetup", "-d", path], check=False)
         os.unlink(backing)
         os.rmdir(directory)
-
-
-def set_scheduler(dev: DeviceNumber, scheduler: str) -> None:
-    with open(f"/sys/dev/block/{dev}/queue/scheduler", "w") as f:
-        f.write(scheduler)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.loopdev import _run, unmount
+from vnode_sync.testbed.loopdev import make_ext4, unmount
 
 CONTROL = "/sys/class/zram-control"
 
@@ -47,9 +47,7 @@ class ZramDisk:
         try:
             with open(_sys(device, "disksize"), "w") as f:
                 f.write(f"{size_mb}M")
-            _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
-            os.makedirs(mountpoint, exist_ok=True)
-            _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
+            make_ext4(device, mountpoint)
         except BaseException:
             remove_marked(marker)
             raise
