@@ -20,8 +20,8 @@ spread over VNodes get more parallel service than reads from one cgroup (managed
 Two figures per trial: the DataNode disks' read rate (from /proc/diskstats every 20 ms)
 between the moments 10 % and 90 % of the trial's bytes were read, i.e. while the readers
 were all busy, and all bytes over the wall time from starting the readers to the last
-one ending (reader JVM start included, the same in both cases). Rounds alternate which
-case goes first, after one unmeasured warm-up trial. The figure is the median of the
+one ending (reader JVM start included, the same in both cases). After one unmeasured
+warm-up trial, the cases take turns at each position in a round. The figure is the median of the
 rounds' own managed/none ratios, with a bootstrap 95 % confidence interval.
 
 On this kind of VM two identical trials a minute apart differ by 10-20 %, and the
@@ -51,16 +51,18 @@ from dataclasses import dataclass
 import psutil
 import yaml
 
-from vnode_sync.kernel.backend import vnode_name
+from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.testbed.hdfs_cluster import HdfsCluster, Transfer
-from vnode_sync.testbed.hdfs_vnode_cluster import vnode_usage
+from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
 SETTLE_SECONDS = 3
 MiB = 1 << 20
+MIN_ROUNDS_FOR_INTERVAL = 5  # below this a bootstrap interval of the median says nothing
+CASE_MEANING = {"frozen": "VNodes and limits, no agent activity", "none again": "the noise floor"}
 USERS = (LocalUser("bench-a", 64_601, 4), LocalUser("bench-b", 64_602, 8))
 
 
@@ -118,7 +120,7 @@ def cpu_seconds(cluster: LocalCluster | None) -> float:
     if cluster is None:
         return 0.0
     total = 0.0
-    for process in [cluster.coordinator, *cluster.agents.values()]:
+    for process in cluster.processes():
         times = psutil.Process(process.pid).cpu_times()
         total += times.user + times.system
     return total
@@ -147,9 +149,12 @@ def charged_bytes(hdfs: HdfsCluster, cluster: LocalCluster | None) -> int:
 
 @contextlib.contextmanager
 def stopped(cluster: LocalCluster):
-    """The coordinator and agents stopped (SIGSTOP) once what they set up has settled."""
-    time.sleep(SETTLE_SECONDS)  # the DataXceiverServer thread is found and placed within a second
-    processes = [cluster.coordinator, *cluster.agents.values()]
+    """The coordinator and agents stopped (SIGSTOP) once each agent has put its DataNode's
+    DataXceiverServer thread in the default VNode, so every handler is born there."""
+    backends = [node_vnodes(cluster, node.node_id) for node in cluster.nodes]
+    cluster.wait_for(lambda: all(backend.members(DEFAULT_VNODE) for backend in backends), timeout=20,
+                     what="each DataXceiverServer thread in its default VNode")
+    processes = cluster.processes()
     for process in processes:
         os.kill(process.pid, signal.SIGSTOP)
     try:
@@ -174,7 +179,9 @@ def bootstrap_median_interval(values: list[float], resamples: int = 10_000) -> t
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
 
 
-def target_verdict(median_ratio: float, interval_low: float) -> str:
+def target_verdict(median_ratio: float, interval_low: float, rounds: int) -> str:
+    if rounds < MIN_ROUNDS_FOR_INTERVAL:
+        return f"too few rounds to tell (at least {MIN_ROUNDS_FOR_INTERVAL})"
     if interval_low >= 0.97:
         return "met (the whole interval)"
     if median_ratio >= 0.97:
@@ -254,10 +261,8 @@ def main() -> int:
             paired = [getattr(m, metric) / getattr(n, metric) for m, n in zip(results[case], results["none"])]
             low, high = bootstrap_median_interval(paired)
             middle = statistics.median(paired)
-            verdict = {"managed": f"overhead {100 * (1 - middle):+.1f} %, target within 3 %: "
-                                  f"{target_verdict(middle, low)}",
-                       "frozen": "VNodes and limits, no agent activity",
-                       "none again": "the noise floor"}[case]
+            verdict = (f"overhead {100 * (1 - middle):+.1f} %, target within 3 %: {target_verdict(middle, low, len(paired))}"
+                       if case == "managed" else CASE_MEANING[case])
             print(f"    {case}/none per round: median {middle:.3f} (95 % CI {low:.3f} .. {high:.3f}; "
                   f"range {min(paired):.3f} .. {max(paired):.3f}); {verdict}")
     lowest = min(t.charged for t in results["managed"])

@@ -28,6 +28,7 @@ BFQ_DEFAULT_WEIGHT = 100
 class BlkioV1Backend:
     name = "blkio-v1"
     places_threads = True
+    moves_cgroup_tasks = True
 
     def __init__(self, hierarchy: str, root_name: str, fs: CgroupFS | None = None):
         self.hierarchy = hierarchy

@@ -17,6 +17,7 @@ _FIELD_OF_KEY = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", 
 class IoV2Backend:
     name = "io-v2"
     places_threads = False
+    moves_cgroup_tasks = True
 
     def __init__(self, mount: str, root_name: str, fs: CgroupFS | None = None):
         self.mount = mount

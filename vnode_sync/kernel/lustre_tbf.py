@@ -410,6 +410,7 @@ class LustreTbfBackend:
 
     name = "lustre-tbf"
     places_threads = False
+    moves_cgroup_tasks = False  # place() moves nothing: TBF rules match by uid
 
     def __post_init__(self):
         if self.policy not in POLICIES:

@@ -35,13 +35,17 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
             yield hdfs, cluster
 
 
+def node_vnodes(cluster: LocalCluster, node_id: str) -> BlkioV1Backend:
+    """The VNodes (blkio v1) that the cluster's agent for `node_id` keeps, read from the host."""
+    return BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(node_id))
+
+
 def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
     """What the kernel charged to `vnode` on the DataNode's own disk (zero while the VNode is missing).
 
     Only the DataNode's device counts: a loop device (direct I/O) charges the same bytes to
     its backing device as well."""
     try:
-        return BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(dn.id)).usage(vnode).get(
-            dn.device_number, IoCounters())
+        return node_vnodes(cluster, dn.id).usage(vnode).get(dn.device_number, IoCounters())
     except KernelError:
         return IoCounters()

@@ -121,6 +121,10 @@ class LocalCluster:
                       timeout=20, what="every agent connected and applied the desired state")
         return self
 
+    def processes(self) -> list[subprocess.Popen]:
+        """The coordinator and every agent started so far."""
+        return [p for p in (self.coordinator, *self.agents.values()) if p is not None]
+
     def stop_coordinator(self, sig: int = signal.SIGTERM) -> None:
         if self.coordinator:
             stop_process(self.coordinator, sig, grace_seconds=10)
