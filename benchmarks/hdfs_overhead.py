@@ -35,6 +35,19 @@ start, set up the VNodes and limits and put the DataXceiverServer thread in the 
 VNode, then are stopped (SIGSTOP) for the trial. Every DataXceiver is then born in the
 throttled default VNode and stays there: the kernel side of management, without any
 agent activity. The agents are continued (SIGCONT) before they are shut down.
+
+--stop-after-capture adds a case stopped later: once each user's VNode on each node holds
+a thread (the readers' first connections are captured), so the rest of the trial runs in
+the users' VNodes, not the default one, again without agent activity.
+
+Each trial also prints the VM's CPU time from /proc/stat (busy, idle, stolen by the host),
+in CPUs: on zram the readers and DataNodes keep both CPUs busy, so the read rate here is
+a measure of CPU time per byte, and anything else that runs costs bandwidth one for one.
+
+--variant SECTION.KEY=YAML (repeatable) adds a second managed case, "variant", that differs
+from "managed" only in those settings (sections: agent, discovery, policy; or mode=weight):
+two ways of managing compared with each other and with none in the same run, e.g.
+--variant discovery.events=poll or --variant mode=weight (VNodes without limits on zram).
 """
 
 import argparse
@@ -43,14 +56,16 @@ import os
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 import yaml
 
+from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import DeviceNumber
@@ -62,17 +77,50 @@ from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 SETTLE_SECONDS = 3
 MiB = 1 << 20
 MIN_ROUNDS_FOR_INTERVAL = 5  # below this a bootstrap interval of the median says nothing
-CASE_MEANING = {"frozen": "VNodes and limits, no agent activity", "none again": "the noise floor"}
+CASE_MEANING = {"frozen": "VNodes and limits, no agent activity", "none again": "the noise floor",
+                "stopped after capture": "threads in the users' VNodes, then no agent activity",
+                "variant": "managed with the --variant settings"}
+SECTIONS = ("agent", "discovery", "policy")
 USERS = (LocalUser("bench-a", 64_601, 4), LocalUser("bench-b", 64_602, 8))
+
+
+@dataclass(frozen=True)
+class Management:
+    """How a managed case runs vnode-sync: the policy mode and the settings of each config section."""
+    mode: str = "throttle"
+    agent: dict = field(default_factory=dict)
+    discovery: dict = field(default_factory=dict)
+    policy: dict = field(default_factory=dict)
+
+    def changed(self, assignments: list[str]) -> "Management":
+        """A copy with SECTION.KEY=YAML (or mode=...) assignments applied."""
+        sections = {name: dict(getattr(self, name)) for name in SECTIONS}
+        mode = self.mode
+        for item in assignments:
+            key, equals, value = item.partition("=")
+            section, _, setting = key.partition(".")
+            if key == "mode" and value in ("throttle", "weight"):
+                mode = value
+            elif equals and section in SECTIONS and setting:
+                sections[section][setting] = yaml.safe_load(value)
+            else:
+                raise SystemExit(f"--variant {item!r}: expected mode=throttle|weight or "
+                                 f"{{{','.join(SECTIONS)}}}.KEY=YAML")
+        return Management(mode, **sections)
+
+    def describe(self) -> str:
+        return f"mode {self.mode}, " + ", ".join(f"{name} {getattr(self, name)}" for name in SECTIONS)
 
 
 @dataclass(frozen=True)
 class Trial:
     disks: float         # DataNode disks' bytes/s over the middle 80 % of the trial's bytes
     wall: float          # all bytes / wall time from starting the readers to the last one ending
-    charged: float       # fraction of the bytes the blkio counters put in the users' VNodes
+    in_users: float      # fraction of the bytes the blkio counters put in the users' VNodes
+    in_default: float    # ... and in the default VNode
     cpu_seconds: float   # used by the coordinator and agents during the trial
     seconds: float       # the trial's wall time
+    machine: dict[str, float]  # the VM's CPU time during the trial by /proc/stat state (busy, idle, steal), in CPUs
 
 
 class DiskSampler:
@@ -126,25 +174,39 @@ def cpu_seconds(cluster: LocalCluster | None) -> float:
     return total
 
 
+def machine_cpu() -> dict[str, float]:
+    """The VM's CPU seconds since boot: busy (user, system, interrupts), idle (with iowait), and
+    steal (time the host ran something else while this VM wanted a CPU)."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in f.readline().split()[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"busy": (user + nice + system + irq + softirq) / tick, "idle": (idle + iowait) / tick, "steal": steal / tick}
+
+
 def read_all(hdfs: HdfsCluster, cluster: LocalCluster | None = None) -> Trial:
     hdfs.evict_page_cache()
     time.sleep(SETTLE_SECONDS)
-    before, cpu_before = charged_bytes(hdfs, cluster), cpu_seconds(cluster)
+    before, cpu_before, machine_before = charged_bytes(hdfs, cluster), cpu_seconds(cluster), machine_cpu()
     started = time.monotonic()
     with DiskSampler([dn.device_number for dn in hdfs.datanodes]) as disks:
         readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                    for u in USERS for dn in hdfs.datanodes]
         total = sum(Transfer.parse(r.communicate()[0]).bytes for r in readers)
     wall = time.monotonic() - started
-    charged = (charged_bytes(hdfs, cluster) - before) / total if cluster else 0.0
-    return Trial(disks.middle_rate(), total / wall, charged, cpu_seconds(cluster) - cpu_before, wall)
+    in_users, in_default = ((after - start) / total for after, start in zip(charged_bytes(hdfs, cluster), before))
+    machine = {state: (seconds - machine_before[state]) / wall for state, seconds in machine_cpu().items()}
+    return Trial(disks.middle_rate(), total / wall, in_users, in_default, cpu_seconds(cluster) - cpu_before, wall,
+                 machine)
 
 
-def charged_bytes(hdfs: HdfsCluster, cluster: LocalCluster | None) -> int:
-    """Bytes read from the DataNodes' disks by threads in the users' VNodes (0 without vnode-sync)."""
+def charged_bytes(hdfs: HdfsCluster, cluster: LocalCluster | None) -> tuple[int, int]:
+    """Bytes read from the DataNodes' disks by threads in the users' VNodes and in the default
+    VNode (zero without vnode-sync)."""
     if cluster is None:
-        return 0
-    return sum(vnode_usage(cluster, dn, vnode_name(user.name)).read_bytes for dn in hdfs.datanodes for user in USERS)
+        return 0, 0
+    def read_by(vnode: str) -> int:
+        return sum(vnode_usage(cluster, dn, vnode).read_bytes for dn in hdfs.datanodes)
+    return sum(read_by(vnode_name(user.name)) for user in USERS), read_by(DEFAULT_VNODE)
 
 
 @contextlib.contextmanager
@@ -155,13 +217,52 @@ def stopped(cluster: LocalCluster):
     cluster.wait_for(lambda: all(backend.members(DEFAULT_VNODE) for backend in backends), timeout=20,
                      what="each DataXceiverServer thread in its default VNode")
     processes = cluster.processes()
-    for process in processes:
-        os.kill(process.pid, signal.SIGSTOP)
+    signal_all(processes, signal.SIGSTOP)
     try:
         yield
     finally:
-        for process in processes:
-            os.kill(process.pid, signal.SIGCONT)
+        signal_all(processes, signal.SIGCONT)
+
+
+def signal_all(processes: list[subprocess.Popen], signum: int) -> None:
+    for process in processes:
+        os.kill(process.pid, signum)
+
+
+@contextlib.contextmanager
+def stopped_once_captured(cluster: LocalCluster):
+    """The coordinator and agents stopped (SIGSTOP) as soon as each user's VNode on each node
+    holds a thread, i.e. the readers' first connections are captured: the rest of the trial
+    runs in the users' VNodes without agent activity."""
+    backends = [node_vnodes(cluster, node.node_id) for node in cluster.nodes]
+    processes = cluster.processes()
+    done = threading.Event()
+
+    def captured() -> bool:
+        try:
+            return all(backend.members(vnode_name(user.name)) for backend in backends for user in USERS)
+        except KernelError:
+            return False  # a VNode not made yet
+
+    def stop_when_captured() -> None:
+        while not done.wait(0.005):
+            if captured():
+                signal_all(processes, signal.SIGSTOP)
+                return
+
+    watcher = threading.Thread(target=stop_when_captured, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal_all(processes, signal.SIGCONT)
+
+
+def describe(trial: Trial) -> str:
+    cpus = " ".join(f"{state} {value:.2f}" for state, value in trial.machine.items())
+    return f"{trial.disks / 1e6:6.1f} MB/s ({trial.wall / 1e6:6.1f} wall; CPUs {cpus})"
 
 
 def round_order(round_: int, cases: tuple[str, ...]) -> tuple[str, ...]:
@@ -208,15 +309,26 @@ def main() -> int:
                         help="a second no-vnode-sync trial each round: its ratio to the first is the noise floor")
     parser.add_argument("--frozen", action="store_true",
                         help="a case with vnode-sync set up, then stopped: VNodes and limits without agent activity")
+    parser.add_argument("--stop-after-capture", action="store_true",
+                        help="a case whose vnode-sync is stopped once the readers' first connections are "
+                             "captured: the users' VNodes without agent activity")
     parser.add_argument("--policy-mode", choices=("throttle", "weight"), default="throttle",
                         help="weight: VNodes with BFQ weights instead of throttles (none on a zram disk)")
+    parser.add_argument("--variant", action="append", default=[], metavar="SECTION.KEY=YAML",
+                        help="a second managed case with this change, e.g. discovery.events=poll, "
+                             "agent.fast_thread_moves=false, policy.default_vnode_fraction=1.0, mode=weight")
     args = parser.parse_args()
-    agent_settings, discovery_settings, policy = (
+    managed = Management(args.policy_mode, *(
         {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in items)}
-        for items in (args.agent_set, args.discovery_set, args.policy_set))
+        for items in (args.agent_set, args.discovery_set, args.policy_set)))
+    managements = {"managed": managed, "frozen": managed, "stopped after capture": managed}
+    if args.variant:
+        managements["variant"] = managed.changed(args.variant)
     disk_mb = 2 * args.file_mb + 512
     name = f"vnode-sync-bench.overhead.{int(time.time())}"
-    cases = ("none", "managed") + (("frozen",) if args.frozen else ()) + (("none again",) if args.control else ())
+    cases = (("none", "managed") + (("variant",) if args.variant else ()) + (("frozen",) if args.frozen else ())
+             + (("stopped after capture",) if args.stop_after_capture else ())
+             + (("none again",) if args.control else ()))
     results: dict[str, list[Trial]] = {case: [] for case in cases}
     with HdfsCluster(name, datanodes=2, disk_mb=disk_mb, disk=args.disk) as hdfs:
         for user in USERS:
@@ -224,48 +336,56 @@ def main() -> int:
                 hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", args.file_mb * MiB, as_uid=user.uid,
                                 hdfs_user=user.name, on_datanode=dn)
         generous = int(args.node_gbps * 1e9)
-        nodes = [LocalNode(dn.id, (dn.loop_device,), generous, generous,
-                           {"kind": "hdfs", "pid": dn.pid, **discovery_settings}) for dn in hdfs.datanodes]
         disks = ", ".join(f"{dn.loop_device} (scheduler {scheduler(dn.device_number) or 'none, bio-based'})"
                           for dn in hdfs.datanodes)
-        print(f"DataNode disks ({args.disk}): {disks}; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; agent settings {agent_settings}, "
-              f"discovery {discovery_settings}, policy {args.policy_mode} {policy}, node bandwidth "
-              f"{args.node_gbps:g} GB/s",
-              flush=True)
+        print(f"DataNode disks ({args.disk}): {disks}; load average {os.getloadavg()[0]:.1f} on "
+              f"{os.cpu_count()} CPUs; node bandwidth {args.node_gbps:g} GB/s; managed: {managed.describe()}"
+              + (f"; variant: {managements['variant'].describe()}" if args.variant else ""), flush=True)
         read_all(hdfs)  # warm-up: JIT, NameNode caches
         for round_ in range(args.rounds):
             for case in round_order(round_, cases):
-                if case not in ("managed", "frozen"):
+                if case not in managements:
                     results[case].append(read_all(hdfs))
                     continue
-                with LocalCluster(f"{name}.{round_}", list(USERS), nodes, mode=args.policy_mode,
-                                  agent_settings=agent_settings,
-                                  coordinator_settings={"policy": policy}) as cluster:
-                    if case == "managed":
-                        results[case].append(read_all(hdfs, cluster))
-                    else:
+                how = managements[case]
+                nodes = [LocalNode(dn.id, (dn.loop_device,), generous, generous,
+                                   {"kind": "hdfs", "pid": dn.pid, **how.discovery}) for dn in hdfs.datanodes]
+                with LocalCluster(f"{name}.{round_}", list(USERS), nodes, mode=how.mode, agent_settings=how.agent,
+                                  coordinator_settings={"policy": how.policy}) as cluster:
+                    if case == "frozen":
                         with stopped(cluster):
-                            results[case].append(read_all(hdfs))
-            print(f"round {round_ + 1:2d}: " + ", ".join(
-                f"{case} {results[case][-1].disks / 1e6:6.1f} MB/s ({results[case][-1].wall / 1e6:6.1f} wall)"
-                for case in cases) + f"; {100 * results['managed'][-1].charged:.0f} % of managed bytes "
-                  "charged to the users' VNodes", flush=True)
+                            results[case].append(read_all(hdfs, cluster))
+                    elif case == "stopped after capture":
+                        with stopped_once_captured(cluster):
+                            results[case].append(read_all(hdfs, cluster))
+                    else:
+                        results[case].append(read_all(hdfs, cluster))
+            charged = ", ".join(f"{case} {100 * results[case][-1].in_users:.0f} % (default VNode "
+                                f"{100 * results[case][-1].in_default:.0f} %)" for case in cases if case in managements)
+            print(f"round {round_ + 1:2d}: " + ", ".join(f"{case} {describe(results[case][-1])}" for case in cases)
+                  + f"; bytes charged to the users' VNodes: {charged}", flush=True)
     print(f"\naggregate HDFS read over {args.rounds} rounds "
           f"(4 readers, 2 DataNodes, {args.file_mb} MiB files, {args.disk} disks):")
     for label, metric in (("DataNode disks, middle 80 %", "disks"), ("all bytes / wall time", "wall")):
         none = statistics.median(getattr(t, metric) for t in results["none"])
         managed = statistics.median(getattr(t, metric) for t in results["managed"])
         print(f"  {label}: medians none {none / 1e6:.1f} MB/s, managed {managed / 1e6:.1f} MB/s")
-        for case in cases[1:]:
-            paired = [getattr(m, metric) / getattr(n, metric) for m, n in zip(results[case], results["none"])]
+        pairs = [(case, "none") for case in cases[1:]] + [("variant", "managed")] * ("variant" in cases)
+        for case, base in pairs:
+            paired = [getattr(m, metric) / getattr(n, metric) for m, n in zip(results[case], results[base])]
             low, high = bootstrap_median_interval(paired)
             middle = statistics.median(paired)
             verdict = (f"overhead {100 * (1 - middle):+.1f} %, target within 3 %: {target_verdict(middle, low, len(paired))}"
                        if case == "managed" else CASE_MEANING[case])
-            print(f"    {case}/none per round: median {middle:.3f} (95 % CI {low:.3f} .. {high:.3f}; "
+            print(f"    {case}/{base} per round: median {middle:.3f} (95 % CI {low:.3f} .. {high:.3f}; "
                   f"range {min(paired):.3f} .. {max(paired):.3f}); {verdict}")
-    lowest = min(t.charged for t in results["managed"])
+    print("  the VM's CPUs during trials, medians (busy CPU seconds per GiB read; CPUs busy, idle, stolen by the host):")
+    for case in cases:
+        per_gib = statistics.median(t.machine["busy"] / t.wall * (1 << 30) for t in results[case])
+        states = ", ".join(f"{state} {statistics.median(t.machine[state] for t in results[case]):.2f}"
+                           for state in results[case][0].machine)
+        print(f"    {case}: {per_gib:.2f} CPU s/GiB; {states}")
+    lowest = min(t.in_users for t in results["managed"])
     cpu = sum(t.cpu_seconds for t in results["managed"]) / sum(t.seconds for t in results["managed"])
     print(f"  managed trials charged at least {100 * lowest:.0f} % of their bytes to the users' VNodes; "
           f"coordinator + agents used {cpu:.3f} CPUs on average during them ({os.cpu_count()} CPUs)")

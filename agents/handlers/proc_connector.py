@@ -6,10 +6,17 @@ the process), exec, comm change (prctl PR_SET_NAME) and exit on the host. It nee
 CONFIG_PROC_EVENTS and CAP_NET_ADMIN. Each record carries `ktime_get_ns()`, the same
 clock as `time.monotonic_ns()`, which lets benchmarks time capture from thread birth.
 
+Every record goes to every listener, so a busy host (job start-up, JVMs making and
+naming threads) would wake the agent hundreds of times a second for other processes.
+`ProcConnector.watch(tgid)` attaches a classic BPF socket filter that lets through only
+exec records and records about the watched process; the kernel drops the rest before
+they are queued, so the agent wakes only for what it acts on.
+
 Where the connector is missing or refuses us, `PollingThreadEvents` lists
 /proc/<pid>/task every few milliseconds instead; `describe()` says which is in use.
 """
 
+import ctypes
 import errno
 import logging
 import os
@@ -29,6 +36,7 @@ CN_VAL_PROC = 1
 NLMSG_NOOP, NLMSG_ERROR, NLMSG_DONE, NLMSG_OVERRUN = 1, 2, 3, 4
 PROC_CN_MCAST_LISTEN, PROC_CN_MCAST_IGNORE = 1, 2
 SO_RCVBUFFORCE = 33
+SO_ATTACH_FILTER = 26
 
 PROC_EVENT_NONE = 0x0
 PROC_EVENT_FORK = 0x1
@@ -42,6 +50,16 @@ _EVENT_HEADER = struct.Struct("=IIQ")    # what, cpu, timestamp_ns
 _FORK = struct.Struct("=iiii")           # parent_pid, parent_tgid, child_pid, child_tgid
 _PID_TGID = struct.Struct("=ii")         # exec, and the first fields of comm and exit
 _COMM = struct.Struct("=ii16s")
+
+# Byte offsets in a record, from the start of its netlink header: the event's `what`, the
+# tgid of the process it is about (process_tgid; parent_tgid for a fork, whose parent is
+# the creator's parent for a thread), and a fork's child_tgid.
+_WHAT_AT = _NLMSGHDR.size + _CN_MSG.size
+_TGID_AT = _WHAT_AT + _EVENT_HEADER.size + 4
+_CHILD_TGID_AT = _WHAT_AT + _EVENT_HEADER.size + 12
+# classic BPF opcodes (linux/filter.h)
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
+_SOCK_FILTER = struct.Struct("=HBBI")    # code, jt, jf, k
 
 
 class EventSourceUnavailable(OSError):
@@ -93,6 +111,29 @@ def _decode_event(buf: bytes, at: int) -> ProcEvent | None:
     return None
 
 
+def _as_loaded(value: int) -> int:
+    """A host-order u32 as a BPF absolute load sees it: the filter reads words big-endian."""
+    return int.from_bytes(struct.pack("=I", value & 0xFFFFFFFF), "big")
+
+
+def watch_filter(tgid: int | None) -> bytes:
+    """The socket filter program: keep exec records, and the others only about `tgid`
+    (a fork only when the child is in `tgid`); with `tgid` None, exec records alone."""
+    watched = _as_loaded(tgid or 0)  # no process has TGID 0: None keeps exec records only
+    program = [
+        (_BPF_LD_W_ABS, 0, 0, _WHAT_AT),
+        (_BPF_JEQ_K, 5, 0, _as_loaded(PROC_EVENT_EXEC)),     # -> keep
+        (_BPF_JEQ_K, 0, 2, _as_loaded(PROC_EVENT_FORK)),     # not a fork -> process tgid
+        (_BPF_LD_W_ABS, 0, 0, _CHILD_TGID_AT),
+        (_BPF_JEQ_K, 2, 3, watched),                         # -> keep, or drop
+        (_BPF_LD_W_ABS, 0, 0, _TGID_AT),
+        (_BPF_JEQ_K, 0, 1, watched),                         # -> keep, or drop
+        (_BPF_RET_K, 0, 0, 0xFFFFFFFF),                      # keep: the whole record
+        (_BPF_RET_K, 0, 0, 0),                               # drop
+    ]
+    return b"".join(_SOCK_FILTER.pack(*instruction) for instruction in program)
+
+
 def _listen_request(nl_pid: int, op: int) -> bytes:
     payload = struct.pack("=I", op)
     cn = _CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(payload), 0) + payload
@@ -121,6 +162,14 @@ class ProcConnector:
                                                   "(needs CAP_NET_ADMIN and CONFIG_PROC_EVENTS)") from e
         self.sock.setblocking(False)
         self.lost = False  # set when the kernel dropped records because we read too slowly
+
+    def watch(self, tgid: int | None) -> None:
+        """From now on the kernel queues only exec records and those about `tgid` (see
+        watch_filter); records already queued are still delivered."""
+        program = watch_filter(tgid)
+        buffer = ctypes.create_string_buffer(program, len(program))
+        fprog = struct.pack("HL", len(program) // _SOCK_FILTER.size, ctypes.addressof(buffer))  # struct sock_fprog
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)  # the kernel copies the program
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -194,16 +243,27 @@ class ThreadEvents(Protocol):
     def close(self) -> None: ...
 
 
+_NOT_WATCHING = -1  # no process has TGID -1
+
+
 class NetlinkThreadEvents:
-    """Thread events from the process connector; records about other processes are dropped."""
+    """Thread events from the process connector; records about other processes are dropped,
+    by the kernel (socket filter) and again here for those queued before the filter changed."""
 
     def __init__(self, connector: ProcConnector):
         self.connector = connector
+        self._watched: int | None = _NOT_WATCHING  # no filter until the first wait: keep what comes before
 
     def describe(self) -> str:
-        return "netlink process connector (fork/comm/exit events)"
+        return "netlink process connector (fork/comm/exit events, filtered in the kernel)"
 
     def wait(self, tgid: int | None, timeout: float) -> ThreadChanges:
+        if tgid != self._watched:
+            try:
+                self.connector.watch(tgid)
+            except OSError as e:  # still correct without it: records are filtered here as well
+                log.warning("thread events: no kernel-side filter (%s); every host record wakes the agent", e)
+            self._watched = tgid
         changes = ThreadChanges()
         deadline = time.monotonic() + timeout
         while True:

@@ -2,15 +2,18 @@
 
 import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from tests.handlers.fake_datanode import set_thread_name
-from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_EXIT, PROC_EVENT_FORK,
-                                                       NetlinkThreadEvents, PollingThreadEvents, ProcEvent,
-                                                       open_thread_events, parse_proc_events)
+from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_EXEC, PROC_EVENT_EXIT,
+                                                       PROC_EVENT_FORK, NetlinkThreadEvents, PollingThreadEvents,
+                                                       ProcConnector, ProcEvent, open_thread_events,
+                                                       parse_proc_events, watch_filter)
 
 
 def record(what: int, data: bytes, stamp: int = 123) -> bytes:
@@ -86,3 +89,67 @@ def test_a_fake_proc_root_falls_back_to_polling_and_says_why(tmp_path):
     assert "not the live /proc" in events.describe()
     with pytest.raises(ValueError, match="auto, netlink, poll"):
         open_thread_events(str(tmp_path), "ebpf")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the process connector needs CAP_NET_ADMIN (root)")
+def test_the_kernel_drops_records_about_other_processes_but_not_exec():
+    connector = ProcConnector()
+    try:
+        connector.watch(os.getpid())
+        stop = threading.Event()
+        thread = _named_thread("filter-probe", stop)
+        thread.start()
+        other = subprocess.Popen([sys.executable, "-c", "import threading; t = threading.Thread(target=int); "
+                                                        "t.start(); t.join()"])
+        other.wait()
+        stop.set()
+        thread.join()
+        seen: list[ProcEvent] = []
+        deadline = time.monotonic() + 1.0
+        awaited = {(PROC_EVENT_EXEC, other.pid), (PROC_EVENT_EXIT, thread.native_id)}  # the exit may come late
+        while time.monotonic() < deadline and not awaited <= {(e.kind, e.tid) for e in seen}:
+            seen += connector.read(0.2)
+        ours = {(e.kind, e.tid) for e in seen if e.tgid == os.getpid()}
+        assert (PROC_EVENT_FORK, thread.native_id) in ours
+        assert (PROC_EVENT_COMM, thread.native_id) in ours
+        assert (PROC_EVENT_EXIT, thread.native_id) in ours
+        assert {e.kind for e in seen if e.tgid == other.pid} == {PROC_EVENT_EXEC}  # no fork, thread, exit
+        assert all(e.tgid in (os.getpid(), other.pid) or e.kind == PROC_EVENT_EXEC for e in seen)
+    finally:
+        connector.close()
+
+
+def test_the_filter_program_keeps_exec_and_the_watched_process_only():
+    program = watch_filter(500)
+    assert len(program) % 8 == 0 and len(program) // 8 < 16
+
+    def verdict(what: int, data: bytes) -> bool:
+        return run_classic_bpf(program, record(what, data)) != 0
+
+    assert verdict(PROC_EVENT_FORK, struct.pack("=iiii", 1, 1, 501, 500))       # a thread of 500
+    assert not verdict(PROC_EVENT_FORK, struct.pack("=iiii", 9, 500, 502, 502))  # 500's parent: a new process
+    assert verdict(PROC_EVENT_COMM, struct.pack("=ii16s", 501, 500, b"x"))
+    assert not verdict(PROC_EVENT_EXIT, struct.pack("=iiIIii", 601, 600, 0, 17, 1, 1))
+    assert verdict(PROC_EVENT_EXEC, struct.pack("=ii", 700, 700))
+    assert verdict(PROC_EVENT_EXEC, struct.pack("=ii", 700, 700)) == (
+        run_classic_bpf(watch_filter(None), record(PROC_EVENT_EXEC, struct.pack("=ii", 700, 700))) != 0)
+    assert run_classic_bpf(watch_filter(None), record(PROC_EVENT_FORK, struct.pack("=iiii", 1, 1, 7, 7))) == 0
+
+
+def run_classic_bpf(program: bytes, packet: bytes) -> int:
+    """Just the instructions watch_filter uses: absolute word loads, jeq and ret (filter.h)."""
+    instructions = list(struct.iter_unpack("=HBBI", program))
+    accumulator, pc = 0, 0
+    while True:
+        code, jt, jf, k = instructions[pc]
+        if code == 0x20:
+            if k + 4 > len(packet):
+                return 0
+            accumulator = int.from_bytes(packet[k:k + 4], "big")
+        elif code == 0x15:
+            pc += jt if accumulator == k else jf
+        elif code == 0x06:
+            return k
+        else:
+            raise AssertionError(f"unexpected opcode {code:#x}")
+        pc += 1

@@ -1,0 +1,48 @@
+"""The overhead benchmark's bookkeeping: case order, variants, and what its verdict may claim."""
+
+import os
+import statistics
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")))
+
+from hdfs_overhead import (Management, bootstrap_median_interval, round_order,  # noqa: E402
+                           target_verdict)
+
+
+def test_every_case_leads_in_turn_and_every_other_cycle_runs_backwards():
+    cases = ("none", "managed", "frozen")
+    orders = [round_order(r, cases) for r in range(6)]
+    assert [o[0] for o in orders[:3]] == ["none", "managed", "frozen"]
+    assert orders[3] == tuple(reversed(orders[0]))
+    assert all(sorted(o) == sorted(cases) for o in orders)
+
+
+def test_a_variant_changes_only_the_settings_it_names():
+    managed = Management("throttle", agent={"fast_thread_moves": True}, discovery={"events": "auto"})
+    variant = managed.changed(["mode=weight", "discovery.events=poll", "policy.default_vnode_fraction=1.0"])
+    assert variant == Management("weight", agent={"fast_thread_moves": True}, discovery={"events": "poll"},
+                                 policy={"default_vnode_fraction": 1.0})
+    assert managed.discovery == {"events": "auto"}  # the managed case itself is untouched
+
+
+@pytest.mark.parametrize("assignment", ["foo=1", "agent=1", "mode=fast", "network.port=1", "agent.x"])
+def test_a_variant_that_names_no_known_setting_is_refused(assignment):
+    with pytest.raises(SystemExit, match="--variant"):
+        Management().changed([assignment])
+
+
+def test_the_verdict_claims_the_target_only_when_the_interval_allows():
+    assert target_verdict(0.99, 0.975, 20) == "met (the whole interval)"
+    assert target_verdict(0.99, 0.94, 20).startswith("met by the median")
+    assert target_verdict(0.95, 0.90, 20) == "NOT met"
+    assert target_verdict(1.0, 1.0, 1).startswith("too few rounds")
+
+
+def test_the_bootstrap_interval_is_repeatable_and_holds_the_median():
+    ratios = [0.91, 0.95, 1.02, 0.88, 0.97, 1.05, 0.93, 0.99]
+    low, high = bootstrap_median_interval(ratios)
+    assert (low, high) == bootstrap_median_interval(ratios)
+    assert low <= statistics.median(ratios) <= high
