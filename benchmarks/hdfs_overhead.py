@@ -92,8 +92,8 @@ class Management:
     discovery: dict = field(default_factory=dict)
     policy: dict = field(default_factory=dict)
 
-    def changed(self, assignments: list[str]) -> "Management":
-        """A copy with SECTION.KEY=YAML (or mode=...) assignments applied."""
+    def changed(self, assignments: list[str], option: str = "--variant") -> "Management":
+        """A copy with SECTION.KEY=YAML (or mode=...) assignments applied; `option` names them in errors."""
         sections = {name: dict(getattr(self, name)) for name in SECTIONS}
         mode = self.mode
         for item in assignments:
@@ -104,7 +104,7 @@ class Management:
             elif equals and section in SECTIONS and setting:
                 sections[section][setting] = yaml.safe_load(value)
             else:
-                raise SystemExit(f"--variant {item!r}: expected mode=throttle|weight or "
+                raise SystemExit(f"{option} {item!r}: expected mode=throttle|weight or "
                                  f"{{{','.join(SECTIONS)}}}.KEY=YAML")
         return Management(mode, **sections)
 
@@ -318,9 +318,9 @@ def main() -> int:
                         help="a second managed case with this change, e.g. discovery.events=poll, "
                              "agent.fast_thread_moves=false, policy.default_vnode_fraction=1.0, mode=weight")
     args = parser.parse_args()
-    managed = Management(args.policy_mode, *(
-        {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in items)}
-        for items in (args.agent_set, args.discovery_set, args.policy_set)))
+    managed = Management(args.policy_mode)
+    for section, items in zip(SECTIONS, (args.agent_set, args.discovery_set, args.policy_set)):
+        managed = managed.changed([f"{section}.{item}" for item in items], option=f"--{section}-set")
     managements = {"managed": managed, "frozen": managed, "stopped after capture": managed}
     if args.variant:
         managements["variant"] = managed.changed(args.variant)

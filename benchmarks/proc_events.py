@@ -49,6 +49,7 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=8, help="programs started elsewhere on the host")
     parser.add_argument("--watched-threads", type=int, default=40)
     args = parser.parse_args()
+    program = other_program()
     unfiltered, filtered = ProcConnector(), ProcConnector()
     watched = subprocess.Popen([sys.executable, "-c", WATCHED, str(args.watched_threads)],
                                stdin=subprocess.PIPE, text=True)
@@ -61,7 +62,7 @@ def main() -> int:
         watched.stdin.write("go\n")
         watched.stdin.flush()
         for _ in range(args.starts):
-            subprocess.run(other_program(), capture_output=True, check=True)
+            subprocess.run(program, capture_output=True, check=True)
         seconds = time.monotonic() - started
         got = {"unfiltered": drain(unfiltered), "filtered": drain(filtered)}
     finally:
@@ -70,7 +71,7 @@ def main() -> int:
         filtered.close()
     about_watched = {name: sorted((e.kind, e.tid) for e in events if e.tgid == watched.pid)
                      for name, events in got.items()}
-    print(f"{args.starts} x `{' '.join(os.path.basename(a) for a in other_program())}` started elsewhere and "
+    print(f"{args.starts} x `{' '.join(os.path.basename(a) for a in program)}` started elsewhere and "
           f"{args.watched_threads} threads in the watched process, over {seconds:.1f} s:")
     for name, events in got.items():
         kinds = Counter("exec" if e.kind == PROC_EVENT_EXEC else "other" for e in events if e.tgid != watched.pid)
