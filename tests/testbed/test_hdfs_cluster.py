@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -13,9 +14,11 @@ from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
                                              _last_error, hadoop_home, remove_leftovers)
 from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
+from vnode_sync.testbed.paced_disk import PacedDisk
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
+needs_fuse = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="a paced disk needs FUSE (/dev/fuse)")
 needs_hadoop = pytest.mark.skipif(
     not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
     reason=f"needs the Hadoop {HADOOP_VERSION} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
@@ -37,8 +40,18 @@ def marked_processes(workdir: str) -> list[int]:
     return found
 
 
+def paced_disk_servers(workdir: str) -> list[int]:
+    found = subprocess.run(["pgrep", "-f", f"paced_disk serve {workdir}/"], capture_output=True, text=True)
+    return [int(pid) for pid in found.stdout.split()]
+
+
 def assert_nothing_left(workdir: str) -> None:
     assert marked_processes(workdir) == []
+    for _ in range(100):  # a paced disk's FUSE server exits once the last mount of it is gone
+        if not paced_disk_servers(workdir):
+            break
+        time.sleep(0.1)
+    assert paced_disk_servers(workdir) == []
     assert stale_mounts(workdir + "/") == []
     assert stale_loops(workdir + "/") == []
     assert not os.path.exists(workdir)
@@ -134,6 +147,43 @@ def test_down_works_from_the_state_file_after_up_exited():
         assert len(marked_processes(workdir)) == 2
         down = subprocess.run([*cli, "down", "--name", name], capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
+        assert_nothing_left(workdir)
+    finally:
+        remove_leftovers(workdir, exact=True)
+
+
+@needs_java
+@needs_hadoop
+@needs_fuse
+def test_a_cluster_on_paced_disks_keeps_its_rate_in_the_state_file_and_goes_down_without_leftovers():
+    name = unique_name("hdfs-paced")
+    workdir = default_workdir(name)
+    cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
+    try:
+        up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", "paced",
+                             "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
+        assert up.returncode == 0, up.stderr
+        attached = HdfsCluster.attach(workdir)
+        assert (attached.disk, attached.disk_read_mbps) == ("paced", 300)
+        assert len(paced_disk_servers(workdir)) == 1
+        assert attached.datanodes[0].loop_device in stale_loops(workdir + "/")
+        down = subprocess.run([*cli, "down", "--name", name], capture_output=True, text=True, timeout=60)
+        assert down.returncode == 0, down.stderr
+        assert_nothing_left(workdir)
+    finally:
+        remove_leftovers(workdir, exact=True)
+
+
+@needs_fuse
+def test_cleanup_stale_takes_down_a_crashed_runs_paced_disk():
+    name = unique_name("hdfs-stale-paced")
+    workdir = default_workdir(name)
+    os.makedirs(os.path.join(workdir, "dn0"))
+    PacedDisk.create(os.path.join(workdir, "dn0"), os.path.join(workdir, "dn0", "disk"), 64, read_mbps=500)
+    try:
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+                                 "--prefix", name], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
         assert_nothing_left(workdir)
     finally:
         remove_leftovers(workdir, exact=True)

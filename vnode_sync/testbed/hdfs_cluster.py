@@ -2,8 +2,9 @@
 
 Each daemon is a separate JVM running the Hadoop 3.4.2 jars that `scripts/setup.d/hdfs.sh`
 fetched; each DataNode's data dir is an ext4 file system on its own loop device (or, with
-disk="zram", a RAM block device), so a read that misses the page cache is block I/O on
-that device's MAJ:MIN, which blkio can throttle.
+disk="zram", a RAM block device; with disk="paced", a loop device whose reads are paced like
+a real disk's), so a read that misses the page cache is block I/O on that device's MAJ:MIN,
+which blkio can throttle.
 Ready means a probe block was written to every DataNode and read back by the native client.
 
 Command line (as root):
@@ -20,9 +21,10 @@ Command line (as root):
 http_address "127.0.0.1:PORT", rpc_port, http_port, name_dir, log, audit_log}; datanodes
 [{id "dn0", pid, data_dir, mountpoint, backing_file, loop_device "/dev/loopN",
 device_number "MAJ:MIN", major, minor, ports {data, http, ipc}, log}]; name, workdir,
-hadoop_home, replication, disk_mb, client_conf_dir, startup_seconds, jvm. Every JVM carries
-`-Dvnode_sync.testbed.workdir=<workdir>`: `down` and `cleanup-stale` find processes by it,
-mounts and loop devices by their paths under the workdir.
+hadoop_home, replication, disk_mb, disk, disk_read_mbps, client_conf_dir, startup_seconds,
+jvm. Every JVM carries `-Dvnode_sync.testbed.workdir=<workdir>`: `down` and `cleanup-stale`
+find processes by it, mounts and loop devices by their paths under the workdir (a paced
+disk's FUSE server exits by itself once its mount is gone).
 
 Python, e.g. a handler-thread test:
 
@@ -74,6 +76,7 @@ from vnode_sync import logs
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from vnode_sync.testbed.paced_disk import PacedDisk
 from vnode_sync.testbed.zramdev import ZramDisk, remove_marked
 
 HADOOP_VERSION = "3.4.2"
@@ -81,7 +84,8 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dvnode_sync.testbed.workdir="
-DISK_KINDS = ("loop", "zram")
+DISK_KINDS = ("loop", "zram", "paced")
+PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 ZRAM_MARKER = "disk.zram"  # names the zram device of a DataNode (zramdev.py)
 TOOL_CLASS = "VnodeSyncHdfsStream"
 NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
@@ -430,13 +434,16 @@ class HdfsCluster:
     def __init__(self, name: str, workdir: str | None = None, datanodes: int = 2, disk_mb: int = 1024,
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
-                 host: str = "127.0.0.1", disk: str = "loop"):
+                 host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
-        file on the host's disk behind a loop device) or "zram" (RAM; see zramdev.py)."""
+        file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
+        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py)."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
-        self.disk = disk
+        if disk_read_mbps <= 0:
+            raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
+        self.disk, self.disk_read_mbps = disk, disk_read_mbps
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -467,6 +474,7 @@ class HdfsCluster:
     def _save(self) -> None:
         state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
                  "replication": self.replication, "disk_mb": self.disk_mb, "disk": self.disk,
+                 "disk_read_mbps": self.disk_read_mbps,
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
@@ -487,7 +495,7 @@ class HdfsCluster:
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
                       runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
-                      disk=state.get("disk", "loop"))
+                      disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -540,15 +548,19 @@ class HdfsCluster:
             dn_id = f"dn{index}"
             dn_dir = os.path.join(self.workdir, dn_id)
             os.makedirs(dn_dir)
-            if self.disk == "zram":
-                disk = ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), os.path.join(dn_dir, "disk"), self.disk_mb)
-            else:
-                disk = LoopDisk.create(os.path.join(dn_dir, "disk.img"), os.path.join(dn_dir, "disk"), self.disk_mb)
+            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"))
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
                 os.path.join(dn_dir, "datanode.log"), host=self.host))
             self._save()  # a crash from here on leaves a state file that `down` can undo
+
+    def _make_disk(self, dn_dir: str, mountpoint: str) -> LoopDisk | ZramDisk | PacedDisk:
+        if self.disk == "zram":
+            return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb)
+        if self.disk == "paced":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, self.disk_read_mbps)
+        return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
 
     def _write_confs(self) -> None:
         core, hdfs = self._common_site()
@@ -853,7 +865,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--datanodes", type=int, default=2)
     up.add_argument("--disk-mb", type=int, default=1024, help="size of each DataNode's disk")
     up.add_argument("--disk", choices=DISK_KINDS, default="loop",
-                    help="loop: a file on the host disk behind a loop device; zram: a RAM block device")
+                    help="loop: a file on the host disk behind a loop device; zram: a RAM block device; "
+                         "paced: reads paced to --disk-read-mbps, like a real disk")
+    up.add_argument("--disk-read-mbps", type=float, default=PACED_READ_MBPS, help="a paced disk's read rate, MB/s")
     up.add_argument("--replication", type=int, default=1)
     up.add_argument("--heap-mb", type=int, default=256)
     up.add_argument("--dual-stack", action="store_true", help="IPv4+IPv6 sockets (tcp6) instead of IPv4 only")
@@ -891,7 +905,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "up":
         jvm = JvmSettings(args.heap_mb, quick_jit=not args.full_jit, ipv4_stack=not args.dual_stack)
         cluster = HdfsCluster(args.name or os.path.basename(workdir), workdir, args.datanodes, args.disk_mb,
-                              args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk)
+                              args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk,
+                              disk_read_mbps=args.disk_read_mbps)
         cluster.start()
         print(f"HDFS up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
               f"http {cluster.namenode.http_address}, state {cluster.state_path}")

@@ -43,7 +43,7 @@ class LoopDisk:
             os.posix_fallocate(f.fileno(), 0, size_mb << 20)
         # direct-io: the loop device reads the backing file with O_DIRECT, so pages are not cached
         # twice and a read that misses ext4's page cache really reaches the host disk.
-        device = _run("losetup", "--find", "--show", "--direct-io=on", backing_file)
+        device = attach(backing_file, direct_io=True)
         try:
             number = device_number(device)
             set_scheduler(number, scheduler)
@@ -73,8 +73,14 @@ def make_ext4(device: str, mountpoint: str) -> None:
 def unmount(mountpoint: str) -> None:
     if mountpoint in stale_mounts(mountpoint):
         # Lazy as a fallback: a process that is still dying may hold a file open for a moment.
-        if subprocess.run(["umount", mountpoint], capture_output=True).returncode != 0:
+        if (subprocess.run(["umount", mountpoint], capture_output=True).returncode != 0
+                and mountpoint in stale_mounts(mountpoint)):  # not if someone else unmounted it meanwhile
             _run("umount", "--lazy", mountpoint)
+
+
+def attach(backing_file: str, direct_io: bool) -> str:
+    """A new loop device over `backing_file`; returns its path ("/dev/loopN")."""
+    return _run("losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", backing_file)
 
 
 def detach(device: str) -> None:

@@ -1,0 +1,189 @@
+"""The paced disk: a pacer that serves one queue at a fixed rate, a FUSE server that speaks the
+kernel's protocol for one file, and the real thing (FUSE + loop + ext4) set up and removed."""
+
+import errno
+import os
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tests.conftest import WHY_NO_KERNEL, unique_name
+from vnode_sync.errors import InvalidArgument
+from vnode_sync.testbed import paced_fuse as fuse
+from vnode_sync.testbed.loopdev import stale_loops, stale_mounts
+from vnode_sync.testbed.paced_disk import IMAGE_NAME, PacedDisk
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_pacer_serves_reads_one_after_another_at_its_rate():
+    clock = FakeClock()
+    pacer = fuse.Pacer(rate=1e6, burst_seconds=0.005, clock=clock)
+    assert [pacer.done_at(1_000_000) for _ in range(3)] == [1.0, 2.0, 3.0]  # queued behind each other
+
+
+def test_the_pacer_credits_idle_time_only_up_to_its_burst():
+    clock = FakeClock()
+    pacer = fuse.Pacer(rate=1e6, burst_seconds=0.005, clock=clock)
+    pacer.done_at(1_000_000)
+    clock.now = 10.0  # idle for 9 s: a disk does not bank them
+    assert pacer.done_at(1_000_000) == pytest.approx(10.995)
+
+
+def test_a_pacer_without_a_positive_rate_is_refused():
+    with pytest.raises(InvalidArgument, match="above 0"):
+        fuse.Pacer(rate=0)
+
+
+# ---- the server's side of the FUSE protocol, over a socket pair instead of /dev/fuse ----------
+# SOCK_SEQPACKET keeps message boundaries as /dev/fuse does: one read is one request, one
+# write one reply.
+
+class Kernel:
+    """Plays the kernel: sends requests to a PacedFileServer running in a thread, reads its replies."""
+
+    def __init__(self, image: str, rate: float = 1e12):
+        self.ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.server = fuse.PacedFileServer(theirs.detach(), image, fuse.Pacer(rate))
+        self.thread = threading.Thread(target=self.server.serve, daemon=True)
+        self.thread.start()
+        self.unique = 0
+
+    def send(self, opcode: int, body: bytes = b"", node: int = fuse.ROOT_ID) -> int:
+        self.unique += 1
+        self.ours.send(fuse.IN_HEADER.pack(fuse.IN_HEADER.size + len(body), opcode, self.unique, node,
+                                           0, 0, 0, 0, 0) + body)
+        return self.unique
+
+    def reply(self, timeout: float = 5) -> tuple[int, int, bytes]:
+        """(unique, error, body) of the next reply."""
+        self.ours.settimeout(timeout)
+        message = self.ours.recv(fuse.MAX_IO + 4096)
+        length, error, unique = fuse.OUT_HEADER.unpack_from(message)
+        assert length == len(message)
+        return unique, error, message[fuse.OUT_HEADER.size:]
+
+    def close(self) -> None:
+        self.ours.close()  # the server reads end-of-connection and returns
+        self.thread.join(5)
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    image = tmp_path / "disk.raw"
+    image.write_bytes(bytes(range(256)) * 4096)  # 1 MiB with a recognisable pattern
+    k = Kernel(str(image))
+    yield k
+    k.close()
+    assert not k.thread.is_alive()
+
+
+def test_init_offers_async_direct_io_and_one_mib_requests(kernel):
+    unique = kernel.send(fuse.INIT, struct.pack("<IIII", 7, 38, 1 << 20, 0))
+    got, error, body = kernel.reply()
+    major, minor, _, flags, _, _, max_write, _, max_pages, *_ = fuse.INIT_OUT.unpack(body)
+    assert (got, error, major, minor) == (unique, 0, *fuse.PROTOCOL)
+    assert flags & fuse.FUSE_ASYNC_DIO and flags & fuse.FUSE_ASYNC_READ
+    assert max_write == fuse.MAX_IO and max_pages * 4096 == fuse.MAX_IO
+
+
+def test_lookup_finds_the_one_file_with_its_size_and_nothing_else(kernel):
+    kernel.send(fuse.LOOKUP, fuse.FILE_NAME.encode() + b"\0")
+    _, error, body = kernel.reply()
+    node = struct.unpack_from("<Q", body)[0]
+    size = fuse.ATTR.unpack_from(body, fuse.ENTRY_OUT.size)[1]
+    assert (error, node, size) == (0, fuse.FILE_ID, 1 << 20)
+    kernel.send(fuse.LOOKUP, b"other.img\0")
+    assert kernel.reply()[1] == -errno.ENOENT
+
+
+def test_open_asks_the_kernel_for_direct_io(kernel):
+    kernel.send(fuse.OPEN, struct.pack("<II", os.O_RDWR, 0), node=fuse.FILE_ID)
+    _, error, body = kernel.reply()
+    assert error == 0 and fuse.OPEN_OUT.unpack(body)[1] & fuse.FOPEN_DIRECT_IO
+
+
+def test_reads_return_the_images_bytes_and_stop_at_its_end(kernel):
+    kernel.send(fuse.READ, fuse.READ_IN.pack(0, 4096 + 3, 5) + bytes(20), node=fuse.FILE_ID)
+    assert kernel.reply()[2] == bytes([3, 4, 5, 6, 7])
+    kernel.send(fuse.READ, fuse.READ_IN.pack(0, (1 << 20) - 2, 4096) + bytes(20), node=fuse.FILE_ID)
+    assert kernel.reply()[2] == bytes([254, 255])
+
+
+def test_writes_reach_the_image(kernel, tmp_path):
+    body = struct.pack("<QQIIQII", 0, 10, 3, 0, 0, 0, 0) + b"abc"
+    kernel.send(fuse.WRITE, body, node=fuse.FILE_ID)
+    _, error, reply = kernel.reply()
+    assert (error, fuse.WRITE_OUT.unpack(reply)[0]) == (0, 3)
+    assert (tmp_path / "disk.raw").read_bytes()[10:13] == b"abc"
+
+
+def test_unknown_requests_get_enosys_and_forgets_get_no_reply(kernel):
+    kernel.send(fuse.FORGET, struct.pack("<Q", 1), node=fuse.FILE_ID)
+    unique = kernel.send(999)
+    got, error, _ = kernel.reply()
+    assert (got, error) == (unique, -errno.ENOSYS)  # the first reply is the unknown request's
+
+
+def test_a_paced_read_is_answered_after_the_reads_queued_before_it(tmp_path):
+    image = tmp_path / "disk.raw"
+    image.write_bytes(bytes(1 << 20))
+    kernel = Kernel(str(image), rate=1e6)  # 131 ms for the first read (a socket's message is < 200 KiB)
+    try:
+        first = kernel.send(fuse.READ, fuse.READ_IN.pack(0, 0, 128 << 10) + bytes(20), node=fuse.FILE_ID)
+        second = kernel.send(fuse.READ, fuse.READ_IN.pack(0, 0, 4096) + bytes(20), node=fuse.FILE_ID)
+        assert [kernel.reply()[0], kernel.reply()[0]] == [first, second]
+    finally:
+        kernel.close()
+
+
+# ---- the real thing: FUSE, loop device, ext4 ------------------------------------------------
+
+WHY_NOT = WHY_NO_KERNEL or (None if os.path.exists("/dev/fuse") else "needs FUSE (/dev/fuse)")
+needs_fuse = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
+
+
+def _server_running(directory: str) -> bool:
+    return subprocess.run(["pgrep", "-f", f"paced_disk serve {directory}"], capture_output=True).returncode == 0
+
+
+@needs_fuse
+def test_a_paced_disk_keeps_what_is_written_and_leaves_nothing_when_removed(tmp_path):
+    directory = tmp_path / unique_name("paced")
+    directory.mkdir()
+    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=64, read_mbps=500)
+    try:
+        with open(f"/sys/block/{os.path.basename(disk.device)}/loop/dio") as f:
+            assert f.read().strip() == "1"  # the loop reads the FUSE file with O_DIRECT: nothing cached between
+        data = os.urandom(4 << 20)
+        (directory / "mnt" / "f").write_bytes(data)
+        fd = os.open(directory / "mnt" / "f", os.O_RDONLY)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        assert (directory / "mnt" / "f").read_bytes() == data
+        assert _server_running(str(directory))
+    finally:
+        disk.remove()
+    assert stale_mounts(str(directory)) == [] and stale_loops(str(directory)) == []
+    assert not (directory / IMAGE_NAME).exists()
+    deadline = time.monotonic() + 10  # the server reads the end of its connection and exits
+    while _server_running(str(directory)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _server_running(str(directory))
+
+
+def test_a_paced_disk_with_no_rate_is_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(InvalidArgument, match="read_mbps"):
+        PacedDisk.create(str(tmp_path), str(tmp_path / "mnt"), size_mb=64, read_mbps=0)
+    assert os.listdir(tmp_path) == []
