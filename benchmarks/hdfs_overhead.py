@@ -1,7 +1,7 @@
 """Aggregate HDFS read bandwidth with vnode-sync managing VNodes at generous limits, against
 no vnode-sync at all, alternating in the same run (target: within 3%).
 
-    sudo .venv/bin/python benchmarks/hdfs_overhead.py [--rounds 10] [--file-mb 512] [--disk zram|loop]
+    sudo .venv/bin/python benchmarks/hdfs_overhead.py [--rounds 10] [--file-mb 512] [--disk paced|zram|loop]
 
 A real HDFS (2 DataNodes, each on a block device of its own) holds one file per user per DataNode. Each trial
 drops the DataNodes' page cache and reads all of them at once through the native client,
@@ -10,19 +10,25 @@ DataXceiver captured into its user's VNode, with node bandwidth --node-gbps (10 
 shared by Algorithm 1: limits far above what the disk does.
 "none": no vnode-sync process running and no VNodes.
 
---disk zram (the default) puts each DataNode's ext4 on a zram device: a block device in
-RAM, so every read still goes through the block layer, blk-throttle and the blkio
-counters, but at a speed that does not drift, and vnode-sync's own costs weigh more
-against it than against a disk. --disk loop uses the testbed's usual loop devices over
-files on the VM's disk; two things skew those here: the VM disk's throughput drifts by
-10-30 % between trials, and a loop device runs one worker per blkio cgroup, so reads
-spread over VNodes get more parallel service than reads from one cgroup (managed > none).
+--disk paced (the default) is the case a DataNode on real disks is in: the disk is the
+bottleneck and CPU is spare. Each DataNode's ext4 sits on a loop device that reads through
+a FUSE server pacing reads to --disk-read-mbps (100 MB/s, one queue per disk;
+testbed/paced_disk.py), because this VM has no device slower than its CPUs. --disk zram
+puts each ext4 on a RAM block device instead: every read still goes through the block
+layer, blk-throttle and the blkio counters, but the readers then keep both CPUs busy, so
+the figure is CPU time per byte, and vnode-sync's own CPU and any scheduling disturbance
+cost bandwidth one for one: the worst case, a CPU-saturated DataNode. --disk loop uses
+loop devices over files on the VM's disk, which the host's cache serves at 2-3 GB/s, so
+it is CPU-bound too, drifts by 10-30 % between trials, and gives each blkio cgroup a loop
+worker of its own (managed > none).
 Two figures per trial: the DataNode disks' read rate (from /proc/diskstats every 20 ms)
 between the moments 10 % and 90 % of the trial's bytes were read, i.e. while the readers
 were all busy, and all bytes over the wall time from starting the readers to the last
 one ending (reader JVM start included, the same in both cases). After one unmeasured
 warm-up trial, the cases take turns at each position in a round. The figure is the median of the
-rounds' own managed/none ratios, with a bootstrap 95 % confidence interval.
+rounds' own managed/none ratios, with a bootstrap 95 % confidence interval. The summary
+also splits each case's wall time in three (to 10 % of the bytes, with the readers' JVM
+start; 10-90 %; the last 10 %), to show where a difference in wall time lies.
 
 On this kind of VM two identical trials a minute apart differ by 10-20 %, and the
 rate drifts by a factor up to two over a run (CPU time per byte, user and kernel alike,
@@ -69,7 +75,7 @@ from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.hdfs_cluster import HdfsCluster, Transfer
+from vnode_sync.testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer
 from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
@@ -121,6 +127,7 @@ class Trial:
     cpu_seconds: float   # used by the coordinator and agents during the trial
     seconds: float       # the trial's wall time
     machine: dict[str, float]  # the VM's CPU time during the trial by /proc/stat state (busy, idle, steal), in CPUs
+    phases: tuple[float, float, float]  # seconds to 10 % of the bytes, 10-90 %, 90 % to the end
 
 
 class DiskSampler:
@@ -151,17 +158,24 @@ class DiskSampler:
         self._thread.join()
         self.samples.append((time.monotonic(), self._read()))
 
+    def moment(self, fraction: float) -> float:
+        """When `fraction` of the bytes read in the sampling had been read (interpolated)."""
+        first = self.samples[0][1]
+        target = first + fraction * (self.samples[-1][1] - first)
+        (t0, b0), (t1, b1) = next((a, b) for a, b in zip(self.samples, self.samples[1:]) if b[1] >= target)
+        return t0 + (t1 - t0) * ((target - b0) / (b1 - b0) if b1 > b0 else 1.0)
+
     def middle_rate(self, low: float = 0.1, high: float = 0.9) -> float:
         """Bytes/s between the moments `low` and `high` of the bytes had been read (JVM start and
         the last reader's tail left out: what the disks delivered while all readers were busy)."""
-        first = self.samples[0][1]
-        total = self.samples[-1][1] - first
-        moments = []
-        for fraction in (low, high):
-            target = first + fraction * total
-            (t0, b0), (t1, b1) = next((a, b) for a, b in zip(self.samples, self.samples[1:]) if b[1] >= target)
-            moments.append(t0 + (t1 - t0) * ((target - b0) / (b1 - b0) if b1 > b0 else 1.0))
-        return (high - low) * total / (moments[1] - moments[0])
+        total = self.samples[-1][1] - self.samples[0][1]
+        return (high - low) * total / (self.moment(high) - self.moment(low))
+
+    def phases(self, started: float, ended: float) -> tuple[float, float, float]:
+        """Seconds from `started` to 10 % of the bytes (reader JVM start included), from 10 to
+        90 %, and from 90 % to `ended`: where a difference in wall time lies."""
+        low, high = self.moment(0.1), self.moment(0.9)
+        return low - started, high - low, ended - high
 
 
 def cpu_seconds(cluster: LocalCluster | None) -> float:
@@ -192,11 +206,12 @@ def read_all(hdfs: HdfsCluster, cluster: LocalCluster | None = None) -> Trial:
         readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                    for u in USERS for dn in hdfs.datanodes]
         total = sum(Transfer.parse(r.communicate()[0]).bytes for r in readers)
-    wall = time.monotonic() - started
+    ended = time.monotonic()
+    wall = ended - started
     in_users, in_default = ((after - start) / total for after, start in zip(charged_bytes(hdfs, cluster), before))
     machine = {state: (seconds - machine_before[state]) / wall for state, seconds in machine_cpu().items()}
     return Trial(disks.middle_rate(), total / wall, in_users, in_default, cpu_seconds(cluster) - cpu_before, wall,
-                 machine)
+                 machine, disks.phases(started, ended))
 
 
 def charged_bytes(hdfs: HdfsCluster, cluster: LocalCluster | None) -> tuple[int, int]:
@@ -295,8 +310,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--file-mb", type=int, default=512)
-    parser.add_argument("--disk", choices=("zram", "loop"), default="zram",
-                        help="DataNode disks: zram (RAM block devices, steady) or loop (files on the VM's disk)")
+    parser.add_argument("--disk", choices=("paced", "zram", "loop"), default="paced",
+                        help="DataNode disks: paced (reads paced like a real disk's: disk-bound), zram (RAM "
+                             "block devices: CPU-bound) or loop (files on the VM's disk)")
+    parser.add_argument("--disk-read-mbps", type=float, default=PACED_READ_MBPS,
+                        help="a paced disk's read rate per DataNode, MB/s")
     parser.add_argument("--node-gbps", type=float, default=10,
                         help="node bandwidth given to the coordinator, GB/s (far above what the disk does)")
     parser.add_argument("--agent-set", action="append", default=[], metavar="KEY=YAML",
@@ -330,7 +348,7 @@ def main() -> int:
              + (("stopped after capture",) if args.stop_after_capture else ())
              + (("none again",) if args.control else ()))
     results: dict[str, list[Trial]] = {case: [] for case in cases}
-    with HdfsCluster(name, datanodes=2, disk_mb=disk_mb, disk=args.disk) as hdfs:
+    with HdfsCluster(name, datanodes=2, disk_mb=disk_mb, disk=args.disk, disk_read_mbps=args.disk_read_mbps) as hdfs:
         for user in USERS:
             for dn in hdfs.datanodes:
                 hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", args.file_mb * MiB, as_uid=user.uid,
@@ -338,7 +356,8 @@ def main() -> int:
         generous = int(args.node_gbps * 1e9)
         disks = ", ".join(f"{dn.loop_device} (scheduler {scheduler(dn.device_number) or 'none, bio-based'})"
                           for dn in hdfs.datanodes)
-        print(f"DataNode disks ({args.disk}): {disks}; load average {os.getloadavg()[0]:.1f} on "
+        paced = f", reads paced to {args.disk_read_mbps:g} MB/s each" if args.disk == "paced" else ""
+        print(f"DataNode disks ({args.disk}{paced}): {disks}; load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs; node bandwidth {args.node_gbps:g} GB/s; managed: {managed.describe()}"
               + (f"; variant: {managements['variant'].describe()}" if args.variant else ""), flush=True)
         read_all(hdfs)  # warm-up: JIT, NameNode caches
@@ -385,6 +404,11 @@ def main() -> int:
         states = ", ".join(f"{state} {statistics.median(t.machine[state] for t in results[case]):.2f}"
                            for state in results[case][0].machine)
         print(f"    {case}: {per_gib:.2f} CPU s/GiB; {states}")
+    print("  where the wall time goes, medians (seconds to 10 % of the bytes, incl. reader JVM start; 10-90 %; "
+          "last 10 %):")
+    for case in cases:
+        to_10, middle, last = (statistics.median(t.phases[i] for t in results[case]) for i in range(3))
+        print(f"    {case}: {to_10:.2f} + {middle:.2f} + {last:.2f} s")
     lowest = min(t.in_users for t in results["managed"])
     cpu = sum(t.cpu_seconds for t in results["managed"]) / sum(t.seconds for t in results["managed"])
     print(f"  managed trials charged at least {100 * lowest:.0f} % of their bytes to the users' VNodes; "

@@ -35,6 +35,10 @@ WHY_NO_KERNEL = _why_no_kernel()
 needs_kernel = pytest.mark.skipif(WHY_NO_KERNEL is not None, reason=WHY_NO_KERNEL or "")
 
 
+WHY_NO_FUSE = WHY_NO_KERNEL or (None if os.path.exists("/dev/fuse") else "a paced disk needs FUSE (/dev/fuse)")
+needs_fuse = pytest.mark.skipif(WHY_NO_FUSE is not None, reason=WHY_NO_FUSE or "")
+
+
 def _why_no_java() -> str | None:
     if not shutil.which("java"):
         return "needs a Java runtime (java on PATH) for HDFS"

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")))
 
-from hdfs_overhead import (Management, bootstrap_median_interval, round_order,  # noqa: E402
+from hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
                            target_verdict)
 
 
@@ -46,3 +46,11 @@ def test_the_bootstrap_interval_is_repeatable_and_holds_the_median():
     low, high = bootstrap_median_interval(ratios)
     assert (low, high) == bootstrap_median_interval(ratios)
     assert low <= statistics.median(ratios) <= high
+
+
+def test_the_disk_samples_split_a_trial_into_start_streaming_and_tail():
+    sampler = DiskSampler([])
+    sampler.samples = [(0.0, 0), (1.0, 0), (2.0, 100), (3.0, 200), (4.0, 200)]  # (time, bytes read so far)
+    assert sampler.moment(0.1) == pytest.approx(1.2) and sampler.moment(0.9) == pytest.approx(2.8)
+    assert sampler.middle_rate() == pytest.approx(100.0)  # 160 bytes in 1.6 s
+    assert sampler.phases(started=0.5, ended=4.0) == pytest.approx((0.7, 1.6, 1.2))

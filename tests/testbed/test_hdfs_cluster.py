@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import needs_java, needs_kernel, unique_name
+from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
 from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
                                              _last_error, hadoop_home, remove_leftovers)
 from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
@@ -18,7 +18,6 @@ from vnode_sync.testbed.paced_disk import PacedDisk
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
-needs_fuse = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="a paced disk needs FUSE (/dev/fuse)")
 needs_hadoop = pytest.mark.skipif(
     not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
     reason=f"needs the Hadoop {HADOOP_VERSION} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
@@ -135,38 +134,20 @@ def test_stop_removes_every_process_mount_loop_and_the_workdir(cluster):
 
 @needs_java
 @needs_hadoop
-def test_down_works_from_the_state_file_after_up_exited():
+@pytest.mark.parametrize("disk", ["loop", pytest.param("paced", marks=needs_fuse)])
+def test_down_works_from_the_state_file_after_up_exited(disk):
     name = unique_name("hdfs-cli")
     workdir = default_workdir(name)
     cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
     try:
-        up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256"],
-                            capture_output=True, text=True, timeout=180)
+        up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", disk,
+                             "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stderr
         assert "HDFS up in" in up.stdout
         assert len(marked_processes(workdir)) == 2
-        down = subprocess.run([*cli, "down", "--name", name], capture_output=True, text=True, timeout=60)
-        assert down.returncode == 0, down.stderr
-        assert_nothing_left(workdir)
-    finally:
-        remove_leftovers(workdir, exact=True)
-
-
-@needs_java
-@needs_hadoop
-@needs_fuse
-def test_a_cluster_on_paced_disks_keeps_its_rate_in_the_state_file_and_goes_down_without_leftovers():
-    name = unique_name("hdfs-paced")
-    workdir = default_workdir(name)
-    cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
-    try:
-        up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", "paced",
-                             "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
-        assert up.returncode == 0, up.stderr
         attached = HdfsCluster.attach(workdir)
-        assert (attached.disk, attached.disk_read_mbps) == ("paced", 300)
-        assert len(paced_disk_servers(workdir)) == 1
-        assert attached.datanodes[0].loop_device in stale_loops(workdir + "/")
+        assert (attached.disk, attached.disk_read_mbps) == (disk, 300)
+        assert len(paced_disk_servers(workdir)) == (1 if disk == "paced" else 0)
         down = subprocess.run([*cli, "down", "--name", name], capture_output=True, text=True, timeout=60)
         assert down.returncode == 0, down.stderr
         assert_nothing_left(workdir)

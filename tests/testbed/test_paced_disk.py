@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import WHY_NO_KERNEL, unique_name
+from tests.conftest import needs_fuse, unique_name
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.testbed import paced_fuse as fuse
 from vnode_sync.testbed.loopdev import stale_loops, stale_mounts
@@ -148,10 +148,6 @@ def test_a_paced_read_is_answered_after_the_reads_queued_before_it(tmp_path):
 
 
 # ---- the real thing: FUSE, loop device, ext4 ------------------------------------------------
-
-WHY_NOT = WHY_NO_KERNEL or (None if os.path.exists("/dev/fuse") else "needs FUSE (/dev/fuse)")
-needs_fuse = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
-
 
 def _server_running(directory: str) -> bool:
     return subprocess.run(["pgrep", "-f", f"paced_disk serve {directory}"], capture_output=True).returncode == 0
