@@ -7,13 +7,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.testbed.loopdev import stale_mounts
 from vnode_sync.testbed.raw_loop import loop_device
-from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.kernel.backend import HostCgroups, vnode_name
+from vnode_sync.kernel.types import IoCounters
+from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes
 from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 pytestmark = [needs_kernel, pytest.mark.slow]
@@ -83,22 +86,37 @@ def test_coordinator_restart_keeps_users_and_priorities(cluster):
                      timeout=20, what="agents reconnected and applied the new generation")
 
 
+def vnode_read_rate(cluster: LocalCluster, node_id: str, user: str, device, seconds: float = 3.0) -> float:
+    """Bytes/s the kernel charged to `user`'s VNode on `device` over the next `seconds`."""
+    def read_bytes() -> int:
+        return node_vnodes(cluster, node_id).usage(vnode_name(user)).get(device, IoCounters()).read_bytes
+    start, began = read_bytes(), time.monotonic()
+    time.sleep(seconds)
+    return (read_bytes() - start) / (time.monotonic() - began)
+
+
 def test_an_agent_killed_with_sigkill_and_restarted_converges_without_duplicates(cluster):
     before = vnode_tree(cluster, "node1")
-    # Counting starts 8 s in, after the restarted agent has certainly converged: while no
-    # agent runs, a new thread is not captured, and that window is not what is measured here.
-    reader = start_reader(cluster.nodes[0].devices[0], ALICE_UID, "node1", seconds=3, warmup=8)
     cluster.stop_agent("node1", signal.SIGKILL)
     assert vnode_tree(cluster, "node1") == before, "a dead agent's VNodes keep enforcing"
-    cluster.vnodectl("set-priority", "alice", "8")  # changed while the agent is down
-    generation = cluster.status()["generation"]
-    cluster.start_agent(cluster.nodes[0])
-    cluster.wait_for(lambda: next(n for n in cluster.status()["nodes"] if n["node_id"] == "node1")
-                     ["applied_generation"] == generation, timeout=20, what="restarted agent converged")
-    after = vnode_tree(cluster, "node1")
-    assert sorted(after) == sorted(before) == ["vnode-default", "vnode.alice", "vnode.bob"]
-    assert after["vnode.alice"].split() == after["vnode.bob"].split()  # 8 vs 8: equal shares now
-    assert abs(rate(reader) - 30 * MB) <= 3 * MB
+    path, device = cluster.devices[0]
+    reader = start_reader(path, ALICE_UID, "node1", seconds=60, warmup=0)  # born while no agent runs
+    try:
+        cluster.vnodectl("set-priority", "alice", "8")  # changed while the agent is down
+        generation = cluster.status()["generation"]
+        cluster.start_agent(cluster.nodes[0])
+        cluster.wait_for(lambda: next(n for n in cluster.status()["nodes"] if n["node_id"] == "node1")
+                         ["applied_generation"] == generation, timeout=20, what="restarted agent converged")
+        after = vnode_tree(cluster, "node1")
+        assert sorted(after) == sorted(before) == ["vnode-default", "vnode.alice", "vnode.bob"]
+        assert after["vnode.alice"].split() == after["vnode.bob"].split()  # 8 vs 8: equal shares now
+        cluster.wait_for(lambda: reader.pid in node_vnodes(cluster, "node1").members(vnode_name("alice")),
+                         timeout=10, what="the reader born while the agent was down placed in alice's VNode")
+        # Counted by the kernel from here on, however long the restart took.
+        assert abs(vnode_read_rate(cluster, "node1", "alice", device) - 30 * MB) <= 3 * MB
+    finally:
+        reader.kill()
+        reader.wait()
 
 
 def _fast_moves_mounted(cluster, node_id: str) -> bool:
