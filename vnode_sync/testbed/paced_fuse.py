@@ -136,9 +136,11 @@ class PacedFileServer:
             written = os.pwrite(self.image, body[WRITE_IN.size:WRITE_IN.size + size], offset)
             self._reply(unique, WRITE_OUT.pack(written, 0))
         elif opcode == INIT:
+            # Async direct I/O: the loop device's reads queue here at once, as at a disk, not one by one.
             flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_ASYNC_DIO | FUSE_MAX_PAGES
-            self._reply(unique, INIT_OUT.pack(*PROTOCOL, MAX_IO, flags, 16, 12, MAX_IO, 1, MAX_IO // 4096, 0, 0,
-                                              *[0] * 7))
+            max_background, congestion_threshold, time_granularity = 16, 12, 1
+            self._reply(unique, INIT_OUT.pack(*PROTOCOL, MAX_IO, flags, max_background, congestion_threshold, MAX_IO,
+                                              time_granularity, MAX_IO // 4096, 0, 0, *[0] * 7))
         elif opcode == LOOKUP:
             if bytes(body).rstrip(b"\0") != FILE_NAME.encode() or node != ROOT_ID:
                 self._reply(unique, error=errno.ENOENT)
