@@ -102,11 +102,12 @@ def stale_loops(prefix: str) -> list[str]:
 
 
 def stale_mounts(prefix: str) -> list[str]:
-    """Mount points whose path contains `prefix`, deepest first so they can be unmounted in order."""
+    """Mount points whose path contains `prefix`, latest mount first: the order to unmount them
+    in, a mount before the one it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
     found = []
-    with open("/proc/self/mountinfo") as f:
+    with open("/proc/self/mountinfo") as f:  # in the order the mounts were made
         for line in f:
             mountpoint = line.split()[4].replace("\\040", " ")
             if prefix in mountpoint:
                 found.append(mountpoint)
-    return sorted(found, key=len, reverse=True)
+    return found[::-1]

@@ -19,6 +19,12 @@ The file is opened direct_io, so no page cache sits between the loop device and 
 The FUSE mount, the loop's backing file and the image all live under the caller's
 (prefixed) directory, so loopdev.stale_mounts/stale_loops find a crashed run's; the server
 exits by itself once its mount is gone. Needs root and /dev/fuse.
+
+benchmarks/mpi-io/slow_disk.py is the same idea, older, for the paper's figures: a C
+daemon (spindled.c, libfuse3, compiled on first use) serving one request at a time with a
+seek cost, under a loop device without direct I/O so BFQ sees the queue. This one needs no
+compiler or libfuse and lets the loop device queue reads at once (async direct I/O), as
+HDFS's readers do at a disk. The two should become one server with both models.
 """
 
 import argparse
@@ -75,7 +81,7 @@ class PacedDisk:
             set_scheduler(number, "none")
             make_ext4(device, mountpoint)
         except BaseException:
-            _take_down(mountpoint, backing, fuse_dir)
+            _take_down(mountpoint, fuse_dir)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(5)
             raise
@@ -83,9 +89,9 @@ class PacedDisk:
 
     def remove(self) -> None:
         """Unmount, detach, unmount FUSE (its server then exits), delete the image; each step skipped if done."""
-        directory = os.path.dirname(os.path.dirname(self.backing_file))
-        _take_down(self.mountpoint, self.backing_file, os.path.dirname(self.backing_file))
-        image = os.path.join(directory, IMAGE_NAME)
+        fuse_dir = os.path.dirname(self.backing_file)
+        _take_down(self.mountpoint, fuse_dir)
+        image = os.path.join(os.path.dirname(fuse_dir), IMAGE_NAME)
         if os.path.exists(image):
             os.unlink(image)
 
@@ -102,11 +108,11 @@ def _wait_mounted(fuse_dir: str, server: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
-def _take_down(mountpoint: str, backing: str, fuse_dir: str) -> None:
+def _take_down(mountpoint: str, fuse_dir: str) -> None:
     # ext4 first, then the loop that reads the FUSE file, then FUSE: in the other order
     # ext4 would lose its disk while mounted.
     unmount(mountpoint)
-    for device in stale_loops(backing):
+    for device in stale_loops(os.path.join(fuse_dir, FILE_NAME)):
         detach(device)
     unmount(fuse_dir)
 
