@@ -57,11 +57,16 @@ def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path)
                                  stderr=subprocess.PIPE, text=True)
         limit_file = os.path.join(HostCgroups().blkio_v1, name, "vnode.alice", "blkio.throttle.read_bps_device")
         try:
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and not os.path.exists(limit_file):
+            # The VNode's directory appears before its limits are written: wait for the limit itself.
+            deadline, limit = time.monotonic() + 15, []
+            while time.monotonic() < deadline and limit != [str(dev), "12345678"]:
                 time.sleep(0.1)
-            with open(limit_file) as f:
-                assert f.read().split() == [str(dev), "12345678"]
+                try:
+                    with open(limit_file) as f:
+                        limit = f.read().split()
+                except FileNotFoundError:
+                    pass
+            assert limit == [str(dev), "12345678"]
             time.sleep(1.0)
             assert agent.poll() is None, "the agent keeps running while the coordinator is down"
         finally:
