@@ -15,7 +15,7 @@ from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.logs import configure
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:

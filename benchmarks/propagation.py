@@ -1,6 +1,6 @@
 """How long from `set-priority` until every storage agent reports the new generation applied.
 
-    sudo .venv/bin/python benchmarks/propagation.py [--rounds 30]
+    sudo .venv/bin/python -m benchmarks.propagation [--rounds 30]
 
 Runs a real coordinator process and, for 2 and 10 nodes, real vnode-agent processes
 (blkio-v1 VNodes on one shared loop device, each agent in its own subtree); for 100
@@ -18,8 +18,8 @@ import time
 
 import grpc
 
-from vnode_sync.testbed.raw_loop import loop_device  # noqa: E402
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
+from testbed.raw_loop import loop_device  # noqa: E402
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc  # noqa: E402
 

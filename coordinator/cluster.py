@@ -17,7 +17,7 @@ from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
 
 # Measured rates are taken over this many seconds of usage reports: long enough to

@@ -15,7 +15,7 @@ from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 
 JOB_EXPIRY_CHECK_SECONDS = 30.0
 

@@ -16,7 +16,7 @@ from vnode_sync.security.identity import caller_of
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 
 # How often an idle desired-state stream checks that its agent is still there.
 STREAM_IDLE_CHECK_SECONDS = 1.0

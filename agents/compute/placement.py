@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups, vnode_name
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 
-log = logging.getLogger("vnode_sync.agents.compute")
+log = logging.getLogger(__name__)
 
 JOB_ENVIRONMENT_KEYS = ("SLURM_JOB_ID", "PBS_JOBID")
 

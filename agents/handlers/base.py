@@ -22,7 +22,7 @@ class HandlerThread:
 
 
 @dataclass
-class Identity:
+class UserDirectory:
     """What the coordinator told us about users: uid -> user and connection -> user."""
 
     users_by_uid: dict[int, str] = field(default_factory=dict)
@@ -39,7 +39,7 @@ class HandlerDiscovery(Protocol):
 
     name: str
 
-    def scan(self, identity: Identity) -> list[HandlerThread]:
+    def scan(self, users: UserDirectory) -> list[HandlerThread]:
         """Every handler thread now alive, with its user where it can be told."""
         ...
 

@@ -22,8 +22,8 @@ Which connection a thread serves (sockets.py says why fds cannot tell):
 
 Whose the connection is:
 - client on this host (same network namespace): the uid owning the client end of the
-  socket (sock_diag's uid, as in /proc/net/tcp{,6}), mapped through Identity.users_by_uid;
-- client elsewhere: Identity.connections[(client address, client port)], reported by
+  socket (sock_diag's uid, as in /proc/net/tcp{,6}), mapped through UserDirectory.users_by_uid;
+- client elsewhere: UserDirectory.connections[(client address, client port)], reported by
   compute agents through the coordinator (addresses in sockets.normalise_address form).
 A thread not identified yet is returned with user None (the default VNode) and is
 resolved again on every later scan, so it moves when the identity arrives.
@@ -57,14 +57,14 @@ from collections import Counter
 from dataclasses import dataclass
 from threading import Lock
 
-from vnode_sync.agents.handlers.base import HandlerThread, Identity
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory
 from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
 from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
                                                 sockets_in_use, tcp_sockets)
 from vnode_sync.errors import ConfigError
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 HANDLER_COMM = "DataXceiver for"
@@ -275,7 +275,7 @@ class HdfsDiscovery:
 
     # ---- scan ---------------------------------------------------------------
 
-    def scan(self, identity: Identity) -> list[HandlerThread]:
+    def scan(self, identity: UserDirectory) -> list[HandlerThread]:
         changes = self._take_pending()
         pid = self._datanode(force=bool(changes.started) or changes.lost)
         if pid is None:
@@ -352,7 +352,7 @@ class HdfsDiscovery:
 
     # ---- linking threads to connections -------------------------------------
 
-    def _link(self, pid: int, identity: Identity, now: float) -> None:
+    def _link(self, pid: int, identity: UserDirectory, now: float) -> None:
         sockets = tcp_sockets(self.proc_root, pid, self.data_port)
         if self.data_port is None:
             self._learn_port(pid, sockets)
@@ -395,7 +395,7 @@ class HdfsDiscovery:
             return True
         return False
 
-    def _agree(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], identity: Identity,
+    def _agree(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], identity: UserDirectory,
                now: float) -> None:
         waiting, unowned = self._young_unlinked(now), self._unowned(served)
         if not waiting or not unowned:
@@ -435,7 +435,7 @@ class HdfsDiscovery:
     # ---- identity -----------------------------------------------------------
 
     def _user_of_connection(self, pid: int, connection: TcpSocket, sockets: list[TcpSocket],
-                            identity: Identity) -> str | None:
+                            identity: UserDirectory) -> str | None:
         peer = peer_of(sockets, connection)
         if peer is not None:
             if self._is_own_socket(pid, peer):
@@ -445,7 +445,7 @@ class HdfsDiscovery:
                 return user
         return identity.connections.get(connection.remote)
 
-    def _user(self, h: _Handler, identity: Identity) -> str | None:
+    def _user(self, h: _Handler, identity: UserDirectory) -> str | None:
         if h.internal:
             return None
         if h.connection is None:
@@ -456,7 +456,7 @@ class HdfsDiscovery:
                 return user
         return identity.connections.get(h.connection.remote)
 
-    def _responder_user(self, r: _Responder, identity: Identity, now: float) -> str | None:
+    def _responder_user(self, r: _Responder, identity: UserDirectory, now: float) -> str | None:
         """A PacketResponder's user: the one every candidate creator serves, once all are known.
 
         HDFS starts a write's PacketResponder from the DataXceiver receiving the block,

@@ -13,7 +13,7 @@ from vnode_sync.kernel.backend import EnforcementBackend
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
 class StorageAgent:

@@ -8,18 +8,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from vnode_sync.agents.handlers.base import HandlerDiscovery, Identity
+from vnode_sync.agents.handlers.base import HandlerDiscovery, UserDirectory
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, EnforcementBackend, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
-def identity_of(state: pb.DesiredState) -> Identity:
-    return Identity(users_by_uid={u.uid: u.name for u in state.users},
+def user_directory_of(state: pb.DesiredState) -> UserDirectory:
+    return UserDirectory(users_by_uid={u.uid: u.name for u in state.users},
                     active_users={v.user for v in state.vnodes},
                     connections={(c.client_address, c.client_port): c.user for c in state.connections})
 
@@ -30,7 +30,7 @@ class Reconciler:
     discovery: HandlerDiscovery
     devices: dict[str, DeviceNumber]          # device path -> MAJ:MIN on this host
     state: pb.DesiredState | None = None
-    identity: Identity = field(default_factory=Identity)
+    users: UserDirectory = field(default_factory=UserDirectory)
     applied_generation: int = 0
     errors: list[str] = field(default_factory=list)
     # where we put each handler (TID, or PID on a per-process backend)
@@ -57,7 +57,7 @@ class Reconciler:
     def apply(self, state: pb.DesiredState) -> None:
         """A full pass against `state` (also used for periodic resync with the same state)."""
         self.errors = []
-        self.state, self.identity = state, identity_of(state)
+        self.state, self.users = state, user_directory_of(state)
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
         self.backend.setup()
@@ -83,7 +83,7 @@ class Reconciler:
         self.applied_generation = state.generation
 
     def _target(self, user: str | None) -> str:
-        return vnode_name(user) if user and user in self.identity.active_users else DEFAULT_VNODE
+        return vnode_name(user) if user and user in self.users.active_users else DEFAULT_VNODE
 
     def place_handlers(self) -> int:
         """Capture pass: put every handler thread in its user's VNode. Returns how many moved."""
@@ -91,7 +91,7 @@ class Reconciler:
             return 0
         moved = 0
         seen = set()
-        for thread in self.discovery.scan(self.identity):
+        for thread in self.discovery.scan(self.users):
             key = thread.tid if self.backend.places_threads else thread.pid
             seen.add(key)
             if thread.inherits and thread.user is None:

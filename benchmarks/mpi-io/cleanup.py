@@ -3,7 +3,7 @@
     sudo .venv/bin/python benchmarks/mpi-io/cleanup.py
 
 Every experiment does this itself before it starts; HDFS clusters of fig. 5 are named
-vnode-sync-bench.mpiio.fig5.* and removed by `python -m vnode_sync.testbed.hdfs_cluster cleanup-stale`.
+vnode-sync-bench.mpiio.fig5.* and removed by `python -m testbed.hdfs_cluster cleanup-stale`.
 """
 
 from bench_vnodes import BENCH_PREFIX, remove_leftovers

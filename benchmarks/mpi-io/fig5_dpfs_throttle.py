@@ -5,7 +5,7 @@ HDFS places each 128 MiB block itself, so some DataNodes serve two readers and s
 
     sudo .venv/bin/python benchmarks/mpi-io/fig5_dpfs_throttle.py [--datanodes 3] [--rates 10,20,40,80]
 
-Needs the HDFS testbed (vnode_sync.testbed.hdfs_cluster; scripts/setup.d/hdfs.sh). All
+Needs the HDFS testbed (testbed.hdfs_cluster; scripts/setup.d/hdfs.sh). All
 DataNodes share this host, so "remote" reads cross loopback, not a network.
 """
 
@@ -95,7 +95,7 @@ def main() -> None:
     p.add_argument("--out", default=report.RESULTS_DIR)
     args = p.parse_args()
     from vnode_sync.kernel.devices import scheduler
-    from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+    from testbed.hdfs_cluster import HdfsCluster
     started = prepare_run("needs root: cgroups, loop devices, mounts")
     out = args.out
     disk_mb = max(1024, 2 * parse_size(args.size_per_process) * args.datanodes // (1 << 20) + 512)

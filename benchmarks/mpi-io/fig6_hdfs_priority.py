@@ -85,10 +85,10 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default=report.RESULTS_DIR)
     args = p.parse_args()
-    from vnode_sync.agents.handlers.base import Identity
+    from vnode_sync.agents.handlers.base import UserDirectory
     from vnode_sync.agents.handlers.hdfs import HdfsDiscovery
     from vnode_sync.kernel.devices import scheduler
-    from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+    from testbed.hdfs_cluster import HdfsCluster
     started = prepare_run("needs root: cgroups, loop devices, mounts, clients as other uids")
     out = args.out
     size = parse_size(args.size)
@@ -103,7 +103,7 @@ def main() -> None:
             cluster.write_file(f"/daemons/{name}.bin", 3 * size, hdfs_user="daemons")
         discovery = HdfsDiscovery(cmdline_contains=os.path.join(cluster.workdir, "conf", dn.id) + ":",
                                   spawner_in_default=False)  # the placer leaves unidentified threads alone
-        identity = Identity(users_by_uid=dict(USERS))
+        identity = UserDirectory(users_by_uid=dict(USERS))
         testbed = describe(f"{dn.id}: {dn.loop_device} ({dn.device_number})", scheduler(dn.device_number) or "?",
                            "none: the DataNode's loop device over a file on the VM disk; 1 DataNode, "
                            "native HDFS clients")

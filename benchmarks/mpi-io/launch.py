@@ -6,7 +6,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from vnode_sync.testbed.processes import stop_process
+from testbed.processes import stop_process
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpiio_test.py")
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
-from vnode_sync.agents.handlers.base import HandlerThread, Identity, PollingWait
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
@@ -25,7 +25,7 @@ class ListedThreads(PollingWait):
         self.owners: dict[int, int] = {}
         self.helpers: dict[int, str | None] = {}  # tid -> user, of threads that inherit their creator's VNode
 
-    def scan(self, identity: Identity):
+    def scan(self, identity: UserDirectory):
         return ([HandlerThread(tid, tid, identity.user_for_uid(uid)) for tid, uid in self.owners.items()]
                 + [HandlerThread(tid, tid, user, inherits=True) for tid, user in self.helpers.items()])
 

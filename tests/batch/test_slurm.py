@@ -19,8 +19,8 @@ from vnode_sync.agents.compute.placement import job_pids
 from vnode_sync.batch.cli import SLURM_WRAPPERS, install_hooks
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode
-from vnode_sync.testbed.slurm import DEBIAN_PACKAGES, LocalSlurm, SlurmSettings, missing_programs
+from testbed.local_cluster import LocalCluster, LocalNode
+from testbed.slurm import DEBIAN_PACKAGES, LocalSlurm, SlurmSettings, missing_programs
 
 ACCOUNT = "vnode-sync-physics"
 POLICY = {"default_priority": 10, "account_priorities": {ACCOUNT: 30}, "job_priority_min": 1,

@@ -6,9 +6,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")))
-
-from hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
+from benchmarks.hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
                            target_verdict)
 
 

@@ -12,12 +12,12 @@ import time
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
-from vnode_sync.testbed.loopdev import stale_mounts
-from vnode_sync.testbed.raw_loop import loop_device
+from testbed.loopdev import stale_mounts
+from testbed.raw_loop import loop_device
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.types import IoCounters
-from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.hdfs_vnode_cluster import node_vnodes
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
@@ -39,7 +39,7 @@ def cluster():
 
 
 def start_reader(device: str, uid: int, node_id: str, seconds: float = 6.0, warmup: float = 1.5) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "vnode_sync.testbed.direct_reader", device, "--uid", str(uid),
+    return subprocess.Popen([sys.executable, "-m", "testbed.direct_reader", device, "--uid", str(uid),
                              "--name", f"vsread-{node_id}", "--seconds", str(seconds), "--warmup", str(warmup)],
                             stdout=subprocess.PIPE, text=True)
 

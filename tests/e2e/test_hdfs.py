@@ -14,10 +14,10 @@ import yaml
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
-from vnode_sync.testbed.compute_host import ComputeHost
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalUser
-from vnode_sync.testbed.processes import stop_process
+from testbed.compute_host import ComputeHost
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.local_cluster import LocalCluster, LocalUser
+from testbed.processes import stop_process
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
 

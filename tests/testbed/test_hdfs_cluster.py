@@ -11,10 +11,10 @@ import time
 import pytest
 
 from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
-from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
+from testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
                                              _last_error, hadoop_home, remove_leftovers)
-from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
-from vnode_sync.testbed.paced_disk import PacedDisk
+from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
+from testbed.paced_disk import PacedDisk
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
@@ -138,7 +138,7 @@ def test_stop_removes_every_process_mount_loop_and_the_workdir(cluster):
 def test_down_works_from_the_state_file_after_up_exited(disk):
     name = unique_name("hdfs-cli")
     workdir = default_workdir(name)
-    cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
+    cli = [sys.executable, "-m", "testbed.hdfs_cluster"]
     try:
         up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", disk,
                              "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
@@ -162,7 +162,7 @@ def test_cleanup_stale_takes_down_a_crashed_runs_paced_disk():
     os.makedirs(os.path.join(workdir, "dn0"))
     PacedDisk.create(os.path.join(workdir, "dn0"), os.path.join(workdir, "dn0", "disk"), 64, read_mbps=500)
     try:
-        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+        result = subprocess.run([sys.executable, "-m", "testbed.hdfs_cluster", "cleanup-stale",
                                  "--prefix", name], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert_nothing_left(workdir)
@@ -178,7 +178,7 @@ def test_cleanup_stale_finds_leftovers_by_prefix():
     disk = LoopDisk.create(os.path.join(workdir, "disk.img"), os.path.join(workdir, "disk"), 64)
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"{MARKER}{workdir}"])
     try:
-        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+        result = subprocess.run([sys.executable, "-m", "testbed.hdfs_cluster", "cleanup-stale",
                                  "--prefix", name], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert process.wait(15) == -signal.SIGTERM

@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import needs_fuse, unique_name
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.testbed import paced_fuse as fuse
-from vnode_sync.testbed.loopdev import stale_loops, stale_mounts
-from vnode_sync.testbed.paced_disk import IMAGE_NAME, PacedDisk
+from testbed import paced_fuse as fuse
+from testbed.loopdev import stale_loops, stale_mounts
+from testbed.paced_disk import IMAGE_NAME, PacedDisk
 
 
 class FakeClock:

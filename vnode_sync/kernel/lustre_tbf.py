@@ -31,7 +31,7 @@ from vnode_sync.errors import ConfigError, InvalidArgument, KernelError, Unsuppo
 from vnode_sync.kernel.backend import DEFAULT_VNODE, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
-log = logging.getLogger("vnode_sync.kernel.lustre_tbf")
+log = logging.getLogger(__name__)
 
 RULE_NAME_MAX = 15            # MAX_TBF_NAME (16) less the NUL, nrs_tbf.c check_rule_name
 RATE_MAX = 999_999            # LPROCFS_NRS_RATE_MAX is 1000000, exclusive (older releases: 65535)

@@ -1,6 +1,6 @@
 """The README's main job: a real local vnode-sync cluster enforcing two users' priorities.
 
-    python -m vnode_sync.testbed.demo [--storage hdfs|loop] [--seconds 8]
+    python -m testbed.demo [--storage hdfs|loop] [--seconds 8]
 
 `hdfs` (the default): a real HDFS (NameNode + 2 DataNodes, each on its own loop disk),
 the coordinator and one storage agent per DataNode capturing DataXceiver threads; two
@@ -21,10 +21,10 @@ import subprocess
 import sys
 import time
 
-from vnode_sync.testbed.hdfs_cluster import HdfsCluster
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from vnode_sync.testbed.raw_loop import loop_device
+from testbed.hdfs_cluster import HdfsCluster
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.raw_loop import loop_device
 
 MB = 1_000_000
 NODE_BW = 60 * MB
@@ -63,7 +63,7 @@ def watch(cluster: LocalCluster, seconds: float, title: str) -> None:
 
 def start_readers(cluster: LocalCluster, seconds: float) -> dict:
     return {(u.name, n.node_id): subprocess.Popen(
-        [sys.executable, "-m", "vnode_sync.testbed.direct_reader", n.devices[0], "--uid", str(u.uid),
+        [sys.executable, "-m", "testbed.direct_reader", n.devices[0], "--uid", str(u.uid),
          "--name", f"vsread-{n.node_id}", "--seconds", str(seconds), "--warmup", "1"],
         stdout=subprocess.PIPE, text=True) for u in USERS for n in cluster.nodes}
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from vnode_sync.testbed.processes import stop_process
+from testbed.processes import stop_process
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")

@@ -9,12 +9,12 @@ Ready means a probe block was written to every DataNode and read back by the nat
 
 Command line (as root):
 
-    python -m vnode_sync.testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1]
-    python -m vnode_sync.testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
-    python -m vnode_sync.testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
-    python -m vnode_sync.testbed.hdfs_cluster status --name demo
-    python -m vnode_sync.testbed.hdfs_cluster down --name demo      # also when `up`'s process is gone
-    python -m vnode_sync.testbed.hdfs_cluster cleanup-stale [--prefix P] [--dry-run]
+    python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1]
+    python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
+    python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
+    python -m testbed.hdfs_cluster status --name demo
+    python -m testbed.hdfs_cluster down --name demo      # also when `up`'s process is gone
+    python -m testbed.hdfs_cluster cleanup-stale [--prefix P] [--dry-run]
 
 `up` leaves the daemons running and writes `<workdir>/cluster.json` (workdir default
 `/tmp/vnode-sync-hdfs.<name>`): namenode {pid, rpc_address "hdfs://127.0.0.1:PORT",
@@ -22,7 +22,7 @@ http_address "127.0.0.1:PORT", rpc_port, http_port, name_dir, log, audit_log}; d
 [{id "dn0", pid, data_dir, mountpoint, backing_file, loop_device "/dev/loopN",
 device_number "MAJ:MIN", major, minor, ports {data, http, ipc}, log}]; name, workdir,
 hadoop_home, replication, disk_mb, disk, disk_read_mbps, client_conf_dir, startup_seconds,
-jvm. Every JVM carries `-Dvnode_sync.testbed.workdir=<workdir>`: `down` and `cleanup-stale`
+jvm. Every JVM carries `-Dtestbed.workdir=<workdir>`: `down` and `cleanup-stale`
 find processes by it, mounts and loop devices by their paths under the workdir (a paced
 disk's FUSE server exits by itself once its mount is gone).
 
@@ -75,15 +75,15 @@ import psutil
 from vnode_sync import logs
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
-from vnode_sync.testbed.paced_disk import PacedDisk
-from vnode_sync.testbed.zramdev import ZramDisk, remove_marked
+from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from testbed.paced_disk import PacedDisk
+from testbed.zramdev import ZramDisk, remove_marked
 
 HADOOP_VERSION = "3.4.2"
 WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
-MARKER = "-Dvnode_sync.testbed.workdir="
+MARKER = "-Dtestbed.workdir="
 DISK_KINDS = ("loop", "zram", "paced")
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 ZRAM_MARKER = "disk.zram"  # names the zram device of a DataNode (zramdev.py)
@@ -850,7 +850,7 @@ def _main_class(cmdline: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vnode_sync.testbed.hdfs_cluster",
+    parser = argparse.ArgumentParser(prog="python -m testbed.hdfs_cluster",
                                      description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 

@@ -8,7 +8,7 @@ with Java. Requests, one line each:
     READ <path> <bytes>\n  read the file with O_DIRECT (block I/O, no page cache) and send it
 Every served connection is logged on stdout as "SERVE <tid> <client port>".
 
-    python -m tests.handlers.fake_datanode --tag X org.apache.hadoop.hdfs.server.datanode.DataNode
+    python -m testbed.fake_datanode --tag X org.apache.hadoop.hdfs.server.datanode.DataNode
 prints "PORT <n>" first. The DataNode class name is an argument so discovery by
 command line finds this process; --tag tells several of them apart.
 

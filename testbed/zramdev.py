@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.loopdev import make_ext4, unmount
+from testbed.loopdev import make_ext4, unmount
 
 CONTROL = "/sys/class/zram-control"
 

@@ -4,7 +4,7 @@ The device is opened as root before dropping to `uid`, so the reader needs no ac
 rights of its own; O_DIRECT keeps the page cache out, so every byte is block I/O and
 the VNode's throttle applies. Its comm is set to `name` so a discovery pattern can find it.
 
-    python -m vnode_sync.testbed.direct_reader /dev/loop3 --uid 64001 --name vsreader --seconds 8
+    python -m testbed.direct_reader /dev/loop3 --uid 64001 --name vsreader --seconds 8
 prints one JSON line: {"bytes": ..., "seconds": ..., "bytes_per_second": ...}
 """
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel.devices import device_number, set_scheduler
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.paced_fuse import FILE_NAME, PacedFileServer
-from vnode_sync.testbed.loopdev import attach, detach, make_ext4, stale_loops, stale_mounts, unmount
+from testbed.paced_fuse import FILE_NAME, PacedFileServer
+from testbed.loopdev import attach, detach, make_ext4, stale_loops, stale_mounts, unmount
 
 IMAGE_NAME = "disk.raw"
 FUSE_DIR = "paced"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from vnode_sync.kernel.backend import HostCgroups
-from vnode_sync.testbed.processes import stop_process
+from testbed.processes import stop_process
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ prefixes below in its name: cgroup subtrees, loop-device backing files, mount
 points, work dirs of daemons, network namespaces. Production agents' subtrees (`vnode-sync.<node>`) are
 never touched.
 
-    python -m vnode_sync.testbed.leftovers            # list
-    python -m vnode_sync.testbed.leftovers --remove   # remove
+    python -m testbed.leftovers            # list
+    python -m testbed.leftovers --remove   # remove
 """
 
 import argparse
@@ -58,7 +58,7 @@ def processes() -> list[tuple[int, str]]:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if _ours(cmdline) and "vnode_sync.testbed.leftovers" not in cmdline:
+        if _ours(cmdline) and "testbed.leftovers" not in cmdline:
             found.append((int(entry), cmdline.strip()[:160]))
     return found
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in found["cgroups"]:
         _remove_cgroup(path)
     for netns in found["network namespaces"]:
-        from vnode_sync.testbed.compute_host import ComputeHost
+        from testbed.compute_host import ComputeHost
         ComputeHost(netns).stop()
     print("removed")
     return 0

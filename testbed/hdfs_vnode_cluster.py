@@ -14,8 +14,8 @@ from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import IoCounters
-from vnode_sync.testbed.hdfs_cluster import DataNode, HdfsCluster
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.hdfs_cluster import DataNode, HdfsCluster
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 
 @contextlib.contextmanager
