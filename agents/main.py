@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
     fast_moves = FastMoves(config.fast_moves_mountpoint)
-    if config.fast_thread_moves and backend.moves_cgroup_tasks:
+    if config.fast_thread_moves and backend.placer is not None:
         try:
             log.info("fast thread moves (cgroup favordynmods): %s", fast_moves.enable())
         except VNodeSyncError as e:

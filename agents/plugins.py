@@ -6,7 +6,7 @@ import inspect
 from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import ConfigError, Unsupported
-from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups
+from vnode_sync.kernel.backend import HostCgroups, LimitEnforcer
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.io_v2 import IoV2Backend
 
@@ -16,7 +16,7 @@ DISCOVERY_PLUGINS = {
 }
 
 
-def make_backend(config: AgentConfig) -> EnforcementBackend:
+def make_backend(config: AgentConfig) -> LimitEnforcer:
     host = HostCgroups(config.cgroup_root)
     kind = config.backend
     if kind == "lustre-tbf":

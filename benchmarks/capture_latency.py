@@ -240,7 +240,7 @@ def desired_state(device: str, default_bps: int) -> pb.DesiredState:
 
 def read_bytes(backend: BlkioV1Backend, cgroups: tuple[str, ...], dev: DeviceNumber) -> tuple[int, ...]:
     """Bytes read from `dev` so far by each of the named cgroups under the backend's root."""
-    return tuple(backend.usage(name).get(dev, IoCounters()).read_bytes for name in cgroups)
+    return tuple(backend.counters(name).get(dev, IoCounters()).read_bytes for name in cgroups)
 
 
 def move(hierarchy_path: str, tids: list[int]) -> None:

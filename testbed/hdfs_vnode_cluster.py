@@ -46,6 +46,6 @@ def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
     Only the DataNode's device counts: a loop device (direct I/O) charges the same bytes to
     its backing device as well."""
     try:
-        return node_vnodes(cluster, dn.id).usage(vnode).get(dn.device_number, IoCounters())
+        return node_vnodes(cluster, dn.id).counters(vnode).get(dn.device_number, IoCounters())
     except KernelError:
         return IoCounters()

@@ -29,5 +29,13 @@ class KernelError(VNodeSyncError):
         self.path = path
 
 
+class ThreadGone(KernelError):
+    """The thread or process to move has exited (ESRCH): normal while handlers come and go."""
+
+    def __init__(self, path: str, tid: int):
+        super().__init__(path, f"thread {tid} no longer exists")
+        self.tid = tid
+
+
 class Unsupported(VNodeSyncError):
     """The host cannot do what was asked (e.g. per-thread placement on cgroup v2)."""

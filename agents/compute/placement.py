@@ -17,7 +17,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups, vnode_name
+from vnode_sync.errors import ThreadGone
+from vnode_sync.kernel.backend import HostCgroups, vnode_name
+from vnode_sync.kernel.cgroup_vnodes import CgroupVNodes
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,7 @@ def threads_of(pid: int, proc_root: str = "/proc") -> list[int]:
         return []
 
 
-def place_processes(backend: EnforcementBackend, user: str, pids: Iterable[int],
+def place_processes(backend: CgroupVNodes, user: str, pids: Iterable[int],
                     proc_root: str = "/proc") -> Placement:
     """Move every thread of `pids` into `user`'s VNode, creating it if needed."""
     vnode = vnode_name(user)
@@ -89,14 +91,14 @@ def place_processes(backend: EnforcementBackend, user: str, pids: Iterable[int],
         try:
             for tid in tids:
                 backend.place(vnode, tid)
-        except ProcessLookupError:
+        except ThreadGone:
             result.vanished += 1
             continue
         result.pids.add(pid)
     return result
 
 
-def watch_job(backend: EnforcementBackend, user: str, uid: int, job_id: str, seconds: float,
+def watch_job(backend: CgroupVNodes, user: str, uid: int, job_id: str, seconds: float,
               proc_root: str = "/proc", interval: float = 0.25) -> set[int]:
     """Place the job's processes as they appear, for `seconds` or until they are all gone; returns the pids placed."""
     placed: set[int] = set()

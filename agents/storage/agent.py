@@ -9,7 +9,7 @@ from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.kernel.backend import EnforcementBackend
+from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class StorageAgent:
-    def __init__(self, config: AgentConfig, backend: EnforcementBackend, discovery: HandlerDiscovery,
+    def __init__(self, config: AgentConfig, backend: LimitEnforcer, discovery: HandlerDiscovery,
                  devices: dict[str, DeviceNumber], credentials=None):
         self.config = config
         self.backend = backend

@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, UserDirectory
-from vnode_sync.errors import VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, EnforcementBackend, user_of_vnode, vnode_name
+from vnode_sync.errors import ThreadGone, VNodeSyncError
+from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def user_directory_of(state: pb.DesiredState) -> UserDirectory:
 
 @dataclass
 class Reconciler:
-    backend: EnforcementBackend
+    backend: LimitEnforcer
     discovery: HandlerDiscovery
     devices: dict[str, DeviceNumber]          # device path -> MAJ:MIN on this host
     state: pb.DesiredState | None = None
@@ -86,13 +86,16 @@ class Reconciler:
         return vnode_name(user) if user and user in self.users.active_users else DEFAULT_VNODE
 
     def place_handlers(self) -> int:
-        """Capture pass: put every handler thread in its user's VNode. Returns how many moved."""
-        if self.state is None:
+        """Capture pass: put every handler thread in its user's VNode. Returns how many moved.
+
+        Backends without a placer (Lustre TBF, the DataNode's throttler) find the user themselves."""
+        placer = self.backend.placer
+        if self.state is None or placer is None:
             return 0
         moved = 0
         seen = set()
         for thread in self.discovery.scan(self.users):
-            key = thread.tid if self.backend.places_threads else thread.pid
+            key = thread.tid if placer.places_threads else thread.pid
             seen.add(key)
             if thread.inherits and thread.user is None:
                 target = self._inherited_target(key)
@@ -101,8 +104,8 @@ class Reconciler:
             if self.placed.get(key) == target:
                 continue
             try:
-                self.backend.place(target, key)
-            except ProcessLookupError:
+                placer.place(target, key)
+            except ThreadGone:
                 continue  # ended while we looked
             except VNodeSyncError as e:
                 self.errors.append(f"placing {key} in {target}: {e}")
@@ -118,7 +121,7 @@ class Reconciler:
         if key not in self.placed:
             for vnode in self.backend.vnodes():
                 try:
-                    if key in self.backend.members(vnode):
+                    if key in self.backend.placer.members(vnode):
                         self.placed[key] = vnode  # already there: nothing to move
                         break
                 except VNodeSyncError:
@@ -127,36 +130,36 @@ class Reconciler:
 
     def _release_strays(self, desired: set[str]) -> None:
         """Threads in our VNodes that are not handlers we placed there go back to the root."""
+        placer = self.backend.placer
+        if placer is None:
+            return
         for vnode in self.backend.vnodes():
-            for member in self.backend.members(vnode):
+            for member in placer.members(vnode):
                 want = self.placed.get(member)
                 if want == vnode:
                     continue
-                if want in desired:
-                    self.backend.place(want, member)
-                else:
-                    self.backend.release(member)
-
-    def _held_at_limit(self, vnode: str, counters: dict[DeviceNumber, IoCounters]) -> bool:
-        """Only backends that can tell (Lustre TBF) have limit_state; the others say False."""
-        limit_state = getattr(self.backend, "limit_state", None)
-        state = limit_state(vnode, counters) if limit_state else None
-        return bool(state and state.held)
+                try:
+                    if want in desired:
+                        placer.place(want, member)
+                    else:
+                        placer.release(member)
+                except ThreadGone:
+                    continue
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
         names = {dev: name for name, dev in self.devices.items()}
         usage = []
-        for vnode in self.backend.vnodes():
-            try:
-                counters = self.backend.usage(vnode)
-            except VNodeSyncError:
-                continue  # removed between listing and reading
+        try:
+            measured_by_vnode = self.backend.usage()
+        except VNodeSyncError as e:
+            self.errors.append(f"reading usage: {e}")
+            measured_by_vnode = {}
+        for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
-            held = self._held_at_limit(vnode, counters)
-            for dev, c in counters.items():
+            for dev, c in measured.devices.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios, held_at_limit=held))
+                                              write_ios=c.write_ios, held_at_limit=measured.held_at_limit))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=time.time(), usage=usage, errors=self.errors[:20])

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vnode_sync.errors import KernelError
+from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 
@@ -55,7 +55,7 @@ class BenchVNodes:
             try:
                 self.backend.place(vnode, int(tid))
                 moved += 1
-            except ProcessLookupError:
+            except ThreadGone:
                 continue
         return moved
 

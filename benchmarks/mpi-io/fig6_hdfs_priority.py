@@ -45,7 +45,7 @@ class HandlerPlacer:
             for handler in self.discovery.scan(self.identity):
                 vnode = f"vnode.{handler.user}" if handler.user else None
                 if vnode and self.placed.get(handler.tid) != vnode:
-                    with contextlib.suppress(ProcessLookupError, KernelError):
+                    with contextlib.suppress(KernelError):
                         self.vnodes.backend.place(vnode, handler.tid)
                         self.placed[handler.tid] = vnode
 

@@ -7,7 +7,7 @@ import pytest
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.kernel.backend import DEFAULT_VNODE
+from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
@@ -140,11 +140,9 @@ def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(wor
     fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=5)
     fs.account_io(f"{r.backend.root}/vnode.bob", DEV, read_bytes=5)
 
-    class Held:
-        def __init__(self, held):
-            self.held = held
-
-    r.backend.limit_state = lambda vnode, counters=None: Held(vnode == "vnode.alice")
+    measured = r.backend.usage
+    r.backend.usage = lambda: {v: VNodeUsage(u.devices, held_at_limit=v == "vnode.alice")
+                               for v, u in measured().items()}
     held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
     assert held["alice"] is True and held["bob"] is False
 

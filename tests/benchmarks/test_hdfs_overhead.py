@@ -1,8 +1,6 @@
 """The overhead benchmark's bookkeeping: case order, variants, and what its verdict may claim."""
 
-import os
 import statistics
-import sys
 
 import pytest
 

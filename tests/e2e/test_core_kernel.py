@@ -89,7 +89,7 @@ def test_coordinator_restart_keeps_users_and_priorities(cluster):
 def vnode_read_rate(cluster: LocalCluster, node_id: str, user: str, device, seconds: float = 3.0) -> float:
     """Bytes/s the kernel charged to `user`'s VNode on `device` over the next `seconds`."""
     def read_bytes() -> int:
-        return node_vnodes(cluster, node_id).usage(vnode_name(user)).get(device, IoCounters()).read_bytes
+        return node_vnodes(cluster, node_id).counters(vnode_name(user)).get(device, IoCounters()).read_bytes
     start, began = read_bytes(), time.monotonic()
     time.sleep(seconds)
     return (read_bytes() - start) / (time.monotonic() - began)

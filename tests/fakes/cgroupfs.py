@@ -13,7 +13,7 @@ block/blk-throttle.c, bfq-cgroup.c as observed on this project's machines:
 import errno
 import os
 
-from vnode_sync.errors import KernelError
+from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.cgroupfs import CgroupFS
 from vnode_sync.kernel.types import DeviceNumber
 
@@ -60,7 +60,7 @@ class FakeCgroupFS(CgroupFS):
     def _refuse(self, path: str, code: int, text: str):
         self.kernel.rejected_writes += 1
         if code == errno.ESRCH:
-            raise ProcessLookupError(text)
+            raise ThreadGone(path, int(text))
         raise KernelError(path, f"kernel refused {text.strip()!r}: {os.strerror(code)}")
 
     def mkdir(self, path: str) -> None:

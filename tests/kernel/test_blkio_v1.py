@@ -10,7 +10,7 @@ from tests.conftest import WHY_NO_KERNEL, unique_name
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.kernel.devices import set_scheduler
 from testbed.raw_loop import loop_device
-from vnode_sync.errors import KernelError
+from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
@@ -151,8 +151,9 @@ def test_placing_a_vanished_thread_is_a_process_lookup_error(world):
     tid = w.thread()
     w.end_thread(tid)
     backend.ensure_vnode("vnode.alice")
-    with pytest.raises(ProcessLookupError):
+    with pytest.raises(ThreadGone) as gone:
         backend.place("vnode.alice", tid)
+    assert gone.value.tid == tid
 
 
 def test_bfq_weight_needs_bfq_and_is_reset_to_default(world):

@@ -45,7 +45,20 @@ def test_weight_scales_to_io_weight_range(v2):
     _, backend = v2
     backend.ensure_vnode("vnode.alice")
     backend.apply_limits("vnode.alice", [DeviceLimits(DEV, weight=400)])
-    assert backend.limits("vnode.alice")[DEV].weight == 4000
+    assert f"{DEV} 4000" in backend.fs.read(backend._path("vnode.alice", "io.weight"))
+    assert backend.limits("vnode.alice")[DEV].weight == 400   # read back in the unit it was set in
+
+
+def test_limits_as_set_are_not_written_again(v2):
+    kernel, backend = v2
+    backend.ensure_vnode("vnode.alice")
+    wanted = [DeviceLimits(DEV, read_bps=5_000_000, weight=400)]
+    backend.apply_limits("vnode.alice", wanted)
+    writes = []
+    write = backend.fs.write
+    backend.fs.write = lambda path, text: writes.append(path) or write(path, text)
+    backend.apply_limits("vnode.alice", wanted)
+    assert writes == []
 
 
 def test_real_kernel_v2_io_controller():

@@ -1,5 +1,8 @@
 """File operations on a cgroup file system, kept behind one small class.
 
+Every OSError becomes a vnode-sync error here, and only here: KernelError naming the path
+and the refused value, or ThreadGone when the TID or PID to move has exited (ESRCH).
+
 Control files are not ordinary files: writing "7:0 0" to a throttle file removes the
 entry, writing a TID to `tasks` moves a thread. Tests substitute a class with the same
 methods that emulates those semantics on a temp dir (tests/fakes/cgroupfs.py).
@@ -8,7 +11,7 @@ methods that emulates those semantics on a temp dir (tests/fakes/cgroupfs.py).
 import errno
 import os
 
-from vnode_sync.errors import KernelError
+from vnode_sync.errors import KernelError, ThreadGone
 
 
 class CgroupFS:
@@ -31,7 +34,7 @@ class CgroupFS:
             os.write(fd, text.encode())
         except OSError as e:
             if e.errno == errno.ESRCH:
-                raise ProcessLookupError(text) from e
+                raise ThreadGone(path, int(text)) from e
             raise KernelError(path, f"kernel refused {text.strip()!r}: {e.strerror}") from e
         finally:
             os.close(fd)

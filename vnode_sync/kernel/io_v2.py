@@ -7,44 +7,25 @@ DataNode. This backend therefore moves whole processes (cgroup.procs) and says s
 
 import os
 
-from vnode_sync.kernel.backend import is_vnode_name
-from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.kernel.cgroup_vnodes import CgroupVNodes
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters, IoMaxLine, parse_io_stat
 
 _FIELD_OF_KEY = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"}
 
 
-class IoV2Backend:
+class IoV2Backend(CgroupVNodes):
     name = "io-v2"
     places_threads = False
-    moves_cgroup_tasks = True
-
-    def __init__(self, mount: str, root_name: str, fs: CgroupFS | None = None):
-        self.mount = mount
-        self.root = os.path.join(mount, root_name)
-        self.fs = fs or CgroupFS()
+    member_file = "cgroup.procs"
+    usage_file = "io.stat"
 
     def limitations(self) -> list[str]:
         return ["cgroup v2 io is not threaded: placing a handler thread moves its whole process, "
                 "so one process serving many users (an HDFS DataNode) cannot be split per user"]
 
-    def _path(self, vnode: str, filename: str = "") -> str:
-        return os.path.join(self.root, vnode, filename) if filename else os.path.join(self.root, vnode)
-
     def setup(self) -> None:
-        self.fs.mkdir(self.root)
+        super().setup()
         self.fs.write(os.path.join(self.root, "cgroup.subtree_control"), "+io")
-
-    def vnodes(self) -> list[str]:
-        return [d for d in self.fs.subdirs(self.root) if is_vnode_name(d)]
-
-    def ensure_vnode(self, vnode: str, uid: int | None = None) -> None:
-        self.fs.mkdir(self._path(vnode))
-
-    def remove_vnode(self, vnode: str) -> None:
-        for pid in self.members(vnode):
-            self.release(pid)
-        self.fs.rmdir(self._path(vnode))
 
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]:
         result: dict[DeviceNumber, dict] = {}
@@ -55,52 +36,18 @@ class IoV2Backend:
         for line in self.fs.read(self._path(vnode, "io.weight")).splitlines():
             dev, weight = line.split()
             if dev != "default":
-                result.setdefault(DeviceNumber.parse(dev), {})["weight"] = int(weight)
+                result.setdefault(DeviceNumber.parse(dev), {})["weight"] = int(weight) // 10  # see _write_change
         return {dev: DeviceLimits(dev, **f) for dev, f in result.items()}
 
-    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
-        current = self.limits(vnode)
-        wanted = {l.device: l for l in limits}
-        for dev in set(current) | set(wanted):
-            have = current.get(dev, DeviceLimits(dev))
-            want = wanted.get(dev, DeviceLimits(dev))
-            if (have.read_bps, have.write_bps, have.read_iops, have.write_iops) != \
-                    (want.read_bps, want.write_bps, want.read_iops, want.write_iops):
-                line = IoMaxLine(dev, {"rbps": want.read_bps, "wbps": want.write_bps,
-                                       "riops": want.read_iops, "wiops": want.write_iops})
-                self.fs.write(self._path(vnode, "io.max"), str(line))
-            if want.weight and have.weight != want.weight:
-                # io.weight is 1..10000 with default 100; the BFQ-style 1..1000 weight scales by 10.
-                self.fs.write(self._path(vnode, "io.weight"), f"{dev} {want.weight * 10}")
+    def _write_change(self, vnode: str, have: DeviceLimits, want: DeviceLimits) -> None:
+        if (have.read_bps, have.write_bps, have.read_iops, have.write_iops) != \
+                (want.read_bps, want.write_bps, want.read_iops, want.write_iops):
+            line = IoMaxLine(want.device, {"rbps": want.read_bps, "wbps": want.write_bps,
+                                           "riops": want.read_iops, "wiops": want.write_iops})
+            self.fs.write(self._path(vnode, "io.max"), str(line))
+        if want.weight and have.weight != want.weight:
+            # io.weight is 1..10000 with default 100; the BFQ-style 1..1000 weight scales by 10.
+            self.fs.write(self._path(vnode, "io.weight"), f"{want.device} {want.weight * 10}")
 
-    def members(self, vnode: str) -> set[int]:
-        return {int(p) for p in self.fs.read(self._path(vnode, "cgroup.procs")).split()}
-
-    def place(self, vnode: str, tid: int) -> None:
-        """Moves the whole process that `tid` belongs to (a v2 domain controller cannot do less)."""
-        self.fs.write(self._path(vnode, "cgroup.procs"), str(tid))
-
-    def release(self, pid: int) -> None:
-        try:
-            self.fs.write(os.path.join(self.root, "cgroup.procs"), str(pid))
-        except ProcessLookupError:
-            pass
-
-    def usage(self, vnode: str) -> dict[DeviceNumber, IoCounters]:
-        return parse_io_stat(self.fs.read(self._path(vnode, "io.stat")))
-
-    def teardown(self) -> None:
-        for vnode in self.vnodes():
-            for pid in self.members(vnode):
-                self._to_mount_root(pid)
-            self.fs.rmdir(self._path(vnode))
-        if self.fs.exists(self.root):
-            for pid in self.fs.read(os.path.join(self.root, "cgroup.procs")).split():
-                self._to_mount_root(int(pid))
-            self.fs.rmdir(self.root)
-
-    def _to_mount_root(self, pid: int) -> None:
-        try:
-            self.fs.write(os.path.join(self.mount, "cgroup.procs"), str(pid))
-        except ProcessLookupError:
-            pass
+    def _parse_usage(self, text: str) -> dict[DeviceNumber, IoCounters]:
+        return parse_io_stat(text)
