@@ -52,6 +52,7 @@ from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HANDLER_COMM, HdfsD
                                              accepting_threads)
 from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_FORK,  # noqa: E402
                                                        ProcConnector)
+from vnode_sync.agents.storage.capture import CaptureLoop  # noqa: E402
 from vnode_sync.agents.storage.reconciler import Reconciler  # noqa: E402
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name  # noqa: E402
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
@@ -267,22 +268,12 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
     if mode != "event-born-default":
         move(birth, spawners)
     watch = BirthWatch(target.pid)
-    stop = threading.Event()
-
-    def capture_loop():
-        if realtime:  # the calling thread only: the agent's capture thread, as a daemon might run it
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        while not stop.is_set():
-            if mode == "poll-1s":
-                stop.wait(1.0)
-            else:
-                discovery.wait_for_change(0.5)
-            reconciler.place_handlers()
-
-    mover = threading.Thread(target=capture_loop, daemon=True)
-    mover.start()
+    capture = CaptureLoop(reconciler, discovery, wait_seconds=0.5, every_seconds=1.0 if mode == "poll-1s" else None,
+                          realtime_priority=10 if realtime else None)
     result = ModeResult(mode)
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(capture.running())
         for i in range(reads):
             user = ("alice", "bob")[i % 2]
             counted = (vnode_name(user), BIRTH_CGROUP, DEFAULT_VNODE)
@@ -302,8 +293,7 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
             result.connections.append(Connection(user, got, max(0, got - charged), escaped, after[2] - before[2],
                                                  latency, identified, named))
     finally:
-        stop.set()
-        mover.join()
+        stack.close()
         watch.close()
         move(hierarchy, spawners)
         with open(os.path.join(birth, "tasks")) as f:

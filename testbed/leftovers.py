@@ -1,54 +1,75 @@
 """Find, and with --remove delete, what a crashed test, demo or benchmark left behind.
 
-Everything this project's tests, demos and benchmarks make carries one of the
-prefixes below in its name: cgroup subtrees, loop-device backing files, mount
-points, work dirs of daemons, network namespaces. Production agents' subtrees (`vnode-sync.<node>`) are
-never touched.
+Everything this project's tests, demos and benchmarks make carries a run name in its
+name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
+(`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
+loop-device backing files, mount points, work dirs, daemons' command lines and network
+namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
+testbed without one (`hdfs_cluster up --name demo`), while its daemons run; what a live run
+owns is listed but kept unless --include-live. Production agents' subtrees
+(`vnode-sync.<node>`) never match.
 
-    python -m testbed.leftovers            # list
-    python -m testbed.leftovers --remove   # remove
+    python -m testbed.leftovers                      # list
+    python -m testbed.leftovers --remove             # remove what no live run owns
+    python -m testbed.leftovers --remove --run vnode-sync-bench --include-live
 """
 
 import argparse
+import contextlib
+import json
 import os
-import signal
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
+
+import psutil
+
+from testbed.processes import stop_processes
 
 PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench", "vnode-sync-hdfs")
 BLKIO = "/sys/fs/cgroup/blkio"
+_RUN = re.compile(r"(?:%s)[A-Za-z0-9._-]*" % "|".join(map(re.escape, PREFIXES)))
 
 
-def _ours(text: str) -> bool:
-    return any(p in text for p in PREFIXES)
+@dataclass(frozen=True)
+class Leftover:
+    kind: str      # "process", "mount", "loop device", "cgroup", "network namespace", "work dir"
+    what: str      # the pid, path, device or name to remove
+    run: str       # the run name it carries
+    live: bool
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.what}" + (" (live run, kept)" if self.live else "")
 
 
-def cgroups(hierarchy: str = BLKIO) -> list[str]:
+def run_of(text: str) -> str | None:
+    """The first run name in a path or command line (up to the next '/', space or '=')."""
+    match = _RUN.search(text)
+    return match.group(0) if match else None
+
+
+def _alive(pid: int) -> bool:
+    return pid > 0 and os.path.exists(f"/proc/{pid}")
+
+
+def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
+    # pids have at most 7 digits (pid_max <= 2^22), so an 8-digit hex suffix is never taken for one
+    owners = [int(field) for field in run.split(".") if field.isdigit() and len(field) <= 7]
+    if owners:
+        return any(_alive(pid) for pid in owners)
     try:
-        return sorted(os.path.join(hierarchy, d) for d in os.listdir(hierarchy)
-                      if _ours(d) and os.path.isdir(os.path.join(hierarchy, d)))
-    except FileNotFoundError:
-        return []
+        with open(os.path.join(tmp, run, "cluster.json")) as f:  # an HDFS testbed started by name
+            state = json.load(f)
+    except (OSError, ValueError):
+        return False
+    daemons = [state.get("namenode") or {}, *state.get("datanodes", [])]
+    return any(_alive(d.get("pid") or 0) for d in daemons)
 
 
-def loop_devices() -> list[tuple[str, str]]:
-    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-                         capture_output=True, text=True).stdout
-    return [(name, back) for name, _, back in (line.strip().partition(" ") for line in out.splitlines())
-            if _ours(back)]
-
-
-def mounts() -> list[str]:
-    with open("/proc/mounts") as f:
-        return [line.split()[1] for line in f if _ours(line.split()[1])]
-
-
-def network_namespaces() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip() and _ours(line.split()[0])]
-
-
-def processes() -> list[tuple[int, str]]:
+def _processes() -> list[tuple[str, str]]:
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -58,53 +79,115 @@ def processes() -> list[tuple[int, str]]:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if _ours(cmdline) and "testbed.leftovers" not in cmdline:
-            found.append((int(entry), cmdline.strip()[:160]))
+        if "testbed.leftovers" not in cmdline:
+            found.append((entry, cmdline))
     return found
 
 
-def _remove_cgroup(path: str) -> None:
-    for dirpath, dirnames, _ in sorted(os.walk(path), key=lambda w: -w[0].count("/")):
+def _candidates(hierarchy: str, tmp: str) -> list[tuple[str, str, str]]:
+    """(kind, what, text that names the run) of everything that may be a run's."""
+    found: list[tuple[str, str, str]] = [("process", pid, cmdline) for pid, cmdline in _processes()]
+    with open("/proc/self/mountinfo") as f:  # latest first: the order to unmount in
+        found += [("mount", m, m) for m in reversed([line.split()[4].replace("\\040", " ") for line in f])]
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+                         capture_output=True, text=True).stdout
+    found += [("loop device", name, back) for name, _, back in (l.strip().partition(" ") for l in out.splitlines())]
+    if os.path.isdir(hierarchy):
+        found += [("cgroup", os.path.join(hierarchy, d), d) for d in sorted(os.listdir(hierarchy))
+                  if os.path.isdir(os.path.join(hierarchy, d))]
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [("network namespace", line.split()[0], line.split()[0]) for line in out.splitlines() if line.strip()]
+    found += [("work dir", os.path.join(tmp, d), d) for d in sorted(os.listdir(tmp))
+              if os.path.isdir(os.path.join(tmp, d))]
+    return found
+
+
+def find(part: str = "", hierarchy: str = BLKIO, tmp: str = tempfile.gettempdir()) -> list[Leftover]:
+    """Everything made by a run whose name starts with one of PREFIXES (and contains `part`)."""
+    leftovers, live = [], {}
+    for kind, what, text in _candidates(hierarchy, tmp):
+        run = run_of(text)
+        if run is None or part not in run:
+            continue
+        if run not in live:
+            live[run] = run_is_live(run, tmp)
+        leftovers.append(Leftover(kind, what, run, live[run]))
+    return leftovers
+
+
+def _remove_cgroup(path: str, hierarchy: str) -> None:
+    for dirpath, _, _ in sorted(os.walk(path), key=lambda w: -w[0].count("/")):
         with open(os.path.join(dirpath, "tasks")) as f:
             tids = f.read().split()
         for tid in tids:
             try:
-                with open(os.path.join(BLKIO, "tasks"), "w") as f:
+                with open(os.path.join(hierarchy, "tasks"), "w") as f:
                     f.write(tid)
             except OSError:
-                pass
+                pass  # exited meanwhile
         os.rmdir(dirpath)
 
 
+def _remove_zram(workdir: str) -> None:
+    from testbed.zramdev import ZRAM_MARKER, remove_marked
+    for directory, _, files in os.walk(workdir):
+        if ZRAM_MARKER in files:
+            remove_marked(os.path.join(directory, ZRAM_MARKER))
+
+
+def remove(leftovers: list[Leftover], hierarchy: str = BLKIO) -> None:
+    """Processes first, then mounts (latest first), loops, cgroups, namespaces and work dirs."""
+    order = ["process", "mount", "loop device", "cgroup", "network namespace", "work dir"]
+    processes = []
+    for item in leftovers:
+        if item.kind == "process":
+            with contextlib.suppress(psutil.NoSuchProcess):
+                processes.append(psutil.Process(int(item.what)))
+    stop_processes(processes)
+    for item in sorted(leftovers, key=lambda l: order.index(l.kind)):
+        if item.kind == "mount":
+            if subprocess.run(["umount", item.what], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "--lazy", item.what], capture_output=True)
+        elif item.kind == "loop device":
+            subprocess.run(["losetup", "--detach", item.what], capture_output=True)
+        elif item.kind == "cgroup":
+            _remove_cgroup(item.what, hierarchy)
+        elif item.kind == "network namespace":
+            from testbed.compute_host import ComputeHost
+            ComputeHost(item.what).stop()
+        elif item.kind == "work dir":
+            _remove_zram(item.what)
+            shutil.rmtree(item.what, ignore_errors=True)
+
+
+def remove_crashed(part: str) -> list[Leftover]:
+    """Remove what runs whose name contains `part` left and no longer own; returns it."""
+    crashed = [item for item in find(part) if not item.live]
+    remove(crashed)
+    return crashed
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--remove", action="store_true")
+    parser = argparse.ArgumentParser(prog="python -m testbed.leftovers", description=__doc__.splitlines()[0])
+    parser.add_argument("--remove", action="store_true", help="remove what is listed")
+    parser.add_argument("--run", default="", help="only runs whose name contains this")
+    parser.add_argument("--include-live", action="store_true", help="also what a live run owns")
     args = parser.parse_args(argv)
-    found = {"processes": processes(), "mounts": mounts(), "loop devices": loop_devices(), "cgroups": cgroups(),
-             "network namespaces": network_namespaces()}
-    for kind, items in found.items():
-        for item in items:
-            print(f"{kind}: {item}")
-    if not any(found.values()):
+    if args.run and not re.fullmatch(r"[A-Za-z0-9._-]+", args.run):
+        print(f"leftovers: error: --run {args.run!r} must be letters, digits, '.', '_' or '-'", file=sys.stderr)
+        return 2
+    found = find(args.run)
+    for item in found:
+        print(item)
+    targets = [item for item in found if args.include_live or not item.live]
+    if not found:
         print("no leftovers")
+    if not targets:
         return 0
     if not args.remove:
         return 1
-    for pid, _ in found["processes"]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    for mount in sorted(found["mounts"], reverse=True):
-        subprocess.run(["umount", "-l", mount], check=False)
-    for name, _ in found["loop devices"]:
-        subprocess.run(["losetup", "-d", name], check=False)
-    for path in found["cgroups"]:
-        _remove_cgroup(path)
-    for netns in found["network namespaces"]:
-        from testbed.compute_host import ComputeHost
-        ComputeHost(netns).stop()
-    print("removed")
+    remove(targets)
+    print(f"removed {len(targets)}")
     return 0
 
 

@@ -64,8 +64,17 @@ class LoopDisk:
 
 def make_ext4(device: str, mountpoint: str) -> None:
     """A fresh ext4 on `device`, mounted at `mountpoint` (made if missing)."""
+    format_ext4(device)
+    mount_ext4(device, mountpoint)
+
+
+def format_ext4(target: str) -> None:
+    """A fresh ext4 on a device or an image file."""
     # Inode tables and journal written now, not by ext4lazyinit during a measurement.
-    _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", device)
+    _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", target)
+
+
+def mount_ext4(device: str, mountpoint: str) -> None:
     os.makedirs(mountpoint, exist_ok=True)
     _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
 

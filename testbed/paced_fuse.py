@@ -7,7 +7,7 @@ they would at a real disk. Serving 100 MB/s costs this process about 0.15 CPUs (
 the overhead benchmark); a libfuse binding (mfusepy), one thread per request, took a whole
 CPU for 83 MB/s here and could not keep up with the pace it was set.
 
-    server = PacedFileServer.mount("/tmp/vnode-sync-x/dn0/disk.raw", "/tmp/vnode-sync-x/dn0/paced", rate=100e6)
+    server = PacedFileServer.mount("/tmp/vnode-sync-x/dn0/disk.raw", "/tmp/vnode-sync-x/dn0/paced", Pacer(100e6))
     server.serve()   # until the mount goes away; the file is MOUNTPOINT/disk.img
 """
 
@@ -49,37 +49,44 @@ STATFS_OUT = struct.Struct("<QQQQQIIII6I")
 
 
 class Pacer:
-    """One queue served at `rate` bytes/s: a read of n bytes is done n/rate after the previous one.
+    """One queue served at `rate` bytes/s: a request of n bytes is done n/rate after the previous one,
+    plus `seek_seconds` when it does not start where the previous one ended (one spindle).
 
     Up to `burst_seconds` of idle time is credited, so the small gaps between one request's
     reply and the next request (a lone sequential reader) do not cost bandwidth that a
     deeper queue would have used.
     """
 
-    def __init__(self, rate: float, burst_seconds: float = 0.005, clock=time.monotonic):
+    def __init__(self, rate: float, burst_seconds: float = 0.005, seek_seconds: float = 0.0, clock=time.monotonic):
         if rate <= 0:
             raise InvalidArgument(f"read rate {rate} must be above 0")
-        self.rate, self.burst_seconds, self.clock = rate, burst_seconds, clock
+        if seek_seconds < 0:
+            raise InvalidArgument(f"seek time {seek_seconds} s must not be negative")
+        self.rate, self.burst_seconds, self.seek_seconds, self.clock = rate, burst_seconds, seek_seconds, clock
         self._busy_until = clock()
+        self._head: int | None = None
 
-    def done_at(self, nbytes: int) -> float:
-        """Reserve the device for a read of `nbytes`; returns the clock time it completes."""
+    def done_at(self, nbytes: int, offset: int | None = None) -> float:
+        """Reserve the device for `nbytes` at `offset`; returns the clock time the request completes."""
         start = max(self._busy_until, self.clock() - self.burst_seconds)
-        self._busy_until = start + nbytes / self.rate
+        seek = self.seek_seconds if offset is not None and offset != self._head else 0.0
+        if offset is not None:
+            self._head = offset + nbytes
+        self._busy_until = start + seek + nbytes / self.rate
         return self._busy_until
 
 
 class PacedFileServer:
-    """Serves one fixed-size file, `disk.img`, from an image file; reads paced, writes not."""
+    """Serves one fixed-size file, `disk.img`, from an image file; reads paced, writes too if asked."""
 
-    def __init__(self, fuse_fd: int, image: str, pacer: Pacer):
-        self.fd, self.pacer = fuse_fd, pacer
+    def __init__(self, fuse_fd: int, image: str, pacer: Pacer, pace_writes: bool = False):
+        self.fd, self.pacer, self.pace_writes = fuse_fd, pacer, pace_writes
         self.image = os.open(image, os.O_RDWR)
         self.size = os.fstat(self.image).st_size
-        self._due: list[tuple[float, int, bytes]] = []  # (done at, unique, reply): reads waiting for the pacer
+        self._due: list[tuple[float, int, bytes]] = []  # (done at, unique, reply): requests waiting for the pacer
 
     @classmethod
-    def mount(cls, image: str, mountpoint: str, rate: float) -> "PacedFileServer":
+    def mount(cls, image: str, mountpoint: str, pacer: Pacer, pace_writes: bool = False) -> "PacedFileServer":
         fuse_fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
         options = f"fd={fuse_fd},rootmode={stat.S_IFDIR:o},user_id=0,group_id=0,max_read={MAX_IO}"
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -87,7 +94,7 @@ class PacedFileServer:
             code = ctypes.get_errno()
             os.close(fuse_fd)
             raise KernelError(mountpoint, f"mounting FUSE failed: {os.strerror(code)}")
-        return cls(fuse_fd, image, Pacer(rate))
+        return cls(fuse_fd, image, pacer, pace_writes)
 
     def serve(self) -> None:
         """Answer requests until the file system is unmounted (the kernel then ends the connection)."""
@@ -130,11 +137,14 @@ class PacedFileServer:
         if opcode == READ:
             _, offset, size = READ_IN.unpack_from(body)
             data = os.pread(self.image, min(size, max(0, self.size - offset)), offset)
-            heapq.heappush(self._due, (self.pacer.done_at(len(data)), unique, data))
+            heapq.heappush(self._due, (self.pacer.done_at(len(data), offset), unique, data))
         elif opcode == WRITE:
             _, offset, size, *_ = WRITE_IN.unpack_from(body)
             written = os.pwrite(self.image, body[WRITE_IN.size:WRITE_IN.size + size], offset)
-            self._reply(unique, WRITE_OUT.pack(written, 0))
+            if self.pace_writes:
+                heapq.heappush(self._due, (self.pacer.done_at(written, offset), unique, WRITE_OUT.pack(written, 0)))
+            else:
+                self._reply(unique, WRITE_OUT.pack(written, 0))
         elif opcode == INIT:
             # Async direct I/O: the loop device's reads queue here at once, as at a disk, not one by one.
             flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_ASYNC_DIO | FUSE_MAX_PAGES

@@ -1,7 +1,10 @@
-"""Stopping a child daemon the polite way first."""
+"""Stopping daemons the polite way first: SIGTERM, then SIGKILL after a grace period."""
 
+import contextlib
 import signal
 import subprocess
+
+import psutil
 
 
 def stop_process(process: subprocess.Popen, sig: int = signal.SIGTERM, grace_seconds: float = 15) -> None:
@@ -14,3 +17,15 @@ def stop_process(process: subprocess.Popen, sig: int = signal.SIGTERM, grace_sec
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def stop_processes(processes: list[psutil.Process], grace_seconds: float = 10) -> None:
+    """SIGTERM to all (JVMs and FUSE servers shut down cleanly), then SIGKILL to what is left."""
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.terminate()
+    _, alive = psutil.wait_procs(processes, timeout=grace_seconds)
+    for process in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(alive, timeout=5)

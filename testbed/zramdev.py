@@ -22,6 +22,8 @@ from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceNumber
 from testbed.loopdev import make_ext4, unmount
 
+ZRAM_MARKER = "disk.zram"  # a file naming the zram device of a disk; remove_marked() undoes it
+
 CONTROL = "/sys/class/zram-control"
 
 

@@ -1,8 +1,8 @@
 """VNodes for benchmark runs: blkio v1 cgroups under a root named with the bench prefix.
 
 Every run gets its own root (`vnode-sync-bench.mpiio.<pid>`), so a crashed run's leftovers
-are found by prefix and removed by `remove_leftovers` before the next run; roots of runs
-still alive, and other benchmarks' `vnode-sync-bench*` names, are left alone.
+are found by prefix and removed by testbed.leftovers before the next run; roots of runs
+still alive are left alone.
 """
 
 import contextlib
@@ -58,29 +58,6 @@ class BenchVNodes:
             except ThreadGone:
                 continue
         return moved
-
-
-def remove_leftovers(hierarchy: str = HIERARCHY) -> list[str]:
-    """Tear down roots left by runs that died; returns their names."""
-    removed = []
-    for entry in sorted(os.listdir(hierarchy)):
-        owner = owner_pid(entry)
-        if owner is not None and not pid_alive(owner) and os.path.isdir(os.path.join(hierarchy, entry)):
-            teardown_patiently(BlkioV1Backend(hierarchy=hierarchy, root_name=entry))
-            removed.append(entry)
-    return removed
-
-
-def owner_pid(name: str) -> int | None:
-    """The pid in a name made by this suite ("vnode-sync-bench.mpiio.<pid>[.<more>]"), else None."""
-    if not name.startswith(BENCH_PREFIX + "."):
-        return None
-    field = name[len(BENCH_PREFIX) + 1:].split(".")[0]
-    return int(field) if field.isdigit() else None
-
-
-def pid_alive(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")
 
 
 @contextlib.contextmanager

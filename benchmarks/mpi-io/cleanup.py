@@ -1,4 +1,5 @@
-"""Remove what a killed benchmark run left behind: bench cgroups, mounts, loop devices, tmpfs images.
+"""Remove what a killed benchmark run left behind: bench cgroups, mounts, loop devices, work dirs
+(testbed.leftovers, limited to this suite's runs).
 
     sudo .venv/bin/python benchmarks/mpi-io/cleanup.py
 
@@ -6,14 +7,13 @@ Every experiment does this itself before it starts; HDFS clusters of fig. 5 are 
 vnode-sync-bench.mpiio.fig5.* and removed by `python -m testbed.hdfs_cluster cleanup-stale`.
 """
 
-from bench_vnodes import BENCH_PREFIX, remove_leftovers
-from experiment import run_alive
-from slow_disk import remove_stale_disks
+from bench_vnodes import BENCH_PREFIX
+from testbed.leftovers import remove_crashed
 
 
 def main() -> None:
-    removed = remove_leftovers() + remove_stale_disks(BENCH_PREFIX, run_alive)
-    print("\n".join(removed) if removed else "nothing to remove")
+    removed = remove_crashed(BENCH_PREFIX)
+    print("\n".join(map(str, removed)) if removed else "nothing to remove")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes, owner_pid, pid_alive, remove_leftovers
+from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes
 import report
 from machine import TestbedRecord, record
-from slow_disk import DiskModel, MountedDisk, emulated_disk, remove_stale_disks
+from slow_disk import MountedDisk, SpindleSettings, emulated_disk
+from testbed.leftovers import remove_crashed
 
 MB = 1_000_000
 
@@ -34,9 +35,9 @@ class Testbed:
 
 def common_options(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--rate-mbps", type=float, default=DiskModel.rate_mbps,
+    p.add_argument("--rate-mbps", type=float, default=SpindleSettings.rate_mbps,
                    help="emulated disk streaming rate, MB/s (default %(default)s)")
-    p.add_argument("--seek-ms", type=float, default=DiskModel.seek_ms,
+    p.add_argument("--seek-ms", type=float, default=SpindleSettings.seek_ms,
                    help="emulated cost of a non-sequential request (default %(default)s)")
     p.add_argument("--scheduler", default="bfq", choices=("bfq", "mq-deadline", "kyber", "none"))
     p.add_argument("--out", default=report.RESULTS_DIR, help="results directory (default benchmarks/results)")
@@ -61,7 +62,7 @@ def prepare_run(why_root: str) -> float:
     if os.geteuid() != 0:
         raise SystemExit(why_root)
     unwind_on_sigterm()
-    for leftover in remove_leftovers():
+    for leftover in remove_crashed(BENCH_PREFIX):
         print(f"removed leftover {leftover}", file=sys.stderr)
     return time.monotonic()
 
@@ -69,9 +70,7 @@ def prepare_run(why_root: str) -> float:
 @contextlib.contextmanager
 def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
     started = prepare_run("experiments need root: cgroups, loop devices, mounts, drop_caches")
-    for leftover in remove_stale_disks(BENCH_PREFIX, run_alive):
-        print(f"removed leftover {leftover}", file=sys.stderr)
-    model = DiskModel(args.rate_mbps, args.seek_ms)
+    model = SpindleSettings(args.rate_mbps, args.seek_ms)
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
         yield Testbed(disk, vnodes, record(disk), started)
 
@@ -81,12 +80,6 @@ def clear_files(directory: str) -> None:
     for entry in os.listdir(directory):
         if entry.startswith("mpiio."):
             os.unlink(os.path.join(directory, entry))
-
-
-def run_alive(name: str) -> bool:
-    """Whether the run that made `name` is still going (then its disk is not a leftover)."""
-    owner = owner_pid(name)
-    return owner is None or pid_alive(owner)
 
 
 def log(message: str) -> None:

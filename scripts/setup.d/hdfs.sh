@@ -42,7 +42,6 @@ fi
 # hadoop-hdfs.jar has no webapps/; empty ones on the classpath are enough for /jmx and WebHDFS.
 for app in hdfs datanode static; do mkdir -p "$home/web/webapps/$app"; done
 if [ -n "${1:-}" ] && [ -x "$1/bin/python" ]; then
-    cd "$(dirname "$0")/../.."   # testbed/ is a package of the repository, not of the installed product
     VNODE_SYNC_HADOOP_HOME="$home" "$1/bin/python" -c \
         'from testbed.hdfs_cluster import HadoopRuntime, hadoop_home; HadoopRuntime(hadoop_home()).prepare()'
 fi
