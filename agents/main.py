@@ -52,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
             log.warning("fast thread moves unavailable, each capture waits for an RCU grace period: %s", e)
     for note in backend.limitations():
         log.info("%s backend limitation: %s", backend.name, note)
+    if backend.placer is not None and not backend.placer.places_threads and discovery.shared_process:
+        log.warning("%s places whole processes and every %s process serves all users: this agent sets "
+                    "VNode limits but moves no %s process; per-user enforcement needs a per-thread "
+                    "backend (blkio-v1) or one inside the server", backend.name, discovery.name, discovery.name)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
     log.info("node %s: backend %s, cgroup subtree %s, discovery %s, coordinator %s", config.node_id,

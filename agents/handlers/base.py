@@ -38,6 +38,9 @@ class HandlerDiscovery(Protocol):
     """Finds handler threads. Implementations must treat vanished threads as normal."""
 
     name: str
+    # True where one process serves every user (an HDFS DataNode): a per-process VNode
+    # (cgroup v2 io) would charge all of them to whoever it was placed for.
+    shared_process: bool
 
     def scan(self, users: UserDirectory) -> list[HandlerThread]:
         """Every handler thread now alive, with its user where it can be told."""

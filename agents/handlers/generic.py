@@ -45,6 +45,7 @@ class GenericDiscovery(PollingWait):
     """
 
     name = "generic"
+    shared_process = False
 
     def __init__(self, proc_root: str = "/proc", comm_pattern: str | None = None,
                  pids: Iterable[int] = (), uid_map: dict[int, str] | None = None):

@@ -180,6 +180,7 @@ class HdfsDiscovery:
     """
 
     name = "hdfs"
+    shared_process = True
 
     def __init__(self, proc_root: str = "/proc", pid: int | None = None, pid_file: str | None = None,
                  cmdline_contains: str | None = None, data_port: int | None = None,

@@ -8,7 +8,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from vnode_sync.agents.handlers.base import HandlerDiscovery, UserDirectory
+from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
 from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
@@ -35,6 +35,8 @@ class Reconciler:
     errors: list[str] = field(default_factory=list)
     # where we put each handler (TID, or PID on a per-process backend)
     placed: dict[int, str] = field(default_factory=dict)
+    # processes a per-process backend must not move (they serve several users), with the reason
+    shared_processes: dict[int, str] = field(default_factory=dict)
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -94,7 +96,10 @@ class Reconciler:
             return 0
         moved = 0
         seen = set()
-        for thread in self.discovery.scan(self.users):
+        threads = self.discovery.scan(self.users)
+        if not placer.places_threads:
+            threads = self._movable_processes(threads)
+        for thread in threads:
             key = thread.tid if placer.places_threads else thread.pid
             seen.add(key)
             if thread.inherits and thread.user is None:
@@ -115,6 +120,34 @@ class Reconciler:
         for gone in set(self.placed) - seen:
             del self.placed[gone]
         return moved
+
+    def _movable_processes(self, threads: list[HandlerThread]) -> list[HandlerThread]:
+        """On a per-process backend, the handler threads of processes that serve one user only.
+
+        A process that serves several users is never moved (it would charge every user to one
+        VNode); one placed earlier is released. The reason is logged once and reported."""
+        targets: dict[int, set[str]] = {}
+        for thread in threads:
+            targets.setdefault(thread.pid, set()).add(self._target(thread.user))
+        movable = []
+        for thread in threads:
+            shared = self.discovery.shared_process or len(targets[thread.pid] - {DEFAULT_VNODE}) > 1
+            if not shared:
+                movable.append(thread)
+                continue
+            reason = (f"process {thread.pid} serves several users ({self.discovery.name} handlers): "
+                      f"{self.backend.name} moves whole processes, so it is not moved; enforce per user "
+                      f"inside the server instead (backend datanode-throttle)")
+            if thread.pid not in self.shared_processes:
+                log.warning("%s", reason)
+                self.shared_processes[thread.pid] = reason
+            if self.placed.pop(thread.pid, None) is not None:
+                try:
+                    self.backend.placer.release(thread.pid)
+                except ThreadGone:
+                    pass
+        self.errors.extend(r for pid, r in self.shared_processes.items() if pid in targets and r not in self.errors)
+        return movable
 
     def _inherited_target(self, key: int) -> str:
         """Where a thread that inherits its creator's VNode belongs: the one it was found in."""

@@ -8,6 +8,17 @@ block/blk-throttle.c, bfq-cgroup.c as observed on this project's machines:
 - writing a TID to `tasks` moves that thread out of every other cgroup of the hierarchy
   (ESRCH if it does not exist); v2 `cgroup.procs` moves the whole process;
 - blkio.bfq.weight_device accepts 1..1000 only while BFQ is the device's scheduler.
+
+cgroup v2 (Documentation/admin-guide/cgroup-v2.rst), as strict as the kernel:
+- a child's cgroup.controllers is its parent's cgroup.subtree_control, and a controller's
+  interface files (io.max, io.weight, io.stat) exist only where the parent enables it;
+- "+io" in cgroup.subtree_control needs io in the cgroup's own cgroup.controllers (ENOENT);
+- no internal processes: a non-root cgroup cannot enable a domain controller while it holds
+  processes, nor take processes while it enables one (EBUSY);
+- threaded mode: writing "threaded" to cgroup.type makes a thread cgroup; io is a domain
+  controller and cannot be enabled in a threaded subtree (EOPNOTSUPP); cgroup.threads moves
+  a single thread only into a threaded cgroup of its process's own threaded domain
+  (EOPNOTSUPP otherwise).
 """
 
 import errno
@@ -24,10 +35,10 @@ V1_FILES = {
     "blkio.throttle.io_service_bytes": "Total 0\n", "blkio.bfq.weight": "100\n",
     "blkio.bfq.weight_device": "default 100\n",
 }
-V2_FILES = {
-    "cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.controllers": "io\n",
-    "io.max": "", "io.weight": "default 100\n", "io.stat": "",
-}
+V2_FILES = {"cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n"}
+V2_IO_FILES = {"io.max": "", "io.weight": "default 100\n", "io.stat": ""}
+V2_ROOT_CONTROLLERS = "io memory pids\n"
+DOMAIN_CONTROLLERS = {"io", "memory"}  # pids is threaded-capable
 
 
 class FakeKernel:
@@ -43,9 +54,11 @@ class FakeKernel:
             self.threads[tid] = pid
 
 
-def make_hierarchy(root: str, version: int) -> None:
+def make_hierarchy(root: str, version: int, controllers: str = V2_ROOT_CONTROLLERS) -> None:
     os.makedirs(root, exist_ok=True)
-    for name, content in (V1_FILES if version == 1 else V2_FILES).items():
+    files = V1_FILES if version == 1 else {**V2_FILES, "cgroup.controllers": controllers,
+                                           **(V2_IO_FILES if "io" in controllers.split() else {})}
+    for name, content in files.items():
         with open(os.path.join(root, name), "w") as f:
             f.write(content)
 
@@ -67,7 +80,13 @@ class FakeCgroupFS(CgroupFS):
         if os.path.isdir(path):
             return
         os.mkdir(path)
-        make_hierarchy(path, self.version)
+        if self.version == 1:
+            make_hierarchy(path, 1)
+        else:
+            parent = os.path.dirname(path)
+            make_hierarchy(path, 2, self.read(os.path.join(parent, "cgroup.subtree_control")))
+            if self._type(parent) != "domain":
+                self._store(os.path.join(path, "cgroup.type"), "domain invalid\n")
 
     def rmdir(self, path: str) -> None:
         if not os.path.isdir(path):
@@ -86,7 +105,10 @@ class FakeCgroupFS(CgroupFS):
             "tasks": self._move_thread, "cgroup.procs": self._move_process,
             "blkio.bfq.weight_device": self._bfq_weight, "io.max": self._io_max,
             "io.weight": self._io_weight, "cgroup.subtree_control": self._subtree_control,
+            "cgroup.threads": self._move_single_thread, "cgroup.type": self._set_type,
         }.get(name)
+        if not os.path.exists(path):
+            self._refuse(path, errno.ENOENT, text)
         if handler is None and name.startswith("blkio.throttle.") and name.endswith("_device"):
             handler = self._throttle
         if handler is None:
@@ -116,6 +138,11 @@ class FakeCgroupFS(CgroupFS):
         tid = self._parse_id(path, text)
         pid = self.kernel.threads[tid]
         if self.version == 2:
+            cgroup = os.path.dirname(path)
+            if cgroup != self.hierarchy and self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+                self._refuse(path, errno.EBUSY, text)  # no internal processes
+            if self._type(cgroup) == "domain invalid":
+                self._refuse(path, errno.EOPNOTSUPP, text)
             self._move(path, {pid})
         else:
             self._move(os.path.join(os.path.dirname(path), "tasks"),
@@ -186,9 +213,66 @@ class FakeCgroupFS(CgroupFS):
         self._store(path, "\n".join(lines + [f"{dev} {value}"]) + "\n")
 
     def _subtree_control(self, path: str, text: str) -> None:
-        if text.strip() != "+io":
+        cgroup = os.path.dirname(path)
+        enabled = self._enabled(cgroup)
+        available = set(self.read(os.path.join(cgroup, "cgroup.controllers")).split())
+        for token in text.split():
+            sign, controller = token[:1], token[1:]
+            if sign not in "+-" or not sign or not controller:
+                self._refuse(path, errno.EINVAL, text)
+            if sign == "-":
+                enabled.discard(controller)
+                continue
+            if controller not in available:
+                self._refuse(path, errno.ENOENT, text)
+            if controller in DOMAIN_CONTROLLERS:
+                if self._type(cgroup) != "domain":
+                    self._refuse(path, errno.EOPNOTSUPP, text)  # threaded subtrees take threaded controllers only
+                if cgroup != self.hierarchy and self.read(os.path.join(cgroup, "cgroup.procs")).split():
+                    self._refuse(path, errno.EBUSY, text)       # no internal processes
+            enabled.add(controller)
+        self._store(path, " ".join(sorted(enabled)) + "\n" if enabled else "")
+        for child in (e.path for e in os.scandir(cgroup) if e.is_dir()):
+            self._store(os.path.join(child, "cgroup.controllers"), " ".join(sorted(enabled)) + "\n")
+            for name, content in V2_IO_FILES.items():
+                target = os.path.join(child, name)
+                if "io" in enabled and not os.path.exists(target):
+                    self._store(target, content)
+                elif "io" not in enabled and os.path.exists(target):
+                    os.unlink(target)
+
+    def _enabled(self, cgroup: str) -> set[str]:
+        return set(self.read(os.path.join(cgroup, "cgroup.subtree_control")).split())
+
+    def _type(self, cgroup: str) -> str:
+        path = os.path.join(cgroup, "cgroup.type")
+        return self.read(path).strip() if os.path.exists(path) else "domain"
+
+    def _set_type(self, path: str, text: str) -> None:
+        cgroup = os.path.dirname(path)
+        if text.strip() != "threaded":
             self._refuse(path, errno.EINVAL, text)
-        self._store(path, "io\n")
+        if self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        self._store(path, "threaded\n")
+        parent = os.path.dirname(cgroup)
+        if parent != self.hierarchy and self._type(parent) == "domain":
+            self._store(os.path.join(parent, "cgroup.type"), "domain threaded\n")
+
+    def _threaded_domain(self, cgroup: str) -> str:
+        while self._type(cgroup) == "threaded":
+            cgroup = os.path.dirname(cgroup)
+        return cgroup
+
+    def _move_single_thread(self, path: str, text: str) -> None:
+        tid = self._parse_id(path, text)
+        target = os.path.dirname(path)
+        pid = self.kernel.threads[tid]
+        home = next((d for d in self._cgroup_dirs() if str(pid) in self.read(os.path.join(d, "cgroup.procs")).split()),
+                    self.hierarchy)
+        if self._type(target) != "threaded" or self._threaded_domain(target) != self._threaded_domain(home):
+            self._refuse(path, errno.EOPNOTSUPP, text)  # a thread leaves its process only inside its threaded domain
+        self._store(path, self.read(path) + f"{tid}\n")
 
     def _store(self, path: str, content: str) -> None:
         with open(path, "w") as f:

@@ -3,13 +3,19 @@
 `io` is a domain controller, not a threaded one: every thread of a process shares its
 io cgroup, so writing a TID to cgroup.threads cannot separate one DataXceiver from its
 DataNode. This backend therefore moves whole processes (cgroup.procs) and says so.
+
+The agent's root enables io for its VNodes, so by the no-internal-process rule it cannot
+hold processes itself (EBUSY): a process released from a VNode goes to the root's leaf
+`unmanaged`, which has no limits.
 """
 
 import os
 
+from vnode_sync.errors import KernelError, Unsupported
 from vnode_sync.kernel.cgroup_vnodes import CgroupVNodes
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters, IoMaxLine, parse_io_stat
 
+UNMANAGED_LEAF = "unmanaged"
 _FIELD_OF_KEY = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"}
 
 
@@ -25,7 +31,28 @@ class IoV2Backend(CgroupVNodes):
 
     def setup(self) -> None:
         super().setup()
-        self.fs.write(os.path.join(self.root, "cgroup.subtree_control"), "+io")
+        if "io" not in self.fs.read(os.path.join(self.root, "cgroup.controllers")).split():
+            # The parent must pass io down; under systemd, Delegate=yes on the unit does this.
+            parent = os.path.dirname(self.root)
+            try:
+                self.fs.write(os.path.join(parent, "cgroup.subtree_control"), "+io")
+            except KernelError as e:
+                raise Unsupported(f"cgroup v2 io is not delegated to {parent} and cannot be enabled there "
+                                  f"({e}); give the agent a delegated subtree with io (systemd Delegate=yes)") from e
+        if "io" not in self.fs.read(os.path.join(self.root, "cgroup.subtree_control")).split():
+            self.fs.write(os.path.join(self.root, "cgroup.subtree_control"), "+io")
+        self.fs.mkdir(os.path.join(self.root, UNMANAGED_LEAF))
+
+    def _release_target(self) -> str:
+        return os.path.join(self.root, UNMANAGED_LEAF)
+
+    def teardown(self) -> None:
+        leaf = os.path.join(self.root, UNMANAGED_LEAF)
+        if self.fs.exists(leaf):
+            for pid in self.fs.read(os.path.join(leaf, "cgroup.procs")).split():
+                self._move(self.mount, int(pid))
+            self.fs.rmdir(leaf)
+        super().teardown()
 
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]:
         result: dict[DeviceNumber, dict] = {}
