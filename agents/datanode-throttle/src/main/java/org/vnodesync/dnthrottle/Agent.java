@@ -1,7 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import static net.bytebuddy.matcher.ElementMatchers.named;
-import static net.bytebuddy.matcher.ElementMatchers.takesArguments;
+import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 
 import java.lang.instrument.Instrumentation;
 import java.nio.file.Path;
@@ -14,6 +14,9 @@ import net.bytebuddy.utility.JavaModule;
 /** -javaagent entry point: per-user throttlers for a DataNode's block reads and writes. */
 public final class Agent {
     private static final String DATANODE = "org.apache.hadoop.hdfs.server.datanode.";
+    // Matched by the argument the advice reads, so a changed signature is left alone instead of misread.
+    private static final String TOKEN = "org.apache.hadoop.security.token.Token";
+    private static final String THROTTLER = "org.apache.hadoop.hdfs.util.DataTransferThrottler";
 
     private Agent() {
     }
@@ -44,14 +47,14 @@ public final class Agent {
                 .with(new Failures())
                 .type(named(DATANODE + "DataXceiver"))
                 .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.ReadBlock.class).on(named("readBlock").and(takesArguments(7))))
-                        .visit(Advice.to(Advices.WriteBlock.class).on(named("writeBlock").and(takesArguments(21)))))
+                        .visit(Advice.to(Advices.ReadBlock.class).on(named("readBlock").and(takesArgument(1, named(TOKEN)))))
+                        .visit(Advice.to(Advices.WriteBlock.class).on(named("writeBlock").and(takesArgument(2, named(TOKEN))))))
                 .type(named(DATANODE + "BlockSender"))
                 .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.SendBlock.class).on(named("sendBlock").and(takesArguments(3)))))
+                        .visit(Advice.to(Advices.SendBlock.class).on(named("sendBlock").and(takesArgument(2, named(THROTTLER))))))
                 .type(named(DATANODE + "BlockReceiver"))
                 .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.ReceiveBlock.class).on(named("receiveBlock").and(takesArguments(7)))))
+                        .visit(Advice.to(Advices.ReceiveBlock.class).on(named("receiveBlock").and(takesArgument(4, named(THROTTLER))))))
                 .installOn(instrumentation);
     }
 
