@@ -2,13 +2,11 @@
 bytes charged to the right user, a write cap held, bad input refused, reads served without the socket."""
 
 import os
-import shutil
 import socket
-import tempfile
 
 import pytest
 
-from tests.conftest import TEST_PREFIX, needs_java, needs_kernel, unique_name
+from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HADOOP_VERSION, HdfsCluster, hadoop_home
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,34 +58,26 @@ def apply(path: str, generation: int, *lines: str) -> list[str]:
     return talk(path, f"APPLY {generation}\n" + "".join(line + "\n" for line in lines) + "END\n")
 
 
-def agent_cluster(tokens: bool, datanodes: int, replication: int) -> tuple[HdfsCluster, str]:
-    sockets = tempfile.mkdtemp(prefix=f"{TEST_PREFIX}dnt.")
-    opts = (f"-javaagent:{JAR}=socket={sockets}/{{dn}}/throttle.sock",)
+def agent_cluster(tokens: bool, datanodes: int, replication: int) -> HdfsCluster:
     site = {"dfs.block.access.token.enable": "true"} if tokens else {}
-    cluster = HdfsCluster(unique_name("dnt"), datanodes=datanodes, disk_mb=256, replication=replication,
-                          hdfs_site=site, datanode_java_opts=opts)
-    return cluster, sockets
-
-
-def socket_of(sockets: str, dn) -> str:
-    return os.path.join(sockets, dn.id, "throttle.sock")
+    return HdfsCluster(unique_name("dnt"), datanodes=datanodes, disk_mb=256, replication=replication,
+                       hdfs_site=site, datanode_throttle=JAR)
 
 
 @pytest.fixture(scope="module")
 def tokens_on():
-    cluster, sockets = agent_cluster(tokens=True, datanodes=2, replication=2)
+    cluster = agent_cluster(tokens=True, datanodes=2, replication=2)
     try:
         cluster.start()
-        yield cluster, sockets
+        yield cluster
     finally:
         cluster.stop()
-        shutil.rmtree(sockets, ignore_errors=True)
 
 
 def test_socket_is_private_and_agent_says_it_has_no_rates_yet(tokens_on):
-    cluster, sockets = tokens_on
+    cluster = tokens_on
     for dn in cluster.datanodes:
-        path = socket_of(sockets, dn)
+        path = cluster.throttle_socket(dn)
         assert os.stat(path).st_mode & 0o777 == 0o600
         assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
         assert talk(path, "PING\n")[-1].startswith("OK vnode-sync-datanode-throttle ")
@@ -100,12 +90,12 @@ def test_socket_is_private_and_agent_says_it_has_no_rates_yet(tokens_on):
 def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
     """Block tokens on: both DataNodes of a replication-2 pipeline charge the writer (the downstream one
     sees the writer's token, not its upstream DataNode). Alice is capped at 10 MB/s, bob is not."""
-    cluster, sockets = tokens_on
+    cluster = tokens_on
     for dn in cluster.datanodes:
         # UID lines name the other user: the token must win over the socket owner.
-        assert apply(socket_of(sockets, dn), 1, "DEFAULT 0 0", f"USER alice 0 {WRITE_CAP}", "USER bob 0 0",
+        assert apply(cluster.throttle_socket(dn), 1, "DEFAULT 0 0", f"USER alice 0 {WRITE_CAP}", "USER bob 0 0",
                      f"UID {ALICE_UID} bob", f"UID {BOB_UID} alice") == ["OK 1"]
-    before = {dn.id: stats(socket_of(sockets, dn)) for dn in cluster.datanodes}
+    before = {dn.id: stats(cluster.throttle_socket(dn)) for dn in cluster.datanodes}
     size = 40 * MiB
     alice = cluster.write_file("/alice/capped.bin", size, as_uid=ALICE_UID, hdfs_user="alice")
     bob = cluster.write_file("/bob/free.bin", size, as_uid=BOB_UID, hdfs_user="bob")
@@ -115,7 +105,7 @@ def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
     assert alice.bytes_per_second >= 0.5 * WRITE_CAP
     assert bob.bytes_per_second >= 2 * WRITE_CAP
     for dn in cluster.datanodes:
-        now = stats(socket_of(sockets, dn))
+        now = stats(cluster.throttle_socket(dn))
         for user in ("alice", "bob"):
             written = now[user][1] - before[dn.id].get(user, [0] * 6)[1]
             assert written >= size, (dn.id, user, written)
@@ -125,17 +115,17 @@ def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
 
 
 def test_read_charged_to_the_reader(tokens_on):
-    cluster, sockets = tokens_on
+    cluster = tokens_on
     cluster.write_file("/alice/r.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice", replication=1)
-    before = sum(stats(socket_of(sockets, dn)).get("bob", [0] * 6)[0] for dn in cluster.datanodes)
+    before = sum(stats(cluster.throttle_socket(dn)).get("bob", [0] * 6)[0] for dn in cluster.datanodes)
     cluster.read_file("/alice/r.bin", as_uid=BOB_UID, hdfs_user="bob", seconds=0)
-    after = sum(stats(socket_of(sockets, dn))["bob"][0] for dn in cluster.datanodes)
+    after = sum(stats(cluster.throttle_socket(dn))["bob"][0] for dn in cluster.datanodes)
     assert after - before >= 8 * MiB
 
 
 def test_garbage_gets_err_and_changes_nothing(tokens_on):
-    cluster, sockets = tokens_on
-    path = socket_of(sockets, cluster.datanodes[0])
+    cluster = tokens_on
+    path = cluster.throttle_socket(cluster.datanodes[0])
     assert apply(path, 7, "DEFAULT 0 0", "USER alice 0 5000000") == ["OK 7"]
     assert talk(path, "HELLO\n")[-1].startswith("ERR unknown request")
     reply = apply(path, 8, "USER alice 0 0", "USER bob 1 nonsense")
@@ -149,27 +139,26 @@ def test_garbage_gets_err_and_changes_nothing(tokens_on):
 
 
 def test_datanode_serves_reads_when_the_socket_is_gone(tokens_on):
-    cluster, sockets = tokens_on
+    cluster = tokens_on
     cluster.write_file("/bob/keep.bin", 4 * MiB, as_uid=BOB_UID, hdfs_user="bob")
     for dn in cluster.datanodes:
-        os.unlink(socket_of(sockets, dn))
+        os.unlink(cluster.throttle_socket(dn))
     assert cluster.read_file("/bob/keep.bin", as_uid=BOB_UID, hdfs_user="bob", seconds=0).bytes >= 4 * MiB
 
 
 def test_tokens_off_same_host_socket_owner_and_pipeline_falls_to_default():
     """Block tokens off: the first DataNode knows the writer from its socket's owner (UID lines); the
     downstream replica's client is the upstream DataNode (uid 0 here, not mapped), so it charges DEFAULT."""
-    cluster, sockets = agent_cluster(tokens=False, datanodes=2, replication=2)
+    cluster = agent_cluster(tokens=False, datanodes=2, replication=2)
     try:
         cluster.start()
         for dn in cluster.datanodes:
-            assert apply(socket_of(sockets, dn), 1, "USER alice 0 0", f"UID {ALICE_UID} alice") == ["OK 1"]
+            assert apply(cluster.throttle_socket(dn), 1, "USER alice 0 0", f"UID {ALICE_UID} alice") == ["OK 1"]
         first = cluster.datanodes[0]
         cluster.write_file("/alice/t.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice", on_datanode=first)
-        head, tail = stats(socket_of(sockets, first)), stats(socket_of(sockets, cluster.datanodes[1]))
+        head, tail = stats(cluster.throttle_socket(first)), stats(cluster.throttle_socket(cluster.datanodes[1]))
         assert head["alice"][1] >= 8 * MiB
         assert tail.get("alice", [0] * 6)[1] == 0
         assert tail["DEFAULT"][1] >= 8 * MiB
     finally:
         cluster.stop()
-        shutil.rmtree(sockets, ignore_errors=True)
