@@ -1,20 +1,26 @@
 """vnode-coordinator: serve users, priorities and shares to agents and admins."""
 
-import argparse
-import asyncio
-import logging
-import signal
-import sys
-import threading
+import os
 
-from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.config import load_config
-from vnode_sync.coordinator.service import create_server
-from vnode_sync.coordinator.store import StateStore
-from vnode_sync.errors import ConfigError, VNodeSyncError
-from vnode_sync.logs import configure
-from vnode_sync.security.audit import send_audit_to
-from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
+# gRPC's own log lines (e.g. a second bind of the listen address) would break the one-line
+# errors; the coordinator reports what matters itself. GRPC_VERBOSITY=error shows them again.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+from vnode_sync.coordinator.cluster import Cluster  # noqa: E402
+from vnode_sync.coordinator.config import load_config  # noqa: E402
+from vnode_sync.coordinator.service import CoordinatorServer  # noqa: E402
+from vnode_sync.coordinator.store import StateStore  # noqa: E402
+from vnode_sync.errors import ConfigError, VNodeSyncError  # noqa: E402
+from vnode_sync.logs import configure  # noqa: E402
+from vnode_sync.security.audit import send_audit_to  # noqa: E402
+from vnode_sync.security.tls import INSECURE_WARNING, server_credentials  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
+        # The address first: a second coordinator on it refuses before touching any state.
+        server = CoordinatorServer(args.listen or config.listen, credentials)
+        port = server.port
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
-        server_ref: list = []
-        expiry = supervised("job-expiry", cluster.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
-                            lambda one_pass: server_ref[0].store_call(one_pass))
-        server, port = create_server(cluster, args.listen or config.listen, credentials=credentials,
-                                     background=(expiry,))
-        server_ref.append(server)
+        server.serve(cluster, background=(supervised("job-expiry", cluster.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
+                                                     server.store_call),))
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         return 2

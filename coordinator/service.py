@@ -321,24 +321,26 @@ Task = Callable[[], Awaitable[None]]
 
 
 class CoordinatorServer:
-    """The gRPC server on its own event loop thread, bound at creation; start/stop from any thread.
+    """The gRPC server on its own event loop thread; start/stop from any thread.
 
+    Binding comes first (`__init__`), before any state is opened, so a second coordinator on a
+    taken address refuses having changed nothing; `serve(cluster)` then adds the services.
     `background` tasks (e.g. the job expiry loop) run on the same loop; if one ends (it cannot
     continue), `failed` is set with the reason and the owner should stop the process non-zero.
     """
 
-    def __init__(self, cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None,
-                 background: tuple[Task, ...] = ()):
-        self.cluster = cluster
+    def __init__(self, address: str, credentials: grpc.ServerCredentials | None):
         self.failed = threading.Event()
         self.failure = ""
-        self._background = background
+        self._credentials = credentials
+        self._background: tuple[Task, ...] = ()
         self._store_thread = StoreThread()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
         self._stopped = threading.Event()
         self._tasks: list[asyncio.Task] = []
+        self.changes: Changes | None = None
         try:
             self.port = self._call(self._bind(address, credentials))
         except BaseException:
@@ -349,14 +351,7 @@ class CoordinatorServer:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
-        access = (AccessPolicy([n.node_id for n in self.cluster.config.storage_nodes],
-                               lambda user: self.cluster.store.user(user).priority) if credentials else OpenAccess())
-        self.changes = Changes(self.cluster, self._store_thread)
         self._server = aio.server(options=NO_SHARED_PORT)
-        self._server.add_generic_rpc_handlers((
-            _handlers("Admin", AdminService(self.cluster, access, self._store_thread)),
-            _handlers("AgentLink", AgentLinkService(self.cluster, access, self.changes),
-                      raw_responses=("WatchDesiredState",))))
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))
@@ -365,6 +360,20 @@ class CoordinatorServer:
         if port == 0:
             raise Unavailable(f"cannot listen on {address!r} (in use by another process, or not a host:port)")
         return port
+
+    def serve(self, cluster: Cluster, background: tuple[Task, ...] = ()) -> None:
+        """Add the Admin and AgentLink services for `cluster` (before `start`)."""
+        self._call(self._add_services(cluster))
+        self._background = background
+
+    async def _add_services(self, cluster: Cluster) -> None:
+        access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
+                               lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
+        self.changes = Changes(cluster, self._store_thread)
+        self._server.add_generic_rpc_handlers((
+            _handlers("Admin", AdminService(cluster, access, self._store_thread)),
+            _handlers("AgentLink", AgentLinkService(cluster, access, self.changes),
+                      raw_responses=("WatchDesiredState",))))
 
     def start(self) -> None:
         self._call(self._start())
@@ -403,7 +412,8 @@ class CoordinatorServer:
         return self._stopped
 
     async def _stop(self, grace: float | None) -> None:
-        self.changes.close_streams()
+        if self.changes:
+            self.changes.close_streams()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -422,5 +432,6 @@ def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCreden
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
-    server = CoordinatorServer(cluster, address, credentials, background)
+    server = CoordinatorServer(address, credentials)
+    server.serve(cluster, background)
     return server, server.port
