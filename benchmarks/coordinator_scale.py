@@ -6,9 +6,9 @@ A real coordinator process; simulated storage agents (benchmarks.simulated_agent
 streams, no cgroup work) spread over several client processes, each an asyncio loop holding
 many streams. Per size it prints:
   - set-priority -> every agent applied: p50/p99 over rounds of the time from sending SetPriority
-    (the coordinator is polled for "all applied" only to start the next round; the time is the agents')
-    until the last agent reported the new generation applied (agents' own clocks, same host),
-    and as a ratio to one idle Admin round trip measured in the same run;
+    until the last agent reported the new generation applied (agents' own clocks, same host;
+    the coordinator is polled only to start the next round), and as a ratio to one idle Admin
+    round trip measured in the same run;
   - an Admin call's latency (ListUsers, median of 50) with every stream open against the same call
     before any agent connected (same run, same coordinator): the ratio should stay within 2x;
   - the coordinator's RSS and CPU per 1,000 agents: RSS grown since idle, CPU over the rounds and
