@@ -1,26 +1,20 @@
 """vnode-coordinator: serve users, priorities and shares to agents and admins."""
 
-import os
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
 
-# gRPC's own log lines (e.g. a second bind of the listen address) would break the one-line
-# errors; the coordinator reports what matters itself. GRPC_VERBOSITY=error shows them again.
-os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import logging  # noqa: E402
-import signal  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-
-from vnode_sync.coordinator.cluster import Cluster  # noqa: E402
-from vnode_sync.coordinator.config import load_config  # noqa: E402
-from vnode_sync.coordinator.service import CoordinatorServer  # noqa: E402
-from vnode_sync.coordinator.store import StateStore  # noqa: E402
-from vnode_sync.errors import ConfigError, VNodeSyncError  # noqa: E402
-from vnode_sync.logs import configure  # noqa: E402
-from vnode_sync.security.audit import send_audit_to  # noqa: E402
-from vnode_sync.security.tls import INSECURE_WARNING, server_credentials  # noqa: E402
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.service import CoordinatorServer
+from vnode_sync.coordinator.store import StateStore
+from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.logs import configure
+from vnode_sync.security.audit import send_audit_to
+from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,10 @@ on the loop.
 
 import asyncio
 import concurrent.futures
+import errno
 import functools
 import logging
+import socket
 import threading
 from collections.abc import Awaitable, Callable
 
@@ -320,6 +322,29 @@ def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) 
 Task = Callable[[], Awaitable[None]]
 
 
+def _refuse_if_taken(address: str) -> None:
+    """A taken address is refused here, in one line, before gRPC core logs its own bind error
+    (gRPC, with so_reuseport 0, refuses it too; this only keeps the error to one line)."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # not resolvable: gRPC says so
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As gRPC does: connections of a previous coordinator in TIME_WAIT do not hold the address.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise Unavailable(f"cannot listen on {address!r}: in use by another process "
+                                      "(is another coordinator running?)") from None
+
+
 class CoordinatorServer:
     """The gRPC server on its own event loop thread; start/stop from any thread.
 
@@ -351,6 +376,7 @@ class CoordinatorServer:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        _refuse_if_taken(address)
         self._server = aio.server(options=NO_SHARED_PORT)
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
