@@ -24,8 +24,8 @@ cgroup v2 (Documentation/admin-guide/cgroup-v2.rst), as strict as the kernel:
 import errno
 import os
 
-from vnode_sync.errors import KernelError, ThreadGone
-from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.cgroupfs import CgroupFS, refused
 from vnode_sync.kernel.types import DeviceNumber
 
 V1_FILES = {
@@ -72,9 +72,7 @@ class FakeCgroupFS(CgroupFS):
 
     def _refuse(self, path: str, code: int, text: str):
         self.kernel.rejected_writes += 1
-        if code == errno.ESRCH:
-            raise ThreadGone(path, int(text))
-        raise KernelError(path, f"kernel refused {text.strip()!r}: {os.strerror(code)}")
+        raise refused(path, code, text)
 
     def mkdir(self, path: str) -> None:
         if os.path.isdir(path):
@@ -94,7 +92,7 @@ class FakeCgroupFS(CgroupFS):
         members = "cgroup.procs" if self.version == 2 else "tasks"
         if self.read(os.path.join(path, members)).split() or any(
                 e.is_dir() for e in os.scandir(path)):
-            raise KernelError(path, f"cannot remove cgroup: {os.strerror(errno.EBUSY)}")
+            raise refused(path, errno.EBUSY, action="remove cgroup")
         for entry in os.scandir(path):
             os.unlink(entry.path)
         os.rmdir(path)

@@ -119,11 +119,11 @@ def test_fake_v2_no_internal_processes(fs):
     fs.write(f"{root}/cgroup.subtree_control", "+io")
     fs.mkdir(f"{root}/a/b")
     fs.write(f"{root}/a/cgroup.procs", "500")
-    with pytest.raises(KernelError, match="Device or resource busy"):
+    with pytest.raises(KernelError, match="Device or resource busy; allowed: a non-root cgroup holding processes"):
         fs.write(f"{root}/a/cgroup.subtree_control", "+io")   # it holds a process
     fs.write(f"{root}/a/b/cgroup.procs", "500")
     fs.write(f"{root}/a/cgroup.subtree_control", "+io")
-    with pytest.raises(KernelError, match="Device or resource busy"):
+    with pytest.raises(KernelError, match=r"'500': Device or resource busy; allowed: .*\(no-internal-process rule\)"):
         fs.write(f"{root}/a/cgroup.procs", "500")              # it enables io
     fs.write(f"{root}/cgroup.procs", "500")                     # the root is exempt
 

@@ -431,3 +431,31 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
     reconciler.apply(state(2, ["bob"]))                    # alice and carol went idle
     listing = RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout)
     assert listing.names() == {"vnode_bob", "default"}
+
+
+class HandlersThatMustNotBeScanned:
+    name = "must-not-scan"
+    shared_process = True
+
+    def scan(self, identity):
+        raise AssertionError("a backend without a thread placer needs no handler discovery")
+
+
+def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(oss, tmp_path):
+    """TBF rules match a uid: no do-nothing placement, and callers see that from `placer`."""
+    from vnode_sync.agents.compute.placement import place_processes
+
+    backend = make_backend(oss, tmp_path)
+    assert backend.placer is None
+    assert not any(hasattr(backend, m) for m in ("members", "place", "release"))
+    with pytest.raises(Unsupported, match="lustre-tbf cannot place job processes: it has no thread placer"):
+        place_processes(backend, "alice", [1])
+    reconciler = Reconciler(backend, HandlersThatMustNotBeScanned(), {"/dev/ost0": OST0})
+    reconciler.apply(pb.DesiredState(
+        generation=1, node_id="oss1", mode="throttle",
+        vnodes=[pb.VNodeSpec(user="alice", uid=500, priority=4,
+                             shares=[pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)])],
+        default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name="alice", uid=500, priority=4, active=True)]))
+    assert reconciler.errors == []
+    assert reconciler.place_handlers() == 0
+    assert backend.vnodes() == [ALICE]
