@@ -28,7 +28,7 @@ from testbed.hdfs_cluster import HdfsCluster
 from testbed.unix_users import unix_users
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 
 MB = 1_000_000
 NODE_BW = 60 * MB

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
-from testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 from vnode_sync.wire import vnode_pb2 as pb
 
 
