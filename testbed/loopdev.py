@@ -1,8 +1,7 @@
-"""Loop devices of the test beds: raw ones over sparse files (`loop_device`) and small ext4 disks
-(`LoopDisk`), so a test's I/O is block I/O on a device of its own.
+"""Loop devices for tests: raw ones over sparse files (`loop_device`), and small ext4 disks, so a
+test's file I/O is block I/O on a device of its own.
 
-    with loop_device("vnode-sync-test.x") as (path, number): ...   # raw, detached on exit
-
+    with loop_device(unique_name("disk")) as (path, dev): ...   # detached on exit
     disk = LoopDisk.create("/tmp/vnode-sync-x/dn0.img", "/tmp/vnode-sync-x/dn0", size_mb=1024)
     disk.device, disk.device_number   # "/dev/loop3", DeviceNumber(7, 3): what blkio files name
     disk.remove()                     # unmount, detach, delete the backing file
@@ -13,6 +12,7 @@ Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(pr
 
 import contextlib
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -66,29 +66,6 @@ class LoopDisk:
             detach(self.device)
         if os.path.exists(self.backing_file):
             os.unlink(self.backing_file)
-
-
-@contextlib.contextmanager
-def loop_device(name: str, size_mb: int = 256) -> Iterator[tuple[str, DeviceNumber]]:
-    """Yield (path, DeviceNumber) of a fresh loop device over a sparse file, scheduler "none".
-
-    A loop device keeps the scheduler a test chose after it is detached, so it is set
-    here and put back on the way out."""
-    directory = tempfile.mkdtemp(prefix=name + ".")
-    backing = os.path.join(directory, "disk.img")
-    with open(backing, "wb") as f:
-        f.truncate(size_mb << 20)
-    path = attach(backing, direct_io=False)
-    number = device_number(path)
-    try:
-        set_scheduler(number, "none")
-        yield path, number
-    finally:
-        with contextlib.suppress(OSError):
-            set_scheduler(number, "none")
-        detach(path)
-        os.unlink(backing)
-        os.rmdir(directory)
 
 
 def make_ext4(device: str, mountpoint: str) -> None:
@@ -152,3 +129,26 @@ def stale_loops(prefix: str) -> list[str]:
 def stale_mounts(prefix: str) -> list[str]:
     """Mount points whose path contains `prefix`, latest mount first (see mounts())."""
     return [mountpoint for mountpoint in mounts() if prefix in mountpoint]
+
+
+@contextlib.contextmanager
+def loop_device(name: str, size_mb: int = 256) -> Iterator[tuple[str, DeviceNumber]]:
+    """(path, DeviceNumber) of a fresh raw loop device over a sparse file under /tmp/`name`.*,
+    scheduler "none"; detached and deleted on exit.
+
+    A loop device keeps the scheduler a test chose after it is detached, so it is set here
+    and put back on the way out."""
+    directory = tempfile.mkdtemp(prefix=name + ".")
+    backing = os.path.join(directory, "disk.img")
+    with open(backing, "wb") as f:
+        f.truncate(size_mb << 20)
+    path = attach(backing, direct_io=False)
+    dev = device_number(path)
+    try:
+        set_scheduler(dev, "none")
+        yield path, dev
+    finally:
+        with contextlib.suppress(KernelError, OSError):
+            set_scheduler(dev, "none")
+        detach(path)
+        shutil.rmtree(directory, ignore_errors=True)
