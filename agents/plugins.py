@@ -19,6 +19,12 @@ DISCOVERY_PLUGINS = {
 def make_backend(config: AgentConfig) -> LimitEnforcer:
     host = HostCgroups(config.cgroup_root)
     kind = config.backend
+    if kind == "datanode-throttle":
+        from vnode_sync.datanode.backend import DataNodeThrottleBackend
+        from vnode_sync.datanode.channel import ThrottleChannel
+        from vnode_sync.kernel.devices import device_number
+        return DataNodeThrottleBackend(ThrottleChannel(config.datanode_throttle_socket),
+                                       [device_number(d) for d in config.devices])
     if kind == "lustre-tbf":
         from vnode_sync.kernel.lustre_tbf import LustreTbfBackend
         return LustreTbfBackend.from_config(config.cgroup_subtree, config.lustre)

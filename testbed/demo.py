@@ -16,12 +16,12 @@ import argparse
 import contextlib
 import json
 import os
-import pwd
 import subprocess
 import sys
 import time
 
 from testbed.hdfs_cluster import HdfsCluster
+from testbed.unix_users import unix_users
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.raw_loop import loop_device
@@ -94,26 +94,11 @@ DEMO_USER_PREFIX = "vndemo-"
 MiB = 1 << 20
 
 
-@contextlib.contextmanager
-def unix_users(*names: str):
-    """Make Unix users for the demo's readers; remove them after, whatever happens."""
-    made = []
-    try:
-        for name in names:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                           check=True, capture_output=True)
-            made.append(name)
-        yield [pwd.getpwnam(n) for n in names]
-    finally:
-        for name in made:
-            subprocess.run(["userdel", name], capture_output=True)
-
-
 def run_hdfs_demo(seconds: float) -> int:
     name = f"vnode-sync-demo.{os.getpid()}"
     names = (f"{DEMO_USER_PREFIX}alice", f"{DEMO_USER_PREFIX}bob")
     file_size = int(seconds * 2 * 45 * MB) // MiB * MiB
-    with unix_users(*names) as accounts:
+    with unix_users(list(names)) as accounts:
         users = [LocalUser(accounts[0].pw_name, accounts[0].pw_uid, 8),
                  LocalUser(accounts[1].pw_name, accounts[1].pw_uid, 4)]
         print(f"made Unix users {names[0]} (uid {users[0].uid}) and {names[1]} (uid {users[1].uid})")

@@ -38,6 +38,7 @@ class LocalNode:
     read_bps: int
     write_bps: int
     discovery: dict = field(default_factory=lambda: {"kind": "generic"})
+    settings: dict = field(default_factory=dict)   # this node's own agent settings (e.g. its backend)
 
 
 class LocalCluster:
@@ -88,7 +89,7 @@ class LocalCluster:
             "cgroup_name": self.cgroup_name(node.node_id), "devices": list(node.devices),
             "discovery": node.discovery, "teardown_on_exit": True,
             "state_cache": os.path.join(self.workdir, f"agent-{node.node_id}.state"),
-            **self.agent_settings,
+            **self.agent_settings, **node.settings,
         })
 
     # ---- processes ----------------------------------------------------------

@@ -77,6 +77,10 @@ class Reconciler:
                 self.backend.remove_vnode(vnode)
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
+        try:
+            self.backend.commit(self.users.users_by_uid, self.users.connections)
+        except VNodeSyncError as e:
+            self.errors.append(f"{self.backend.name}: {e}")
         if self.state.generation != self.applied_generation:
             log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
                      state.generation, len(desired), len(self.placed), len(self.errors))

@@ -73,16 +73,20 @@ class HdfsCluster:
     def __init__(self, name: str, workdir: str | None = None, datanodes: int = 2, disk_mb: int = 1024,
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
-                 host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS):
+                 host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
+                 datanode_throttle: str | None = None):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
-        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py)."""
+        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py).
+        `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
+        control socket at `throttle_socket(dn)`."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         self.disk, self.disk_read_mbps = disk, disk_read_mbps
+        self.datanode_throttle = datanode_throttle
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -117,7 +121,7 @@ class HdfsCluster:
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
-                 "jvm": asdict(self.jvm)}
+                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -134,7 +138,8 @@ class HdfsCluster:
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
                       runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
-                      disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS))
+                      disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
+                      datanode_throttle=state.get("datanode_throttle"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -145,8 +150,18 @@ class HdfsCluster:
     def _classpath(self, conf_dir: str) -> str:
         return f"{self.runtime.jars}/*:{conf_dir}:{self.runtime.web}"
 
-    def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str) -> subprocess.Popen:
-        argv = ["java", *self.jvm.flags(), f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+    def throttle_socket(self, dn: DataNode) -> str:
+        """The control socket of the Java agent in `dn` (its directory is the agent's, mode 0700)."""
+        return os.path.join(self.workdir, f"{dn.id}.throttle", "control.sock")
+
+    def _datanode_agent(self, dn: DataNode) -> list[str]:
+        if not self.datanode_throttle:
+            return []
+        return [f"-javaagent:{self.datanode_throttle}=socket={self.throttle_socket(dn)}"]
+
+    def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
+               agent: list[str] = ()) -> subprocess.Popen:
+        argv = ["java", *self.jvm.flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -261,7 +276,8 @@ class HdfsCluster:
             self.namenode.pid = self._spawn("namenode", NAMENODE_CLASS, self._conf_dir("namenode"),
                                             self.namenode.log).pid
             for dn in self.datanodes:
-                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log).pid
+                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+                                     agent=self._datanode_agent(dn)).pid
             self._save()
             self._wait_for_live_datanodes(timeout=90)
             log.info("%s: %d DataNodes live after %.1f s", self.name, len(self.datanodes), time.monotonic() - began)
@@ -350,6 +366,10 @@ class HdfsCluster:
         """`hdfs dfs ARGS` (FsShell), e.g. shell("-ls", "-R", "/"); an `as_uid` needs a passwd entry here."""
         return self._run_client(f"hdfs dfs {' '.join(args)}", "org.apache.hadoop.fs.FsShell", *args,
                                 as_uid=as_uid, hdfs_user=hdfs_user, check=check)
+
+    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None) -> subprocess.Popen:
+        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...)."""
+        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user)
 
     def put(self, local: str, remote: str, as_uid: int | None = None, hdfs_user: str | None = None) -> Transfer:
         """Copy a local file in, overwriting; `as_uid` must be able to read `local`."""

@@ -19,6 +19,15 @@ NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 
 
+def datanode_throttle_jar() -> str:
+    """vnode-sync's Java agent for DataNodes, built by scripts/setup.d/datanode-throttle.sh."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    jar = os.path.join(repo, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
+    if not os.path.exists(jar):
+        raise NotFound(f"no {jar}; run scripts/setup.d/datanode-throttle.sh")
+    return jar
+
+
 def hadoop_home() -> str:
     """Where setup.d/hdfs.sh put the jars: readable by every uid, since clients run as other users."""
     if "VNODE_SYNC_HADOOP_HOME" in os.environ:

@@ -62,6 +62,9 @@ class CgroupVNodes:
             if have != want:
                 self._write_change(vnode, have, want)
 
+    def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
+        """Nothing buffered: cgroup files take effect as they are written."""
+
     def _parse_usage(self, text: str) -> dict[DeviceNumber, IoCounters]:
         raise NotImplementedError
 

@@ -655,6 +655,9 @@ class LustreTbfBackend:
             log.info("stopped TBF rule %s on %s", owned.name, self.service)
         self.ledger.forget(owned.name)
 
+    def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
+        """Nothing buffered: each rule change is an lctl call of its own."""
+
     def remove_vnode(self, vnode: str) -> None:
         self._stop_owned(vnode)
         for table in (self._uid_of, self._wanted, self._conversion, self._rate_set, self._samples):
