@@ -27,7 +27,9 @@ from dataclasses import dataclass
 
 import psutil
 
+from testbed.loopdev import detach, loops, mounts, unmount
 from testbed.processes import stop_processes
+from vnode_sync.errors import KernelError
 
 PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench", "vnode-sync-hdfs")
 BLKIO = "/sys/fs/cgroup/blkio"
@@ -87,11 +89,8 @@ def _processes() -> list[tuple[str, str]]:
 def _candidates(hierarchy: str, tmp: str) -> list[tuple[str, str, str]]:
     """(kind, what, text that names the run) of everything that may be a run's."""
     found: list[tuple[str, str, str]] = [("process", pid, cmdline) for pid, cmdline in _processes()]
-    with open("/proc/self/mountinfo") as f:  # latest first: the order to unmount in
-        found += [("mount", m, m) for m in reversed([line.split()[4].replace("\\040", " ") for line in f])]
-    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-                         capture_output=True, text=True).stdout
-    found += [("loop device", name, back) for name, _, back in (l.strip().partition(" ") for l in out.splitlines())]
+    found += [("mount", m, m) for m in mounts()]  # latest first: the order to unmount in
+    found += [("loop device", device, backing) for device, backing in loops()]
     if os.path.isdir(hierarchy):
         found += [("cgroup", os.path.join(hierarchy, d), d) for d in sorted(os.listdir(hierarchy))
                   if os.path.isdir(os.path.join(hierarchy, d))]
@@ -146,10 +145,10 @@ def remove(leftovers: list[Leftover], hierarchy: str = BLKIO) -> None:
     stop_processes(processes)
     for item in sorted(leftovers, key=lambda l: order.index(l.kind)):
         if item.kind == "mount":
-            if subprocess.run(["umount", item.what], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "--lazy", item.what], capture_output=True)
+            with contextlib.suppress(KernelError):  # gone meanwhile, or busy even for a lazy unmount
+                unmount(item.what)
         elif item.kind == "loop device":
-            subprocess.run(["losetup", "--detach", item.what], capture_output=True)
+            detach(item.what)
         elif item.kind == "cgroup":
             _remove_cgroup(item.what, hierarchy)
         elif item.kind == "network namespace":
