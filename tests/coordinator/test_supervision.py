@@ -3,8 +3,6 @@
 import asyncio
 import logging
 
-
-
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.coordinator import cluster as cluster_module
 from vnode_sync.coordinator import main as coordinator_main
