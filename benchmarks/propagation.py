@@ -18,7 +18,7 @@ import time
 
 import grpc
 
-from testbed.raw_loop import loop_device  # noqa: E402
+from testbed.loopdev import loop_device  # noqa: E402
 from benchmarks.simulated_agents import node_id  # noqa: E402
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402

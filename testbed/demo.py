@@ -8,40 +8,45 @@ Unix users, made by the demo and removed after, read large files from both DataN
 through the native client at priorities 8 and 4 on a configured node bandwidth of
 60 MB/s. `loop`: the same without HDFS, O_DIRECT readers on raw loop devices.
 Either way it prints the live per-user, per-node MB/s against the targets, flips the
-priorities while the readers run, and prints the achieved split. Everything it makes
-is named vnode-sync-demo.* (users vndemo-*) and removed on exit.
+priorities while the readers run, and prints the achieved split. `hdfs` then runs a write
+phase: both users `hdfs dfs -put` at once to DataNodes that load vnode-sync's Java agent
+(backend datanode-throttle, no cgroup), and prints the write split the same way.
+Everything it makes is named vnode-sync-demo.* (users vndemo-*) and removed on exit.
 """
 
 import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from testbed.hdfs_cluster import HdfsCluster
 from testbed.unix_users import unix_users
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 
 MB = 1_000_000
 NODE_BW = 60 * MB
 USERS = (LocalUser("alice", 64_301, 4), LocalUser("bob", 64_302, 8))
 
 
-def live_table(status: dict) -> str:
+def live_table(status: dict, direction: str = "read") -> str:
     width = max([4] + [len(u["name"]) for u in status["users"]])
-    lines = [f"  {'user':<{width}} {'prio':>4} {'node':<6} {'target MB/s':>11} {'measured MB/s':>13}"]
+    lines = [f"  {'user':<{width}} {'prio':>4} {'node':<6} {direction + ' target MB/s':>17} {'measured MB/s':>13}"]
     for user in status["users"]:
         for node in user["nodes"]:
             lines.append(f"  {user['name']:<{width}} {user['priority']:>4} {node['node_id']:<6} "
-                         f"{node['target_read_bps'] / MB:>11.1f} {node['measured_read_bps'] / MB:>13.1f}")
+                         f"{node[f'target_{direction}_bps'] / MB:>17.1f} "
+                         f"{node[f'measured_{direction}_bps'] / MB:>13.1f}")
     return "\n".join(lines)
 
 
-def watch(cluster: LocalCluster, seconds: float, title: str) -> None:
+def watch(cluster: LocalCluster, seconds: float, title: str, direction: str = "read") -> None:
     """Print the live table every 2 s, then each user's mean aggregate MB/s after the first sample."""
     print(f"\n== {title}")
     deadline = time.monotonic() + seconds
@@ -51,10 +56,10 @@ def watch(cluster: LocalCluster, seconds: float, title: str) -> None:
         time.sleep(2)
         status = cluster.status()
         print(time.strftime("%H:%M:%S"))
-        print(live_table(status), flush=True)
+        print(live_table(status, direction), flush=True)
         if not first:
             for user in status["users"]:
-                samples.setdefault(user["name"], []).append(sum(n["measured_read_bps"] for n in user["nodes"]))
+                samples.setdefault(user["name"], []).append(sum(n[f"measured_{direction}_bps"] for n in user["nodes"]))
         first = False
     means = {u: sum(v) / len(v) for u, v in samples.items() if v}
     total = sum(means.values()) or 1.0
@@ -97,7 +102,9 @@ MiB = 1 << 20
 def run_hdfs_demo(seconds: float) -> int:
     name = f"vnode-sync-demo.{os.getpid()}"
     names = (f"{DEMO_USER_PREFIX}alice", f"{DEMO_USER_PREFIX}bob")
-    file_size = int(seconds * 2 * 45 * MB) // MiB * MiB
+    # Each user reads at 40 MB/s in one phase and 20 in the other, after readers start: room for a
+    # slow start on a loaded machine, so no reader runs dry before the flipped phase ends.
+    file_size = int(seconds * 2 * 60 * MB) // MiB * MiB
     with unix_users(list(names)) as accounts:
         users = [LocalUser(accounts[0].pw_name, accounts[0].pw_uid, 8),
                  LocalUser(accounts[1].pw_name, accounts[1].pw_uid, 4)]
@@ -113,7 +120,8 @@ def run_hdfs_demo(seconds: float) -> int:
             hdfs.evict_page_cache()
 
         print(f"starting HDFS (NameNode + 2 DataNodes on loop disks) and vnode-sync ({name})")
-        with hdfs_vnode_cluster(name, users, NODE_BW, before_agents=write_files) as (hdfs, cluster):
+        with hdfs_vnode_cluster(name, users, NODE_BW, disk_mb=3072,
+                                before_agents=write_files) as (hdfs, cluster):
             print(cluster.vnodectl("nodes").stdout)
             readers = {(u.name, dn.id): hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid,
                                                         hdfs_user=u.name)
@@ -131,8 +139,42 @@ def run_hdfs_demo(seconds: float) -> int:
                 for reader in readers.values():
                     reader.kill()
                     reader.wait()
+        run_write_phase(f"{name}.writes", users, seconds)
     print("\ncleaned up: VNodes removed, HDFS stopped, loop disks detached, demo users removed")
     return 0
+
+
+def run_write_phase(name: str, users: list[LocalUser], seconds: float) -> None:
+    """Both users `hdfs dfs -put` at once, on DataNodes that run vnode-sync's Java agent: buffered
+    writes, which no cgroup v1 throttle charges, split by priority where the DataNode receives them."""
+    sources = tempfile.mkdtemp(prefix=name + ".")
+    os.chmod(sources, 0o755)
+    try:
+        for user in users:
+            rate = 40 * MB if user.priority == 8 else 20 * MB
+            path = os.path.join(sources, user.name)
+            with open(path, "wb") as f:
+                for _ in range(int(rate * (seconds + 8)) // MiB):
+                    f.write(os.urandom(MiB))
+            os.chmod(path, 0o644)
+        print(f"\nstarting HDFS whose DataNodes load vnode-sync's Java agent (backend datanode-throttle: "
+              f"no cgroup, block access tokens on, replication 2) ({name})")
+        with hdfs_vnode_cluster(name, users, NODE_BW, backend="datanode-throttle", replication=2) as (hdfs, cluster):
+            writers = [hdfs.start_shell("-put", os.path.join(sources, u.name), f"/{u.name}.bin", as_uid=u.uid,
+                                        hdfs_user=u.name) for u in users]
+            try:
+                print("waiting until both users' `hdfs dfs -put` write to both DataNodes")
+                cluster.wait_for(lambda: all(n["measured_write_bps"] > 0 for u in cluster.status()["users"]
+                                             for n in u["nodes"]), timeout=120, what="writers on every DataNode")
+                watch(cluster, seconds, f"writes (hdfs dfs -put, buffered): {users[0].name} priority "
+                                        f"{users[0].priority}, {users[1].name} priority {users[1].priority}",
+                      "write")
+            finally:
+                for writer in writers:
+                    writer.kill()
+                    writer.wait()
+    finally:
+        shutil.rmtree(sources, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,7 @@
-"""Small ext4 disks on loop devices, so a test's file I/O is block I/O on a device of its own.
+"""Loop devices for tests: raw ones over sparse files (`loop_device`), and small ext4 disks, so a
+test's file I/O is block I/O on a device of its own.
 
+    with loop_device(unique_name("disk")) as (path, dev): ...   # detached on exit
     disk = LoopDisk.create("/tmp/vnode-sync-x/dn0.img", "/tmp/vnode-sync-x/dn0", size_mb=1024)
     disk.device, disk.device_number   # "/dev/loop3", DeviceNumber(7, 3): what blkio files name
     disk.remove()                     # unmount, detach, delete the backing file
@@ -8,8 +10,12 @@ Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(pr
 (backing file path) and `stale_mounts(prefix)` (mount point path). Needs root.
 """
 
+import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from vnode_sync.errors import KernelError
@@ -96,27 +102,53 @@ def detach(device: str) -> None:
     subprocess.run(["losetup", "--detach", device], capture_output=True)
 
 
-def stale_loops(prefix: str) -> list[str]:
-    """Loop devices whose backing file path contains `prefix`."""
+def loops() -> list[tuple[str, str]]:
+    """(device, backing file path) of every attached loop device."""
     found = []
     for name in sorted(os.listdir("/sys/block")):
         try:
             with open(f"/sys/block/{name}/loop/backing_file") as f:
-                backing = f.read().strip()
+                found.append((f"/dev/{name}", f.read().strip()))
         except OSError:
             continue
-        if prefix in backing:
-            found.append(f"/dev/{name}")
     return found
 
 
-def stale_mounts(prefix: str) -> list[str]:
-    """Mount points whose path contains `prefix`, latest mount first: the order to unmount them
-    in, a mount before the one it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
-    found = []
+def mounts() -> list[str]:
+    """Every mount point, latest mount first: the order to unmount them in, a mount before the one
+    it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
     with open("/proc/self/mountinfo") as f:  # in the order the mounts were made
-        for line in f:
-            mountpoint = line.split()[4].replace("\\040", " ")
-            if prefix in mountpoint:
-                found.append(mountpoint)
-    return found[::-1]
+        return [line.split()[4].replace("\\040", " ") for line in f][::-1]
+
+
+def stale_loops(prefix: str) -> list[str]:
+    """Loop devices whose backing file path contains `prefix`."""
+    return [device for device, backing in loops() if prefix in backing]
+
+
+def stale_mounts(prefix: str) -> list[str]:
+    """Mount points whose path contains `prefix`, latest mount first (see mounts())."""
+    return [mountpoint for mountpoint in mounts() if prefix in mountpoint]
+
+
+@contextlib.contextmanager
+def loop_device(name: str, size_mb: int = 256) -> Iterator[tuple[str, DeviceNumber]]:
+    """(path, DeviceNumber) of a fresh raw loop device over a sparse file under /tmp/`name`.*,
+    scheduler "none"; detached and deleted on exit.
+
+    A loop device keeps the scheduler a test chose after it is detached, so it is set here
+    and put back on the way out."""
+    directory = tempfile.mkdtemp(prefix=name + ".")
+    backing = os.path.join(directory, "disk.img")
+    with open(backing, "wb") as f:
+        f.truncate(size_mb << 20)
+    path = attach(backing, direct_io=False)
+    dev = device_number(path)
+    try:
+        set_scheduler(dev, "none")
+        yield path, dev
+    finally:
+        with contextlib.suppress(KernelError, OSError):
+            set_scheduler(dev, "none")
+        detach(path)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
-from testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 from vnode_sync.wire import vnode_pb2 as pb
 
 
@@ -29,6 +29,8 @@ def run_agent(config_path, *extra, timeout=20):
     ("node_id: n1\ndiscovery: {kind: nfs}\n", "discovery.kind 'nfs'"),
     ("node_id: n1\ndiscovery: {kind: generic, colour: red}\n", "unknown key(s) colour"),
     ("node_id: n1\nresync_seconds: 0\n", "resync_seconds 0.0 must be above 0"),
+    ("node_id: n1\nbackend: datanode-throttle\n", "backend datanode-throttle needs datanode_throttle: {socket:"),
+    ("node_id: n1\ndatanode_throttle: {socket: /run/x, colour: red}\n", "unknown key(s) 'colour' in datanode_throttle"),
 ])
 def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config, message):
     path = tmp_path / "agent.yaml"

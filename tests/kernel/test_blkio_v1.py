@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import WHY_NO_KERNEL, unique_name
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.kernel.devices import set_scheduler
-from testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
