@@ -5,8 +5,9 @@ name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 (`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
 loop-device backing files, mount points, work dirs, daemons' command lines and network
 namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
-testbed without one (`hdfs_cluster up --name demo`), while its daemons run; what a live run
-owns is listed but kept unless --include-live. Production agents' subtrees
+testbed without one (`hdfs_cluster up --name demo`), while its daemons run; a name that records
+neither cannot be shown dead and counts as live. What a live run owns is listed but kept unless
+--include-live. Production agents' subtrees
 (`vnode-sync.<node>`) never match.
 
     python -m testbed.leftovers                      # list
@@ -58,6 +59,9 @@ def _alive(pid: int) -> bool:
 
 
 def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
+    """Whether a run may still own what carries its name. A name that records no owner (no pid
+    field, no HDFS testbed state) cannot be shown dead, e.g. another tool's `/dev/vnode-sync-bench`
+    or a tempdir named `vnode-sync-testX.abc`, so it counts as live: removing it takes --include-live."""
     # pids have at most 7 digits (pid_max <= 2^22), so an 8-digit hex suffix is never taken for one
     owners = [int(field) for field in run.split(".") if field.isdigit() and len(field) <= 7]
     if owners:
@@ -65,8 +69,10 @@ def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
     try:
         with open(os.path.join(tmp, run, "cluster.json")) as f:  # an HDFS testbed started by name
             state = json.load(f)
-    except (OSError, ValueError):
-        return False
+    except OSError:
+        return True
+    except ValueError:
+        return False  # a state file cut short by a crash
     daemons = [state.get("namenode") or {}, *state.get("datanodes", [])]
     return any(_alive(d.get("pid") or 0) for d in daemons)
 
