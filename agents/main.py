@@ -14,6 +14,7 @@ from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.logs import configure
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
+from vnode_sync.supervision import EXIT_LOOP_FAILED
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             worker.join(0.5)
     finally:
         fast_moves.disable()
+    if agent.failure:
+        return EXIT_LOOP_FAILED
+    log.info("stopped")
     return 0
 
 

@@ -72,14 +72,21 @@ class Cluster:
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
         self._connections_changed = False
         self._listeners: list[Callable[[int], None]] = []
-        for seed in config.users:
-            if store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
-                log.info("user %s created from config (priority %d)", seed.name, seed.priority)
+        self._store_id = store.store_id()
+        self._unknown_users_logged: set[str] = set()
+        # The YAML seeds a new store only; afterwards the database is the truth (no silent reseed).
+        if store.created:
+            self._seed_users()
         self._generation = store.generation()
         self._snapshot = Snapshot(-1, (), ())
         # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
         self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
+
+    def _seed_users(self) -> None:
+        for seed in self.config.users:
+            if self.store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
+                log.info("user %s created from config (priority %d)", seed.name, seed.priority)
 
     # ---- publishing --------------------------------------------------------
 
@@ -124,6 +131,7 @@ class Cluster:
             if key not in self._templates:
                 template = build_desired_state(snapshot.generation, StorageNodeConfig("", node.devices),
                                                snapshot.users, self.config.policy, snapshot.connections)
+                template.store_id = self._store_id
                 self._templates[key] = (template, template.SerializeToString())
             return self._templates[key]
 
@@ -162,6 +170,7 @@ class Cluster:
         validation.user_name(name)
         validation.uid(uid)
         validation.priority(priority)
+        self._uid_free_for(name, uid)
         self._published(self.store.add_user(name, uid, priority, active))
         audit.info("actor=%s action=add-user user=%s uid=%d priority=%d active=%s",
                    actor, name, uid, priority, active)
@@ -183,6 +192,22 @@ class Cluster:
         audit.info("actor=%s action=%s user=%s old=%s new=%s generation=%d", actor,
                    "activate" if active else "deactivate", name, old, active, generation)
         return self.store.user(name)
+
+    def _uid_free_for(self, name: str, uid: int) -> None:
+        """A uid names one user: a second user with it would be charged to the first's VNode."""
+        for record in self.store.users():
+            if record.uid == uid and record.name != name:
+                raise InvalidArgument(f"uid {uid} is already held by user {record.name!r}; "
+                                      f"one uid per user (remove {record.name!r} first)")
+
+    def _known_users(self, names, what: str) -> set[str]:
+        """The names among `names` that are users; unknown ones are logged once each and ignored."""
+        known = {u.name for u in self.store.users()}
+        for name in set(names) - known - {""}:
+            if name not in self._unknown_users_logged:
+                self._unknown_users_logged.add(name)
+                log.warning("%s names unknown user %r: ignored (logged once)", what, name)
+        return known
 
     def remove_user(self, name: str, actor: str) -> None:
         validation.user_name(name)
@@ -215,6 +240,7 @@ class Cluster:
         validation.uid(uid)
         if not job_id or len(job_id) > 128:
             raise InvalidArgument(f"invalid job id {job_id!r}: must be 1-128 characters")
+        self._uid_free_for(user, uid)
         priority = self.job_priority(requested_priority, account, queue)
         generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority)
         self._published(generation)
@@ -230,6 +256,9 @@ class Cluster:
         return self.store.user(user) if user else None
 
     def reconcile_jobs(self, node: str, running: set[str], actor: str) -> list[str]:
+        if not node:
+            raise InvalidArgument("ReconcileJobs needs a source (the node or batch system whose jobs these are); "
+                                  "an empty source would drop every node's jobs")
         dropped = self.store.confirm_running_jobs(node, running)
         if dropped:
             self._published(self.store.generation())
@@ -273,7 +302,10 @@ class Cluster:
     def report_usage(self, report: pb.UsageReport) -> int:
         self._node_config(report.node_id)
         totals: dict[str, list[int]] = {}
+        known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
         for u in report.usage:
+            if u.user and u.user not in known:
+                continue
             t = totals.setdefault(u.user, [0, 0])
             t[0] += u.read_bytes
             t[1] += u.write_bytes
@@ -302,6 +334,8 @@ class Cluster:
             validation.user_name(c.user)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
+        known = self._known_users([c.user for c in connections], f"connection report from {reporter}")
+        connections = [c for c in connections if c.user in known]
         with self._lock:
             if self._connections.get(reporter) != list(connections):
                 self._connections[reporter] = list(connections)

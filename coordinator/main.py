@@ -11,6 +11,7 @@ from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.coordinator.service import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
 from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
@@ -51,13 +52,35 @@ def supervised(name: str, one_pass, every: float, run_pass):
     return loop
 
 
+def add_store_command_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("store_command", nargs="?", choices=STORE_COMMANDS,
+                        help="instead of serving: init (new store from the YAML), backup PATH, restore PATH")
+    parser.add_argument("store_path", nargs="?", metavar="PATH", help="backup target or restore source")
+    parser.add_argument("--force", action="store_true", help="init: replace an existing state file")
+
+
+def store_command(args: argparse.Namespace) -> int:
+    """Run an admin command on the state file (the coordinator must be stopped: the file is locked)."""
+    try:
+        config = load_config(args.config)
+        print(run_store_command(config, args.state_path or config.state_path, args.store_command,
+                                args.store_path, args.force))
+    except VNodeSyncError as e:
+        print(f"vnode-coordinator: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vnode-coordinator", description=__doc__)
     parser.add_argument("--config", required=True, help="coordinator YAML file")
     parser.add_argument("--listen", help="override the config's listen address (host:port)")
     parser.add_argument("--state-path", help="override the config's SQLite path")
     parser.add_argument("--print-port", action="store_true", help="print the bound port on stdout once serving")
+    add_store_command_arguments(parser)
     args = parser.parse_args(argv)
+    if args.store_command:
+        return store_command(args)
     try:
         config = load_config(args.config)
         configure("coordinator", config.log_format)

@@ -4,13 +4,15 @@ Every change runs in one transaction and bumps the generation in the same
 transaction, so a crash leaves either the old state or the new one, never half.
 """
 
+import fcntl
 import os
+import secrets
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 
-from vnode_sync.errors import InvalidArgument, NotFound
+from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
@@ -31,6 +33,16 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
 """
+TABLES = {"users", "jobs", "meta"}
+
+
+class StoreUnusable(VNodeSyncError):
+    """The state file is locked by another coordinator, empty, damaged or unreadable."""
+
+
+def restore_hint(path: str) -> str:
+    return (f"restore a backup with `vnode-coordinator --config CONFIG restore BACKUP` or, to start over "
+            f"on purpose, `vnode-coordinator --config CONFIG init` (state file {path})")
 
 
 @dataclass(frozen=True)
@@ -58,20 +70,107 @@ class UserRecord:
         return max(candidates)
 
 
+def lock_state_file(path: str):
+    """An exclusive lock on `path`.lock held for the life of the returned file: one coordinator per state."""
+    lock_path = path + ".lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StoreUnusable(f"state file {path} is in use by another coordinator (pid {holder}, lock "
+                            f"{lock_path}); stop it first") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def store_failure(path: str, error: Exception) -> Unavailable:
+    """A store that cannot write (disk full, I/O error, read-only) fails the call, changes nothing."""
+    return Unavailable(f"state store {path} cannot record the change ({error}); nothing was changed")
+
+
 class StateStore:
-    def __init__(self, path: str):
+    """`create`: make a new store if the file does not exist (never over an existing one)."""
+
+    def __init__(self, path: str, create: bool = True):
+        self.path = path
+        self.created = False
+        self._lock_fd = None
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._db.execute("PRAGMA journal_mode = WAL")
+            self._lock_fd = lock_state_file(path)
+            exists = os.path.exists(path)
+            if exists and os.path.getsize(path) == 0:
+                self._unlock()
+                raise StoreUnusable(f"state file {path} is empty; {restore_hint(path)}")
+            if not exists and not create:
+                self._unlock()
+                raise StoreUnusable(f"state file {path} does not exist; {restore_hint(path)}")
+            self.created = not exists
+        else:
+            self.created = True
         self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA foreign_keys = ON")
+            if self.created:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                self._db.executescript(SCHEMA)
+                self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
+                                 (secrets.randbits(62) | 1,))
+            else:
+                self._check()
+        except sqlite3.Error as e:
+            self._unlock()
+            raise StoreUnusable(f"state file {path} is damaged or unreadable ({e}); {restore_hint(path)}") from e
+        except StoreUnusable:
+            self._unlock()
+            raise
+
+    def _check(self) -> None:
+        """An existing store must be whole: integrity, tables, a generation and an identity."""
+        result = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if result != "ok":
+            raise StoreUnusable(f"state file {self.path} is damaged ({result}); {restore_hint(self.path)}")
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            raise StoreUnusable(f"state file {self.path} has no vnode-sync tables (empty); {restore_hint(self.path)}")
+        if not TABLES <= tables:
+            raise StoreUnusable(f"state file {self.path} lacks tables {sorted(TABLES - tables)}; "
+                                f"{restore_hint(self.path)}")
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        if "generation" not in meta:
+            raise StoreUnusable(f"state file {self.path} has no generation; {restore_hint(self.path)}")
+        if "store_id" not in meta:  # a store from before identities: give it one, once
+            self._db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
+        self._db.execute("PRAGMA journal_mode = WAL")
+
+    def store_id(self) -> int:
+        """This store's identity, made at initialise: a restored or re-made store is told apart."""
         with self._lock:
-            self._db.executescript(SCHEMA)
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+        return row[0] if row else 0
+
+    def backup(self, target: str) -> None:
+        """A consistent copy of the store (SQLite online backup) at `target`."""
+        with self._lock:
+            dest = sqlite3.connect(target)
+            try:
+                self._db.backup(dest)
+            finally:
+                dest.close()
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self._unlock()
 
     def _transaction(self):
         store = self
@@ -79,14 +178,28 @@ class StateStore:
         class _Tx:
             def __enter__(self):
                 store._lock.acquire()
-                store._db.execute("BEGIN IMMEDIATE")
+                try:
+                    store._db.execute("BEGIN IMMEDIATE")
+                except sqlite3.Error as e:
+                    store._lock.release()
+                    raise store_failure(store.path, e) from e
                 return store._db
 
             def __exit__(self, exc_type, exc, tb):
                 try:
-                    store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+                    if exc_type:
+                        if store._db.in_transaction:
+                            store._db.execute("ROLLBACK")
+                    else:
+                        store._db.execute("COMMIT")
+                except sqlite3.Error as e:
+                    if store._db.in_transaction:
+                        store._db.execute("ROLLBACK")
+                    raise store_failure(store.path, e) from e
                 finally:
                     store._lock.release()
+                if exc_type is not None and issubclass(exc_type, sqlite3.Error):
+                    raise store_failure(store.path, exc) from exc
                 return False
 
         return _Tx()

@@ -26,6 +26,7 @@ from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, PassSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +105,19 @@ class ComputeAgent:
         self._placed &= set(processes)
 
     def run(self) -> None:
+        """Report and place until stopped; raises LoopFailed when passes keep failing."""
+        supervisor = PassSupervisor("connection reports and job placement", f"compute node {self.config.node_id}")
         next_placement = 0.0
         while not self._stop.is_set():
-            self.report_connections()
-            if time.monotonic() >= next_placement:
-                self.place_jobs()
-                next_placement = time.monotonic() + self.settings.placement_seconds
+            try:
+                self.report_connections()
+                if time.monotonic() >= next_placement:
+                    self.place_jobs()
+                    next_placement = time.monotonic() + self.settings.placement_seconds
+            except Exception as e:  # noqa: BLE001 - logged with context, retried with backoff
+                self._stop.wait(supervisor.failed(e))
+                continue
+            supervisor.succeeded()
             self._stop.wait(self.settings.connection_seconds)
 
     def stop(self) -> None:
@@ -129,7 +137,11 @@ def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
         signal.signal(sig, lambda *_: agent.stop())
     log.info("compute node %s: reporting connections to %s, placing jobs under %s", config.node_id,
              ", ".join(f"{h or '*'}:{p}" for h, p in settings.storage_endpoints), config.cgroup_subtree)
-    agent.run()
+    try:
+        agent.run()
+    except LoopFailed as e:
+        log.error("%s; exiting %d so the service manager restarts this agent", e, EXIT_LOOP_FAILED)
+        return EXIT_LOOP_FAILED
     if config.teardown_on_exit and backend is not None:
         backend.teardown()
     return 0

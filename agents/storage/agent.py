@@ -10,8 +10,10 @@ from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, encode_state_cache, write_atomically
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceNumber
+from vnode_sync.supervision import LoopFailed, LoopThreads, PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -29,7 +31,13 @@ class StorageAgent:
         self._new_state = threading.Event()
         self._pending: pb.DesiredState | None = None
         self._stop = threading.Event()
+        self.refusal: str | None = None
+        self.loops = LoopThreads(on_failure=self._stop_after_failure)
         self.link = CoordinatorLink(config.coordinator, self._registration, self._receive, credentials)
+
+    def _stop_after_failure(self) -> None:
+        self._stop.set()
+        self._new_state.set()
 
     def _registration(self) -> pb.RegisterRequest:
         return pb.RegisterRequest(
@@ -43,25 +51,29 @@ class StorageAgent:
         self._new_state.set()
 
     def _load_cached_state(self) -> pb.DesiredState | None:
-        if not self.config.state_cache or not os.path.exists(self.config.state_cache):
+        path = self.config.state_cache
+        if not path or not os.path.exists(path):
             return None
-        state = pb.DesiredState()
         try:
-            with open(self.config.state_cache, "rb") as f:
-                state.ParseFromString(f.read())
-        except Exception as e:  # a torn or foreign file must not stop enforcement start-up
-            log.warning("ignoring unreadable state cache %s: %s", self.config.state_cache, e)
+            with open(path, "rb") as f:
+                state = decode_state_cache(f.read())
+        except (OSError, BadCache) as e:  # a bad cache must not undo the kernel's current limits
+            log.warning("ignoring state cache %s: %s; keeping the kernel's current limits until the "
+                        "coordinator answers", path, e)
             return None
-        return state if state.node_id == self.config.node_id else None
+        if state.node_id != self.config.node_id:
+            log.warning("ignoring state cache %s: it is for node %r, not %r", path, state.node_id,
+                        self.config.node_id)
+            return None
+        return state
 
     def _save_cached_state(self, state: pb.DesiredState) -> None:
         if not self.config.state_cache:
             return
-        tmp = self.config.state_cache + ".tmp"
-        os.makedirs(os.path.dirname(os.path.abspath(tmp)), exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(state.SerializeToString())
-        os.replace(tmp, self.config.state_cache)
+        try:
+            write_atomically(self.config.state_cache, encode_state_cache(state))
+        except OSError as e:  # enforcement goes on; only a restart without the coordinator loses
+            log.error("node %s: cannot write state cache %s: %s", self.config.node_id, self.config.state_cache, e)
 
     def run(self) -> None:
         cached = self._load_cached_state()
@@ -69,33 +81,34 @@ class StorageAgent:
             log.info("enforcing cached generation %d until the coordinator answers", cached.generation)
             with self._lock:
                 self.reconciler.apply(cached)
-        threads = [threading.Thread(target=self.link.run, name="coordinator-link", daemon=True),
-                   threading.Thread(target=self.capture.run, args=(self._stop,), name="capture", daemon=True)]
-        for t in threads:
-            t.start()
+        self.loops.start("coordinator-link", self.link.run)
+        self.loops.start("capture", lambda: self.capture.run(self._stop))
+        supervisor = PassSupervisor("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}")
         next_resync = next_report = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
-            applied_new = False
-            if self._new_state.is_set():
+            try:
+                next_resync, next_report = self._one_pass(now, next_resync, next_report)
+            except LoopFailed as e:
+                self.loops._fail(str(e))
+                break
+            except Exception as e:  # noqa: BLE001 - logged with context, retried with backoff
+                try:
+                    delay = supervisor.failed(e)
+                except LoopFailed as failed:
+                    self.loops._fail(str(failed))
+                    break
+                next_resync = time.monotonic() + delay
+                if self._pending is None and self.reconciler.state is not None:
+                    self._pending = self.reconciler.state
                 self._new_state.clear()
-                state = self._pending
-                with self._lock:
-                    self.reconciler.apply(state)
-                self._save_cached_state(state)
-                applied_new = True
-                next_resync = now + self.config.resync_seconds
-            elif now >= next_resync and self.reconciler.state is not None:
-                with self._lock:
-                    self.reconciler.apply(self.reconciler.state)
-                next_resync = now + self.config.resync_seconds
-            if applied_new or now >= next_report:
-                with self._lock:
-                    report = self.reconciler.usage_report(self.config.node_id)
-                self.link.report(report)
-                next_report = now + self.config.report_seconds
+                self._stop.wait(delay)
+                self._new_state.set()  # retry the state that failed (or a newer one)
+                continue
+            supervisor.succeeded()
             timeout = max(0.0, min(next_resync, next_report) - time.monotonic())
             self._new_state.wait(timeout)
+        self.loops.stopping()
         self.link.stop()
         self.discovery.close()
         if self.config.teardown_on_exit:
@@ -103,6 +116,65 @@ class StorageAgent:
                 self.backend.teardown()
             log.info("removed every VNode under %s", self.config.cgroup_subtree)
 
+    def _one_pass(self, now: float, next_resync: float, next_report: float) -> tuple[float, float]:
+        applied_new = False
+        if self._new_state.is_set():
+            self._new_state.clear()
+            state = self._pending
+            if state is not None and self._refuse(state):
+                self._pending = None
+                state = None
+            if state is not None:
+                with self._lock:
+                    self.reconciler.apply(state)
+                self._pending = None
+                self._save_cached_state(state)
+                applied_new = True
+                next_resync = now + self.config.resync_seconds
+        elif now >= next_resync and self.reconciler.state is not None:
+            with self._lock:
+                self.reconciler.apply(self.reconciler.state)
+            next_resync = now + self.config.resync_seconds
+        if applied_new or now >= next_report:
+            with self._lock:
+                report = self.reconciler.usage_report(self.config.node_id)
+            if self.refusal:
+                report.errors.insert(0, self.refusal)
+            self.link.report(report)
+            next_report = now + self.config.report_seconds
+        return next_resync, next_report
+
+    def _refuse(self, state: pb.DesiredState) -> bool:
+        """A state from another store, or older than the one enforced, is a fork or a rollback:
+        logged as an error and reported, never quietly obeyed (the last state stays in force)."""
+        current = self.reconciler.state
+        if current is None or not current.store_id:
+            return False
+        if state.store_id != current.store_id:
+            why = (f"coordinator sent state of store {state.store_id:x}, but this node enforces store "
+                   f"{current.store_id:x} (generation {current.generation}): refused; if the store was "
+                   f"restored or re-initialised on purpose, remove {self.config.state_cache or 'the state cache'} "
+                   f"and restart this agent")
+        elif state.generation < current.generation:
+            why = (f"coordinator sent generation {state.generation}, older than the enforced "
+                   f"{current.generation} of the same store: refused (rolled back?)")
+        else:
+            if self.refusal:
+                log.info("node %s: coordinator state accepted again (generation %d)", self.config.node_id,
+                         state.generation)
+            self.refusal = None
+            return False
+        if why != self.refusal:
+            log.error("node %s: %s", self.config.node_id, why)
+        self.refusal = why
+        return True
+
+    @property
+    def failure(self) -> str | None:
+        """Why a loop could not continue (the process must exit non-zero), or None."""
+        return self.loops.failure
+
     def stop(self) -> None:
+        self.loops.stopping()
         self._stop.set()
         self._new_state.set()

@@ -19,10 +19,15 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 5.0
+# Heal fast: the agent's own jittered backoff is capped at ~2 s and gRPC's channel backoff
+# (which would stack on it, up to 120 s by default) is kept as short.
+RECONNECT_CAP_SECONDS = 2.0
+CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
+                   ("grpc.max_reconnect_backoff_ms", int(RECONNECT_CAP_SECONDS * 1000)))
 
 
 class Backoff:
-    def __init__(self, first: float = 0.2, cap: float = 15.0):
+    def __init__(self, first: float = 0.2, cap: float = RECONNECT_CAP_SECONDS):
         self.first, self.cap, self.current = first, cap, first
 
     def next(self) -> float:
@@ -42,7 +47,8 @@ class CoordinatorLink:
         self.register = register
         self.on_state = on_state
         # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
-        self.channel = secure_channel(address, credentials) if credentials else grpc.insecure_channel(address)
+        self.channel = (secure_channel(address, credentials, CHANNEL_OPTIONS) if credentials
+                        else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
         self.stub = pb_grpc.AgentLinkStub(self.channel)
         self._stream = None
         self._stop = threading.Event()

@@ -12,6 +12,7 @@ import yaml
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
 from testbed.loopdev import loop_device
+from vnode_sync.agents.storage.state_cache import encode_state_cache
 from vnode_sync.wire import vnode_pb2 as pb
 
 
@@ -50,7 +51,7 @@ def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path)
                                                      shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
                                 default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))
         cache = tmp_path / "agent.state"
-        cache.write_bytes(state.SerializeToString())
+        cache.write_bytes(encode_state_cache(state))
         config = tmp_path / "agent.yaml"
         config.write_text(yaml.safe_dump({"node_id": "n1", "coordinator": "127.0.0.1:1", "cgroup_name": name,
                                           "devices": [device], "state_cache": str(cache),

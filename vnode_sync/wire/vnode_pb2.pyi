@@ -101,7 +101,7 @@ class ConnectionOwner(_message.Message):
     def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
 
 class DesiredState(_message.Message):
-    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections")
+    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +109,7 @@ class DesiredState(_message.Message):
     DEFAULT_VNODE_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    STORE_ID_FIELD_NUMBER: _ClassVar[int]
     generation: int
     node_id: str
     mode: str
@@ -116,7 +117,8 @@ class DesiredState(_message.Message):
     default_vnode: VNodeSpec
     users: _containers.RepeatedCompositeFieldContainer[User]
     connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
-    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ...) -> None: ...
+    store_id: int
+    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ...) -> None: ...
 
 class SetPriorityRequest(_message.Message):
     __slots__ = ("user", "priority")
