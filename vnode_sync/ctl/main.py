@@ -227,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID
     except grpc.RpcError as e:
         code = e.code()
-        detail = e.details() if code != grpc.StatusCode.UNAVAILABLE else f"coordinator {address} is unreachable"
-        if code == grpc.StatusCode.UNAVAILABLE and tls is not None:
+        # UNAVAILABLE is either no coordinator, or one whose state store cannot write (it says so).
+        store_failed = code == grpc.StatusCode.UNAVAILABLE and (e.details() or "").startswith("state store")
+        detail = (e.details() if code != grpc.StatusCode.UNAVAILABLE or store_failed
+                  else f"coordinator {address} is unreachable")
+        if code == grpc.StatusCode.UNAVAILABLE and tls is not None and not store_failed:
             detail += " or refused this certificate (TLS handshake)"
         print(f"vnodectl: error: {detail}", file=sys.stderr)
         return _EXIT_OF_STATUS.get(code, EXIT_FAILED)
