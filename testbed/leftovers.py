@@ -5,8 +5,9 @@ name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 (`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
 loop-device backing files, mount points, work dirs, daemons' command lines and network
 namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
-testbed without one (`hdfs_cluster up --name demo`), while its daemons run; what a live run
-owns is listed but kept unless --include-live. Production agents' subtrees
+testbed without one (`hdfs_cluster up --name demo`), while its daemons run; a name that records
+neither cannot be shown dead and counts as live. What a live run owns is listed but kept unless
+--include-live. Production agents' subtrees
 (`vnode-sync.<node>`) never match.
 
     python -m testbed.leftovers                      # list
@@ -27,7 +28,9 @@ from dataclasses import dataclass
 
 import psutil
 
+from testbed.loopdev import detach, loops, mounts, unmount
 from testbed.processes import stop_processes
+from vnode_sync.errors import KernelError
 
 PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench", "vnode-sync-hdfs")
 BLKIO = "/sys/fs/cgroup/blkio"
@@ -56,6 +59,9 @@ def _alive(pid: int) -> bool:
 
 
 def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
+    """Whether a run may still own what carries its name. A name that records no owner (no pid
+    field, no HDFS testbed state) cannot be shown dead, e.g. another tool's `/dev/vnode-sync-bench`
+    or a tempdir named `vnode-sync-testX.abc`, so it counts as live: removing it takes --include-live."""
     # pids have at most 7 digits (pid_max <= 2^22), so an 8-digit hex suffix is never taken for one
     owners = [int(field) for field in run.split(".") if field.isdigit() and len(field) <= 7]
     if owners:
@@ -63,8 +69,10 @@ def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
     try:
         with open(os.path.join(tmp, run, "cluster.json")) as f:  # an HDFS testbed started by name
             state = json.load(f)
-    except (OSError, ValueError):
-        return False
+    except OSError:
+        return True
+    except ValueError:
+        return False  # a state file cut short by a crash
     daemons = [state.get("namenode") or {}, *state.get("datanodes", [])]
     return any(_alive(d.get("pid") or 0) for d in daemons)
 
@@ -87,11 +95,8 @@ def _processes() -> list[tuple[str, str]]:
 def _candidates(hierarchy: str, tmp: str) -> list[tuple[str, str, str]]:
     """(kind, what, text that names the run) of everything that may be a run's."""
     found: list[tuple[str, str, str]] = [("process", pid, cmdline) for pid, cmdline in _processes()]
-    with open("/proc/self/mountinfo") as f:  # latest first: the order to unmount in
-        found += [("mount", m, m) for m in reversed([line.split()[4].replace("\\040", " ") for line in f])]
-    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-                         capture_output=True, text=True).stdout
-    found += [("loop device", name, back) for name, _, back in (l.strip().partition(" ") for l in out.splitlines())]
+    found += [("mount", m, m) for m in mounts()]  # latest first: the order to unmount in
+    found += [("loop device", device, backing) for device, backing in loops()]
     if os.path.isdir(hierarchy):
         found += [("cgroup", os.path.join(hierarchy, d), d) for d in sorted(os.listdir(hierarchy))
                   if os.path.isdir(os.path.join(hierarchy, d))]
@@ -146,10 +151,10 @@ def remove(leftovers: list[Leftover], hierarchy: str = BLKIO) -> None:
     stop_processes(processes)
     for item in sorted(leftovers, key=lambda l: order.index(l.kind)):
         if item.kind == "mount":
-            if subprocess.run(["umount", item.what], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "--lazy", item.what], capture_output=True)
+            with contextlib.suppress(KernelError):  # gone meanwhile, or busy even for a lazy unmount
+                unmount(item.what)
         elif item.kind == "loop device":
-            subprocess.run(["losetup", "--detach", item.what], capture_output=True)
+            detach(item.what)
         elif item.kind == "cgroup":
             _remove_cgroup(item.what, hierarchy)
         elif item.kind == "network namespace":

@@ -102,30 +102,33 @@ def detach(device: str) -> None:
     subprocess.run(["losetup", "--detach", device], capture_output=True)
 
 
-def stale_loops(prefix: str) -> list[str]:
-    """Loop devices whose backing file path contains `prefix`."""
+def loops() -> list[tuple[str, str]]:
+    """(device, backing file path) of every attached loop device."""
     found = []
     for name in sorted(os.listdir("/sys/block")):
         try:
             with open(f"/sys/block/{name}/loop/backing_file") as f:
-                backing = f.read().strip()
+                found.append((f"/dev/{name}", f.read().strip()))
         except OSError:
             continue
-        if prefix in backing:
-            found.append(f"/dev/{name}")
     return found
 
 
-def stale_mounts(prefix: str) -> list[str]:
-    """Mount points whose path contains `prefix`, latest mount first: the order to unmount them
-    in, a mount before the one it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
-    found = []
+def mounts() -> list[str]:
+    """Every mount point, latest mount first: the order to unmount them in, a mount before the one
+    it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
     with open("/proc/self/mountinfo") as f:  # in the order the mounts were made
-        for line in f:
-            mountpoint = line.split()[4].replace("\\040", " ")
-            if prefix in mountpoint:
-                found.append(mountpoint)
-    return found[::-1]
+        return [line.split()[4].replace("\\040", " ") for line in f][::-1]
+
+
+def stale_loops(prefix: str) -> list[str]:
+    """Loop devices whose backing file path contains `prefix`."""
+    return [device for device, backing in loops() if prefix in backing]
+
+
+def stale_mounts(prefix: str) -> list[str]:
+    """Mount points whose path contains `prefix`, latest mount first (see mounts())."""
+    return [mountpoint for mountpoint in mounts() if prefix in mountpoint]
 
 
 @contextlib.contextmanager

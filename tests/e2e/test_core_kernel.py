@@ -12,8 +12,7 @@ import time
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
-from testbed.loopdev import stale_mounts
-from testbed.loopdev import loop_device
+from testbed.loopdev import loop_device, stale_mounts
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.types import IoCounters
 from testbed.hdfs_vnode_cluster import node_vnodes

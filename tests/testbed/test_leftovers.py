@@ -1,5 +1,6 @@
 """testbed.leftovers: what a crashed run left is removed; what a live run owns is kept."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,13 +14,37 @@ from testbed.names import crashed_run_name
 def test_a_run_is_live_while_its_owner_pid_runs():
     assert leftovers.run_is_live(unique_name("x"))                # this process
     assert not leftovers.run_is_live(crashed_run_name("x"))
-    assert not leftovers.run_is_live("vnode-sync-test.x.1.12345678".replace(".1.", ".999999999."))
+    # 9 digits are no pid (pid_max <= 2^22): that name records no owner, so nothing shows it dead
+    assert leftovers.run_is_live("vnode-sync-test.x.999999999.12345678", "/nonexistent")
+
+
+def test_a_run_that_records_no_owner_is_kept(tmp_path):
+    # A live tool that merely names a fake device like this, or a tempdir without a pid, is nobody's leftover.
+    assert leftovers.run_is_live(leftovers.run_of("simulated_agents 127.0.0.1:1 /dev/vnode-sync-bench 0"),
+                                 str(tmp_path))
+    assert leftovers.run_is_live("vnode-sync-testdnt.xfdz7544", str(tmp_path))
+
+
+def test_a_named_hdfs_testbed_is_live_while_its_daemons_run(tmp_path):
+    run = "vnode-sync-hdfs.demo"
+    (tmp_path / run).mkdir()
+    state = tmp_path / run / "cluster.json"
+    state.write_text(json.dumps({"namenode": {"pid": os.getpid()}, "datanodes": []}))
+    assert leftovers.run_is_live(run, str(tmp_path))
+    state.write_text(json.dumps({"namenode": {"pid": crashed_pid()}, "datanodes": []}))
+    assert not leftovers.run_is_live(run, str(tmp_path))
 
 
 def test_run_names_are_found_in_paths_and_command_lines():
     assert leftovers.run_of("/tmp/vnode-sync-hdfs.demo/dn0/disk") == "vnode-sync-hdfs.demo"
     assert leftovers.run_of("java -Dtestbed.workdir=/tmp/vnode-sync-test.a.12.ff x") == "vnode-sync-test.a.12.ff"
     assert leftovers.run_of("/sys/fs/cgroup/blkio/vnode-sync.dn1") is None   # a production agent's subtree
+
+
+def crashed_pid() -> int:
+    owner = subprocess.Popen(["true"])
+    owner.wait()
+    return owner.pid
 
 
 def _remove(run: str, *extra: str) -> subprocess.CompletedProcess:

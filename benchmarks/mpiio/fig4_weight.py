@@ -2,15 +2,15 @@
 100%; 50/50; 50/25/25; 40/20/20/20 (weight = 10 x percent). Each rank's bandwidth is
 normalised to the aggregate of the same number of ranks in no VNode ("phy").
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig4_weight.py [--stonewall 8]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig4_weight [--stonewall 8]
 """
 
 import os
 
-import launch
-import report
-from bench_vnodes import VNodeSpec
-from experiment import clear_files, command_line, common_options, log, testbed
+from benchmarks.mpiio import launch
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import VNodeSpec
+from benchmarks.mpiio.experiment import clear_files, command_line, common_options, log, testbed
 
 SHARES_PERCENT = {1: (100,), 2: (50, 50), 3: (50, 25, 25), 4: (40, 20, 20, 20)}
 OBJECT_SIZES = ("16K", "16M")

@@ -6,7 +6,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass
 
-from slow_disk import MountedDisk
+from benchmarks.mpiio.slow_disk import MountedDisk
 
 
 @dataclass(frozen=True)

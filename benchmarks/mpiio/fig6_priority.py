@@ -3,7 +3,7 @@ fixed amount while two background readers (ranks 1 and 2, together in one VNode)
 continuously, throttled at 5, 10, 20, 40 MB/s. Reported: the high-priority reader's finish
 time, next to running alone ("W/O_DM") and next to unthrottled background ("W/O_THTL").
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig6_priority.py [--size 192M]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig6_priority [--size 192M]
 
 This runs on the emulated local disk: the paper ran ParaView against HDFS; the block-level
 mechanism (one VNode throttled, the other not, one contended disk) is the same. The HDFS
@@ -12,10 +12,10 @@ variant needs DataNode handler threads placed per user, see results/README.md.
 
 import os
 
-import launch
-import report
-from bench_vnodes import VNodeSpec
-from experiment import MB, clear_files, command_line, common_options, log, testbed
+from benchmarks.mpiio import launch
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import VNodeSpec
+from benchmarks.mpiio.experiment import MB, clear_files, command_line, common_options, log, testbed
 
 THROTTLES_MBPS = (5, 10, 20, 40)
 

@@ -4,7 +4,7 @@ import csv
 import os
 from collections.abc import Callable, Sequence
 
-from machine import TestbedRecord
+from benchmarks.mpiio.machine import TestbedRecord
 
 RESULTS_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results"))
 

@@ -3,7 +3,7 @@ with every DataNode process in a VNode throttled at R MB/s on its own disk, vs n
 ("W/O_VN"). With co-locality, rank i's file is on DataNode i (HDFS favoured nodes); without,
 HDFS places each 128 MiB block itself, so some DataNodes serve two readers and some none.
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig5_dpfs_throttle.py [--datanodes 3] [--rates 10,20,40,80]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig5_dpfs_throttle [--datanodes 3] [--rates 10,20,40,80]
 
 Needs the HDFS testbed (testbed.hdfs_cluster; scripts/setup.d/hdfs.sh). All
 DataNodes share this host, so "remote" reads cross loopback, not a network.
@@ -13,12 +13,12 @@ import argparse
 import os
 import time
 
-import launch
-import report
-from bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes
-from experiment import MB, command_line, log, prepare_run
-from machine import describe
-from sizes import parse_size
+from benchmarks.mpiio import launch
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes
+from benchmarks.mpiio.experiment import MB, command_line, log, prepare_run
+from benchmarks.mpiio.machine import describe
+from benchmarks.mpiio.sizes import parse_size
 
 PLACEMENTS = ("co-located", "hdfs-placed")
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes
-import report
-from machine import TestbedRecord, record
-from slow_disk import MountedDisk, SpindleSettings, emulated_disk
+from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, BenchVNodes, bench_vnodes
+from benchmarks.mpiio import report
+from benchmarks.mpiio.machine import TestbedRecord, record
+from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings, emulated_disk
 from testbed.leftovers import remove_crashed
 
 MB = 1_000_000
@@ -54,7 +54,8 @@ def unwind_on_sigterm() -> None:
 
 
 def command_line() -> str:
-    return "sudo .venv/bin/python benchmarks/mpi-io/" + " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]])
+    module = "benchmarks.mpiio." + os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    return " ".join(["sudo .venv/bin/python -m", module, *sys.argv[1:]])
 
 
 def prepare_run(why_root: str) -> float:

@@ -6,7 +6,7 @@ at 5 to 160 MB/s on the DataNode's disk. Reported: the high-priority reader's
 transfer time (the client's own measurement, JVM start excluded), vs alone ("W/O_DM")
 and vs unthrottled background ("W/O_THTL").
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig6_hdfs_priority.py [--size 256M]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig6_hdfs_priority [--size 256M]
 
 Readers are the testbed's native HDFS clients, not MPI ranks: WebHDFS reads are served
 for the DataNode's own internal client, so their threads cannot be told apart per user.
@@ -18,11 +18,11 @@ import os
 import threading
 import time
 
-import report
-from bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes
-from experiment import MB, command_line, log, prepare_run
-from machine import describe
-from sizes import parse_size
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes
+from benchmarks.mpiio.experiment import MB, command_line, log, prepare_run
+from benchmarks.mpiio.machine import describe
+from benchmarks.mpiio.sizes import parse_size
 from vnode_sync.errors import KernelError
 
 # The paper's rates, then higher: this DataNode's disk is a fast loop device, not an HDD.

@@ -2,16 +2,16 @@
 10, 20, 30, 40 MB/s, the others unlimited; "phy" runs the 4 ranks in no VNode. All ranks run
 for the same stonewall window, so the throttled rank is measured next to busy peers.
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig3_throttle.py [--stonewall 8]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig3_throttle [--stonewall 8]
 """
 
 import os
 import statistics
 
-import launch
-import report
-from bench_vnodes import VNodeSpec
-from experiment import MB, clear_files, command_line, common_options, log, testbed
+from benchmarks.mpiio import launch
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import VNodeSpec
+from benchmarks.mpiio.experiment import MB, clear_files, command_line, common_options, log, testbed
 
 RANKS = 4
 THROTTLES_MBPS = (10, 20, 30, 40)

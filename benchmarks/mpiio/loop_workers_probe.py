@@ -2,7 +2,7 @@
 one worker per blkio cgroup, and each worker sends its requests to the backing file one at
 a time. Two readers in one cgroup share a worker; in two cgroups they get one each.
 
-    sudo .venv/bin/python benchmarks/mpi-io/loop_workers_probe.py
+    sudo .venv/bin/python -m benchmarks.mpiio.loop_workers_probe
 
 Two `dd` readers (16 KiB or 1 MiB, O_DIRECT) of separate files, first both in the bench root
 cgroup, then each in a VNode of its own with no limits. Writes results/loop-workers.md.
@@ -11,9 +11,9 @@ cgroup, then each in a VNode of its own with no limits. Writes results/loop-work
 import os
 import subprocess
 
-import report
-from bench_vnodes import VNodeSpec
-from experiment import command_line, common_options, log, testbed
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import VNodeSpec
+from benchmarks.mpiio.experiment import command_line, common_options, log, testbed
 
 BLOCKS = {"16K": 4096, "1M": 64}
 

@@ -1,17 +1,17 @@
 """Fig. 2, overhead: N ranks (1, 2, 4, 8), N-to-N, 16 KiB and 16 MiB objects, write then read,
 each rank in its own (unlimited) VNode vs in none; VNode bandwidth normalised to no-VNode.
 
-    sudo .venv/bin/python benchmarks/mpi-io/fig2_overhead.py [--size-per-process 64M] [--repeats 2]
+    sudo .venv/bin/python -m benchmarks.mpiio.fig2_overhead [--size-per-process 64M] [--repeats 2]
 """
 
 import os
 import statistics
 
-import launch
-import report
-from bench_vnodes import VNodeSpec
-from experiment import clear_files, command_line, common_options, log, testbed
-from sizes import parse_size
+from benchmarks.mpiio import launch
+from benchmarks.mpiio import report
+from benchmarks.mpiio.bench_vnodes import VNodeSpec
+from benchmarks.mpiio.experiment import clear_files, command_line, common_options, log, testbed
+from benchmarks.mpiio.sizes import parse_size
 
 PROCESS_COUNTS = (1, 2, 4, 8)
 OBJECT_SIZES = ("16K", "16M")
