@@ -8,6 +8,18 @@ block/blk-throttle.c, bfq-cgroup.c as observed on this project's machines:
 - writing a TID to `tasks` moves that thread out of every other cgroup of the hierarchy
   (ESRCH if it does not exist); v2 `cgroup.procs` moves the whole process;
 - blkio.bfq.weight_device accepts 1..1000 only while BFQ is the device's scheduler.
+
+v2 follows Documentation/admin-guide/cgroup-v2.rst so the fake refuses what the kernel refuses:
+- "No Internal Process Constraint": a non-root cgroup cannot hold processes while its
+  cgroup.subtree_control enables a domain controller (io): writing a PID to its cgroup.procs,
+  or +io while it holds processes, is EBUSY;
+- "Enabling and Disabling": a controller can be enabled only if the cgroup.controllers of the
+  cgroup lists it, i.e. its parent enables it (ENOENT otherwise), and disabled only while no
+  child enables it (EBUSY);
+- "Threads": cgroup.type takes only "threaded" (one way), refused (EOPNOTSUPP, "invalid
+  topology") while the parent enables a domain controller or the cgroup enables one itself;
+  a threaded cgroup offers only threaded controllers (no io); cgroup.threads moves a thread only
+  within its threaded subtree (EOPNOTSUPP otherwise).
 """
 
 import errno
@@ -25,9 +37,12 @@ V1_FILES = {
     "blkio.bfq.weight_device": "default 100\n",
 }
 V2_FILES = {
-    "cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.controllers": "io\n",
+    "cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n",
     "io.max": "", "io.weight": "default 100\n", "io.stat": "",
 }
+# What a real 6.1 kernel's root offers (architecture.md); cpu, cpuset and pids are threaded controllers.
+V2_ROOT_CONTROLLERS = ("cpuset", "cpu", "io", "memory", "pids")
+THREADED_CONTROLLERS = {"cpuset", "cpu", "pids"}
 
 
 class FakeKernel:
@@ -43,9 +58,10 @@ class FakeKernel:
             self.threads[tid] = pid
 
 
-def make_hierarchy(root: str, version: int) -> None:
+def make_hierarchy(root: str, version: int, controllers: str = " ".join(V2_ROOT_CONTROLLERS)) -> None:
     os.makedirs(root, exist_ok=True)
-    for name, content in (V1_FILES if version == 1 else V2_FILES).items():
+    files = V1_FILES if version == 1 else {**V2_FILES, "cgroup.controllers": controllers + "\n"}
+    for name, content in files.items():
         with open(os.path.join(root, name), "w") as f:
             f.write(content)
 
@@ -67,12 +83,20 @@ class FakeCgroupFS(CgroupFS):
         if os.path.isdir(path):
             return
         os.mkdir(path)
-        make_hierarchy(path, self.version)
+        if self.version == 2:
+            parent = os.path.dirname(path)
+            enabled = self.read(os.path.join(parent, "cgroup.subtree_control")).split()
+            make_hierarchy(path, 2, " ".join(enabled))
+            if self._type(parent) != "domain" and parent != self.hierarchy:
+                # a child of a threaded subtree is created "domain invalid"
+                self._store(os.path.join(path, "cgroup.type"), "domain invalid\n")
+        else:
+            make_hierarchy(path, self.version)
 
     def rmdir(self, path: str) -> None:
         if not os.path.isdir(path):
             return
-        members = "cgroup.procs" if self.version == 2 else "tasks"
+        members = "cgroup.threads" if self.version == 2 else "tasks"
         if self.read(os.path.join(path, members)).split() or any(
                 e.is_dir() for e in os.scandir(path)):
             raise KernelError(path, f"cannot remove cgroup: {os.strerror(errno.EBUSY)}")
@@ -86,6 +110,7 @@ class FakeCgroupFS(CgroupFS):
             "tasks": self._move_thread, "cgroup.procs": self._move_process,
             "blkio.bfq.weight_device": self._bfq_weight, "io.max": self._io_max,
             "io.weight": self._io_weight, "cgroup.subtree_control": self._subtree_control,
+            "cgroup.threads": self._move_v2_thread, "cgroup.type": self._cgroup_type,
         }.get(name)
         if handler is None and name.startswith("blkio.throttle.") and name.endswith("_device"):
             handler = self._throttle
@@ -116,10 +141,69 @@ class FakeCgroupFS(CgroupFS):
         tid = self._parse_id(path, text)
         pid = self.kernel.threads[tid]
         if self.version == 2:
-            self._move(path, {pid})
+            cgroup = os.path.dirname(path)
+            if cgroup != self.hierarchy and self._domain_controllers(cgroup) and \
+                    self._type(cgroup) != "threaded":
+                self._refuse(path, errno.EBUSY, text)  # no internal process constraint
+            if self._type(cgroup) == "domain invalid":
+                self._refuse(path, errno.EOPNOTSUPP, text)
+            self._move_v2(cgroup, {t for t, p in self.kernel.threads.items() if p == pid})
         else:
             self._move(os.path.join(os.path.dirname(path), "tasks"),
                        {t for t, p in self.kernel.threads.items() if p == pid})
+
+    def _type(self, cgroup: str) -> str:
+        if cgroup == self.hierarchy:
+            return "domain"
+        return self.read(os.path.join(cgroup, "cgroup.type")).strip()
+
+    def _domain_controllers(self, cgroup: str) -> set[str]:
+        return set(self.read(os.path.join(cgroup, "cgroup.subtree_control")).split()) - THREADED_CONTROLLERS
+
+    def _threads_in(self, cgroup: str) -> set[int]:
+        return {int(t) for t in self.read(os.path.join(cgroup, "cgroup.threads")).split()}
+
+    def _cgroup_of(self, tid: int) -> str:
+        return next((d for d in self._cgroup_dirs() if tid in self._threads_in(d)), self.hierarchy)
+
+    def _thread_domain(self, cgroup: str) -> str:
+        """The threaded domain a cgroup's threads belong to (itself when it is a domain)."""
+        while cgroup != self.hierarchy and self._type(cgroup) == "threaded":
+            cgroup = os.path.dirname(cgroup)
+        return cgroup
+
+    def _move_v2(self, cgroup: str, tids: set[int]) -> None:
+        """v2 membership is kept per thread in cgroup.threads; cgroup.procs lists their processes."""
+        for d in self._cgroup_dirs():
+            kept = self._threads_in(d) - tids
+            if d == cgroup:
+                kept |= tids
+            self._store(os.path.join(d, "cgroup.threads"), "".join(f"{t}\n" for t in sorted(kept)))
+            pids = sorted({self.kernel.threads.get(t, t) for t in kept})
+            self._store(os.path.join(d, "cgroup.procs"), "".join(f"{p}\n" for p in pids))
+
+    def _move_v2_thread(self, path: str, text: str) -> None:
+        tid = self._parse_id(path, text)
+        cgroup = os.path.dirname(path)
+        same_subtree = self._thread_domain(cgroup) == self._thread_domain(self._cgroup_of(tid))
+        if self._type(cgroup) != "threaded" and cgroup != self._thread_domain(self._cgroup_of(tid)) \
+                or not same_subtree:
+            self._refuse(path, errno.EOPNOTSUPP, text)  # cgroup.threads: only inside one threaded subtree
+        self._move_v2(cgroup, {tid})
+
+    def _cgroup_type(self, path: str, text: str) -> None:
+        cgroup = os.path.dirname(path)
+        if text.strip() != "threaded" or cgroup == self.hierarchy:
+            self._refuse(path, errno.EINVAL, text)
+        parent = os.path.dirname(cgroup)
+        if self._domain_controllers(cgroup) or (parent != self.hierarchy and self._domain_controllers(parent)):
+            self._refuse(path, errno.EOPNOTSUPP, text)  # domain controllers cannot go threaded
+        self._store(path, "threaded\n")
+        if parent != self.hierarchy and self._type(parent) == "domain":
+            self._store(os.path.join(parent, "cgroup.type"), "domain threaded\n")
+        threaded = " ".join(c for c in self.read(os.path.join(cgroup, "cgroup.controllers")).split()
+                            if c in THREADED_CONTROLLERS)
+        self._store(os.path.join(cgroup, "cgroup.controllers"), threaded + "\n")
 
     def _parse_id(self, path: str, text: str) -> int:
         try:
@@ -186,9 +270,29 @@ class FakeCgroupFS(CgroupFS):
         self._store(path, "\n".join(lines + [f"{dev} {value}"]) + "\n")
 
     def _subtree_control(self, path: str, text: str) -> None:
-        if text.strip() != "+io":
-            self._refuse(path, errno.EINVAL, text)
-        self._store(path, "io\n")
+        cgroup = os.path.dirname(path)
+        enabled = self.read(path).split()
+        available = self.read(os.path.join(cgroup, "cgroup.controllers")).split()
+        for word in text.split():
+            sign, controller = word[:1], word[1:]
+            if sign not in "+-" or not sign or controller not in V2_ROOT_CONTROLLERS:
+                self._refuse(path, errno.EINVAL, text)
+            if sign == "+":
+                if controller not in available:
+                    self._refuse(path, errno.ENOENT, text)  # the parent does not enable it
+                if controller not in THREADED_CONTROLLERS and cgroup != self.hierarchy and (
+                        self._threads_in(cgroup) or self._type(cgroup) != "domain"):
+                    self._refuse(path, errno.EBUSY if self._threads_in(cgroup) else errno.EOPNOTSUPP, text)
+                enabled = sorted(set(enabled) | {controller})
+            else:
+                if any(controller in self.read(os.path.join(cgroup, c, "cgroup.subtree_control")).split()
+                       for c in self.subdirs(cgroup)):
+                    self._refuse(path, errno.EBUSY, text)
+                enabled = [c for c in enabled if c != controller]
+        self._store(path, " ".join(enabled) + "\n")
+        for child in self.subdirs(cgroup):
+            if self._type(os.path.join(cgroup, child)) != "threaded":
+                self._store(os.path.join(cgroup, child, "cgroup.controllers"), " ".join(enabled) + "\n")
 
     def _store(self, path: str, content: str) -> None:
         with open(path, "w") as f:

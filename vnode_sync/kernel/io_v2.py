@@ -3,13 +3,24 @@
 `io` is a domain controller, not a threaded one: every thread of a process shares its
 io cgroup, so writing a TID to cgroup.threads cannot separate one DataXceiver from its
 DataNode. This backend therefore moves whole processes (cgroup.procs) and says so.
+
+The kernel's "no internal process" rule shapes the layout: the agent's root enables +io for
+its children, so it cannot hold processes itself. VNodes are leaves under it, and a released
+process goes to the leaf `unplaced`, never to the root. +io must be enabled on every cgroup
+from the mount down to the agent's root; setup writes only that (and only where it is missing)
+and never disables it again, since other users of the hierarchy may rely on it.
 """
 
+import logging
 import os
 
 from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters, IoMaxLine, parse_io_stat
+
+log = logging.getLogger(__name__)
+
+UNPLACED = "unplaced"  # the leaf that holds processes released from a VNode
 
 _FIELD_OF_KEY = {"rbps": "read_bps", "wbps": "write_bps", "riops": "read_iops", "wiops": "write_iops"}
 
@@ -26,14 +37,28 @@ class IoV2Backend:
 
     def limitations(self) -> list[str]:
         return ["cgroup v2 io is not threaded: placing a handler thread moves its whole process, "
-                "so one process serving many users (an HDFS DataNode) cannot be split per user"]
+                "so one process serving many users (an HDFS DataNode) cannot be split per user",
+                f"+io is enabled on every cgroup from {self.mount} down to {self.root} "
+                "(those cgroups cannot hold processes) and left enabled at teardown"]
 
     def _path(self, vnode: str, filename: str = "") -> str:
         return os.path.join(self.root, vnode, filename) if filename else os.path.join(self.root, vnode)
 
+    def _enable_io(self, cgroup: str) -> None:
+        control = os.path.join(cgroup, "cgroup.subtree_control")
+        if "io" not in self.fs.read(control).split():
+            log.info("enabling +io in %s", control)
+            self.fs.write(control, "+io")
+
     def setup(self) -> None:
-        self.fs.mkdir(self.root)
-        self.fs.write(os.path.join(self.root, "cgroup.subtree_control"), "+io")
+        relative = os.path.relpath(self.root, self.mount)
+        cgroup = self.mount
+        for part in relative.split(os.sep):
+            self._enable_io(cgroup)
+            cgroup = os.path.join(cgroup, part)
+            self.fs.mkdir(cgroup)
+        self._enable_io(self.root)
+        self.fs.mkdir(self._path(UNPLACED))
 
     def vnodes(self) -> list[str]:
         return [d for d in self.fs.subdirs(self.root) if is_vnode_name(d)]
@@ -82,7 +107,7 @@ class IoV2Backend:
 
     def release(self, pid: int) -> None:
         try:
-            self.fs.write(os.path.join(self.root, "cgroup.procs"), str(pid))
+            self.fs.write(self._path(UNPLACED, "cgroup.procs"), str(pid))
         except ProcessLookupError:
             pass
 
@@ -90,14 +115,15 @@ class IoV2Backend:
         return parse_io_stat(self.fs.read(self._path(vnode, "io.stat")))
 
     def teardown(self) -> None:
-        for vnode in self.vnodes():
-            for pid in self.members(vnode):
-                self._to_mount_root(pid)
-            self.fs.rmdir(self._path(vnode))
-        if self.fs.exists(self.root):
-            for pid in self.fs.read(os.path.join(self.root, "cgroup.procs")).split():
-                self._to_mount_root(int(pid))
-            self.fs.rmdir(self.root)
+        """Members go to the mount's root cgroup (exempt from the no-internal-process rule)."""
+        if not self.fs.exists(self.root):
+            return
+        for leaf in [*self.vnodes(), UNPLACED]:
+            if self.fs.exists(self._path(leaf)):
+                for pid in self.members(leaf):
+                    self._to_mount_root(pid)
+                self.fs.rmdir(self._path(leaf))
+        self.fs.rmdir(self.root)
 
     def _to_mount_root(self, pid: int) -> None:
         try:
