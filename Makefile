@@ -8,10 +8,10 @@ setup:
 	bash scripts/setup.sh
 
 demo: setup
-	$(PYTHON) -m vnode_sync.testbed.demo
+	$(PYTHON) -m testbed.demo
 
 test: setup
 	$(PYTHON) -m pytest -ra
 
 clean-leftovers:
-	$(PYTHON) -m vnode_sync.testbed.leftovers --remove
+	$(PYTHON) -m testbed.leftovers --remove

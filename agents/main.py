@@ -15,7 +15,7 @@ from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.logs import configure
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,13 +45,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
     fast_moves = FastMoves(config.fast_moves_mountpoint)
-    if config.fast_thread_moves and backend.moves_cgroup_tasks:
+    if config.fast_thread_moves and backend.placer is not None:
         try:
             log.info("fast thread moves (cgroup favordynmods): %s", fast_moves.enable())
         except VNodeSyncError as e:
             log.warning("fast thread moves unavailable, each capture waits for an RCU grace period: %s", e)
     for note in backend.limitations():
         log.info("%s backend limitation: %s", backend.name, note)
+    if backend.placer is not None and not backend.placer.places_threads and discovery.shared_process:
+        log.warning("%s places whole processes and every %s process serves all users: this agent sets "
+                    "VNode limits but moves no %s process; per-user enforcement needs a per-thread "
+                    "backend (blkio-v1) or one inside the server", backend.name, discovery.name, discovery.name)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
     log.info("node %s: backend %s, cgroup subtree %s, discovery %s, coordinator %s", config.node_id,

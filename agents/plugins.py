@@ -6,7 +6,7 @@ import inspect
 from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import ConfigError, Unsupported
-from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups
+from vnode_sync.kernel.backend import HostCgroups, LimitEnforcer
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.io_v2 import IoV2Backend
 
@@ -16,9 +16,15 @@ DISCOVERY_PLUGINS = {
 }
 
 
-def make_backend(config: AgentConfig) -> EnforcementBackend:
+def make_backend(config: AgentConfig) -> LimitEnforcer:
     host = HostCgroups(config.cgroup_root)
     kind = config.backend
+    if kind == "datanode-throttle":
+        from vnode_sync.datanode.backend import DataNodeThrottleBackend
+        from vnode_sync.datanode.channel import ThrottleChannel
+        from vnode_sync.kernel.devices import device_number
+        return DataNodeThrottleBackend(ThrottleChannel(config.datanode_throttle_socket),
+                                       [device_number(d) for d in config.devices])
     if kind == "lustre-tbf":
         from vnode_sync.kernel.lustre_tbf import LustreTbfBackend
         return LustreTbfBackend.from_config(config.cgroup_subtree, config.lustre)

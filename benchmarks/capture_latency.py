@@ -1,6 +1,6 @@
 """How fast a new DataXceiver thread is captured, and how many bytes it reads before that.
 
-    sudo .venv/bin/python benchmarks/capture_latency.py [--target fake|hdfs] [--reads 200]
+    sudo .venv/bin/python -m benchmarks.capture_latency [--target fake|hdfs] [--reads 200]
 
 Each read is a new client connection, run as uid 64001 (alice) or 64002 (bob) in turn,
 one at a time, so the DataNode starts one handler thread per read. The storage agent's
@@ -26,9 +26,9 @@ The default VNode is throttled (--default-mibps, 10 MiB/s), the users' VNodes ar
 --realtime runs the capture thread SCHED_FIFO. --busy N runs N processes spinning on
 the CPU and starting threads for the whole run (a loaded host).
 
---target fake: a Python DataNode stand-in (tests/handlers/fake_datanode.py) reading
+--target fake: a Python DataNode stand-in (testbed/fake_datanode.py) reading
 with O_DIRECT from a file on the root disk. --target hdfs: a real 2-DataNode HDFS from
-vnode_sync.testbed.hdfs_cluster, native-client reads (one JVM per read) of a file on
+testbed.hdfs_cluster, native-client reads (one JVM per read) of a file on
 DataNode 0, page cache evicted before each read.
 """
 
@@ -45,14 +45,14 @@ import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from tests.conftest import unique_name  # noqa: E402
-from tests.handlers.fake_datanode import connect_as  # noqa: E402
-from vnode_sync.agents.handlers.base import Identity  # noqa: E402
+from testbed.names import unique_name  # noqa: E402
+from testbed.fake_datanode import connect_as  # noqa: E402
+from vnode_sync.agents.handlers.base import UserDirectory  # noqa: E402
 from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HANDLER_COMM, HdfsDiscovery,  # noqa: E402
                                              accepting_threads)
 from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_FORK,  # noqa: E402
                                                        ProcConnector)
+from vnode_sync.agents.storage.capture import CaptureLoop  # noqa: E402
 from vnode_sync.agents.storage.reconciler import Reconciler  # noqa: E402
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HostCgroups, vnode_name  # noqa: E402
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend  # noqa: E402
@@ -86,7 +86,7 @@ class RecordingDiscovery(HdfsDiscovery):
         super().__init__(*args, **kwargs)
         self.identified: dict[int, int] = {}
 
-    def scan(self, identity: Identity):
+    def scan(self, identity: UserDirectory):
         found = super().scan(identity)
         now = time.monotonic_ns()
         for h in found:
@@ -104,7 +104,7 @@ class BirthWatch:
         self.born: dict[int, int] = {}
         self.comm: dict[int, str] = {}
         self.named: dict[int, int] = {}  # when it took the handler name
-        self._child = subprocess.Popen([sys.executable, __file__, "--watch-births", str(tgid)],
+        self._child = subprocess.Popen([sys.executable, "-m", "benchmarks.capture_latency", "--watch-births", str(tgid)],
                                        stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert self._child.stdout.readline().strip() == "ready"
         os.set_blocking(self._child.stdout.fileno(), False)
@@ -183,7 +183,7 @@ class FakeTarget:
             os.fsync(f.fileno())
         self.device = device_path(os.stat(self.path).st_dev)
         tag = os.path.basename(self.workdir)
-        self.server = subprocess.Popen([sys.executable, "-m", "tests.handlers.fake_datanode", "--tag", tag,
+        self.server = subprocess.Popen([sys.executable, "-m", "testbed.fake_datanode", "--tag", tag,
                                         DATANODE_CLASS], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         self.port = int(self.server.stdout.readline().split()[1])
         self.pid = self.server.pid
@@ -207,7 +207,7 @@ class HdfsTarget:
     name = "real HDFS 3.4.2 (testbed, 2 DataNodes, native client JVM per read, page cache evicted)"
 
     def __init__(self, size: int):
-        from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+        from testbed.hdfs_cluster import HdfsCluster
         self.size = size
         # No client socket cache: every read is a new connection, served by a new DataXceiver.
         self.cluster = HdfsCluster(unique_name("capture-hdfs"), datanodes=2,
@@ -241,7 +241,7 @@ def desired_state(device: str, default_bps: int) -> pb.DesiredState:
 
 def read_bytes(backend: BlkioV1Backend, cgroups: tuple[str, ...], dev: DeviceNumber) -> tuple[int, ...]:
     """Bytes read from `dev` so far by each of the named cgroups under the backend's root."""
-    return tuple(backend.usage(name).get(dev, IoCounters()).read_bytes for name in cgroups)
+    return tuple(backend.counters(name).get(dev, IoCounters()).read_bytes for name in cgroups)
 
 
 def move(hierarchy_path: str, tids: list[int]) -> None:
@@ -268,22 +268,12 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
     if mode != "event-born-default":
         move(birth, spawners)
     watch = BirthWatch(target.pid)
-    stop = threading.Event()
-
-    def capture_loop():
-        if realtime:  # the calling thread only: the agent's capture thread, as a daemon might run it
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-        while not stop.is_set():
-            if mode == "poll-1s":
-                stop.wait(1.0)
-            else:
-                discovery.wait_for_change(0.5)
-            reconciler.place_handlers()
-
-    mover = threading.Thread(target=capture_loop, daemon=True)
-    mover.start()
+    capture = CaptureLoop(reconciler, discovery, wait_seconds=0.5, every_seconds=1.0 if mode == "poll-1s" else None,
+                          realtime_priority=10 if realtime else None)
     result = ModeResult(mode)
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(capture.running())
         for i in range(reads):
             user = ("alice", "bob")[i % 2]
             counted = (vnode_name(user), BIRTH_CGROUP, DEFAULT_VNODE)
@@ -303,8 +293,7 @@ def run_mode(target, mode: str, reads: int, realtime: bool, default_bps: int) ->
             result.connections.append(Connection(user, got, max(0, got - charged), escaped, after[2] - before[2],
                                                  latency, identified, named))
     finally:
-        stop.set()
-        mover.join()
+        stack.close()
         watch.close()
         move(hierarchy, spawners)
         with open(os.path.join(birth, "tasks")) as f:
@@ -330,7 +319,7 @@ def spin() -> None:
 
 @contextlib.contextmanager
 def busy_host(processes: int):
-    spinners = [subprocess.Popen([sys.executable, __file__, "--spin"], cwd=ROOT) for _ in range(processes)]
+    spinners = [subprocess.Popen([sys.executable, "-m", "benchmarks.capture_latency", "--spin"], cwd=ROOT) for _ in range(processes)]
     try:
         yield
     finally:

@@ -1,7 +1,7 @@
 """Aggregate HDFS read bandwidth with vnode-sync managing VNodes at generous limits, against
 no vnode-sync at all, alternating in the same run (target: within 3%).
 
-    sudo .venv/bin/python benchmarks/hdfs_overhead.py [--rounds 10] [--file-mb 512] [--disk paced|zram|loop]
+    sudo .venv/bin/python -m benchmarks.hdfs_overhead [--rounds 10] [--file-mb 512] [--disk paced|zram|loop]
 
 A real HDFS (2 DataNodes, each on a block device of its own) holds one file per user per DataNode. Each trial
 drops the DataNodes' page cache and reads all of them at once through the native client,
@@ -75,9 +75,9 @@ from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer
-from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer
+from testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
 SETTLE_SECONDS = 3

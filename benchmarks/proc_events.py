@@ -1,7 +1,7 @@
 """How many process-connector records wake the agent while other programs start on the host,
 with the kernel-side filter (ProcConnector.watch) against the unfiltered socket as baseline.
 
-    sudo .venv/bin/python benchmarks/proc_events.py [--starts 8] [--watched-threads 40]
+    sudo .venv/bin/python -m benchmarks.proc_events [--starts 8] [--watched-threads 40]
 
 Two connector sockets listen at once: one unfiltered (what every agent read before the
 filter existed), one watching a stand-in DataNode, a Python process of ours that starts

@@ -1,25 +1,26 @@
 """How long from `set-priority` until every storage agent reports the new generation applied.
 
-    sudo .venv/bin/python benchmarks/propagation.py [--rounds 30]
+    sudo .venv/bin/python -m benchmarks.propagation [--rounds 30]
 
 Runs a real coordinator process and, for 2 and 10 nodes, real vnode-agent processes
 (blkio-v1 VNodes on one shared loop device, each agent in its own subtree); for 100
-nodes, simulated agents: threads that hold the same gRPC stream and report the applied
-generation as soon as it arrives, doing no cgroup work. Time is measured from sending
+nodes, simulated agents (benchmarks.simulated_agents, in one asyncio client process) that hold
+the same gRPC stream and report the applied generation as soon as it arrives, doing no cgroup work. Time is measured from sending
 the SetPriority RPC to the coordinator listing every node at the new generation
 (polled every 2 ms). The baseline, measured in the same run, is one ListNodes round trip.
 """
 
 import argparse
 import statistics
+import subprocess
 import sys
-import threading
 import time
 
 import grpc
 
-from vnode_sync.testbed.raw_loop import loop_device  # noqa: E402
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
+from testbed.loopdev import loop_device  # noqa: E402
+from benchmarks.simulated_agents import node_id  # noqa: E402
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc  # noqa: E402
 
@@ -27,20 +28,10 @@ MB = 1_000_000
 POLL_SECONDS = 0.002
 
 
-def simulated_agent(address: str, node_id: str, device: str, stop: threading.Event) -> None:
-    with grpc.insecure_channel(address) as channel:
-        link = pb_grpc.AgentLinkStub(channel)
-        link.Register(pb.RegisterRequest(node_id=node_id, backend="simulated",
-                                         devices=[pb.Device(name=device)]), timeout=10)
-        stream = link.WatchDesiredState(pb.WatchRequest(node_id=node_id))
-        stop_watch = threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True)
-        stop_watch.start()
-        try:
-            for state in stream:
-                link.ReportUsage(pb.UsageReport(node_id=node_id, applied_generation=state.generation,
-                                                sampled_at_unix=time.time()), timeout=10)
-        except grpc.RpcError:
-            pass
+def start_simulated_agents(address: str, device: str, nodes: list[str]) -> subprocess.Popen:
+    """Simulated agents n00000... in one client process; close its stdin to stop them."""
+    return subprocess.Popen([sys.executable, "-m", "benchmarks.simulated_agents", address, device, "0",
+                             str(len(nodes))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -70,27 +61,23 @@ def measure(cluster: LocalCluster, rounds: int) -> tuple[list[float], list[float
 
 def run(n_nodes: int, real: bool, device: str, rounds: int) -> dict:
     name = f"vnode-sync-bench.prop.{n_nodes}.{int(time.time())}"
-    nodes = [LocalNode(f"n{i:03d}", (device,), 60 * MB, 60 * MB) for i in range(n_nodes)]
+    nodes = [LocalNode(node_id(i), (device,), 60 * MB, 60 * MB) for i in range(n_nodes)]
     cluster = LocalCluster(name, [LocalUser("alice", 64_201, 4), LocalUser("bob", 64_202, 8)], nodes)
-    stop = threading.Event()
-    threads = []
+    simulated = None
     try:
         cluster.start_coordinator()
         if real:
             for node in nodes:
                 cluster.start_agent(node)
         else:
-            threads = [threading.Thread(target=simulated_agent, args=(cluster.address, n.node_id, device, stop),
-                                        daemon=True) for n in nodes]
-            for t in threads:
-                t.start()
+            simulated = start_simulated_agents(cluster.address, device, [n.node_id for n in nodes])
         cluster.wait_for(lambda: sum(n["connected"] for n in cluster.status()["nodes"]) == n_nodes,
                          timeout=60, what=f"{n_nodes} agents connected")
         latencies, baseline = measure(cluster, rounds)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(5)
+        if simulated:
+            simulated.stdin.close()
+            simulated.wait(30)
         cluster.stop()
     return {"nodes": n_nodes, "agents": "processes" if real else "simulated",
             "p50_ms": 1000 * statistics.median(latencies), "p99_ms": 1000 * percentile(latencies, 99),

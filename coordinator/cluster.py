@@ -1,23 +1,29 @@
 """The coordinator's behaviour, apart from the wire: validate, change state, publish, account.
 
-Every change bumps the generation and wakes the agents' desired-state streams.
+Every durable change bumps the generation and tells the listeners (the server's event loop),
+which refreshes one snapshot per generation; each storage node's desired state is then built
+and serialized once per generation, however many times it is asked for. Runtime state (node
+runtimes, usage, connections, the snapshot) has one owner: `self._lock`. Usage and connection
+reports stay in memory; changed connections are published by one coalesced generation bump
+(`publish_connections`), not a durable transaction per report.
 """
 
 import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync import validation
-from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
 
 # Measured rates are taken over this many seconds of usage reports: long enough to
@@ -47,51 +53,104 @@ class UserNodeRate:
     write_bps: float
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What every node's desired state of one generation is built from (read once per generation)."""
+
+    generation: int
+    users: tuple[UserRecord, ...]
+    connections: tuple[pb.ConnectionOwner, ...]
+
+
 class Cluster:
     def __init__(self, config: CoordinatorConfig, store: StateStore):
         self.config = config
         self.store = store
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime() for n in config.storage_nodes}
+        self._node_config_of = {n.node_id: n for n in config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
-        self._users_at: tuple[int, list[UserRecord]] = (-1, [])
+        self._connections_changed = False
+        self._listeners: list[Callable[[int], None]] = []
         for seed in config.users:
             if store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
                 log.info("user %s created from config (priority %d)", seed.name, seed.priority)
+        self._generation = store.generation()
+        self._snapshot = Snapshot(-1, (), ())
+        # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
+        self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
+        self._node_states: dict[str, tuple[int, bytes]] = {}
 
     # ---- publishing --------------------------------------------------------
 
     def generation(self) -> int:
-        return self.store.generation()
+        with self._lock:
+            return self._generation
+
+    def add_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(generation)` is called (from the thread that made the change) after every bump."""
+        self._listeners.append(listener)
 
     def _published(self, generation: int) -> int:
-        with self._changed:
-            self._changed.notify_all()
+        with self._lock:
+            if generation <= self._generation:
+                return self._generation
+            self._generation = generation
+        for listener in self._listeners:
+            listener(generation)
         return generation
 
-    def wait_for_change(self, known_generation: int, timeout: float) -> int:
-        with self._changed:
-            self._changed.wait_for(lambda: self.store.generation() != known_generation, timeout)
-        return self.store.generation()
+    def refresh_snapshot(self) -> Snapshot:
+        """Read users once for the current generation (a blocking store read: call it off the event loop)."""
+        generation = self.generation()
+        if self._snapshot.generation == generation:
+            return self._snapshot
+        users = tuple(self.store.users())
+        with self._lock:
+            connections = tuple(c for owners in self._connections.values() for c in owners)
+            if generation > self._snapshot.generation:
+                self._snapshot = Snapshot(generation, users, connections)
+                self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
+            return self._snapshot
 
-    def _users_of_generation(self) -> tuple[int, list[UserRecord]]:
-        """Users read once per generation, not once per node: every stream asks at the same time."""
-        generation = self.store.generation()
-        if self._users_at[0] != generation:
-            self._users_at = (generation, self.store.users())
-        return self._users_at
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snapshot
+
+    def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
+        """Nodes with the same devices share one desired state apart from node_id: built once."""
+        key = (snapshot.generation, node.devices)
+        with self._lock:
+            if key not in self._templates:
+                template = build_desired_state(snapshot.generation, StorageNodeConfig("", node.devices),
+                                               snapshot.users, self.config.policy, snapshot.connections)
+                self._templates[key] = (template, template.SerializeToString())
+            return self._templates[key]
+
+    def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:
+        """This node's serialized desired state of the latest snapshot: built once per generation."""
+        node = self._node_config(node_id)
+        with self._lock:
+            snapshot = self._snapshot
+            cached = self._node_states.get(node_id)
+            if cached and cached[0] == snapshot.generation:
+                return cached
+            _, template = self._template(snapshot, node)
+            # A serialized protobuf message followed by another is their merge: the template plus node_id.
+            state = (snapshot.generation, template + pb.DesiredState(node_id=node_id).SerializeToString())
+            self._node_states[node_id] = state
+            return state
 
     def desired_state(self, node_id: str) -> pb.DesiredState:
-        node = self._node_config(node_id)
-        connections = [c for owners in self._connections.values() for c in owners]
-        generation, users = self._users_of_generation()
-        return build_desired_state(generation, node, users, self.config.policy, connections)
+        self.refresh_snapshot()
+        return pb.DesiredState.FromString(self.desired_state_bytes(node_id)[1])
 
-    def _node_config(self, node_id: str):
-        node = self.config.node(node_id)
+    def _node_config(self, node_id: str) -> StorageNodeConfig:
+        node = self._node_config_of.get(node_id)
         if node is None:
-            known = ", ".join(n.node_id for n in self.config.storage_nodes) or "none"
-            raise NotFound(f"storage node {node_id!r} is not configured on the coordinator (configured: {known})")
+            known = ", ".join(n.node_id for n in self.config.storage_nodes[:20]) or "none"
+            raise NotFound(f"storage node {node_id!r} is not configured on the coordinator (configured: {known}"
+                           f"{', ...' if len(self.config.storage_nodes) > 20 else ''})")
         return node
 
     # ---- users -------------------------------------------------------------
@@ -193,65 +252,106 @@ class Cluster:
             if device.name not in configured:
                 raise InvalidArgument(f"device {device.name!r} is not configured for node {node_id!r} "
                                       f"(configured: {', '.join(sorted(configured))})")
-        runtime = self._nodes[node_id]
-        runtime.backend, runtime.limitations, runtime.devices = backend, list(limitations), list(devices)
-        runtime.last_seen = time.time()
+        with self._lock:
+            runtime = self._nodes[node_id]
+            runtime.backend, runtime.limitations, runtime.devices = backend, list(limitations), list(devices)
+            runtime.last_seen = time.time()
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
-        return self.store.generation()
+        return self.generation()
 
     def stream_opened(self, node_id: str) -> None:
         self._node_config(node_id)
-        self._nodes[node_id].streams += 1
-        self._nodes[node_id].last_seen = time.time()
+        with self._lock:
+            self._nodes[node_id].streams += 1
+            self._nodes[node_id].last_seen = time.time()
 
     def stream_closed(self, node_id: str) -> None:
-        self._nodes[node_id].streams -= 1
+        with self._lock:
+            self._nodes[node_id].streams -= 1
 
     def report_usage(self, report: pb.UsageReport) -> int:
         self._node_config(report.node_id)
-        runtime = self._nodes[report.node_id]
-        runtime.applied_generation = report.applied_generation
-        runtime.last_seen = time.time()
-        runtime.errors = list(report.errors)
         totals: dict[str, list[int]] = {}
-        runtime.held_at_limit = {u.user for u in report.usage if u.held_at_limit}
         for u in report.usage:
             t = totals.setdefault(u.user, [0, 0])
             t[0] += u.read_bytes
             t[1] += u.write_bytes
         sampled_at = report.sampled_at_unix or time.time()
-        for user, (read, write) in totals.items():
-            samples = runtime.usage.setdefault(user, collections.deque())
-            if samples and (read < samples[-1][1] or write < samples[-1][2]):
-                samples.clear()  # counters restarted: the VNode was made anew
-            samples.append((sampled_at, read, write))
-            while len(samples) > 2 and samples[0][0] < sampled_at - USAGE_WINDOW_SECONDS:
-                samples.popleft()
-        for gone in set(runtime.usage) - set(totals):
-            del runtime.usage[gone]
-        return self.store.generation()
+        with self._lock:
+            runtime = self._nodes[report.node_id]
+            runtime.applied_generation = report.applied_generation
+            runtime.last_seen = time.time()
+            runtime.errors = list(report.errors)
+            runtime.held_at_limit = {u.user for u in report.usage if u.held_at_limit}
+            for user, (read, write) in totals.items():
+                samples = runtime.usage.setdefault(user, collections.deque())
+                if samples and (read < samples[-1][1] or write < samples[-1][2]):
+                    samples.clear()  # counters restarted: the VNode was made anew
+                samples.append((sampled_at, read, write))
+                while len(samples) > 2 and samples[0][0] < sampled_at - USAGE_WINDOW_SECONDS:
+                    samples.popleft()
+            for gone in set(runtime.usage) - set(totals):
+                del runtime.usage[gone]
+            return self._generation
 
     def report_connections(self, reporter: str, connections: list[pb.ConnectionOwner]) -> int:
+        """Kept in memory; `publish_connections` turns any number of changes into one generation."""
         validation.node_id(reporter)
         for c in connections:
             validation.user_name(c.user)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
-        if self._connections.get(reporter) == list(connections):
-            return self.store.generation()
-        self._connections[reporter] = list(connections)
-        return self._published(self.store.touch())
+        with self._lock:
+            if self._connections.get(reporter) != list(connections):
+                self._connections[reporter] = list(connections)
+                self._connections_changed = True
+            return self._generation
+
+    def connections_changed(self) -> bool:
+        with self._lock:
+            return self._connections_changed
+
+    def publish_connections(self) -> None:
+        """One durable bump for every connection change since the last one (blocking: off the loop)."""
+        with self._lock:
+            if not self._connections_changed:
+                return
+            self._connections_changed = False
+        self._published(self.store.touch())
 
     # ---- reading -----------------------------------------------------------
 
     def node_runtime(self, node_id: str) -> NodeRuntime:
-        return self._nodes[node_id]
+        """A copy, consistent at the time of the call."""
+        with self._lock:
+            r = self._nodes[node_id]
+            return NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation, r.last_seen,
+                               r.streams, list(r.errors), {}, set(r.held_at_limit))
 
     def measured_rate(self, node_id: str, user: str) -> UserNodeRate:
-        samples = self._nodes[node_id].usage.get(user)
-        if not samples or len(samples) < 2 or samples[-1][0] <= samples[0][0] \
-                or samples[-1][0] < time.time() - 3 * USAGE_WINDOW_SECONDS:
-            return UserNodeRate(0.0, 0.0)
-        (t0, r0, w0), (t1, r1, w1) = samples[0], samples[-1]
-        return UserNodeRate((r1 - r0) / (t1 - t0), (w1 - w0) / (t1 - t0))
+        with self._lock:
+            samples = self._nodes[node_id].usage.get(user)
+            return _rate(list(samples) if samples else [], time.time())
+
+    def measured_rates(self, node_id: str) -> dict[str, UserNodeRate]:
+        """Every user's measured rate on this node that is not zero."""
+        now = time.time()
+        with self._lock:
+            usage = {user: list(samples) for user, samples in self._nodes[node_id].usage.items()}
+        rates = {user: _rate(samples, now) for user, samples in usage.items()}
+        return {user: rate for user, rate in rates.items() if rate.read_bps or rate.write_bps}
+
+    def targets(self, node_id: str) -> dict[str, tuple[int, int]]:
+        """user -> (read, write) bytes/s this node's desired state gives them, of the latest snapshot."""
+        snapshot = self.snapshot()
+        template, _ = self._template(snapshot, self._node_config(node_id))
+        return {v.user: (sum(s.read_bps for s in v.shares), sum(s.write_bps for s in v.shares))
+                for v in template.vnodes}
+
+
+def _rate(samples: list, now: float) -> UserNodeRate:
+    if len(samples) < 2 or samples[-1][0] <= samples[0][0] or samples[-1][0] < now - 3 * USAGE_WINDOW_SECONDS:
+        return UserNodeRate(0.0, 0.0)
+    (t0, r0, w0), (t1, r1, w1) = samples[0], samples[-1]
+    return UserNodeRate((r1 - r0) / (t1 - t0), (w1 - w0) / (t1 - t0))

@@ -1,6 +1,7 @@
 """vnode-coordinator: serve users, priorities and shares to agents and admins."""
 
 import argparse
+import asyncio
 import logging
 import signal
 import sys
@@ -8,16 +9,46 @@ import threading
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
-from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.service import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 
 JOB_EXPIRY_CHECK_SECONDS = 30.0
+# A failing pass is retried after 1, 2, 4 ... s; this many failures in a row and the loop gives up.
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 30.0
+FAILURES_BEFORE_GIVING_UP = 8
+# Exit code when a background loop cannot continue (the service manager restarts the coordinator).
+EXIT_LOOP_FAILED = 3
+# Calls in flight get this long at SIGTERM; streams are ended at once (shutdown stays under 2 s).
+STOP_GRACE_SECONDS = 1.0
+
+
+def supervised(name: str, one_pass, every: float, run_pass):
+    """A loop that runs `one_pass` every `every` s; an error is logged with context and the pass
+    retried with backoff; after FAILURES_BEFORE_GIVING_UP failures in a row it raises (process exits)."""
+
+    async def loop() -> None:
+        failures = 0
+        while True:
+            try:
+                await run_pass(one_pass)
+                failures, delay = 0, every
+            except Exception as e:  # noqa: BLE001 - every error is retried, then reported
+                failures += 1
+                if failures >= FAILURES_BEFORE_GIVING_UP:
+                    raise RuntimeError(f"{name}: {failures} passes failed in a row, last: {e}") from e
+                delay = min(RETRY_FIRST_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
+                log.error("%s pass failed (%d in a row), retrying in %.0f s: %s", name, failures, delay, e)
+            await asyncio.sleep(delay)
+
+    loop.__name__ = name
+    return loop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +67,14 @@ def main(argv: list[str] | None = None) -> int:
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
+        # The address first: a second coordinator on it refuses before touching any state.
+        server = CoordinatorServer(args.listen or config.listen, credentials)
+        port = server.port
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
-        server, port = create_server(cluster, args.listen or config.listen, credentials=credentials)
+        # The job expiry pass runs on the store thread, in order with every other store call.
+        server.serve(cluster, background=(supervised("job-expiry", cluster.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
+                                                     server.store_call),))
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         return 2
@@ -54,12 +90,16 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(JOB_EXPIRY_CHECK_SECONDS):
-        cluster.expire_jobs()
-    log.info("stopping")
-    server.stop(grace=2).wait()
+    while not stop.wait(0.2) and not server.failed.is_set():
+        pass
+    if server.failed.is_set():
+        log.error("stopping: %s; exiting %d so the service manager restarts the coordinator",
+                  server.failure, EXIT_LOOP_FAILED)
+    else:
+        log.info("stopping")
+    server.stop(grace=STOP_GRACE_SECONDS)
     store.close()
-    return 0
+    return EXIT_LOOP_FAILED if server.failed.is_set() else 0
 
 
 if __name__ == "__main__":

@@ -1,10 +1,24 @@
-"""The coordinator's gRPC face: Admin (vnodectl, batch hooks) and AgentLink (storage agents)."""
+"""The coordinator's gRPC face: Admin (vnodectl, batch hooks) and AgentLink (storage agents).
 
+Served by grpc.aio on one event loop, so a storage agent's long-lived desired-state stream
+holds no thread: it waits on the current generation's event and sends bytes serialized once
+per node and generation. Calls that touch the durable store (every Admin call) run one at a time
+on one store thread, in arrival order; usage and connection reports are in-memory and answered
+on the loop.
+"""
+
+import asyncio
+import concurrent.futures
+import errno
 import functools
 import logging
-from concurrent import futures
+import socket
+import threading
+from collections.abc import Awaitable, Callable
 
 import grpc
+from google.protobuf.message import DecodeError
+from grpc import aio
 
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
@@ -16,10 +30,12 @@ from vnode_sync.security.identity import caller_of
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
-log = logging.getLogger("vnode_sync.coordinator")
+log = logging.getLogger(__name__)
 
-# How often an idle desired-state stream checks that its agent is still there.
-STREAM_IDLE_CHECK_SECONDS = 1.0
+# Changed connections are published at most this often: one generation for a burst of reports.
+CONNECTIONS_PUBLISH_SECONDS = 0.05
+# A server option: a second process may not bind the same address (gRPC's default allows it).
+NO_SHARED_PORT = (("grpc.so_reuseport", 0),)
 
 _STATUS_OF = [
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
@@ -31,23 +47,58 @@ _STATUS_OF = [
 ]
 
 
-def _abort(context, name: str, error: VNodeSyncError):
+async def _abort(context, name: str, error: VNodeSyncError):
     code = next(c for kind, c in _STATUS_OF if isinstance(error, kind))
     if not isinstance(error, (Unauthenticated, PermissionDenied)):  # those are in the audit log already
         log.info("%s refused: %s", name, error)
-    context.abort(code, str(error))
+    await context.abort(code, str(error))
 
 
-def _rpc(method):
-    """Authorize the caller, then map vnode-sync errors to gRPC status codes, in one place."""
+class StoreThread:
+    """One thread for every call that reads or writes the durable store: calls run in arrival order."""
+
+    def __init__(self):
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+
+    async def run(self, fn: Callable, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def _admin_rpc(method):
+    """Authorize, run the call on the store thread, map vnode-sync errors to gRPC codes, in one place."""
 
     @functools.wraps(method)
-    def wrapper(self, request, context):
+    async def wrapper(self, request, context):
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method.__name__}: not a valid request message")
+        caller_identity, peer = caller_of(context), context.peer()
+
+        def call():
+            caller = self.access.authorize(method.__name__, caller_identity, request, peer)
+            return method(self, request, caller)
+        try:
+            return await self.store_thread.run(call)
+        except VNodeSyncError as e:
+            await _abort(context, method.__name__, e)
+
+    return wrapper
+
+
+def _loop_rpc(method):
+    """Authorize and answer on the event loop: in-memory calls only."""
+
+    @functools.wraps(method)
+    async def wrapper(self, request, context):
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{method.__name__}: not a valid request message")
         try:
             caller = self.access.authorize(method.__name__, caller_of(context), request, context.peer())
-            return method(self, request, context, caller)
+            return method(self, request, caller)
         except VNodeSyncError as e:
-            _abort(context, method.__name__, e)
+            await _abort(context, method.__name__, e)
 
     return wrapper
 
@@ -62,31 +113,32 @@ def _priority(value: int) -> int:
 
 
 class AdminService(pb_grpc.AdminServicer):
-    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, store_thread: StoreThread):
         self.cluster = cluster
         self.access = access
+        self.store_thread = store_thread
 
-    @_rpc
-    def AddUser(self, request, context, caller):
+    @_admin_rpc
+    def AddUser(self, request, caller):
         return user_message(self.cluster.add_user(request.user, request.uid, _priority(request.priority),
                                                   request.active, caller.actor))
 
-    @_rpc
-    def SetPriority(self, request, context, caller):
+    @_admin_rpc
+    def SetPriority(self, request, caller):
         return user_message(self.cluster.set_priority(request.user, _priority(request.priority),
                                                       caller.actor))
 
-    @_rpc
-    def SetActive(self, request, context, caller):
+    @_admin_rpc
+    def SetActive(self, request, caller):
         return user_message(self.cluster.set_active(request.user, request.active, caller.actor))
 
-    @_rpc
-    def RemoveUser(self, request, context, caller):
+    @_admin_rpc
+    def RemoveUser(self, request, caller):
         self.cluster.remove_user(request.user, caller.actor)
         return pb.RemoveUserResponse(user=request.user)
 
-    @_rpc
-    def ListUsers(self, request, context, caller):
+    @_admin_rpc
+    def ListUsers(self, request, caller):
         return pb.ListUsersResponse(users=[user_message(u) for u in readable_by(caller, self.cluster.users())],
                                     generation=self.cluster.generation())
 
@@ -105,110 +157,307 @@ class AdminService(pb_grpc.AdminServicer):
                                         limitations=runtime.limitations, errors=runtime.errors))
         return nodes
 
-    @_rpc
-    def ListNodes(self, request, context, caller):
+    @_admin_rpc
+    def ListNodes(self, request, caller):
         return pb.ListNodesResponse(nodes=self._nodes(), generation=self.cluster.generation())
 
-    @_rpc
-    def Status(self, request, context, caller):
+    @_admin_rpc
+    def Status(self, request, caller):
         users = readable_by(caller, self.cluster.users())
-        desired = {n.node_id: self.cluster.desired_state(n.node_id) for n in self.cluster.config.storage_nodes}
-        statuses = []
-        for record in users:
-            per_node = []
-            for node_id, state in desired.items():
-                spec = next((v for v in state.vnodes if v.user == record.name), None)
-                rate = self.cluster.measured_rate(node_id, record.name)
-                runtime = self.cluster.node_runtime(node_id)
+        self.cluster.refresh_snapshot()
+        generation = self.cluster.generation()
+        per_node_of = {record.name: [] for record in users}
+        zero = (0, 0)
+        for node in self.cluster.config.storage_nodes:
+            node_id = node.node_id
+            targets, rates = self.cluster.targets(node_id), self.cluster.measured_rates(node_id)
+            runtime = self.cluster.node_runtime(node_id)
+            for name, per_node in per_node_of.items():
+                target, rate = targets.get(name, zero), rates.get(name)
                 per_node.append(pb.UserNodeStatus(
-                    node_id=node_id,
-                    target_read_bps=sum(s.read_bps for s in spec.shares) if spec else 0,
-                    target_write_bps=sum(s.write_bps for s in spec.shares) if spec else 0,
-                    measured_read_bps=rate.read_bps, measured_write_bps=rate.write_bps,
-                    applied_generation=runtime.applied_generation,
-                    held_at_limit=record.name in runtime.held_at_limit))
-            statuses.append(pb.UserStatus(user=user_message(record), nodes=per_node))
-        return pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
+                    node_id=node_id, target_read_bps=target[0], target_write_bps=target[1],
+                    measured_read_bps=rate.read_bps if rate else 0.0,
+                    measured_write_bps=rate.write_bps if rate else 0.0,
+                    applied_generation=runtime.applied_generation, held_at_limit=name in runtime.held_at_limit))
+        statuses = [pb.UserStatus(user=user_message(record), nodes=per_node_of[record.name]) for record in users]
+        return pb.StatusResponse(generation=generation, mode=self.cluster.config.policy.mode,
                                  users=statuses, nodes=self._nodes())
 
-    @_rpc
-    def StartJob(self, request, context, caller):
+    @_admin_rpc
+    def StartJob(self, request, caller):
         record, priority = self.cluster.start_job(request.job_id, request.user, request.uid, request.node,
                                                   request.account, request.queue, request.requested_priority,
                                                   caller.actor)
         return pb.JobResponse(user=user_message(record), effective_priority=priority,
                               generation=self.cluster.generation())
 
-    @_rpc
-    def EndJob(self, request, context, caller):
+    @_admin_rpc
+    def EndJob(self, request, caller):
         record = self.cluster.end_job(request.job_id, request.node, caller.actor)
         return pb.JobResponse(user=user_message(record) if record else None,
                               generation=self.cluster.generation())
 
-    @_rpc
-    def ReconcileJobs(self, request, context, caller):
+    @_admin_rpc
+    def ReconcileJobs(self, request, caller):
         dropped = self.cluster.reconcile_jobs(request.source, set(request.job_ids), caller.actor)
         return pb.RunningJobsResponse(expired_job_ids=dropped)
 
 
 class AgentLinkService(pb_grpc.AgentLinkServicer):
-    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, changes: "Changes"):
         self.cluster = cluster
         self.access = access
+        self.changes = changes
 
-    @_rpc
-    def Register(self, request, context, caller):
+    @_loop_rpc
+    def Register(self, request, caller):
         validation.node_id(request.node_id)
         generation = self.cluster.register_node(request.node_id, list(request.devices), request.backend,
                                                 list(request.limitations))
-        log.info("node %s registered from %s (backend %s)", request.node_id, context.peer(), request.backend)
+        log.info("node %s registered (backend %s)", request.node_id, request.backend)
         return pb.RegisterResponse(generation=generation)
 
-    def WatchDesiredState(self, request, context):
+    async def WatchDesiredState(self, request, context):
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "WatchDesiredState: not a valid request message")
         try:
             self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
             self.cluster.stream_opened(request.node_id)
         except VNodeSyncError as e:
-            _abort(context, "WatchDesiredState", e)
+            await _abort(context, "WatchDesiredState", e)
         try:
             sent = None
-            while context.is_active():
-                generation = self.cluster.generation()
+            while not self.changes.closing:
+                changed = self.changes.event  # taken before reading the state: no change is missed
+                generation, state = self.cluster.desired_state_bytes(request.node_id)
                 if generation != sent:
-                    yield self.cluster.desired_state(request.node_id)
+                    await context.write(state)
                     sent = generation
-                self.cluster.wait_for_change(sent, STREAM_IDLE_CHECK_SECONDS)
+                await changed.wait()
         finally:
             self.cluster.stream_closed(request.node_id)
 
-    @_rpc
-    def ReportUsage(self, request, context, caller):
+    @_loop_rpc
+    def ReportUsage(self, request, caller):
         return pb.ReportAck(generation=self.cluster.report_usage(request))
 
-    @_rpc
-    def ReportConnections(self, request, context, caller):
-        return pb.ReportAck(generation=self.cluster.report_connections(request.reporter,
-                                                                       list(request.connections)))
+    @_loop_rpc
+    def ReportConnections(self, request, caller):
+        generation = self.cluster.report_connections(request.reporter, list(request.connections))
+        self.changes.connections_reported()
+        return pb.ReportAck(generation=generation)
 
 
-def create_server(cluster: Cluster, address: str, max_workers: int = 512,
-                  credentials: grpc.ServerCredentials | None = None) -> tuple[grpc.Server, int]:
-    """A started-able server bound to `address` (port 0 picks one); returns (server, port).
+class Changes:
+    """The event loop's view of the generation: one event per generation that every stream waits on.
 
-    Each agent's desired-state stream holds a worker thread, so max_workers bounds
-    the number of storage nodes one coordinator serves. With credentials (mutual TLS)
-    the access policy is enforced; without, every caller may do everything (lab).
+    A bump (made on the store thread) wakes `_publisher`, which reads the new snapshot once, off the
+    loop, then sets the event; bursts of bumps coalesce into one snapshot.
     """
-    access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
-                           lambda user: cluster.store.user(user).priority) if credentials else OpenAccess())
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"))
-    pb_grpc.add_AdminServicer_to_server(AdminService(cluster, access), server)
-    pb_grpc.add_AgentLinkServicer_to_server(AgentLinkService(cluster, access), server)
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
-    if port == 0:
-        raise Unavailable(f"cannot listen on {address!r} (in use, or not a host:port)")
-    return server, port
+
+    def __init__(self, cluster: Cluster, store_thread: StoreThread):
+        self.cluster = cluster
+        self.store_thread = store_thread
+        self.event = asyncio.Event()
+        self.closing = False
+        self._bumped = asyncio.Event()
+        self._connections = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        cluster.add_listener(lambda _generation: self._loop.call_soon_threadsafe(self._bumped.set))
+
+    async def prime(self) -> None:
+        await self.store_thread.run(self.cluster.refresh_snapshot)
+
+    def connections_reported(self) -> None:
+        if self.cluster.connections_changed():
+            self._connections.set()
+
+    async def publisher(self) -> None:
+        while True:
+            await self._bumped.wait()
+            self._bumped.clear()
+            await self.store_thread.run(self.cluster.refresh_snapshot)
+            self._wake()
+
+    async def connection_publisher(self) -> None:
+        while True:
+            await self._connections.wait()
+            self._connections.clear()
+            await self.store_thread.run(self.cluster.publish_connections)
+            await asyncio.sleep(CONNECTIONS_PUBLISH_SECONDS)
+
+    def close_streams(self) -> None:
+        self.closing = True
+        self._wake()
+
+    def _wake(self) -> None:
+        woken, self.event = self.event, asyncio.Event()
+        woken.set()
+
+
+def _decoder(message_class):
+    """Garbage on the wire becomes None (refused as INVALID_ARGUMENT by the call), not a server traceback."""
+
+    def decode(data: bytes):
+        try:
+            return message_class.FromString(data)
+        except DecodeError:
+            return None
+    return decode
+
+
+def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) -> grpc.GenericRpcHandler:
+    """The service's handlers; the responses of `raw_responses` go out already serialized."""
+    handlers = {}
+    for method in pb.DESCRIPTOR.services_by_name[service_name].methods:
+        response = getattr(pb, method.output_type.name)
+        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(
+            getattr(servicer, method.name), request_deserializer=_decoder(getattr(pb, method.input_type.name)),
+            response_serializer=bytes if method.name in raw_responses else response.SerializeToString)
+    return grpc.method_handlers_generic_handler(pb.DESCRIPTOR.services_by_name[service_name].full_name, handlers)
+
+
+Task = Callable[[], Awaitable[None]]
+
+
+def _refuse_if_taken(address: str) -> None:
+    """A taken address is refused here, in one line, before gRPC core logs its own bind error
+    (gRPC, with so_reuseport 0, refuses it too; this only keeps the error to one line)."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # not resolvable: gRPC says so
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As gRPC does: connections of a previous coordinator in TIME_WAIT do not hold the address.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise Unavailable(f"cannot listen on {address!r}: in use by another process "
+                                      "(is another coordinator running?)") from None
+
+
+class CoordinatorServer:
+    """The gRPC server on its own event loop thread; start/stop from any thread.
+
+    Binding comes first (`__init__`), before any state is opened, so a second coordinator on a
+    taken address refuses having changed nothing; `serve(cluster)` then adds the services.
+    `background` tasks (e.g. the job expiry loop) run on the same loop; if one ends (it cannot
+    continue), `failed` is set with the reason and the owner should stop the process non-zero.
+    """
+
+    def __init__(self, address: str, credentials: grpc.ServerCredentials | None):
+        self.failed = threading.Event()
+        self.failure = ""
+        self._credentials = credentials
+        self._background: tuple[Task, ...] = ()
+        self._store_thread = StoreThread()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
+        self._thread.start()
+        self._stopped = threading.Event()
+        self._tasks: list[asyncio.Task] = []
+        self.changes: Changes | None = None
+        try:
+            self.port = self._call(self._bind(address, credentials))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _call(self, coroutine, timeout: float | None = 30):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        _refuse_if_taken(address)
+        self._server = aio.server(options=NO_SHARED_PORT)
+        try:
+            port = (self._server.add_insecure_port(address) if credentials is None
+                    else self._server.add_secure_port(address, credentials))
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise Unavailable(f"cannot listen on {address!r} (in use by another process, or not a host:port)")
+        return port
+
+    def serve(self, cluster: Cluster, background: tuple[Task, ...] = ()) -> None:
+        """Add the Admin and AgentLink services for `cluster` (before `start`)."""
+        self._call(self._add_services(cluster))
+        self._background = background
+
+    async def _add_services(self, cluster: Cluster) -> None:
+        access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
+                               lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
+        self.changes = Changes(cluster, self._store_thread)
+        self._server.add_generic_rpc_handlers((
+            _handlers("Admin", AdminService(cluster, access, self._store_thread)),
+            _handlers("AgentLink", AgentLinkService(cluster, access, self.changes),
+                      raw_responses=("WatchDesiredState",))))
+
+    def start(self) -> None:
+        self._call(self._start())
+
+    async def store_call(self, fn: Callable, *args):
+        """Run a blocking store call on the store thread, in order with the RPCs' (from the loop)."""
+        return await self._store_thread.run(fn, *args)
+
+    async def _start(self) -> None:
+        await self.changes.prime()
+        await self._server.start()
+        for name, task in (("publisher", self.changes.publisher), ("connections", self.changes.connection_publisher),
+                           *((t.__name__, t) for t in self._background)):
+            self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
+
+    async def _watched(self, name: str, task: Task) -> None:
+        try:
+            await task()
+            reason = f"background task {name} ended"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any error ends the process, logged with its context
+            log.exception("background task %s cannot continue", name)
+            reason = f"background task {name} failed: {e}"
+        self.failure = reason
+        self.failed.set()
+
+    def stop(self, grace: float | None = 1.0) -> threading.Event:
+        """End every stream, stop serving (waiting up to `grace` s for calls in flight); returns a waitable."""
+        if not self._stopped.is_set() and self._thread.is_alive():
+            try:
+                self._call(self._stop(grace), timeout=(grace or 0) + 10)
+            finally:
+                self._close_loop()
+        self._stopped.set()
+        return self._stopped
+
+    async def _stop(self, grace: float | None) -> None:
+        if self.changes:
+            self.changes.close_streams()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.stop(grace)
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._store_thread.close()
+
+
+def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
+                  background: tuple[Task, ...] = ()) -> tuple[CoordinatorServer, int]:
+    """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
+
+    With credentials (mutual TLS) the access policy is enforced; without, every caller may do
+    everything (lab).
+    """
+    server = CoordinatorServer(address, credentials)
+    server.serve(cluster, background)
+    return server, server.port

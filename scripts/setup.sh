@@ -20,6 +20,11 @@ if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The repository's own lab packages (testbed/, benchmarks/) are importable in this venv from any
+# directory, e.g. by benchmark scripts and daemons started elsewhere; they are not in the wheel.
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$repo" > "$site/vnode-sync-lab.pth"
+
 for fragment in "$repo"/scripts/setup.d/*.sh; do
   [ -e "$fragment" ] || continue
   bash "$fragment" "$venv"

@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import uuid
 
 import grpc
 import pytest
@@ -10,15 +9,9 @@ import pytest
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.service import create_server
+from testbed.names import TEST_PREFIX, unique_name  # noqa: F401 (re-exported for tests)
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups
-
-TEST_PREFIX = "vnode-sync-test"
-
-
-def unique_name(kind: str = "run") -> str:
-    """A name no parallel or earlier crashed run uses; leftovers are found by TEST_PREFIX."""
-    return f"{TEST_PREFIX}.{kind}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
 
 
 def _why_no_kernel() -> str | None:

@@ -22,11 +22,24 @@ class Unavailable(VNodeSyncError):
 
 
 class KernelError(VNodeSyncError):
-    """The kernel refused a cgroup operation."""
+    """The kernel refused an operation on one of its files (a cgroup file, an lctl parameter).
 
-    def __init__(self, path: str, message: str):
+    `value` is what was written, if anything; `code` the errno the kernel gave, if any.
+    """
+
+    def __init__(self, path: str, message: str, value: str | None = None, code: int | None = None):
         super().__init__(f"{path}: {message}")
         self.path = path
+        self.value = value
+        self.code = code
+
+
+class ThreadGone(KernelError):
+    """The thread or process to move has exited (ESRCH): normal while handlers come and go."""
+
+    def __init__(self, path: str, tid: int):
+        super().__init__(path, f"thread {tid} no longer exists", value=str(tid))
+        self.tid = tid
 
 
 class Unsupported(VNodeSyncError):

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 import grpc
 
 from vnode_sync.agents.compute.connections import storage_connections
-from vnode_sync.agents.compute.placement import job_processes, place_processes
+from vnode_sync.agents.compute.placement import job_processes, place_processes, placer_of
 from vnode_sync.agents.plugins import make_backend
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import ConfigError, VNodeSyncError
-from vnode_sync.kernel.backend import EnforcementBackend
+from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 5.0
 
@@ -66,7 +66,7 @@ def local_users(min_uid: int) -> dict[int, str]:
 
 
 class ComputeAgent:
-    def __init__(self, config: AgentConfig, settings: ComputeSettings, backend: EnforcementBackend | None,
+    def __init__(self, config: AgentConfig, settings: ComputeSettings, backend: LimitEnforcer | None,
                  channel: grpc.Channel):
         self.config, self.settings, self.backend = config, settings, backend
         self.link = pb_grpc.AgentLinkStub(channel)
@@ -120,6 +120,7 @@ def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
     settings = ComputeSettings.parse(config.compute)
     try:
         backend = make_backend(config)
+        placer_of(backend)
     except VNodeSyncError as e:
         log.warning("no job placement on this node: %s", e)
         backend = None

@@ -17,10 +17,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from vnode_sync.kernel.backend import EnforcementBackend, HostCgroups, vnode_name
+from vnode_sync.errors import ThreadGone, Unsupported
+from vnode_sync.kernel.backend import HostCgroups, LimitEnforcer, ThreadPlacer, vnode_name
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 
-log = logging.getLogger("vnode_sync.agents.compute")
+log = logging.getLogger(__name__)
 
 JOB_ENVIRONMENT_KEYS = ("SLURM_JOB_ID", "PBS_JOBID")
 
@@ -74,29 +75,38 @@ def threads_of(pid: int, proc_root: str = "/proc") -> list[int]:
         return []
 
 
-def place_processes(backend: EnforcementBackend, user: str, pids: Iterable[int],
+def placer_of(backend: LimitEnforcer) -> ThreadPlacer:
+    """The backend's thread placer; Unsupported for backends that place nothing (Lustre TBF)."""
+    if backend.placer is None:
+        raise Unsupported(f"backend {backend.name} cannot place job processes: it has no thread placer "
+                          f"(only cgroup backends, blkio-v1 and io-v2, have one)")
+    return backend.placer
+
+
+def place_processes(backend: LimitEnforcer, user: str, pids: Iterable[int],
                     proc_root: str = "/proc") -> Placement:
     """Move every thread of `pids` into `user`'s VNode, creating it if needed."""
+    placer = placer_of(backend)
     vnode = vnode_name(user)
     backend.setup()
     backend.ensure_vnode(vnode)
     result = Placement()
     for pid in pids:
-        tids = threads_of(pid, proc_root) if backend.places_threads else [pid]
+        tids = threads_of(pid, proc_root) if placer.places_threads else [pid]
         if not tids:
             result.vanished += 1
             continue
         try:
             for tid in tids:
-                backend.place(vnode, tid)
-        except ProcessLookupError:
+                placer.place(vnode, tid)
+        except ThreadGone:
             result.vanished += 1
             continue
         result.pids.add(pid)
     return result
 
 
-def watch_job(backend: EnforcementBackend, user: str, uid: int, job_id: str, seconds: float,
+def watch_job(backend: LimitEnforcer, user: str, uid: int, job_id: str, seconds: float,
               proc_root: str = "/proc", interval: float = 0.25) -> set[int]:
     """Place the job's processes as they appear, for `seconds` or until they are all gone; returns the pids placed."""
     placed: set[int] = set()

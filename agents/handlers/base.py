@@ -22,7 +22,7 @@ class HandlerThread:
 
 
 @dataclass
-class Identity:
+class UserDirectory:
     """What the coordinator told us about users: uid -> user and connection -> user."""
 
     users_by_uid: dict[int, str] = field(default_factory=dict)
@@ -38,8 +38,11 @@ class HandlerDiscovery(Protocol):
     """Finds handler threads. Implementations must treat vanished threads as normal."""
 
     name: str
+    # True where one process serves every user (an HDFS DataNode): a per-process VNode
+    # (cgroup v2 io) would charge all of them to whoever it was placed for.
+    shared_process: bool
 
-    def scan(self, identity: Identity) -> list[HandlerThread]:
+    def scan(self, users: UserDirectory) -> list[HandlerThread]:
         """Every handler thread now alive, with its user where it can be told."""
         ...
 

@@ -4,7 +4,7 @@ import os
 import re
 from collections.abc import Iterable
 
-from vnode_sync.agents.handlers.base import HandlerThread, Identity, PollingWait
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 
 
 def _read(path: str) -> str | None:
@@ -45,6 +45,7 @@ class GenericDiscovery(PollingWait):
     """
 
     name = "generic"
+    shared_process = False
 
     def __init__(self, proc_root: str = "/proc", comm_pattern: str | None = None,
                  pids: Iterable[int] = (), uid_map: dict[int, str] | None = None):
@@ -53,16 +54,16 @@ class GenericDiscovery(PollingWait):
         self.pids = set(pids)
         self.uid_map = dict(uid_map or {})
 
-    def _user(self, identity: Identity, pid: int) -> str | None:
+    def _user(self, users: UserDirectory, pid: int) -> str | None:
         uid = real_uid(self.proc_root, pid)
         if uid is None:
             return None
-        return identity.user_for_uid(uid) or self.uid_map.get(uid)
+        return users.user_for_uid(uid) or self.uid_map.get(uid)
 
-    def scan(self, identity: Identity) -> list[HandlerThread]:
+    def scan(self, users: UserDirectory) -> list[HandlerThread]:
         found: dict[int, HandlerThread] = {}
         for pid in self.pids:
-            user = self._user(identity, pid)
+            user = self._user(users, pid)
             for tid in threads_of(self.proc_root, pid):
                 found[tid] = HandlerThread(pid, tid, user)
         if self.comm_pattern is not None:
@@ -75,5 +76,5 @@ class GenericDiscovery(PollingWait):
                         continue
                     comm = thread_comm(self.proc_root, pid, tid)
                     if comm is not None and self.comm_pattern.fullmatch(comm):
-                        found[tid] = HandlerThread(pid, tid, self._user(identity, pid))
+                        found[tid] = HandlerThread(pid, tid, self._user(users, pid))
         return list(found.values())

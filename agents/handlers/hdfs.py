@@ -22,8 +22,8 @@ Which connection a thread serves (sockets.py says why fds cannot tell):
 
 Whose the connection is:
 - client on this host (same network namespace): the uid owning the client end of the
-  socket (sock_diag's uid, as in /proc/net/tcp{,6}), mapped through Identity.users_by_uid;
-- client elsewhere: Identity.connections[(client address, client port)], reported by
+  socket (sock_diag's uid, as in /proc/net/tcp{,6}), mapped through UserDirectory.users_by_uid;
+- client elsewhere: UserDirectory.connections[(client address, client port)], reported by
   compute agents through the coordinator (addresses in sockets.normalise_address form).
 A thread not identified yet is returned with user None (the default VNode) and is
 resolved again on every later scan, so it moves when the identity arrives.
@@ -57,14 +57,14 @@ from collections import Counter
 from dataclasses import dataclass
 from threading import Lock
 
-from vnode_sync.agents.handlers.base import HandlerThread, Identity
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory
 from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
 from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
                                                 sockets_in_use, tcp_sockets)
 from vnode_sync.errors import ConfigError
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 HANDLER_COMM = "DataXceiver for"
@@ -92,6 +92,19 @@ class _Handler:
     client_uid: int | None = None       # owner of the client end, when on this host
     internal: bool = False              # the DataNode's own client (WebHDFS)
     next_check: float = 0.0             # when to ask the thread's syscall file again
+
+
+@dataclass
+class _Thread:
+    """One thread of the DataNode as discovery knows it; what it is follows from its name."""
+
+    tid: int
+    first_seen: float                   # monotonic seconds
+    comm: str | None = None             # its name; None until read
+    exiting: bool = False               # its exit record came before its /proc entry went
+    spawner: bool = False               # the DataXceiverServer, accepting on the data port
+    handler: _Handler | None = None     # a DataXceiver
+    responder: _Responder | None = None  # a PacketResponder
 
 
 def _read_text(path: str) -> str | None:
@@ -167,6 +180,7 @@ class HdfsDiscovery:
     """
 
     name = "hdfs"
+    shared_process = True
 
     def __init__(self, proc_root: str = "/proc", pid: int | None = None, pid_file: str | None = None,
                  cmdline_contains: str | None = None, data_port: int | None = None,
@@ -192,14 +206,9 @@ class HdfsDiscovery:
         self._datanode_uid: int | None = None
         self._next_lookup = 0.0
         self._ambiguous: list[int] = []
-        self._comms: dict[int, str] = {}
-        self._first_seen: dict[int, float] = {}   # TID -> monotonic seconds
+        self._threads: dict[int, _Thread] = {}
         self._next_relink = 0.0
-        self._spawners: set[int] = set()
         self._next_spawner_search = 0.0
-        self._exiting: set[int] = set()
-        self._handlers: dict[int, _Handler] = {}
-        self._responders: dict[int, _Responder] = {}
         self._pending = ThreadChanges()
         self._pending_lock = Lock()
         self.link_counts: Counter[str] = Counter()  # how handlers got their connection, for benchmarks
@@ -235,8 +244,7 @@ class HdfsDiscovery:
             self.pid = None
             return None
         if pid != self.pid:
-            self.pid, self._comms, self._handlers, self._first_seen, self._spawners = pid, {}, {}, {}, set()
-            self._responders = {}
+            self.pid, self._threads = pid, {}
             self.data_port = self.fixed_port or configured_data_port(self.proc_root, pid)
             self._datanode_uid = real_uid(self.proc_root, pid)
             log.info("hdfs discovery: DataNode pid %d, data port %s", pid,
@@ -255,6 +263,13 @@ class HdfsDiscovery:
             p.started |= changes.started
             p.lost = p.lost or changes.lost
 
+    def _handlers(self) -> list[_Handler]:
+        return [t.handler for t in self._threads.values() if t.handler is not None]
+
+    def _handler(self, tid: int) -> _Handler | None:
+        thread = self._threads.get(tid)
+        return thread.handler if thread is not None else None
+
     def _take_pending(self) -> ThreadChanges:
         with self._pending_lock:
             changes, self._pending = self._pending, ThreadChanges()
@@ -264,7 +279,7 @@ class HdfsDiscovery:
         """Seconds to wait for events: poll_seconds while a young thread is not linked (its
         evidence shows up within milliseconds), until the next check of a young elimination."""
         now = time.monotonic()
-        for h in self._handlers.values():
+        for h in self._handlers():
             if h.internal or now - h.first_seen >= self.settle_seconds:
                 continue
             if h.connection is None:
@@ -275,70 +290,72 @@ class HdfsDiscovery:
 
     # ---- scan ---------------------------------------------------------------
 
-    def scan(self, identity: Identity) -> list[HandlerThread]:
+    def scan(self, identity: UserDirectory) -> list[HandlerThread]:
         changes = self._take_pending()
         pid = self._datanode(force=bool(changes.started) or changes.lost)
         if pid is None:
             return []
         now = time.monotonic()
         listed = set(threads_of(self.proc_root, pid))
-        # An exit record comes before the thread's /proc entry goes: do not take it for a new thread.
-        self._exiting = ((self._exiting | changes.exited) - changes.born.keys()) & listed
-        alive = listed - self._exiting
-        for tid in (set(self._first_seen) - alive) | changes.exited | set(changes.born):
-            self._first_seen.pop(tid, None)  # gone, or a reused TID: forget the old thread
-            self._comms.pop(tid, None)
-            self._handlers.pop(tid, None)
-            self._responders.pop(tid, None)
+        for tid in (self._threads.keys() - listed) | changes.born.keys():
+            self._threads.pop(tid, None)  # gone, or a reused TID: forget the old thread
+        for tid in (changes.exited - changes.born.keys()) & listed:
+            # An exit record comes before the thread's /proc entry goes: do not take it for a new thread.
+            self._threads[tid] = _Thread(tid, now, exiting=True)
         polling = self.event_source.startswith("polling")
         new_responders = []
-        for tid in alive:
-            first_seen = self._first_seen.setdefault(tid, now)
+        for tid in listed:
+            thread = self._threads.setdefault(tid, _Thread(tid, now))
+            if thread.exiting:
+                continue
             if tid in changes.renamed:
-                self._comms[tid] = changes.renamed[tid]
-            elif (tid not in self._comms or tid in changes.born or changes.lost
-                  or polling and self._comms[tid] != HANDLER_COMM and now - first_seen < self.settle_seconds):
+                thread.comm = changes.renamed[tid]
+            elif (thread.comm is None or tid in changes.born or changes.lost
+                  or polling and thread.comm != HANDLER_COMM and now - thread.first_seen < self.settle_seconds):
                 # without comm records, a young thread is read again: it renames itself after birth
-                self._comms[tid] = thread_comm(self.proc_root, pid, tid) or ""
-                if not polling and tid in changes.born and self._comms[tid] == HANDLER_COMM:
+                thread.comm = thread_comm(self.proc_root, pid, tid) or ""
+                if not polling and tid in changes.born and thread.comm == HANDLER_COMM:
                     # Born with its creator's name: a DataXceiver's own thread (a PacketResponder)
                     # that the JVM has not named yet; its comm record follows.
-                    self._comms[tid] = ""
-            if self._comms[tid] != HANDLER_COMM:
-                self._handlers.pop(tid, None)
-            elif tid not in self._handlers:
-                self._handlers[tid] = _Handler(tid, first_seen)
-            if self._comms[tid] != RESPONDER_COMM:
-                self._responders.pop(tid, None)
-            elif tid not in self._responders:
-                new_responders.append(tid)
-        young = frozenset(h.tid for h in self._handlers.values()
+                    thread.comm = ""
+            if thread.comm != HANDLER_COMM:
+                thread.handler = None
+            elif thread.handler is None:
+                thread.handler = _Handler(tid, thread.first_seen)
+            if thread.comm != RESPONDER_COMM:
+                thread.responder = None
+            elif thread.responder is None:
+                new_responders.append(thread)
+        young = frozenset(h.tid for h in self._handlers()
                           if not h.internal and now - h.first_seen < self.settle_seconds)
-        for tid in new_responders:  # after the loop: a handler seen in the same pass is a candidate too
-            self._responders[tid] = _Responder(tid, self._first_seen[tid], young)
+        for thread in new_responders:  # after the loop: a handler seen in the same pass is a candidate too
+            thread.responder = _Responder(thread.tid, thread.first_seen, young)
         if self._needs_linking(now):
             self._link(pid, identity, now)
-        found = [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers.values()]
-        found += [HandlerThread(pid, r.tid, self._responder_user(r, identity, now), inherits=True)
-                  for r in self._responders.values()]
+        found = [HandlerThread(pid, h.tid, self._user(h, identity)) for h in self._handlers()]
+        found += [HandlerThread(pid, t.tid, self._responder_user(t.responder, identity, now), inherits=True)
+                  for t in self._threads.values() if t.responder is not None]
         if self.spawner_in_default:
-            found += [HandlerThread(pid, tid, None) for tid in self._find_spawners(pid, alive, now)]
+            found += [HandlerThread(pid, tid, None) for tid in self._find_spawners(pid, now)]
         return found
 
-    def _find_spawners(self, pid: int, alive: set[int], now: float) -> set[int]:
-        self._spawners &= alive
-        if not self._spawners and self.data_port is not None and now >= self._next_spawner_search:
+    def _find_spawners(self, pid: int, now: float) -> list[int]:
+        alive = [t for t in self._threads.values() if not t.exiting]
+        spawners = [t.tid for t in alive if t.spawner]
+        if not spawners and self.data_port is not None and now >= self._next_spawner_search:
             self._next_spawner_search = now + 1.0  # it may be busy starting a thread: look again later
-            candidates = sorted(t for t in alive if t not in self._handlers)
-            self._spawners = set(accepting_threads(self.proc_root, pid, self.data_port, candidates))
-            if self._spawners:
+            candidates = sorted(t.tid for t in alive if t.handler is None)
+            spawners = accepting_threads(self.proc_root, pid, self.data_port, candidates)
+            for tid in spawners:
+                self._threads[tid].spawner = True
+            if spawners:
                 log.info("hdfs discovery: DataXceiverServer thread(s) %s go to the default VNode, so "
-                         "handlers are born there", sorted(self._spawners))
-        return self._spawners
+                         "handlers are born there", sorted(spawners))
+        return spawners
 
     def _needs_linking(self, now: float) -> bool:
         stale = False
-        for h in self._handlers.values():
+        for h in self._handlers():
             if h.internal:
                 continue
             young = now - h.first_seen < self.settle_seconds
@@ -352,7 +369,7 @@ class HdfsDiscovery:
 
     # ---- linking threads to connections -------------------------------------
 
-    def _link(self, pid: int, identity: Identity, now: float) -> None:
+    def _link(self, pid: int, identity: UserDirectory, now: float) -> None:
         sockets = tcp_sockets(self.proc_root, pid, self.data_port)
         if self.data_port is None:
             self._learn_port(pid, sockets)
@@ -365,7 +382,7 @@ class HdfsDiscovery:
         # Reading the syscall file of a thread that is on a CPU waits until it is off it
         # (task_current_syscall -> wait_task_inactive), so evidence is asked for only when
         # elimination cannot decide, and to confirm an elimination a little later.
-        for h in self._handlers.values():
+        for h in self._handlers():
             if h.internal or now < h.next_check or (h.connection is not None and h.how != "elimination"):
                 continue
             h.next_check = now + CHECK_SECONDS
@@ -380,11 +397,11 @@ class HdfsDiscovery:
             self._agree(pid, served, sockets, identity, now)
 
     def _young_unlinked(self, now: float) -> list[_Handler]:
-        return [h for h in self._handlers.values()
+        return [h for h in self._handlers()
                 if h.connection is None and not h.internal and now - h.first_seen < self.settle_seconds]
 
     def _unowned(self, served: dict[int, TcpSocket]) -> list[TcpSocket]:
-        owned = {h.connection.inode for h in self._handlers.values() if h.connection is not None}
+        owned = {h.connection.inode for h in self._handlers() if h.connection is not None}
         return [s for inode, s in served.items() if inode not in owned]
 
     def _eliminate(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], now: float) -> bool:
@@ -395,7 +412,7 @@ class HdfsDiscovery:
             return True
         return False
 
-    def _agree(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], identity: Identity,
+    def _agree(self, pid: int, served: dict[int, TcpSocket], sockets: list[TcpSocket], identity: UserDirectory,
                now: float) -> None:
         waiting, unowned = self._young_unlinked(now), self._unowned(served)
         if not waiting or not unowned:
@@ -410,7 +427,7 @@ class HdfsDiscovery:
 
     def _learn_port(self, pid: int, sockets: list[TcpSocket]) -> None:
         by_inode = {s.inode: s for s in sockets if s.established}
-        for h in self._handlers.values():
+        for h in self._handlers():
             for inode in sockets_in_use(self.proc_root, pid, h.tid):
                 if inode in by_inode:
                     self.data_port = by_inode[inode].local[1]
@@ -435,7 +452,7 @@ class HdfsDiscovery:
     # ---- identity -----------------------------------------------------------
 
     def _user_of_connection(self, pid: int, connection: TcpSocket, sockets: list[TcpSocket],
-                            identity: Identity) -> str | None:
+                            identity: UserDirectory) -> str | None:
         peer = peer_of(sockets, connection)
         if peer is not None:
             if self._is_own_socket(pid, peer):
@@ -445,7 +462,7 @@ class HdfsDiscovery:
                 return user
         return identity.connections.get(connection.remote)
 
-    def _user(self, h: _Handler, identity: Identity) -> str | None:
+    def _user(self, h: _Handler, identity: UserDirectory) -> str | None:
         if h.internal:
             return None
         if h.connection is None:
@@ -456,7 +473,7 @@ class HdfsDiscovery:
                 return user
         return identity.connections.get(h.connection.remote)
 
-    def _responder_user(self, r: _Responder, identity: Identity, now: float) -> str | None:
+    def _responder_user(self, r: _Responder, identity: UserDirectory, now: float) -> str | None:
         """A PacketResponder's user: the one every candidate creator serves, once all are known.
 
         HDFS starts a write's PacketResponder from the DataXceiver receiving the block,
@@ -467,7 +484,7 @@ class HdfsDiscovery:
         was born (inherits), never released to the root cgroup.
         """
         if not r.decided:
-            users = {self._user(self._handlers[t], identity) for t in r.candidates if t in self._handlers}
+            users = {self._user(h, identity) for h in map(self._handler, r.candidates) if h is not None}
             if None in users and now - r.first_seen < self.settle_seconds:
                 return None  # a candidate not identified yet: ask again on the next scan
             r.user, r.decided = (users.pop() if len(users) == 1 else None), True

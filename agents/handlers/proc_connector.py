@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 NETLINK_CONNECTOR = 11
 CN_IDX_PROC = 1

@@ -6,24 +6,26 @@ import threading
 import time
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery
+from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.kernel.backend import EnforcementBackend
+from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
 class StorageAgent:
-    def __init__(self, config: AgentConfig, backend: EnforcementBackend, discovery: HandlerDiscovery,
+    def __init__(self, config: AgentConfig, backend: LimitEnforcer, discovery: HandlerDiscovery,
                  devices: dict[str, DeviceNumber], credentials=None):
         self.config = config
         self.backend = backend
         self.discovery = discovery
         self.reconciler = Reconciler(backend, discovery, dict(devices))
         self._lock = threading.Lock()
+        self.capture = CaptureLoop(self.reconciler, discovery, config.capture_seconds, self._lock)
         self._new_state = threading.Event()
         self._pending: pb.DesiredState | None = None
         self._stop = threading.Event()
@@ -61,12 +63,6 @@ class StorageAgent:
             f.write(state.SerializeToString())
         os.replace(tmp, self.config.state_cache)
 
-    def _capture_loop(self) -> None:
-        while not self._stop.is_set():
-            self.discovery.wait_for_change(self.config.capture_seconds)
-            with self._lock:
-                self.reconciler.place_handlers()
-
     def run(self) -> None:
         cached = self._load_cached_state()
         if cached is not None:
@@ -74,7 +70,7 @@ class StorageAgent:
             with self._lock:
                 self.reconciler.apply(cached)
         threads = [threading.Thread(target=self.link.run, name="coordinator-link", daemon=True),
-                   threading.Thread(target=self._capture_loop, name="capture", daemon=True)]
+                   threading.Thread(target=self.capture.run, args=(self._stop,), name="capture", daemon=True)]
         for t in threads:
             t.start()
         next_resync = next_report = time.monotonic()

@@ -7,7 +7,7 @@ from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, ty
 from vnode_sync.errors import ConfigError, InvalidArgument
 from vnode_sync.security.tls import TransportSecurity, parse_transport
 
-BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf")
+BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf", "datanode-throttle")
 ROLES = ("storage", "compute")
 
 
@@ -39,6 +39,8 @@ class AgentConfig:
     log_format: str = "plain"
     # Extra settings for the lustre-tbf backend (lctl path, OSS target, RPC size).
     lustre: dict = field(default_factory=dict)
+    # The datanode-throttle backend's control socket: the Java agent's socket= argument.
+    datanode_throttle_socket: str = ""
     # Compute role: storage endpoints to report connections to, min_uid (agents/compute/main.py).
     compute: dict = field(default_factory=dict)
     # From the `tls:` section ({ca, cert, key}: this node's certificate, CN node:<node_id>)
@@ -58,8 +60,8 @@ _FLOATS = ("resync_seconds", "report_seconds", "capture_seconds")
 
 
 def parse_agent_config(raw: dict) -> AgentConfig:
-    reject_unknown_keys("agent config", raw,
-                        set(AgentConfig.__dataclass_fields__) - {"security"} | {"tls", "insecure"})
+    reject_unknown_keys("agent config", raw, set(AgentConfig.__dataclass_fields__) - {"security", "datanode_throttle_socket"}
+                        | {"tls", "insecure", "datanode_throttle"})
     try:
         node_id = validation.node_id(raw.get("node_id"))
     except InvalidArgument as e:
@@ -90,6 +92,14 @@ def parse_agent_config(raw: dict) -> AgentConfig:
     lustre = raw.get("lustre") or {}
     if not isinstance(lustre, dict):
         raise ConfigError("lustre must be a mapping")
+    throttle = raw.get("datanode_throttle") or {}
+    if not isinstance(throttle, dict):
+        raise ConfigError("datanode_throttle must be a mapping with a 'socket'")
+    reject_unknown_keys("datanode_throttle", throttle, {"socket"})
+    throttle_socket = typed("datanode_throttle", "socket", throttle.get("socket"), str, "")
+    if backend == "datanode-throttle" and not throttle_socket.startswith("/"):
+        raise ConfigError("backend datanode-throttle needs datanode_throttle: {socket: /absolute/path} "
+                          "(the DataNode's -javaagent socket= argument)")
     compute = raw.get("compute") or {}
     if not isinstance(compute, dict):
         raise ConfigError("compute must be a mapping")
@@ -105,6 +115,7 @@ def parse_agent_config(raw: dict) -> AgentConfig:
         teardown_on_exit=typed("config", "teardown_on_exit", raw.get("teardown_on_exit"), bool, False),
         fast_thread_moves=typed("config", "fast_thread_moves", raw.get("fast_thread_moves"), bool, True),
         log_format=log_format, lustre=dict(lustre), compute=dict(compute),
+        datanode_throttle_socket=throttle_socket,
         security=parse_transport("config", raw.get("tls"), raw.get("insecure")))
 
 

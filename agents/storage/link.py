@@ -16,7 +16,7 @@ from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 5.0
 

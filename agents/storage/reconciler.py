@@ -8,33 +8,35 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from vnode_sync.agents.handlers.base import HandlerDiscovery, Identity
-from vnode_sync.errors import VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, EnforcementBackend, user_of_vnode, vnode_name
+from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
+from vnode_sync.errors import ThreadGone, VNodeSyncError
+from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 
-def identity_of(state: pb.DesiredState) -> Identity:
-    return Identity(users_by_uid={u.uid: u.name for u in state.users},
+def user_directory_of(state: pb.DesiredState) -> UserDirectory:
+    return UserDirectory(users_by_uid={u.uid: u.name for u in state.users},
                     active_users={v.user for v in state.vnodes},
                     connections={(c.client_address, c.client_port): c.user for c in state.connections})
 
 
 @dataclass
 class Reconciler:
-    backend: EnforcementBackend
+    backend: LimitEnforcer
     discovery: HandlerDiscovery
     devices: dict[str, DeviceNumber]          # device path -> MAJ:MIN on this host
     state: pb.DesiredState | None = None
-    identity: Identity = field(default_factory=Identity)
+    users: UserDirectory = field(default_factory=UserDirectory)
     applied_generation: int = 0
     errors: list[str] = field(default_factory=list)
     # where we put each handler (TID, or PID on a per-process backend)
     placed: dict[int, str] = field(default_factory=dict)
+    # processes a per-process backend must not move (they serve several users), with the reason
+    shared_processes: dict[int, str] = field(default_factory=dict)
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -57,7 +59,7 @@ class Reconciler:
     def apply(self, state: pb.DesiredState) -> None:
         """A full pass against `state` (also used for periodic resync with the same state)."""
         self.errors = []
-        self.state, self.identity = state, identity_of(state)
+        self.state, self.users = state, user_directory_of(state)
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
         self.backend.setup()
@@ -75,6 +77,10 @@ class Reconciler:
                 self.backend.remove_vnode(vnode)
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
+        try:
+            self.backend.commit(self.users.users_by_uid, self.users.connections)
+        except VNodeSyncError as e:
+            self.errors.append(f"{self.backend.name}: {e}")
         if self.state.generation != self.applied_generation:
             log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
                      state.generation, len(desired), len(self.placed), len(self.errors))
@@ -83,16 +89,22 @@ class Reconciler:
         self.applied_generation = state.generation
 
     def _target(self, user: str | None) -> str:
-        return vnode_name(user) if user and user in self.identity.active_users else DEFAULT_VNODE
+        return vnode_name(user) if user and user in self.users.active_users else DEFAULT_VNODE
 
     def place_handlers(self) -> int:
-        """Capture pass: put every handler thread in its user's VNode. Returns how many moved."""
-        if self.state is None:
+        """Capture pass: put every handler thread in its user's VNode. Returns how many moved.
+
+        Backends without a placer (Lustre TBF, the DataNode's throttler) find the user themselves."""
+        placer = self.backend.placer
+        if self.state is None or placer is None:
             return 0
         moved = 0
         seen = set()
-        for thread in self.discovery.scan(self.identity):
-            key = thread.tid if self.backend.places_threads else thread.pid
+        threads = self.discovery.scan(self.users)
+        if not placer.places_threads:
+            threads = self._movable_processes(threads)
+        for thread in threads:
+            key = thread.tid if placer.places_threads else thread.pid
             seen.add(key)
             if thread.inherits and thread.user is None:
                 target = self._inherited_target(key)
@@ -101,8 +113,8 @@ class Reconciler:
             if self.placed.get(key) == target:
                 continue
             try:
-                self.backend.place(target, key)
-            except ProcessLookupError:
+                placer.place(target, key)
+            except ThreadGone:
                 continue  # ended while we looked
             except VNodeSyncError as e:
                 self.errors.append(f"placing {key} in {target}: {e}")
@@ -113,12 +125,40 @@ class Reconciler:
             del self.placed[gone]
         return moved
 
+    def _movable_processes(self, threads: list[HandlerThread]) -> list[HandlerThread]:
+        """On a per-process backend, the handler threads of processes that serve one user only.
+
+        A process that serves several users is never moved (it would charge every user to one
+        VNode); one placed earlier is released. The reason is logged once and reported."""
+        targets: dict[int, set[str]] = {}
+        for thread in threads:
+            targets.setdefault(thread.pid, set()).add(self._target(thread.user))
+        movable = []
+        for thread in threads:
+            shared = self.discovery.shared_process or len(targets[thread.pid] - {DEFAULT_VNODE}) > 1
+            if not shared:
+                movable.append(thread)
+                continue
+            reason = (f"process {thread.pid} serves several users ({self.discovery.name} handlers): "
+                      f"{self.backend.name} moves whole processes, so it is not moved; enforce per user "
+                      f"inside the server instead (backend datanode-throttle)")
+            if thread.pid not in self.shared_processes:
+                log.warning("%s", reason)
+                self.shared_processes[thread.pid] = reason
+            if self.placed.pop(thread.pid, None) is not None:
+                try:
+                    self.backend.placer.release(thread.pid)
+                except ThreadGone:
+                    pass
+        self.errors.extend(r for pid, r in self.shared_processes.items() if pid in targets and r not in self.errors)
+        return movable
+
     def _inherited_target(self, key: int) -> str:
         """Where a thread that inherits its creator's VNode belongs: the one it was found in."""
         if key not in self.placed:
             for vnode in self.backend.vnodes():
                 try:
-                    if key in self.backend.members(vnode):
+                    if key in self.backend.placer.members(vnode):
                         self.placed[key] = vnode  # already there: nothing to move
                         break
                 except VNodeSyncError:
@@ -127,36 +167,36 @@ class Reconciler:
 
     def _release_strays(self, desired: set[str]) -> None:
         """Threads in our VNodes that are not handlers we placed there go back to the root."""
+        placer = self.backend.placer
+        if placer is None:
+            return
         for vnode in self.backend.vnodes():
-            for member in self.backend.members(vnode):
+            for member in placer.members(vnode):
                 want = self.placed.get(member)
                 if want == vnode:
                     continue
-                if want in desired:
-                    self.backend.place(want, member)
-                else:
-                    self.backend.release(member)
-
-    def _held_at_limit(self, vnode: str, counters: dict[DeviceNumber, IoCounters]) -> bool:
-        """Only backends that can tell (Lustre TBF) have limit_state; the others say False."""
-        limit_state = getattr(self.backend, "limit_state", None)
-        state = limit_state(vnode, counters) if limit_state else None
-        return bool(state and state.held)
+                try:
+                    if want in desired:
+                        placer.place(want, member)
+                    else:
+                        placer.release(member)
+                except ThreadGone:
+                    continue
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
         names = {dev: name for name, dev in self.devices.items()}
         usage = []
-        for vnode in self.backend.vnodes():
-            try:
-                counters = self.backend.usage(vnode)
-            except VNodeSyncError:
-                continue  # removed between listing and reading
+        try:
+            measured_by_vnode = self.backend.usage()
+        except VNodeSyncError as e:
+            self.errors.append(f"reading usage: {e}")
+            measured_by_vnode = {}
+        for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
-            held = self._held_at_limit(vnode, counters)
-            for dev, c in counters.items():
+            for dev, c in measured.devices.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios, held_at_limit=held))
+                                              write_ios=c.write_ios, held_at_limit=measured.held_at_limit))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=time.time(), usage=usage, errors=self.errors[:20])

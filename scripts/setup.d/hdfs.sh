@@ -1,5 +1,5 @@
 #!/bin/sh
-# Fetch the Hadoop 3.4.2 jars that the local HDFS testbed (vnode_sync.testbed.hdfs_cluster) runs from.
+# Fetch the Hadoop 3.4.2 jars that the local HDFS testbed (testbed.hdfs_cluster) runs from.
 # Idempotent: installs and downloads only what is missing. Run as root by scripts/setup.sh,
 # which passes the venv as $1; with it, the testbed's Java client tool is compiled here too.
 #
@@ -43,7 +43,7 @@ fi
 for app in hdfs datanode static; do mkdir -p "$home/web/webapps/$app"; done
 if [ -n "${1:-}" ] && [ -x "$1/bin/python" ]; then
     VNODE_SYNC_HADOOP_HOME="$home" "$1/bin/python" -c \
-        'from vnode_sync.testbed.hdfs_cluster import HadoopRuntime, hadoop_home; HadoopRuntime(hadoop_home()).prepare()'
+        'from testbed.hdfs_cluster import HadoopRuntime, hadoop_home; HadoopRuntime(hadoop_home()).prepare()'
 fi
 chmod -R a+rX "$home"
 echo "hdfs: ready: $(ls "$home/jars" | wc -l) jars in $home/jars"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# MPI-IO benchmark dependencies: Open MPI, libfuse3 + a C compiler (the emulated slow disk),
-# mpi4py and matplotlib.
+# MPI-IO benchmark dependencies: Open MPI, mpi4py and matplotlib (the emulated disk is
+# testbed/paced_disk.py: no compiler or libfuse needed).
 # Idempotent; run as root by scripts/setup.sh. Venv: $1, else $VNODE_VENV, else the repo's .venv.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 venv="${1:-${VNODE_VENV:-$repo/.venv}}"
 
-wanted=(openmpi-bin libopenmpi-dev fuse3 libfuse3-dev gcc pkg-config e2fsprogs)
+wanted=(openmpi-bin libopenmpi-dev e2fsprogs)
 missing=()
 for pkg in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Slurm and munge from Debian for the batch-hook tests (vnode_sync.testbed.slurm starts them itself,
+# Slurm and munge from Debian for the batch-hook tests (testbed.slurm starts them itself,
 # with its own munge key, slurm.conf and spool dirs; nothing here is configured or started).
 # Idempotent; run as root by scripts/setup.sh, which passes the venv path as $1 (unused here).
 set -euo pipefail

@@ -11,7 +11,7 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
-from vnode_sync.testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device
 from vnode_sync.wire import vnode_pb2 as pb
 
 
@@ -29,6 +29,8 @@ def run_agent(config_path, *extra, timeout=20):
     ("node_id: n1\ndiscovery: {kind: nfs}\n", "discovery.kind 'nfs'"),
     ("node_id: n1\ndiscovery: {kind: generic, colour: red}\n", "unknown key(s) colour"),
     ("node_id: n1\nresync_seconds: 0\n", "resync_seconds 0.0 must be above 0"),
+    ("node_id: n1\nbackend: datanode-throttle\n", "backend datanode-throttle needs datanode_throttle: {socket:"),
+    ("node_id: n1\ndatanode_throttle: {socket: /run/x, colour: red}\n", "unknown key(s) 'colour' in datanode_throttle"),
 ])
 def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config, message):
     path = tmp_path / "agent.yaml"
@@ -57,11 +59,16 @@ def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path)
                                  stderr=subprocess.PIPE, text=True)
         limit_file = os.path.join(HostCgroups().blkio_v1, name, "vnode.alice", "blkio.throttle.read_bps_device")
         try:
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and not os.path.exists(limit_file):
+            # The VNode's directory appears before its limits are written: wait for the limit itself.
+            deadline, limit = time.monotonic() + 15, []
+            while time.monotonic() < deadline and limit != [str(dev), "12345678"]:
                 time.sleep(0.1)
-            with open(limit_file) as f:
-                assert f.read().split() == [str(dev), "12345678"]
+                try:
+                    with open(limit_file) as f:
+                        limit = f.read().split()
+                except FileNotFoundError:
+                    pass
+            assert limit == [str(dev), "12345678"]
             time.sleep(1.0)
             assert agent.poll() is None, "the agent keeps running while the coordinator is down"
         finally:

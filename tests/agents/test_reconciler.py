@@ -5,10 +5,11 @@ import os
 import pytest
 
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
-from vnode_sync.agents.handlers.base import HandlerThread, Identity, PollingWait
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.kernel.backend import DEFAULT_VNODE
+from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.io_v2 import IoV2Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -20,13 +21,16 @@ class ListedThreads(PollingWait):
     """Discovery that returns what the test says: tid -> owner uid."""
 
     name = "listed"
+    shared_process = False
 
     def __init__(self):
         self.owners: dict[int, int] = {}
+        self.pids: dict[int, int] = {}    # tid -> pid where a thread is not its own process
         self.helpers: dict[int, str | None] = {}  # tid -> user, of threads that inherit their creator's VNode
 
-    def scan(self, identity: Identity):
-        return ([HandlerThread(tid, tid, identity.user_for_uid(uid)) for tid, uid in self.owners.items()]
+    def scan(self, identity: UserDirectory):
+        return ([HandlerThread(self.pids.get(tid, tid), tid, identity.user_for_uid(uid))
+                 for tid, uid in self.owners.items()]
                 + [HandlerThread(tid, tid, user, inherits=True) for tid, user in self.helpers.items()])
 
 
@@ -140,11 +144,9 @@ def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(wor
     fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=5)
     fs.account_io(f"{r.backend.root}/vnode.bob", DEV, read_bytes=5)
 
-    class Held:
-        def __init__(self, held):
-            self.held = held
-
-    r.backend.limit_state = lambda vnode, counters=None: Held(vnode == "vnode.alice")
+    measured = r.backend.usage
+    r.backend.usage = lambda: {v: VNodeUsage(u.devices, held_at_limit=v == "vnode.alice")
+                               for v, u in measured().items()}
     held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
     assert held["alice"] is True and held["bob"] is False
 
@@ -165,3 +167,20 @@ def test_a_helper_keeps_the_vnode_it_was_born_in_through_resyncs_until_its_user_
     discovery.helpers = {12: None, 13: "alice"}
     r.place_handlers()
     assert r.backend.members("vnode.alice") == {11, 13}
+
+
+def test_on_cgroup_v2_a_process_serving_two_users_is_never_moved_and_one_serving_one_is(tmp_path):
+    kernel = FakeKernel()
+    kernel.spawn(100, 101, 102)          # a server: threads 101 (alice) and 102 (bob)
+    kernel.spawn(200)                    # alice's own process
+    fs = FakeCgroupFS(str(tmp_path / "unified"), kernel, version=2)
+    discovery = ListedThreads()
+    r = Reconciler(IoV2Backend(fs.hierarchy, "vnode-sync.n1", fs), discovery, {DEVICE: DEV})
+    discovery.owners, discovery.pids = {101: 1001, 200: 1001}, {101: 100}
+    r.apply(state(1, {"alice": 1_000_000, "bob": 2_000_000}))
+    assert r.backend.members("vnode.alice") == {100, 200}      # so far it serves alice only
+    discovery.owners[102], discovery.pids[102] = 1002, 100
+    r.place_handlers()
+    assert r.backend.members("vnode.alice") == {200} and r.backend.members("vnode.bob") == set()
+    assert 100 not in r.backend.members(DEFAULT_VNODE)
+    assert any("process 100 serves several users" in e and "not moved" in e for e in r.errors)

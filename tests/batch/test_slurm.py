@@ -19,8 +19,9 @@ from vnode_sync.agents.compute.placement import job_pids
 from vnode_sync.batch.cli import SLURM_WRAPPERS, install_hooks
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode
-from vnode_sync.testbed.slurm import DEBIAN_PACKAGES, LocalSlurm, SlurmSettings, missing_programs
+from testbed.local_cluster import LocalCluster, LocalNode
+from testbed.unix_users import unix_users
+from testbed.slurm import DEBIAN_PACKAGES, LocalSlurm, SlurmSettings, missing_programs
 
 ACCOUNT = "vnode-sync-physics"
 POLICY = {"default_priority": 10, "account_priorities": {ACCOUNT: 30}, "job_priority_min": 1,
@@ -39,20 +40,10 @@ def _why_not() -> str | None:
 pytestmark = [pytest.mark.slow]
 
 
-@contextlib.contextmanager
-def unix_users(count: int):
-    """Users named vnode-sync-<hex>, removed afterwards (useradd's 32-character limit allows it)."""
+def slurm_users(count: int):
+    """Users named vnode-sync-<hex> (useradd's 32-character limit allows it), with a group each."""
     names = [f"vnode-sync-{uuid.uuid4().hex[:10]}" for _ in range(count)]
-    created = []
-    try:
-        for name in names:
-            subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name],
-                           check=True, capture_output=True)
-            created.append(name)
-        yield names
-    finally:
-        for name in created:
-            subprocess.run(["userdel", name], capture_output=True)
+    return unix_users(names, shell="/bin/sh", user_group=True)
 
 
 def end_placement_watchers(cgroup_name: str, timeout: float = 10) -> None:
@@ -113,7 +104,8 @@ def harness():
         pytest.skip(why)
     name = unique_name("slurm")
     placement_name = name if HostCgroups().has_blkio_v1() else None
-    with unix_users(2) as users, contextlib.ExitStack() as stack:
+    with slurm_users(2) as accounts, contextlib.ExitStack() as stack:
+        users = [a.pw_name for a in accounts]
         cluster = LocalCluster(name, users=[], nodes=[LocalNode("dn1", ("/dev/vnode-sync-absent",), 200_000_000,
                                                                 100_000_000)],
                                coordinator_settings={"policy": POLICY})

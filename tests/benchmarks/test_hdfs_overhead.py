@@ -1,14 +1,10 @@
 """The overhead benchmark's bookkeeping: case order, variants, and what its verdict may claim."""
 
-import os
 import statistics
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")))
-
-from hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
+from benchmarks.hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
                            target_verdict)
 
 

@@ -1,4 +1,4 @@
-"""Smoke tests of the MPI-IO benchmark (benchmarks/mpi-io/) with tiny sizes, and of the
+"""Smoke tests of the MPI-IO benchmark (benchmarks/mpiio/) with tiny sizes, and of the
 emulated slow disk where the host allows it."""
 
 import json
@@ -9,10 +9,8 @@ import sys
 
 import pytest
 
-BENCH_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "mpi-io")
-sys.path.insert(0, os.path.abspath(BENCH_DIR))
-
-from sizes import parse_size  # noqa: E402
+from benchmarks.mpiio.launch import PROGRAM
+from benchmarks.mpiio.sizes import parse_size
 
 
 def _why_no_mpi() -> str | None:
@@ -31,11 +29,9 @@ needs_mpi = pytest.mark.skipif(WHY_NO_MPI is not None, reason=WHY_NO_MPI or "")
 def _why_no_slow_disk() -> str | None:
     if os.geteuid() != 0:
         return "needs root for loop devices and mounts"
-    for tool in ("gcc", "pkg-config", "losetup", "mkfs.ext4"):
+    for tool in ("losetup", "mkfs.ext4"):
         if not shutil.which(tool):
-            return f"needs {tool} (scripts/setup.d/mpi.sh installs the build tools)"
-    if subprocess.run(["pkg-config", "--exists", "fuse3"]).returncode != 0:
-        return "needs libfuse3-dev for the spindled FUSE daemon"
+            return f"needs {tool} (util-linux, e2fsprogs: scripts/setup.sh installs them)"
     if not os.path.exists("/dev/fuse"):
         return "needs /dev/fuse"
     return None
@@ -46,7 +42,7 @@ WHY_NO_SLOW_DISK = _why_no_slow_disk()
 
 def run_benchmark(tmp_path, nprocs: int, *options: str) -> dict:
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(nprocs),
-           sys.executable, os.path.join(BENCH_DIR, "mpiio_test.py"), "--dir", str(tmp_path), *options]
+           sys.executable, "-m", PROGRAM, "--dir", str(tmp_path), *options]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
@@ -88,7 +84,7 @@ def test_stonewalled_read_wraps_until_the_deadline(tmp_path):
 
 @needs_mpi
 def test_rejects_object_larger_than_the_data(tmp_path):
-    cmd = [sys.executable, os.path.join(BENCH_DIR, "mpiio_test.py"), "--dir", str(tmp_path),
+    cmd = [sys.executable, "-m", PROGRAM, "--dir", str(tmp_path),
            "--object-size", "16M", "--size-per-process", "1M"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "object size" in proc.stderr
@@ -96,8 +92,8 @@ def test_rejects_object_larger_than_the_data(tmp_path):
 
 @pytest.mark.skipif(WHY_NO_SLOW_DISK is not None, reason=WHY_NO_SLOW_DISK or "")
 def test_emulated_disk_reads_at_its_modelled_rate():
-    from slow_disk import DiskModel, emulated_disk
-    with emulated_disk(f"vnode-sync-bench.mpiio.{os.getpid()}.test", DiskModel(rate_mbps=40, size_mib=256)) as disk:
+    from benchmarks.mpiio.slow_disk import SpindleSettings, emulated_disk
+    with emulated_disk(f"vnode-sync-bench.mpiio.{os.getpid()}.test", SpindleSettings(rate_mbps=40, size_mib=256)) as disk:
         path = os.path.join(disk.mountpoint, "f")
         subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", "count=24", "oflag=direct"],
                        check=True, capture_output=True)

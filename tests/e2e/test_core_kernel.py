@@ -12,12 +12,11 @@ import time
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
-from vnode_sync.testbed.loopdev import stale_mounts
-from vnode_sync.testbed.raw_loop import loop_device
+from testbed.loopdev import loop_device, stale_mounts
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.types import IoCounters
-from vnode_sync.testbed.hdfs_vnode_cluster import node_vnodes
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.hdfs_vnode_cluster import node_vnodes
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
@@ -39,7 +38,7 @@ def cluster():
 
 
 def start_reader(device: str, uid: int, node_id: str, seconds: float = 6.0, warmup: float = 1.5) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "vnode_sync.testbed.direct_reader", device, "--uid", str(uid),
+    return subprocess.Popen([sys.executable, "-m", "testbed.direct_reader", device, "--uid", str(uid),
                              "--name", f"vsread-{node_id}", "--seconds", str(seconds), "--warmup", str(warmup)],
                             stdout=subprocess.PIPE, text=True)
 
@@ -89,7 +88,7 @@ def test_coordinator_restart_keeps_users_and_priorities(cluster):
 def vnode_read_rate(cluster: LocalCluster, node_id: str, user: str, device, seconds: float = 3.0) -> float:
     """Bytes/s the kernel charged to `user`'s VNode on `device` over the next `seconds`."""
     def read_bytes() -> int:
-        return node_vnodes(cluster, node_id).usage(vnode_name(user)).get(device, IoCounters()).read_bytes
+        return node_vnodes(cluster, node_id).counters(vnode_name(user)).get(device, IoCounters()).read_bytes
     start, began = read_bytes(), time.monotonic()
     time.sleep(seconds)
     return (read_bytes() - start) / (time.monotonic() - began)

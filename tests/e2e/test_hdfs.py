@@ -14,10 +14,11 @@ import yaml
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
-from vnode_sync.testbed.compute_host import ComputeHost
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
-from vnode_sync.testbed.local_cluster import LocalCluster, LocalUser
-from vnode_sync.testbed.processes import stop_process
+from testbed.compute_host import ComputeHost
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.local_cluster import LocalCluster, LocalUser
+from testbed.processes import stop_process
+from testbed.unix_users import unix_users
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
 
@@ -99,21 +100,14 @@ def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip
                 r.wait()
 
 
-def _make_unix_user(prefix: str, uid: int) -> str:
-    name = f"{prefix}{uuid.uuid4().hex[:6]}"
-    subprocess.run(["useradd", "--no-create-home", "--uid", str(uid), "--shell", "/usr/sbin/nologin", name],
-                   check=True, capture_output=True)
-    return name
-
-
 def test_clients_on_another_host_are_identified_by_the_compute_agent():
     """Readers run in their own network namespace: the storage side cannot see their sockets'
     owners, so only the compute agent's report can tell whose each DataXceiver is."""
     name = unique_name("netns")
-    uids = (64_521, 64_522)
-    names = [_make_unix_user("vst", uid) for uid in uids]
+    uids = [64_521, 64_522]
+    names = [f"vst{uuid.uuid4().hex[:6]}" for _ in uids]
     alice, bob = LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
-    try:
+    with unix_users(names, uids):
         with ComputeHost(name) as host, hdfs_vnode_cluster(
                 name, [alice, bob], NODE_BW, host=host.host_address,
                 before_agents=write_user_files([alice, bob], 384 * MiB)) as (hdfs, cluster):
@@ -148,6 +142,3 @@ def test_clients_on_another_host_are_identified_by_the_compute_agent():
                         r.kill()
                         r.wait()
                 stop_process(agent)
-    finally:
-        for user in names:
-            subprocess.run(["userdel", user], capture_output=True)

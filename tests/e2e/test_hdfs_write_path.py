@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
-from vnode_sync.testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
-from vnode_sync.testbed.local_cluster import LocalUser
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.local_cluster import LocalUser
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
 

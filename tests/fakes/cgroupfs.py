@@ -9,24 +9,23 @@ block/blk-throttle.c, bfq-cgroup.c as observed on this project's machines:
   (ESRCH if it does not exist); v2 `cgroup.procs` moves the whole process;
 - blkio.bfq.weight_device accepts 1..1000 only while BFQ is the device's scheduler.
 
-v2 follows Documentation/admin-guide/cgroup-v2.rst so the fake refuses what the kernel refuses:
-- "No Internal Process Constraint": a non-root cgroup cannot hold processes while its
-  cgroup.subtree_control enables a domain controller (io): writing a PID to its cgroup.procs,
-  or +io while it holds processes, is EBUSY;
-- "Enabling and Disabling": a controller can be enabled only if the cgroup.controllers of the
-  cgroup lists it, i.e. its parent enables it (ENOENT otherwise), and disabled only while no
-  child enables it (EBUSY);
-- "Threads": cgroup.type takes only "threaded" (one way), refused (EOPNOTSUPP, "invalid
-  topology") while the parent enables a domain controller or the cgroup enables one itself;
-  a threaded cgroup offers only threaded controllers (no io); cgroup.threads moves a thread only
-  within its threaded subtree (EOPNOTSUPP otherwise).
+cgroup v2 (Documentation/admin-guide/cgroup-v2.rst), as strict as the kernel:
+- a child's cgroup.controllers is its parent's cgroup.subtree_control, and a controller's
+  interface files (io.max, io.weight, io.stat) exist only where the parent enables it;
+- "+io" in cgroup.subtree_control needs io in the cgroup's own cgroup.controllers (ENOENT);
+- no internal processes: a non-root cgroup cannot enable a domain controller while it holds
+  processes, nor take processes while it enables one (EBUSY);
+- threaded mode: writing "threaded" to cgroup.type makes a thread cgroup; io is a domain
+  controller and cannot be enabled in a threaded subtree (EOPNOTSUPP); cgroup.threads moves
+  a single thread only into a threaded cgroup of its process's own threaded domain
+  (EOPNOTSUPP otherwise).
 """
 
 import errno
 import os
 
 from vnode_sync.errors import KernelError
-from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.kernel.cgroupfs import CgroupFS, refused
 from vnode_sync.kernel.types import DeviceNumber
 
 V1_FILES = {
@@ -36,13 +35,10 @@ V1_FILES = {
     "blkio.throttle.io_service_bytes": "Total 0\n", "blkio.bfq.weight": "100\n",
     "blkio.bfq.weight_device": "default 100\n",
 }
-V2_FILES = {
-    "cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n",
-    "io.max": "", "io.weight": "default 100\n", "io.stat": "",
-}
-# What a real 6.1 kernel's root offers (architecture.md); cpu, cpuset and pids are threaded controllers.
-V2_ROOT_CONTROLLERS = ("cpuset", "cpu", "io", "memory", "pids")
-THREADED_CONTROLLERS = {"cpuset", "cpu", "pids"}
+V2_FILES = {"cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n"}
+V2_IO_FILES = {"io.max": "", "io.weight": "default 100\n", "io.stat": ""}
+V2_ROOT_CONTROLLERS = "io memory pids\n"
+DOMAIN_CONTROLLERS = {"io", "memory"}  # pids is threaded-capable
 
 
 class FakeKernel:
@@ -58,9 +54,10 @@ class FakeKernel:
             self.threads[tid] = pid
 
 
-def make_hierarchy(root: str, version: int, controllers: str = " ".join(V2_ROOT_CONTROLLERS)) -> None:
+def make_hierarchy(root: str, version: int, controllers: str = V2_ROOT_CONTROLLERS) -> None:
     os.makedirs(root, exist_ok=True)
-    files = V1_FILES if version == 1 else {**V2_FILES, "cgroup.controllers": controllers + "\n"}
+    files = V1_FILES if version == 1 else {**V2_FILES, "cgroup.controllers": controllers,
+                                           **(V2_IO_FILES if "io" in controllers.split() else {})}
     for name, content in files.items():
         with open(os.path.join(root, name), "w") as f:
             f.write(content)
@@ -75,31 +72,27 @@ class FakeCgroupFS(CgroupFS):
 
     def _refuse(self, path: str, code: int, text: str):
         self.kernel.rejected_writes += 1
-        if code == errno.ESRCH:
-            raise ProcessLookupError(text)
-        raise KernelError(path, f"kernel refused {text.strip()!r}: {os.strerror(code)}")
+        raise refused(path, code, text)
 
     def mkdir(self, path: str) -> None:
         if os.path.isdir(path):
             return
         os.mkdir(path)
-        if self.version == 2:
-            parent = os.path.dirname(path)
-            enabled = self.read(os.path.join(parent, "cgroup.subtree_control")).split()
-            make_hierarchy(path, 2, " ".join(enabled))
-            if self._type(parent) != "domain" and parent != self.hierarchy:
-                # a child of a threaded subtree is created "domain invalid"
-                self._store(os.path.join(path, "cgroup.type"), "domain invalid\n")
+        if self.version == 1:
+            make_hierarchy(path, 1)
         else:
-            make_hierarchy(path, self.version)
+            parent = os.path.dirname(path)
+            make_hierarchy(path, 2, self.read(os.path.join(parent, "cgroup.subtree_control")))
+            if self._type(parent) != "domain":
+                self._store(os.path.join(path, "cgroup.type"), "domain invalid\n")
 
     def rmdir(self, path: str) -> None:
         if not os.path.isdir(path):
             return
-        members = "cgroup.threads" if self.version == 2 else "tasks"
+        members = "cgroup.procs" if self.version == 2 else "tasks"
         if self.read(os.path.join(path, members)).split() or any(
                 e.is_dir() for e in os.scandir(path)):
-            raise KernelError(path, f"cannot remove cgroup: {os.strerror(errno.EBUSY)}")
+            raise refused(path, errno.EBUSY, action="remove cgroup")
         for entry in os.scandir(path):
             os.unlink(entry.path)
         os.rmdir(path)
@@ -110,8 +103,10 @@ class FakeCgroupFS(CgroupFS):
             "tasks": self._move_thread, "cgroup.procs": self._move_process,
             "blkio.bfq.weight_device": self._bfq_weight, "io.max": self._io_max,
             "io.weight": self._io_weight, "cgroup.subtree_control": self._subtree_control,
-            "cgroup.threads": self._move_v2_thread, "cgroup.type": self._cgroup_type,
+            "cgroup.threads": self._move_single_thread, "cgroup.type": self._set_type,
         }.get(name)
+        if not os.path.exists(path):
+            self._refuse(path, errno.ENOENT, text)
         if handler is None and name.startswith("blkio.throttle.") and name.endswith("_device"):
             handler = self._throttle
         if handler is None:
@@ -142,68 +137,14 @@ class FakeCgroupFS(CgroupFS):
         pid = self.kernel.threads[tid]
         if self.version == 2:
             cgroup = os.path.dirname(path)
-            if cgroup != self.hierarchy and self._domain_controllers(cgroup) and \
-                    self._type(cgroup) != "threaded":
-                self._refuse(path, errno.EBUSY, text)  # no internal process constraint
+            if cgroup != self.hierarchy and self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+                self._refuse(path, errno.EBUSY, text)  # no internal processes
             if self._type(cgroup) == "domain invalid":
                 self._refuse(path, errno.EOPNOTSUPP, text)
-            self._move_v2(cgroup, {t for t, p in self.kernel.threads.items() if p == pid})
+            self._move(path, {pid})
         else:
             self._move(os.path.join(os.path.dirname(path), "tasks"),
                        {t for t, p in self.kernel.threads.items() if p == pid})
-
-    def _type(self, cgroup: str) -> str:
-        if cgroup == self.hierarchy:
-            return "domain"
-        return self.read(os.path.join(cgroup, "cgroup.type")).strip()
-
-    def _domain_controllers(self, cgroup: str) -> set[str]:
-        return set(self.read(os.path.join(cgroup, "cgroup.subtree_control")).split()) - THREADED_CONTROLLERS
-
-    def _threads_in(self, cgroup: str) -> set[int]:
-        return {int(t) for t in self.read(os.path.join(cgroup, "cgroup.threads")).split()}
-
-    def _cgroup_of(self, tid: int) -> str:
-        return next((d for d in self._cgroup_dirs() if tid in self._threads_in(d)), self.hierarchy)
-
-    def _thread_domain(self, cgroup: str) -> str:
-        """The threaded domain a cgroup's threads belong to (itself when it is a domain)."""
-        while cgroup != self.hierarchy and self._type(cgroup) == "threaded":
-            cgroup = os.path.dirname(cgroup)
-        return cgroup
-
-    def _move_v2(self, cgroup: str, tids: set[int]) -> None:
-        """v2 membership is kept per thread in cgroup.threads; cgroup.procs lists their processes."""
-        for d in self._cgroup_dirs():
-            kept = self._threads_in(d) - tids
-            if d == cgroup:
-                kept |= tids
-            self._store(os.path.join(d, "cgroup.threads"), "".join(f"{t}\n" for t in sorted(kept)))
-            pids = sorted({self.kernel.threads.get(t, t) for t in kept})
-            self._store(os.path.join(d, "cgroup.procs"), "".join(f"{p}\n" for p in pids))
-
-    def _move_v2_thread(self, path: str, text: str) -> None:
-        tid = self._parse_id(path, text)
-        cgroup = os.path.dirname(path)
-        same_subtree = self._thread_domain(cgroup) == self._thread_domain(self._cgroup_of(tid))
-        if self._type(cgroup) != "threaded" and cgroup != self._thread_domain(self._cgroup_of(tid)) \
-                or not same_subtree:
-            self._refuse(path, errno.EOPNOTSUPP, text)  # cgroup.threads: only inside one threaded subtree
-        self._move_v2(cgroup, {tid})
-
-    def _cgroup_type(self, path: str, text: str) -> None:
-        cgroup = os.path.dirname(path)
-        if text.strip() != "threaded" or cgroup == self.hierarchy:
-            self._refuse(path, errno.EINVAL, text)
-        parent = os.path.dirname(cgroup)
-        if self._domain_controllers(cgroup) or (parent != self.hierarchy and self._domain_controllers(parent)):
-            self._refuse(path, errno.EOPNOTSUPP, text)  # domain controllers cannot go threaded
-        self._store(path, "threaded\n")
-        if parent != self.hierarchy and self._type(parent) == "domain":
-            self._store(os.path.join(parent, "cgroup.type"), "domain threaded\n")
-        threaded = " ".join(c for c in self.read(os.path.join(cgroup, "cgroup.controllers")).split()
-                            if c in THREADED_CONTROLLERS)
-        self._store(os.path.join(cgroup, "cgroup.controllers"), threaded + "\n")
 
     def _parse_id(self, path: str, text: str) -> int:
         try:
@@ -271,28 +212,65 @@ class FakeCgroupFS(CgroupFS):
 
     def _subtree_control(self, path: str, text: str) -> None:
         cgroup = os.path.dirname(path)
-        enabled = self.read(path).split()
-        available = self.read(os.path.join(cgroup, "cgroup.controllers")).split()
-        for word in text.split():
-            sign, controller = word[:1], word[1:]
-            if sign not in "+-" or not sign or controller not in V2_ROOT_CONTROLLERS:
+        enabled = self._enabled(cgroup)
+        available = set(self.read(os.path.join(cgroup, "cgroup.controllers")).split())
+        for token in text.split():
+            sign, controller = token[:1], token[1:]
+            if sign not in "+-" or not sign or not controller:
                 self._refuse(path, errno.EINVAL, text)
-            if sign == "+":
-                if controller not in available:
-                    self._refuse(path, errno.ENOENT, text)  # the parent does not enable it
-                if controller not in THREADED_CONTROLLERS and cgroup != self.hierarchy and (
-                        self._threads_in(cgroup) or self._type(cgroup) != "domain"):
-                    self._refuse(path, errno.EBUSY if self._threads_in(cgroup) else errno.EOPNOTSUPP, text)
-                enabled = sorted(set(enabled) | {controller})
-            else:
-                if any(controller in self.read(os.path.join(cgroup, c, "cgroup.subtree_control")).split()
-                       for c in self.subdirs(cgroup)):
-                    self._refuse(path, errno.EBUSY, text)
-                enabled = [c for c in enabled if c != controller]
-        self._store(path, " ".join(enabled) + "\n")
-        for child in self.subdirs(cgroup):
-            if self._type(os.path.join(cgroup, child)) != "threaded":
-                self._store(os.path.join(cgroup, child, "cgroup.controllers"), " ".join(enabled) + "\n")
+            if sign == "-":
+                enabled.discard(controller)
+                continue
+            if controller not in available:
+                self._refuse(path, errno.ENOENT, text)
+            if controller in DOMAIN_CONTROLLERS:
+                if self._type(cgroup) != "domain":
+                    self._refuse(path, errno.EOPNOTSUPP, text)  # threaded subtrees take threaded controllers only
+                if cgroup != self.hierarchy and self.read(os.path.join(cgroup, "cgroup.procs")).split():
+                    self._refuse(path, errno.EBUSY, text)       # no internal processes
+            enabled.add(controller)
+        self._store(path, " ".join(sorted(enabled)) + "\n" if enabled else "")
+        for child in (e.path for e in os.scandir(cgroup) if e.is_dir()):
+            self._store(os.path.join(child, "cgroup.controllers"), " ".join(sorted(enabled)) + "\n")
+            for name, content in V2_IO_FILES.items():
+                target = os.path.join(child, name)
+                if "io" in enabled and not os.path.exists(target):
+                    self._store(target, content)
+                elif "io" not in enabled and os.path.exists(target):
+                    os.unlink(target)
+
+    def _enabled(self, cgroup: str) -> set[str]:
+        return set(self.read(os.path.join(cgroup, "cgroup.subtree_control")).split())
+
+    def _type(self, cgroup: str) -> str:
+        path = os.path.join(cgroup, "cgroup.type")
+        return self.read(path).strip() if os.path.exists(path) else "domain"
+
+    def _set_type(self, path: str, text: str) -> None:
+        cgroup = os.path.dirname(path)
+        if text.strip() != "threaded":
+            self._refuse(path, errno.EINVAL, text)
+        if self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        self._store(path, "threaded\n")
+        parent = os.path.dirname(cgroup)
+        if parent != self.hierarchy and self._type(parent) == "domain":
+            self._store(os.path.join(parent, "cgroup.type"), "domain threaded\n")
+
+    def _threaded_domain(self, cgroup: str) -> str:
+        while self._type(cgroup) == "threaded":
+            cgroup = os.path.dirname(cgroup)
+        return cgroup
+
+    def _move_single_thread(self, path: str, text: str) -> None:
+        tid = self._parse_id(path, text)
+        target = os.path.dirname(path)
+        pid = self.kernel.threads[tid]
+        home = next((d for d in self._cgroup_dirs() if str(pid) in self.read(os.path.join(d, "cgroup.procs")).split()),
+                    self.hierarchy)
+        if self._type(target) != "threaded" or self._threaded_domain(target) != self._threaded_domain(home):
+            self._refuse(path, errno.EOPNOTSUPP, text)  # a thread leaves its process only inside its threaded domain
+        self._store(path, self.read(path) + f"{tid}\n")
 
     def _store(self, path: str, content: str) -> None:
         with open(path, "w") as f:

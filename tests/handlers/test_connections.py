@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.handlers.fake_datanode import connect_as, create_listener
+from testbed.fake_datanode import connect_as, create_listener
 from tests.handlers.fakeproc import FakeProc
 from vnode_sync.agents.compute.connections import OwnedConnection, storage_connections
 from vnode_sync.agents.handlers.sockets import TCP_ESTABLISHED, TCP_LISTEN, TcpSocket

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from tests.handlers.fake_datanode import connect_as
+from testbed.fake_datanode import connect_as
 from tests.handlers.fakeproc import FakeProc
 from vnode_sync.agents.handlers import hdfs
-from vnode_sync.agents.handlers.base import HandlerThread, Identity
+from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory
 from vnode_sync.agents.handlers.hdfs import (DATANODE_CLASS, HdfsDiscovery, configured_data_port,
                                              find_datanodes)
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges
@@ -18,7 +18,7 @@ from vnode_sync.agents.handlers.sockets import TCP_ESTABLISHED, TCP_LISTEN, TcpS
 
 DN = 100
 PORT = 9866
-USERS = Identity(users_by_uid={64001: "alice", 64002: "bob"})
+USERS = UserDirectory(users_by_uid={64001: "alice", 64002: "bob"})
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: clients setuid to other uids, "
                                                          "and another process's syscall files need ptrace rights")
 
@@ -83,7 +83,7 @@ def test_unknown_uid_stays_unidentified_until_the_coordinator_knows_it(proc):
     d = discovery(proc)
     connect(proc, 102, 40001, 64077, 500, 60)
     assert users(d.scan(USERS)) == {102: None}
-    later = Identity(users_by_uid={**USERS.users_by_uid, 64077: "carol"})
+    later = UserDirectory(users_by_uid={**USERS.users_by_uid, 64077: "carol"})
     assert users(d.scan(later)) == {102: "carol"}
 
 
@@ -93,13 +93,13 @@ def test_remote_client_is_identified_through_compute_agent_reports(proc):
     proc.socket_fd(DN, 60, 500)
     proc.thread(DN, 102, "DataXceiver for")
     assert users(d.scan(USERS)) == {102: None}
-    reported = Identity(users_by_uid=USERS.users_by_uid, connections={("10.0.0.7", 40001): "bob"})
+    reported = UserDirectory(users_by_uid=USERS.users_by_uid, connections={("10.0.0.7", 40001): "bob"})
     assert users(d.scan(reported)) == {102: "bob"}
 
 
 def test_webhdfs_thread_serving_the_datanodes_own_client_stays_unidentified(proc):
     d = discovery(proc)
-    root_users = Identity(users_by_uid={0: "root", **USERS.users_by_uid})
+    root_users = UserDirectory(users_by_uid={0: "root", **USERS.users_by_uid})
     connect(proc, 102, 40001, 0, 500, 60)
     proc.socket_fd(DN, 61, 501)  # the client end is the DataNode's own socket
     assert users(d.scan(root_users)) == {102: None}
@@ -157,7 +157,7 @@ def test_datanode_found_by_command_line_and_port_read_from_its_conf(proc, tmp_pa
 @pytest.fixture
 def python_datanode():
     tag = f"vnode-sync-test.fakedn.{os.getpid()}"
-    server = subprocess.Popen([sys.executable, "-m", "tests.handlers.fake_datanode", "--tag", tag, DATANODE_CLASS],
+    server = subprocess.Popen([sys.executable, "-m", "testbed.fake_datanode", "--tag", tag, DATANODE_CLASS],
                               stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(
                                   os.path.dirname(os.path.abspath(__file__)))))
     port = int(server.stdout.readline().split()[1])

@@ -8,14 +8,14 @@ import urllib.request
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from vnode_sync.agents.handlers.base import Identity
+from vnode_sync.agents.handlers.base import UserDirectory
 from vnode_sync.agents.handlers.hdfs import HANDLER_COMM, HdfsDiscovery
 from vnode_sync.agents.handlers.generic import thread_comm
 
-USERS = Identity(users_by_uid={64001: "alice", 64002: "bob"})
+USERS = UserDirectory(users_by_uid={64001: "alice", 64002: "bob"})
 
 
-def _users_seen(discovery: HdfsDiscovery, identity: Identity, while_running, seconds: float = 120
+def _users_seen(discovery: HdfsDiscovery, identity: UserDirectory, while_running, seconds: float = 120
                 ) -> dict[int, str | None]:
     """tid -> user of every DataXceiver seen while `while_running()` holds (a JVM takes seconds to start)."""
     seen: dict[int, str | None] = {}
@@ -32,7 +32,7 @@ def _users_seen(discovery: HdfsDiscovery, identity: Identity, while_running, sec
 @needs_kernel
 @needs_java
 def test_a_read_as_a_uid_is_served_by_a_datanode_thread_identified_as_that_user():
-    from vnode_sync.testbed.hdfs_cluster import HdfsCluster
+    from testbed.hdfs_cluster import HdfsCluster
 
     with HdfsCluster(unique_name("hdfs"), datanodes=2) as cluster:
         dn0, dn1 = cluster.datanodes
@@ -55,7 +55,7 @@ def test_a_read_as_a_uid_is_served_by_a_datanode_thread_identified_as_that_user(
             assert "alice" not in _users_seen(on_dn1, USERS, lambda: True, seconds=0.2).values()
 
             # WebHDFS: the DataNode reads through its own client, both ends are the DataNode's.
-            as_root = Identity(users_by_uid={0: "root", **USERS.users_by_uid})
+            as_root = UserDirectory(users_by_uid={0: "root", **USERS.users_by_uid})
             url = f"http://{cluster.namenode.http_address}/webhdfs/v1/alice/a.bin?op=OPEN&user.name=alice"
             got: list[int] = []
             web = threading.Thread(target=lambda: got.append(len(urllib.request.urlopen(url, timeout=60).read())))

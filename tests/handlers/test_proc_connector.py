@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.handlers.fake_datanode import set_thread_name
+from testbed.fake_datanode import set_thread_name
 from vnode_sync.agents.handlers.proc_connector import (PROC_EVENT_COMM, PROC_EVENT_EXEC, PROC_EVENT_EXIT,
                                                        PROC_EVENT_FORK, NetlinkThreadEvents, PollingThreadEvents,
                                                        ProcConnector, ProcEvent, open_thread_events,

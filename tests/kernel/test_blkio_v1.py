@@ -1,6 +1,7 @@
 """The cgroup v1 blkio backend, against the fake cgroupfs and against the real kernel."""
 
 import contextlib
+import errno
 import os
 import subprocess
 
@@ -9,8 +10,8 @@ import pytest
 from tests.conftest import WHY_NO_KERNEL, unique_name
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.kernel.devices import set_scheduler
-from vnode_sync.testbed.raw_loop import loop_device
-from vnode_sync.errors import KernelError
+from testbed.loopdev import loop_device
+from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
@@ -146,13 +147,42 @@ def test_removing_a_vnode_releases_its_threads_first(world):
         assert str(tid) in f.read().split()
 
 
-def test_placing_a_vanished_thread_is_a_process_lookup_error(world):
+def test_placing_a_vanished_thread_is_thread_gone_not_a_builtin(world):
     w, backend = world
     tid = w.thread()
     w.end_thread(tid)
     backend.ensure_vnode("vnode.alice")
-    with pytest.raises(ProcessLookupError):
+    with pytest.raises(ThreadGone) as gone:
         backend.place("vnode.alice", tid)
+    assert gone.value.tid == tid and not isinstance(gone.value, ProcessLookupError)
+    assert str(gone.value) == f"{backend.root}/vnode.alice/tasks: thread {tid} no longer exists"
+    backend.release(tid)   # releasing a thread that has gone is not an error
+
+
+def test_a_malformed_limit_is_a_kernel_error_naming_path_value_and_what_is_allowed(world):
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    path = os.path.join(backend.root, "vnode.alice", "blkio.throttle.read_bps_device")
+    with pytest.raises(KernelError) as refused:
+        backend.fs.write(path, f"{w.device} lots")
+    assert refused.value.code == errno.EINVAL and refused.value.value == f"{w.device} lots"
+    assert str(refused.value) == (f"{path}: kernel refused '{w.device} lots': Invalid argument; allowed: "
+                                  "'MAJ:MIN VALUE' for a whole disk (not a partition), VALUE a whole number, "
+                                  "0 removes the rule")
+    assert backend.limits("vnode.alice") == {}    # nothing half-applied
+
+
+def test_removing_a_cgroup_that_has_members_is_a_kernel_error_saying_why(world):
+    w, backend = world
+    tid = w.thread()
+    backend.ensure_vnode("vnode.alice")
+    backend.place("vnode.alice", tid)
+    with pytest.raises(KernelError) as busy:
+        backend.fs.rmdir(os.path.join(backend.root, "vnode.alice"))
+    assert busy.value.code == errno.EBUSY
+    assert str(busy.value).endswith("cannot remove cgroup: Device or resource busy; "
+                                    "needs: no members and no child cgroups (to remove a cgroup)")
+    assert tid in backend.members("vnode.alice")
 
 
 def test_bfq_weight_needs_bfq_and_is_reset_to_default(world):

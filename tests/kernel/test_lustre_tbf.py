@@ -337,9 +337,25 @@ def test_standin_usage_counts_the_users_jobs_from_job_stats(oss, tmp_path):
     oss.serve(500, "dd.500", offered_per_cpt=3, seconds=10, cpts=(0,))
     oss.serve(500, "cp.500", offered_per_cpt=2, seconds=10, cpts=(1,), write=True)
     oss.serve(501, "dd.501", offered_per_cpt=3, seconds=10, cpts=(0,))     # someone else
-    usage = backend.usage(ALICE)[OST0]
+    usage = backend.usage()[ALICE].devices[OST0]
     assert (usage.read_bytes, usage.read_ios) == (30 * 4 * MiB, 30)
     assert (usage.write_bytes, usage.write_ios) == (20 * 4 * MiB, 20)
+
+
+def test_standin_usage_of_every_user_costs_one_job_stats_read_per_ost(oss, tmp_path):
+    backend = make_backend(oss, tmp_path)
+    backend.setup()
+    for user, uid in (("alice", 500), ("bob", 501), ("carol", 502)):
+        backend.ensure_vnode(vnode_name(user), uid)
+        backend.apply_limits(vnode_name(user), share(100, 100))
+        oss.serve(uid, f"dd.{uid}", offered_per_cpt=1, seconds=10, cpts=(0,))
+    reads = []
+    get_param = backend.lctl.get_param
+    backend.lctl.get_param = lambda param: reads.append(param) or get_param(param)
+    usage = backend.usage()
+    assert {v: u.devices[OST0].read_ios for v, u in usage.items()} == {
+        vnode_name("alice"): 10, vnode_name("bob"): 10, vnode_name("carol"): 10}
+    assert sum("job_stats" in p for p in reads) == len(backend.targets)
 
 
 def test_standin_user_held_at_the_limit_is_reported(oss, tmp_path):
@@ -415,3 +431,31 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
     reconciler.apply(state(2, ["bob"]))                    # alice and carol went idle
     listing = RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout)
     assert listing.names() == {"vnode_bob", "default"}
+
+
+class HandlersThatMustNotBeScanned:
+    name = "must-not-scan"
+    shared_process = True
+
+    def scan(self, identity):
+        raise AssertionError("a backend without a thread placer needs no handler discovery")
+
+
+def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(oss, tmp_path):
+    """TBF rules match a uid: no do-nothing placement, and callers see that from `placer`."""
+    from vnode_sync.agents.compute.placement import place_processes
+
+    backend = make_backend(oss, tmp_path)
+    assert backend.placer is None
+    assert not any(hasattr(backend, m) for m in ("members", "place", "release"))
+    with pytest.raises(Unsupported, match="lustre-tbf cannot place job processes: it has no thread placer"):
+        place_processes(backend, "alice", [1])
+    reconciler = Reconciler(backend, HandlersThatMustNotBeScanned(), {"/dev/ost0": OST0})
+    reconciler.apply(pb.DesiredState(
+        generation=1, node_id="oss1", mode="throttle",
+        vnodes=[pb.VNodeSpec(user="alice", uid=500, priority=4,
+                             shares=[pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)])],
+        default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name="alice", uid=500, priority=4, active=True)]))
+    assert reconciler.errors == []
+    assert reconciler.place_handlers() == 0
+    assert backend.vnodes() == [ALICE]

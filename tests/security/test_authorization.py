@@ -5,7 +5,7 @@ import pytest
 
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.security.authorization import AccessPolicy, PermissionDenied, Unauthenticated
-from vnode_sync.security.identity import Identity, parse_common_name
+from vnode_sync.security.identity import CallerIdentity, parse_common_name
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -103,7 +103,7 @@ def test_roles_outside_their_rules_are_denied(caller, method, request_):
 
 
 def test_an_equal_priority_is_not_a_raise():
-    caller = Identity("user", "alice")
+    caller = CallerIdentity("user", "alice")
     assert POLICY.authorize("SetPriority", caller, pb.SetPriorityRequest(user="alice", priority=4), "p") == caller
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
 from tests.security.conftest import unchecked_channel
-from vnode_sync.testbed.processes import stop_process
+from testbed.processes import stop_process
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 

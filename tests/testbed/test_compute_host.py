@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.conftest import unique_name
-from vnode_sync.testbed.compute_host import ComputeHost
+from testbed.compute_host import ComputeHost
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create network namespaces")
 

@@ -11,10 +11,12 @@ import time
 import pytest
 
 from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
-from vnode_sync.testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir,
-                                             _last_error, hadoop_home, remove_leftovers)
-from vnode_sync.testbed.loopdev import LoopDisk, stale_loops, stale_mounts
-from vnode_sync.testbed.paced_disk import PacedDisk
+from testbed.names import crashed_run_name
+from testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home,
+                                  take_down)
+from testbed.hdfs_cluster.cluster import _last_error
+from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
+from testbed.paced_disk import DiskModel, PacedDisk
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
@@ -138,7 +140,7 @@ def test_stop_removes_every_process_mount_loop_and_the_workdir(cluster):
 def test_down_works_from_the_state_file_after_up_exited(disk):
     name = unique_name("hdfs-cli")
     workdir = default_workdir(name)
-    cli = [sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster"]
+    cli = [sys.executable, "-m", "testbed.hdfs_cluster"]
     try:
         up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", disk,
                              "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
@@ -152,42 +154,42 @@ def test_down_works_from_the_state_file_after_up_exited(disk):
         assert down.returncode == 0, down.stderr
         assert_nothing_left(workdir)
     finally:
-        remove_leftovers(workdir, exact=True)
+        take_down(workdir)
 
 
 @needs_fuse
 def test_cleanup_stale_takes_down_a_crashed_runs_paced_disk():
-    name = unique_name("hdfs-stale-paced")
+    name = crashed_run_name("hdfs-stale-paced")
     workdir = default_workdir(name)
     os.makedirs(os.path.join(workdir, "dn0"))
-    PacedDisk.create(os.path.join(workdir, "dn0"), os.path.join(workdir, "dn0", "disk"), 64, read_mbps=500)
+    PacedDisk.create(os.path.join(workdir, "dn0"), os.path.join(workdir, "dn0", "disk"), 64, DiskModel(500))
     try:
-        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+        result = subprocess.run([sys.executable, "-m", "testbed.hdfs_cluster", "cleanup-stale",
                                  "--prefix", name], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert_nothing_left(workdir)
     finally:
-        remove_leftovers(workdir, exact=True)
+        take_down(workdir)
 
 
 def test_cleanup_stale_finds_leftovers_by_prefix():
     """What a crashed `up` leaves: a marked process, a mounted loop disk, a workdir."""
-    name = unique_name("hdfs-stale")
+    name = crashed_run_name("hdfs-stale")
     workdir = default_workdir(name)
     os.makedirs(workdir)
     disk = LoopDisk.create(os.path.join(workdir, "disk.img"), os.path.join(workdir, "disk"), 64)
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", f"{MARKER}{workdir}"])
     try:
-        result = subprocess.run([sys.executable, "-m", "vnode_sync.testbed.hdfs_cluster", "cleanup-stale",
+        result = subprocess.run([sys.executable, "-m", "testbed.hdfs_cluster", "cleanup-stale",
                                  "--prefix", name], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert process.wait(15) == -signal.SIGTERM
-        assert f"loop {disk.device}" in result.stdout
+        assert f"loop device: {disk.device}" in result.stdout
         assert_nothing_left(workdir)
     finally:
         process.kill()
         process.wait()
-        remove_leftovers(workdir, exact=True)
+        take_down(workdir)
 
 
 def test_names_that_are_not_one_path_component_are_refused():

@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import needs_fuse, unique_name
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.testbed import paced_fuse as fuse
-from vnode_sync.testbed.loopdev import stale_loops, stale_mounts
-from vnode_sync.testbed.paced_disk import IMAGE_NAME, PacedDisk
+from testbed import paced_fuse as fuse
+from testbed.loopdev import stale_loops, stale_mounts
+from testbed.paced_disk import IMAGE_NAME, DiskModel, PacedDisk
 
 
 class FakeClock:
@@ -40,6 +40,15 @@ def test_the_pacer_credits_idle_time_only_up_to_its_burst():
     assert pacer.done_at(1_000_000) == pytest.approx(10.995)
 
 
+def test_a_spindle_pays_its_seek_only_for_a_request_that_does_not_continue_the_last():
+    clock = FakeClock()
+    pacer = fuse.Pacer(rate=1e6, burst_seconds=0.0, seek_seconds=0.01, clock=clock)
+    first = pacer.done_at(1_000_000, offset=0)              # the head starts nowhere: one seek
+    sequential = pacer.done_at(1_000_000, offset=1_000_000)
+    random = pacer.done_at(1_000_000, offset=50_000_000)
+    assert (first, sequential, random) == pytest.approx((1.01, 2.01, 3.02))
+
+
 def test_a_pacer_without_a_positive_rate_is_refused():
     with pytest.raises(InvalidArgument, match="above 0"):
         fuse.Pacer(rate=0)
@@ -52,9 +61,9 @@ def test_a_pacer_without_a_positive_rate_is_refused():
 class Kernel:
     """Plays the kernel: sends requests to a PacedFileServer running in a thread, reads its replies."""
 
-    def __init__(self, image: str, rate: float = 1e12):
+    def __init__(self, image: str, rate: float = 1e12, pace_writes: bool = False):
         self.ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.server = fuse.PacedFileServer(theirs.detach(), image, fuse.Pacer(rate))
+        self.server = fuse.PacedFileServer(theirs.detach(), image, fuse.Pacer(rate), pace_writes)
         self.thread = threading.Thread(target=self.server.serve, daemon=True)
         self.thread.start()
         self.unique = 0
@@ -147,6 +156,21 @@ def test_a_paced_read_is_answered_after_the_reads_queued_before_it(tmp_path):
         kernel.close()
 
 
+def test_a_spindle_paces_writes_in_the_same_queue_as_reads(tmp_path):
+    image = tmp_path / "disk.raw"
+    image.write_bytes(bytes(1 << 20))
+    kernel = Kernel(str(image), rate=1e6, pace_writes=True)  # the write costs 128 ms
+    try:
+        write = kernel.send(fuse.WRITE, struct.pack("<QQIIQII", 0, 0, 128 << 10, 0, 0, 0, 0) + bytes(128 << 10),
+                            node=fuse.FILE_ID)
+        read = kernel.send(fuse.READ, fuse.READ_IN.pack(0, 0, 4096) + bytes(20), node=fuse.FILE_ID)
+        started = time.monotonic()
+        assert [kernel.reply()[0], kernel.reply()[0]] == [write, read]
+        assert time.monotonic() - started > 0.1
+    finally:
+        kernel.close()
+
+
 # ---- the real thing: FUSE, loop device, ext4 ------------------------------------------------
 
 def _server_running(directory: str) -> bool:
@@ -157,7 +181,7 @@ def _server_running(directory: str) -> bool:
 def test_a_paced_disk_keeps_what_is_written_and_leaves_nothing_when_removed(tmp_path):
     directory = tmp_path / unique_name("paced")
     directory.mkdir()
-    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=64, read_mbps=500)
+    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=64, model=DiskModel(500))
     try:
         with open(f"/sys/block/{os.path.basename(disk.device)}/loop/dio") as f:
             assert f.read().strip() == "1"  # the loop reads the FUSE file with O_DIRECT: nothing cached between
@@ -181,5 +205,5 @@ def test_a_paced_disk_keeps_what_is_written_and_leaves_nothing_when_removed(tmp_
 
 def test_a_paced_disk_with_no_rate_is_refused_before_anything_is_made(tmp_path):
     with pytest.raises(InvalidArgument, match="read_mbps"):
-        PacedDisk.create(str(tmp_path), str(tmp_path / "mnt"), size_mb=64, read_mbps=0)
+        PacedDisk.create(str(tmp_path), str(tmp_path / "mnt"), size_mb=64, model=DiskModel(0))
     assert os.listdir(tmp_path) == []

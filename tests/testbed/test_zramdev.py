@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import WHY_NO_KERNEL, unique_name
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.testbed.zramdev import CONTROL, ZramDisk, remove_marked
+from testbed.zramdev import CONTROL, ZramDisk, remove_marked
 
 WHY_NOT = WHY_NO_KERNEL or (None if os.path.isdir(CONTROL) else "needs the zram module (zram-control)")
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")

@@ -44,7 +44,7 @@ from vnode_sync.batch.spool import EventSpool
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.logs import configure
 
-log = logging.getLogger("vnode_sync.batch")
+log = logging.getLogger(__name__)
 
 SLURM_WRAPPERS = {"slurm-prolog": "slurm-prolog", "slurm-epilog": "slurm-epilog"}
 PBS_WRAPPERS = {"prologue": "pbs-prologue", "epilogue": "pbs-epilogue",

@@ -12,7 +12,7 @@ from vnode_sync.security.tls import TransportSecurity, client_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
-log = logging.getLogger("vnode_sync.batch")
+log = logging.getLogger(__name__)
 
 # Codes after which trying again later may succeed; anything else is the coordinator saying no.
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,

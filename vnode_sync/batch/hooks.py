@@ -21,7 +21,7 @@ from vnode_sync.batch.settings import BatchSettings, load_settings
 from vnode_sync.batch.spool import EventSpool
 from vnode_sync.errors import Unavailable, VNodeSyncError
 
-log = logging.getLogger("vnode_sync.batch")
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_FAIL_CLOSED = 0, 1
 # Time kept back from the bound for interpreter exit and writing the log line.

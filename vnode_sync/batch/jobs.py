@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from vnode_sync import validation
 from vnode_sync.errors import InvalidArgument
 
-log = logging.getLogger("vnode_sync.batch")
+log = logging.getLogger(__name__)
 
 # The job attribute a user sets to ask for a priority: `sbatch --comment vnode_priority=20`,
 # `qsub -l other=vnode_priority=20` (TORQUE) or a custom resource `-l vnode_priority=20` (PBS Pro).

@@ -13,7 +13,7 @@ import re
 
 from vnode_sync.batch.jobs import JobEvent, JobPhase
 
-log = logging.getLogger("vnode_sync.batch")
+log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -1,7 +1,8 @@
-"""The enforcement interface every backend implements, and detection of what the host has."""
+"""The enforcement seam (LimitEnforcer, every backend; ThreadPlacer, cgroup backends), VNode names,
+and detection of what the host has."""
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from vnode_sync.errors import InvalidArgument
@@ -28,12 +29,34 @@ def is_vnode_name(name: str) -> bool:
     return name == DEFAULT_VNODE or name.startswith(USER_VNODE_PREFIX)
 
 
-class EnforcementBackend(Protocol):
-    """One VNode per user under the agent's own cgroup root; nothing outside it is touched."""
+@dataclass(frozen=True)
+class VNodeUsage:
+    """What one VNode did: cumulative counters per device, and whether it is held at its limit."""
 
-    name: str                 # "blkio-v1", "io-v2", ...
-    places_threads: bool      # False: placing a TID moves its whole process
-    moves_cgroup_tasks: bool  # placing writes to a cgroup (fast_moves.py can speed it up)
+    devices: dict[DeviceNumber, IoCounters] = field(default_factory=dict)
+    held_at_limit: bool = False   # False also where the backend cannot tell
+
+
+class ThreadPlacer(Protocol):
+    """Moves handler threads into VNodes: what cgroup backends do besides enforcing limits."""
+
+    places_threads: bool      # False: placing a TID moves its whole process (cgroup v2 io)
+
+    def members(self, vnode: str) -> set[int]: ...
+    def place(self, vnode: str, tid: int) -> None: ...       # ThreadGone if it has exited
+    def release(self, tid: int) -> None: ...
+
+
+class LimitEnforcer(Protocol):
+    """What every backend is: one VNode per user under the agent's own root, each with its limits.
+
+    Nothing outside the agent's root is touched. Backends whose limits follow the user by
+    themselves (Lustre TBF rules match a uid; the DataNode's throttler knows the user of each
+    transfer) have no `placer`; cgroup backends are their own placer.
+    """
+
+    name: str                         # "blkio-v1", "io-v2", "lustre-tbf", ...
+    placer: ThreadPlacer | None
 
     def limitations(self) -> list[str]: ...
     def setup(self) -> None: ...
@@ -42,10 +65,10 @@ class EnforcementBackend(Protocol):
     def remove_vnode(self, vnode: str) -> None: ...
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]: ...
     def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None: ...
-    def members(self, vnode: str) -> set[int]: ...
-    def place(self, vnode: str, tid: int) -> None: ...
-    def release(self, tid: int) -> None: ...
-    def usage(self, vnode: str) -> dict[DeviceNumber, IoCounters]: ...
+    # After a reconcile pass: a backend that buffers limits sends them whole; who is who, for
+    # backends that identify users themselves (uid -> user, (client ip, port) -> user).
+    def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None: ...
+    def usage(self) -> dict[str, VNodeUsage]: ...  # every VNode in one pass
     def teardown(self) -> None: ...
 
 

@@ -16,7 +16,7 @@ import subprocess
 
 from vnode_sync.errors import KernelError
 
-log = logging.getLogger("vnode_sync.agent")
+log = logging.getLogger(__name__)
 
 HIERARCHY_NAME = "vnode-sync-fast-moves"
 OPTION = "favordynmods"

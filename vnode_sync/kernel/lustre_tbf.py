@@ -28,10 +28,10 @@ from typing import Callable
 import yaml
 
 from vnode_sync.errors import ConfigError, InvalidArgument, KernelError, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
-log = logging.getLogger("vnode_sync.kernel.lustre_tbf")
+log = logging.getLogger(__name__)
 
 RULE_NAME_MAX = 15            # MAX_TBF_NAME (16) less the NUL, nrs_tbf.c check_rule_name
 RATE_MAX = 999_999            # LPROCFS_NRS_RATE_MAX is 1000000, exclusive (older releases: 65535)
@@ -409,8 +409,7 @@ class LustreTbfBackend:
     clock: Callable[[], float] = time.monotonic
 
     name = "lustre-tbf"
-    places_threads = False
-    moves_cgroup_tasks = False  # place() moves nothing: TBF rules match by uid
+    placer = None  # nothing to move: OSS I/O threads are shared kernel threads; rules match by uid
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -512,7 +511,7 @@ class LustreTbfBackend:
         self.rpc_bytes = max(sizes, default=DEFAULT_RPC_BYTES)
         return self.rpc_bytes
 
-    # -- EnforcementBackend ----------------------------------------------------------------------------
+    # -- LimitEnforcer ---------------------------------------------------------------------------------
 
     def setup(self) -> None:
         """Start `tbf uid` (or the configured type) unless TBF already runs; never restart it.
@@ -656,19 +655,13 @@ class LustreTbfBackend:
             log.info("stopped TBF rule %s on %s", owned.name, self.service)
         self.ledger.forget(owned.name)
 
+    def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
+        """Nothing buffered: each rule change is an lctl call of its own."""
+
     def remove_vnode(self, vnode: str) -> None:
         self._stop_owned(vnode)
         for table in (self._uid_of, self._wanted, self._conversion, self._rate_set, self._samples):
             table.pop(vnode, None)
-
-    def members(self, vnode: str) -> set[int]:
-        return set()
-
-    def place(self, vnode: str, tid: int) -> None:
-        """Nothing to move: OSS I/O threads are shared kernel threads; rules match by uid."""
-
-    def release(self, tid: int) -> None:
-        """Nothing to release (see place)."""
 
     # -- usage and hits --------------------------------------------------------------------------------
 
@@ -683,36 +676,42 @@ class LustreTbfBackend:
         owned = self.ledger.by_vnode(vnode)
         return self._uid_of.get(vnode, owned.uid if owned else None)
 
-    def usage(self, vnode: str) -> dict[DeviceNumber, IoCounters]:
-        """Cumulative bytes and RPCs of the user's jobs per OST, from each OST's job_stats.
+    def _counters(self, vnodes: list[str]) -> dict[str, dict[DeviceNumber, IoCounters]]:
+        """Cumulative bytes and RPCs of each VNode's user per OST, from one job_stats read per OST.
 
         Job ids must carry the uid (jobid_var=procname_uid or jobid_name "%e.%u"/"%j.%u");
         job_stats entries expire after job_cleanup_interval, so counters can go down.
         """
-        uid = self._uid(vnode)
-        if uid is None:
-            return {}
-        counters: dict[DeviceNumber, IoCounters] = {}
+        vnode_of_uid = {uid: vnode for vnode in vnodes if (uid := self._uid(vnode)) is not None}
+        counters = {vnode: {dev: IoCounters() for dev in self.targets.values()} for vnode in vnode_of_uid.values()}
         for ost, dev in self.targets.items():
-            c = counters.setdefault(dev, IoCounters())
             for job in self._job_stats(ost):
-                if self._uid_of_job(job.job_id) == uid:
+                vnode = vnode_of_uid.get(self._uid_of_job(job.job_id))
+                if vnode is not None:
+                    c = counters[vnode][dev]
                     c.read_bytes += job.read_bytes
                     c.write_bytes += job.write_bytes
                     c.read_ios += job.read_rpcs
                     c.write_ios += job.write_rpcs
         return counters
 
+    def usage(self) -> dict[str, VNodeUsage]:
+        usage = {}
+        for vnode, devices in self._counters(self.vnodes()).items():
+            state = self.limit_state(vnode, devices)
+            usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held))
+        return usage
+
     def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:
         """Is the user held at its limit? None until two samples exist or without an owned rule.
 
-        `counters`: this VNode's usage() when the caller has just read it (saves the lctl calls)."""
+        `counters`: this VNode's counters when the caller has just read them (saves the lctl calls)."""
         owned = self.ledger.by_vnode(vnode)
         conversion = self._conversion.get(vnode)
         if owned is None or conversion is None:
             return None
         if counters is None:
-            counters = self.usage(vnode)
+            counters = self._counters([vnode]).get(vnode, {})
         rpcs = sum(c.read_ios + c.write_ios for c in counters.values())
         now = self.clock()
         previous = self._samples.get(vnode)

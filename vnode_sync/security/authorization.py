@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.security.audit import AUDIT_LOGGER
-from vnode_sync.security.identity import Identity
+from vnode_sync.security.identity import CallerIdentity
 
 audit = logging.getLogger(AUDIT_LOGGER)
 Row = TypeVar("Row")
@@ -48,7 +48,7 @@ class AccessPolicy:
         self.storage_nodes = frozenset(storage_nodes)
         self.priority_of = priority_of  # a user's current (admin-set) priority; raises NotFound
 
-    def authorize(self, method: str, caller: Identity | None, request, peer: str) -> Identity:
+    def authorize(self, method: str, caller: CallerIdentity | None, request, peer: str) -> CallerIdentity:
         if caller is None:
             self._refuse(Unauthenticated(f"{method} refused: no verified client certificate from {peer}; "
                                          "connect with a certificate issued by this site's CA"), method, peer)
@@ -58,7 +58,7 @@ class AccessPolicy:
                          caller.actor)
         return caller
 
-    def _reason_to_refuse(self, method: str, caller: Identity, request) -> str | None:
+    def _reason_to_refuse(self, method: str, caller: CallerIdentity, request) -> str | None:
         if caller.role == "admin":
             return None if method in ADMIN_CALLS else "administrators do not speak for storage or compute nodes"
         if caller.role == "node":
@@ -101,10 +101,10 @@ class AccessPolicy:
 class OpenAccess:
     """insecure: true (lab): every caller may do everything; the audit log names its address."""
 
-    def authorize(self, method: str, caller: Identity | None, request, peer: str) -> Identity:
-        return caller or Identity("anonymous", "", peer)
+    def authorize(self, method: str, caller: CallerIdentity | None, request, peer: str) -> CallerIdentity:
+        return caller or CallerIdentity("anonymous", "", peer)
 
 
-def readable_by(caller: Identity, rows: Iterable[Row]) -> list[Row]:
+def readable_by(caller: CallerIdentity, rows: Iterable[Row]) -> list[Row]:
     """The user rows (anything with a `name`) `caller` may read: a user only its own."""
     return [row for row in rows if caller.role != "user" or row.name == caller.name]

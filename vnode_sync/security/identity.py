@@ -21,7 +21,7 @@ COORDINATOR_SERVER_NAME = "coordinator"
 
 
 @dataclass(frozen=True)
-class Identity:
+class CallerIdentity:
     role: str
     name: str = ""
     peer: str = ""  # the transport address, for the audit log
@@ -42,23 +42,23 @@ def _checked_name(role: str, name: str) -> str:
     return validation.user_name(name)
 
 
-def identity(role: str, name: str = "", peer: str = "") -> Identity:
+def identity(role: str, name: str = "", peer: str = "") -> CallerIdentity:
     if role not in ROLES:
         raise InvalidArgument(f"invalid role {role!r}: must be one of {', '.join(ROLES)}")
     if role == COORDINATOR:
         if name:
             raise InvalidArgument(f"invalid coordinator identity with name {name!r}: the CN is just 'coordinator'")
-        return Identity(role, "", peer)
-    return Identity(role, _checked_name(role, name), peer)
+        return CallerIdentity(role, "", peer)
+    return CallerIdentity(role, _checked_name(role, name), peer)
 
 
-def parse_common_name(common_name: str, peer: str = "") -> Identity:
-    """'admin:alice' -> Identity('admin', 'alice'); anything else outside the convention is refused."""
+def parse_common_name(common_name: str, peer: str = "") -> CallerIdentity:
+    """'admin:alice' -> CallerIdentity('admin', 'alice'); anything else outside the convention is refused."""
     role, _, name = common_name.partition(":")
     return identity(role, name, peer)
 
 
-def caller_of(context) -> Identity | None:
+def caller_of(context) -> CallerIdentity | None:
     """The verified certificate identity of a gRPC caller; None if the call carried no certificate.
 
     gRPC fills x509_common_name only after the TLS handshake verified the chain against

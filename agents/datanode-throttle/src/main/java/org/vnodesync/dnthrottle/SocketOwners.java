@@ -1,0 +1,84 @@
+package org.vnodesync.dnthrottle;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.OptionalLong;
+
+/**
+ * Finds the Unix owner of the client end of a TCP connection made on this host, from /proc/net/tcp and
+ * /proc/net/tcp6 (a client on another host has no entry here, so "found" also means "same host").
+ */
+final class SocketOwners {
+    private final Path procNet;
+    private final boolean littleEndian;
+
+    SocketOwners(Path procNet) {
+        this(procNet, ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN);
+    }
+
+    SocketOwners(Path procNet, boolean littleEndian) {
+        this.procNet = procNet;
+        this.littleEndian = littleEndian;
+    }
+
+    /** The uid owning the socket bound to CLIENT and connected to SERVER (SERVER may be null: any peer). */
+    OptionalLong ownerOf(Policy.Endpoint client, Policy.Endpoint server) throws IOException {
+        for (String file : new String[] {"tcp", "tcp6"}) {
+            List<String> lines;
+            try {
+                lines = Files.readAllLines(procNet.resolve(file), StandardCharsets.US_ASCII);
+            } catch (NoSuchFileException e) {
+                continue;
+            }
+            for (int i = 1; i < lines.size(); i++) {
+                String[] f = lines.get(i).trim().split("\\s+");
+                if (f.length < 8) {
+                    continue;
+                }
+                Policy.Endpoint local = endpoint(f[1]);
+                if (local == null || !local.equals(client)) {
+                    continue;
+                }
+                if (server != null && !server.equals(endpoint(f[2]))) {
+                    continue;
+                }
+                try {
+                    return OptionalLong.of(Long.parseLong(f[7]));
+                } catch (NumberFormatException e) {
+                    return OptionalLong.empty();
+                }
+            }
+        }
+        return OptionalLong.empty();
+    }
+
+    /** "0100007F:1F90" (or 32 hex digits for IPv6), in the kernel's per-32-bit-word host byte order. */
+    Policy.Endpoint endpoint(String text) {
+        int colon = text.indexOf(':');
+        if (colon != 8 && colon != 32) {
+            return null;
+        }
+        try {
+            byte[] address = new byte[colon / 2];
+            for (int word = 0; word < colon / 8; word++) {
+                long value = Long.parseLong(text.substring(word * 8, word * 8 + 8), 16);
+                for (int b = 0; b < 4; b++) {
+                    int shift = littleEndian ? 8 * b : 8 * (3 - b);
+                    address[word * 4 + b] = (byte) (value >>> shift);
+                }
+            }
+            int port = Integer.parseInt(text.substring(colon + 1), 16);
+            // A v4-mapped IPv6 address comes back as an Inet4Address, so both files compare alike.
+            return new Policy.Endpoint(InetAddress.getByAddress(address), port);
+        } catch (NumberFormatException | UnknownHostException | StringIndexOutOfBoundsException e) {
+            return null;
+        }
+    }
+}

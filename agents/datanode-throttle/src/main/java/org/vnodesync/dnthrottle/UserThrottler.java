@@ -1,0 +1,79 @@
+package org.vnodesync.dnthrottle;
+
+import org.apache.hadoop.hdfs.util.Canceler;
+import org.apache.hadoop.hdfs.util.DataTransferThrottler;
+
+/**
+ * The throttler handed to one op in place of the node-wide one: books the bytes in the user's bucket,
+ * counts them and the time slept, then passes them on to the node-wide throttler (if the DataNode has one).
+ * The superclass's own bucket is never used.
+ */
+final class UserThrottler extends DataTransferThrottler {
+    interface Clock {
+        long nanoTime();
+    }
+
+    interface Sleeper {
+        void sleepNanos(long ns) throws InterruptedException;
+    }
+
+    static final Clock SYSTEM_CLOCK = System::nanoTime;
+    static final Sleeper SYSTEM_SLEEPER = ns -> Thread.sleep(ns / 1_000_000L, (int) (ns % 1_000_000L));
+
+    private final Throttles.Charge charge;
+    private final Direction direction;
+    private final DataTransferThrottler nodeWide;
+    private final Clock clock;
+    private final Sleeper sleeper;
+
+    UserThrottler(Throttles.Charge charge, Direction direction, DataTransferThrottler nodeWide, Clock clock,
+                  Sleeper sleeper) {
+        super(Long.MAX_VALUE);
+        this.charge = charge;
+        this.direction = direction;
+        this.nodeWide = nodeWide;
+        this.clock = clock;
+        this.sleeper = sleeper;
+    }
+
+    String user() {
+        return charge.name();
+    }
+
+    DataTransferThrottler nodeWide() {
+        return nodeWide;
+    }
+
+    @Override
+    public void throttle(long numOfBytes) {
+        throttle(numOfBytes, null);
+    }
+
+    @Override
+    public void throttle(long numOfBytes, Canceler canceler) {
+        try {
+            ownThrottle(numOfBytes, canceler);
+        } catch (RuntimeException | Error e) {
+            AgentLog.once("throttle", "per-user throttling failed; the op goes on unthrottled by user", e);
+        }
+        if (nodeWide != null) {
+            nodeWide.throttle(numOfBytes, canceler);
+        }
+    }
+
+    private void ownThrottle(long bytes, Canceler canceler) {
+        charge.counters().addBytes(direction, bytes);
+        long waitNs = charge.bucket(direction).reserve(bytes, clock.nanoTime());
+        if (waitNs <= 0 || (canceler != null && canceler.isCancelled())) {
+            return;
+        }
+        long start = clock.nanoTime();
+        try {
+            sleeper.sleepNanos(waitNs);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            charge.counters().addWait(direction, clock.nanoTime() - start);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+package org.vnodesync.dnthrottle;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.net.InetAddress;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import org.junit.jupiter.api.Test;
+
+class IdentityTest {
+    private static final Path PROC = Path.of("src/test/resources/proc");
+    private final SocketOwners owners = new SocketOwners(PROC, true);
+    private final Identity identity = new Identity(owners);
+
+    private static Policy.Endpoint at(String ip, int port) throws Exception {
+        return new Policy.Endpoint(InetAddress.getByName(ip), port);
+    }
+
+    private static Policy policy() throws Exception {
+        return ApplyParser.parse(1, List.of("USER alice 0 0", "USER bob 0 0", "UID 64001 alice", "UID 64002 bob",
+                "CONN 10.0.0.9 40000 bob"), new Policy.Rates(0, 0));
+    }
+
+    @Test
+    void procNetTcpGivesTheClientSocketsOwner() throws Exception {
+        assertEquals(OptionalLong.of(64001), owners.ownerOf(at("127.0.0.1", 0xB26E), at("127.0.0.1", 0x2712)));
+        assertEquals(OptionalLong.of(0), owners.ownerOf(at("127.0.0.1", 0x2712), at("127.0.0.1", 0xB26E)));
+        assertEquals(OptionalLong.empty(), owners.ownerOf(at("127.0.0.1", 0xB26E), at("127.0.0.1", 0x1111)));
+    }
+
+    @Test
+    void tcp6WithV4MappedAndPlainIpv6() throws Exception {
+        assertEquals(OptionalLong.of(64002), owners.ownerOf(at("127.0.0.1", 0xC350), at("127.0.0.1", 0x2712)));
+        assertEquals(OptionalLong.of(64003), owners.ownerOf(at("::1", 0xC351), at("::1", 0x2712)));
+    }
+
+    @Test
+    void bigEndianHostsReadTheWordsTheOtherWay() {
+        assertEquals(new SocketOwners(PROC, false).endpoint("7F000001:0050").address().getHostAddress(), "127.0.0.1");
+        assertNull(owners.endpoint("garbage"));
+    }
+
+    @Test
+    void tokenUserComesFirst() throws Exception {
+        assertEquals("carol", identity.resolve(policy(), "carol", "/127.0.0.1:45678", "/127.0.0.1:10002"));
+    }
+
+    @Test
+    void sameHostOwnerThenConnectionThenNobody() throws Exception {
+        assertEquals("alice", identity.resolve(policy(), "", "/127.0.0.1:45678", "/127.0.0.1:10002"));
+        assertEquals("bob", identity.resolve(policy(), null, "/[::ffff:127.0.0.1]:50000", "/127.0.0.1:10002"));
+        assertEquals("bob", identity.resolve(policy(), null, "client.example/10.0.0.9:40000", "/10.0.0.1:9866"));
+        assertNull(identity.resolve(policy(), null, "/10.0.0.9:40001", "/10.0.0.1:9866"));
+        assertNull(identity.resolve(policy(), null, "/some/unix/socket", null));
+    }
+
+    @Test
+    void addressStrings() throws Exception {
+        assertEquals(at("::1", 80), Identity.parseAddress("/0:0:0:0:0:0:0:1:80"));
+        assertEquals(at("::1", 80), Identity.parseAddress("/[::1]:80"));
+        assertEquals(at("1.2.3.4", 5), Identity.parseAddress("h/1.2.3.4:5"));
+        assertNull(Identity.parseAddress("h/1.2.3.4"));
+    }
+
+    @Test
+    void unknownUsersAreChargedToDefault() throws Exception {
+        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+        t.apply(policy());
+        assertEquals("alice", t.chargeFor("alice").name());
+        assertEquals(Throttles.DEFAULT, t.chargeFor("carol").name());
+        assertEquals(Map.of(), Policy.initial(new Policy.Rates(0, 0)).users());
+    }
+}

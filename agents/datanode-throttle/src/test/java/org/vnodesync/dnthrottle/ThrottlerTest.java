@@ -1,0 +1,107 @@
+package org.vnodesync.dnthrottle;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.hadoop.hdfs.util.DataTransferThrottler;
+import org.junit.jupiter.api.Test;
+
+class ThrottlerTest {
+    /** A clock that sleeping advances: throttling is checked without real time passing. */
+    private static final class FakeTime implements UserThrottler.Clock, UserThrottler.Sleeper {
+        long now = 1_000_000_000L;
+        final List<Long> sleeps = new ArrayList<>();
+
+        @Override
+        public long nanoTime() {
+            return now;
+        }
+
+        @Override
+        public void sleepNanos(long ns) {
+            sleeps.add(ns);
+            now += ns;
+        }
+    }
+
+    private static final class CountingNodeWide extends DataTransferThrottler {
+        long bytes;
+
+        CountingNodeWide() {
+            super(1);
+        }
+
+        @Override
+        public void throttle(long numOfBytes, org.apache.hadoop.hdfs.util.Canceler canceler) {
+            bytes += numOfBytes;
+        }
+    }
+
+    @Test
+    void holdsTheRateAndCountsBytesAndWait() {
+        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+        t.apply(new Policy(1, new Policy.Rates(0, 0), java.util.Map.of("alice", new Policy.Rates(0, 10_000_000)),
+                java.util.Map.of(), java.util.Map.of()));
+        FakeTime time = new FakeTime();
+        long start = time.now;
+        UserThrottler throttler = new UserThrottler(t.chargeFor("alice"), Direction.WRITE, null, time, time);
+        for (int i = 0; i < 1000; i++) {
+            throttler.throttle(64 * 1024);
+        }
+        double seconds = (time.now - start) / 1e9;
+        double rate = 1000 * 64 * 1024 / seconds;
+        assertTrue(rate <= 10_000_000 * 1.02 && rate >= 10_000_000 * 0.95, "rate " + rate);
+        UserCounters c = t.chargeFor("alice").counters();
+        assertEquals(1000L * 64 * 1024, c.writeBytes.sum());
+        assertEquals(time.now - start, c.writeWaitNs.sum());
+        assertEquals(0, c.readBytes.sum());
+    }
+
+    @Test
+    void rateZeroNeverSleepsButCounts() {
+        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+        FakeTime time = new FakeTime();
+        UserThrottler throttler = new UserThrottler(t.chargeFor(null), Direction.READ, null, time, time);
+        for (int i = 0; i < 100; i++) {
+            throttler.throttle(1 << 20);
+        }
+        assertTrue(time.sleeps.isEmpty());
+        assertEquals(100L << 20, t.chargeFor(null).counters().readBytes.sum());
+    }
+
+    @Test
+    void passesBytesOnToTheNodeWideThrottler() {
+        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+        FakeTime time = new FakeTime();
+        CountingNodeWide nodeWide = new CountingNodeWide();
+        new UserThrottler(t.chargeFor(null), Direction.READ, nodeWide, time, time).throttle(4096);
+        assertEquals(4096, nodeWide.bytes);
+    }
+
+    @Test
+    void anIdleUserGetsOnlyABurstOfCredit() {
+        RateBucket bucket = new RateBucket(1_000_000);
+        long now = 0;
+        assertEquals(0, bucket.reserve(100_000, now));
+        now += 60_000_000_000L;  // a minute idle
+        long wait = bucket.reserve(1_000_000, now);
+        assertEquals(1_000_000_000L - RateBucket.BURST_NS, wait);
+    }
+
+    @Test
+    void hooksLeaveHadoopsThrottlerAloneOutsideAnOp() {
+        CountingNodeWide original = new CountingNodeWide();
+        Hooks.install(new Throttles(new Policy.Rates(0, 0), 0), new Identity(new SocketOwners(java.nio.file.Path.of("/nonexistent"))));
+        Hooks.opEnd();
+        assertTrue(Hooks.forSend(original) == original);
+        Hooks.opStart(null, "/10.1.1.1:5000", "/10.1.1.2:9866", false);
+        DataTransferThrottler during = Hooks.forSend(original);
+        assertTrue(during instanceof UserThrottler);
+        assertEquals(Throttles.DEFAULT, ((UserThrottler) during).user());
+        assertTrue(((UserThrottler) during).nodeWide() == original);
+        Hooks.opEnd();
+        assertTrue(Hooks.forReceive(null) == null);
+    }
+}

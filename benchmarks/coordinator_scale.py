@@ -1,0 +1,187 @@
+"""The coordinator at 100, 1,000 and 10,000 storage agents, and `vnodectl status` at 10,000 users x 100 nodes.
+
+    .venv/bin/python -m benchmarks.coordinator_scale [--agents 100 1000 10000] [--rounds 20]
+
+A real coordinator process; simulated storage agents (benchmarks.simulated_agents: real gRPC
+streams, no cgroup work) spread over several client processes, each an asyncio loop holding
+many streams. Per size it prints:
+  - set-priority -> every agent applied: p50/p99 over rounds of the time from sending SetPriority
+    until the last agent reported the new generation applied (agents' own clocks, same host;
+    the coordinator is polled only to start the next round), and as a ratio to one idle Admin
+    round trip measured in the same run;
+  - an Admin call's latency (ListUsers, median of 50) with every stream open against the same call
+    before any agent connected (same run, same coordinator): the ratio should stay within 2x;
+  - the coordinator's RSS and CPU per 1,000 agents: RSS grown since idle, CPU over the rounds and
+    over 5 idle seconds with all streams open.
+Then `vnodectl status` (the real command) for 10,000 users x 100 nodes, against the same command
+for 2 users x 1 node (the baseline: process start and one round trip).
+Targets: p99 < 100 ms at 100 agents, < 1 s at 10,000; Admin within 2x; status < 1 s.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+
+import grpc
+import psutil
+
+from benchmarks.propagation import percentile
+from benchmarks.simulated_agents import node_id, raise_open_files_limit
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.names import unique_name
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+MB = 1_000_000
+DEVICE = "/dev/vnode-sync-bench"  # the simulated agents enforce nothing: no device is needed
+AGENTS_PER_PROCESS = 1_000
+ADMIN_SAMPLES = 50
+IDLE_CPU_SECONDS = 5.0
+USERS = [LocalUser("alice", 64_201, 4), LocalUser("bob", 64_202, 8)]
+
+
+def admin_latency(admin: pb_grpc.AdminStub) -> float:
+    samples = []
+    for _ in range(ADMIN_SAMPLES):
+        t0 = time.perf_counter()
+        admin.ListUsers(pb.ListUsersRequest(), timeout=30)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def start_agent_processes(address: str, n_agents: int) -> list[subprocess.Popen]:
+    n_processes = max(1, math.ceil(n_agents / AGENTS_PER_PROCESS))
+    per = math.ceil(n_agents / n_processes)
+    return [subprocess.Popen([sys.executable, "-m", "benchmarks.simulated_agents", address, DEVICE, str(first),
+                              str(min(per, n_agents - first))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+            for first in range(0, n_agents, per)]
+
+
+def collect(processes: list[subprocess.Popen]) -> dict[int, list[float]]:
+    """Stop the agents; every generation's applied times over all processes."""
+    applied: dict[int, list[float]] = {}
+    for p in processes:
+        p.stdin.write("report\n")
+        p.stdin.flush()
+    for p in processes:
+        line = p.stdout.readline()
+        p.wait(60)
+        for generation, times in json.loads(line or "{}").items():
+            applied.setdefault(int(generation), []).extend(times)
+    return applied
+
+
+def all_applied(admin: pb_grpc.AdminStub, n_agents: int, generation: int) -> bool:
+    nodes = admin.ListNodes(pb.ListNodesRequest(), timeout=60).nodes
+    return sum(n.connected and n.applied_generation >= generation for n in nodes) == n_agents
+
+
+def run(n_agents: int, rounds: int) -> dict:
+    nodes = [LocalNode(node_id(i), (DEVICE,), 60 * MB, 60 * MB) for i in range(n_agents)]
+    cluster = LocalCluster(unique_name(f"bench-scale-{n_agents}"), USERS, nodes)
+    agents: list[subprocess.Popen] = []
+    try:
+        cluster.start_coordinator()
+        coordinator = psutil.Process(cluster.coordinator.pid)
+        with grpc.insecure_channel(cluster.address) as channel:
+            admin = pb_grpc.AdminStub(channel)
+            idle_admin = admin_latency(admin)
+            rss_idle = coordinator.memory_info().rss
+            t_connect = time.perf_counter()
+            agents = start_agent_processes(cluster.address, n_agents)
+            generation = admin.ListUsers(pb.ListUsersRequest(), timeout=30).generation
+            cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=600, interval=1.0,
+                             what=f"{n_agents} agents connected")
+            connect_seconds = time.perf_counter() - t_connect
+            rss_streams = coordinator.memory_info().rss
+            loaded_admin = admin_latency(admin)
+            cpu0 = sum(coordinator.cpu_times()[:2])
+            time.sleep(IDLE_CPU_SECONDS)
+            idle_cpu = (sum(coordinator.cpu_times()[:2]) - cpu0) / IDLE_CPU_SECONDS
+            sent: dict[int, float] = {}
+            cpu0, wall0 = sum(coordinator.cpu_times()[:2]), time.perf_counter()
+            for i in range(rounds):
+                t0 = time.time()
+                admin.SetPriority(pb.SetPriorityRequest(user="alice", priority=1 + (i + 5) % 99), timeout=30)
+                generation = admin.ListUsers(pb.ListUsersRequest(), timeout=30).generation
+                sent[generation] = t0
+                cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=120,
+                                 interval=0.05 if n_agents <= 100 else 0.25, what=f"generation {generation}")
+            round_cpu = (sum(coordinator.cpu_times()[:2]) - cpu0) / rounds
+            round_wall = (time.perf_counter() - wall0) / rounds
+        applied = collect(agents)
+        agents = []
+    finally:
+        for p in agents:
+            p.kill()
+            p.wait()
+        cluster.stop()
+    every_agent = [max(applied[g]) - t0 for g, t0 in sent.items() if len(applied.get(g, ())) == n_agents]
+    per_agent = [t - t0 for g, t0 in sent.items() for t in applied.get(g, ())]
+    thousands = n_agents / 1000
+    return {"agents": n_agents, "rounds": len(every_agent), "connect_s": connect_seconds,
+            "p50_ms": 1000 * statistics.median(every_agent), "p99_ms": 1000 * percentile(every_agent, 99),
+            "agent_p50_ms": 1000 * statistics.median(per_agent),
+            "idle_admin_ms": 1000 * idle_admin, "loaded_admin_ms": 1000 * loaded_admin,
+            "rss_mb_per_1000": (rss_streams - rss_idle) / MB / thousands, "rss_mb": rss_streams / MB,
+            "idle_cpu_pct_per_1000": 100 * idle_cpu / thousands,
+            "round_cpu_ms_per_1000": 1000 * round_cpu / thousands, "round_wall_ms": 1000 * round_wall}
+
+
+def vnodectl_status_seconds(n_users: int, n_nodes: int, times: int = 3) -> float:
+    users = [LocalUser(f"u{i:05d}", 100_000 + i, 1 + i % 100) for i in range(n_users)]
+    nodes = [LocalNode(f"s{i:03d}", (DEVICE,), 60 * MB, 60 * MB) for i in range(n_nodes)]
+    cluster = LocalCluster(unique_name(f"bench-status-{n_users}"), users, nodes)
+    try:
+        cluster.start_coordinator()
+        cluster.vnodectl("status")  # warm: the first call also builds the generation's snapshot
+        samples = []
+        for _ in range(times):
+            t0 = time.perf_counter()
+            out = cluster.vnodectl("status").stdout
+            samples.append(time.perf_counter() - t0)
+        assert out.count("\n") >= n_users, "status lists every user"
+        return statistics.median(samples)
+    finally:
+        cluster.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--no-status", action="store_true", help="skip the 10,000 users x 100 nodes status")
+    args = parser.parse_args()
+    raise_open_files_limit()  # inherited by the coordinator and the agent processes
+    results = []
+    for n in args.agents:
+        # The largest size runs fewer rounds: the machine's cores are shared.
+        results.append(run(n, args.rounds if n < 10_000 else max(3, args.rounds // 4)))
+        r = results[-1]
+        print(f"# {n} agents connected in {r['connect_s']:.1f} s", flush=True)
+    base = results[0]
+    print(f"{'agents':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'p50/RTT':>8} {'admin idle ms':>13} "
+          f"{'admin streams ms':>16} {'streams/idle':>12} {'RSS MB':>7} {'MB/1000':>8} {'idle CPU %/1000':>15} "
+          f"{'CPU ms/round/1000':>17} {'vs first size':>13}")
+    for r in results:
+        print(f"{r['agents']:>7} {r['rounds']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+              f"{r['p50_ms'] / r['idle_admin_ms']:>8.1f} {r['idle_admin_ms']:>13.2f} {r['loaded_admin_ms']:>16.2f} "
+              f"{r['loaded_admin_ms'] / r['idle_admin_ms']:>12.2f} {r['rss_mb']:>7.0f} {r['rss_mb_per_1000']:>8.1f} "
+              f"{r['idle_cpu_pct_per_1000']:>15.2f} {r['round_cpu_ms_per_1000']:>17.1f} "
+              f"{r['round_cpu_ms_per_1000'] / base['round_cpu_ms_per_1000']:>13.2f}")
+    print("(vs first size: CPU per round per 1,000 agents relative to the smallest size: ~1 means flat cost)")
+    if not args.no_status:
+        small = vnodectl_status_seconds(2, 1)
+        big = vnodectl_status_seconds(10_000, 100)
+        print(f"vnodectl status: 10,000 users x 100 nodes {1000 * big:.0f} ms; 2 users x 1 node {1000 * small:.0f} ms "
+              f"(baseline); ratio {big / small:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,476 @@
+"""The cluster: start, stop, attach to a running one, clients, page cache, take-down."""
+
+import contextlib
+import json
+import logging
+import os
+import pwd
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict
+
+import psutil
+
+from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
+from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from testbed.paced_disk import DiskModel, PacedDisk
+from testbed.processes import stop_processes
+from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
+from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime, JvmSettings,
+                                         hadoop_home)
+from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
+from testbed.zramdev import ZRAM_MARKER, ZramDisk, remove_marked
+
+
+WORKDIR_PREFIX = "vnode-sync-hdfs"
+STATE_FILE = "cluster.json"
+# Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
+MARKER = "-Dtestbed.workdir="
+DISK_KINDS = ("loop", "zram", "paced")
+PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
+
+log = logging.getLogger(__name__)
+
+
+def default_workdir(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise InvalidArgument(f"cluster name {name!r} must be letters, digits, '.', '_' or '-'")
+    return os.path.join(tempfile.gettempdir(), f"{WORKDIR_PREFIX}.{name}")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _user_ids(as_uid: int | None, hdfs_user: str | None) -> tuple[int | None, int | None, str | None]:
+    """(uid, gid, HDFS user) for a client; a uid without a passwd entry becomes gid=uid, user "uid<N>"."""
+    if as_uid is None:
+        return None, None, hdfs_user
+    try:
+        entry = pwd.getpwuid(as_uid)
+        return as_uid, entry.pw_gid, hdfs_user or entry.pw_name
+    except KeyError:
+        return as_uid, as_uid, hdfs_user or f"uid{as_uid}"
+
+
+class HdfsCluster:
+    """One NameNode and `datanodes` DataNodes; `start()` returns when a probe write and read succeeded."""
+
+    def __init__(self, name: str, workdir: str | None = None, datanodes: int = 2, disk_mb: int = 1024,
+                 replication: int = 1, jvm: JvmSettings = JvmSettings(),
+                 hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
+                 host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
+                 datanode_throttle: str | None = None):
+        """`host`: the address every daemon listens on and advertises; another than loopback lets
+        clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
+        file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
+        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py).
+        `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
+        control socket at `throttle_socket(dn)`."""
+        if disk not in DISK_KINDS:
+            raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
+        if disk_read_mbps <= 0:
+            raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
+        self.disk, self.disk_read_mbps = disk, disk_read_mbps
+        self.datanode_throttle = datanode_throttle
+        self.name = name
+        self.host = host
+        self.workdir = os.path.abspath(workdir or default_workdir(name))
+        self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
+        self.jvm = jvm
+        self.hdfs_site = dict(hdfs_site or {})
+        self.runtime = runtime or HadoopRuntime(hadoop_home())
+        self.namenode: NameNode | None = None
+        self.datanodes: list[DataNode] = []
+        self.startup_seconds: float | None = None
+        self._processes: dict[int, subprocess.Popen] = {}
+
+    # ---- state file ---------------------------------------------------------
+
+    @property
+    def state_path(self) -> str:
+        return os.path.join(self.workdir, STATE_FILE)
+
+    @property
+    def client_conf_dir(self) -> str:
+        return os.path.join(self.workdir, "conf", "client")
+
+    @property
+    def namenode_uri(self) -> str:
+        assert self.namenode, "cluster not started"
+        return self.namenode.rpc_address
+
+    def _save(self) -> None:
+        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
+                 "replication": self.replication, "disk_mb": self.disk_mb, "disk": self.disk,
+                 "disk_read_mbps": self.disk_read_mbps,
+                 "namenode": self.namenode.to_json() if self.namenode else None,
+                 "datanodes": [dn.to_json() for dn in self.datanodes],
+                 "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
+                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle}
+        partial = self.state_path + ".partial"
+        with open(partial, "w") as f:
+            json.dump(state, f, indent=2)
+        os.replace(partial, self.state_path)
+
+    @classmethod
+    def attach(cls, workdir: str) -> "HdfsCluster":
+        """The cluster described by `workdir`/cluster.json, e.g. one `up` started in another process."""
+        try:
+            with open(os.path.join(workdir, STATE_FILE)) as f:
+                state = json.load(f)
+        except FileNotFoundError as e:
+            raise NotFound(f"no HDFS testbed state in {workdir}") from e
+        jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
+        cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
+                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
+                      disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
+                      datanode_throttle=state.get("datanode_throttle"))
+        cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
+        cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
+        cluster.startup_seconds = state["startup_seconds"]
+        return cluster
+
+    # ---- start ----------------------------------------------------------------
+
+    def _classpath(self, conf_dir: str) -> str:
+        return f"{self.runtime.jars}/*:{conf_dir}:{self.runtime.web}"
+
+    def throttle_socket(self, dn: DataNode) -> str:
+        """The control socket of the Java agent in `dn` (its directory is the agent's, mode 0700)."""
+        return os.path.join(self.workdir, f"{dn.id}.throttle", "control.sock")
+
+    def _datanode_agent(self, dn: DataNode) -> list[str]:
+        if not self.datanode_throttle:
+            return []
+        return [f"-javaagent:{self.datanode_throttle}=socket={self.throttle_socket(dn)}"]
+
+    def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
+               agent: list[str] = ()) -> subprocess.Popen:
+        argv = ["java", *self.jvm.flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+                f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
+        with open(log, "ab") as out:
+            # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                       start_new_session=True)
+        self._processes[process.pid] = process
+        return process
+
+    def _common_site(self) -> tuple[dict, dict]:
+        core = {"fs.defaultFS": self.namenode.rpc_address,
+                "hadoop.tmp.dir": os.path.join(self.workdir, "tmp"),
+                # DataNodes start before the NameNode listens: retry every 200 ms for 20 s,
+                # not 10 tries 1 s apart and then a 5 s sleep (BPServiceActor).
+                "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100}
+        hdfs = {"dfs.namenode.rpc-address": f"{self.host}:{self.namenode.rpc_port}",
+                "dfs.namenode.http-address": self.namenode.http_address,
+                "dfs.replication": self.replication,
+                "dfs.namenode.safemode.extension": 0,
+                "dfs.permissions.enabled": "false",
+                "dfs.heartbeat.interval": 1,
+                "dfs.datanode.hostname": self.host,
+                "dfs.namenode.datanode.registration.ip-hostname-check": "false",
+                # Short-circuit reads would bypass the DataNode's handler threads entirely.
+                "dfs.client.read.shortcircuit": "false",
+                # Hadoop 3.4 wants a block plus 1 GB free on a volume before it writes there.
+                "dfs.datanode.round-robin-volume-choosing-policy.additional-available-space": 0,
+                **self.hdfs_site}
+        return core, hdfs
+
+    def _prepare_disks(self) -> None:
+        ports = _free_ports(2 + 3 * self.datanode_count)
+        nn_dir = os.path.join(self.workdir, "namenode")
+        os.makedirs(nn_dir)
+        self.namenode = NameNode(ports[0], ports[1], os.path.join(nn_dir, "name"),
+                                 os.path.join(nn_dir, "namenode.log"), os.path.join(nn_dir, "audit.log"),
+                                 host=self.host)
+        for index in range(self.datanode_count):
+            dn_id = f"dn{index}"
+            dn_dir = os.path.join(self.workdir, dn_id)
+            os.makedirs(dn_dir)
+            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"))
+            self.datanodes.append(DataNode(
+                dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
+                disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
+                os.path.join(dn_dir, "datanode.log"), host=self.host))
+            self._save()  # a crash from here on leaves a state file that `down` can undo
+
+    def _make_disk(self, dn_dir: str, mountpoint: str) -> LoopDisk | ZramDisk | PacedDisk:
+        if self.disk == "zram":
+            return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb)
+        if self.disk == "paced":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps))
+        return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
+
+    def _write_confs(self) -> None:
+        core, hdfs = self._common_site()
+        write_conf(self._conf_dir("namenode"), core,
+                    {**hdfs, "dfs.namenode.name.dir": self.namenode.name_dir},
+                    log4j_properties("INFO", self.namenode.audit_log))
+        for dn in self.datanodes:
+            write_conf(self._conf_dir(dn.id), core,
+                        {**hdfs, "dfs.datanode.data.dir": dn.data_dir,
+                         "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
+                         "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
+                         "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
+        write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address}, hdfs, log4j_properties("WARN"))
+
+    def _conf_dir(self, role: str) -> str:
+        return os.path.join(self.workdir, "conf", role)
+
+    def _format_namespace(self) -> None:
+        """An empty, formatted namespace is the same for every cluster: format once, then copy (saves a JVM)."""
+        template = self.runtime.namespace_template
+        if os.path.isdir(template):
+            shutil.copytree(template, self.namenode.name_dir)
+            return
+        formatting = self._spawn("namenode", NAMENODE_CLASS, self._conf_dir("namenode"), self.namenode.log,
+                                 "-format", "-force", "-nonInteractive")
+        if formatting.wait(120) != 0:
+            raise Unavailable(f"NameNode -format failed; see {self.namenode.log}")
+        del self._processes[formatting.pid]
+        staging = tempfile.mkdtemp(prefix="namespace.", dir=self.runtime.home)
+        shutil.copytree(self.namenode.name_dir, staging, dirs_exist_ok=True)
+        with contextlib.suppress(OSError):  # a concurrent start saved one first
+            os.rename(staging, template)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def _check_settings(self) -> None:
+        if not 1 <= self.datanode_count <= 16:
+            raise InvalidArgument(f"datanodes={self.datanode_count}: allowed 1..16")
+        if not 1 <= self.replication <= self.datanode_count:
+            raise InvalidArgument(f"replication={self.replication}: allowed 1..datanodes ({self.datanode_count})")
+        if self.disk_mb < 256:
+            raise InvalidArgument(f"disk_mb={self.disk_mb}: at least 256; a DataNode refuses a volume "
+                                  "with less free space than one 128 MiB block")
+
+    def start(self) -> "HdfsCluster":
+        """Start every daemon and wait until a probe file is written to all DataNodes and read back."""
+        self._check_settings()
+        self.runtime.prepare()
+        if os.path.isdir(self.workdir) and os.listdir(self.workdir):
+            raise InvalidArgument(f"workdir {self.workdir} is in use; run `down` or `cleanup-stale` first")
+        began = time.monotonic()
+        os.makedirs(self.workdir, mode=0o755, exist_ok=True)
+        os.chmod(self.workdir, 0o755)  # clients run as other uids and read conf/client
+        try:
+            self._prepare_disks()
+            self._write_confs()
+            self._format_namespace()
+            log.info("%s: loop disks and namespace ready after %.1f s", self.name, time.monotonic() - began)
+            # DataNodes boot alongside the NameNode and register once it answers.
+            self.namenode.pid = self._spawn("namenode", NAMENODE_CLASS, self._conf_dir("namenode"),
+                                            self.namenode.log).pid
+            for dn in self.datanodes:
+                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+                                     agent=self._datanode_agent(dn)).pid
+            self._save()
+            self._wait_for_live_datanodes(timeout=90)
+            log.info("%s: %d DataNodes live after %.1f s", self.name, len(self.datanodes), time.monotonic() - began)
+            self._probe()
+            self.startup_seconds = round(time.monotonic() - began, 2)
+            self._save()
+            log.info("%s: probe written to every DataNode and read back; ready after %.1f s",
+                     self.name, self.startup_seconds)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _check_daemons_alive(self) -> None:
+        for role, pid, logfile in [("NameNode", self.namenode.pid, self.namenode.log),
+                                   *[(f"DataNode {dn.id}", dn.pid, dn.log) for dn in self.datanodes]]:
+            process = self._processes.get(pid)
+            if process is not None and process.poll() is not None:
+                # The workdir, log included, is removed on the way out: keep the cause in the error.
+                raise Unavailable(f"{role} (pid {pid}) exited with {process.returncode}; "
+                                  f"last error in its log: {_last_error(logfile)}")
+
+    def live_datanodes(self) -> int:
+        """NumLiveDataNodes from the NameNode's /jmx; registered is not yet writable."""
+        url = (f"http://{self.namenode.http_address}/jmx"
+               "?qry=Hadoop:service=NameNode,name=FSNamesystemState")
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(json.load(response)["beans"][0]["NumLiveDataNodes"])
+
+    def _wait_for_live_datanodes(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        live = 0
+        while time.monotonic() < deadline:
+            self._check_daemons_alive()
+            with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+                live = self.live_datanodes()
+                if live == len(self.datanodes):
+                    return
+            time.sleep(0.2)
+        raise Unavailable(f"{live} of {len(self.datanodes)} DataNodes live after {timeout}s; "
+                          f"see the logs in {self.workdir}")
+
+    def _probe(self, attempts: int = 3) -> None:
+        error = ""
+        for _ in range(attempts):
+            self._check_daemons_alive()
+            result = self._run_tool("probe", "/.vnode-sync-probe", str(len(self.datanodes)), check=False)
+            if result.returncode == 0:
+                return
+            error = result.stderr.strip()[:3000]
+            time.sleep(0.5)
+        raise Unavailable(f"probe write and read failed {attempts} times: {error}")
+
+    # ---- clients ----------------------------------------------------------------
+
+    def client_command(self, java_class: str, *args: str) -> list[str]:
+        """argv of a native-client JVM for this cluster (run it with `user=`/`group=` for another uid)."""
+        # No perf data: a client as another uid would leave /tmp/hsperfdata_<user> behind.
+        return ["java", *self.jvm.flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
+                "-cp", f"{self.runtime.jars}/*:{self.client_conf_dir}:{self.runtime.tool_dir()}",
+                java_class, *args]
+
+    def _client(self, java_class: str, args: tuple[str, ...], as_uid: int | None,
+                hdfs_user: str | None) -> subprocess.Popen:
+        uid, gid, user = _user_ids(as_uid, hdfs_user)
+        env = dict(os.environ, HADOOP_USER_NAME=user) if user else dict(os.environ)
+        ids = {"user": uid, "group": gid, "extra_groups": []} if uid is not None else {}
+        return subprocess.Popen(self.client_command(java_class, *args), env=env, cwd="/", text=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **ids)
+
+    def _run_client(self, what: str, java_class: str, *args: str, as_uid: int | None = None,
+                    hdfs_user: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        process = self._client(java_class, args, as_uid, hdfs_user)
+        out, err = process.communicate()
+        if check and process.returncode != 0:
+            raise Unavailable(f"{what} failed (exit {process.returncode}): {err.strip()[:3000]}")
+        return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+    def _run_tool(self, mode: str, *args: str, as_uid: int | None = None, hdfs_user: str | None = None,
+                  check: bool = True) -> subprocess.CompletedProcess:
+        return self._run_client(f"{mode} {args[0]}", TOOL_CLASS, mode, self.namenode_uri, *args,
+                                as_uid=as_uid, hdfs_user=hdfs_user, check=check)
+
+    def shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+        """`hdfs dfs ARGS` (FsShell), e.g. shell("-ls", "-R", "/"); an `as_uid` needs a passwd entry here."""
+        return self._run_client(f"hdfs dfs {' '.join(args)}", "org.apache.hadoop.fs.FsShell", *args,
+                                as_uid=as_uid, hdfs_user=hdfs_user, check=check)
+
+    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None) -> subprocess.Popen:
+        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...)."""
+        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user)
+
+    def put(self, local: str, remote: str, as_uid: int | None = None, hdfs_user: str | None = None) -> Transfer:
+        """Copy a local file in, overwriting; `as_uid` must be able to read `local`."""
+        return Transfer.parse(self._run_tool("put", remote, os.path.abspath(local), as_uid=as_uid,
+                                             hdfs_user=hdfs_user).stdout)
+
+    def write_file(self, remote: str, size_bytes: int, as_uid: int | None = None, hdfs_user: str | None = None,
+                   replication: int | None = None, on_datanode: DataNode | None = None) -> Transfer:
+        """Write `size_bytes` of incompressible bytes streamed from the client's memory (no local file).
+
+        `on_datanode` asks the NameNode to place the first replica there (HDFS favored nodes).
+        """
+        args = [remote, str(size_bytes), str(replication or self.replication)]
+        if on_datanode is not None:
+            args.append(on_datanode.xfer_address)
+        return Transfer.parse(self._run_tool("write", *args, as_uid=as_uid, hdfs_user=hdfs_user).stdout)
+
+    def start_read(self, remote: str, as_uid: int | None = None, hdfs_user: str | None = None,
+                   seconds: float = 0) -> subprocess.Popen:
+        """A running reader; `Transfer.parse(proc.communicate()[0])` when done. seconds>0 re-reads until then."""
+        return self._client(TOOL_CLASS, ("read", self.namenode_uri, remote, str(seconds)), as_uid, hdfs_user)
+
+    def read_file(self, remote: str, as_uid: int | None = None, hdfs_user: str | None = None,
+                  seconds: float = 0) -> Transfer:
+        """Read through the native DFS protocol (a DataXceiver thread serves it); returns the client's rate."""
+        return Transfer.parse(self._run_tool("read", remote, str(seconds), as_uid=as_uid, hdfs_user=hdfs_user).stdout)
+
+    def block_datanodes(self, remote: str) -> list[list[DataNode]]:
+        """For each block of `remote`, the DataNodes holding a replica (from `hdfs fsck -locations`)."""
+        report = self._run_client(f"fsck {remote}", "org.apache.hadoop.hdfs.tools.DFSck", remote,
+                                  "-files", "-blocks", "-locations").stdout
+        by_port = {dn.ports.data: dn for dn in self.datanodes}
+        host = re.escape(self.host)
+        return [[by_port[int(port)] for port in re.findall(host + r":(\d+)", line) if int(port) in by_port]
+                for line in report.splitlines() if re.match(r"\d+\. BP-", line)]
+
+    def evict_page_cache(self) -> None:
+        """Flush and drop every DataNode block file from the page cache, so the next read is block I/O."""
+        for dn in self.datanodes:
+            for directory, _, files in os.walk(dn.data_dir):
+                for filename in files:
+                    with contextlib.suppress(OSError):  # a block being finalized may move away
+                        fd = os.open(os.path.join(directory, filename), os.O_RDONLY)
+                        try:
+                            os.fdatasync(fd)
+                            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                        finally:
+                            os.close(fd)
+
+    # ---- stop -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every JVM this cluster started (clients too), unmount, detach loops, remove the workdir."""
+        take_down(self.workdir)
+        for process in self._processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(1)  # reap our own children
+        self._processes.clear()
+
+    def __enter__(self) -> "HdfsCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _marked_processes(workdir: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if MARKER + workdir in (process.info["cmdline"] or ()):
+            found.append(process)
+    return found
+
+
+def _last_error(logfile: str) -> str:
+    try:
+        with open(logfile, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return "(no log)"
+    errors = [line for line in lines if " ERROR " in line or "Exception" in line]
+    return (errors or lines or ["(empty log)"])[-1][:500]
+
+
+def take_down(workdir: str) -> list[str]:
+    """Stop this cluster's marked JVMs (its clients too), unmount, detach loops, delete the workdir.
+
+    Works from the workdir alone, for a cluster whose `up` process is gone; what crashed runs
+    left across the host is testbed.leftovers' job."""
+    processes = _marked_processes(workdir)
+    scope = workdir.rstrip("/") + "/"
+    mounts, loops = stale_mounts(scope), stale_loops(scope)
+    found = ([f"process {p.pid}" for p in processes] + [f"mount {m}" for m in mounts]
+             + [f"loop {loop}" for loop in loops] + ([f"workdir {workdir}"] if os.path.isdir(workdir) else []))
+    stop_processes(processes)
+    for mountpoint in mounts:
+        unmount(mountpoint)
+    for device in loops:
+        detach(device)
+    for directory, _, files in os.walk(workdir):
+        if ZRAM_MARKER in files:
+            remove_marked(os.path.join(directory, ZRAM_MARKER))
+    shutil.rmtree(workdir, ignore_errors=True)
+    return found

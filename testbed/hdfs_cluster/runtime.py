@@ -1,0 +1,112 @@
+"""The Hadoop runtime the testbed runs: the cached jars, JVM flags, and the client tool
+(VnodeSyncHdfsStream.java beside this file) compiled once per source version."""
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from vnode_sync.errors import NotFound
+
+
+HADOOP_VERSION = "3.4.2"
+TOOL_CLASS = "VnodeSyncHdfsStream"
+TOOL_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{TOOL_CLASS}.java")
+NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+
+
+def datanode_throttle_jar() -> str:
+    """vnode-sync's Java agent for DataNodes, built by scripts/setup.d/datanode-throttle.sh."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    jar = os.path.join(repo, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
+    if not os.path.exists(jar):
+        raise NotFound(f"no {jar}; run scripts/setup.d/datanode-throttle.sh")
+    return jar
+
+
+def hadoop_home() -> str:
+    """Where setup.d/hdfs.sh put the jars: readable by every uid, since clients run as other users."""
+    if "VNODE_SYNC_HADOOP_HOME" in os.environ:
+        return os.environ["VNODE_SYNC_HADOOP_HOME"]
+    if os.geteuid() == 0:
+        return f"/var/cache/vnode-sync/hadoop-{HADOOP_VERSION}"
+    cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+    return os.path.join(cache, "vnode-sync", f"hadoop-{HADOOP_VERSION}")
+
+
+@dataclass(frozen=True)
+class JvmSettings:
+    """Flags of every JVM the testbed starts, daemons and clients."""
+
+    heap_mb: int = 256  # NameNode and DataNodes with a few clients stay near 200 MB RSS
+    # C1 only: three JVMs starting on 2 cores need less CPU (startup 9-14 s against 12-25 s);
+    # read and write rates were within this shared machine's noise of full tiered compilation.
+    quick_jit: bool = True
+    ipv4_stack: bool = True  # what bin/hdfs passes (hadoop-functions.sh); False: dual-stack, /proc/net/tcp6
+    extra: tuple[str, ...] = ()
+
+    def flags(self) -> list[str]:
+        flags = [f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
+                 # Java 17 closes java.lang to Hadoop's reflection; WebHDFS answers 500 without it.
+                 "--add-opens=java.base/java.lang=ALL-UNNAMED"]
+        if self.quick_jit:
+            flags.append("-XX:TieredStopAtLevel=1")
+        if self.ipv4_stack:
+            flags.append("-Djava.net.preferIPv4Stack=true")
+        return flags + list(self.extra)
+
+
+@dataclass(frozen=True)
+class HadoopRuntime:
+    """The jars, the empty webapps and the compiled client tool, all under one cache dir."""
+
+    home: str
+
+    @property
+    def jars(self) -> str:
+        return os.path.join(self.home, "jars")
+
+    @property
+    def web(self) -> str:
+        return os.path.join(self.home, "web")
+
+    @property
+    def namespace_template(self) -> str:
+        return os.path.join(self.home, "namespace-template")
+
+    def prepare(self) -> None:
+        """Check the jars and java are there; make the webapps dirs and the client tool if missing."""
+        if not os.path.exists(os.path.join(self.jars, f"hadoop-hdfs-{HADOOP_VERSION}.jar")):
+            raise NotFound(f"no Hadoop {HADOOP_VERSION} jars in {self.jars}; run scripts/setup.d/hdfs.sh")
+        if not shutil.which("java") or not shutil.which("javac"):
+            raise NotFound("no java or javac on PATH; the HDFS testbed needs a Java 17 JDK")
+        for app in ("hdfs", "datanode", "static"):
+            os.makedirs(os.path.join(self.web, "webapps", app), exist_ok=True)
+        self.tool_dir()
+
+    def tool_dir(self) -> str:
+        """Compile the client tool once per source version (about 2 s); later calls just return its dir."""
+        with open(TOOL_SOURCE) as f:
+            source_text = f.read()
+        digest = hashlib.sha256(source_text.encode()).hexdigest()[:12]
+        target = os.path.join(self.home, "tools", digest)
+        if os.path.exists(os.path.join(target, f"{TOOL_CLASS}.class")):
+            return target
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f"{digest}.", dir=os.path.dirname(target))
+        try:
+            source = os.path.join(staging, f"{TOOL_CLASS}.java")
+            with open(source, "w") as f:
+                f.write(source_text)
+            subprocess.run(["javac", "-nowarn", "-cp", f"{self.jars}/*", "-d", staging, source],
+                           check=True, capture_output=True, text=True)
+            os.chmod(staging, 0o755)
+            with contextlib.suppress(OSError):  # a concurrent compile won the race: use that one
+                os.rename(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target

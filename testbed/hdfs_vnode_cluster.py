@@ -1,0 +1,65 @@
+"""A real HDFS governed by vnode-sync: one storage agent per DataNode, HDFS discovery.
+
+    with HdfsVNodeCluster(name, users, node_bw) as (hdfs, cluster):
+        ...  # hdfs: HdfsCluster; cluster: LocalCluster (coordinator + agents dn0, dn1, ...)
+
+Each agent manages the loop device its DataNode's data dir lives on and captures
+that DataNode's DataXceiver threads (found by pid).
+"""
+
+import contextlib
+from collections.abc import Iterator
+
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.types import IoCounters
+from testbed.hdfs_cluster import DataNode, HdfsCluster, datanode_throttle_jar
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+
+
+@contextlib.contextmanager
+def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanodes: int = 2,
+                       disk_mb: int = 2048, host: str = "127.0.0.1",
+                       before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
+                       policy: dict | None = None, backend: str = "blkio-v1",
+                       replication: int = 1) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+    """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
+    unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
+    Java agent in every DataNode; no cgroup)."""
+    throttle = backend == "datanode-throttle"
+    if throttle:
+        # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
+        # them a downstream replica's client is the upstream DataNode (the default VNode's).
+        hdfs_site = {"dfs.block.access.token.enable": "true", **(hdfs_site or {})}
+    with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site,
+                     replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None) as hdfs:
+        if before_agents is not None:
+            before_agents(hdfs)
+
+        def settings(dn: DataNode) -> dict:
+            if not throttle:
+                return {}
+            return {"backend": backend, "datanode_throttle": {"socket": hdfs.throttle_socket(dn)}}
+
+        nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid},
+                           settings(dn)) for dn in hdfs.datanodes]
+        with LocalCluster(name, users, nodes, listen_host=host,
+                          coordinator_settings={"policy": policy or {}}) as cluster:
+            yield hdfs, cluster
+
+
+def node_vnodes(cluster: LocalCluster, node_id: str) -> BlkioV1Backend:
+    """The VNodes (blkio v1) that the cluster's agent for `node_id` keeps, read from the host."""
+    return BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(node_id))
+
+
+def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
+    """What the kernel charged to `vnode` on the DataNode's own disk (zero while the VNode is missing).
+
+    Only the DataNode's device counts: a loop device (direct I/O) charges the same bytes to
+    its backing device as well."""
+    try:
+        return node_vnodes(cluster, dn.id).counters(vnode).get(dn.device_number, IoCounters())
+    except KernelError:
+        return IoCounters()

@@ -1,0 +1,154 @@
+"""Loop devices for tests: raw ones over sparse files (`loop_device`), and small ext4 disks, so a
+test's file I/O is block I/O on a device of its own.
+
+    with loop_device(unique_name("disk")) as (path, dev): ...   # detached on exit
+    disk = LoopDisk.create("/tmp/vnode-sync-x/dn0.img", "/tmp/vnode-sync-x/dn0", size_mb=1024)
+    disk.device, disk.device_number   # "/dev/loop3", DeviceNumber(7, 3): what blkio files name
+    disk.remove()                     # unmount, detach, delete the backing file
+
+Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(prefix)`
+(backing file path) and `stale_mounts(prefix)` (mount point path). Needs root.
+"""
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from vnode_sync.errors import KernelError
+from vnode_sync.kernel.devices import device_number, set_scheduler
+from vnode_sync.kernel.types import DeviceNumber
+
+
+def _run(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise KernelError(argv[-1], f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@dataclass(frozen=True)
+class LoopDisk:
+    backing_file: str
+    device: str
+    device_number: DeviceNumber
+    mountpoint: str
+
+    @classmethod
+    def create(cls, backing_file: str, mountpoint: str, size_mb: int, scheduler: str = "none") -> "LoopDisk":
+        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint`.
+
+        The I/O scheduler is set, not inherited: a loop device keeps the one an earlier user
+        chose (BFQ from a weight test idles between cgroups and would skew measurements).
+        """
+        with open(backing_file, "wb") as f:
+            # Allocated up front so HDFS writes do not also pay for extent allocation in the host fs.
+            os.posix_fallocate(f.fileno(), 0, size_mb << 20)
+        # direct-io: the loop device reads the backing file with O_DIRECT, so pages are not cached
+        # twice and a read that misses ext4's page cache really reaches the host disk.
+        device = attach(backing_file, direct_io=True)
+        try:
+            number = device_number(device)
+            set_scheduler(number, scheduler)
+            make_ext4(device, mountpoint)
+        except BaseException:
+            detach(device)
+            raise
+        return cls(backing_file, device, number, mountpoint)
+
+    def remove(self) -> None:
+        """Unmount, detach and delete; each step is skipped if already done."""
+        unmount(self.mountpoint)
+        if self.device in stale_loops(self.backing_file):
+            detach(self.device)
+        if os.path.exists(self.backing_file):
+            os.unlink(self.backing_file)
+
+
+def make_ext4(device: str, mountpoint: str) -> None:
+    """A fresh ext4 on `device`, mounted at `mountpoint` (made if missing)."""
+    format_ext4(device)
+    mount_ext4(device, mountpoint)
+
+
+def format_ext4(target: str) -> None:
+    """A fresh ext4 on a device or an image file."""
+    # Inode tables and journal written now, not by ext4lazyinit during a measurement.
+    _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", target)
+
+
+def mount_ext4(device: str, mountpoint: str) -> None:
+    os.makedirs(mountpoint, exist_ok=True)
+    _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
+
+
+def unmount(mountpoint: str) -> None:
+    if mountpoint in stale_mounts(mountpoint):
+        # Lazy as a fallback: a process that is still dying may hold a file open for a moment.
+        if (subprocess.run(["umount", mountpoint], capture_output=True).returncode != 0
+                and mountpoint in stale_mounts(mountpoint)):  # not if someone else unmounted it meanwhile
+            _run("umount", "--lazy", mountpoint)
+
+
+def attach(backing_file: str, direct_io: bool) -> str:
+    """A new loop device over `backing_file`; returns its path ("/dev/loopN")."""
+    return _run("losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", backing_file)
+
+
+def detach(device: str) -> None:
+    subprocess.run(["losetup", "--detach", device], capture_output=True)
+
+
+def loops() -> list[tuple[str, str]]:
+    """(device, backing file path) of every attached loop device."""
+    found = []
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            with open(f"/sys/block/{name}/loop/backing_file") as f:
+                found.append((f"/dev/{name}", f.read().strip()))
+        except OSError:
+            continue
+    return found
+
+
+def mounts() -> list[str]:
+    """Every mount point, latest mount first: the order to unmount them in, a mount before the one
+    it was mounted inside or onto a file of (ext4 on a loop over FUSE)."""
+    with open("/proc/self/mountinfo") as f:  # in the order the mounts were made
+        return [line.split()[4].replace("\\040", " ") for line in f][::-1]
+
+
+def stale_loops(prefix: str) -> list[str]:
+    """Loop devices whose backing file path contains `prefix`."""
+    return [device for device, backing in loops() if prefix in backing]
+
+
+def stale_mounts(prefix: str) -> list[str]:
+    """Mount points whose path contains `prefix`, latest mount first (see mounts())."""
+    return [mountpoint for mountpoint in mounts() if prefix in mountpoint]
+
+
+@contextlib.contextmanager
+def loop_device(name: str, size_mb: int = 256) -> Iterator[tuple[str, DeviceNumber]]:
+    """(path, DeviceNumber) of a fresh raw loop device over a sparse file under /tmp/`name`.*,
+    scheduler "none"; detached and deleted on exit.
+
+    A loop device keeps the scheduler a test chose after it is detached, so it is set here
+    and put back on the way out."""
+    directory = tempfile.mkdtemp(prefix=name + ".")
+    backing = os.path.join(directory, "disk.img")
+    with open(backing, "wb") as f:
+        f.truncate(size_mb << 20)
+    path = attach(backing, direct_io=False)
+    dev = device_number(path)
+    try:
+        set_scheduler(dev, "none")
+        yield path, dev
+    finally:
+        with contextlib.suppress(KernelError, OSError):
+            set_scheduler(dev, "none")
+        detach(path)
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,162 @@
+"""The coordinator as a real process: clean SIGTERM with streams open, one coordinator per address,
+and a burst of job and priority calls from many clients that ends in exactly the last written state."""
+
+import concurrent.futures
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import yaml
+
+from tests.conftest import COORDINATOR_CONFIG
+from testbed.processes import stop_process
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+STREAMS = 20
+
+
+def write_config(tmp_path, listen: str = "127.0.0.1:0", **extra) -> str:
+    path = tmp_path / "coordinator.yaml"
+    path.write_text(yaml.safe_dump({**COORDINATOR_CONFIG, "listen": listen, "insecure": True,
+                                    "state_path": str(tmp_path / "state.sqlite"), **extra}))
+    return str(path)
+
+
+def start(config: str, log_path, state_path: str | None = None) -> tuple[subprocess.Popen, int]:
+    args = [sys.executable, "-m", "vnode_sync.coordinator.main", "--config", config, "--print-port"]
+    process = subprocess.Popen(args + (["--state-path", state_path] if state_path else []),
+                               stdout=subprocess.PIPE, stderr=open(log_path, "wb"), text=True)
+    line = process.stdout.readline()
+    if not line.strip().isdigit():
+        process.kill()
+        process.wait()
+        raise AssertionError(f"coordinator did not start: {open(log_path).read()}")
+    return process, int(line)
+
+
+def test_sigterm_ends_open_streams_and_exits_cleanly_within_2_s(tmp_path):
+    log = tmp_path / "coordinator.log"
+    process, port = start(write_config(tmp_path), log)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        link = pb_grpc.AgentLinkStub(channel)
+        streams = [link.WatchDesiredState(pb.WatchRequest(node_id="dn1")) for _ in range(STREAMS)]
+        assert all(next(s).node_id == "dn1" for s in streams)
+        ended = []
+
+        def drain(stream):
+            try:
+                for _ in stream:
+                    pass
+                ended.append("ok")
+            except grpc.RpcError as e:
+                ended.append(e.code())
+        readers = [threading.Thread(target=drain, args=(s,), daemon=True) for s in streams]
+        for r in readers:
+            r.start()
+        t0 = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(5) == 0
+        took = time.monotonic() - t0
+        for r in readers:
+            r.join(5)
+        assert took < 2.0, f"shutdown took {took:.2f} s"
+        assert len(ended) == STREAMS, "every stream ended when the coordinator stopped"
+        text = log.read_text()
+        assert "Traceback" not in text and "ERROR" not in text, text
+        assert "stopping" in text
+    finally:
+        channel.close()
+        stop_process(process)
+
+
+def test_a_second_coordinator_on_the_same_address_refuses_in_one_line(tmp_path):
+    first, port = start(write_config(tmp_path), tmp_path / "first.log")
+    try:
+        (tmp_path / "second").mkdir()
+        second_config = write_config(tmp_path / "second", listen=f"127.0.0.1:{port}")
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.coordinator.main", "--config", second_config,
+                                 "--print-port"], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 2
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot listen on" in lines[0] and str(port) in lines[0], result.stderr
+        # The first one still answers.
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=5).generation > 0
+    finally:
+        stop_process(first)
+
+
+JOB_CALLS = 10_000
+CLIENTS = 16
+# Each client starts this many jobs and ends every other one: 1.5 calls per job, 10,000 in all.
+JOBS_PER_CLIENT = -(-JOB_CALLS * 2 // 3 // CLIENTS)
+USERS = [f"load{i}" for i in range(8)]
+
+
+def test_load_held_jobs_and_priorities_end_in_the_last_written_state(tmp_path):
+    """10,000 StartJob/EndJob calls from 16 clients while other clients set the same users'
+    priorities: no call fails, and the state is exactly what was written last."""
+    users = [{"name": name, "uid": 20_000 + i, "priority": 10, "active": False} for i, name in enumerate(USERS)]
+    process, port = start(write_config(tmp_path, users=users), tmp_path / "coordinator.log")
+    address = f"127.0.0.1:{port}"
+    last_priority: dict[str, int] = {}
+    last_lock = threading.Lock()
+
+    def jobs(client: int) -> int:
+        calls = 0
+        with grpc.insecure_channel(address) as channel:
+            admin = pb_grpc.AdminStub(channel)
+            for i in range(JOBS_PER_CLIENT):
+                user = USERS[(client + i) % len(USERS)]
+                job = pb.JobRequest(job_id=f"{client}.{i}", user=user, uid=20_000 + USERS.index(user),
+                                    node=f"c{client}")
+                admin.StartJob(job, timeout=30)
+                # Every other job keeps running: the end state has running jobs to check.
+                if i % 2 == 0:
+                    admin.EndJob(pb.JobRequest(job_id=f"{client}.{i}", node=f"c{client}"), timeout=30)
+                    calls += 1
+                calls += 1
+        return calls
+
+    def priorities(client: int, stop: threading.Event) -> int:
+        calls = 0
+        with grpc.insecure_channel(address) as channel:
+            admin = pb_grpc.AdminStub(channel)
+            while not stop.is_set():
+                user, priority = USERS[(client + calls) % len(USERS)], 1 + (client * 7 + calls) % 100
+                # The lock orders "written last" between priority clients exactly as the coordinator sees it.
+                with last_lock:
+                    admin.SetPriority(pb.SetPriorityRequest(user=user, priority=priority), timeout=30)
+                    last_priority[user] = priority
+                calls += 1
+        return calls
+
+    try:
+        stop = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(CLIENTS + 4) as pool:
+            setters = [pool.submit(priorities, c, stop) for c in range(4)]
+            job_calls = sum(f.result() for f in [pool.submit(jobs, c) for c in range(CLIENTS)])
+            stop.set()
+            priority_calls = sum(f.result() for f in setters)
+        started_per_user = {u: 0 for u in USERS}
+        for client in range(CLIENTS):
+            for i in range(JOBS_PER_CLIENT):
+                if i % 2:
+                    started_per_user[USERS[(client + i) % len(USERS)]] += 1
+        with grpc.insecure_channel(address) as channel:
+            listed = {u.name: u for u in pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=10).users}
+        assert job_calls >= JOB_CALLS and priority_calls > 0
+        for user in USERS:
+            assert listed[user].running_jobs == started_per_user[user]
+            assert listed[user].active
+            # Jobs asked for no priority of their own: the user's priority is the one written last.
+            assert listed[user].priority == last_priority[user]
+        assert "Traceback" not in (tmp_path / "coordinator.log").read_text()
+    finally:
+        stop_process(process)

@@ -1,0 +1,165 @@
+"""The DataNode Java agent (agents/datanode-throttle) inside real DataNodes: per-user rates over its socket,
+bytes charged to the right user, a write cap held, bad input refused, reads served without the socket."""
+
+import os
+import socket
+
+import pytest
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from testbed.hdfs_cluster import HADOOP_VERSION, HdfsCluster, hadoop_home
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
+
+pytestmark = [
+    needs_java, needs_kernel, pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
+                       reason=f"needs the Hadoop {HADOOP_VERSION} jars; run scripts/setup.d/hdfs.sh"),
+    pytest.mark.skipif(not os.path.exists(JAR), reason=f"needs {JAR}; run scripts/setup.d/datanode-throttle.sh"),
+]
+
+MiB = 1 << 20
+MB = 1_000_000
+ALICE_UID, BOB_UID = 64_301, 64_302  # no passwd entries needed by the testbed's client
+WRITE_CAP = 10 * MB
+
+
+def talk(path: str, request: str) -> list[str]:
+    """One request on the agent's socket; the reply's lines up to and including its OK/ERR line."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(path)
+        s.sendall(request.encode())
+        data = b""
+        while not data.endswith(b"\n") or not data.splitlines()[-1].startswith((b"OK", b"ERR")):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.decode().splitlines()
+
+
+def stats(path: str) -> dict[str, list[int]]:
+    """name -> [read_bytes, write_bytes, read_wait_ns, write_wait_ns, read_ops, write_ops]."""
+    lines = talk(path, "STATS\n")
+    assert lines[-1].startswith("OK "), lines
+    out = {}
+    for line in lines[:-1]:
+        f = line.split()
+        if f[0] == "DEFAULT":
+            out["DEFAULT"] = [int(x) for x in f[1:]]
+        elif f[0] == "USER":
+            out[f[1]] = [int(x) for x in f[2:]]
+    return out
+
+
+def apply(path: str, generation: int, *lines: str) -> list[str]:
+    return talk(path, f"APPLY {generation}\n" + "".join(line + "\n" for line in lines) + "END\n")
+
+
+def agent_cluster(tokens: bool, datanodes: int, replication: int) -> HdfsCluster:
+    site = {"dfs.block.access.token.enable": "true"} if tokens else {}
+    return HdfsCluster(unique_name("dnt"), datanodes=datanodes, disk_mb=256, replication=replication,
+                       hdfs_site=site, datanode_throttle=JAR)
+
+
+@pytest.fixture(scope="module")
+def tokens_on():
+    cluster = agent_cluster(tokens=True, datanodes=2, replication=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_socket_is_private_and_agent_says_it_has_no_rates_yet(tokens_on):
+    cluster = tokens_on
+    for dn in cluster.datanodes:
+        path = cluster.throttle_socket(dn)
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+        assert talk(path, "PING\n")[-1].startswith("OK vnode-sync-datanode-throttle ")
+        with open(dn.log) as f:
+            log = f.read()
+        assert "per-user rates are unknown" in log
+        assert "hooked org.apache.hadoop.hdfs.server.datanode.BlockReceiver" in log
+
+
+def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
+    """Block tokens on: both DataNodes of a replication-2 pipeline charge the writer (the downstream one
+    sees the writer's token, not its upstream DataNode). Alice is capped at 10 MB/s, bob is not."""
+    cluster = tokens_on
+    for dn in cluster.datanodes:
+        # UID lines name the other user: the token must win over the socket owner.
+        assert apply(cluster.throttle_socket(dn), 1, "DEFAULT 0 0", f"USER alice 0 {WRITE_CAP}", "USER bob 0 0",
+                     f"UID {ALICE_UID} bob", f"UID {BOB_UID} alice") == ["OK 1"]
+    before = {dn.id: stats(cluster.throttle_socket(dn)) for dn in cluster.datanodes}
+    size = 40 * MiB
+    alice = cluster.write_file("/alice/capped.bin", size, as_uid=ALICE_UID, hdfs_user="alice")
+    bob = cluster.write_file("/bob/free.bin", size, as_uid=BOB_UID, hdfs_user="bob")
+    print(f"alice (cap {WRITE_CAP / MB:.0f} MB/s) wrote at {alice.bytes_per_second / MB:.2f} MB/s, "
+          f"bob (unlimited) at {bob.bytes_per_second / MB:.2f} MB/s")
+    assert alice.bytes_per_second <= 1.15 * WRITE_CAP
+    assert alice.bytes_per_second >= 0.5 * WRITE_CAP
+    assert bob.bytes_per_second >= 2 * WRITE_CAP
+    for dn in cluster.datanodes:
+        now = stats(cluster.throttle_socket(dn))
+        for user in ("alice", "bob"):
+            written = now[user][1] - before[dn.id].get(user, [0] * 6)[1]
+            assert written >= size, (dn.id, user, written)
+        assert now["alice"][3] > before[dn.id].get("alice", [0] * 6)[3], "alice waited in her throttler"
+        assert now["bob"][3] == before[dn.id].get("bob", [0] * 6)[3], "bob never waited"
+        assert now["DEFAULT"][1] == before[dn.id]["DEFAULT"][1], "nothing written was charged to DEFAULT"
+
+
+def test_read_charged_to_the_reader(tokens_on):
+    cluster = tokens_on
+    cluster.write_file("/alice/r.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice", replication=1)
+    before = sum(stats(cluster.throttle_socket(dn)).get("bob", [0] * 6)[0] for dn in cluster.datanodes)
+    cluster.read_file("/alice/r.bin", as_uid=BOB_UID, hdfs_user="bob", seconds=0)
+    after = sum(stats(cluster.throttle_socket(dn))["bob"][0] for dn in cluster.datanodes)
+    assert after - before >= 8 * MiB
+
+
+def test_garbage_gets_err_and_changes_nothing(tokens_on):
+    cluster = tokens_on
+    path = cluster.throttle_socket(cluster.datanodes[0])
+    assert apply(path, 7, "DEFAULT 0 0", "USER alice 0 5000000") == ["OK 7"]
+    assert talk(path, "HELLO\n")[-1].startswith("ERR unknown request")
+    reply = apply(path, 8, "USER alice 0 0", "USER bob 1 nonsense")
+    assert len(reply) == 1 and reply[0].startswith("ERR line 2"), reply
+    assert talk(path, "\x00\xff garbage\n")[-1].startswith("ERR")
+    assert talk(path, "STATS\n")[-1] == "OK 7"
+    # The rate set of generation 7 still holds: alice is capped at 5 MB/s on this DataNode.
+    alice = cluster.write_file("/alice/g.bin", 12 * MiB, as_uid=ALICE_UID, hdfs_user="alice", replication=1,
+                               on_datanode=cluster.datanodes[0])
+    assert alice.bytes_per_second <= 1.15 * 5 * MB
+
+
+def test_datanode_serves_reads_when_the_socket_is_gone(tokens_on):
+    cluster = tokens_on
+    cluster.write_file("/bob/keep.bin", 4 * MiB, as_uid=BOB_UID, hdfs_user="bob")
+    for dn in cluster.datanodes:
+        os.unlink(cluster.throttle_socket(dn))
+    assert cluster.read_file("/bob/keep.bin", as_uid=BOB_UID, hdfs_user="bob", seconds=0).bytes >= 4 * MiB
+
+
+def test_tokens_off_same_host_socket_owner_and_pipeline_falls_to_default():
+    """Block tokens off: the first DataNode knows the writer from its socket's owner (UID lines); the
+    downstream replica's client is the upstream DataNode (uid 0 here, not mapped), so it charges DEFAULT."""
+    cluster = agent_cluster(tokens=False, datanodes=2, replication=2)
+    try:
+        cluster.start()
+        for dn in cluster.datanodes:
+            assert apply(cluster.throttle_socket(dn), 1, "USER alice 0 0", f"UID {ALICE_UID} alice") == ["OK 1"]
+        cluster.write_file("/alice/t.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice")
+        written = [stats(cluster.throttle_socket(dn)) for dn in cluster.datanodes]
+        # Which DataNode heads the pipeline is the NameNode's choice: one charges alice, the other DEFAULT.
+        by_alice = sorted(s.get("alice", [0] * 6)[1] >= 8 * MiB for s in written)
+        assert by_alice == [False, True], written
+        tail = next(s for s in written if s.get("alice", [0] * 6)[1] < 8 * MiB)
+        assert tail["DEFAULT"][1] >= 8 * MiB, written
+    finally:
+        cluster.stop()

@@ -1,0 +1,146 @@
+"""End to end with the DataNode-side backend: a real HDFS whose DataNodes load vnode-sync's Java
+agent, storage agents with `backend: datanode-throttle` (no cgroup at all), two Unix users at
+priorities 4 and 8 on 60 MB/s per DataNode. Default DataNode settings: writes are buffered,
+which no cgroup v1 throttle can charge; here the split is measured where the DataNode receives
+the bytes, from the Java agent's own counters."""
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
+from testbed.local_cluster import LocalUser
+from testbed.unix_users import unix_users
+from vnode_sync.datanode.channel import ThrottleChannel
+from vnode_sync.kernel.backend import HostCgroups
+
+# Root for useradd and the testbed's loop disks; Java for HDFS and the agent.
+pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
+
+MB = 1_000_000
+MiB = 1 << 20
+NODE_BW = 60 * MB
+
+
+def channels(hdfs) -> dict[str, ThrottleChannel]:
+    return {dn.id: ThrottleChannel(hdfs.throttle_socket(dn)) for dn in hdfs.datanodes}
+
+
+def counted(hdfs, direction: str) -> dict[tuple[str, str], int]:
+    """(DataNode, user) -> bytes the DataNode's throttler passed for that user."""
+    found = {}
+    for dn_id, channel in channels(hdfs).items():
+        for user, c in channel.stats().users.items():
+            found[(dn_id, user)] = getattr(c, f"{direction}_bytes")
+    return found
+
+
+def rates(hdfs, direction: str, seconds: float) -> dict[tuple[str, str], float]:
+    before, t0 = counted(hdfs, direction), time.monotonic()
+    time.sleep(seconds)
+    after, elapsed = counted(hdfs, direction), time.monotonic() - t0
+    return {key: (after[key] - before.get(key, 0)) / elapsed for key in after}
+
+
+def wait_for_traffic(cluster, hdfs, users: list[str], direction: str) -> None:
+    def flowing():
+        now = counted(hdfs, direction)
+        return all(now.get((dn.id, u), 0) > 0 for dn in hdfs.datanodes for u in users)
+    cluster.wait_for(flowing, timeout=60, what=f"{direction}s of every user on every DataNode")
+    time.sleep(2.0)  # past the JVMs' start and the first block's burst
+
+
+def no_cgroup_of(cluster) -> bool:
+    return not any(cluster.name in d for d in os.listdir(HostCgroups().blkio_v1))
+
+
+@pytest.fixture
+def users():
+    names = [f"vst{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    uids = [64_531, 64_532]
+    with unix_users(names, uids):
+        yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
+
+
+@pytest.fixture
+def readable_dir():
+    """A directory every user can read (pytest's tmp_path is root's alone)."""
+    path = tempfile.mkdtemp(prefix=unique_name("dnthrottle-src") + ".")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, readable_dir):
+    alice, bob = users
+    sources = {}
+    for user, mib in ((alice, 160), (bob, 320)):  # so both write for about 8 s at 20 and 40 MB/s
+        path = os.path.join(readable_dir, f"{user.name}.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(mib * MiB))
+        os.chmod(path, 0o644)
+        sources[user.name] = path
+    with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
+                            replication=2) as (hdfs, cluster):
+        assert no_cgroup_of(cluster)
+        cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
+                         timeout=30, what="the agents' rates in every DataNode")
+
+        writers = [hdfs.start_shell("-put", sources[u.name], f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name)
+                   for u in (alice, bob)]
+        try:
+            wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "write")
+            measured = rates(hdfs, "write", 5)
+        finally:
+            for w in writers:
+                assert w.wait(120) == 0, w.stderr.read()
+        for dn in hdfs.datanodes:  # replication 2: every block also reaches the other DataNode
+            assert measured[(dn.id, alice.name)] == pytest.approx(20 * MB, rel=0.10), measured
+            assert measured[(dn.id, bob.name)] == pytest.approx(40 * MB, rel=0.10), measured
+
+        hdfs.evict_page_cache()
+        readers = [hdfs.start_read(f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=60)
+                   for u in (alice, bob)]
+        try:
+            wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "read")
+            split = rates(hdfs, "read", 3)
+            total = {u: sum(v for (_, user), v in split.items() if user == u) for u in (alice.name, bob.name)}
+            assert total[bob.name] / total[alice.name] == pytest.approx(2.0, rel=0.15), split
+            generations = {dn: c.stats().generation for dn, c in channels(hdfs).items()}
+            cluster.vnodectl("set-priority", alice.name, "8")
+            cluster.wait_for(lambda: all(c.stats().generation > generations[dn] for dn, c in channels(hdfs).items()),
+                             timeout=3, what="the flip in every DataNode within 3 s")
+            time.sleep(1.0)
+            after = rates(hdfs, "read", 3)
+            total = {u: sum(v for (_, user), v in after.items() if user == u) for u in (alice.name, bob.name)}
+            assert total[bob.name] / total[alice.name] == pytest.approx(1.0, rel=0.15), after
+        finally:
+            for r in readers:
+                r.kill()
+                r.wait()
+        assert no_cgroup_of(cluster)
+        assert not os.path.ismount(f"/run/vnode-sync/{cluster.cgroup_name('dn0')}.fast-moves")
+
+
+def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates(users):
+    alice, bob = users
+    with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, datanodes=1,
+                            backend="datanode-throttle") as (hdfs, cluster):
+        channel = channels(hdfs)["dn0"]
+        cluster.wait_for(lambda: alice.name in channel.stats().users, timeout=30, what="the agent's rates")
+        before = channel.stats().generation
+        for garbage in (["APPLY 9", "USER ../etc 1 1", "DEFAULT 0 0", "END"], ["APPLY x", "END"],
+                        ["APPLY 9", "USER alice -5 0", "DEFAULT 0 0", "END"], ["\x00\xff junk"]):
+            with pytest.raises(Exception, match="DataNode throttle refused"):
+                channel._exchange(garbage)
+            assert channel.stats().generation == before
+        cluster.stop_agent("dn0", signal.SIGKILL)
+        assert channel.stats().generation == before       # the DataNode keeps the last rates
+        assert alice.name in channel.stats().users
+        hdfs.write_file("/after.bin", 8 * MiB, as_uid=alice.uid, hdfs_user=alice.name)
