@@ -12,7 +12,7 @@ CAP = 5_000_000
 SIZE_MB = 20
 
 dev = DeviceNumber(*map(int, os.environ["GUEST_DISK_DEV"].split(":")))
-backend = IoV2Backend("/sys/fs/cgroup", "vnode-sync.measure/agent")
+backend = IoV2Backend("/sys/fs/cgroup", f"vnode-sync.measure-{os.getpid()}")
 backend.setup()
 backend.ensure_vnode("vnode.alice")
 backend.apply_limits("vnode.alice", [DeviceLimits(dev, read_bps=CAP)])
@@ -23,8 +23,7 @@ start = time.monotonic()
 dd.communicate(b"go\n")
 seconds = time.monotonic() - start
 rate = SIZE_MB * 2**20 / seconds
-read = backend.usage("vnode.alice")[dev].read_bytes
+read = backend.usage()["vnode.alice"].devices[dev].read_bytes
 print(f"IO_MAX cap={CAP} measured={rate:.0f} ratio={rate / CAP:.3f} seconds={seconds:.2f} io.stat rbytes={read}")
 backend.teardown()
-os.rmdir("/sys/fs/cgroup/vnode-sync.measure")
 sys.exit(0 if abs(rate / CAP - 1) <= 0.10 else 1)
