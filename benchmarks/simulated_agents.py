@@ -24,6 +24,8 @@ from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 STREAMS_PER_CHANNEL = 200
+# Each channel its own TCP connection (gRPC otherwise shares one among a process's channels).
+CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
 
 
 def node_id(i: int) -> str:
@@ -56,7 +58,7 @@ async def simulated_agent(channel: aio.Channel, node: str, device: str, applied:
 async def run_agents(address: str, device: str, nodes: list[str], until: asyncio.Future) -> dict[int, list[float]]:
     """Run the agents until `until` is done; returns generation -> the times agents applied it."""
     applied: dict[int, list[float]] = {}
-    channels = [aio.insecure_channel(address) for _ in range(0, len(nodes), STREAMS_PER_CHANNEL)]
+    channels = [aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(0, len(nodes), STREAMS_PER_CHANNEL)]
     agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, applied))
               for i, node in enumerate(nodes)]
     await until
