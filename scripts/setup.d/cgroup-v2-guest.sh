@@ -3,7 +3,7 @@
 # (testbed.cgroup_v2_guest boots it in software emulation; the host keeps its own kernel).
 # Idempotent and quick when done; run as root by scripts/setup.sh ($1 = venv, unused here).
 set -euo pipefail
-packages=(qemu-system-x86 linux-image-amd64 busybox-static)
+packages=(qemu-system-x86 linux-image-amd64 busybox-static cpio)  # cpio packs the initramfs
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
