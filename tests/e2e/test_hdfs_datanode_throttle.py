@@ -5,6 +5,7 @@ which no cgroup v1 throttle can charge; here the split is measured where the Dat
 the bytes, from the Java agent's own counters."""
 
 import os
+import pwd
 import shutil
 import signal
 import tempfile
@@ -66,10 +67,22 @@ def default_bytes(hdfs, direction: str) -> int:
     return sum(getattr(c.stats().default, f"{direction}_bytes") for c in channels(hdfs).values())
 
 
+def free_uids(count: int, start: int = 64_531) -> list[int]:
+    """Uids no passwd entry holds (another run of these tests may hold the first ones)."""
+    free, uid = [], start
+    while len(free) < count:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            free.append(uid)
+        uid += 1
+    return free
+
+
 @pytest.fixture
 def users():
     names = [f"vst{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = [64_531, 64_532]
+    uids = free_uids(2)
     with unix_users(names, uids):
         yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
 
