@@ -153,7 +153,7 @@ def vnodectl_status_seconds(n_users: int, n_nodes: int, times: int = 3) -> float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--agents", type=int, nargs="*", default=[100, 1000, 10000])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--no-status", action="store_true", help="skip the 10,000 users x 100 nodes status")
     args = parser.parse_args()
@@ -164,7 +164,7 @@ def main() -> int:
         results.append(run(n, args.rounds if n < 10_000 else max(3, args.rounds // 4)))
         r = results[-1]
         print(f"# {n} agents connected in {r['connect_s']:.1f} s", flush=True)
-    base = results[0]
+    base = results[0] if results else None
     print(f"{'agents':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'p50/RTT':>8} {'admin idle ms':>13} "
           f"{'admin streams ms':>16} {'streams/idle':>12} {'RSS MB':>7} {'MB/1000':>8} {'idle CPU %/1000':>15} "
           f"{'CPU ms/round/1000':>17} {'vs first size':>13}")
