@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from vnode_sync.errors import ThreadGone, Unsupported
 from vnode_sync.kernel.backend import HostCgroups, LimitEnforcer, ThreadPlacer, vnode_name
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.procfs import owner_uid, read_text, task_ids
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,12 @@ class Placement:
     vanished: int = 0
 
 
-def process_environment(proc_root: str, pid: int) -> dict[str, str]:
-    with open(os.path.join(proc_root, str(pid), "environ"), "rb") as f:
-        raw = f.read()
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+def process_environment(proc_root: str, pid: int) -> dict[str, str] | None:
+    """The environment of `pid`; None once it has gone (or for a kernel thread we may not read)."""
+    raw = read_text(os.path.join(proc_root, str(pid), "environ"))
+    if raw is None:
+        return None
+    return dict(item.split("=", 1) for item in raw.split("\0") if "=" in item)
 
 
 def job_processes(proc_root: str = "/proc", min_uid: int = 1,
@@ -50,12 +52,11 @@ def job_processes(proc_root: str = "/proc", min_uid: int = 1,
         if not name.isdigit():
             continue
         pid = int(name)
-        try:
-            owner = os.stat(os.path.join(proc_root, name)).st_uid
-            if owner < min_uid or only_uid is not None and owner != only_uid:
-                continue
-            env = process_environment(proc_root, pid)
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+        owner = owner_uid(os.path.join(proc_root, name))
+        if owner is None or owner < min_uid or only_uid is not None and owner != only_uid:
+            continue
+        env = process_environment(proc_root, pid)
+        if env is None:
             continue   # exited, or a kernel thread without an environment
         jobs = {env[key] for key in JOB_ENVIRONMENT_KEYS if key in env}
         if jobs:
@@ -69,10 +70,7 @@ def job_pids(job_id: str, uid: int, proc_root: str = "/proc") -> list[int]:
 
 
 def threads_of(pid: int, proc_root: str = "/proc") -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(os.path.join(proc_root, str(pid), "task"))]
-    except FileNotFoundError:
-        return []
+    return task_ids(proc_root, pid) or []
 
 
 def placer_of(backend: LimitEnforcer) -> ThreadPlacer:

@@ -5,18 +5,11 @@ import re
 from collections.abc import Iterable
 
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None  # the thread or process ended while we looked: normal
+from vnode_sync.kernel.procfs import read_text, task_ids
 
 
 def real_uid(proc_root: str, pid: int) -> int | None:
-    status = _read(os.path.join(proc_root, str(pid), "status"))
+    status = read_text(os.path.join(proc_root, str(pid), "status"))
     if status is None:
         return None
     for line in status.splitlines():
@@ -26,14 +19,11 @@ def real_uid(proc_root: str, pid: int) -> int | None:
 
 
 def threads_of(proc_root: str, pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(os.path.join(proc_root, str(pid), "task"))]
-    except (FileNotFoundError, ProcessLookupError):
-        return []
+    return task_ids(proc_root, pid) or []
 
 
 def thread_comm(proc_root: str, pid: int, tid: int) -> str | None:
-    comm = _read(os.path.join(proc_root, str(pid), "task", str(tid), "comm"))
+    comm = read_text(os.path.join(proc_root, str(pid), "task", str(tid), "comm"))
     return comm.rstrip("\n") if comm is not None else None
 
 

@@ -63,6 +63,7 @@ from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread
 from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
                                                 sockets_in_use, tcp_sockets)
 from vnode_sync.errors import ConfigError
+from vnode_sync.kernel.procfs import read_text
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +108,8 @@ class _Thread:
     responder: _Responder | None = None  # a PacketResponder
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-
-
 def _cmdline(proc_root: str, pid: int) -> list[str]:
-    text = _read_text(os.path.join(proc_root, str(pid), "cmdline"))
+    text = read_text(os.path.join(proc_root, str(pid), "cmdline"))
     return text.rstrip("\0").split("\0") if text else []
 
 
@@ -139,7 +132,7 @@ def configured_data_port(proc_root: str, pid: int) -> int | None:
     for flag, value in zip(args, args[1:]):
         if flag in ("-cp", "-classpath", "--class-path"):
             dirs.extend(p for p in value.split(":") if p and not p.endswith("*") and not p.endswith(".jar"))
-    environ = _read_text(os.path.join(proc_root, str(pid), "environ")) or ""
+    environ = read_text(os.path.join(proc_root, str(pid), "environ")) or ""
     for entry in environ.split("\0"):
         if entry.startswith("HADOOP_CONF_DIR="):
             dirs.append(entry.split("=", 1)[1])
@@ -219,7 +212,7 @@ class HdfsDiscovery:
         if self.fixed_pid is not None:
             return self.fixed_pid
         if self.pid_file:
-            text = _read_text(self.pid_file)
+            text = read_text(self.pid_file)
             return int(text.strip()) if text and text.strip().isdigit() else None
         found = find_datanodes(self.proc_root, self.cmdline_contains)
         if len(found) > 1:

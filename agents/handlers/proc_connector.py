@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from vnode_sync.kernel.procfs import task_ids
+
 log = logging.getLogger(__name__)
 
 NETLINK_CONNECTOR = 11
@@ -307,10 +309,8 @@ class PollingThreadEvents:
         return f"polling /proc every {self.interval * 1000:g} ms{why}"
 
     def _tasks(self, tgid: int) -> set[int] | None:
-        try:
-            return {int(t) for t in os.listdir(os.path.join(self.proc_root, str(tgid), "task"))}
-        except (FileNotFoundError, ProcessLookupError):
-            return None
+        tids = task_ids(self.proc_root, tgid)
+        return None if tids is None else set(tids)
 
     def wait(self, tgid: int | None, timeout: float) -> ThreadChanges:
         changes = ThreadChanges()

@@ -27,6 +27,8 @@ import struct
 import sys
 from dataclasses import dataclass
 
+from vnode_sync.kernel.procfs import list_dir, read_link, read_text
+
 Endpoint = tuple[str, int]
 
 TCP_ESTABLISHED = 0x01
@@ -93,14 +95,6 @@ def parse_tcp_table(text: str, port: int | None = None, ipv6: bool = False) -> l
         sockets.append(TcpSocket(_decode_endpoint(fields[1]), _decode_endpoint(fields[2]),
                                  int(fields[3], 16), int(fields[7]), int(fields[9]), ipv6))
     return sockets
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None  # the process or thread is gone: normal
 
 
 NETLINK_SOCK_DIAG = 4
@@ -191,7 +185,7 @@ def tcp_sockets(proc_root: str, pid: int | str, port: int | None = None) -> list
             pass  # no sock_diag (module missing, seccomp): the tables still work, slower
     sockets: list[TcpSocket] = []
     for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
-        text = _read(os.path.join(proc_root, str(pid), "net", table))
+        text = read_text(os.path.join(proc_root, str(pid), "net", table))
         if text is not None:
             sockets.extend(parse_tcp_table(text, port, ipv6=family == socket.AF_INET6))
     return sockets
@@ -211,19 +205,16 @@ def peer_of(sockets: list[TcpSocket], server_side: TcpSocket) -> TcpSocket | Non
 
 
 def socket_inode(proc_root: str, pid: int, fd: int) -> int | None:
-    try:
-        match = _SOCKET_LINK.fullmatch(os.readlink(os.path.join(proc_root, str(pid), "fd", str(fd))))
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
+    target = read_link(os.path.join(proc_root, str(pid), "fd", str(fd)))
+    match = _SOCKET_LINK.fullmatch(target) if target is not None else None
     return int(match.group(1)) if match else None
 
 
 def socket_inodes(proc_root: str, pid: int) -> dict[int, int]:
     """Socket inode -> fd for every socket the process holds."""
     fd_dir = os.path.join(proc_root, str(pid), "fd")
-    try:
-        fds = os.listdir(fd_dir)
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
+    fds = list_dir(fd_dir)
+    if fds is None:
         return {}
     inodes = {}
     for fd in fds:
@@ -243,7 +234,7 @@ class BlockedCall:
 
 def blocked_call(proc_root: str, pid: int, tid: int) -> BlockedCall | None:
     """None when the thread is running, in user space, or gone."""
-    text = _read(os.path.join(proc_root, str(pid), "task", str(tid), "syscall"))
+    text = read_text(os.path.join(proc_root, str(pid), "task", str(tid), "syscall"))
     if not text:
         return None
     fields = text.split()
@@ -254,7 +245,7 @@ def blocked_call(proc_root: str, pid: int, tid: int) -> BlockedCall | None:
 
 def epoll_targets(proc_root: str, pid: int, epoll_fd: int) -> list[int]:
     """The fds an epoll instance watches (the `tfd:` lines of its fdinfo)."""
-    text = _read(os.path.join(proc_root, str(pid), "fdinfo", str(epoll_fd)))
+    text = read_text(os.path.join(proc_root, str(pid), "fdinfo", str(epoll_fd)))
     if text is None:
         return []
     return [int(line.split()[1]) for line in text.splitlines() if line.startswith("tfd:")]

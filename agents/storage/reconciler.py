@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
 from vnode_sync.errors import ThreadGone, VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, user_of_vnode, vnode_name
+from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, ThreadPlacer, user_of_vnode, vnode_name
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
@@ -102,12 +102,12 @@ class Reconciler:
         seen = set()
         threads = self.discovery.scan(self.users)
         if not placer.places_threads:
-            threads = self._movable_processes(threads)
+            threads = self._movable_processes(placer, threads)
         for thread in threads:
             key = thread.tid if placer.places_threads else thread.pid
             seen.add(key)
             if thread.inherits and thread.user is None:
-                target = self._inherited_target(key)
+                target = self._inherited_target(placer, key)
             else:
                 target = self._target(thread.user)
             if self.placed.get(key) == target:
@@ -125,7 +125,7 @@ class Reconciler:
             del self.placed[gone]
         return moved
 
-    def _movable_processes(self, threads: list[HandlerThread]) -> list[HandlerThread]:
+    def _movable_processes(self, placer: ThreadPlacer, threads: list[HandlerThread]) -> list[HandlerThread]:
         """On a per-process backend, the handler threads of processes that serve one user only.
 
         A process that serves several users is never moved (it would charge every user to one
@@ -147,18 +147,18 @@ class Reconciler:
                 self.shared_processes[thread.pid] = reason
             if self.placed.pop(thread.pid, None) is not None:
                 try:
-                    self.backend.placer.release(thread.pid)
+                    placer.release(thread.pid)
                 except ThreadGone:
                     pass
         self.errors.extend(r for pid, r in self.shared_processes.items() if pid in targets and r not in self.errors)
         return movable
 
-    def _inherited_target(self, key: int) -> str:
+    def _inherited_target(self, placer: ThreadPlacer, key: int) -> str:
         """Where a thread that inherits its creator's VNode belongs: the one it was found in."""
         if key not in self.placed:
             for vnode in self.backend.vnodes():
                 try:
-                    if key in self.backend.placer.members(vnode):
+                    if key in placer.members(vnode):
                         self.placed[key] = vnode  # already there: nothing to move
                         break
                 except VNodeSyncError:

@@ -1,5 +1,21 @@
-"""The enforcement seam (LimitEnforcer, every backend; ThreadPlacer, cgroup backends), VNode names,
-and detection of what the host has."""
+"""The enforcement seam, VNode names, and detection of what the host has.
+
+Two protocols, because backends differ in one thing: whether a user's I/O is charged by
+where its handler threads sit.
+- LimitEnforcer, what every backend is (blkio-v1, io-v2, Lustre TBF, the DataNode's
+  throttler): VNodes with limits, and their usage read in one pass for all VNodes (Lustre
+  reads each OST's job_stats once per report, not once per user) together with whether each
+  is held at its limit (False where a backend cannot tell).
+- ThreadPlacer, what only cgroup backends are: moving handler threads (or, on cgroup v2,
+  whole processes) into VNodes.
+A LimitEnforcer names its placer in the attribute `placer`: itself for the cgroup backends,
+None for backends whose limits find the user by themselves (a TBF rule matches a uid; the
+DataNode's throttler knows the user of each transfer). Callers test `backend.placer is None`,
+never the backend's class, so a new backend is one more implementation, not one more case.
+
+Errors from the kernel cross this seam as vnode-sync's own (cgroupfs.refused): ThreadGone
+for a thread that exited, KernelError naming path, value and what the file allows.
+"""
 
 import os
 from dataclasses import dataclass, field
@@ -44,7 +60,7 @@ class ThreadPlacer(Protocol):
 
     def members(self, vnode: str) -> set[int]: ...
     def place(self, vnode: str, tid: int) -> None: ...       # ThreadGone if it has exited
-    def release(self, tid: int) -> None: ...
+    def release(self, tid: int) -> None: ...                 # back to unlimited; gone is fine
 
 
 class LimitEnforcer(Protocol):
