@@ -82,6 +82,7 @@ class Cluster:
         # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
         self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
+        self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
 
     def _seed_users(self) -> None:
         for seed in self.config.users:
@@ -377,11 +378,21 @@ class Cluster:
         return {user: rate for user, rate in rates.items() if rate.read_bps or rate.write_bps}
 
     def targets(self, node_id: str) -> dict[str, tuple[int, int]]:
-        """user -> (read, write) bytes/s this node's desired state gives them, of the latest snapshot."""
+        """user -> (read, write) bytes/s this node's desired state gives them, of the latest snapshot;
+        computed once per generation for all nodes with the same devices."""
         snapshot = self.snapshot()
-        template, _ = self._template(snapshot, self._node_config(node_id))
-        return {v.user: (sum(s.read_bps for s in v.shares), sum(s.write_bps for s in v.shares))
-                for v in template.vnodes}
+        node = self._node_config(node_id)
+        key = (snapshot.generation, node.devices)
+        with self._lock:
+            cached = self._targets.get(key)
+        if cached is None:
+            template, _ = self._template(snapshot, node)
+            cached = {v.user: (sum(s.read_bps for s in v.shares), sum(s.write_bps for s in v.shares))
+                      for v in template.vnodes}
+            with self._lock:
+                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
+                self._targets[key] = cached
+        return cached
 
 
 def _rate(samples: list, now: float) -> UserNodeRate:

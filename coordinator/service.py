@@ -103,6 +103,20 @@ def _loop_rpc(method):
     return wrapper
 
 
+# Wire tags of UserStatus.nodes (2) and StatusResponse.users (3): length-delimited fields.
+_NODES_TAG = bytes([2 << 3 | 2])
+_USERS_TAG = bytes([3 << 3 | 2])
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def user_message(record: UserRecord) -> pb.User:
     return pb.User(name=record.name, uid=record.uid, priority=record.effective_priority,
                    active=record.active, running_jobs=record.running_jobs)
@@ -162,26 +176,41 @@ class AdminService(pb_grpc.AdminServicer):
         return pb.ListNodesResponse(nodes=self._nodes(), generation=self.cluster.generation())
 
     @_admin_rpc
-    def Status(self, request, caller):
+    def Status(self, request, caller) -> bytes:
+        """Users x nodes entries (10,000 x 100 is a million): written as serialized pieces built once
+        per node and per (user, target), joined, instead of a million message objects."""
         users = readable_by(caller, self.cluster.users())
         self.cluster.refresh_snapshot()
-        generation = self.cluster.generation()
-        per_node_of = {record.name: [] for record in users}
-        zero = (0, 0)
+        node_parts = []
         for node in self.cluster.config.storage_nodes:
-            node_id = node.node_id
-            targets, rates = self.cluster.targets(node_id), self.cluster.measured_rates(node_id)
-            runtime = self.cluster.node_runtime(node_id)
-            for name, per_node in per_node_of.items():
-                target, rate = targets.get(name, zero), rates.get(name)
-                per_node.append(pb.UserNodeStatus(
-                    node_id=node_id, target_read_bps=target[0], target_write_bps=target[1],
-                    measured_read_bps=rate.read_bps if rate else 0.0,
-                    measured_write_bps=rate.write_bps if rate else 0.0,
-                    applied_generation=runtime.applied_generation, held_at_limit=name in runtime.held_at_limit))
-        statuses = [pb.UserStatus(user=user_message(record), nodes=per_node_of[record.name]) for record in users]
-        return pb.StatusResponse(generation=generation, mode=self.cluster.config.policy.mode,
-                                 users=statuses, nodes=self._nodes())
+            runtime = self.cluster.node_runtime(node.node_id)
+            base = pb.UserNodeStatus(node_id=node.node_id,
+                                     applied_generation=runtime.applied_generation).SerializeToString()
+            node_parts.append((base, self.cluster.targets(node.node_id), self.cluster.measured_rates(node.node_id),
+                               runtime.held_at_limit))
+        target_part: dict[tuple[int, int], bytes] = {}
+        entries = []
+        for record in users:
+            name, pieces = record.name, []
+            for base, targets, rates, held in node_parts:
+                target = targets.get(name, (0, 0))
+                part = target_part.get(target)
+                if part is None:
+                    part = target_part[target] = pb.UserNodeStatus(target_read_bps=target[0],
+                                                                   target_write_bps=target[1]).SerializeToString()
+                piece = base + part
+                rate = rates.get(name)
+                if rate or name in held:
+                    # A serialized message followed by another is their merge: these fields are added.
+                    piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
+                                               measured_write_bps=rate.write_bps if rate else 0.0,
+                                               held_at_limit=name in held).SerializeToString()
+                pieces.append(_NODES_TAG + _varint(len(piece)) + piece)
+            user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
+            entries.append(_USERS_TAG + _varint(len(user_status)) + user_status)
+        head = pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
+                                 nodes=self._nodes()).SerializeToString()
+        return head + b"".join(entries)
 
     @_admin_rpc
     def StartJob(self, request, caller):
@@ -397,7 +426,7 @@ class CoordinatorServer:
                                lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
         self.changes = Changes(cluster, self._store_thread)
         self._server.add_generic_rpc_handlers((
-            _handlers("Admin", AdminService(cluster, access, self._store_thread)),
+            _handlers("Admin", AdminService(cluster, access, self._store_thread), raw_responses=("Status",)),
             _handlers("AgentLink", AgentLinkService(cluster, access, self.changes),
                       raw_responses=("WatchDesiredState",))))
 

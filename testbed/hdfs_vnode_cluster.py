@@ -23,12 +23,13 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        disk_mb: int = 2048, host: str = "127.0.0.1",
                        before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
                        policy: dict | None = None, backend: str = "blkio-v1",
-                       replication: int = 1) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       replication: int = 1, block_tokens: bool = True) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
-    Java agent in every DataNode; no cgroup)."""
+    Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
+    tokens on, so the Java agent charges the token's user."""
     throttle = backend == "datanode-throttle"
-    if throttle:
+    if throttle and block_tokens:
         # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
         # them a downstream replica's client is the upstream DataNode (the default VNode's).
         hdfs_site = {"dfs.block.access.token.enable": "true", **(hdfs_site or {})}

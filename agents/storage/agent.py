@@ -76,6 +76,9 @@ class StorageAgent:
             log.error("node %s: cannot write state cache %s: %s", self.config.node_id, self.config.state_cache, e)
 
     def run(self) -> None:
+        what = "limits and handler-thread placement" if self.backend.placer else "limits (no cgroup, no thread placement)"
+        log.info("backend %s enforces %s; limitations: %s", self.backend.name, what,
+                 "; ".join(self.backend.limitations()) or "none")
         cached = self._load_cached_state()
         if cached is not None:
             log.info("enforcing cached generation %d until the coordinator answers", cached.generation)

@@ -1,12 +1,16 @@
 """The storage agent's reconcile pass on the fake cgroupfs: converge whatever happened before."""
 
 import os
+import socket
+import threading
 
 import pytest
 
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.datanode.backend import DataNodeThrottleBackend
+from vnode_sync.datanode.channel import ThrottleChannel
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.io_v2 import IoV2Backend
@@ -184,3 +188,35 @@ def test_on_cgroup_v2_a_process_serving_two_users_is_never_moved_and_one_serving
     assert r.backend.members("vnode.alice") == {200} and r.backend.members("vnode.bob") == set()
     assert 100 not in r.backend.members(DEFAULT_VNODE)
     assert any("process 100 serves several users" in e and "not moved" in e for e in r.errors)
+
+
+def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_pass_sends_the_rates(tmp_path):
+    """datanode-throttle: no cgroup anywhere; a socket that is not there yet is reported, and the
+    next (resync) pass delivers the whole set once it is."""
+    path = str(tmp_path / "control.sock")
+    backend = DataNodeThrottleBackend(ThrottleChannel(path, timeout=2), [DEV])
+    reconciler = Reconciler(backend, ListedThreads(), {DEVICE: DEV})
+    reconciler.apply(state(1, {"alice": 5_000_000}))
+    assert any("throttle socket" in e for e in reconciler.errors), reconciler.errors
+    assert os.listdir(tmp_path) == []
+
+    received = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def datanode():
+        conn, _ = server.accept()
+        data = b""
+        while not data.endswith(b"END\n"):
+            data += conn.recv(4096)
+        received.extend(data.decode().splitlines())
+        conn.sendall(f"{received[0].replace('APPLY', 'OK')}\n".encode())
+        conn.close()
+    t = threading.Thread(target=datanode, daemon=True)
+    t.start()
+    reconciler.apply(reconciler.state)
+    t.join(5)
+    server.close()
+    assert reconciler.errors == []
+    assert "USER alice 5000000 0" in received and "UID 1001 alice" in received

@@ -107,3 +107,49 @@ def test_the_channel_reports_a_missing_socket_and_a_refusal_in_one_line(tmp_path
     with pytest.raises(InvalidArgument, match="refused: user '../etc'"):
         ThrottleChannel(path).stats()
     server.close()
+
+
+def answering(tmp_path, reply: bytes) -> ThrottleChannel:
+    """A channel to a socket that answers one request with `reply`."""
+    path = str(tmp_path / "one.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def answer():
+        conn, _ = server.accept()
+        conn.recv(4096)
+        conn.sendall(reply)
+        conn.close()
+        server.close()
+    threading.Thread(target=answer, daemon=True).start()
+    return ThrottleChannel(path)
+
+
+def test_stats_are_parsed_into_counters_per_user(tmp_path):
+    stats = answering(tmp_path, b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER alice 10 20 30 40 50 60\nOK 3\n").stats()
+    assert stats == Stats(17, 3, Counters(1, 2, 3, 4, 5, 6), {"alice": Counters(10, 20, 30, 40, 50, 60)})
+
+
+@pytest.mark.parametrize("reply", [
+    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER alice 10 20\nOK 3\n",            # a short line
+    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER ../etc 1 2 3 4 5 6\nOK 3\n",      # a name that is no user name
+    b"STARTED 17\nDEFAULT 1 2 3 4 5 -6\nOK 3\n",                              # a counter below zero
+    b"STARTED 17\nUSER alice 1 2 3 4 5 6\nOK 3\n",                            # no DEFAULT line
+    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nSURPRISE\nOK 3\n",                     # a line the contract does not name
+    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nOK three\n",
+])
+def test_a_malformed_stats_reply_is_one_line_error(tmp_path, reply):
+    with pytest.raises(Unavailable, match="malformed STATS") as e:
+        answering(tmp_path, reply).stats()
+    assert "\n" not in str(e.value)
+
+
+def test_an_apply_answered_for_another_generation_is_an_error(tmp_path):
+    with pytest.raises(Unavailable, match="APPLY 4 answered 'OK 3'"):
+        answering(tmp_path, b"OK 3\n").apply(ThrottleSettings(4, Rates()))
+
+
+def test_ping_refuses_a_socket_that_is_not_the_java_agent(tmp_path):
+    with pytest.raises(Unavailable, match="not vnode-sync's Java agent"):
+        answering(tmp_path, b"OK something else\n").ping()

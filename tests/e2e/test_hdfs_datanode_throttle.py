@@ -5,6 +5,7 @@ which no cgroup v1 throttle can charge; here the split is measured where the Dat
 the bytes, from the Java agent's own counters."""
 
 import os
+import pwd
 import shutil
 import signal
 import tempfile
@@ -12,6 +13,7 @@ import time
 import uuid
 
 import pytest
+from hdfs import InsecureClient
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
@@ -57,13 +59,30 @@ def wait_for_traffic(cluster, hdfs, users: list[str], direction: str) -> None:
 
 
 def no_cgroup_of(cluster) -> bool:
-    return not any(cluster.name in d for d in os.listdir(HostCgroups().blkio_v1))
+    """No directory anywhere in the blkio hierarchy carries the cluster's name (its agents' subtrees)."""
+    return not any(cluster.name in d for _, dirs, _ in os.walk(HostCgroups().blkio_v1) for d in dirs)
+
+
+def default_bytes(hdfs, direction: str) -> int:
+    return sum(getattr(c.stats().default, f"{direction}_bytes") for c in channels(hdfs).values())
+
+
+def free_uids(count: int, start: int = 64_531) -> list[int]:
+    """Uids no passwd entry holds (another run of these tests may hold the first ones)."""
+    free, uid = [], start
+    while len(free) < count:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            free.append(uid)
+        uid += 1
+    return free
 
 
 @pytest.fixture
 def users():
     names = [f"vst{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = [64_531, 64_532]
+    uids = free_uids(2)
     with unix_users(names, uids):
         yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
 
@@ -144,3 +163,34 @@ def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates
         assert channel.stats().generation == before       # the DataNode keeps the last rates
         assert alice.name in channel.stats().users
         hdfs.write_file("/after.bin", 8 * MiB, as_uid=alice.uid, hdfs_user=alice.name)
+
+
+def test_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user_with_block_tokens(users):
+    """The `hdfs` package's WebHDFS client as two users: the DataNode's own client acts for the end user,
+    and its block token names that user on both DataNodes (replication 2: one of them holds the
+    downstream pipeline replica), so nothing lands in the default VNode."""
+    alice, bob = users
+    size = 16 * MiB
+    with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
+                            replication=2, block_tokens=True) as (hdfs, cluster):
+        cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
+                         timeout=30, what="the agents' rates in every DataNode")
+        url = f"http://{hdfs.namenode.http_address}"
+        data = {u.name: os.urandom(size) for u in (alice, bob)}
+        for direction in ("write", "read"):
+            for user, other in ((alice, bob), (bob, alice)):
+                before, default_before = counted(hdfs, direction), default_bytes(hdfs, direction)
+                client = InsecureClient(url, user=user.name)
+                if direction == "write":
+                    client.write(f"/web-{user.name}.bin", data=data[user.name])
+                else:
+                    with client.read(f"/web-{user.name}.bin") as reader:
+                        assert reader.read() == data[user.name]
+                after = counted(hdfs, direction)
+                grew = {key: after[key] - before.get(key, 0) for key in after}
+                if direction == "write":  # every DataNode holds a replica, each charged to the writer
+                    assert all(grew[(dn.id, user.name)] >= size for dn in hdfs.datanodes), grew
+                else:
+                    assert sum(grew.get((dn.id, user.name), 0) for dn in hdfs.datanodes) >= size, grew
+                assert all(grew.get((dn.id, other.name), 0) == 0 for dn in hdfs.datanodes), grew
+                assert default_bytes(hdfs, direction) == default_before

@@ -47,6 +47,9 @@ class FakeKernel:
     def __init__(self):
         self.threads: dict[int, int] = {}
         self.bfq_devices: set[DeviceNumber] = set()
+        # v2 per-device io.weight is blk-iocost's: EOPNOTSUPP until the root's io.cost.qos enables it
+        # for the device (seen on Debian's 6.1 in the qemu guest, testbed/cgroup_v2_guest.py)
+        self.iocost_devices: set[DeviceNumber] = set()
         self.rejected_writes = 0
 
     def spawn(self, pid: int, *tids: int) -> None:
@@ -205,6 +208,8 @@ class FakeCgroupFS(CgroupFS):
 
     def _io_weight(self, path: str, text: str) -> None:
         dev, value = self._device_value(path, text)
+        if dev not in self.kernel.iocost_devices:
+            self._refuse(path, errno.EOPNOTSUPP, text)
         if not 1 <= value <= 10000:
             self._refuse(path, errno.ERANGE, text)
         lines = [l for l in self.read(path).splitlines() if not l.startswith(f"{dev} ")]

@@ -1,7 +1,12 @@
-"""The cgroup v2 io backend on the fake cgroupfs. This machine's cgroup2 has no io controller,
-so the real-kernel variant skips with that reason (checked, not assumed)."""
+"""The cgroup v2 io backend against the kernel's v2 rules: on the strict fake cgroupfs here, and on
+a real cgroup-v2 kernel when VNODE_SYNC_REAL_CGROUP2 names a cgroup2 mount that offers io. This
+host's cgroup2 has no io; tests/kernel/test_io_v2_guest.py runs this module inside a qemu guest
+(testbed/cgroup_v2_guest.py) where it does, with the guest's virtio disk as the device."""
 
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -11,49 +16,112 @@ from vnode_sync.errors import KernelError, Unsupported
 from vnode_sync.kernel.io_v2 import UNMANAGED_LEAF, IoV2Backend
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 
-DEV = DeviceNumber(8, 16)
+REAL_MOUNT = os.environ.get("VNODE_SYNC_REAL_CGROUP2")
+DEV = DeviceNumber(*map(int, os.environ.get("VNODE_SYNC_REAL_IO_DEVICE", "8:16").split(":")))
+SLEEPER = ("import threading, time\n"
+           "[threading.Thread(target=time.sleep, args=(600,), daemon=True).start() for _ in range(2)]\n"
+           "time.sleep(600)")
 
 
-@pytest.fixture
-def v2(tmp_path):
-    kernel = FakeKernel()
-    fs = FakeCgroupFS(str(tmp_path / "unified"), kernel, version=2)
-    backend = IoV2Backend(str(tmp_path / "unified"), "vnode-sync.test", fs)
+class RealProcesses:
+    """Real processes with three threads each, killed at the end."""
+
+    def __init__(self):
+        self.children: list[subprocess.Popen] = []
+
+    def spawn(self) -> tuple[int, list[int]]:
+        child = subprocess.Popen([sys.executable, "-c", SLEEPER])
+        self.children.append(child)
+        for _ in range(400):
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{child.pid}/task"))
+            if len(tids) == 3:
+                return child.pid, tids
+            time.sleep(0.05)
+        raise AssertionError("the test process did not start its threads")
+
+    def enable_weights(self, mount: str) -> None:
+        with open(os.path.join(mount, "io.cost.qos"), "w") as f:
+            f.write(f"{DEV} enable=1")
+
+    def stop(self) -> None:
+        for child in self.children:
+            child.kill()
+            child.wait()
+
+
+class FakeProcesses:
+    def __init__(self, kernel: FakeKernel):
+        self.kernel, self.next_pid = kernel, 500
+
+    def spawn(self) -> tuple[int, list[int]]:
+        pid, self.next_pid = self.next_pid, self.next_pid + 100
+        self.kernel.spawn(pid, pid + 1, pid + 2)
+        return pid, [pid, pid + 1, pid + 2]
+
+    def enable_weights(self, mount: str) -> None:
+        self.kernel.iocost_devices.add(DEV)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture(params=["fake", "real"])
+def v2(request, tmp_path):
+    if request.param == "real":
+        if not REAL_MOUNT:
+            pytest.skip("no cgroup2 with io here (this host's has none); "
+                        "tests/kernel/test_io_v2_guest.py runs these in a qemu guest")
+        procs = RealProcesses()
+        backend = IoV2Backend(REAL_MOUNT, f"vnode-sync.test-{os.getpid()}")
+    else:
+        kernel = FakeKernel()
+        fs = FakeCgroupFS(str(tmp_path / "unified"), kernel, version=2)
+        procs = FakeProcesses(kernel)
+        backend = IoV2Backend(str(tmp_path / "unified"), "vnode-sync.test", fs)
     backend.setup()
-    return kernel, backend
+    yield procs, backend
+    try:
+        backend.teardown()
+    finally:
+        procs.stop()
 
 
 def test_io_max_is_written_per_device_and_cleared_with_max(v2):
     _, backend = v2
     backend.ensure_vnode("vnode.alice")
     backend.apply_limits("vnode.alice", [DeviceLimits(DEV, read_bps=20_000_000, write_iops=50)])
-    with open(f"{backend.root}/vnode.alice/io.max") as f:
-        assert f.read().strip() == "8:16 rbps=20000000 wbps=max riops=max wiops=50"
+    assert backend.fs.read(f"{backend.root}/vnode.alice/io.max").strip() == \
+        f"{DEV} rbps=20000000 wbps=max riops=max wiops=50"
     assert backend.limits("vnode.alice")[DEV] == DeviceLimits(DEV, read_bps=20_000_000, write_iops=50)
     backend.apply_limits("vnode.alice", [])
     assert backend.limits("vnode.alice") == {}
 
 
 def test_placing_a_thread_moves_its_whole_process(v2):
-    kernel, backend = v2
-    kernel.spawn(500, 501, 502)
+    procs, backend = v2
+    pid, tids = procs.spawn()
     backend.ensure_vnode("vnode.alice")
-    backend.place("vnode.alice", 501)
-    assert backend.members("vnode.alice") == {500}
+    backend.place("vnode.alice", tids[1])
+    assert backend.members("vnode.alice") == {pid}
     assert backend.places_threads is False
     assert any("not threaded" in note for note in backend.limitations())
 
 
-def test_weight_scales_to_io_weight_range(v2):
-    _, backend = v2
+def test_a_per_device_weight_needs_the_io_cost_model(v2):
+    """Per-device io.weight is blk-iocost's: refused until io.cost.qos enables it for the device."""
+    procs, backend = v2
     backend.ensure_vnode("vnode.alice")
+    with pytest.raises(KernelError, match="not supported"):
+        backend.apply_limits("vnode.alice", [DeviceLimits(DEV, weight=400)])
+    procs.enable_weights(backend.mount)
     backend.apply_limits("vnode.alice", [DeviceLimits(DEV, weight=400)])
     assert f"{DEV} 4000" in backend.fs.read(backend._path("vnode.alice", "io.weight"))
     assert backend.limits("vnode.alice")[DEV].weight == 400   # read back in the unit it was set in
 
 
 def test_limits_as_set_are_not_written_again(v2):
-    kernel, backend = v2
+    procs, backend = v2
+    procs.enable_weights(backend.mount)
     backend.ensure_vnode("vnode.alice")
     wanted = [DeviceLimits(DEV, read_bps=5_000_000, weight=400)]
     backend.apply_limits("vnode.alice", wanted)
@@ -61,33 +129,35 @@ def test_limits_as_set_are_not_written_again(v2):
     write = backend.fs.write
     backend.fs.write = lambda path, text: writes.append(path) or write(path, text)
     backend.apply_limits("vnode.alice", wanted)
+    backend.fs.write = write
     assert writes == []
 
 
 def test_a_released_process_goes_to_the_unmanaged_leaf_because_the_root_may_hold_none(v2):
-    kernel, backend = v2
-    kernel.spawn(500, 501)
+    procs, backend = v2
+    pid, _ = procs.spawn()
     backend.ensure_vnode("vnode.alice")
-    backend.place("vnode.alice", 500)
-    backend.release(500)
+    backend.place("vnode.alice", pid)
+    backend.release(pid)
     assert backend.members("vnode.alice") == set()
-    assert backend.fs.read(f"{backend.root}/{UNMANAGED_LEAF}/cgroup.procs").split() == ["500"]
+    assert backend.fs.read(f"{backend.root}/{UNMANAGED_LEAF}/cgroup.procs").split() == [str(pid)]
     assert backend.fs.read(f"{backend.root}/cgroup.procs").split() == []
+    with pytest.raises(KernelError, match="busy"):
+        backend.fs.write(f"{backend.root}/cgroup.procs", str(pid))   # the no-internal-process rule
 
 
 def test_a_vnode_with_members_is_removed_and_the_subtree_torn_down(v2):
-    kernel, backend = v2
-    kernel.spawn(500)
-    kernel.spawn(600)
+    procs, backend = v2
+    (alice, _), (bob, _) = procs.spawn(), procs.spawn()
     backend.ensure_vnode("vnode.alice")
     backend.ensure_vnode("vnode.bob")
-    backend.place("vnode.alice", 500)
-    backend.place("vnode.bob", 600)
+    backend.place("vnode.alice", alice)
+    backend.place("vnode.bob", bob)
     backend.remove_vnode("vnode.alice")
     assert backend.vnodes() == ["vnode.bob"]
     backend.teardown()
     assert not os.path.exists(backend.root)
-    assert set(backend.fs.read(f"{backend.mount}/cgroup.procs").split()) == {"500", "600"}
+    assert {str(alice), str(bob)} <= set(backend.fs.read(f"{backend.mount}/cgroup.procs").split())
 
 
 def test_setup_enables_io_on_the_way_down_and_says_so_when_it_cannot(tmp_path):

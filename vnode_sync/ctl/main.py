@@ -27,6 +27,8 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 DEFAULT_CONFIG = "/etc/vnode-sync/vnodectl.yaml"
 RPC_TIMEOUT_SECONDS = 10.0
+# Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
+STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_DENIED = 5
@@ -220,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         address = coordinator_address(args.coordinator, args.config)
         tls = client_tls(args, address)
-        with (secure_channel(address, tls) if tls else grpc.insecure_channel(address)) as channel:
+        with (secure_channel(address, tls, STATUS_SIZE_OPTIONS) if tls
+              else grpc.insecure_channel(address, options=STATUS_SIZE_OPTIONS)) as channel:
             run(args, pb_grpc.AdminStub(channel))
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)

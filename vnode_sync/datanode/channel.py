@@ -94,27 +94,46 @@ class ThrottleChannel:
         return answer
 
     def ping(self) -> str:
-        return self._exchange(["PING"])[-1][3:]
+        """The agent's name, version and start time; anything else on the socket is refused."""
+        answer = self._exchange(["PING"])[-1]
+        if not answer.startswith("OK vnode-sync-datanode-throttle "):
+            raise Unavailable(f"DataNode throttle socket {self.path}: not vnode-sync's Java agent ({answer[:80]!r})")
+        return answer[3:]
 
     def apply(self, settings: ThrottleSettings) -> None:
-        self._exchange(settings.lines())
+        answer = self._exchange(settings.lines())[-1]
+        if answer != f"OK {settings.generation}":
+            raise Unavailable(f"DataNode throttle socket {self.path}: APPLY {settings.generation} answered {answer[:80]!r}")
 
     def stats(self) -> Stats:
+        """Every line must be one the contract names with its exact number of fields."""
         lines = self._exchange(["STATS"])
-        started, default, users = 0, Counters(), {}
+        started, default, users = None, None, {}
         try:
             for line in lines[:-1]:
-                fields = line.split()
-                if fields[0] == "STARTED":
-                    started = int(fields[1])
-                elif fields[0] == "DEFAULT":
-                    default = Counters(*map(int, fields[1:7]))
-                elif fields[0] == "USER":
-                    users[fields[1]] = Counters(*map(int, fields[2:8]))
-            generation = int(lines[-1].split()[1])
-        except (IndexError, ValueError) as e:
-            raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS ({e})") from e
+                kind, *values = line.split()
+                if kind == "STARTED" and len(values) == 1:
+                    started = int(values[0])
+                elif kind == "DEFAULT" and len(values) == 6:
+                    default = _counters(values)
+                elif kind == "USER" and len(values) == 7:
+                    users[validate_user_name(values[0])] = _counters(values[1:])
+                else:
+                    raise ValueError(f"unexpected line {line[:80]!r}")
+            kind, generation = lines[-1].split()
+            generation = int(generation)
+            if started is None or default is None:
+                raise ValueError("no STARTED or DEFAULT line")
+        except (ValueError, InvalidArgument) as e:
+            raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS: {e}") from e
         return Stats(started, generation, default, users)
+
+
+def _counters(values: list[str]) -> Counters:
+    numbers = [int(v) for v in values]
+    if any(n < 0 for n in numbers):
+        raise ValueError(f"negative counter in {' '.join(values)}")
+    return Counters(*numbers)
 
 
 def _last_line(data: bytes) -> bytes:

@@ -67,7 +67,7 @@ def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
 
 
-def secure_channel(address: str, files: TlsFiles, options=()) -> grpc.Channel:
+def secure_channel(address: str, files: TlsFiles, options: list[tuple] = ()) -> grpc.Channel:
     """A mutual-TLS channel that accepts only a peer certified as `files.server_name` by the CA."""
     ca, cert, key = files.read()
     credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)

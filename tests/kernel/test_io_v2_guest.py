@@ -1,0 +1,44 @@
+"""The io-v2 backend on a real cgroup-v2 kernel: one qemu guest boot runs tests/kernel/test_io_v2.py
+against the guest's cgroup2, measures an io.max read cap set through the backend, and runs the
+storage agent's reconcile pass against a real process serving two users."""
+
+import os
+import re
+
+import pytest
+
+from testbed import cgroup_v2_guest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def guest_run():
+    why = cgroup_v2_guest.missing()
+    if why:
+        pytest.skip(f"no cgroup-v2 guest here: {why}")
+    command = (
+        "export PYTHONPATH=. VNODE_SYNC_REAL_CGROUP2=/sys/fs/cgroup VNODE_SYNC_REAL_IO_DEVICE=$GUEST_DISK_DEV\n"
+        "echo '== pytest'; .venv/bin/python -m pytest -p no:cacheprovider -q -rs tests/kernel/test_io_v2.py; echo \"PYTEST_RC=$?\"\n"
+        "echo '== io.max'; .venv/bin/python tests/kernel/guest_io_max.py; echo \"IO_MAX_RC=$?\"\n"
+        "echo '== shared process'; .venv/bin/python tests/kernel/guest_shared_process.py\n")
+    result = cgroup_v2_guest.run(command, cwd=REPO, timeout=600)
+    print(f"guest boot {result.boot_seconds:.1f}s, whole run {result.total_seconds:.1f}s\n{result.output}")
+    assert result.returncode == 0, result.console[-3000:]
+    return result
+
+
+def test_io_v2_backend_tests_pass_on_the_real_kernel(guest_run):
+    assert "PYTEST_RC=0" in guest_run.output, guest_run.output
+    summary = re.search(r"^(\d+) passed in", guest_run.output, re.M)
+    assert summary and "skipped" not in guest_run.output, guest_run.output  # the real-kernel half ran too
+
+
+def test_io_max_read_cap_holds_within_10_percent(guest_run):
+    assert "IO_MAX_RC=0" in guest_run.output, guest_run.output
+    assert re.search(r"IO_MAX cap=5000000 measured=\d+ ratio=", guest_run.output)
+
+
+def test_the_agent_refuses_to_move_a_process_serving_two_users_and_says_why(guest_run):
+    assert "SHARED_OK" in guest_run.output, guest_run.output
+    assert re.search(r"SHARED reason: process \d+ serves several users .* not moved", guest_run.output)
