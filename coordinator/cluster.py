@@ -338,7 +338,7 @@ class Cluster:
         known = self._known_users([c.user for c in connections], f"connection report from {reporter}")
         connections = [c for c in connections if c.user in known]
         with self._lock:
-            if self._connections.get(reporter) != list(connections):
+            if self._connections.get(reporter, []) != list(connections):
                 self._connections[reporter] = list(connections)
                 self._connections_changed = True
             return self._generation

@@ -16,17 +16,18 @@ MAX_RETRY_SECONDS = 30.0
 FAILURES_BEFORE_GIVING_UP = 8
 
 
-def retry_delay(failures: int, first: float = FIRST_RETRY_SECONDS, cap: float = MAX_RETRY_SECONDS) -> float:
+def retry_delay(failures: int) -> float:
     """Jittered exponential delay after `failures` failures in a row."""
-    return min(cap, first * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
+    return min(MAX_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
 
 
 class PassSupervisor:
     """Counts failures of one loop's passes; `failed(e)` logs and returns the delay before the
     retry, or raises LoopFailed once the loop has failed too often in a row."""
 
-    def __init__(self, name: str, context: str, give_up_after: int = FAILURES_BEFORE_GIVING_UP):
-        self.name, self.context, self.give_up_after = name, context, give_up_after
+    def __init__(self, name: str, context: str, give_up_after: int | None = None):
+        self.name, self.context = name, context
+        self.give_up_after = give_up_after or FAILURES_BEFORE_GIVING_UP
         self.failures = 0
 
     def succeeded(self) -> None:

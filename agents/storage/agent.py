@@ -82,8 +82,7 @@ class StorageAgent:
         cached = self._load_cached_state()
         if cached is not None:
             log.info("enforcing cached generation %d until the coordinator answers", cached.generation)
-            with self._lock:
-                self.reconciler.apply(cached)
+            self._receive(cached)  # applied by the first supervised pass
         self.loops.start("coordinator-link", self.link.run)
         self.loops.start("capture", lambda: self.capture.run(self._stop))
         supervisor = PassSupervisor("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}")
