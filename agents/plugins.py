@@ -46,9 +46,27 @@ def make_discovery(config: AgentConfig) -> HandlerDiscovery:
         raise ConfigError(f"discovery.kind {kind!r} is not one of {', '.join(DISCOVERY_PLUGINS)}")
     module_name, class_name = DISCOVERY_PLUGINS[kind].split(":")
     plugin = getattr(importlib.import_module(module_name), class_name)
-    accepted = set(inspect.signature(plugin).parameters) - {"proc_root"}
+    parameters = inspect.signature(plugin).parameters
+    accepted = set(parameters) - {"proc_root"}
     unknown = set(settings) - accepted
     if unknown:
         raise ConfigError(f"discovery ({kind}): unknown key(s) {', '.join(sorted(unknown))}; "
                           f"allowed: {', '.join(sorted(accepted))}")
+    for key, value in settings.items():
+        settings[key] = _typed_like_default(f"discovery ({kind})", key, value, parameters[key].default)
     return plugin(proc_root=config.proc_root, **settings)
+
+
+def _typed_like_default(section: str, key: str, value, default):
+    """A plug-in option has the type of its default (int is accepted where a float is)."""
+    if default is inspect.Parameter.empty or default is None:
+        return value
+    kind = type(default)
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value, ok = float(value), True
+    if not ok:
+        raise ConfigError(f"{section}.{key} must be {kind.__name__} (like {default!r}), got {value!r}")
+    if kind in (int, float) and value <= 0 < default:
+        raise ConfigError(f"{section}.{key} must be above 0, got {value!r}")
+    return value

@@ -10,12 +10,15 @@ from vnode_sync.errors import ConfigError
 
 def load_yaml_mapping(path: str) -> dict[str, Any]:
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
     except FileNotFoundError as e:
         raise ConfigError(f"config file {path!r} does not exist") from e
     except OSError as e:
         raise ConfigError(f"config file {path!r} cannot be read: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path!r} is not UTF-8 text (byte {e.start}: "
+                          f"{e.object[e.start:e.start + 1]!r}); save it as UTF-8") from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

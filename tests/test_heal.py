@@ -1,0 +1,101 @@
+"""Heal fast: after a 60 s coordinator outage, every agent (three real vnode-agent processes on
+real cgroups) re-applies within 5 s of the coordinator answering again. Prints the heal times."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import yaml
+
+from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
+from tests.coordinator.test_process import start
+from testbed.loopdev import loop_device
+from testbed.processes import stop_process
+from vnode_sync.coordinator.store import StateStore
+from vnode_sync.kernel.backend import HostCgroups
+
+AGENTS = 3
+OUTAGE_SECONDS = 60
+HEAL_LIMIT_SECONDS = 5.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _limit(path: str) -> list[str]:
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def _wait(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@needs_kernel
+def test_every_agent_reapplies_within_5_s_after_a_60_s_coordinator_outage(tmp_path):
+    name = unique_name("heal")
+    port = _free_port()
+    with loop_device(name) as (device, _):
+        nodes = [f"n{i}" for i in range(AGENTS)]
+        state = str(tmp_path / "state.sqlite")
+        config = tmp_path / "coordinator.yaml"
+        config.write_text(yaml.safe_dump({
+            **COORDINATOR_CONFIG, "listen": f"127.0.0.1:{port}", "insecure": True, "state_path": state,
+            "storage_nodes": [{"id": n, "devices": [{"name": device, "read_bps": 60_000_000,
+                                                     "write_bps": 30_000_000}]} for n in nodes]}))
+        coordinator, _ = start(str(config), tmp_path / "c1.log")
+        agents, limit_files = [], []
+        try:
+            for node in nodes:
+                agent_config = tmp_path / f"{node}.yaml"
+                agent_config.write_text(yaml.safe_dump({
+                    "node_id": node, "coordinator": f"127.0.0.1:{port}", "insecure": True,
+                    "cgroup_name": f"{name}-{node}", "devices": [device], "teardown_on_exit": True,
+                    "state_cache": str(tmp_path / f"{node}.state")}))
+                agents.append(subprocess.Popen([sys.executable, "-m", "vnode_sync.agents.main", "--config",
+                                                str(agent_config)], stderr=open(tmp_path / f"{node}.log", "wb")))
+                limit_files.append(os.path.join(HostCgroups().blkio_v1, f"{name}-{node}", "vnode.alice",
+                                                "blkio.throttle.read_bps_device"))
+            assert _wait(lambda: all(_limit(f) for f in limit_files), 20), "agents applied the first state"
+            before = [_limit(f) for f in limit_files]
+            stop_process(coordinator)
+            # While the coordinator is down the admin changes alice's priority in its store.
+            store = StateStore(state, create=False)
+            store.set_priority("alice", 40)
+            store.close()
+            time.sleep(OUTAGE_SECONDS)
+            assert all(a.poll() is None for a in agents), "agents keep running through the outage"
+            coordinator, _ = start(str(config), tmp_path / "c2.log")
+            answering = time.monotonic()
+            healed = {}
+            deadline = answering + 15
+            while len(healed) < AGENTS and time.monotonic() < deadline:
+                for i, f in enumerate(limit_files):
+                    if i not in healed and _limit(f) and _limit(f) != before[i]:
+                        healed[i] = time.monotonic() - answering
+                time.sleep(0.02)
+            print(f"\nheal after a {OUTAGE_SECONDS} s outage: " +
+                  ", ".join(f"{nodes[i]} {t:.2f} s" for i, t in sorted(healed.items())))
+            assert len(healed) == AGENTS, f"only {sorted(healed)} re-applied"
+            assert max(healed.values()) < HEAL_LIMIT_SECONDS
+        finally:
+            for agent in agents:
+                stop_process(agent)
+            stop_process(coordinator)
+        for agent in agents:
+            assert agent.returncode == 0
+        assert not any(os.path.exists(os.path.join(HostCgroups().blkio_v1, f"{name}-{n}")) for n in nodes)
