@@ -59,3 +59,15 @@ def test_vnodectl_refuses_a_non_utf8_config_in_one_line(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "is not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize("compute,message", [
+    ({"storage_endpoints": [":9866"], "connection_seconds": "fast"}, "compute.connection_seconds must be float, got 'fast'"),
+    ({"storage_endpoints": [":9866"], "placement_seconds": 0}, "compute.placement_seconds must be above 0"),
+    ({"storage_endpoints": [":9866"], "colour": "red"}, "unknown key(s) 'colour' in compute"),
+])
+def test_compute_settings_are_typed(compute, message):
+    from vnode_sync.agents.compute.main import ComputeSettings
+    with pytest.raises(ConfigError) as e:
+        ComputeSettings.parse(compute)
+    assert message in str(e.value)

@@ -22,11 +22,12 @@ from vnode_sync.agents.compute.connections import storage_connections
 from vnode_sync.agents.compute.placement import job_processes, place_processes, placer_of
 from vnode_sync.agents.plugins import make_backend
 from vnode_sync.agents.storage.config import AgentConfig
+from vnode_sync.config_loading import reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
+from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
-from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, PassSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,8 @@ class ComputeSettings:
 
     @classmethod
     def parse(cls, raw: dict) -> "ComputeSettings":
+        reject_unknown_keys("compute", raw, {"storage_endpoints", "min_uid", "connection_seconds",
+                                             "placement_seconds"})
         endpoints = []
         for text in raw.get("storage_endpoints") or []:
             host, _, port = str(text).rpartition(":")
@@ -58,8 +61,12 @@ class ComputeSettings:
         min_uid = raw.get("min_uid", 1000)
         if not isinstance(min_uid, int) or min_uid < 1:
             raise ConfigError(f"compute.min_uid {min_uid!r} must be a uid of 1 or more")
-        return cls(tuple(endpoints), min_uid, float(raw.get("connection_seconds", 0.1)),
-                   float(raw.get("placement_seconds", 1.0)))
+        every = {}
+        for key, default in (("connection_seconds", 0.1), ("placement_seconds", 1.0)):
+            every[key] = typed("compute", key, raw.get(key), float, default)
+            if every[key] <= 0:
+                raise ConfigError(f"compute.{key} must be above 0, got {every[key]!r}")
+        return cls(tuple(endpoints), min_uid, every["connection_seconds"], every["placement_seconds"])
 
 
 def local_users(min_uid: int) -> dict[int, str]:
