@@ -203,7 +203,7 @@ class Cluster:
 
     def _known_users(self, names, what: str) -> set[str]:
         """The names among `names` that are users; unknown ones are logged once each and ignored."""
-        known = {u.name for u in self.store.users()}
+        known = {u.name for u in self.refresh_snapshot().users}  # read once per generation, not per report
         for name in set(names) - known - {""}:
             if name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)
