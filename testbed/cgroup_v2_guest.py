@@ -3,9 +3,10 @@ emulation (no KVM: this host's /dev/kvm hangs a stock kernel), with the host's r
 read-only over 9p so the project's own virtualenv runs inside it (architecture.md, "A real
 cgroup-v2 kernel on these machines"). Installed by scripts/setup.d/cgroup-v2-guest.sh.
 
-The guest mounts cgroup2 (which offers io), chroots into the host root with a writable
-exchange dir on /tmp, runs one shell command there and powers off. A small virtio disk is
-attached for io.max measurements; the command finds its MAJ:MIN in $GUEST_DISK_DEV.
+The guest mounts cgroup2 (which offers io) and chroots into the host root, read-only, so a
+checkout anywhere (also under /tmp) runs there; a writable exchange dir is on /mnt and a
+tmpfs on /dev/shm is TMPDIR. It runs one shell command and powers off. A small virtio disk
+is attached for io.max measurements; the command finds its MAJ:MIN in $GUEST_DISK_DEV.
 """
 
 import glob
@@ -34,15 +35,16 @@ mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
 for m in {modules}; do insmod /modules/$m.ko || echo "guest: insmod $m failed"; done
 opts=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /host && mount -t 9p -o $opts,ro,cache=loose hostroot /host
-mount -t 9p -o $opts exchange /host/tmp
+mount -t 9p -o $opts exchange /host/mnt
 mount -t proc proc /host/proc; mount -t sysfs sys /host/sys; mount -t devtmpfs dev /host/dev
+mkdir -p /host/dev/shm && mount -t tmpfs tmpfs /host/dev/shm
 mount -t cgroup2 none /host/sys/fs/cgroup
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 echo "guest: booted $(cut -d' ' -f1 /proc/uptime)s"
 GUEST_DISK_DEV=$(cat /sys/block/vda/dev) chroot /host /bin/sh -c \\
-  'cd "$(cat /tmp/cwd)" && exec env HOME=/tmp PYTHONDONTWRITEBYTECODE=1 GUEST_DISK_DEV='"$(cat /sys/block/vda/dev)"' /bin/sh /tmp/command.sh' \\
-  > /host/tmp/output 2>&1
-echo $? > /host/tmp/rc
+  'cd "$(cat /mnt/cwd)" && exec env HOME=/dev/shm TMPDIR=/dev/shm PYTHONDONTWRITEBYTECODE=1 GUEST_DISK_DEV='"$(cat /sys/block/vda/dev)"' /bin/sh /mnt/command.sh' \\
+  > /host/mnt/output 2>&1
+echo $? > /host/mnt/rc
 sync
 echo "guest: done"
 echo o > /proc/sysrq-trigger
@@ -77,6 +79,8 @@ def missing() -> str | None:
         return "no /boot/vmlinuz-* with /lib/modules (scripts/setup.d/cgroup-v2-guest.sh installs one)"
     if not os.path.exists("/bin/busybox"):
         return "/bin/busybox missing (busybox-static)"
+    if not os.path.isdir("/mnt"):
+        return "no /mnt on this host: the guest mounts its exchange dir there"
     return None
 
 
