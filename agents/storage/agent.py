@@ -29,9 +29,13 @@ class StorageAgent:
         self._lock = threading.Lock()
         self.capture = CaptureLoop(self.reconciler, discovery, config.capture_seconds, self._lock)
         self._new_state = threading.Event()
+        # The newest state not yet applied; handed over under its own lock, so a state the link
+        # receives while a pass applies an older one is never lost.
         self._pending: pb.DesiredState | None = None
+        self._pending_lock = threading.Lock()
         self._stop = threading.Event()
         self.refusal: str | None = None
+        self._failed_state: pb.DesiredState | None = None   # the state a failing pass was applying
         self.loops = LoopThreads(on_failure=self._stop_after_failure)
         self.link = CoordinatorLink(config.coordinator, self._registration, self._receive, credentials)
 
@@ -47,8 +51,20 @@ class StorageAgent:
                      for name, dev in sorted(self.reconciler.devices.items())])
 
     def _receive(self, state: pb.DesiredState) -> None:
-        self._pending = state
+        with self._pending_lock:
+            self._pending = state
         self._new_state.set()
+
+    def _take_pending(self) -> pb.DesiredState | None:
+        with self._pending_lock:
+            state, self._pending = self._pending, None
+        return state
+
+    def _retry_later(self, state: pb.DesiredState | None) -> None:
+        """Keep `state` for the next pass unless a newer one arrived meanwhile."""
+        with self._pending_lock:
+            if self._pending is None:
+                self._pending = state
 
     def _load_cached_state(self) -> pb.DesiredState | None:
         path = self.config.state_cache
@@ -101,8 +117,8 @@ class StorageAgent:
                     self.loops._fail(str(failed))
                     break
                 next_resync = time.monotonic() + delay
-                if self._pending is None and self.reconciler.state is not None:
-                    self._pending = self.reconciler.state
+                if self._failed_state is not None or self.reconciler.state is not None:
+                    self._retry_later(self._failed_state or self.reconciler.state)
                 self._new_state.clear()
                 self._stop.wait(delay)
                 self._new_state.set()  # retry the state that failed (or a newer one)
@@ -122,14 +138,14 @@ class StorageAgent:
         applied_new = False
         if self._new_state.is_set():
             self._new_state.clear()
-            state = self._pending
+            state = self._take_pending()
             if state is not None and self._refuse(state):
-                self._pending = None
                 state = None
             if state is not None:
+                self._failed_state = state
                 with self._lock:
                     self.reconciler.apply(state)
-                self._pending = None
+                self._failed_state = None
                 self._save_cached_state(state)
                 applied_new = True
                 next_resync = now + self.config.resync_seconds
