@@ -1,0 +1,275 @@
+"""Work-conserving, cluster-wide weighted max-min fair shares with reservations and limits.
+
+Pure policy: numbers in, numbers out, no I/O (docs/fair-shares.md explains it and its sources).
+
+Each user i has a weight w_i (its priority), and on each storage node n a demand d_in
+(bytes/s; math.inf = it takes whatever it is given), a reservation (a floor on every node
+where it has demand) and a limit (a ceiling on every node). Each node has a capacity C_n.
+
+The allocation is the weighted max-min fair one of the users' *totals* over the cluster, by
+progressive filling: a common level t rises; every user not yet frozen is given w_i * t in
+total, spread over the nodes where it has demand however the nodes' capacities allow (a
+max-flow decides where); a user is frozen when it cannot grow any more (its demands or limits
+are met, or every node it could use is full, even after moving other users' bytes to other
+nodes). Floors (reservations, and the small probe an active user keeps on every node) are
+granted first and count towards the user's total.
+"""
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vnode_sync.errors import InvalidArgument
+
+Pair = tuple[str, str]   # (user, node)
+
+_BISECTIONS = 60
+_BALANCE_ROUNDS = 300
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one user is entitled to, set by the admin."""
+
+    weight: float
+    reservation: float = 0.0      # bytes/s floor on each node where the user has demand
+    limit: float = math.inf       # bytes/s ceiling on each node
+
+
+def check_admission(capacity: Mapping[str, float], reservations: Mapping[str, float]) -> None:
+    """Reservations are promises: their sum must fit every node, or the new one is refused."""
+    total = sum(reservations.values())
+    for node, cap in capacity.items():
+        if total > cap:
+            raise InvalidArgument(f"reservations would total {total / 1e6:.1f} MB/s, more than node {node}'s "
+                                  f"capacity {cap / 1e6:.1f} MB/s: refused")
+
+
+def allocate(capacity: Mapping[str, float], claims: Mapping[str, Claim],
+             demand: Mapping[Pair, float], probe: float = 0.0) -> dict[Pair, float]:
+    """Each (user, node) pair with demand gets its bytes/s; pairs without demand get nothing.
+
+    `probe`: the fraction of a node's capacity every pair with demand keeps at least (so a user
+    that comes back is seen, and a stream on a node the max-min leaves empty still moves)."""
+    pairs: dict[Pair, float] = {}
+    floors: dict[Pair, float] = {}
+    for (user, node), want in demand.items():
+        if want <= 0 or user not in claims or node not in capacity:
+            continue
+        claim = claims[user]
+        if claim.weight <= 0:
+            raise InvalidArgument(f"user {user}: weight must be above 0, got {claim.weight}")
+        ceiling = min(claim.limit, capacity[node])
+        floors[(user, node)] = min(ceiling, max(min(claim.reservation, want), probe * capacity[node]))
+        pairs[(user, node)] = max(floors[(user, node)], min(want, ceiling))
+    floors = _fit_floors(capacity, floors)
+    extra_caps = {p: pairs[p] - floors[p] for p in pairs}
+    room = {n: capacity[n] - sum(f for (_, node), f in floors.items() if node == n) for n in capacity}
+    fixed = {}
+    for (user, _), f in floors.items():
+        fixed[user] = fixed.get(user, 0.0) + f
+    extra = weighted_max_min(room, {u: claims[u].weight for u in fixed}, extra_caps, fixed)
+    return {p: floors[p] + extra.get(p, 0.0) for p in pairs}
+
+
+def _fit_floors(capacity: Mapping[str, float], floors: dict[Pair, float]) -> dict[Pair, float]:
+    """Floors on a node that add up to more than it has are scaled down alike (admission should
+    have prevented it; a node reconfigured smaller must not make the allocation infeasible)."""
+    per_node: dict[str, float] = {}
+    for (_, node), f in floors.items():
+        per_node[node] = per_node.get(node, 0.0) + f
+    return {p: f * min(1.0, capacity[p[1]] / per_node[p[1]]) if per_node[p[1]] else f for p, f in floors.items()}
+
+
+def weighted_max_min(capacity: Mapping[str, float], weights: Mapping[str, float],
+                     caps: Mapping[Pair, float], offset: Mapping[str, float] | None = None) -> dict[Pair, float]:
+    """Progressive filling of the users' totals: user i's total is offset_i + its flow, and the
+    flow grows until offset_i + flow_i = w_i * t for a common t, or the user is frozen."""
+    offset = offset or {}
+    users = sorted({u for u, _ in caps})
+    nodes = sorted({n for _, n in caps})
+    if not users:
+        return {}
+    graph = _FlowGraph(users, nodes, capacity, caps)
+    scale = max([capacity[n] for n in nodes] + [1.0])
+    tol = scale * 1e-7
+    frozen: dict[str, float] = {}        # user -> its flow, fixed
+    reach = {u: sum(c for (user, _), c in caps.items() if user == u) for u in users}  # most it could take
+    level = 0.0
+    while len(frozen) < len(users):
+        live = [u for u in users if u not in frozen]
+
+        def demand_at(t: float) -> dict[str, float]:
+            want = dict(frozen)
+            for u in live:
+                want[u] = min(reach[u], max(0.0, weights[u] * t - offset.get(u, 0.0)))
+            return want
+
+        top = max((offset.get(u, 0.0) + reach[u]) / weights[u] for u in live)
+        if graph.feasible(demand_at(top), tol):
+            level = top
+        else:
+            low, high = level, top
+            for _ in range(_BISECTIONS):
+                mid = (low + high) / 2
+                if graph.feasible(demand_at(mid), tol):
+                    low = mid
+                else:
+                    high = mid
+                if high - low <= 1e-12 * max(1.0, high):
+                    break
+            level = low
+        want = demand_at(level)
+        graph.feasible(want, tol)
+        growable = graph.can_grow(tol)
+        newly = [u for u in live if want[u] >= reach[u] - tol or u not in growable]
+        if not newly:   # numerically stuck: freeze the rest where they are
+            newly = live
+        for u in newly:
+            frozen[u] = want[u]
+    graph.feasible(dict(frozen), tol)
+    return _balanced(capacity, caps, frozen, tol) or graph.flows()
+
+
+def _balanced(capacity: Mapping[str, float], caps: Mapping[Pair, float], totals: Mapping[str, float],
+              tol: float) -> dict[Pair, float] | None:
+    """The same totals, spread over each user's nodes as evenly as capacities allow.
+
+    Any split a max-flow returns is max-min fair in totals, but it may put a user's whole total on
+    one node and starve its stream on another. Alternating scaling (users' rows to their totals,
+    over-full nodes down to capacity) from an even start finds an even split; None if it does not
+    settle, and the max-flow's split is used."""
+    split = {p: min(c, 1.0) for p, c in caps.items() if c > 0 and totals.get(p[0], 0.0) > 0}
+    rows: dict[str, list[Pair]] = {}
+    cols: dict[str, list[Pair]] = {}
+    for p in split:
+        rows.setdefault(p[0], []).append(p)
+        cols.setdefault(p[1], []).append(p)
+    for _ in range(_BALANCE_ROUNDS):
+        for user, pairs in rows.items():
+            _fill_row(split, pairs, caps, totals[user])
+        worst = 0.0
+        for node, pairs in cols.items():
+            used = sum(split[p] for p in pairs)
+            if used > capacity[node]:
+                worst = max(worst, used - capacity[node])
+                for p in pairs:
+                    split[p] *= capacity[node] / used
+        if worst <= tol:
+            for user, pairs in rows.items():
+                _fill_row(split, pairs, caps, totals[user])
+            if all(sum(split[p] for p in pairs) <= capacity[n] + tol for n, pairs in cols.items()):
+                return {p: v for p, v in split.items() if v > 0}
+    return None
+
+
+def _fill_row(split: dict[Pair, float], pairs: list[Pair], caps: Mapping[Pair, float], total: float) -> None:
+    """Scale one user's pairs to `total`, none above its cap (water-filling over the scale factor)."""
+    base = {p: max(split[p], 1e-12) for p in pairs}
+    left, free = total, list(pairs)
+    while free:
+        scale = left / sum(base[p] for p in free)
+        over = [p for p in free if base[p] * scale > caps[p]]
+        if not over:
+            for p in free:
+                split[p] = base[p] * scale
+            return
+        for p in over:
+            split[p] = caps[p]
+            left -= caps[p]
+            free.remove(p)
+
+
+class _FlowGraph:
+    """source -> user (its total) -> node (pair cap) -> sink (node capacity); Dinic's max-flow."""
+
+    def __init__(self, users: list[str], nodes: list[str], capacity: Mapping[str, float],
+                 caps: Mapping[Pair, float]):
+        self.users, self.nodes = users, nodes
+        self.index = {("u", u): i + 2 for i, u in enumerate(users)}
+        self.index.update({("n", n): i + 2 + len(users) for i, n in enumerate(nodes)})
+        size = 2 + len(users) + len(nodes)
+        self.adj: list[list[int]] = [[] for _ in range(size)]
+        self.to: list[int] = []
+        self.cap: list[float] = []
+        self.base: list[float] = []
+        self.source_edge = {u: self._edge(0, self.index[("u", u)], 0.0) for u in users}
+        self.pair_edge = {p: self._edge(self.index[("u", p[0])], self.index[("n", p[1])], c)
+                          for p, c in sorted(caps.items())}
+        for n in nodes:
+            self._edge(self.index[("n", n)], 1, max(0.0, capacity[n]))
+
+    def _edge(self, a: int, b: int, c: float) -> int:
+        self.adj[a].append(len(self.to))
+        self.to.append(b)
+        self.cap.append(c)
+        self.base.append(c)
+        self.adj[b].append(len(self.to))
+        self.to.append(a)
+        self.cap.append(0.0)
+        self.base.append(0.0)
+        return len(self.to) - 2
+
+    def feasible(self, want: Mapping[str, float], tol: float) -> bool:
+        """Can every user get `want[user]` at once? Leaves that flow in the graph."""
+        for u, e in self.source_edge.items():
+            self.base[e] = max(0.0, want.get(u, 0.0))
+        self.cap = list(self.base)
+        flow = self._max_flow(tol / 10)
+        return flow >= sum(self.base[e] for e in self.source_edge.values()) - tol
+
+    def _max_flow(self, eps: float) -> float:
+        total = 0.0
+        while True:
+            depth = self._levels(eps)
+            if depth[1] < 0:
+                return total
+            cursor = [0] * len(self.adj)
+            while True:
+                pushed = self._push(0, math.inf, depth, cursor, eps)
+                if pushed <= eps:
+                    break
+                total += pushed
+
+    def _levels(self, eps: float) -> list[int]:
+        depth = [-1] * len(self.adj)
+        depth[0] = 0
+        queue = [0]
+        for v in queue:
+            for e in self.adj[v]:
+                if self.cap[e] > eps and depth[self.to[e]] < 0:
+                    depth[self.to[e]] = depth[v] + 1
+                    queue.append(self.to[e])
+        return depth
+
+    def _push(self, v: int, limit: float, depth: list[int], cursor: list[int], eps: float) -> float:
+        if v == 1:
+            return limit
+        while cursor[v] < len(self.adj[v]):
+            e = self.adj[v][cursor[v]]
+            w = self.to[e]
+            if self.cap[e] > eps and depth[w] == depth[v] + 1:
+                pushed = self._push(w, min(limit, self.cap[e]), depth, cursor, eps)
+                if pushed > eps:
+                    self.cap[e] -= pushed
+                    self.cap[e ^ 1] += pushed
+                    return pushed
+            cursor[v] += 1
+        return 0.0
+
+    def can_grow(self, tol: float) -> set[str]:
+        """Users with a path to the sink in the residual graph (not through the source): they could
+        take more without taking any bytes from another user's total."""
+        reached = {1}
+        queue = [1]
+        for v in queue:
+            for e in self.adj[v]:
+                back = e ^ 1           # the edge into v from to[e]
+                u = self.to[e]
+                if u != 0 and u not in reached and self.cap[back] > tol:
+                    reached.add(u)
+                    queue.append(u)
+        return {u for u in self.users if self.index[("u", u)] in reached}
+
+    def flows(self) -> dict[Pair, float]:
+        return {p: self.base[e] - self.cap[e] for p, e in self.pair_edge.items() if self.base[e] - self.cap[e] > 0}
