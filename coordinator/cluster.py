@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync import validation
+from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.fair_policy import check_admission
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
@@ -83,6 +85,8 @@ class Cluster:
         self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
         self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
+        # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
+        self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
 
     def _seed_users(self) -> None:
         for seed in self.config.users:
@@ -150,9 +154,18 @@ class Cluster:
             self._node_states[node_id] = state
             return state
 
+    def stream_message(self, node_id: str) -> tuple[tuple[int, int], bytes]:
+        """What the node's stream sends: its desired state with the current allocation appended, keyed
+        by (generation, allocation sequence) so a stream sends only when either changed."""
+        generation, state = self.desired_state_bytes(node_id)
+        if self.allocator is None:
+            return (generation, 0), state
+        sequence, allocation = self.allocator.node_allocation(node_id)
+        return (generation, sequence), state + allocation
+
     def desired_state(self, node_id: str) -> pb.DesiredState:
         self.refresh_snapshot()
-        return pb.DesiredState.FromString(self.desired_state_bytes(node_id)[1])
+        return pb.DesiredState.FromString(self.stream_message(node_id)[1])
 
     def _node_config(self, node_id: str) -> StorageNodeConfig:
         node = self._node_config_of.get(node_id)
@@ -192,6 +205,36 @@ class Cluster:
         self._published(generation)
         audit.info("actor=%s action=%s user=%s old=%s new=%s generation=%d", actor,
                    "activate" if active else "deactivate", name, old, active, generation)
+        return self.store.user(name)
+
+    def set_reservation(self, name: str, bps: int, actor: str) -> UserRecord:
+        """A floor (bytes/s, on each node the user uses) for the work-conserving policy; admitted only
+        if every user's reservations still fit each device's capacity."""
+        validation.user_name(name)
+        validation.bandwidth(bps, "reservation")
+        if name not in {u.name for u in self.store.users()}:
+            raise NotFound(f"unknown user {name!r}")
+        self._admit(name, bps)
+        generation, old = self.store.set_reservation(name, bps)
+        self._published(generation)
+        audit.info("actor=%s action=set-reservation user=%s old=%d new=%d generation=%d",
+                   actor, name, old, bps, generation)
+        return self.store.user(name)
+
+    def _admit(self, name: str, bps: int) -> None:
+        """Refuse a floor for `name` that would make the reservations overbook a device."""
+        reservations = {u.name: u.effective_reservation for u in self.store.users() if u.name != name}
+        reservations[name] = bps
+        for direction in ("read_bps", "write_bps"):
+            check_admission({f"{n.node_id}:{d.name}": getattr(d, direction)
+                             for n in self.config.storage_nodes for d in n.devices}, reservations)
+
+    def set_limit(self, name: str, bps: int, actor: str) -> UserRecord:
+        validation.user_name(name)
+        validation.bandwidth(bps, "limit")
+        generation, old = self.store.set_limit(name, bps)
+        self._published(generation)
+        audit.info("actor=%s action=set-limit user=%s old=%d new=%d generation=%d", actor, name, old, bps, generation)
         return self.store.user(name)
 
     def _uid_free_for(self, name: str, uid: int) -> None:
@@ -236,14 +279,18 @@ class Cluster:
         return None
 
     def start_job(self, job_id: str, user: str, uid: int, node: str, account: str, queue: str,
-                  requested_priority: int, actor: str) -> tuple[UserRecord, int]:
+                  requested_priority: int, actor: str, reservation_bps: int = 0) -> tuple[UserRecord, int]:
         validation.user_name(user)
         validation.uid(uid)
+        validation.bandwidth(reservation_bps, "job reservation")
+        if reservation_bps:
+            self._admit(user, reservation_bps)
         if not job_id or len(job_id) > 128:
             raise InvalidArgument(f"invalid job id {job_id!r}: must be 1-128 characters")
         self._uid_free_for(user, uid)
         priority = self.job_priority(requested_priority, account, queue)
-        generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority)
+        generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority,
+                                          reservation_bps)
         self._published(generation)
         record = self.store.user(user)
         audit.info("actor=%s action=start-job job=%s node=%s user=%s job_priority=%s effective=%d",
@@ -311,6 +358,8 @@ class Cluster:
             t[0] += u.read_bytes
             t[1] += u.write_bytes
         sampled_at = report.sampled_at_unix or time.time()
+        if self.allocator is not None:
+            self.allocator.observe(report)
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation

@@ -13,6 +13,7 @@ from vnode_sync.errors import ConfigError, InvalidArgument
 from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 MODES = ("throttle", "weight")
+ALLOCATIONS = ("static", "work-conserving")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,13 @@ class Policy:
     # A job not confirmed (started again or listed as running) for this long is dropped,
     # so a lost epilogue cannot keep a user active forever. Seconds.
     job_expiry_seconds: float = 86400.0
+    # "static": Algorithm 1 caps per node (the paper's). "work-conserving": cluster-wide weighted
+    # max-min from measured demand, with reservations and limits (docs/fair-shares.md; throttle mode).
+    allocation: str = "static"
+    control_seconds: float = 1.0     # the allocation loop's period
+    probe_fraction: float = 0.02     # of a node's BW every active user keeps, so its return is seen
+    hysteresis: float = 0.05         # a new allocation is pushed only if it differs by more than this
+    fallback_seconds: float = 30.0   # agents cut off this long go back to the static shares
 
 
 @dataclass(frozen=True)
@@ -103,10 +111,22 @@ def _policy(raw) -> Policy:
     expiry = typed("policy", "job_expiry_seconds", raw.get("job_expiry_seconds"), float, 86400.0)
     if expiry <= 0:
         raise ConfigError(f"policy.job_expiry_seconds {expiry} must be above 0")
+    allocation = typed("policy", "allocation", raw.get("allocation"), str, "static")
+    if allocation not in ALLOCATIONS:
+        raise ConfigError(f"policy.allocation {allocation!r} is not one of {', '.join(ALLOCATIONS)}")
+    if allocation == "work-conserving" and mode != "throttle":
+        raise ConfigError("policy.allocation work-conserving needs policy.mode throttle (it sets bytes/s limits)")
+    tuning = {}
+    for key, low, high in (("control_seconds", 0.05, 3600.0), ("probe_fraction", 0.0, 0.5),
+                           ("hysteresis", 0.0, 0.5), ("fallback_seconds", 1.0, 86400.0)):
+        value = typed("policy", key, raw.get(key), float, Policy.__dataclass_fields__[key].default)
+        if not low <= value <= high:
+            raise ConfigError(f"policy.{key} {value} must be in [{low}, {high}]")
+        tuning[key] = value
     return Policy(mode, fraction, default_priority,
                   _priority_map("policy.account_priorities", raw.get("account_priorities")),
                   _priority_map("policy.queue_priorities", raw.get("queue_priorities")),
-                  job_min, job_max, expiry)
+                  job_min, job_max, expiry, allocation, **tuning)
 
 
 def _device(node_id: str, raw) -> DeviceCapacity:

@@ -119,7 +119,8 @@ def _varint(value: int) -> bytes:
 
 def user_message(record: UserRecord) -> pb.User:
     return pb.User(name=record.name, uid=record.uid, priority=record.effective_priority,
-                   active=record.active, running_jobs=record.running_jobs)
+                   active=record.active, running_jobs=record.running_jobs,
+                   reservation_bps=record.effective_reservation, limit_bps=record.limit_bps)
 
 
 def _priority(value: int) -> int:
@@ -143,6 +144,14 @@ class AdminService(pb_grpc.AdminServicer):
                                                       caller.actor))
 
     @_admin_rpc
+    def SetReservation(self, request, caller):
+        return user_message(self.cluster.set_reservation(request.user, request.bps, caller.actor))
+
+    @_admin_rpc
+    def SetLimit(self, request, caller):
+        return user_message(self.cluster.set_limit(request.user, request.bps, caller.actor))
+
+    @_admin_rpc
     def SetActive(self, request, caller):
         return user_message(self.cluster.set_active(request.user, request.active, caller.actor))
 
@@ -158,6 +167,7 @@ class AdminService(pb_grpc.AdminServicer):
 
     def _nodes(self) -> list[pb.StorageNode]:
         nodes = []
+        updates = self.cluster.allocator.updates if self.cluster.allocator else {}
         for node in self.cluster.config.storage_nodes:
             runtime = self.cluster.node_runtime(node.node_id)
             registered = {d.name: d for d in runtime.devices}
@@ -168,7 +178,8 @@ class AdminService(pb_grpc.AdminServicer):
             nodes.append(pb.StorageNode(node_id=node.node_id, devices=devices, backend=runtime.backend,
                                         applied_generation=runtime.applied_generation,
                                         last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
-                                        limitations=runtime.limitations, errors=runtime.errors))
+                                        limitations=runtime.limitations, errors=runtime.errors,
+                                        allocation_updates=updates.get(node.node_id, 0)))
         return nodes
 
     @_admin_rpc
@@ -182,17 +193,18 @@ class AdminService(pb_grpc.AdminServicer):
         users = readable_by(caller, self.cluster.users())
         self.cluster.refresh_snapshot()
         node_parts = []
+        allocator = self.cluster.allocator
         for node in self.cluster.config.storage_nodes:
             runtime = self.cluster.node_runtime(node.node_id)
             base = pb.UserNodeStatus(node_id=node.node_id,
                                      applied_generation=runtime.applied_generation).SerializeToString()
             node_parts.append((base, self.cluster.targets(node.node_id), self.cluster.measured_rates(node.node_id),
-                               runtime.held_at_limit))
+                               runtime.held_at_limit, allocator.status(node.node_id) if allocator else {}))
         target_part: dict[tuple[int, int], bytes] = {}
         entries = []
         for record in users:
             name, pieces = record.name, []
-            for base, targets, rates, held in node_parts:
+            for base, targets, rates, held, allocations in node_parts:
                 target = targets.get(name, (0, 0))
                 part = target_part.get(target)
                 if part is None:
@@ -205,18 +217,24 @@ class AdminService(pb_grpc.AdminServicer):
                     piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
                                                measured_write_bps=rate.write_bps if rate else 0.0,
                                                held_at_limit=name in held).SerializeToString()
+                given = allocations.get(name)
+                if given:
+                    piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
+                                               allocated_write_bps=given.allocated_write_bps,
+                                               demand_read_bps=given.demand_read_bps,
+                                               demand_write_bps=given.demand_write_bps).SerializeToString()
                 pieces.append(_NODES_TAG + _varint(len(piece)) + piece)
             user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
             entries.append(_USERS_TAG + _varint(len(user_status)) + user_status)
         head = pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
-                                 nodes=self._nodes()).SerializeToString()
+                                 nodes=self._nodes(), allocation=self.cluster.config.policy.allocation).SerializeToString()
         return head + b"".join(entries)
 
     @_admin_rpc
     def StartJob(self, request, caller):
         record, priority = self.cluster.start_job(request.job_id, request.user, request.uid, request.node,
                                                   request.account, request.queue, request.requested_priority,
-                                                  caller.actor)
+                                                  caller.actor, request.reservation_bps)
         return pb.JobResponse(user=user_message(record), effective_priority=priority,
                               generation=self.cluster.generation())
 
@@ -259,10 +277,10 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             sent = None
             while not self.changes.closing:
                 changed = self.changes.event  # taken before reading the state: no change is missed
-                generation, state = self.cluster.desired_state_bytes(request.node_id)
-                if generation != sent:
+                key, state = self.cluster.stream_message(request.node_id)
+                if key != sent:
                     await context.write(state)
-                    sent = generation
+                    sent = key
                 await changed.wait()
         finally:
             self.cluster.stream_closed(request.node_id)
@@ -315,6 +333,24 @@ class Changes:
             self._connections.clear()
             await self.store_thread.run(self.cluster.publish_connections)
             await asyncio.sleep(CONNECTIONS_PUBLISH_SECONDS)
+
+    async def allocation_loop(self) -> None:
+        """The work-conserving control loop: a tick every policy.control_seconds, and at once after an
+        admin change (a new generation); only the streams of nodes whose allocation changed send."""
+        poke = asyncio.Event()
+        self.cluster.add_listener(lambda _generation: self._loop.call_soon_threadsafe(poke.set))
+        period = self.cluster.config.policy.control_seconds
+        while True:
+            try:
+                await asyncio.wait_for(poke.wait(), period)
+                await self.store_thread.run(self.cluster.refresh_snapshot)   # the change's users
+            except asyncio.TimeoutError:
+                pass
+            poke.clear()
+            users = self.cluster.snapshot().users
+            changed = await self._loop.run_in_executor(None, self.cluster.allocator.tick, users)
+            if changed:
+                self._wake()
 
     def close_streams(self) -> None:
         self.closing = True
@@ -440,8 +476,9 @@ class CoordinatorServer:
     async def _start(self) -> None:
         await self.changes.prime()
         await self._server.start()
+        allocation = (("allocation", self.changes.allocation_loop),) if self.changes.cluster.allocator else ()
         for name, task in (("publisher", self.changes.publisher), ("connections", self.changes.connection_publisher),
-                           *((t.__name__, t) for t in self._background)):
+                           *allocation, *((t.__name__, t) for t in self._background)):
             self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
 
     async def _watched(self, name: str, task: Task) -> None:

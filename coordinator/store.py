@@ -34,6 +34,12 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
 """
 TABLES = {"users", "jobs", "meta"}
+# Columns added after the first release, added to an older store when it is opened.
+ADDED_COLUMNS = (
+    ("users", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),   # work-conserving floor, bytes/s per node
+    ("users", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),         # work-conserving ceiling; 0 = none
+    ("jobs", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),    # a job's own floor for its user
+)
 
 
 class StoreUnusable(VNodeSyncError):
@@ -54,6 +60,13 @@ class UserRecord:
     running_jobs: int
     job_priority: int | None      # highest explicit priority among running jobs
     has_default_priority_job: bool  # a running job that uses the user's own priority
+    reservation_bps: int = 0      # set by the admin (work-conserving policy); 0 = none
+    limit_bps: int = 0            # 0 = none
+    job_reservation_bps: int = 0  # highest reservation among running jobs
+
+    @property
+    def effective_reservation(self) -> int:
+        return max(self.reservation_bps, self.job_reservation_bps if self.running_jobs else 0)
 
     @property
     def active(self) -> bool:
@@ -118,6 +131,7 @@ class StateStore:
             if self.created:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.executescript(SCHEMA)
+                self._add_columns()
                 self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
                                  (secrets.randbits(62) | 1,))
             else:
@@ -146,6 +160,13 @@ class StateStore:
         if "store_id" not in meta:  # a store from before identities: give it one, once
             self._db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
         self._db.execute("PRAGMA journal_mode = WAL")
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for table, column, kind in ADDED_COLUMNS:
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def store_id(self) -> int:
         """This store's identity, made at initialise: a restored or re-made store is told apart."""
@@ -219,11 +240,12 @@ class StateStore:
         with self._lock:
             rows = self._db.execute("""
                 SELECT u.name, u.uid, u.priority, u.active,
-                       COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL)
+                       COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL),
+                       u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0)
                 FROM users u LEFT JOIN jobs j ON j.user = u.name
                 GROUP BY u.name ORDER BY u.name""").fetchall()
-        return [UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs))
-                for n, uid, p, a, jobs, jp, default_jobs in rows]
+        return [UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res)
+                for n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res in rows]
 
     def user(self, name: str) -> UserRecord:
         for record in self.users():
@@ -263,6 +285,13 @@ class StateStore:
         """Returns (generation, old priority)."""
         return self._update_user(name, "priority", priority)
 
+    def set_reservation(self, name: str, bps: int) -> tuple[int, int]:
+        """Returns (generation, old reservation)."""
+        return self._update_user(name, "reservation_bps", bps)
+
+    def set_limit(self, name: str, bps: int) -> tuple[int, int]:
+        return self._update_user(name, "limit_bps", bps)
+
     def set_active(self, name: str, active: bool) -> tuple[int, bool]:
         generation, old = self._update_user(name, "active", int(active))
         return generation, bool(old)
@@ -276,24 +305,26 @@ class StateStore:
     # ---- jobs --------------------------------------------------------------
 
     def start_job(self, job_id: str, node: str, user: str, uid: int, priority: int | None,
-                  new_user_priority: int) -> int:
+                  new_user_priority: int, reservation_bps: int = 0) -> int:
         """Record a running job (idempotent per job and node); creates the user if unknown."""
         now = time.time()
         with self._transaction() as db:
             if not db.execute("SELECT 1 FROM users WHERE name = ?", (user,)).fetchone():
                 db.execute("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, 0)",
                            (user, uid, new_user_priority))
-            existing = db.execute("SELECT user, priority FROM jobs WHERE job_id = ? AND node = ?",
+            existing = db.execute("SELECT user, priority, reservation_bps FROM jobs WHERE job_id = ? AND node = ?",
                                   (job_id, node)).fetchone()
             if existing is not None:
                 if existing[0] != user:
                     raise InvalidArgument(f"job {job_id!r} on {node!r} belongs to {existing[0]!r}, not {user!r}")
                 db.execute("UPDATE jobs SET confirmed_at = ? WHERE job_id = ? AND node = ?", (now, job_id, node))
-                if existing[1] == priority:
+                if existing[1] == priority and existing[2] == reservation_bps:
                     return self.generation()
-                db.execute("UPDATE jobs SET priority = ? WHERE job_id = ? AND node = ?", (priority, job_id, node))
+                db.execute("UPDATE jobs SET priority = ?, reservation_bps = ? WHERE job_id = ? AND node = ?",
+                           (priority, reservation_bps, job_id, node))
             else:
-                db.execute("INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?)", (job_id, node, user, priority, now, now))
+                db.execute("INSERT INTO jobs (job_id, node, user, priority, started_at, confirmed_at, reservation_bps) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", (job_id, node, user, priority, now, now, reservation_bps))
             return self._bump(db)
 
     def end_job(self, job_id: str, node: str) -> tuple[int, str | None]:

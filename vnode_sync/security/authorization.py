@@ -25,8 +25,8 @@ from vnode_sync.security.identity import CallerIdentity
 audit = logging.getLogger(AUDIT_LOGGER)
 Row = TypeVar("Row")
 
-ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "RemoveUser", "ListUsers", "ListNodes", "Status",
-                         "StartJob", "EndJob", "ReconcileJobs"})
+ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation", "SetLimit", "RemoveUser",
+                         "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs"})
 USER_READS = frozenset({"ListUsers", "Status"})
 NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
 # RPC -> the request field that must name the calling compute host.

@@ -7,18 +7,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class User(_message.Message):
-    __slots__ = ("name", "uid", "priority", "active", "running_jobs")
+    __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_BPS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_BPS_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: int
     priority: int
     active: bool
     running_jobs: int
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ...) -> None: ...
+    reservation_bps: int
+    limit_bps: int
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops")
@@ -39,7 +43,7 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ...) -> None: ...
 
 class StorageNode(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors")
+    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors", "allocation_updates")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +52,7 @@ class StorageNode(_message.Message):
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_UPDATES_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
@@ -56,7 +61,8 @@ class StorageNode(_message.Message):
     connected: bool
     limitations: _containers.RepeatedScalarFieldContainer[str]
     errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+    allocation_updates: int
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ...) -> None: ...
 
 class DeviceShare(_message.Message):
     __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight")
@@ -101,7 +107,7 @@ class ConnectionOwner(_message.Message):
     def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
 
 class DesiredState(_message.Message):
-    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id")
+    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +116,7 @@ class DesiredState(_message.Message):
     USERS_FIELD_NUMBER: _ClassVar[int]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     STORE_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     generation: int
     node_id: str
     mode: str
@@ -118,7 +125,26 @@ class DesiredState(_message.Message):
     users: _containers.RepeatedCompositeFieldContainer[User]
     connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
     store_id: int
-    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ...) -> None: ...
+    allocation: Allocation
+    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ...) -> None: ...
+
+class UserAllocation(_message.Message):
+    __slots__ = ("user", "shares")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    shares: _containers.RepeatedCompositeFieldContainer[DeviceShare]
+    def __init__(self, user: _Optional[str] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
+
+class Allocation(_message.Message):
+    __slots__ = ("sequence", "users", "fallback_seconds")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    users: _containers.RepeatedCompositeFieldContainer[UserAllocation]
+    fallback_seconds: float
+    def __init__(self, sequence: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserAllocation, _Mapping]]] = ..., fallback_seconds: _Optional[float] = ...) -> None: ...
 
 class SetPriorityRequest(_message.Message):
     __slots__ = ("user", "priority")
@@ -153,6 +179,14 @@ class SetActiveRequest(_message.Message):
     user: str
     active: bool
     def __init__(self, user: _Optional[str] = ..., active: _Optional[bool] = ...) -> None: ...
+
+class SetRateRequest(_message.Message):
+    __slots__ = ("user", "bps")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    BPS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    bps: int
+    def __init__(self, user: _Optional[str] = ..., bps: _Optional[int] = ...) -> None: ...
 
 class ListUsersRequest(_message.Message):
     __slots__ = ()
@@ -189,7 +223,7 @@ class RemoveUserResponse(_message.Message):
     def __init__(self, user: _Optional[str] = ...) -> None: ...
 
 class UserNodeStatus(_message.Message):
-    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation", "held_at_limit")
+    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation", "held_at_limit", "allocated_read_bps", "allocated_write_bps", "demand_read_bps", "demand_write_bps")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_READ_BPS_FIELD_NUMBER: _ClassVar[int]
     TARGET_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
@@ -197,6 +231,10 @@ class UserNodeStatus(_message.Message):
     MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     target_read_bps: int
     target_write_bps: int
@@ -204,7 +242,11 @@ class UserNodeStatus(_message.Message):
     measured_write_bps: float
     applied_generation: int
     held_at_limit: bool
-    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
+    allocated_read_bps: int
+    allocated_write_bps: int
+    demand_read_bps: float
+    demand_write_bps: float
+    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., allocated_read_bps: _Optional[int] = ..., allocated_write_bps: _Optional[int] = ..., demand_read_bps: _Optional[float] = ..., demand_write_bps: _Optional[float] = ...) -> None: ...
 
 class UserStatus(_message.Message):
     __slots__ = ("user", "nodes")
@@ -215,19 +257,21 @@ class UserStatus(_message.Message):
     def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("generation", "mode", "users", "nodes")
+    __slots__ = ("generation", "mode", "users", "nodes", "allocation")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     generation: int
     mode: str
     users: _containers.RepeatedCompositeFieldContainer[UserStatus]
     nodes: _containers.RepeatedCompositeFieldContainer[StorageNode]
-    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ...) -> None: ...
+    allocation: str
+    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., allocation: _Optional[str] = ...) -> None: ...
 
 class JobRequest(_message.Message):
-    __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority")
+    __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority", "reservation_bps")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +279,7 @@ class JobRequest(_message.Message):
     ACCOUNT_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_BPS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     user: str
     uid: int
@@ -242,7 +287,8 @@ class JobRequest(_message.Message):
     account: str
     queue: str
     requested_priority: int
-    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., node: _Optional[str] = ..., account: _Optional[str] = ..., queue: _Optional[str] = ..., requested_priority: _Optional[int] = ...) -> None: ...
+    reservation_bps: int
+    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., node: _Optional[str] = ..., account: _Optional[str] = ..., queue: _Optional[str] = ..., requested_priority: _Optional[int] = ..., reservation_bps: _Optional[int] = ...) -> None: ...
 
 class JobResponse(_message.Message):
     __slots__ = ("user", "effective_priority", "generation")

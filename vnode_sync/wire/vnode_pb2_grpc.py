@@ -49,6 +49,16 @@ class AdminStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.SetActiveRequest.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
                 _registered_method=True)
+        self.SetReservation = channel.unary_unary(
+                '/vnode_sync.v1.Admin/SetReservation',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+                _registered_method=True)
+        self.SetLimit = channel.unary_unary(
+                '/vnode_sync.v1.Admin/SetLimit',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+                _registered_method=True)
         self.RemoveUser = channel.unary_unary(
                 '/vnode_sync.v1.Admin/RemoveUser',
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.UserRequest.SerializeToString,
@@ -102,6 +112,18 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SetActive(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetReservation(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLimit(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,6 +187,16 @@ def add_AdminServicer_to_server(servicer, server):
             'SetActive': grpc.unary_unary_rpc_method_handler(
                     servicer.SetActive,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.SetActiveRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.User.SerializeToString,
+            ),
+            'SetReservation': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetReservation,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.User.SerializeToString,
+            ),
+            'SetLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLimit,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.User.SerializeToString,
             ),
             'RemoveUser': grpc.unary_unary_rpc_method_handler(
@@ -283,6 +315,60 @@ class Admin:
             target,
             '/vnode_sync.v1.Admin/SetActive',
             vnode__sync_dot_wire_dot_vnode__pb2.SetActiveRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetReservation(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/SetReservation',
+            vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/SetLimit',
+            vnode__sync_dot_wire_dot_vnode__pb2.SetRateRequest.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
             options,
             channel_credentials,
