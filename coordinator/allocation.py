@@ -171,7 +171,7 @@ class Allocator:
                 if value > self._pushed.get(key, 0):
                     self._estimator.raised(key, now)
         self._pushed = {k: v for k, v in self._pushed.items() if k[2] not in changed}
-        self._pushed.update({k: int(v) for k, v in new.items() if k[2] in changed})
+        self._pushed.update({k: max(1, int(v)) for k, v in new.items() if k[2] in changed})
         with self._lock:
             for node in changed:
                 self._sequence += 1

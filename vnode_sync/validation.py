@@ -56,3 +56,21 @@ def bandwidth(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidArgument(f"invalid {what} {value!r}: must be a whole number of bytes/s, 0 or more")
     return value
+
+
+_RATE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]*?)(?:/s)?\s*$")
+
+
+def rate(value: str, what: str = "rate") -> int:
+    """'15MB/s', '1.5GiB/s', '800KB', '0' or 'none' (no floor or ceiling) -> bytes/s."""
+    text = str(value).strip().lower()
+    if text in ("none", "0"):
+        return 0
+    match = _RATE.match(text)
+    if not match or match.group(2) not in _RATE_UNITS:
+        raise InvalidArgument(f"invalid {what} {value!r}: use bytes/s like 15MB/s, 800KB/s, 1GiB/s, or none")
+    bps = int(float(match.group(1)) * _RATE_UNITS[match.group(2)])
+    if bps >= 1 << 63:
+        raise InvalidArgument(f"invalid {what} {value!r}: too large")
+    return bps

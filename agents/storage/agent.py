@@ -6,6 +6,7 @@ import threading
 import time
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery
+from vnode_sync.agents.storage.allocation import effective_state, has_allocation, static_state
 from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
@@ -37,7 +38,11 @@ class StorageAgent:
         self.refusal: str | None = None
         self._failed_state: pb.DesiredState | None = None   # the state a failing pass was applying
         self.loops = LoopThreads(on_failure=self._stop_after_failure)
-        self.link = CoordinatorLink(config.coordinator, self._registration, self._receive, credentials)
+        # Since when the coordinator is out of reach (monotonic; None while its stream is up): an
+        # allocation is kept this long at most (Allocation.fallback_seconds), then the static shares.
+        self._cut_off_since: float | None = None
+        self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
+                                    on_disconnect=self._disconnected)
 
     def _stop_after_failure(self) -> None:
         self._stop.set()
@@ -49,6 +54,14 @@ class StorageAgent:
             limitations=self.backend.limitations(),
             devices=[pb.Device(name=name, major=dev.major, minor=dev.minor)
                      for name, dev in sorted(self.reconciler.devices.items())])
+
+    def _from_coordinator(self, state: pb.DesiredState) -> None:
+        self._cut_off_since = None
+        self._receive(state)
+
+    def _disconnected(self) -> None:
+        if self._cut_off_since is None:
+            self._cut_off_since = time.monotonic()
 
     def _receive(self, state: pb.DesiredState) -> None:
         with self._pending_lock:
@@ -99,6 +112,7 @@ class StorageAgent:
         if cached is not None:
             log.info("enforcing cached generation %d until the coordinator answers", cached.generation)
             self._receive(cached)  # applied by the first supervised pass
+            self._cut_off_since = time.monotonic()  # its allocation, if any, holds only until the fallback
         self.loops.start("coordinator-link", self.link.run)
         self.loops.start("capture", lambda: self.capture.run(self._stop))
         supervisor = PassSupervisor("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}")
@@ -144,11 +158,15 @@ class StorageAgent:
             if state is not None:
                 self._failed_state = state
                 with self._lock:
-                    self.reconciler.apply(state)
+                    self.reconciler.apply(effective_state(state))
                 self._failed_state = None
                 self._save_cached_state(state)
                 applied_new = True
                 next_resync = now + self.config.resync_seconds
+        elif self._fallback_due(now):
+            with self._lock:
+                self.reconciler.apply(static_state(self.reconciler.state))
+            next_resync = now + self.config.resync_seconds
         elif now >= next_resync and self.reconciler.state is not None:
             with self._lock:
                 self.reconciler.apply(self.reconciler.state)
@@ -161,6 +179,14 @@ class StorageAgent:
             self.link.report(report)
             next_report = now + self.config.report_seconds
         return next_resync, next_report
+
+    def _fallback_due(self, now: float) -> bool:
+        state, since = self.reconciler.state, self._cut_off_since
+        if state is None or since is None or not has_allocation(state) or now - since < state.allocation.fallback_seconds:
+            return False
+        log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares (allocation %d dropped)",
+                    self.config.node_id, now - since, state.allocation.sequence)
+        return True
 
     def _refuse(self, state: pb.DesiredState) -> bool:
         """A state from another store, or older than the one enforced, is a fork or a rollback:

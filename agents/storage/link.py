@@ -42,10 +42,11 @@ class Backoff:
 class CoordinatorLink:
     def __init__(self, address: str, register: Callable[[], pb.RegisterRequest],
                  on_state: Callable[[pb.DesiredState], None],
-                 credentials: TlsFiles | None = None):
+                 credentials: TlsFiles | None = None, on_disconnect: Callable[[], None] | None = None):
         self.address = address
         self.register = register
         self.on_state = on_state
+        self.on_disconnect = on_disconnect or (lambda: None)
         # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
         self.channel = (secure_channel(address, credentials, CHANNEL_OPTIONS) if credentials
                         else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
@@ -73,6 +74,7 @@ class CoordinatorLink:
             except grpc.RpcError as e:
                 if self._stop.is_set():
                     break
+                self.on_disconnect()
                 delay = backoff.next()
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
                                 grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
@@ -84,6 +86,7 @@ class CoordinatorLink:
                     self._unreachable_logged = True
                 self._stop.wait(delay)
             else:
+                self.on_disconnect()
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
     def report(self, report: pb.UsageReport) -> bool:

@@ -65,7 +65,8 @@ class CoordinatorClient:
         """Deliver a start or end; both are idempotent on the coordinator's side."""
         request = pb.JobRequest(job_id=event.job_id, user=event.user, uid=event.uid, node=event.node,
                                 account=event.account, queue=event.queue,
-                                requested_priority=event.requested_priority)
+                                requested_priority=event.requested_priority,
+                                reservation_bps=event.requested_reservation)
         what = f"{event.phase.value} of {event.describe()}"
         if event.phase is JobPhase.START:
             reply = self._call(self._admin.StartJob, request, deadline_seconds, what)

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 # `qsub -l other=vnode_priority=20` (TORQUE) or a custom resource `-l vnode_priority=20` (PBS Pro).
 PRIORITY_KEY = "vnode_priority"
 _PRIORITY_REQUEST = re.compile(rf"(?:^|[\s,;:=+]){PRIORITY_KEY}=([^\s,;:+]*)")
+# Likewise a floor for the job's user under the work-conserving policy: `vnode_reservation=15MB/s`.
+RESERVATION_KEY = "vnode_reservation"
+_RESERVATION_REQUEST = re.compile(rf"(?:^|[\s,;:=+]){RESERVATION_KEY}=([^\s,;:+]*)")
 
 
 class JobPhase(enum.Enum):
@@ -48,6 +51,7 @@ class JobEvent:
     account: str = ""
     queue: str = ""
     requested_priority: int = 0   # 0: the job asked for none; else already within 1..100
+    requested_reservation: int = 0  # bytes/s; 0: none
     sister: bool = False          # ran on a sister node (.parallel scripts)
 
     def describe(self) -> str:
@@ -72,6 +76,18 @@ def requested_priority(text: str, job_id: str = "?") -> int:
         log.warning("job %s: %s=%d clamped to %d (allowed %d..%d)", job_id, PRIORITY_KEY, value, clamped,
                     validation.PRIORITY_MIN, validation.PRIORITY_MAX)
     return clamped
+
+
+def requested_reservation(text: str, job_id: str = "?") -> int:
+    """The floor (bytes/s) a job attribute asks for; 0 if none or unreadable (logged, never raised)."""
+    matches = _RESERVATION_REQUEST.findall(text or "")
+    if not matches:
+        return 0
+    try:
+        return validation.rate(matches[-1], RESERVATION_KEY)
+    except InvalidArgument as e:
+        log.warning("job %s: ignoring it: %s", job_id, e)
+        return 0
 
 
 def local_node_name() -> str:
@@ -106,7 +122,9 @@ def from_slurm_env(phase: JobPhase, env: Mapping[str, str], node: str | None = N
         node=node or env.get("SLURMD_NODENAME") or local_node_name(),
         account=env.get("SLURM_JOB_ACCOUNT", ""), queue=env.get("SLURM_JOB_PARTITION", ""),
         requested_priority=requested_priority(env.get("SLURM_JOB_COMMENT", ""), job_id) if phase is JobPhase.START
-        else 0)
+        else 0,
+        requested_reservation=requested_reservation(env.get("SLURM_JOB_COMMENT", ""), job_id)
+        if phase is JobPhase.START else 0)
 
 
 def from_pbs_argv(phase: JobPhase, argv: Sequence[str], sister: bool = False, node: str | None = None) -> JobEvent:
@@ -127,4 +145,5 @@ def from_pbs_argv(phase: JobPhase, argv: Sequence[str], sister: bool = False, no
         phase=phase, job_id=job_id, user=user, uid=_uid_of(user), node=node or local_node_name(),
         account=account, queue=queue,
         requested_priority=requested_priority(limits, job_id) if phase is JobPhase.START else 0,
+        requested_reservation=requested_reservation(limits, job_id) if phase is JobPhase.START else 0,
         sister=sister)

@@ -94,6 +94,13 @@ def _priority_arg(value: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from e
 
 
+def _rate_arg(value: str) -> int:
+    try:
+        return validation.rate(value)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vnodectl", description=__doc__.splitlines()[0])
     parser.add_argument("--coordinator", help="coordinator host:port")
@@ -107,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("set-priority", help="set a user's priority (1..100, 100 highest)")
     p.add_argument("user", type=_user_arg)
     p.add_argument("priority", type=_priority_arg)
+    for name, text in (("set-reservation", "a user's floor on each node it uses, e.g. 15MB/s, or none "
+                                           "(work-conserving policy)"),
+                       ("set-limit", "a user's ceiling on each node, e.g. 100MB/s, or none (work-conserving policy)")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("user", type=_user_arg)
+        p.add_argument("rate", type=_rate_arg)
     p = sub.add_parser("add-user", help="register a user")
     p.add_argument("user", type=_user_arg)
     p.add_argument("--uid", type=int, required=True)
@@ -122,19 +135,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _user_line(user: pb.User) -> str:
-    return f"{user.name}: priority {user.priority}, {'active' if user.active else 'inactive'}"
+    bounds = "".join(f", {what} {mb(value)} MB/s" for what, value in (("reservation", user.reservation_bps),
+                                                                       ("limit", user.limit_bps)) if value)
+    return f"{user.name}: priority {user.priority}, {'active' if user.active else 'inactive'}{bounds}"
+
+
+def _demand(value: float) -> str:
+    return "unbounded" if value == float("inf") else mb(value)
 
 
 def _print_status(status: pb.StatusResponse) -> None:
     rows = []
+    fair = status.allocation == "work-conserving"
     for us in status.users:
+        u = us.user
         for n in us.nodes or [pb.UserNodeStatus(node_id="-")]:
-            rows.append([us.user.name, us.user.priority, "yes" if us.user.active else "no", n.node_id,
-                         mb(n.target_read_bps), mb(n.target_write_bps), mb(n.measured_read_bps),
-                         mb(n.measured_write_bps), n.applied_generation])
-    print(f"generation {status.generation}, mode {status.mode}")
-    print(render(["USER", "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
-                  "MEASURED_RD_MB/s", "MEASURED_WR_MB/s", "APPLIED_GEN"], rows))
+            row = [u.name, u.priority, "yes" if u.active else "no", n.node_id,
+                   mb(n.target_read_bps), mb(n.target_write_bps), mb(n.measured_read_bps),
+                   mb(n.measured_write_bps), n.applied_generation]
+            if fair:
+                row[4:4] = [mb(u.reservation_bps) if u.reservation_bps else "-", mb(u.limit_bps) if u.limit_bps else "-",
+                            mb(n.allocated_read_bps), mb(n.allocated_write_bps), _demand(n.demand_read_bps),
+                            _demand(n.demand_write_bps)]
+            rows.append(row)
+    print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
+    head = ["USER", "WEIGHT" if fair else "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
+            "MEASURED_RD_MB/s", "MEASURED_WR_MB/s", "APPLIED_GEN"]
+    if fair:
+        head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
+    print(render(head, rows))
 
 
 def _print_nodes(nodes) -> None:
@@ -153,6 +182,9 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
     t = RPC_TIMEOUT_SECONDS
     if args.command == "set-priority":
         print(_user_line(stub.SetPriority(pb.SetPriorityRequest(user=args.user, priority=args.priority), timeout=t)))
+    elif args.command in ("set-reservation", "set-limit"):
+        call = stub.SetReservation if args.command == "set-reservation" else stub.SetLimit
+        print(_user_line(call(pb.SetRateRequest(user=args.user, bps=args.rate), timeout=t)))
     elif args.command == "add-user":
         print(_user_line(stub.AddUser(pb.AddUserRequest(user=args.user, uid=validation.uid(args.uid),
                                                         priority=args.priority, active=args.active), timeout=t)))
@@ -191,22 +223,37 @@ def status_json(status: pb.StatusResponse) -> dict:
     return {
         "generation": status.generation,
         "mode": status.mode,
+        "allocation": status.allocation or "static",
         "users": [{"name": us.user.name, "uid": us.user.uid, "priority": us.user.priority,
                    "active": us.user.active, "running_jobs": us.user.running_jobs,
+                   "reservation_bps": us.user.reservation_bps, "limit_bps": us.user.limit_bps,
                    "nodes": [{"node_id": n.node_id, "target_read_bps": n.target_read_bps,
                               "target_write_bps": n.target_write_bps,
                               "measured_read_bps": round(n.measured_read_bps, 1),
                               "measured_write_bps": round(n.measured_write_bps, 1),
                               "applied_generation": n.applied_generation,
-                              "held_at_limit": n.held_at_limit} for n in us.nodes]}
+                              "held_at_limit": n.held_at_limit, **_allocation_json(status, n)} for n in us.nodes]}
                   for us in status.users],
         "nodes": [node_json(n) for n in status.nodes],
     }
 
 
+def _allocation_json(status: pb.StatusResponse, n: pb.UserNodeStatus) -> dict:
+    if status.allocation != "work-conserving":
+        return {}
+    # JSON has no infinity: an unbounded demand is null
+    return {"allocated_read_bps": n.allocated_read_bps, "allocated_write_bps": n.allocated_write_bps,
+            "demand_read_bps": _finite(n.demand_read_bps), "demand_write_bps": _finite(n.demand_write_bps)}
+
+
+def _finite(value: float) -> float | None:
+    return None if value == float("inf") else round(value, 1)
+
+
 def node_json(node: pb.StorageNode) -> dict:
     return {"node_id": node.node_id, "connected": node.connected, "backend": node.backend,
             "applied_generation": node.applied_generation, "last_seen_unix": node.last_seen_unix,
+            "allocation_updates": node.allocation_updates,
             "limitations": list(node.limitations), "errors": list(node.errors),
             "devices": [{"name": d.name, "major": d.major, "minor": d.minor, "read_bps": d.read_bps,
                          "write_bps": d.write_bps, "read_iops": d.read_iops, "write_iops": d.write_iops}
