@@ -96,17 +96,31 @@ def readable_dir():
     shutil.rmtree(path, ignore_errors=True)
 
 
+def total_by_user(measured: dict[tuple[str, str], float], users) -> dict[str, float]:
+    return {u.name: sum(v for (_, user), v in measured.items() if user == u.name) for u in users}
+
+
+def flip(cluster, hdfs, user: LocalUser, priority: int) -> None:
+    """Set `user`'s priority and wait until every DataNode's throttler has the new rates: within 3 s."""
+    generations = {dn: c.stats().generation for dn, c in channels(hdfs).items()}
+    cluster.vnodectl("set-priority", user.name, str(priority))
+    cluster.wait_for(lambda: all(c.stats().generation > generations[dn] for dn, c in channels(hdfs).items()),
+                     timeout=3, what="the flip in every DataNode within 3 s")
+    time.sleep(1.0)  # let the buckets drain what was booked at the old rates
+
+
 def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, readable_dir):
     alice, bob = users
     sources = {}
-    for user, mib in ((alice, 160), (bob, 320)):  # so both write for about 8 s at 20 and 40 MB/s
+    # Long enough that both still write through 5 s at 20/40 MB/s, the flip and 3 s at 30/30.
+    for user, mib in ((alice, 400), (bob, 640)):
         path = os.path.join(readable_dir, f"{user.name}.bin")
         with open(path, "wb") as f:
             f.write(os.urandom(mib * MiB))
         os.chmod(path, 0o644)
         sources[user.name] = path
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2) as (hdfs, cluster):
+                            replication=2, disk_mb=3072) as (hdfs, cluster):
         assert no_cgroup_of(cluster)
         cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
@@ -116,29 +130,27 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
         try:
             wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "write")
             measured = rates(hdfs, "write", 5)
+            flip(cluster, hdfs, alice, 8)
+            flipped = rates(hdfs, "write", 3)
         finally:
             for w in writers:
-                assert w.wait(120) == 0, w.stderr.read()
+                assert w.wait(180) == 0, w.stderr.read()
         for dn in hdfs.datanodes:  # replication 2: every block also reaches the other DataNode
             assert measured[(dn.id, alice.name)] == pytest.approx(20 * MB, rel=0.10), measured
             assert measured[(dn.id, bob.name)] == pytest.approx(40 * MB, rel=0.10), measured
+            assert flipped[(dn.id, alice.name)] == pytest.approx(30 * MB, rel=0.10), flipped
+            assert flipped[(dn.id, bob.name)] == pytest.approx(30 * MB, rel=0.10), flipped
 
         hdfs.evict_page_cache()
         readers = [hdfs.start_read(f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=60)
                    for u in (alice, bob)]
         try:
             wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "read")
-            split = rates(hdfs, "read", 3)
-            total = {u: sum(v for (_, user), v in split.items() if user == u) for u in (alice.name, bob.name)}
-            assert total[bob.name] / total[alice.name] == pytest.approx(2.0, rel=0.15), split
-            generations = {dn: c.stats().generation for dn, c in channels(hdfs).items()}
-            cluster.vnodectl("set-priority", alice.name, "8")
-            cluster.wait_for(lambda: all(c.stats().generation > generations[dn] for dn, c in channels(hdfs).items()),
-                             timeout=3, what="the flip in every DataNode within 3 s")
-            time.sleep(1.0)
-            after = rates(hdfs, "read", 3)
-            total = {u: sum(v for (_, user), v in after.items() if user == u) for u in (alice.name, bob.name)}
-            assert total[bob.name] / total[alice.name] == pytest.approx(1.0, rel=0.15), after
+            total = total_by_user(rates(hdfs, "read", 3), (alice, bob))
+            assert total[bob.name] / total[alice.name] == pytest.approx(1.0, rel=0.15), total
+            flip(cluster, hdfs, alice, 4)
+            total = total_by_user(rates(hdfs, "read", 3), (alice, bob))
+            assert total[bob.name] / total[alice.name] == pytest.approx(2.0, rel=0.15), total
         finally:
             for r in readers:
                 r.kill()
