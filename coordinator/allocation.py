@@ -130,11 +130,11 @@ class Allocator:
         claims = {u.name: Claim(weight=u.effective_priority, reservation=float(u.effective_reservation),
                                 limit=float(u.limit_bps) if u.limit_bps else math.inf) for u in active}
         with self._lock:
-            usage = {k: (v.read_bps, v.write_bps, v.held) for k, v in self._usage.items()}
             for v in self._usage.values():
-                if not v.fresh:     # no report since the last tick: the agent is silent, not the user
+                if not v.fresh:     # not in any report since the last tick: it did no I/O
                     v.read_bps = v.write_bps = 0.0
                 v.fresh = False
+            usage = {k: (v.read_bps, v.write_bps, v.held) for k, v in self._usage.items()}
         new: dict[tuple[str, str, str, str], float] = {}
         keep = set()
         for index, direction in enumerate(DIRECTIONS):

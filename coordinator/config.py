@@ -59,7 +59,7 @@ class Policy:
     # max-min from measured demand, with reservations and limits (docs/fair-shares.md; throttle mode).
     allocation: str = "static"
     control_seconds: float = 1.0     # the allocation loop's period
-    probe_fraction: float = 0.02     # of a node's BW every active user keeps, so its return is seen
+    probe_fraction: float = 0.03     # of a node's BW every active user keeps, so its return is seen
     hysteresis: float = 0.05         # a new allocation is pushed only if it differs by more than this
     fallback_seconds: float = 30.0   # agents cut off this long go back to the static shares
 

@@ -47,15 +47,17 @@ def check_admission(capacity: Mapping[str, float], reservations: Mapping[str, fl
 
 def allocate(capacity: Mapping[str, float], claims: Mapping[str, Claim],
              demand: Mapping[Pair, float], probe: float = 0.0) -> dict[Pair, float]:
-    """Each (user, node) pair with demand gets its bytes/s; pairs without demand get nothing.
+    """Each (user, node) pair listed in `demand` gets its bytes/s.
 
-    `probe`: the fraction of a node's capacity every pair with demand keeps at least (so a user
-    that comes back is seen, and a stream on a node the max-min leaves empty still moves)."""
+    `probe`: the fraction of a node's capacity every listed pair keeps at least, even with no
+    demand (so a user that comes back is seen, and a stream on a node the max-min leaves empty
+    still moves). Without a probe, pairs with no demand get nothing."""
     pairs: dict[Pair, float] = {}
     floors: dict[Pair, float] = {}
     for (user, node), want in demand.items():
-        if want <= 0 or user not in claims or node not in capacity:
+        if user not in claims or node not in capacity or (want <= 0 and probe <= 0):
             continue
+        want = max(0.0, want)
         claim = claims[user]
         if claim.weight <= 0:
             raise InvalidArgument(f"user {user}: weight must be above 0, got {claim.weight}")

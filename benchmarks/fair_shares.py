@@ -1,0 +1,333 @@
+"""Work-conserving, cluster-wide weighted max-min vs Algorithm 1's static caps, in the same run.
+
+    sudo .venv/bin/python -m benchmarks.fair_shares [--disk-mbps 60] [--steady-seconds 30]
+
+A real HDFS (NameNode and 2 DataNode JVMs), each DataNode on a paced disk serving reads at
+--disk-mbps (60 MB/s), the coordinator configured with the same node BW, one storage agent per
+DataNode (blkio-v1, DataXceiver threads captured into users' VNodes), and readers through
+Hadoop's own client (one JVM per reader; the DataNodes drop read blocks from the page cache
+behind them, so re-reads reach the disk). Every scenario runs under the static policy and then
+under the work-conserving one, on the same HDFS and files. Rates are what the kernel charged
+to each user's VNode on each DataNode's disk, sampled every 0.25 s.
+
+Scenarios (the issue's list):
+- steady: alice (priority 8) and bob (4) read from both DataNodes for --steady-seconds; each
+  user's rate per second, its coefficient of variation, and allocation updates/s per node.
+- lending: bob's readers stop; how soon alice has >= 90 % of each node's BW, and her rate 3-6 s after.
+- reclaim: bob's readers start again; from bob's first bytes, how soon he has 90 % of his weighted share.
+- skew: alice reads dn0 only, bob both; each user's total against the cluster-wide weighted max-min.
+- reservation: three priority-8 users saturate dn0, a priority-2 user with a 15 MB/s reservation reads too.
+- fig6: a priority-50 reader reads 256 MiB alone, then against two priority-1 background readers;
+  its time against its time alone, and what the background readers get of the BW it leaves.
+"""
+
+import argparse
+import contextlib
+import os
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+
+from vnode_sync.kernel.backend import vnode_name
+from testbed.hdfs_cluster import HdfsCluster
+from testbed.hdfs_cluster.daemons import Transfer
+from testbed.hdfs_vnode_cluster import vnode_usage
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.names import unique_name
+
+MB = 1_000_000
+MiB = 1 << 20
+SAMPLE_SECONDS = 0.25
+POLICIES = ("static", "work-conserving")
+
+USERS = [LocalUser("alice", 64_701, 8, False), LocalUser("bob", 64_702, 4, False),
+         LocalUser("carol", 64_703, 8, False), LocalUser("dave", 64_704, 8, False),
+         LocalUser("frank", 64_705, 8, False), LocalUser("erin", 64_706, 2, False),
+         LocalUser("ivy", 64_707, 50, False), LocalUser("bg1", 64_708, 1, False),
+         LocalUser("bg2", 64_709, 1, False)]
+UID = {u.name: u.uid for u in USERS}
+
+
+class Rates:
+    """Per (user, DataNode) bytes charged by the kernel, sampled on demand."""
+
+    def __init__(self, hdfs: HdfsCluster, cluster: LocalCluster):
+        self.hdfs, self.cluster = hdfs, cluster
+
+    def counters(self, users: list[str]) -> dict[tuple[str, str], int]:
+        return {(u, dn.id): vnode_usage(self.cluster, dn, vnode_name(u)).read_bytes
+                for u in users for dn in self.hdfs.datanodes}
+
+    def series(self, users: list[str], seconds: float, until=None) -> list[tuple[float, dict]]:
+        """[(t, {(user, dn): bytes/s over the last sample})], for `seconds` or until `until(series)`."""
+        out, last, t_last = [], self.counters(users), time.monotonic()
+        start = t_last
+        while time.monotonic() - start < seconds:
+            time.sleep(SAMPLE_SECONDS)
+            now, t = self.counters(users), time.monotonic()
+            out.append((t - start, {k: (now[k] - last[k]) / (t - t_last) for k in now}))
+            last, t_last = now, t
+            if until is not None and until(out):
+                break
+        return out
+
+    def mean(self, users: list[str], seconds: float) -> dict[tuple[str, str], float]:
+        before, t0 = self.counters(users), time.monotonic()
+        time.sleep(seconds)
+        after, t1 = self.counters(users), time.monotonic()
+        return {k: (after[k] - before[k]) / (t1 - t0) for k in after}
+
+
+def window(series, end_index: int, samples: int) -> dict:
+    """Mean rates of the `samples` samples ending at `end_index`."""
+    chunk = series[max(0, end_index - samples + 1):end_index + 1]
+    return {k: sum(s[k] for _, s in chunk) / len(chunk) for k in chunk[0][1]}
+
+
+class Bench:
+    def __init__(self, hdfs: HdfsCluster, cluster: LocalCluster, policy: str, capacity: float):
+        self.hdfs, self.cluster, self.policy, self.capacity = hdfs, cluster, policy, capacity
+        self.rates = Rates(hdfs, cluster)
+        self.readers: dict[str, list] = {}
+        self.results: dict[str, object] = {}
+
+    def activate(self, names: list[str]) -> None:
+        status = self.cluster.status()
+        for user in status["users"]:
+            want = user["name"] in names
+            if user["active"] != want:
+                self.cluster.vnodectl("activate" if want else "deactivate", user["name"])
+
+    def start(self, user: str, dns: list[str], seconds: float = 600) -> None:
+        for dn in dns:
+            self.readers.setdefault(user, []).append(
+                self.hdfs.start_read(f"/{user}/on-{dn}.bin", as_uid=UID[user], hdfs_user=user, seconds=seconds))
+
+    def stop(self, user: str | None = None) -> None:
+        for name in [user] if user else list(self.readers):
+            for reader in self.readers.pop(name, []):
+                reader.kill()
+                reader.wait()
+
+    def wait_reading(self, pairs: list[tuple[str, str]], timeout: float = 60) -> None:
+        """Until every (user, dn) moves bytes: reader JVMs take seconds to start on 2 loaded cores."""
+        users = sorted({u for u, _ in pairs})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rates = self.rates.mean(users, 0.5)
+            if all(rates[p] > 0.5 * MB for p in pairs):
+                return
+        raise RuntimeError(f"{self.policy}: readers {pairs} did not all start reading within {timeout} s")
+
+    # ---- scenarios -----------------------------------------------------------
+
+    def steady_lending_reclaim(self, steady_seconds: float) -> None:
+        dns = [dn.id for dn in self.hdfs.datanodes]
+        self.activate(["alice", "bob"])
+        self.start("alice", dns)
+        self.start("bob", dns)
+        self.wait_reading([(u, dn) for u in ("alice", "bob") for dn in dns])
+        time.sleep(3)
+        updates_before = {n["node_id"]: n.get("allocation_updates", 0) for n in self.cluster.status()["nodes"]}
+        t0 = time.monotonic()
+        per_second = [self.rates.mean(["alice", "bob"], 1.0) for _ in range(int(steady_seconds))]
+        elapsed = time.monotonic() - t0
+        updates_after = {n["node_id"]: n.get("allocation_updates", 0) for n in self.cluster.status()["nodes"]}
+        cv = {}
+        for user in ("alice", "bob"):
+            totals = [sum(v for (u, _), v in s.items() if u == user) for s in per_second]
+            cv[user] = (statistics.pstdev(totals) / statistics.mean(totals), statistics.mean(totals))
+        self.results["steady"] = {"cv": cv, "updates_per_s": {n: (updates_after[n] - updates_before[n]) / elapsed
+                                                              for n in updates_after}}
+        # lending
+        self.stop("bob")
+        series = self.rates.series(["alice"], 8.0)
+        lent_at = next((t for i, (t, _) in enumerate(series)
+                        if all(v >= 0.9 * self.capacity for v in window(series, i, 2).values())), None)
+        later = [s for t, s in series if 3.0 <= t <= 6.0]
+        after = {dn: sum(s[("alice", dn)] for s in later) / len(later) for dn in dns}
+        self.results["lending"] = {"seconds_to_90": lent_at, "alice_3_6s": after}
+        # reclaim
+        self.start("bob", dns)
+        self.wait_first_bytes("bob", dns)
+        share = self.capacity * 4 / 12
+        series = self.rates.series(["alice", "bob"], 6.0)
+        reached = next((t for i, (t, _) in enumerate(series)
+                        if all(window(series, i, 2)[("bob", dn)] >= 0.9 * share for dn in dns)), None)
+        later = [s for t, s in series if 2.0 <= t <= 5.0]
+        self.results["reclaim"] = {"seconds_to_90": reached, "share": share,
+                                   "bob_2_5s": {dn: sum(s[("bob", dn)] for s in later) / len(later) for dn in dns}}
+        self.stop()
+
+    def wait_first_bytes(self, user: str, dns: list[str], timeout: float = 60) -> None:
+        """Until `user` moves bytes on every DataNode (its reader JVMs have started): the clock starts here."""
+        start = self.rates.counters([user])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.rates.counters([user])
+            if all(now[(user, dn)] > start[(user, dn)] for dn in dns):
+                return
+        raise RuntimeError(f"{user}'s readers did not start within {timeout} s")
+
+    def skew(self) -> None:
+        dns = [dn.id for dn in self.hdfs.datanodes]
+        self.activate(["alice", "bob"])
+        self.start("alice", dns[:1])
+        self.start("bob", dns)
+        self.wait_reading([("alice", dns[0])] + [("bob", dn) for dn in dns])
+        time.sleep(4)
+        rates = self.rates.mean(["alice", "bob"], 8.0)
+        self.results["skew"] = {u: sum(v for (x, _), v in rates.items() if x == u) for u in ("alice", "bob")}
+        self.stop()
+
+    def reservation(self) -> None:
+        dn = self.hdfs.datanodes[0].id
+        users = ["carol", "dave", "frank", "erin"]
+        self.activate(users)
+        self.cluster.vnodectl("set-reservation", "erin", "15MB/s")
+        for user in users:
+            self.start(user, [dn])
+        self.wait_reading([(u, dn) for u in users])
+        time.sleep(4)
+        rates = self.rates.mean(users, 8.0)
+        self.results["reservation"] = {u: rates[(u, dn)] for u in users}
+        self.stop()
+        self.cluster.vnodectl("set-reservation", "erin", "none")
+
+    def fig6(self) -> None:
+        dn = self.hdfs.datanodes[0].id
+        self.activate(["ivy"])
+        time.sleep(2)
+        alone = self.interactive_read(dn)
+        self.activate(["ivy", "bg1", "bg2"])
+        for user in ("bg1", "bg2"):
+            self.start(user, [dn])
+        self.wait_reading([("bg1", dn), ("bg2", dn)])
+        time.sleep(4)
+        before = self.rates.counters(["ivy", "bg1", "bg2"])
+        t0 = time.monotonic()
+        contended = self.interactive_read(dn)
+        t1 = time.monotonic()
+        after = self.rates.counters(["ivy", "bg1", "bg2"])
+        elapsed = t1 - t0
+        background = sum(after[(u, dn)] - before[(u, dn)] for u in ("bg1", "bg2"))
+        ivy = after[("ivy", dn)] - before[("ivy", dn)]
+        left = self.capacity * elapsed - ivy
+        tail = self.rates.mean(["bg1", "bg2"], 5.0)     # after the interactive reader is done
+        self.results["fig6"] = {"alone_s": alone.seconds, "contended_s": contended.seconds,
+                                "background_of_left": background / left if left > 0 else float("nan"),
+                                "background_after": sum(tail[(u, dn)] for u in ("bg1", "bg2"))}
+        self.stop()
+
+    def interactive_read(self, dn: str) -> Transfer:
+        self.hdfs.evict_page_cache()
+        reader = self.hdfs.start_read(f"/ivy/on-{dn}.bin", as_uid=UID["ivy"], hdfs_user="ivy")
+        out, _ = reader.communicate(timeout=300)
+        return Transfer.parse(out)
+
+
+def write_files(hdfs: HdfsCluster, file_mb: int) -> None:
+    """alice and bob read from both DataNodes, everyone else from dn0 only."""
+    for user in USERS:
+        for dn in hdfs.datanodes if user.name in ("alice", "bob") else hdfs.datanodes[:1]:
+            size = 256 * MiB if user.name == "ivy" else file_mb * MiB
+            hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
+                            on_datanode=dn)
+    hdfs.evict_page_cache()
+
+
+@contextlib.contextmanager
+def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterator[LocalCluster]:
+    nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, node_bw, {"kind": "hdfs", "pid": dn.pid})
+             for dn in hdfs.datanodes]
+    settings = {"allocation": policy}
+    if policy == "work-conserving":
+        settings.update({"control_seconds": 0.5})
+    with LocalCluster(f"{name}-{policy[:2]}", USERS, nodes, agent_settings={"report_seconds": 0.5},
+                      coordinator_settings={"policy": settings}) as cluster:
+        yield cluster
+
+
+def mbs(value: float) -> str:
+    return f"{value / MB:5.1f}"
+
+
+def report(results: dict[str, dict], capacity: float) -> None:
+    print()
+    print(f"node BW {capacity / MB:.0f} MB/s per DataNode, 2 DataNodes; rates from the VNodes' blkio counters")
+    for policy, r in results.items():
+        print(f"\n== {policy}")
+        s = r["steady"]
+        print("steady (alice 8, bob 4, both DataNodes): " + ", ".join(
+            f"{u} {mbs(mean)} MB/s CV {cv * 100:.1f}%" for u, (cv, mean) in s["cv"].items())
+            + "; allocation updates/s per node: " + ", ".join(f"{n} {v:.2f}" for n, v in s["updates_per_s"].items()))
+        lend = r["lending"]
+        share = min(lend["alice_3_6s"].values()) / capacity
+        print(f"lending (bob idle): alice reaches 90% of every node in "
+              f"{lend['seconds_to_90'] if lend['seconds_to_90'] is not None else 'never (8 s)'} s; 3-6 s after: "
+              + ", ".join(f"{dn} {mbs(v)}" for dn, v in lend["alice_3_6s"].items()) + f" MB/s (min {share * 100:.0f}% of BW)")
+        rec = r["reclaim"]
+        print(f"reclaim (bob back): bob reaches 90% of his share {mbs(rec['share'])} MB/s per node in "
+              f"{rec['seconds_to_90'] if rec['seconds_to_90'] is not None else 'never (6 s)'} s; 2-5 s after: "
+              + ", ".join(f"{dn} {mbs(v)}" for dn, v in rec["bob_2_5s"].items()) + " MB/s")
+        sk = r["skew"]
+        fair = {"alice": capacity, "bob": capacity}  # alice fills dn0, bob dn1: the cluster-wide weighted max-min
+        print("skew (alice dn0 only, bob both): " + ", ".join(
+            f"{u} {mbs(v)} MB/s ({(v / fair[u] - 1) * 100:+.0f}% vs max-min {mbs(fair[u])})" for u, v in sk.items()))
+        res = r["reservation"]
+        print("reservation (erin 2, 15 MB/s reserved; carol, dave, frank 8 on dn0): "
+              + ", ".join(f"{u} {mbs(v)}" for u, v in res.items()) + " MB/s")
+        f6 = r["fig6"]
+        print(f"fig6 (ivy 50 vs bg1, bg2 1): ivy {f6['contended_s']:.2f} s vs {f6['alone_s']:.2f} s alone "
+              f"({f6['contended_s'] / f6['alone_s']:.2f}x); background got {f6['background_of_left'] * 100:.0f}% "
+              f"of the BW ivy left; after ivy: {mbs(f6['background_after'])} MB/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--disk-mbps", type=float, default=60.0, help="paced disk read rate = node BW, MB/s")
+    parser.add_argument("--steady-seconds", type=int, default=30)
+    parser.add_argument("--file-mb", type=int, default=256)
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--only", default="", help="comma-separated scenarios (steady,skew,reservation,fig6)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("fair_shares: needs root (cgroups, loop devices, FUSE)", file=sys.stderr)
+        return 2
+    # SIGTERM unwinds like Ctrl-C: every context manager removes what it made (daemons, cgroups, disks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    capacity = int(args.disk_mbps * MB)
+    only = set(filter(None, args.only.split(",")))
+    name = unique_name("fair")
+    results: dict[str, dict] = {}
+    started = time.monotonic()
+    site = {"dfs.datanode.drop.cache.behind.reads": "true"}
+    with HdfsCluster(name, datanodes=2, disk_mb=4096, disk="paced", disk_read_mbps=args.disk_mbps,
+                     hdfs_site=site) as hdfs:
+        write_files(hdfs, args.file_mb)
+        print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
+        for policy in args.policies.split(","):
+            with governed(hdfs, name, policy, capacity) as cluster:
+                bench = Bench(hdfs, cluster, policy, capacity)
+                try:
+                    for scenario, run in (("steady", lambda: bench.steady_lending_reclaim(args.steady_seconds)),
+                                          ("skew", bench.skew), ("reservation", bench.reservation),
+                                          ("fig6", bench.fig6)):
+                        if not only or scenario in only:
+                            run()
+                            print(f"[{time.monotonic() - started:.0f} s] {policy} {scenario}: "
+                                  f"{ {k: v for k, v in bench.results.items()} }", flush=True)
+                finally:
+                    bench.stop()
+                results[policy] = bench.results
+    if not only:
+        report(results, capacity)
+    print(f"\nran {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
