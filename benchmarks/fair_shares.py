@@ -92,6 +92,20 @@ class Bench:
         self.rates = Rates(hdfs, cluster)
         self.readers: dict[str, list] = {}
         self.results: dict[str, object] = {}
+        self.verbose = False
+
+    def trace(self, rates: dict) -> None:
+        """One line: each (user, node)'s measured MB/s and, under work-conserving, allocation and demand."""
+        given = {}
+        if self.policy == "work-conserving":
+            for u in self.cluster.status()["users"]:
+                for n in u["nodes"]:
+                    if n.get("allocated_read_bps"):
+                        demand = n["demand_read_bps"]
+                        given[(u["name"], n["node_id"])] = (n["allocated_read_bps"] / MB,
+                                                            "inf" if demand is None else f"{demand / MB:.1f}")
+        print("  " + "  ".join(f"{u}@{dn} {v / MB:5.1f}" + (" [%.1f d=%s]" % given[(u, dn)] if (u, dn) in given else "")
+                               for (u, dn), v in sorted(rates.items())), flush=True)
 
     def activate(self, names: list[str]) -> None:
         status = self.cluster.status()
@@ -132,7 +146,11 @@ class Bench:
         time.sleep(3)
         updates_before = {n["node_id"]: n.get("allocation_updates", 0) for n in self.cluster.status()["nodes"]}
         t0 = time.monotonic()
-        per_second = [self.rates.mean(["alice", "bob"], 1.0) for _ in range(int(steady_seconds))]
+        per_second = []
+        for _ in range(int(steady_seconds)):
+            per_second.append(self.rates.mean(["alice", "bob"], 1.0))
+            if self.verbose:
+                self.trace(per_second[-1])
         elapsed = time.monotonic() - t0
         updates_after = {n["node_id"]: n.get("allocation_updates", 0) for n in self.cluster.status()["nodes"]}
         cv = {}
@@ -293,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-mb", type=int, default=256)
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--only", default="", help="comma-separated scenarios (steady,skew,reservation,fig6)")
+    parser.add_argument("--verbose", action="store_true", help="print rates (and allocations) every second")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("fair_shares: needs root (cgroups, loop devices, FUSE)", file=sys.stderr)
@@ -312,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         for policy in args.policies.split(","):
             with governed(hdfs, name, policy, capacity) as cluster:
                 bench = Bench(hdfs, cluster, policy, capacity)
+                bench.verbose = args.verbose
                 try:
                     for scenario, run in (("steady", lambda: bench.steady_lending_reclaim(args.steady_seconds)),
                                           ("skew", bench.skew), ("reservation", bench.reservation),

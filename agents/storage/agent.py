@@ -41,6 +41,7 @@ class StorageAgent:
         # Since when the coordinator is out of reach (monotonic; None while its stream is up): an
         # allocation is kept this long at most (Allocation.fallback_seconds), then the static shares.
         self._cut_off_since: float | None = None
+        self._received: pb.DesiredState | None = None   # the last state applied, as the coordinator sent it
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
 
@@ -159,13 +160,15 @@ class StorageAgent:
                 self._failed_state = state
                 with self._lock:
                     self.reconciler.apply(effective_state(state))
+                self._received = state
                 self._failed_state = None
                 self._save_cached_state(state)
                 applied_new = True
                 next_resync = now + self.config.resync_seconds
         elif self._fallback_due(now):
+            self._received = static_state(self._received)
             with self._lock:
-                self.reconciler.apply(static_state(self.reconciler.state))
+                self.reconciler.apply(self._received)
             next_resync = now + self.config.resync_seconds
         elif now >= next_resync and self.reconciler.state is not None:
             with self._lock:
@@ -181,7 +184,7 @@ class StorageAgent:
         return next_resync, next_report
 
     def _fallback_due(self, now: float) -> bool:
-        state, since = self.reconciler.state, self._cut_off_since
+        state, since = self._received, self._cut_off_since
         if state is None or since is None or not has_allocation(state) or now - since < state.allocation.fallback_seconds:
             return False
         log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares (allocation %d dropped)",

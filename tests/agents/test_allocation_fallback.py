@@ -1,0 +1,71 @@
+"""A storage agent enforces the work-conserving allocation it was sent, keeps it while the
+coordinator is out of reach, then goes back to the static shares after fallback_seconds: a
+real vnode-agent process on real blkio cgroups, with no coordinator listening."""
+
+import os
+import subprocess
+import sys
+import time
+
+import yaml
+
+from tests.conftest import needs_kernel, unique_name
+from testbed.loopdev import loop_device
+from testbed.processes import stop_process
+from vnode_sync.agents.storage.allocation import effective_state, static_state
+from vnode_sync.agents.storage.state_cache import encode_state_cache
+from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.wire import vnode_pb2 as pb
+
+STATIC, ALLOCATED = 12_345_678, 40_000_000
+
+
+def state(device: str) -> pb.DesiredState:
+    return pb.DesiredState(
+        generation=5, node_id="n1", mode="throttle",
+        vnodes=[pb.VNodeSpec(user="alice", uid=64_411, priority=4,
+                             shares=[pb.DeviceShare(device=device, read_bps=STATIC, write_bps=STATIC, read_iops=77)])],
+        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]),
+        allocation=pb.Allocation(sequence=3, fallback_seconds=2.0, users=[pb.UserAllocation(
+            user="alice", shares=[pb.DeviceShare(device=device, read_bps=ALLOCATED, write_bps=2_000_000)])]))
+
+
+def test_the_allocation_replaces_read_and_write_bytes_only_and_the_fallback_drops_it():
+    effective = effective_state(state("/dev/x"))
+    share = effective.vnodes[0].shares[0]
+    assert (share.read_bps, share.write_bps, share.read_iops) == (ALLOCATED, 2_000_000, 77)
+    fallback = static_state(state("/dev/x"))
+    assert not fallback.HasField("allocation") and effective_state(fallback).vnodes[0].shares[0].read_bps == STATIC
+
+
+@needs_kernel
+def test_an_agent_cut_off_from_the_coordinator_keeps_the_allocation_then_falls_back(tmp_path):
+    name = unique_name("fallback")
+    with loop_device(name) as (device, dev):
+        cache = tmp_path / "agent.state"
+        cache.write_bytes(encode_state_cache(state(device)))
+        config = tmp_path / "agent.yaml"
+        config.write_text(yaml.safe_dump({"node_id": "n1", "coordinator": "127.0.0.1:1", "cgroup_name": name,
+                                          "devices": [device], "state_cache": str(cache),
+                                          "teardown_on_exit": True}))
+        limit_file = os.path.join(HostCgroups().blkio_v1, name, "vnode.alice", "blkio.throttle.read_bps_device")
+        agent = subprocess.Popen([sys.executable, "-m", "vnode_sync.agents.main", "--config", str(config)],
+                                 stderr=subprocess.PIPE, text=True)
+        seen = []
+        try:
+            started = time.monotonic()
+            while time.monotonic() - started < 10 and (not seen or seen[-1][1] != str(STATIC)):
+                try:
+                    value = open(limit_file).read().split()[1]
+                    if not seen or seen[-1][1] != value:
+                        seen.append((time.monotonic() - started, value))
+                except (FileNotFoundError, IndexError):
+                    pass
+                time.sleep(0.05)
+        finally:
+            stop_process(agent)
+        _, stderr = agent.communicate()
+        print(stderr)
+        assert [v for _, v in seen] == [str(ALLOCATED), str(STATIC)], seen
+        assert 1.5 <= seen[1][0] <= 4.5, seen
+        assert "back to the static shares" in stderr
