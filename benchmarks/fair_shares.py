@@ -5,8 +5,8 @@
 A real HDFS (NameNode and 2 DataNode JVMs), each DataNode on a paced disk serving reads at
 --disk-mbps (60 MB/s), the coordinator configured with the same node BW, one storage agent per
 DataNode (blkio-v1, DataXceiver threads captured into users' VNodes), and readers through
-Hadoop's own client (one JVM per reader; the DataNodes drop read blocks from the page cache
-behind them, so re-reads reach the disk). Every scenario runs under the static policy and then
+Hadoop's own client (one JVM per reader, re-reading its file; the block files are dropped from the page cache
+every 0.5 s, so re-reads reach the disk). Every scenario runs under the static policy and then
 under the work-conserving one, on the same HDFS and files. Rates are what the kernel charged
 to each user's VNode on each DataNode's disk, sampled every 0.25 s.
 
@@ -27,6 +27,7 @@ import os
 import signal
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -269,6 +270,24 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterato
         yield cluster
 
 
+@contextlib.contextmanager
+def uncached(hdfs: HdfsCluster, period: float = 0.5) -> Iterator[None]:
+    """Drop the block files from the page cache every `period` s, so readers that re-read their file
+    keep reading the disk (HDFS's own drop-behind needs libhadoop, which the testbed has not)."""
+    stop = threading.Event()
+
+    def loop():
+        while not stop.wait(period):
+            hdfs.evict_page_cache()
+    thread = threading.Thread(target=loop, name="evict", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def mbs(value: float) -> str:
     return f"{value / MB:5.1f}"
 
@@ -323,9 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     name = unique_name("fair")
     results: dict[str, dict] = {}
     started = time.monotonic()
-    site = {"dfs.datanode.drop.cache.behind.reads": "true"}
-    with HdfsCluster(name, datanodes=2, disk_mb=4096, disk="paced", disk_read_mbps=args.disk_mbps,
-                     hdfs_site=site) as hdfs:
+    with HdfsCluster(name, datanodes=2, disk_mb=4096, disk="paced", disk_read_mbps=args.disk_mbps) as hdfs, \
+            uncached(hdfs):
         write_files(hdfs, args.file_mb)
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         for policy in args.policies.split(","):

@@ -8,11 +8,12 @@ serialized Allocation is appended to its desired state (a serialized message fol
 another is their merge) and only changed nodes' streams send anything.
 """
 
+import collections
 import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.fair_policy import Claim, allocate
@@ -25,9 +26,10 @@ AT_ALLOCATION = 0.85
 # Below that, demand is the smoothed rate plus this headroom (> 1/AT_ALLOCATION - 1, so a user
 # near its allocation is not squeezed by its own measurement noise).
 HEADROOM = 0.25
-# Smoothing of falling rates (rising ones are followed at once): 0.8 follows a user that goes idle
-# within two reports, and still irons out a single short dip.
-FALL_GAIN = 0.8
+# Demand below the allocation follows the highest of this many recent rates: one short dip (a
+# reader between files, a slow packet) does not give bytes away; a user idle for this many
+# reports (1.5 s at the agents' 0.5 s) is.
+RECENT_RATES = 3
 # An allocation just raised is not lowered again before it was in force for this long: the
 # usage reported meanwhile was measured under the old, lower one.
 RAISE_GRACE_SECONDS = 2.5
@@ -48,7 +50,7 @@ class _Usage:
 
 @dataclass
 class _Estimate:
-    smoothed: float = 0.0
+    recent: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RECENT_RATES))
     demand: float = 0.0
     raised_at: float = -math.inf
 
@@ -59,13 +61,17 @@ class DemandEstimator:
     def __init__(self):
         self._state: dict[tuple, _Estimate] = {}
 
-    def update(self, key: tuple, rate: float, allocated: float | None, held: bool, now: float) -> float:
+    def update(self, key: tuple, rate: float | None, allocated: float | None, held: bool, now: float) -> float:
+        """`rate`: measured since the last update, or None if no report came meanwhile (demand kept)."""
         est = self._state.setdefault(key, _Estimate())
-        est.smoothed = rate if rate >= est.smoothed else est.smoothed + FALL_GAIN * (rate - est.smoothed)
-        if held or (rate > 0 and (allocated is None or rate >= AT_ALLOCATION * allocated)):
+        if rate is None:
+            return est.demand
+        est.recent.append(rate)
+        latest = max(list(est.recent)[-2:])
+        if held or (rate > 0 and allocated is None) or (allocated is not None and latest >= AT_ALLOCATION * allocated):
             est.demand = math.inf
         else:
-            est.demand = est.smoothed * (1 + HEADROOM)
+            est.demand = max(est.recent) * (1 + HEADROOM)
             if allocated is not None and now - est.raised_at < RAISE_GRACE_SECONDS:
                 est.demand = max(est.demand, allocated)
         return est.demand
@@ -130,11 +136,10 @@ class Allocator:
         claims = {u.name: Claim(weight=u.effective_priority, reservation=float(u.effective_reservation),
                                 limit=float(u.limit_bps) if u.limit_bps else math.inf) for u in active}
         with self._lock:
+            # Only rates reported since the last tick are news; without one, the estimate stands.
+            usage = {k: (v.read_bps, v.write_bps, v.held) for k, v in self._usage.items() if v.fresh}
             for v in self._usage.values():
-                if not v.fresh:     # not in any report since the last tick: it did no I/O
-                    v.read_bps = v.write_bps = 0.0
                 v.fresh = False
-            usage = {k: (v.read_bps, v.write_bps, v.held) for k, v in self._usage.items()}
         new: dict[tuple[str, str, str, str], float] = {}
         keep = set()
         for index, direction in enumerate(DIRECTIONS):
@@ -143,10 +148,12 @@ class Allocator:
             for user in claims:
                 for resource in capacity:
                     key = (direction, user, *resource)
-                    rate, held = 0.0, False
+                    rate, held = None, False
                     if (user, *resource) in usage:
                         measured = usage[(user, *resource)]
                         rate, held = measured[index], measured[2]
+                    elif key not in self._demand:
+                        rate = 0.0     # never reported: a VNode the agent has not made yet
                     demand[(user, resource)] = self._estimator.update(key, rate, self._pushed.get(key), held, now)
                     self._demand[key] = demand[(user, resource)]
                     keep.add(key)
