@@ -112,14 +112,14 @@ class LocalCluster:
         self.agents[node.node_id] = process
         return process
 
-    def start(self) -> "LocalCluster":
+    def start(self, timeout: float = 20) -> "LocalCluster":
         self.start_coordinator()
         for node in self.nodes:
             self.start_agent(node)
         self.wait_for(lambda: all(n["applied_generation"] for n in self.status()["nodes"]
                                   if "applied_generation" in n) and
                       len([n for n in self.status()["nodes"] if n.get("connected")]) == len(self.nodes),
-                      timeout=20, what="every agent connected and applied the desired state")
+                      timeout=timeout, what="every agent connected and applied the desired state")
         return self
 
     def processes(self) -> list[subprocess.Popen]:

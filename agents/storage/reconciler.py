@@ -139,12 +139,14 @@ class Reconciler:
             if not shared:
                 movable.append(thread)
                 continue
-            reason = (f"process {thread.pid} serves several users ({self.discovery.name} handlers): "
-                      f"{self.backend.name} moves whole processes, so it is not moved; enforce per user "
-                      f"inside the server instead (backend datanode-throttle)")
+            served = sorted(user_of_vnode(t) for t in targets[thread.pid] - {DEFAULT_VNODE})
+            reason = (f"process {thread.pid} serves several users ({self.discovery.name} handlers; "
+                      f"seen so far: {', '.join(served) or 'none identified'}): {self.backend.name} moves "
+                      f"whole processes, so it is not moved; enforce per user inside the server instead "
+                      f"(backend datanode-throttle)")
             if thread.pid not in self.shared_processes:
                 log.warning("%s", reason)
-                self.shared_processes[thread.pid] = reason
+            self.shared_processes[thread.pid] = reason
             if self.placed.pop(thread.pid, None) is not None:
                 try:
                     placer.release(thread.pid)

@@ -91,3 +91,13 @@ def test_a_refused_mount_is_one_kernel_error_and_leaves_no_directory(tmp_path, m
     with pytest.raises(KernelError, match="favordynmods"):
         fast.enable()
     assert not os.path.exists(tmp_path / "mnt")
+
+
+def test_a_mount_point_that_cannot_be_made_is_one_kernel_error(tmp_path):
+    """As on a host whose /run is read-only: the agent logs it and runs without fast moves."""
+    (tmp_path / "file").write_text("")
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(MOUNTINFO)
+    fast = FastMoves(str(tmp_path / "file" / "fast-moves"), mountinfo_path=str(mountinfo))
+    with pytest.raises(KernelError, match="cannot make the mount point"):
+        fast.enable()

@@ -1,6 +1,7 @@
 """The io-v2 backend on a real cgroup-v2 kernel: one qemu guest boot runs tests/kernel/test_io_v2.py
-against the guest's cgroup2, measures an io.max read cap set through the backend, and runs the
-storage agent's reconcile pass against a real process serving two users."""
+against the guest's cgroup2, measures an io.max read cap set through the backend, runs the storage
+agent's reconcile pass against a real process serving two users, and then a real vnode-coordinator
+and vnode-agent (io-v2) against such a process."""
 
 import os
 import re
@@ -21,7 +22,8 @@ def guest_run():
         "export PYTHONPATH=. VNODE_SYNC_REAL_CGROUP2=/sys/fs/cgroup VNODE_SYNC_REAL_IO_DEVICE=$GUEST_DISK_DEV\n"
         "echo '== pytest'; .venv/bin/python -m pytest -p no:cacheprovider -q -rs tests/kernel/test_io_v2.py; echo \"PYTEST_RC=$?\"\n"
         "echo '== io.max'; .venv/bin/python tests/kernel/guest_io_max.py; echo \"IO_MAX_RC=$?\"\n"
-        "echo '== shared process'; .venv/bin/python tests/kernel/guest_shared_process.py\n")
+        "echo '== shared process'; .venv/bin/python tests/kernel/guest_shared_process.py\n"
+        "echo '== agent refusal'; .venv/bin/python tests/kernel/guest_agent_refusal.py\n")
     result = cgroup_v2_guest.run(command, cwd=REPO, timeout=600)
     print(f"guest boot {result.boot_seconds:.1f}s, whole run {result.total_seconds:.1f}s\n{result.output}")
     assert result.returncode == 0, result.console[-3000:]
@@ -42,3 +44,11 @@ def test_io_max_read_cap_holds_within_10_percent(guest_run):
 def test_the_agent_refuses_to_move_a_process_serving_two_users_and_says_why(guest_run):
     assert "SHARED_OK" in guest_run.output, guest_run.output
     assert re.search(r"SHARED reason: process \d+ serves several users .* not moved", guest_run.output)
+
+
+def test_a_storage_agent_process_refuses_to_move_a_process_serving_two_users_and_says_why(guest_run):
+    """Real coordinator and agent processes in the guest; the refusal is in the agent's log and in
+    `vnodectl status`, and the process stays in its own cgroup."""
+    assert "AGENT_REFUSAL_OK" in guest_run.output, guest_run.output
+    assert re.search(r"AGENT_REFUSAL status: process \d+ serves several users \(hdfs handlers; seen so far: "
+                     r"alice, bob\): io-v2 moves whole processes, so it is not moved", guest_run.output)

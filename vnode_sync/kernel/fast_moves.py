@@ -54,7 +54,10 @@ class FastMoves:
         """
         if self._is_mounted():  # left by this agent's killed predecessor: one mount, not a stack
             return f"on (hierarchy {HIERARCHY_NAME} still mounted at {self.mountpoint})"
-        os.makedirs(self.mountpoint, exist_ok=True)
+        try:
+            os.makedirs(self.mountpoint, exist_ok=True)
+        except OSError as e:  # e.g. a read-only /run
+            raise KernelError(self.mountpoint, f"cannot make the mount point: {e.strerror}") from None
         done = subprocess.run(["mount", "-t", "cgroup", "-o", f"none,name={HIERARCHY_NAME},{OPTION}",
                                "cgroup", self.mountpoint], capture_output=True, text=True)
         if done.returncode == 0:
