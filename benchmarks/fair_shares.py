@@ -5,8 +5,8 @@
 A real HDFS (NameNode and 2 DataNode JVMs), each DataNode on a paced disk serving reads at
 --disk-mbps (60 MB/s), the coordinator configured with the same node BW, one storage agent per
 DataNode (blkio-v1, DataXceiver threads captured into users' VNodes), and readers through
-Hadoop's own client (one JVM per reader, re-reading its file; the block files are dropped from the page cache
-every 0.5 s, so re-reads reach the disk). Every scenario runs under the static policy and then
+Hadoop's own client (one JVM per reader, reading its file once; files are dropped from the page cache before
+readers start, so they read the disk). Every scenario runs under the static policy and then
 under the work-conserving one, on the same HDFS and files. Rates are what the kernel charged
 to each user's VNode on each DataNode's disk, sampled every 0.25 s.
 
@@ -27,7 +27,6 @@ import os
 import signal
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
@@ -115,10 +114,12 @@ class Bench:
             if user["active"] != want:
                 self.cluster.vnodectl("activate" if want else "deactivate", user["name"])
 
-    def start(self, user: str, dns: list[str], seconds: float = 600) -> None:
+    def start(self, user: str, dns: list[str]) -> None:
+        """Readers that read their file once, from the disk (it is dropped from the page cache first)."""
+        self.hdfs.evict_page_cache()
         for dn in dns:
             self.readers.setdefault(user, []).append(
-                self.hdfs.start_read(f"/{user}/on-{dn}.bin", as_uid=UID[user], hdfs_user=user, seconds=seconds))
+                self.hdfs.start_read(f"/{user}/on-{dn}.bin", as_uid=UID[user], hdfs_user=user))
 
     def stop(self, user: str | None = None) -> None:
         for name in [user] if user else list(self.readers):
@@ -248,11 +249,16 @@ class Bench:
         return Transfer.parse(out)
 
 
-def write_files(hdfs: HdfsCluster, file_mb: int) -> None:
+# What each user's reader reads, once per scenario, MiB: enough for the longest scenario it is in at
+# the most it can get (alice: 30 s steady at 40 + lending at 58 + reclaim at 40 MB/s, and slack).
+FILE_MB = {"alice": 2300, "bob": 1100, "ivy": 256, "bg1": 640, "bg2": 640}
+
+
+def write_files(hdfs: HdfsCluster, file_mb_scale: float) -> None:
     """alice and bob read from both DataNodes, everyone else from dn0 only."""
     for user in USERS:
         for dn in hdfs.datanodes if user.name in ("alice", "bob") else hdfs.datanodes[:1]:
-            size = 256 * MiB if user.name == "ivy" else file_mb * MiB
+            size = int(FILE_MB.get(user.name, 400) * file_mb_scale) * MiB
             hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
                             on_datanode=dn)
     hdfs.evict_page_cache()
@@ -268,24 +274,6 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterato
     with LocalCluster(f"{name}-{policy[:2]}", USERS, nodes, agent_settings={"report_seconds": 0.5},
                       coordinator_settings={"policy": settings}) as cluster:
         yield cluster
-
-
-@contextlib.contextmanager
-def uncached(hdfs: HdfsCluster, period: float = 0.5) -> Iterator[None]:
-    """Drop the block files from the page cache every `period` s, so readers that re-read their file
-    keep reading the disk (HDFS's own drop-behind needs libhadoop, which the testbed has not)."""
-    stop = threading.Event()
-
-    def loop():
-        while not stop.wait(period):
-            hdfs.evict_page_cache()
-    thread = threading.Thread(target=loop, name="evict", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def mbs(value: float) -> str:
@@ -327,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--disk-mbps", type=float, default=60.0, help="paced disk read rate = node BW, MB/s")
     parser.add_argument("--steady-seconds", type=int, default=30)
-    parser.add_argument("--file-mb", type=int, default=256)
+    parser.add_argument("--file-scale", type=float, default=1.0, help="scale the files (for a short --steady-seconds)")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--only", default="", help="comma-separated scenarios (steady,skew,reservation,fig6)")
     parser.add_argument("--verbose", action="store_true", help="print rates (and allocations) every second")
@@ -342,9 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     name = unique_name("fair")
     results: dict[str, dict] = {}
     started = time.monotonic()
-    with HdfsCluster(name, datanodes=2, disk_mb=4096, disk="paced", disk_read_mbps=args.disk_mbps) as hdfs, \
-            uncached(hdfs):
-        write_files(hdfs, args.file_mb)
+    with HdfsCluster(name, datanodes=2, disk_mb=8192, disk="paced", disk_read_mbps=args.disk_mbps) as hdfs:
+        write_files(hdfs, args.file_scale)
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         for policy in args.policies.split(","):
             with governed(hdfs, name, policy, capacity) as cluster:
