@@ -226,8 +226,9 @@ class AdminService(pb_grpc.AdminServicer):
                 pieces.append(_NODES_TAG + _varint(len(piece)) + piece)
             user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
             entries.append(_USERS_TAG + _varint(len(user_status)) + user_status)
-        head = pb.StatusResponse(generation=self.cluster.generation(), mode=self.cluster.config.policy.mode,
-                                 nodes=self._nodes(), allocation=self.cluster.config.policy.allocation).SerializeToString()
+        policy = self.cluster.config.policy
+        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode, nodes=self._nodes(),
+                                 allocation=policy.allocation).SerializeToString()
         return head + b"".join(entries)
 
     @_admin_rpc

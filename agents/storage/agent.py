@@ -185,10 +185,12 @@ class StorageAgent:
 
     def _fallback_due(self, now: float) -> bool:
         state, since = self._received, self._cut_off_since
-        if state is None or since is None or not has_allocation(state) or now - since < state.allocation.fallback_seconds:
+        if state is None or since is None or not has_allocation(state):
             return False
-        log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares (allocation %d dropped)",
-                    self.config.node_id, now - since, state.allocation.sequence)
+        if now - since < state.allocation.fallback_seconds:
+            return False
+        log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares "
+                    "(allocation %d dropped)", self.config.node_id, now - since, state.allocation.sequence)
         return True
 
     def _refuse(self, state: pb.DesiredState) -> bool:

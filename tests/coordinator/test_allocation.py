@@ -139,3 +139,23 @@ def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
     assert est.update("k", 1 * MB, 10 * MB, False, 5) == 4 * MB * 1.25      # 9 has left the window
     est.raised("k", 6)
     assert est.update("k", 1 * MB, 30 * MB, False, 7) == 30 * MB            # just raised: not lowered yet
+
+
+@pytest.mark.parametrize("policy,message", [
+    ({"allocation": "fair"}, "policy.allocation 'fair' is not one of static, work-conserving"),
+    ({"allocation": "work-conserving", "mode": "weight"}, "needs policy.mode throttle"),
+    ({"allocation": "work-conserving", "control_seconds": 0}, "policy.control_seconds 0.0 must be in"),
+    ({"allocation": "work-conserving", "fallback_seconds": "soon"}, "policy.fallback_seconds must be float"),
+])
+def test_bad_allocation_settings_are_refused_in_one_line(policy, message):
+    from vnode_sync.errors import ConfigError
+    with pytest.raises(ConfigError, match=message):
+        parse_config({**CONFIG, "policy": policy})
+
+
+def test_static_is_the_default_and_makes_no_allocator():
+    from vnode_sync.coordinator.cluster import Cluster
+    from vnode_sync.coordinator.store import StateStore
+    config = parse_config({k: v for k, v in CONFIG.items() if k != "policy"})
+    assert config.policy.allocation == "static"
+    assert Cluster(config, StateStore(":memory:")).allocator is None

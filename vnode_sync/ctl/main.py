@@ -154,9 +154,9 @@ def _print_status(status: pb.StatusResponse) -> None:
                    mb(n.target_read_bps), mb(n.target_write_bps), mb(n.measured_read_bps),
                    mb(n.measured_write_bps), n.applied_generation]
             if fair:
-                row[4:4] = [mb(u.reservation_bps) if u.reservation_bps else "-", mb(u.limit_bps) if u.limit_bps else "-",
-                            mb(n.allocated_read_bps), mb(n.allocated_write_bps), _demand(n.demand_read_bps),
-                            _demand(n.demand_write_bps)]
+                row[4:4] = [mb(u.reservation_bps) if u.reservation_bps else "-",
+                            mb(u.limit_bps) if u.limit_bps else "-", mb(n.allocated_read_bps),
+                            mb(n.allocated_write_bps), _demand(n.demand_read_bps), _demand(n.demand_write_bps)]
             rows.append(row)
     print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
     head = ["USER", "WEIGHT" if fair else "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
