@@ -145,7 +145,7 @@ class Bench:
         self.start("alice", dns)
         self.start("bob", dns)
         self.wait_reading([(u, dn) for u in ("alice", "bob") for dn in dns])
-        time.sleep(3)
+        time.sleep(6)   # every reader past its start
         updates_before = {n["node_id"]: n.get("allocation_updates", 0) for n in self.cluster.status()["nodes"]}
         t0 = time.monotonic()
         per_second = []
@@ -251,7 +251,7 @@ class Bench:
 
 # What each user's reader reads, once per scenario, MiB: enough for the longest scenario it is in at
 # the most it can get (alice: 30 s steady at 40 + lending at 58 + reclaim at 40 MB/s, and slack).
-FILE_MB = {"alice": 2300, "bob": 1100, "ivy": 256, "bg1": 640, "bg2": 640}
+FILE_MB = {"alice": 2600, "bob": 1300, "ivy": 256, "bg1": 640, "bg2": 640}
 
 
 def write_files(hdfs: HdfsCluster, file_mb_scale: float) -> None:
