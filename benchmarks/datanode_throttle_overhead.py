@@ -29,9 +29,7 @@ work on the host takes CPU only when the benchmark leaves some.
 
 import argparse
 import concurrent.futures
-import signal
 import statistics
-import sys
 from dataclasses import dataclass
 
 import psutil
@@ -40,6 +38,7 @@ from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_m
 from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
+from testbed.processes import exit_on_sigterm
 from vnode_sync.datanode.channel import Rates, ThrottleChannel, ThrottleSettings
 
 MiB = 1 << 20
@@ -117,7 +116,7 @@ def swap_agent(pair: list[HdfsCluster], epoch: int, jar: str, rate: int) -> dict
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still stops HDFS and its disks
+    exit_on_sigterm()  # a kill still stops HDFS and unmounts its disks
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--file-mb", type=int, default=512, help="MiB each user writes per trial")
