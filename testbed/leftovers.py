@@ -34,6 +34,8 @@ from vnode_sync.errors import KernelError
 
 PREFIXES = ("vnode-sync-test", "vnode-sync-demo", "vnode-sync-bench", "vnode-sync-hdfs")
 BLKIO = "/sys/fs/cgroup/blkio"
+CPU = "/sys/fs/cgroup/cpu"   # benchmarks' CPU-priority groups (testbed/cpu_priority.py)
+HIERARCHIES = (BLKIO, CPU)
 _RUN = re.compile(r"(?:%s)[A-Za-z0-9._-]*" % "|".join(map(re.escape, PREFIXES)))
 
 
@@ -92,14 +94,15 @@ def _processes() -> list[tuple[str, str]]:
     return found
 
 
-def _candidates(hierarchy: str, tmp: str) -> list[tuple[str, str, str]]:
+def _candidates(hierarchies: tuple[str, ...], tmp: str) -> list[tuple[str, str, str]]:
     """(kind, what, text that names the run) of everything that may be a run's."""
     found: list[tuple[str, str, str]] = [("process", pid, cmdline) for pid, cmdline in _processes()]
     found += [("mount", m, m) for m in mounts()]  # latest first: the order to unmount in
     found += [("loop device", device, backing) for device, backing in loops()]
-    if os.path.isdir(hierarchy):
-        found += [("cgroup", os.path.join(hierarchy, d), d) for d in sorted(os.listdir(hierarchy))
-                  if os.path.isdir(os.path.join(hierarchy, d))]
+    for hierarchy in hierarchies:
+        if os.path.isdir(hierarchy):
+            found += [("cgroup", os.path.join(hierarchy, d), d) for d in sorted(os.listdir(hierarchy))
+                      if os.path.isdir(os.path.join(hierarchy, d))]
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found += [("network namespace", line.split()[0], line.split()[0]) for line in out.splitlines() if line.strip()]
     found += [("work dir", os.path.join(tmp, d), d) for d in sorted(os.listdir(tmp))
@@ -107,10 +110,11 @@ def _candidates(hierarchy: str, tmp: str) -> list[tuple[str, str, str]]:
     return found
 
 
-def find(part: str = "", hierarchy: str = BLKIO, tmp: str = tempfile.gettempdir()) -> list[Leftover]:
+def find(part: str = "", hierarchies: tuple[str, ...] = HIERARCHIES,
+         tmp: str = tempfile.gettempdir()) -> list[Leftover]:
     """Everything made by a run whose name starts with one of PREFIXES (and contains `part`)."""
     leftovers, live = [], {}
-    for kind, what, text in _candidates(hierarchy, tmp):
+    for kind, what, text in _candidates(hierarchies, tmp):
         run = run_of(text)
         if run is None or part not in run:
             continue
@@ -120,7 +124,9 @@ def find(part: str = "", hierarchy: str = BLKIO, tmp: str = tempfile.gettempdir(
     return leftovers
 
 
-def _remove_cgroup(path: str, hierarchy: str) -> None:
+def _remove_cgroup(path: str) -> None:
+    """A run's cgroup sits at the top of its hierarchy; its tasks go back to that hierarchy's root."""
+    hierarchy = os.path.dirname(path)
     for dirpath, _, _ in sorted(os.walk(path), key=lambda w: -w[0].count("/")):
         with open(os.path.join(dirpath, "tasks")) as f:
             tids = f.read().split()
@@ -140,7 +146,7 @@ def _remove_zram(workdir: str) -> None:
             remove_marked(os.path.join(directory, ZRAM_MARKER))
 
 
-def remove(leftovers: list[Leftover], hierarchy: str = BLKIO) -> None:
+def remove(leftovers: list[Leftover]) -> None:
     """Processes first, then mounts (latest first), loops, cgroups, namespaces and work dirs."""
     order = ["process", "mount", "loop device", "cgroup", "network namespace", "work dir"]
     processes = []
@@ -156,7 +162,7 @@ def remove(leftovers: list[Leftover], hierarchy: str = BLKIO) -> None:
         elif item.kind == "loop device":
             detach(item.what)
         elif item.kind == "cgroup":
-            _remove_cgroup(item.what, hierarchy)
+            _remove_cgroup(item.what)
         elif item.kind == "network namespace":
             from testbed.compute_host import ComputeHost
             ComputeHost(item.what).stop()

@@ -3,6 +3,7 @@
 import contextlib
 import signal
 import subprocess
+import sys
 
 import psutil
 
@@ -29,3 +30,13 @@ def stop_processes(processes: list[psutil.Process], grace_seconds: float = 10) -
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
     psutil.wait_procs(alive, timeout=5)
+
+
+def exit_on_sigterm() -> None:
+    """A SIGTERM (a kill, `timeout`) becomes SystemExit(143), so `finally` blocks stop what a run
+    started. Further SIGTERMs are ignored: `pkill` and `timeout` may both send one, and a second
+    exit in the middle of the clean-up would leave daemons and disks behind."""
+    def handler(*_):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, handler)

@@ -19,7 +19,7 @@ import psutil
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed.paced_disk import DiskModel, PacedDisk
-from testbed.processes import stop_processes
+from testbed.processes import stop_process, stop_processes
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime, JvmSettings,
                                          hadoop_home)
@@ -290,6 +290,33 @@ class HdfsCluster:
             self.stop()
             raise
         return self
+
+    def restart_datanodes(self, datanode_throttle: str | None) -> None:
+        """Restart every DataNode on its data, with (a jar) or without (None) the Java agent.
+
+        Benchmarks swap the agent between two clusters this way, so what they compare is the
+        agent and not one JVM instance's luck (its heap layout and JIT decisions)."""
+        self.datanode_throttle = datanode_throttle
+        for dn in self.datanodes:
+            process = self._processes.pop(dn.pid, None)
+            if process is not None:
+                stop_process(process, grace_seconds=30)
+            dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+                                 agent=self._datanode_agent(dn)).pid
+        self._save()
+        self._wait_for_data_ports(timeout=90)
+        self._probe(attempts=20)  # the NameNode may still hand out a DataNode that re-registers
+
+    def _wait_for_data_ports(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for dn in self.datanodes:
+            while True:
+                self._check_daemons_alive()
+                with contextlib.suppress(OSError), socket.create_connection((dn.host, dn.ports.data), timeout=1):
+                    break
+                if time.monotonic() > deadline:
+                    raise Unavailable(f"DataNode {dn.id} does not accept on {dn.xfer_address} after {timeout}s")
+                time.sleep(0.2)
 
     def _check_daemons_alive(self) -> None:
         for role, pid, logfile in [("NameNode", self.namenode.pid, self.namenode.log),
