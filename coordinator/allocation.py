@@ -30,6 +30,12 @@ HEADROOM = 0.25
 # reader between files, a slow packet) does not give bytes away; a user idle for this many
 # reports (1.5 s at the agents' 0.5 s) is.
 RECENT_RATES = 3
+# A user held at its probe (idle until now) that uses this fraction of it is back: unbounded at
+# once, and the report that shows it starts a tick without waiting for the period (interactive
+# readers must not wait a control period to get their share).
+RETURNING = 0.5
+PROBE_LEVEL = 1.5    # an allocation up to this many probes is a probe
+
 # An allocation just raised is not lowered again before it was in force for this long: the
 # usage reported meanwhile was measured under the old, lower one.
 RAISE_GRACE_SECONDS = 2.5
@@ -61,14 +67,17 @@ class DemandEstimator:
     def __init__(self):
         self._state: dict[tuple, _Estimate] = {}
 
-    def update(self, key: tuple, rate: float | None, allocated: float | None, held: bool, now: float) -> float:
-        """`rate`: measured since the last update, or None if no report came meanwhile (demand kept)."""
+    def update(self, key: tuple, rate: float | None, allocated: float | None, held: bool, now: float,
+               probe: float = 0.0) -> float:
+        """`rate`: measured since the last update, or None if no report came meanwhile (demand kept).
+        `probe`: the bytes/s an idle user keeps here."""
         est = self._state.setdefault(key, _Estimate())
         if rate is None:
             return est.demand
         est.recent.append(rate)
         latest = max(list(est.recent)[-2:])
-        if held or (rate > 0 and allocated is None) or (allocated is not None and latest >= AT_ALLOCATION * allocated):
+        if held or (rate > 0 and allocated is None) or (allocated is not None and latest >= AT_ALLOCATION * allocated) \
+                or _returning(rate, allocated, probe):
             est.demand = math.inf
         else:
             est.demand = max(est.recent) * (1 + HEADROOM)
@@ -82,6 +91,10 @@ class DemandEstimator:
     def forget(self, keep: set) -> None:
         for key in set(self._state) - keep:
             del self._state[key]
+
+
+def _returning(rate: float, allocated: float | None, probe: float) -> bool:
+    return allocated is not None and 0 < allocated <= PROBE_LEVEL * probe and rate >= RETURNING * allocated
 
 
 @dataclass(frozen=True)
@@ -109,9 +122,11 @@ class Allocator:
 
     # ---- input -------------------------------------------------------------
 
-    def observe(self, report: pb.UsageReport) -> None:
-        """A usage report (cumulative counters per user and device): keeps each one's latest rate."""
+    def observe(self, report: pb.UsageReport) -> bool:
+        """A usage report (cumulative counters per user and device): keeps each one's latest rate.
+        True if it shows a user held at its probe coming back (a tick should run now)."""
         sampled_at = report.sampled_at_unix or time.time()
+        returning = False
         with self._lock:
             for u in report.usage:
                 if not u.user:
@@ -124,8 +139,13 @@ class Allocator:
                     usage.read_bps = (u.read_bytes - usage.read_bytes) / elapsed
                     usage.write_bps = (u.write_bytes - usage.write_bytes) / elapsed
                     usage.fresh = True
+                    for direction, rate in zip(DIRECTIONS, (usage.read_bps, usage.write_bps)):
+                        resource = (report.node_id, u.device)
+                        probe = self.policy.probe_fraction * self._capacity[direction].get(resource, 0.0)
+                        returning |= _returning(rate, self._pushed.get((direction, u.user, *resource)), probe)
                 usage.sampled_at, usage.read_bytes, usage.write_bytes = sampled_at, u.read_bytes, u.write_bytes
                 usage.held = u.held_at_limit
+        return returning
 
     # ---- the tick ----------------------------------------------------------
 
@@ -154,7 +174,8 @@ class Allocator:
                         rate, held = measured[index], measured[2]
                     elif key not in self._demand:
                         rate = 0.0     # never reported: a VNode the agent has not made yet
-                    demand[(user, resource)] = self._estimator.update(key, rate, self._pushed.get(key), held, now)
+                    demand[(user, resource)] = self._estimator.update(
+                        key, rate, self._pushed.get(key), held, now, self.policy.probe_fraction * capacity[resource])
                     self._demand[key] = demand[(user, resource)]
                     keep.add(key)
             for (user, resource), value in allocate(capacity, claims, demand, self.policy.probe_fraction).items():

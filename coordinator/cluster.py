@@ -87,6 +87,7 @@ class Cluster:
         self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
         # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
+        self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
 
     def _seed_users(self) -> None:
         for seed in self.config.users:
@@ -358,8 +359,8 @@ class Cluster:
             t[0] += u.read_bytes
             t[1] += u.write_bytes
         sampled_at = report.sampled_at_unix or time.time()
-        if self.allocator is not None:
-            self.allocator.observe(report)
+        if self.allocator is not None and self.allocator.observe(report):
+            self.allocation_wanted()
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation

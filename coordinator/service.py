@@ -337,9 +337,11 @@ class Changes:
 
     async def allocation_loop(self) -> None:
         """The work-conserving control loop: a tick every policy.control_seconds, and at once after an
-        admin change (a new generation); only the streams of nodes whose allocation changed send."""
+        admin change (a new generation) or a report of a user back from idle; only the streams of
+        nodes whose allocation changed send."""
         poke = asyncio.Event()
         self.cluster.add_listener(lambda _generation: self._loop.call_soon_threadsafe(poke.set))
+        self.cluster.allocation_wanted = lambda: self._loop.call_soon_threadsafe(poke.set)
         period = self.cluster.config.policy.control_seconds
         while True:
             try:

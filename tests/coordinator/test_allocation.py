@@ -159,3 +159,20 @@ def test_static_is_the_default_and_makes_no_allocator():
     config = parse_config({k: v for k, v in CONFIG.items() if k != "policy"})
     assert config.policy.allocation == "static"
     assert Cluster(config, StateStore(":memory:")).allocator is None
+
+
+def test_a_report_of_a_user_back_from_idle_asks_for_a_tick_now_and_it_is_unbounded():
+    allocator = Allocator(parse_config(CONFIG))
+    users = [user("alice", 8), user("bob", 4)]
+    feed = Feed(allocator)
+    for _ in range(3):       # alice reads all she gets, bob nothing: he is held at his probe
+        allocator.tick(users, feed.step({("alice", "dn0"): given(allocator, "dn0").get("alice", 30 * MB),
+                                         ("bob", "dn0"): 0}))
+    probe = given(allocator, "dn0")["bob"]
+    assert probe == pytest.approx(0.02 * BW, rel=0.01)
+    feed.t += 0.5
+    returning = allocator.observe(pb.UsageReport(node_id="dn0", sampled_at_unix=feed.t, usage=[
+        pb.UserUsage(user="bob", device="/dev/sdb", read_bytes=int(0.6 * probe * 0.5))]))
+    assert returning, "60% of his probe: bob is back"
+    allocator.tick(users, feed.t)
+    assert given(allocator, "dn0")["bob"] == pytest.approx(20 * MB, rel=0.05)   # his weighted share
