@@ -25,6 +25,14 @@ def datanode_throttle_jar() -> str:
     jar = os.path.join(repo, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
     if not os.path.exists(jar):
         raise NotFound(f"no {jar}; run scripts/setup.d/datanode-throttle.sh")
+    project = os.path.join(repo, "agents", "datanode-throttle")
+    built = os.path.getmtime(jar)
+    for directory, _, files in os.walk(os.path.join(project, "src", "main")):
+        for name in files:
+            if os.path.getmtime(os.path.join(directory, name)) > built:
+                # A test run against the previous build would measure code that is no longer there.
+                raise NotFound(f"{jar} is older than {os.path.join(directory, name)}; "
+                               f"run scripts/setup.d/datanode-throttle.sh")
     return jar
 
 

@@ -3,8 +3,12 @@ package org.vnodesync.dnthrottle;
 import static net.bytebuddy.matcher.ElementMatchers.named;
 import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 
+import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
 import java.nio.file.Path;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicReference;
 import net.bytebuddy.agent.builder.AgentBuilder;
 import net.bytebuddy.asm.Advice;
 import net.bytebuddy.description.type.TypeDescription;
@@ -42,9 +46,10 @@ public final class Agent {
         AgentLog.info("vnode-sync throttle agent: per-user rates are unknown until the storage agent sends them"
                 + " on " + args.socket() + "; everyone gets the default rates (read " + args.defaultReadBps()
                 + " B/s, write " + args.defaultWriteBps() + " B/s, 0 = unlimited)");
-        new AgentBuilder.Default()
+        Failures listener = new Failures(instrumentation);
+        ClassFileTransformer transformer = new AgentBuilder.Default()
                 .disableClassFormatChanges()
-                .with(new Failures())
+                .with(listener)
                 .type(named(DATANODE + "DataXceiver"))
                 .transform((builder, type, loader, module, domain) -> builder
                         .visit(Advice.to(Advices.ReadBlock.class).on(named("readBlock").and(takesArgument(1, named(TOKEN)))))
@@ -56,14 +61,45 @@ public final class Agent {
                 .transform((builder, type, loader, module, domain) -> builder
                         .visit(Advice.to(Advices.ReceiveBlock.class).on(named("receiveBlock").and(takesArgument(4, named(THROTTLER))))))
                 .installOn(instrumentation);
+        listener.installed(transformer);
     }
 
-    /** Logs a failed or successful weaving of the three DataNode classes (each once). */
+    /**
+     * Logs a failed or successful weaving of the three DataNode classes (each once). Once all three are
+     * woven the transformer is removed: woven classes stay woven, and no later class load of the DataNode
+     * pays for Byte Buddy reading its class file.
+     */
     private static final class Failures extends AgentBuilder.Listener.Adapter {
+        private static final int HOOKED_CLASSES = 3;
+        private final Instrumentation instrumentation;
+        private final Set<String> hooked = ConcurrentHashMap.newKeySet();
+        private final AtomicReference<ClassFileTransformer> transformer = new AtomicReference<>();
+
+        Failures(Instrumentation instrumentation) {
+            this.instrumentation = instrumentation;
+        }
+
+        void installed(ClassFileTransformer installed) {
+            transformer.set(installed);
+            removeWhenDone();
+        }
+
         @Override
         public void onTransformation(TypeDescription type, ClassLoader loader, JavaModule module, boolean loaded,
                                      DynamicType dynamicType) {
             AgentLog.info("vnode-sync throttle agent: hooked " + type.getName());
+            hooked.add(type.getName());
+            removeWhenDone();
+        }
+
+        private void removeWhenDone() {
+            if (hooked.size() < HOOKED_CLASSES) {
+                return;
+            }
+            ClassFileTransformer done = transformer.getAndSet(null);
+            if (done != null && instrumentation.removeTransformer(done)) {
+                AgentLog.info("vnode-sync throttle agent: all " + HOOKED_CLASSES + " classes hooked; transformer removed");
+            }
         }
 
         @Override

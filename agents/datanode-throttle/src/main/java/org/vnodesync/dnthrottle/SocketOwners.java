@@ -30,6 +30,9 @@ final class SocketOwners {
 
     /** The uid owning the socket bound to CLIENT and connected to SERVER (SERVER may be null: any peer). */
     OptionalLong ownerOf(Policy.Endpoint client, Policy.Endpoint server) throws IOException {
+        // Called at the start of every op: a host may hold thousands of sockets, so a line is parsed
+        // only when its local port is the client's (the kernel prints ports as 4 upper-case hex digits).
+        String port = String.format(":%04X ", client.port());
         for (String file : new String[] {"tcp", "tcp6"}) {
             List<String> lines;
             try {
@@ -38,25 +41,38 @@ final class SocketOwners {
                 continue;
             }
             for (int i = 1; i < lines.size(); i++) {
-                String[] f = lines.get(i).trim().split("\\s+");
-                if (f.length < 8) {
+                String line = lines.get(i);
+                int at = line.indexOf(port);
+                if (at < 0 || at > 48) {  // not in the local_address column (after "sl" and 32 hex digits at most)
                     continue;
                 }
-                Policy.Endpoint local = endpoint(f[1]);
-                if (local == null || !local.equals(client)) {
-                    continue;
-                }
-                if (server != null && !server.equals(endpoint(f[2]))) {
-                    continue;
-                }
-                try {
-                    return OptionalLong.of(Long.parseLong(f[7]));
-                } catch (NumberFormatException e) {
-                    return OptionalLong.empty();
+                OptionalLong uid = ownerOnLine(line, client, server);
+                if (uid != null) {
+                    return uid;
                 }
             }
         }
         return OptionalLong.empty();
+    }
+
+    /** The line's uid if it is CLIENT's socket (to SERVER); null if it is another socket. */
+    private OptionalLong ownerOnLine(String line, Policy.Endpoint client, Policy.Endpoint server) {
+        String[] f = line.trim().split("\\s+");
+        if (f.length < 8) {
+            return null;
+        }
+        Policy.Endpoint local = endpoint(f[1]);
+        if (local == null || !local.equals(client)) {
+            return null;
+        }
+        if (server != null && !server.equals(endpoint(f[2]))) {
+            return null;
+        }
+        try {
+            return OptionalLong.of(Long.parseLong(f[7]));
+        } catch (NumberFormatException e) {
+            return OptionalLong.empty();
+        }
     }
 
     /** "0100007F:1F90" (or 32 hex digits for IPv6), in the kernel's per-32-bit-word host byte order. */
