@@ -40,6 +40,10 @@ from testbed.names import unique_name
 MB = 1_000_000
 MiB = 1 << 20
 SAMPLE_SECONDS = 0.25
+# Agents report usage every 0.25 s (default 1 s) and the control loop ticks every 0.5 s (default 1 s),
+# both policies alike: an interactive reader of a few seconds must get its share in a fraction of that.
+REPORT_SECONDS = 0.25
+CONTROL_SECONDS = 0.5
 POLICIES = ("static", "work-conserving")
 
 USERS = [LocalUser("alice", 64_701, 8, False), LocalUser("bob", 64_702, 4, False),
@@ -251,14 +255,14 @@ class Bench:
 
 # What each user's reader reads, once per scenario, MiB: enough for the longest scenario it is in at
 # the most it can get (alice: 30 s steady at 40 + lending at 58 + reclaim at 40 MB/s, and slack).
-FILE_MB = {"alice": 2600, "bob": 1300, "ivy": 256, "bg1": 640, "bg2": 640}
+FILE_MB = {"alice": 2600, "bob": 1300, "ivy": 256, "bg1": 800, "bg2": 800}
 
 
 def write_files(hdfs: HdfsCluster, file_mb_scale: float) -> None:
     """alice and bob read from both DataNodes, everyone else from dn0 only."""
     for user in USERS:
         for dn in hdfs.datanodes if user.name in ("alice", "bob") else hdfs.datanodes[:1]:
-            size = int(FILE_MB.get(user.name, 400) * file_mb_scale) * MiB
+            size = int(FILE_MB.get(user.name, 600) * file_mb_scale) * MiB
             hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
                             on_datanode=dn)
     hdfs.evict_page_cache()
@@ -270,8 +274,8 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterato
              for dn in hdfs.datanodes]
     settings = {"allocation": policy}
     if policy == "work-conserving":
-        settings.update({"control_seconds": 0.5})
-    with LocalCluster(f"{name}-{policy[:2]}", USERS, nodes, agent_settings={"report_seconds": 0.5},
+        settings.update({"control_seconds": CONTROL_SECONDS})
+    with LocalCluster(f"{name}-{policy[:2]}", USERS, nodes, agent_settings={"report_seconds": REPORT_SECONDS},
                       coordinator_settings={"policy": settings}) as cluster:
         yield cluster
 
@@ -282,7 +286,8 @@ def mbs(value: float) -> str:
 
 def report(results: dict[str, dict], capacity: float) -> None:
     print()
-    print(f"node BW {capacity / MB:.0f} MB/s per DataNode, 2 DataNodes; rates from the VNodes' blkio counters")
+    print(f"node BW {capacity / MB:.0f} MB/s per DataNode, 2 DataNodes; rates from the VNodes' blkio counters; "
+          f"agents report every {REPORT_SECONDS} s, control loop every {CONTROL_SECONDS} s")
     for policy, r in results.items():
         print(f"\n== {policy}")
         s = r["steady"]
@@ -330,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     name = unique_name("fair")
     results: dict[str, dict] = {}
     started = time.monotonic()
-    with HdfsCluster(name, datanodes=2, disk_mb=8192, disk="paced", disk_read_mbps=args.disk_mbps) as hdfs:
+    with HdfsCluster(name, datanodes=2, disk_mb=12288, disk="paced", disk_read_mbps=args.disk_mbps) as hdfs:
         write_files(hdfs, args.file_scale)
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         for policy in args.policies.split(","):
