@@ -69,3 +69,59 @@ def test_an_agent_cut_off_from_the_coordinator_keeps_the_allocation_then_falls_b
         assert [v for _, v in seen] == [str(ALLOCATED), str(STATIC)], seen
         assert 1.5 <= seen[1][0] <= 4.5, seen
         assert "back to the static shares" in stderr
+
+
+class RecordingBackend:
+    """A LimitEnforcer with no placer (as Lustre TBF and the DataNode throttler are): records limits."""
+
+    name = "recording"
+    placer = None
+
+    def __init__(self):
+        self.applied = {}
+
+    def limitations(self):
+        return []
+
+    def setup(self):
+        pass
+
+    def vnodes(self):
+        return list(self.applied)
+
+    def ensure_vnode(self, vnode, uid=None):
+        self.applied.setdefault(vnode, [])
+
+    def remove_vnode(self, vnode):
+        self.applied.pop(vnode, None)
+
+    def limits(self, vnode):
+        return {}
+
+    def apply_limits(self, vnode, limits):
+        self.applied[vnode] = limits
+
+    def commit(self, uids, connections):
+        pass
+
+    def usage(self):
+        return {}
+
+    def teardown(self):
+        pass
+
+
+def test_the_allocation_reaches_any_backend_through_the_limit_enforcer_seam():
+    from vnode_sync.agents.storage.reconciler import Reconciler
+    from vnode_sync.kernel.types import DeviceNumber
+
+    class NoThreads:
+        name, shared_process = "none", False
+
+        def scan(self, users):
+            return []
+
+    backend = RecordingBackend()
+    Reconciler(backend, NoThreads(), {"/dev/x": DeviceNumber(7, 9)}).apply(effective_state(state("/dev/x")))
+    (limit,) = backend.applied["vnode.alice"]
+    assert (limit.read_bps, limit.write_bps) == (ALLOCATED, 2_000_000)

@@ -1,0 +1,74 @@
+"""End to end with a real HDFS under the work-conserving policy: the share a user leaves idle is
+lent to the other within 3 s, and taken back within 2 s of the idle user reading again.
+(benchmarks/fair_shares.py measures this and more against the static policy.)"""
+
+import time
+
+import pytest
+
+from tests.conftest import needs_java, needs_kernel, unique_name
+from tests.e2e.test_hdfs import MB, MiB, NODE_BW, wait_until_every_user_reads_from_every_datanode
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.local_cluster import LocalUser
+from vnode_sync.kernel.backend import vnode_name
+
+pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
+
+
+def per_node_rates(cluster, hdfs, user: str, seconds: float) -> dict[str, float]:
+    def read():
+        return {dn.id: vnode_usage(cluster, dn, vnode_name(user)).read_bytes for dn in hdfs.datanodes}
+    before, t0 = read(), time.monotonic()
+    time.sleep(seconds)
+    after, t1 = read(), time.monotonic()
+    return {dn: (after[dn] - before[dn]) / (t1 - t0) for dn in after}
+
+
+def write_files(users, size):
+    def write(hdfs):
+        for user in users:
+            for dn in hdfs.datanodes:
+                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
+                                on_datanode=dn)
+        hdfs.evict_page_cache()
+    return write
+
+
+def test_an_idle_users_share_is_lent_and_taken_back():
+    alice, bob = LocalUser("alice", 64_531, 8), LocalUser("bob", 64_532, 4)
+    policy = {"allocation": "work-conserving", "control_seconds": 0.5}
+    with hdfs_vnode_cluster(unique_name("fair"), [alice, bob], NODE_BW, policy=policy,
+                            before_agents=write_files([alice, bob], 640 * MiB)) as (hdfs, cluster):
+        readers = {u.name: [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
+                            for dn in hdfs.datanodes] for u in (alice, bob)}
+        try:
+            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"])
+            for reader in readers.pop("bob"):
+                reader.kill()
+                reader.wait()
+            stopped, lent = time.monotonic(), None
+            while time.monotonic() - stopped < 6 and lent is None:
+                rates = per_node_rates(cluster, hdfs, "alice", 0.5)
+                if all(r >= 0.9 * NODE_BW for r in rates.values()):
+                    lent = time.monotonic() - stopped
+            assert lent is not None and lent <= 3.0, f"alice did not get 90% of each node within 3 s: {rates}"
+
+            hdfs.evict_page_cache()   # bob's files again from the disk, not the page cache
+            readers["bob"] = [hdfs.start_read(f"/bob/on-{dn.id}.bin", as_uid=bob.uid, hdfs_user="bob")
+                              for dn in hdfs.datanodes]
+            start = {dn.id: vnode_usage(cluster, dn, vnode_name("bob")).read_bytes for dn in hdfs.datanodes}
+            cluster.wait_for(lambda: all(vnode_usage(cluster, dn, vnode_name("bob")).read_bytes > start[dn.id]
+                                         for dn in hdfs.datanodes), timeout=60,
+                             what="bob's readers reading again on both DataNodes", interval=0.02)
+            back, reclaimed = time.monotonic(), None
+            share = NODE_BW * 4 / 12   # bob's weighted share of each node against alice
+            while time.monotonic() - back < 5 and reclaimed is None:
+                rates = per_node_rates(cluster, hdfs, "bob", 0.5)
+                if all(r >= 0.9 * share for r in rates.values()):
+                    reclaimed = time.monotonic() - back
+            assert reclaimed is not None and reclaimed <= 2.0, f"bob not back to 90% of {share / MB} MB/s: {rates}"
+        finally:
+            for group in readers.values():
+                for reader in group:
+                    reader.kill()
+                    reader.wait()
