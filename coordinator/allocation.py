@@ -51,7 +51,7 @@ class _Usage:
     read_bps: float = 0.0
     write_bps: float = 0.0
     held: bool = False
-    fresh: bool = False      # a rate was measured since the last tick
+    pending: list = field(default_factory=list)   # (read, write) bytes/s of each report since the last tick
 
 
 @dataclass
@@ -67,17 +67,17 @@ class DemandEstimator:
     def __init__(self):
         self._state: dict[tuple, _Estimate] = {}
 
-    def update(self, key: tuple, rate: float | None, allocated: float | None, held: bool, now: float,
+    def update(self, key: tuple, rates: Sequence[float], allocated: float | None, held: bool, now: float,
                probe: float = 0.0) -> float:
-        """`rate`: measured since the last update, or None if no report came meanwhile (demand kept).
+        """`rates`: each report's since the last update, oldest first; none: the demand stands.
         `probe`: the bytes/s an idle user keeps here."""
         est = self._state.setdefault(key, _Estimate())
-        if rate is None:
+        if not rates:
             return est.demand
-        est.recent.append(rate)
-        latest = max(list(est.recent)[-2:])
+        est.recent.extend(rates)
+        rate, latest = rates[-1], max(list(est.recent)[-2:])
         if held or (rate > 0 and allocated is None) or (allocated is not None and latest >= AT_ALLOCATION * allocated) \
-                or _returning(rate, allocated, probe):
+                or _returning(max(rates), allocated, probe):
             est.demand = math.inf
         else:
             est.demand = max(est.recent) * (1 + HEADROOM)
@@ -138,7 +138,7 @@ class Allocator:
                         and u.write_bytes >= usage.write_bytes:
                     usage.read_bps = (u.read_bytes - usage.read_bytes) / elapsed
                     usage.write_bps = (u.write_bytes - usage.write_bytes) / elapsed
-                    usage.fresh = True
+                    usage.pending.append((usage.read_bps, usage.write_bps))
                     for direction, rate in zip(DIRECTIONS, (usage.read_bps, usage.write_bps)):
                         resource = (report.node_id, u.device)
                         probe = self.policy.probe_fraction * self._capacity[direction].get(resource, 0.0)
@@ -157,9 +157,10 @@ class Allocator:
                                 limit=float(u.limit_bps) if u.limit_bps else math.inf) for u in active}
         with self._lock:
             # Only rates reported since the last tick are news; without one, the estimate stands.
-            usage = {k: (v.read_bps, v.write_bps, v.held) for k, v in self._usage.items() if v.fresh}
+            usage = {k: ([r for r, _ in v.pending], [w for _, w in v.pending], v.held)
+                     for k, v in self._usage.items() if v.pending}
             for v in self._usage.values():
-                v.fresh = False
+                v.pending = []
         new: dict[tuple[str, str, str, str], float] = {}
         keep = set()
         for index, direction in enumerate(DIRECTIONS):
@@ -168,14 +169,14 @@ class Allocator:
             for user in claims:
                 for resource in capacity:
                     key = (direction, user, *resource)
-                    rate, held = None, False
+                    rates, held = [], False
                     if (user, *resource) in usage:
                         measured = usage[(user, *resource)]
-                        rate, held = measured[index], measured[2]
+                        rates, held = measured[index], measured[2]
                     elif key not in self._demand:
-                        rate = 0.0     # never reported: a VNode the agent has not made yet
+                        rates = [0.0]     # never reported: a VNode the agent has not made yet
                     demand[(user, resource)] = self._estimator.update(
-                        key, rate, self._pushed.get(key), held, now, self.policy.probe_fraction * capacity[resource])
+                        key, rates, self._pushed.get(key), held, now, self.policy.probe_fraction * capacity[resource])
                     self._demand[key] = demand[(user, resource)]
                     keep.add(key)
             for (user, resource), value in allocate(capacity, claims, demand, self.policy.probe_fraction).items():

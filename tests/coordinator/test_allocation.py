@@ -131,14 +131,15 @@ def test_the_pushed_allocation_lists_each_users_device_bytes_per_second():
 
 def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
     est = DemandEstimator()
-    assert est.update("k", 0.0, None, False, 0) == 0
-    assert est.update("k", 9 * MB, 10 * MB, False, 1) == math.inf           # at 90% of its allocation
-    assert est.update("k", 2 * MB, 10 * MB, True, 2) == math.inf            # the backend says held
-    assert est.update("k", 4 * MB, 10 * MB, False, 3) == 9 * MB * 1.25      # a dip: the recent peak holds
-    assert est.update("k", None, 10 * MB, False, 4) == 9 * MB * 1.25        # no report: nothing new
-    assert est.update("k", 1 * MB, 10 * MB, False, 5) == 4 * MB * 1.25      # 9 has left the window
-    est.raised("k", 6)
-    assert est.update("k", 1 * MB, 30 * MB, False, 7) == 30 * MB            # just raised: not lowered yet
+    assert est.update("k", [0.0], None, False, 0) == 0
+    assert est.update("k", [9 * MB], 10 * MB, False, 1) == math.inf           # at 90% of its allocation
+    assert est.update("k", [2 * MB], 10 * MB, True, 2) == math.inf            # the backend says held
+    assert est.update("k", [4 * MB], 10 * MB, False, 3) == 9 * MB * 1.25      # a dip: the recent peak holds
+    assert est.update("k", [], 10 * MB, False, 4) == 9 * MB * 1.25            # no report: nothing new
+    assert est.update("k", [1 * MB], 10 * MB, False, 5) == 4 * MB * 1.25      # 9 has left the window
+    assert est.update("k", [0.0, 0.0, 0.0], 10 * MB, False, 6) == 0           # three idle reports in one tick
+    est.raised("k", 7)
+    assert est.update("k", [1 * MB], 30 * MB, False, 8) == 30 * MB            # just raised: not lowered yet
 
 
 @pytest.mark.parametrize("policy,message", [
