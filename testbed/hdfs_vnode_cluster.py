@@ -23,7 +23,8 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        disk_mb: int = 2048, host: str = "127.0.0.1",
                        before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
                        policy: dict | None = None, backend: str = "blkio-v1",
-                       replication: int = 1, block_tokens: bool = True) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       replication: int = 1, block_tokens: bool = True,
+                       agent_settings: dict | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
     Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
@@ -45,7 +46,7 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
 
         nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid},
                            settings(dn)) for dn in hdfs.datanodes]
-        with LocalCluster(name, users, nodes, listen_host=host,
+        with LocalCluster(name, users, nodes, listen_host=host, agent_settings=agent_settings,
                           coordinator_settings={"policy": policy or {}}) as cluster:
             yield hdfs, cluster
 

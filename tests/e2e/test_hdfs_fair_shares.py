@@ -36,8 +36,10 @@ def write_files(users, size):
 
 def test_an_idle_users_share_is_lent_and_taken_back():
     alice, bob = LocalUser("alice", 64_531, 8), LocalUser("bob", 64_532, 4)
+    # Idleness is seen after three reports and acted on at the next tick: 0.25 s reports, 0.5 s ticks.
     policy = {"allocation": "work-conserving", "control_seconds": 0.5}
     with hdfs_vnode_cluster(unique_name("fair"), [alice, bob], NODE_BW, policy=policy,
+                            agent_settings={"report_seconds": 0.25},
                             before_agents=write_files([alice, bob], 640 * MiB)) as (hdfs, cluster):
         readers = {u.name: [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                             for dn in hdfs.datanodes] for u in (alice, bob)}
