@@ -107,3 +107,15 @@ def test_vnodectl_sets_a_reservation_in_mb_per_second(fair_coordinator):
     assert result.returncode == 0, result.stderr
     assert "reservation 15.0 MB/s" in result.stdout
     assert cluster.store.user("alice").reservation_bps == 15 * MB
+
+
+def test_vnodectl_status_shows_weight_reservation_limit_allocation_demand_and_measured(fair_coordinator):
+    _, _, port = fair_coordinator
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                             "status"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    first, header = result.stdout.splitlines()[:2]
+    assert "allocation work-conserving" in first
+    assert header.split()[:10] == ["USER", "WEIGHT", "ACTIVE", "NODE", "RESERVE_MB/s", "LIMIT_MB/s",
+                                   "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
+    assert "MEASURED_RD_MB/s" in header
