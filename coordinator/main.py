@@ -16,36 +16,29 @@ from vnode_sync.errors import ConfigError, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
+from vnode_sync.supervision import EXIT_LOOP_FAILED, PassSupervisor
 
 log = logging.getLogger(__name__)
 
 JOB_EXPIRY_CHECK_SECONDS = 30.0
-# A failing pass is retried after 1, 2, 4 ... s; this many failures in a row and the loop gives up.
-RETRY_FIRST_SECONDS = 1.0
-RETRY_MAX_SECONDS = 30.0
-FAILURES_BEFORE_GIVING_UP = 8
-# Exit code when a background loop cannot continue (the service manager restarts the coordinator).
-EXIT_LOOP_FAILED = 3
 # Calls in flight get this long at SIGTERM; streams are ended at once (shutdown stays under 2 s).
 STOP_GRACE_SECONDS = 1.0
 
 
 def supervised(name: str, one_pass, every: float, run_pass):
-    """A loop that runs `one_pass` every `every` s; an error is logged with context and the pass
-    retried with backoff; after FAILURES_BEFORE_GIVING_UP failures in a row it raises (process exits)."""
+    """A loop that runs `one_pass` every `every` s under the agents' PassSupervisor: an error is
+    logged with context and the pass retried with backoff; a loop that keeps failing raises
+    LoopFailed, which fails the server, and the process exits EXIT_LOOP_FAILED."""
 
     async def loop() -> None:
-        failures = 0
+        supervisor = PassSupervisor(name, "coordinator")
         while True:
             try:
                 await run_pass(one_pass)
-                failures, delay = 0, every
+                supervisor.succeeded()
+                delay = every
             except Exception as e:  # noqa: BLE001 - every error is retried, then reported
-                failures += 1
-                if failures >= FAILURES_BEFORE_GIVING_UP:
-                    raise RuntimeError(f"{name}: {failures} passes failed in a row, last: {e}") from e
-                delay = min(RETRY_FIRST_SECONDS * 2 ** (failures - 1), RETRY_MAX_SECONDS)
-                log.error("%s pass failed (%d in a row), retrying in %.0f s: %s", name, failures, delay, e)
+                delay = supervisor.failed(e)
             await asyncio.sleep(delay)
 
     loop.__name__ = name

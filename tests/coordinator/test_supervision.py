@@ -4,6 +4,7 @@ import asyncio
 import logging
 
 from tests.conftest import COORDINATOR_CONFIG
+from vnode_sync import supervision
 from vnode_sync.coordinator import cluster as cluster_module
 from vnode_sync.coordinator import main as coordinator_main
 from vnode_sync.coordinator.cluster import Cluster
@@ -19,7 +20,7 @@ async def _direct(one_pass):
 
 
 def test_a_failing_pass_is_logged_and_retried_and_the_loop_goes_on(monkeypatch, caplog):
-    monkeypatch.setattr(coordinator_main, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
     passes = []
 
     def one_pass():
@@ -40,8 +41,8 @@ def test_a_failing_pass_is_logged_and_retried_and_the_loop_goes_on(monkeypatch, 
 
 
 def test_a_loop_that_cannot_continue_fails_the_server(monkeypatch, tmp_path):
-    monkeypatch.setattr(coordinator_main, "RETRY_FIRST_SECONDS", 0.01)
-    monkeypatch.setattr(coordinator_main, "FAILURES_BEFORE_GIVING_UP", 3)
+    monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(supervision, "FAILURES_BEFORE_GIVING_UP", 3)
 
     def one_pass():
         raise OSError("database disk image is malformed")
