@@ -281,6 +281,10 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterato
         yield cluster
 
 
+def seconds(value: float | None, watched: float) -> str:
+    return f"{value:.2f} s" if value is not None else f"never (watched {watched:.0f} s)"
+
+
 def mbs(value: float) -> str:
     return f"{value / MB:5.1f}"
 
@@ -298,11 +302,11 @@ def report(results: dict[str, dict], capacity: float) -> None:
         lend = r["lending"]
         share = min(lend["alice_3_6s"].values()) / capacity
         print(f"lending (bob idle): alice reaches 90% of every node in "
-              f"{lend['seconds_to_90'] if lend['seconds_to_90'] is not None else 'never (8 s)'} s; 3-6 s after: "
+              f"{seconds(lend['seconds_to_90'], 8)}; 3-6 s after: "
               + ", ".join(f"{dn} {mbs(v)}" for dn, v in lend["alice_3_6s"].items()) + f" MB/s (min {share * 100:.0f}% of BW)")
         rec = r["reclaim"]
         print(f"reclaim (bob back): bob reaches 90% of his share {mbs(rec['share'])} MB/s per node in "
-              f"{rec['seconds_to_90'] if rec['seconds_to_90'] is not None else 'never (6 s)'} s; 2-5 s after: "
+              f"{seconds(rec['seconds_to_90'], 6)}; 2-5 s after: "
               + ", ".join(f"{dn} {mbs(v)}" for dn, v in rec["bob_2_5s"].items()) + " MB/s")
         sk = r["skew"]
         fair = {"alice": capacity, "bob": capacity}  # alice fills dn0, bob dn1: the cluster-wide weighted max-min
