@@ -60,7 +60,9 @@ def apply(path: str, generation: int, *lines: str) -> list[str]:
 
 def agent_cluster(tokens: bool, datanodes: int, replication: int) -> HdfsCluster:
     site = {"dfs.block.access.token.enable": "true"} if tokens else {}
-    return HdfsCluster(unique_name("dnt"), datanodes=datanodes, disk_mb=256, replication=replication,
+    # 1 GiB disks: until a DataNode reports a block, the NameNode counts a whole block (128 MiB) against
+    # its space per write scheduled on it, and a DataNode short of that is excluded from pipelines.
+    return HdfsCluster(unique_name("dnt"), datanodes=datanodes, disk_mb=1024, replication=replication,
                        hdfs_site=site, datanode_throttle=JAR)
 
 
