@@ -51,6 +51,18 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
             yield hdfs, cluster
 
 
+def write_user_files(users: list[LocalUser], size: int):
+    """A `before_agents` step: each user writes `/<user>/on-<dn>.bin` with its first replica on each
+    DataNode, then the page cache is dropped so reads reach the disks."""
+    def write(hdfs: HdfsCluster) -> None:
+        for user in users:
+            for dn in hdfs.datanodes:
+                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
+                                on_datanode=dn)
+        hdfs.evict_page_cache()
+    return write
+
+
 def node_vnodes(cluster: LocalCluster, node_id: str) -> BlkioV1Backend:
     """The VNodes (blkio v1) that the cluster's agent for `node_id` keeps, read from the host."""
     return BlkioV1Backend(HostCgroups().blkio_v1, cluster.cgroup_name(node_id))

@@ -1,5 +1,6 @@
 """Shared fixtures: unique names for what tests create, and skips that say why."""
 
+import contextlib
 import os
 import shutil
 
@@ -55,13 +56,22 @@ COORDINATOR_CONFIG = {
 }
 
 
-@pytest.fixture
-def coordinator(tmp_path):
-    """A coordinator served on a real loopback port; yields (cluster, channel)."""
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+@contextlib.contextmanager
+def served_coordinator(raw_config: dict, state_dir):
+    """A coordinator from `raw_config` served on a real loopback port; yields (cluster, channel, port)."""
+    cluster = Cluster(parse_config(raw_config), StateStore(str(state_dir / "state.sqlite")))
     server, port = create_server(cluster, "127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield cluster, channel, port
-    channel.close()
-    server.stop(0)
+    try:
+        yield cluster, channel, port
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+@pytest.fixture
+def coordinator(tmp_path):
+    """A coordinator served on a real loopback port; yields (cluster, channel, port)."""
+    with served_coordinator(dict(COORDINATOR_CONFIG), tmp_path) as served:
+        yield served

@@ -8,11 +8,7 @@ import sys
 import grpc
 import pytest
 
-from tests.conftest import COORDINATOR_CONFIG
-from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.service import create_server
-from vnode_sync.coordinator.store import StateStore
+from tests.conftest import COORDINATOR_CONFIG, served_coordinator
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -23,13 +19,8 @@ MB = 1_000_000
 def fair_coordinator(tmp_path):
     raw = copy.deepcopy(COORDINATOR_CONFIG)
     raw["policy"] = {"allocation": "work-conserving", "control_seconds": 0.1, "fallback_seconds": 7}
-    cluster = Cluster(parse_config(raw), StateStore(str(tmp_path / "state.sqlite")))
-    server, port = create_server(cluster, "127.0.0.1:0")
-    server.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield cluster, channel, port
-    channel.close()
-    server.stop(0)
+    with served_coordinator(raw, tmp_path) as served:
+        yield served
 
 
 def report(link, t, alice, bob):

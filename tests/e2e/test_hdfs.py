@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from testbed.compute_host import ComputeHost
-from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
 from testbed.local_cluster import LocalCluster, LocalUser
 from testbed.processes import stop_process
 from testbed.unix_users import unix_users
@@ -55,16 +55,6 @@ def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs,
         return True
     cluster.wait_for(placed_everywhere, timeout=60, what="a DataXceiver of every user in its VNode on every DataNode")
     time.sleep(1.0)
-
-
-def write_user_files(users: list[LocalUser], size: int):
-    def write(hdfs):
-        for user in users:
-            for dn in hdfs.datanodes:
-                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
-                                on_datanode=dn)
-        hdfs.evict_page_cache()
-    return write
 
 
 def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip():

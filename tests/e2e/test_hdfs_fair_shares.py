@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from tests.e2e.test_hdfs import MB, MiB, NODE_BW, wait_until_every_user_reads_from_every_datanode
-from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
 from testbed.local_cluster import LocalUser
 from vnode_sync.kernel.backend import vnode_name
 
@@ -36,23 +36,13 @@ def per_node_rates(cluster, hdfs, user: str, seconds: float) -> dict[str, float]
     return {dn: (after[dn] - before[dn]) / (t1 - t0) for dn in after}
 
 
-def write_files(users, size):
-    def write(hdfs):
-        for user in users:
-            for dn in hdfs.datanodes:
-                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
-                                on_datanode=dn)
-        hdfs.evict_page_cache()
-    return write
-
-
 def test_an_idle_users_share_is_lent_and_taken_back():
     alice, bob = LocalUser("alice", 64_531, 8), LocalUser("bob", 64_532, 4)
     # Idleness is seen after three reports and acted on at the next tick: 0.25 s reports, 0.5 s ticks.
     policy = {"allocation": "work-conserving", "control_seconds": 0.5}
     with hdfs_vnode_cluster(unique_name("fair"), [alice, bob], NODE_BW, policy=policy,
                             agent_settings={"report_seconds": 0.25},
-                            before_agents=write_files([alice, bob], 640 * MiB)) as (hdfs, cluster):
+                            before_agents=write_user_files([alice, bob], 640 * MiB)) as (hdfs, cluster):
         readers = {u.name: [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                             for dn in hdfs.datanodes] for u in (alice, bob)}
         try:
@@ -96,7 +86,7 @@ def test_through_the_datanode_side_backend_too(dn_users):
     policy = {"allocation": "work-conserving", "control_seconds": 0.5}
     with hdfs_vnode_cluster(unique_name("fairdn"), [alice, bob], NODE_BW, policy=policy,
                             backend="datanode-throttle", agent_settings={"report_seconds": 0.25},
-                            before_agents=write_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
+                            before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
         def per_node(user: str, seconds: float) -> dict[str, float]:
             before, t0 = counted(hdfs, "read"), time.monotonic()
             time.sleep(seconds)
