@@ -252,10 +252,10 @@ class Cluster:
 
     def _uid_free_for(self, name: str, uid: int) -> None:
         """A uid names one user: a second user with it would be charged to the first's VNode."""
-        for record in self.store.users():
-            if record.uid == uid and record.name != name:
-                raise InvalidArgument(f"uid {uid} is already held by user {record.name!r}; "
-                                      f"one uid per user (remove {record.name!r} first)")
+        holder = self.store.holder_of_uid(uid, name)
+        if holder is not None:
+            raise InvalidArgument(f"uid {uid} is already held by user {holder!r}; "
+                                  f"one uid per user (remove {holder!r} first)")
 
     def _known_users(self, names, what: str) -> set[str]:
         """The names among `names` that are users; unknown ones are logged once each and ignored."""
