@@ -20,7 +20,8 @@ The cases take turns at each position in a round (hdfs_overhead's round order), 
 --swap-every rounds both clusters' DataNodes restart with the agent moved to the other
 cluster, so one JVM instance's own speed (its heap layout and JIT decisions) is not counted as
 the agent's. The figure is the median of the rounds' agent/none ratios with a bootstrap 95 %
-confidence interval (hdfs_overhead's).
+confidence interval (hdfs_overhead's), and each epoch's median beside it (rounds of one epoch
+share JVM instances, so the spread between epochs is the honest width).
 
 Throughput on a 2-core VM shared with other work swings by more than 2 % from trial to trial,
 so the DataNodes' own CPU time per byte moved (user + system, every DataNode of the cluster) is
@@ -113,6 +114,13 @@ def summary(name: str, ratios: list[float], verdict: bool = True) -> str:
             + (f"; {target_verdict(median, low, len(ratios))}" if verdict else ""))
 
 
+def epoch_medians(ratios: list[float], swap_every: int) -> str:
+    """Each DataNode JVM pair's own median: rounds of one epoch share JVM instances, so their
+    ratios are not independent, and a spread between epochs widens what the rounds' CI says."""
+    epochs = [ratios[i:i + swap_every] for i in range(0, len(ratios), swap_every)]
+    return ", ".join(f"{statistics.median(e):.3f}" for e in epochs)
+
+
 def swap_agent(pair: list[HdfsCluster], epoch: int, jar: str, rate: int) -> dict[str, HdfsCluster]:
     """Restart both clusters' DataNodes, the agent in one of them (the other one each epoch)."""
     clusters = {"agent": pair[epoch % 2], "none": pair[1 - epoch % 2]}
@@ -181,7 +189,9 @@ def measure(args: argparse.Namespace) -> int:
         if args.rounds:
             for direction in ("write", "read"):
                 print(summary(f"{direction} throughput", rate_ratios[direction]))
+                print(f"  by epoch: {epoch_medians(rate_ratios[direction], args.swap_every)}")
                 print(summary(f"{direction} DataNode CPU per byte", cpu_ratios[direction], verdict=False))
+                print(f"  by epoch: {epoch_medians(cpu_ratios[direction], args.swap_every)}")
     finally:
         for hdfs in pair:
             hdfs.stop()
