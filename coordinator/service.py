@@ -8,6 +8,7 @@ on the loop.
 """
 
 import asyncio
+import collections
 import concurrent.futures
 import errno
 import functools
@@ -15,13 +16,16 @@ import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from vnode_sync import validation
-from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.cluster import Cluster, NodeRuntime
+from vnode_sync.coordinator.pressure import rank, window_of
+from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
@@ -32,10 +36,20 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
-# Changed connections are published at most this often: one generation for a burst of reports.
+# Changed connections are published at most this often: one send per node for a burst of reports.
 CONNECTIONS_PUBLISH_SECONDS = 0.05
-# A server option: a second process may not bind the same address (gRPC's default allows it).
-NO_SHARED_PORT = (("grpc.so_reuseport", 0),)
+SERVER_OPTIONS = (
+    # A second process may not bind the same address (gRPC's default allows it).
+    ("grpc.so_reuseport", 0),
+    # Calls that arrived but that the server has not yet taken up wait in gRPC core's pending queue;
+    # beyond 1,000 it cancels new calls at random and beyond 3,000 all of them (its defaults). A
+    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, ReportUsage) exceed
+    # that from ~1,000 nodes on: with the defaults, 10,000 agents never all connected (every retried
+    # Register was cancelled, and so were admin calls). They wait instead; gRPC still cancels any
+    # call pending 30 s.
+    ("grpc.server.max_pending_requests", 100_000),
+    ("grpc.server.max_pending_requests_hard_limit", 100_000),
+)
 
 _STATUS_OF = [
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
@@ -103,18 +117,8 @@ def _loop_rpc(method):
     return wrapper
 
 
-# Wire tags of UserStatus.nodes (2) and StatusResponse.users (3): length-delimited fields.
-_NODES_TAG = bytes([2 << 3 | 2])
-_USERS_TAG = bytes([3 << 3 | 2])
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_USER_STATUS_NODES = pb.UserStatus.DESCRIPTOR.fields_by_name["nodes"].number
+_STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
 
 
 def user_message(record: UserRecord) -> pb.User:
@@ -125,6 +129,78 @@ def user_message(record: UserRecord) -> pb.User:
 
 def _priority(value: int) -> int:
     return validation.priority(value)
+
+
+@dataclass(frozen=True)
+class _NodeView:
+    """What Status shows of one node, read once per call."""
+
+    node_id: str
+    runtime: NodeRuntime
+    targets: dict        # user -> (read, write) bytes/s of Algorithm 1; one object per set of devices
+    rates: dict          # user -> UserNodeRate, measured (only users with a rate)
+    allocations: dict    # user -> the work-conserving allocation (empty under Algorithm 1)
+
+
+def _entries(users: list[UserRecord], views: list[_NodeView]) -> list[bytes]:
+    """Every (user, node) entry."""
+    target_part: dict[tuple[int, int], bytes] = {}
+    bases = [pb.UserNodeStatus(node_id=v.node_id, applied_generation=v.runtime.applied_generation).SerializeToString()
+             for v in views]
+    entries = []
+    for record in users:
+        name, pieces = record.name, []
+        for base, view in zip(bases, views):
+            target = view.targets.get(name, (0, 0))
+            part = target_part.get(target)
+            if part is None:
+                part = target_part[target] = pb.UserNodeStatus(target_read_bps=target[0],
+                                                               target_write_bps=target[1]).SerializeToString()
+            piece = base + part
+            rate, held = view.rates.get(name), name in view.runtime.held_at_limit
+            if rate or held:
+                # A serialized message followed by another is their merge: these fields are added.
+                piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
+                                           measured_write_bps=rate.write_bps if rate else 0.0,
+                                           held_at_limit=held).SerializeToString()
+            given = view.allocations.get(name)
+            if given:
+                piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
+                                           allocated_write_bps=given.allocated_write_bps,
+                                           demand_read_bps=given.demand_read_bps,
+                                           demand_write_bps=given.demand_write_bps).SerializeToString()
+            pieces.append(field_entry(_USER_STATUS_NODES, piece))
+        user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
+        entries.append(field_entry(_STATUS_USERS, user_status))
+    return entries
+
+
+def _summaries(users: list[UserRecord], views: list[_NodeView]) -> list[bytes]:
+    """One summary per user, from the nodes' distinct target sets and their (sparse) measurements:
+    O(users x sets of devices), not O(users x nodes)."""
+    target_sets = list({id(v.targets): v.targets for v in views}.values())
+    measured: dict[str, list[float]] = {}
+    held: collections.Counter = collections.Counter()
+    for view in views:
+        for name, rate in view.rates.items():
+            total = measured.setdefault(name, [0.0, 0.0])
+            total[0] += rate.read_bps
+            total[1] += rate.write_bps
+        held.update(view.runtime.held_at_limit)
+    applied = min((v.runtime.applied_generation for v in views), default=0)
+    entries = []
+    for record in users:
+        name = record.name
+        targets = [t.get(name, (0, 0)) for t in target_sets] or [(0, 0)]
+        reads, writes = [t[0] for t in targets], [t[1] for t in targets]
+        read, write = measured.get(name, (0.0, 0.0))
+        summary = pb.UserSummary(nodes=len(views), target_read_bps_min=min(reads), target_read_bps_max=max(reads),
+                                 target_write_bps_min=min(writes), target_write_bps_max=max(writes),
+                                 measured_read_bps=read, measured_write_bps=write, applied_generation_min=applied,
+                                 nodes_held_at_limit=held[name])
+        entries.append(field_entry(_STATUS_USERS, pb.UserStatus(user=user_message(record),
+                                                               summary=summary).SerializeToString()))
+    return entries
 
 
 class AdminService(pb_grpc.AdminServicer):
@@ -189,47 +265,45 @@ class AdminService(pb_grpc.AdminServicer):
     @_admin_rpc
     def Status(self, request, caller) -> bytes:
         """Users x nodes entries (10,000 x 100 is a million): written as serialized pieces built once
-        per node and per (user, target), joined, instead of a million message objects."""
+        per node and per (user, target), joined, instead of a million message objects; or, above
+        `request.max_entries`, one summary per user."""
         users = readable_by(caller, self.cluster.users())
+        if request.user:
+            validation.user_name(request.user)
+            users = [u for u in users if u.name == request.user]
+            if not users:
+                raise NotFound(f"unknown user {request.user!r}")
+        nodes = self.cluster.config.storage_nodes
+        if request.node:
+            nodes = [n for n in nodes if n.node_id == request.node]
+            if not nodes:
+                raise NotFound(f"unknown storage node {request.node!r}")
         self.cluster.refresh_snapshot()
-        node_parts = []
         allocator = self.cluster.allocator
-        for node in self.cluster.config.storage_nodes:
-            runtime = self.cluster.node_runtime(node.node_id)
-            base = pb.UserNodeStatus(node_id=node.node_id,
-                                     applied_generation=runtime.applied_generation).SerializeToString()
-            node_parts.append((base, self.cluster.targets(node.node_id), self.cluster.measured_rates(node.node_id),
-                               runtime.held_at_limit, allocator.status(node.node_id) if allocator else {}))
-        target_part: dict[tuple[int, int], bytes] = {}
-        entries = []
-        for record in users:
-            name, pieces = record.name, []
-            for base, targets, rates, held, allocations in node_parts:
-                target = targets.get(name, (0, 0))
-                part = target_part.get(target)
-                if part is None:
-                    part = target_part[target] = pb.UserNodeStatus(target_read_bps=target[0],
-                                                                   target_write_bps=target[1]).SerializeToString()
-                piece = base + part
-                rate = rates.get(name)
-                if rate or name in held:
-                    # A serialized message followed by another is their merge: these fields are added.
-                    piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
-                                               measured_write_bps=rate.write_bps if rate else 0.0,
-                                               held_at_limit=name in held).SerializeToString()
-                given = allocations.get(name)
-                if given:
-                    piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
-                                               allocated_write_bps=given.allocated_write_bps,
-                                               demand_read_bps=given.demand_read_bps,
-                                               demand_write_bps=given.demand_write_bps).SerializeToString()
-                pieces.append(_NODES_TAG + _varint(len(piece)) + piece)
-            user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
-            entries.append(_USERS_TAG + _varint(len(user_status)) + user_status)
+        views = [_NodeView(node.node_id, self.cluster.node_runtime(node.node_id), self.cluster.targets(node.node_id),
+                           self.cluster.measured_rates(node.node_id),
+                           allocator.status(node.node_id) if allocator else {}) for node in nodes]
+        summarise = request.max_entries and not (request.user or request.node) and \
+            len(users) * len(views) > request.max_entries
+        entries = _summaries(users, views) if summarise else _entries(users, views)
         policy = self.cluster.config.policy
-        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode, nodes=self._nodes(),
+        shown = {n.node_id for n in nodes}
+        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode,
+                                 nodes=[n for n in self._nodes() if n.node_id in shown],
                                  allocation=policy.allocation).SerializeToString()
         return head + b"".join(entries)
+
+    @_admin_rpc
+    def Pressure(self, request, caller):
+        window = window_of(request.window_seconds)
+        self.cluster.refresh_snapshot()
+        users = [(u.name, u.effective_priority) for u in readable_by(caller, self.cluster.snapshot().users)]
+        book = self.cluster.pressure
+        now = book.now()
+        return pb.PressureResponse(generation=self.cluster.generation(),
+                                   allocation=self.cluster.config.policy.allocation, window_seconds=window,
+                                   covered_seconds=min(window, now - book.started), sampled_at_unix=now,
+                                   users=rank(users, self.cluster.share_views(), book, window, request.limit, now))
 
     @_admin_rpc
     def StartJob(self, request, caller):
@@ -274,17 +348,17 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             self.cluster.stream_opened(request.node_id)
         except VNodeSyncError as e:
             await _abort(context, "WatchDesiredState", e)
+        node_id, sent = request.node_id, None
         try:
-            sent = None
             while not self.changes.closing:
-                changed = self.changes.event  # taken before reading the state: no change is missed
-                key, state = self.cluster.stream_message(request.node_id)
-                if key != sent:
-                    await context.write(state)
-                    sent = key
+                changed = self.changes.event_of(node_id)  # taken before reading the state: no change is missed
+                message = self.cluster.stream_message(node_id)
+                if message is not sent:
+                    await context.write(message)
+                    sent = message
                 await changed.wait()
         finally:
-            self.cluster.stream_closed(request.node_id)
+            self.cluster.stream_closed(node_id)
 
     @_loop_rpc
     def ReportUsage(self, request, caller):
@@ -298,16 +372,17 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
 
 
 class Changes:
-    """The event loop's view of the generation: one event per generation that every stream waits on.
+    """The event loop's view of changes: one event per node that its streams wait on.
 
     A bump (made on the store thread) wakes `_publisher`, which reads the new snapshot once, off the
-    loop, then sets the event; bursts of bumps coalesce into one snapshot.
+    loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
+    wakes only the nodes whose connections changed.
     """
 
     def __init__(self, cluster: Cluster, store_thread: StoreThread):
         self.cluster = cluster
         self.store_thread = store_thread
-        self.event = asyncio.Event()
+        self._events: dict[str, asyncio.Event] = {}  # node_id -> what its streams wait on now
         self.closing = False
         self._bumped = asyncio.Event()
         self._connections = asyncio.Event()
@@ -332,7 +407,7 @@ class Changes:
         while True:
             await self._connections.wait()
             self._connections.clear()
-            await self.store_thread.run(self.cluster.publish_connections)
+            self._wake(self.cluster.publish_connections())
             await asyncio.sleep(CONNECTIONS_PUBLISH_SECONDS)
 
     async def allocation_loop(self) -> None:
@@ -355,13 +430,27 @@ class Changes:
             if changed:
                 self._wake()
 
+    def event_of(self, node_id: str) -> asyncio.Event:
+        event = self._events.get(node_id)
+        if event is None:
+            event = self._events[node_id] = asyncio.Event()
+        return event
+
     def close_streams(self) -> None:
         self.closing = True
         self._wake()
 
-    def _wake(self) -> None:
-        woken, self.event = self.event, asyncio.Event()
-        woken.set()
+    def _wake(self, nodes: set[str] | None = None) -> None:
+        """Wake the streams of `nodes` (None: every node's)."""
+        if nodes is None:
+            woken, self._events = self._events, {}
+            for event in woken.values():
+                event.set()
+            return
+        for node in nodes:
+            event = self._events.pop(node, None)
+            if event is not None:
+                event.set()
 
 
 def _decoder(message_class):
@@ -445,7 +534,7 @@ class CoordinatorServer:
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         _refuse_if_taken(address)
-        self._server = aio.server(options=NO_SHARED_PORT)
+        self._server = aio.server(options=SERVER_OPTIONS)
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))

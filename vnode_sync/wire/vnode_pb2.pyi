@@ -1,10 +1,20 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class HeldSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HELD_SOURCE_UNSPECIFIED: _ClassVar[HeldSource]
+    HELD_SOURCE_MEASURED: _ClassVar[HeldSource]
+    HELD_SOURCE_ESTIMATED: _ClassVar[HeldSource]
+HELD_SOURCE_UNSPECIFIED: HeldSource
+HELD_SOURCE_MEASURED: HeldSource
+HELD_SOURCE_ESTIMATED: HeldSource
 
 class User(_message.Message):
     __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps")
@@ -97,14 +107,18 @@ class VNodeSpec(_message.Message):
     def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
 
 class ConnectionOwner(_message.Message):
-    __slots__ = ("client_address", "client_port", "user")
+    __slots__ = ("client_address", "client_port", "user", "server_address", "server_port")
     CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_PORT_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_PORT_FIELD_NUMBER: _ClassVar[int]
     client_address: str
     client_port: int
     user: str
-    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+    server_address: str
+    server_port: int
+    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ...) -> None: ...
 
 class DesiredState(_message.Message):
     __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation")
@@ -213,8 +227,14 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("max_entries", "user", "node")
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    max_entries: int
+    user: str
+    node: str
+    def __init__(self, max_entries: _Optional[int] = ..., user: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
 
 class RemoveUserResponse(_message.Message):
     __slots__ = ("user",)
@@ -248,13 +268,37 @@ class UserNodeStatus(_message.Message):
     demand_write_bps: float
     def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., allocated_read_bps: _Optional[int] = ..., allocated_write_bps: _Optional[int] = ..., demand_read_bps: _Optional[float] = ..., demand_write_bps: _Optional[float] = ...) -> None: ...
 
+class UserSummary(_message.Message):
+    __slots__ = ("nodes", "target_read_bps_min", "target_read_bps_max", "target_write_bps_min", "target_write_bps_max", "measured_read_bps", "measured_write_bps", "applied_generation_min", "nodes_held_at_limit")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    TARGET_READ_BPS_MIN_FIELD_NUMBER: _ClassVar[int]
+    TARGET_READ_BPS_MAX_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WRITE_BPS_MIN_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WRITE_BPS_MAX_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_GENERATION_MIN_FIELD_NUMBER: _ClassVar[int]
+    NODES_HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    nodes: int
+    target_read_bps_min: int
+    target_read_bps_max: int
+    target_write_bps_min: int
+    target_write_bps_max: int
+    measured_read_bps: float
+    measured_write_bps: float
+    applied_generation_min: int
+    nodes_held_at_limit: int
+    def __init__(self, nodes: _Optional[int] = ..., target_read_bps_min: _Optional[int] = ..., target_read_bps_max: _Optional[int] = ..., target_write_bps_min: _Optional[int] = ..., target_write_bps_max: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation_min: _Optional[int] = ..., nodes_held_at_limit: _Optional[int] = ...) -> None: ...
+
 class UserStatus(_message.Message):
-    __slots__ = ("user", "nodes")
+    __slots__ = ("user", "nodes", "summary")
     USER_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     user: User
     nodes: _containers.RepeatedCompositeFieldContainer[UserNodeStatus]
-    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ...) -> None: ...
+    summary: UserSummary
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ..., summary: _Optional[_Union[UserSummary, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("generation", "mode", "users", "nodes", "allocation")
@@ -314,6 +358,68 @@ class RunningJobsResponse(_message.Message):
     expired_job_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, expired_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class PressureRequest(_message.Message):
+    __slots__ = ("window_seconds", "limit")
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    window_seconds: float
+    limit: int
+    def __init__(self, window_seconds: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class NodePressure(_message.Message):
+    __slots__ = ("node_id", "read_bps", "write_bps", "allowed_read_bps", "allowed_write_bps", "held_at_limit", "held_since_unix", "held_seconds", "held_source")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    HELD_SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HELD_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    read_bps: float
+    write_bps: float
+    allowed_read_bps: int
+    allowed_write_bps: int
+    held_at_limit: bool
+    held_since_unix: float
+    held_seconds: float
+    held_source: HeldSource
+    def __init__(self, node_id: _Optional[str] = ..., read_bps: _Optional[float] = ..., write_bps: _Optional[float] = ..., allowed_read_bps: _Optional[int] = ..., allowed_write_bps: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., held_since_unix: _Optional[float] = ..., held_seconds: _Optional[float] = ..., held_source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
+
+class UserPressure(_message.Message):
+    __slots__ = ("user", "priority", "pressure", "held_seconds", "nodes_held", "nodes")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NODES_HELD_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    priority: int
+    pressure: float
+    held_seconds: float
+    nodes_held: int
+    nodes: _containers.RepeatedCompositeFieldContainer[NodePressure]
+    def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ..., pressure: _Optional[float] = ..., held_seconds: _Optional[float] = ..., nodes_held: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodePressure, _Mapping]]] = ...) -> None: ...
+
+class PressureResponse(_message.Message):
+    __slots__ = ("generation", "allocation", "window_seconds", "covered_seconds", "users", "sampled_at_unix")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COVERED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    allocation: str
+    window_seconds: float
+    covered_seconds: float
+    users: _containers.RepeatedCompositeFieldContainer[UserPressure]
+    sampled_at_unix: float
+    def __init__(self, generation: _Optional[int] = ..., allocation: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("node_id", "devices", "backend", "limitations")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -358,19 +464,31 @@ class UserUsage(_message.Message):
     held_at_limit: bool
     def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
 
+class HeldTime(_message.Message):
+    __slots__ = ("user", "held_seconds", "source")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    held_seconds: float
+    source: HeldSource
+    def __init__(self, user: _Optional[str] = ..., held_seconds: _Optional[float] = ..., source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
+
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
     usage: _containers.RepeatedCompositeFieldContainer[UserUsage]
     errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+    held: _containers.RepeatedCompositeFieldContainer[HeldTime]
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)
