@@ -135,7 +135,7 @@ class Cluster:
         key = (snapshot.generation, node.devices)
         with self._lock:
             if key not in self._templates:
-                template = build_desired_state(snapshot.generation, StorageNodeConfig("", node.devices),
+                template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}),
                                                snapshot.users, self.config.policy, snapshot.connections)
                 template.store_id = self._store_id
                 self._templates[key] = (template, template.SerializeToString())
