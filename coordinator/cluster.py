@@ -281,13 +281,17 @@ class Cluster:
 
     def start_job(self, job_id: str, user: str, uid: int, node: str, account: str, queue: str,
                   requested_priority: int, actor: str, reservation_bps: int = 0) -> tuple[UserRecord, int]:
+        validation.label(job_id, "job id")
         validation.user_name(user)
         validation.uid(uid)
+        validation.node_id(node)
+        validation.label(account, "account", required=False)
+        validation.label(queue, "queue", required=False)
+        if requested_priority:   # 0: the job asked for nothing
+            validation.priority(requested_priority)
         validation.bandwidth(reservation_bps, "job reservation")
         if reservation_bps:
             self._admit(user, reservation_bps)
-        if not job_id or len(job_id) > 128:
-            raise InvalidArgument(f"invalid job id {job_id!r}: must be 1-128 characters")
         self._uid_free_for(user, uid)
         priority = self.job_priority(requested_priority, account, queue)
         generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority,
@@ -299,6 +303,9 @@ class Cluster:
         return record, priority or record.priority
 
     def end_job(self, job_id: str, node: str, actor: str) -> UserRecord | None:
+        validation.label(job_id, "job id")
+        if node:   # "": the job on every node
+            validation.node_id(node)
         generation, user = self.store.end_job(job_id, node)
         self._published(generation)
         audit.info("actor=%s action=end-job job=%s node=%s user=%s", actor, job_id, node, user)
@@ -308,6 +315,9 @@ class Cluster:
         if not node:
             raise InvalidArgument("ReconcileJobs needs a source (the node or batch system whose jobs these are); "
                                   "an empty source would drop every node's jobs")
+        validation.node_id(node)
+        for job_id in running:
+            validation.label(job_id, "job id")
         dropped = self.store.confirm_running_jobs(node, running)
         if dropped:
             self._published(self.store.generation())
@@ -349,12 +359,19 @@ class Cluster:
             self._nodes[node_id].streams -= 1
 
     def report_usage(self, report: pb.UsageReport) -> int:
+        """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self._node_config(report.node_id)
-        totals: dict[str, list[int]] = {}
-        known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
         for u in report.usage:
-            if u.user and u.user not in known:
-                continue
+            if u.user:   # "": the default VNode
+                validation.user_name(u.user)
+        known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
+        if any(u.user and u.user not in known for u in report.usage):
+            kept = [u for u in report.usage if not u.user or u.user in known]
+            report = pb.UsageReport.FromString(report.SerializeToString())   # the caller's stays as sent
+            del report.usage[:]
+            report.usage.extend(kept)
+        totals: dict[str, list[int]] = {}
+        for u in report.usage:
             t = totals.setdefault(u.user, [0, 0])
             t[0] += u.read_bytes
             t[1] += u.write_bytes
