@@ -20,6 +20,7 @@ from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.fair_policy import check_admission
 from vnode_sync.coordinator.desired_state import build_desired_state
+from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
@@ -88,6 +89,7 @@ class Cluster:
         # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
         self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
+        self.pressure = PressureBook()   # held time per (node, user), for the Pressure RPC and metrics
 
     def _seed_users(self) -> None:
         for seed in self.config.users:
@@ -378,6 +380,8 @@ class Cluster:
         sampled_at = report.sampled_at_unix or time.time()
         if self.allocator is not None and self.allocator.observe(report):
             self.allocation_wanted()
+        self.pressure.observe(report, known)
+        self.pressure.forget_node_users(report.node_id, {h.user for h in report.held})
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation
@@ -460,6 +464,19 @@ class Cluster:
                 self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
                 self._targets[key] = cached
         return cached
+
+
+    def share_views(self) -> list[NodeShareView]:
+        """Per node: measured rates, and what each user may use there now (allocation or target)."""
+        views = []
+        for node in self.config.storage_nodes:
+            allowed = dict(self.targets(node.node_id))
+            if self.allocator is not None:
+                allowed.update({user: (given.allocated_read_bps, given.allocated_write_bps)
+                                for user, given in self.allocator.status(node.node_id).items()})
+            rates = {user: (r.read_bps, r.write_bps) for user, r in self.measured_rates(node.node_id).items()}
+            views.append(NodeShareView(node.node_id, rates, allowed))
+        return views
 
 
 def _rate(samples: list, now: float) -> UserNodeRate:

@@ -22,6 +22,7 @@ from grpc import aio
 
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
@@ -230,6 +231,18 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode, nodes=self._nodes(),
                                  allocation=policy.allocation).SerializeToString()
         return head + b"".join(entries)
+
+    @_admin_rpc
+    def Pressure(self, request, caller):
+        window = window_of(request.window_seconds)
+        self.cluster.refresh_snapshot()
+        users = [(u.name, u.effective_priority) for u in readable_by(caller, self.cluster.snapshot().users)]
+        book = self.cluster.pressure
+        now = book.now()
+        return pb.PressureResponse(generation=self.cluster.generation(),
+                                   allocation=self.cluster.config.policy.allocation, window_seconds=window,
+                                   covered_seconds=min(window, now - book.started), sampled_at_unix=now,
+                                   users=rank(users, self.cluster.share_views(), book, window, request.limit, now))
 
     @_admin_rpc
     def StartJob(self, request, caller):

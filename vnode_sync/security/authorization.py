@@ -2,7 +2,7 @@
 
 Rules (identities as in `vnode_sync.security.identity`):
 - admin:<name>     every Admin RPC, any user, any priority; no AgentLink RPC.
-- user:<name>      Status and ListUsers, showing only their own user; SetPriority on
+- user:<name>      Status, ListUsers and Pressure, showing only their own user; SetPriority on
                    their own user, only to a value at or below their current priority.
 - node:<id>        Register, WatchDesiredState, ReportUsage for node_id == <id>, and
                    only if <id> is a storage node configured on the coordinator.
@@ -26,8 +26,8 @@ audit = logging.getLogger(AUDIT_LOGGER)
 Row = TypeVar("Row")
 
 ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation", "SetLimit", "RemoveUser",
-                         "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs"})
-USER_READS = frozenset({"ListUsers", "Status"})
+                         "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs", "Pressure"})
+USER_READS = frozenset({"ListUsers", "Status", "Pressure"})
 NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
 # RPC -> the request field that must name the calling compute host.
 COMPUTE_CALLS = {"StartJob": "node", "EndJob": "node", "ReconcileJobs": "source", "ReportConnections": "reporter"}

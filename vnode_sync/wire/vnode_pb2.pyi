@@ -1,10 +1,20 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class HeldSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HELD_SOURCE_UNSPECIFIED: _ClassVar[HeldSource]
+    HELD_SOURCE_MEASURED: _ClassVar[HeldSource]
+    HELD_SOURCE_ESTIMATED: _ClassVar[HeldSource]
+HELD_SOURCE_UNSPECIFIED: HeldSource
+HELD_SOURCE_MEASURED: HeldSource
+HELD_SOURCE_ESTIMATED: HeldSource
 
 class User(_message.Message):
     __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps")
@@ -314,6 +324,68 @@ class RunningJobsResponse(_message.Message):
     expired_job_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, expired_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class PressureRequest(_message.Message):
+    __slots__ = ("window_seconds", "limit")
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    window_seconds: float
+    limit: int
+    def __init__(self, window_seconds: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class NodePressure(_message.Message):
+    __slots__ = ("node_id", "read_bps", "write_bps", "allowed_read_bps", "allowed_write_bps", "held_at_limit", "held_since_unix", "held_seconds", "held_source")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    HELD_SINCE_UNIX_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    HELD_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    read_bps: float
+    write_bps: float
+    allowed_read_bps: int
+    allowed_write_bps: int
+    held_at_limit: bool
+    held_since_unix: float
+    held_seconds: float
+    held_source: HeldSource
+    def __init__(self, node_id: _Optional[str] = ..., read_bps: _Optional[float] = ..., write_bps: _Optional[float] = ..., allowed_read_bps: _Optional[int] = ..., allowed_write_bps: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., held_since_unix: _Optional[float] = ..., held_seconds: _Optional[float] = ..., held_source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
+
+class UserPressure(_message.Message):
+    __slots__ = ("user", "priority", "pressure", "held_seconds", "nodes_held", "nodes")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NODES_HELD_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    priority: int
+    pressure: float
+    held_seconds: float
+    nodes_held: int
+    nodes: _containers.RepeatedCompositeFieldContainer[NodePressure]
+    def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ..., pressure: _Optional[float] = ..., held_seconds: _Optional[float] = ..., nodes_held: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodePressure, _Mapping]]] = ...) -> None: ...
+
+class PressureResponse(_message.Message):
+    __slots__ = ("generation", "allocation", "window_seconds", "covered_seconds", "users", "sampled_at_unix")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    COVERED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    allocation: str
+    window_seconds: float
+    covered_seconds: float
+    users: _containers.RepeatedCompositeFieldContainer[UserPressure]
+    sampled_at_unix: float
+    def __init__(self, generation: _Optional[int] = ..., allocation: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
+
 class RegisterRequest(_message.Message):
     __slots__ = ("node_id", "devices", "backend", "limitations")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -358,19 +430,31 @@ class UserUsage(_message.Message):
     held_at_limit: bool
     def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
 
+class HeldTime(_message.Message):
+    __slots__ = ("user", "held_seconds", "source")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    held_seconds: float
+    source: HeldSource
+    def __init__(self, user: _Optional[str] = ..., held_seconds: _Optional[float] = ..., source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
+
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
     usage: _containers.RepeatedCompositeFieldContainer[UserUsage]
     errors: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
+    held: _containers.RepeatedCompositeFieldContainer[HeldTime]
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)

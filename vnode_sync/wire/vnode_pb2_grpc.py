@@ -94,6 +94,11 @@ class AdminStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsRequest.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsResponse.FromString,
                 _registered_method=True)
+        self.Pressure = channel.unary_unary(
+                '/vnode_sync.v1.Admin/Pressure',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -171,6 +176,12 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Pressure(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +244,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ReconcileJobs,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsRequest.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsResponse.SerializeToString,
+            ),
+            'Pressure': grpc.unary_unary_rpc_method_handler(
+                    servicer.Pressure,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -559,6 +575,33 @@ class Admin:
             '/vnode_sync.v1.Admin/ReconcileJobs',
             vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsRequest.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.RunningJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Pressure(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/Pressure',
+            vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,92 @@
+"""Who is held back: held time per (node, user) from usage reports, and the Pressure RPC's order."""
+
+import grpc
+import pytest
+
+from vnode_sync.coordinator.pressure import HISTORY_STEP_SECONDS, NodeShareView, PressureBook, rank
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+MB = 1_000_000
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def report(node: str, at: float, held: dict[str, float], now_held: set[str] = frozenset(),
+           source=pb.HELD_SOURCE_ESTIMATED) -> pb.UsageReport:
+    return pb.UsageReport(node_id=node, sampled_at_unix=at,
+                          usage=[pb.UserUsage(user=u, device="/dev/x", held_at_limit=u in now_held) for u in held],
+                          held=[pb.HeldTime(user=u, held_seconds=s, source=source) for u, s in held.items()])
+
+
+def test_held_time_within_a_window_is_what_was_added_in_it():
+    clock = Clock()
+    book = PressureBook(clock)
+    for second in range(0, 601):  # held the whole 10 minutes, one report a second
+        clock.now = 1000.0 + second
+        book.observe(report("dn1", clock.now, {"alice": float(second), "bob": 0.0}, {"alice"}), {"alice", "bob"})
+    seconds, held_now, since, source = book.held("dn1", "alice", 300.0, clock.now)
+    assert 300 <= seconds <= 300 + HISTORY_STEP_SECONDS
+    assert held_now and since == 1001.0 and source == pb.HELD_SOURCE_ESTIMATED
+    assert book.held("dn1", "bob", 300.0, clock.now) == (0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED)
+    assert book.held_now() == {"alice": 1}
+
+
+def test_an_agent_restart_does_not_lose_or_subtract_held_time():
+    clock = Clock()
+    book = PressureBook(clock)
+    book.observe(report("dn1", 1000.0, {"alice": 50.0}, {"alice"}), {"alice"})
+    book.observe(report("dn1", 1010.0, {"alice": 60.0}, {"alice"}), {"alice"})
+    book.observe(report("dn1", 1020.0, {"alice": 4.0}, {"alice"}), {"alice"})   # restarted: counts from 0
+    assert book.held("dn1", "alice", 10.0, 1020.0)[0] == pytest.approx(4.0)
+    assert book.held("dn1", "alice", 300.0, 1020.0)[0] == pytest.approx(14.0)   # 50 were before the first report
+
+
+def test_unknown_users_and_removed_vnodes_are_not_kept():
+    book = PressureBook(Clock())
+    book.observe(report("dn1", 1000.0, {"alice": 5.0, "mallory": 9.0}, {"alice"}), {"alice"})
+    assert book.held_pairs() == [("dn1", "alice")]
+    book.forget_node_users("dn1", [])
+    assert book.held_pairs() == []
+
+
+def test_users_are_ranked_held_now_then_longest_held_then_highest_pressure():
+    clock = Clock()
+    book = PressureBook(clock)
+    book.observe(report("dn1", 1000.0, {"carol": 0.0, "alice": 0.0}), {"carol", "alice"})
+    book.observe(report("dn1", 1100.0, {"carol": 100.0, "alice": 10.0}, {"alice"}), {"carol", "alice"})
+    views = [NodeShareView("dn1", {"alice": (19 * MB, 0.0), "bob": (30 * MB, 0.0), "dave": (1 * MB, 0.0)},
+                           {"alice": (20 * MB, 10 * MB), "bob": (40 * MB, 10 * MB), "dave": (40 * MB, 10 * MB)})]
+    users = [("alice", 4), ("bob", 8), ("carol", 8), ("dave", 2), ("erin", 1)]
+    ranked = rank(users, views, book, 300.0, now=1100.0)
+    assert [r.user for r in ranked] == ["alice", "carol", "bob", "dave"]   # erin moves nothing
+    alice = ranked[0]
+    assert alice.nodes_held == 1 and alice.pressure == pytest.approx(0.95)
+    assert alice.nodes[0].held_since_unix == 1100.0 and alice.nodes[0].allowed_read_bps == 20 * MB
+    assert [r.user for r in rank(users, views, book, 300.0, limit=2, now=1100.0)] == ["alice", "carol"]
+
+
+def test_the_pressure_rpc_answers_and_refuses_a_bad_window(coordinator):
+    cluster, channel, _ = coordinator
+    link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+    for at, held in ((1.0, 0.0), (2.0, 1.0)):
+        usage = report("dn1", cluster.pressure.now() - 2 + at, {"alice": held}, {"alice"} if held else set())
+        usage.usage[0].read_bytes = int(at * 20 * MB)
+        link.ReportUsage(usage, timeout=5)
+    answer = admin.Pressure(pb.PressureRequest(window_seconds=60), timeout=5)
+    assert [u.user for u in answer.users] == ["alice"]
+    node = answer.users[0].nodes[0]
+    assert node.held_at_limit and node.held_seconds == pytest.approx(1.0)
+    assert node.allowed_read_bps == 20 * MB and node.read_bps == pytest.approx(20 * MB, rel=0.01)
+    assert answer.window_seconds == 60 and answer.allocation == "static"
+    with pytest.raises(grpc.RpcError) as e:
+        admin.Pressure(pb.PressureRequest(window_seconds=-1), timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid window" in e.value.details()
