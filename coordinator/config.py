@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from vnode_sync import validation
 from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
-                                       load, parse)
+                                       checked_by, load, parse)
 from vnode_sync.security.tls import SecuredSettings
 
 MODES = ("throttle", "weight")
@@ -21,6 +21,8 @@ ALLOCATIONS = ("static", "work-conserving")
 
 Bandwidth = Annotated[int, at.Gt(0), at.Le(validation.RATE_MAX_BPS), Unit("bytes/s")]
 Iops = Annotated[int, at.Ge(0), at.Le(10**9), Unit("I/Os per second, 0: not split")]
+Endpoint = checked_by(validation.endpoint, "an IP address with a port (10.0.0.5:9866, [fd00::5]:9866), or an "
+                                           "address alone for every port")
 
 
 class DeviceCapacity(Settings):
@@ -45,6 +47,11 @@ class StorageNodeConfig(Settings):
     """The node's id, as its agent's `node_id` says."""
     devices: Annotated[ListOf[DeviceCapacity], at.MinLen(1)]
     """Its data devices; at least one, each listed once."""
+    endpoints: ListOf[Endpoint] = ()
+    """Where clients reach this node's file system service, as compute nodes see it: "address:port",
+    "[IPv6]:port" or an address alone (every port); kept as (address, port or None). A reported
+    connection goes only to the nodes whose endpoints match its storage end; a node with none
+    listed gets every connection (it cannot be told apart)."""
 
     @model_validator(mode="after")
     def _each_device_once(self):
