@@ -64,6 +64,7 @@ class Snapshot:
 
     generation: int
     users: tuple[UserRecord, ...]
+    names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
 
 
 class Cluster:
@@ -130,7 +131,7 @@ class Cluster:
         users = tuple(self.store.users())
         with self._lock:
             if generation > self._snapshot.generation:
-                self._snapshot = Snapshot(generation, users)
+                self._snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
                 self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
             return self._snapshot
 
@@ -261,7 +262,7 @@ class Cluster:
 
     def _known_users(self, names, what: str) -> set[str]:
         """The names among `names` that are users; unknown ones are logged once each and ignored."""
-        known = {u.name for u in self.refresh_snapshot().users}  # read once per generation, not per report
+        known = self.refresh_snapshot().names  # read once per generation, not per report
         for name in set(names) - known - {""}:
             if name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)

@@ -364,6 +364,20 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     def ReportUsage(self, request, caller):
         return pb.ReportAck(generation=self.cluster.report_usage(request))
 
+    async def StreamUsage(self, reports, context):
+        """Usage reports on one call; each is authorized and taken as a ReportUsage call is."""
+        caller, peer = caller_of(context), context.peer()
+        generation = self.cluster.generation()
+        async for report in reports:
+            if report is None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "StreamUsage: not a valid UsageReport message")
+            try:
+                self.access.authorize("ReportUsage", caller, report, peer)
+                generation = self.cluster.report_usage(report)
+            except VNodeSyncError as e:
+                await _abort(context, "StreamUsage", e)
+        return pb.ReportAck(generation=generation)
+
     @_loop_rpc
     def ReportConnections(self, request, caller):
         generation = self.cluster.report_connections(request.reporter, list(request.connections))
@@ -469,7 +483,8 @@ def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) 
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name[service_name].methods:
         response = getattr(pb, method.output_type.name)
-        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, False): grpc.stream_unary_rpc_method_handler}[method.client_streaming, method.server_streaming]
         handlers[method.name] = make(
             getattr(servicer, method.name), request_deserializer=_decoder(getattr(pb, method.input_type.name)),
             response_serializer=bytes if method.name in raw_responses else response.SerializeToString)
