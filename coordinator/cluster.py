@@ -261,9 +261,11 @@ class Cluster:
                                   f"one uid per user (remove {holder!r} first)")
 
     def _known_users(self, names, what: str) -> set[str]:
-        """The names among `names` that are users; unknown ones are logged once each and ignored."""
+        """The names among `names` that are users; unknown ones are logged once each and ignored,
+        names that cannot be users refused (InvalidArgument)."""
         known = self.refresh_snapshot().names  # read once per generation, not per report
         for name in set(names) - known - {""}:
+            validation.user_name(name)   # garbage is refused; known names were checked when added
             if name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)
                 log.warning("%s names unknown user %r: ignored (logged once)", what, name)
@@ -376,9 +378,6 @@ class Cluster:
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self._node_config(report.node_id)
-        for u in report.usage:
-            if u.user:   # "": the default VNode
-                validation.user_name(u.user)
         known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
         if any(u.user and u.user not in known for u in report.usage):
             kept = [u for u in report.usage if not u.user or u.user in known]

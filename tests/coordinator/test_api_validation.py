@@ -137,3 +137,15 @@ def test_garbage_is_refused_with_a_code_and_a_message_and_changes_nothing(coordi
     assert message in e.value.details() and "\n" not in e.value.details()
     time.sleep(0.1)   # past the batching of connection reports
     assert _state(cluster) == before
+
+
+def test_a_usage_stream_with_a_garbage_name_is_refused_and_changes_nothing(coordinator):
+    cluster, channel, _ = coordinator
+    before = _state(cluster)
+    link = pb_grpc.AgentLinkStub(channel)
+    reports = iter([pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="alice", read_bytes=5)]),
+                    pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="x" * 300, read_bytes=5)])])
+    with pytest.raises(grpc.RpcError) as e:
+        link.StreamUsage(reports, timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid user name" in e.value.details()
+    assert _state(cluster) == before
