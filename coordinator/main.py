@@ -12,7 +12,7 @@ from vnode_sync.coordinator.config import load_config
 from vnode_sync.coordinator.service import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
-from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         configure("coordinator", config.log_format)
         if config.security.unset:
-            raise ConfigError(f"{args.config}: no tls section; the coordinator refuses to serve plaintext. "
-                              "Set tls: {ca, cert, key} or insecure: true (lab only)")
+            raise InvalidSetting(args.config, "tls", "nothing", "a tls section {ca, cert, key}, or insecure: "
+                                 "true (lab only); the coordinator refuses to serve plaintext otherwise")
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
