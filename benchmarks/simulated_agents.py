@@ -19,6 +19,7 @@ it prints, as one JSON line, {"applied": {generation: [unix times the agents had
 
 import asyncio
 import json
+import os
 import random
 import resource
 import sys
@@ -151,7 +152,11 @@ async def _main(address: str, device: str, first: int, count: int, report_second
     print(json.dumps({"applied": record.applied, "retries": record.retries}), flush=True)
 
 
+# Below the coordinator's CPU priority: on a site, agents are on other machines (see coordinator_scale).
+NICE = 10
+
 if __name__ == "__main__":
     raise_open_files_limit()
+    os.nice(NICE)
     address_, device_, first_, count_ = sys.argv[1:5]
     asyncio.run(_main(address_, device_, int(first_), int(count_), float(sys.argv[5]) if len(sys.argv) > 5 else 0.0))
