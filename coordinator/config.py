@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError, InvalidArgument
+from vnode_sync.metrics.settings import MetricsSettings, endpoint_tls, parse_metrics
 from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 MODES = ("throttle", "weight")
@@ -76,6 +77,8 @@ class CoordinatorConfig:
     security: TransportSecurity = field(default_factory=TransportSecurity)
     # Audit lines (who changed what, old and new value) also go to this file; "" = the log only.
     audit_log: str = ""
+    # The Prometheus endpoint (docs/metrics.md); off without a `metrics:` section.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     def node(self, node_id: str) -> StorageNodeConfig | None:
         return next((n for n in self.storage_nodes if n.node_id == node_id), None)
@@ -179,7 +182,7 @@ def _user(raw) -> SeedUser:
 def parse_config(raw: dict) -> CoordinatorConfig:
     reject_unknown_keys("coordinator config", raw,
                         {"listen", "state_path", "policy", "users", "storage_nodes", "log_format",
-                         "tls", "insecure", "audit_log"})
+                         "tls", "insecure", "audit_log", "metrics"})
     users = tuple(_user(u) for u in raw.get("users") or [])
     if len({u.name for u in users}) != len(users):
         raise ConfigError("users: a user is listed twice")
@@ -189,13 +192,16 @@ def parse_config(raw: dict) -> CoordinatorConfig:
     log_format = typed("config", "log_format", raw.get("log_format"), str, "plain")
     if log_format not in ("plain", "json"):
         raise ConfigError(f"log_format {log_format!r} is not one of plain, json")
+    security = parse_transport("config", raw.get("tls"), raw.get("insecure"))
+    metrics = parse_metrics("metrics", raw.get("metrics"))
+    if metrics.enabled:
+        endpoint_tls(metrics, security)   # plaintext off this host must be asked for
     return CoordinatorConfig(
         listen=typed("config", "listen", raw.get("listen"), str, "127.0.0.1:7070"),
         state_path=typed("config", "state_path", raw.get("state_path"), str,
                          "/var/lib/vnode-sync/coordinator.sqlite"),
         policy=_policy(raw.get("policy")), users=users, storage_nodes=nodes, log_format=log_format,
-        security=parse_transport("config", raw.get("tls"), raw.get("insecure")),
-        audit_log=typed("config", "audit_log", raw.get("audit_log"), str, ""))
+        security=security, audit_log=typed("config", "audit_log", raw.get("audit_log"), str, ""), metrics=metrics)
 
 
 def load_config(path: str) -> CoordinatorConfig:

@@ -81,6 +81,7 @@ class LocalCluster:
             "storage_nodes": [{"id": n.node_id, "devices": [
                 {"name": d, "read_bps": n.read_bps, "write_bps": n.write_bps} for d in n.devices]}
                 for n in self.nodes],
+            **{k: v for k, v in self.coordinator_settings.items() if k != "policy"},   # e.g. metrics
         })
 
     def agent_config(self, node: LocalNode) -> str:

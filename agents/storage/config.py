@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
 from vnode_sync.errors import ConfigError, InvalidArgument
+from vnode_sync.metrics.settings import MetricsSettings, endpoint_tls, parse_metrics
 from vnode_sync.security.tls import TransportSecurity, parse_transport
 
 BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf", "datanode-throttle")
@@ -46,6 +47,8 @@ class AgentConfig:
     # From the `tls:` section ({ca, cert, key}: this node's certificate, CN node:<node_id>)
     # or `insecure: true`. With neither, plaintext is allowed only to a loopback coordinator.
     security: TransportSecurity = field(default_factory=TransportSecurity)
+    # The Prometheus endpoint (docs/metrics.md); off without a `metrics:` section.
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     @property
     def cgroup_subtree(self) -> str:
@@ -103,6 +106,10 @@ def parse_agent_config(raw: dict) -> AgentConfig:
     compute = raw.get("compute") or {}
     if not isinstance(compute, dict):
         raise ConfigError("compute must be a mapping")
+    security = parse_transport("config", raw.get("tls"), raw.get("insecure"))
+    metrics = parse_metrics("metrics", raw.get("metrics"))
+    if metrics.enabled:
+        endpoint_tls(metrics, security)   # plaintext off this host must be asked for
     return AgentConfig(
         node_id=node_id, role=role,
         coordinator=typed("config", "coordinator", raw.get("coordinator"), str, "127.0.0.1:7070"),
@@ -115,8 +122,7 @@ def parse_agent_config(raw: dict) -> AgentConfig:
         teardown_on_exit=typed("config", "teardown_on_exit", raw.get("teardown_on_exit"), bool, False),
         fast_thread_moves=typed("config", "fast_thread_moves", raw.get("fast_thread_moves"), bool, True),
         log_format=log_format, lustre=dict(lustre), compute=dict(compute),
-        datanode_throttle_socket=throttle_socket,
-        security=parse_transport("config", raw.get("tls"), raw.get("insecure")))
+        datanode_throttle_socket=throttle_socket, security=security, metrics=metrics)
 
 
 def load_agent_config(path: str) -> AgentConfig:

@@ -39,6 +39,11 @@ class Backoff:
         self.current = self.first
 
 
+# CoordinatorLink.state
+CONNECTING, CONNECTED, UNREACHABLE, REFUSED = "connecting", "connected", "unreachable", "refused"
+LINK_STATES = (CONNECTING, CONNECTED, UNREACHABLE, REFUSED)
+
+
 class CoordinatorLink:
     def __init__(self, address: str, register: Callable[[], pb.RegisterRequest],
                  on_state: Callable[[pb.DesiredState], None],
@@ -55,6 +60,8 @@ class CoordinatorLink:
         self._stop = threading.Event()
         self.known_generation = 0
         self._unreachable_logged = False
+        self.state = CONNECTING
+        self.coordinator_generation = 0   # as the coordinator last acknowledged a usage report
 
     def run(self) -> None:
         backoff = Backoff()
@@ -65,6 +72,7 @@ class CoordinatorLink:
                 self._stream = self.stub.WatchDesiredState(
                     pb.WatchRequest(node_id=request.node_id, known_generation=self.known_generation))
                 for state in self._stream:
+                    self.state = CONNECTED
                     if self._unreachable_logged:
                         log.info("coordinator %s reachable again", self.address)
                         self._unreachable_logged = False
@@ -76,8 +84,10 @@ class CoordinatorLink:
                     break
                 self.on_disconnect()
                 delay = backoff.next()
-                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
-                                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                refused = e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+                                       grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+                self.state = REFUSED if refused else UNREACHABLE
+                if refused:
                     log.error("coordinator %s refused this agent: %s; retrying in %.1fs",
                               self.address, e.details(), delay)
                 elif not self._unreachable_logged:
@@ -87,11 +97,12 @@ class CoordinatorLink:
                 self._stop.wait(delay)
             else:
                 self.on_disconnect()
+                self.state = UNREACHABLE
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
     def report(self, report: pb.UsageReport) -> bool:
         try:
-            self.stub.ReportUsage(report, timeout=RPC_TIMEOUT_SECONDS)
+            self.coordinator_generation = self.stub.ReportUsage(report, timeout=RPC_TIMEOUT_SECONDS).generation
             return True
         except grpc.RpcError as e:
             log.debug("usage report not delivered: %s", e.code().name)

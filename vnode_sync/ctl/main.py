@@ -18,6 +18,7 @@ import grpc
 from vnode_sync import validation
 from vnode_sync.config_loading import load_yaml_mapping
 from vnode_sync.ctl.tables import mb, render
+from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, parse_transport, secure_channel
@@ -131,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("users", "list users"), ("nodes", "list storage nodes"),
                        ("status", "targets and measured MB/s per user and node")):
         sub.add_parser(name, help=text).add_argument("--json", action="store_true", help="machine-readable")
+    add_top_command(sub)
     return parser
 
 
@@ -210,6 +212,8 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
                               "nodes": [node_json(n) for n in response.nodes]}, indent=2))
         else:
             _print_nodes(response.nodes)
+    elif args.command == "top":
+        run_top(args, stub, t)
     elif args.command == "status":
         status = stub.Status(pb.StatusRequest(), timeout=t)
         if args.json:
