@@ -4,6 +4,7 @@ priorities 4 and 8 on 60 MB/s per DataNode. Default DataNode settings: writes ar
 which no cgroup v1 throttle can charge; here the split is measured where the DataNode receives
 the bytes, from the Java agent's own counters."""
 
+import json
 import os
 import pwd
 import shutil
@@ -148,6 +149,10 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
             wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "read")
             total = total_by_user(rates(hdfs, "read", 3), (alice, bob))
             assert total[bob.name] / total[alice.name] == pytest.approx(1.0, rel=0.15), total
+            # Both read at their shares: vnodectl top shows them held, timed by the throttler itself.
+            top = json.loads(cluster.vnodectl("top", "--json").stdout)
+            assert {u["user"] for u in top["users"] if u["held_seconds"] > 0} == {alice.name, bob.name}, top
+            assert {n["held_source"] for u in top["users"] for n in u["nodes"]} == {"measured"}, top
             flip(cluster, hdfs, alice, 4)
             total = total_by_user(rates(hdfs, "read", 3), (alice, bob))
             assert total[bob.name] / total[alice.name] == pytest.approx(2.0, rel=0.15), total
