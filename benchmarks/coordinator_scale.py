@@ -21,6 +21,7 @@ Targets: p99 < 100 ms at 100 agents, < 1 s at 10,000; Admin within 2x; status < 
 import argparse
 import json
 import math
+import selectors
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,7 @@ DEVICE = "/dev/vnode-sync-bench"  # the simulated agents enforce nothing: no dev
 AGENTS_PER_PROCESS = 1_000
 ADMIN_SAMPLES = 50
 IDLE_CPU_SECONDS = 5.0
+ROUND_GAP_SECONDS = 0.2
 USERS = [LocalUser("alice", 64_201, 4), LocalUser("bob", 64_202, 8)]
 
 
@@ -53,27 +55,63 @@ def admin_latency(admin: pb_grpc.AdminStub) -> float:
     return statistics.median(samples)
 
 
-def start_agent_processes(address: str, n_agents: int) -> list[subprocess.Popen]:
-    n_processes = max(1, math.ceil(n_agents / AGENTS_PER_PROCESS))
-    per = math.ceil(n_agents / n_processes)
-    return [subprocess.Popen([sys.executable, "-m", "benchmarks.simulated_agents", address, DEVICE, str(first),
-                              str(min(per, n_agents - first))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-            for first in range(0, n_agents, per)]
+class AgentProcesses:
+    """Simulated agents over several client processes; tells when every agent applied a generation
+    from the agents' own lines, so waiting for it puts no load on the coordinator."""
 
+    def __init__(self, address: str, n_agents: int):
+        n_processes = max(1, math.ceil(n_agents / AGENTS_PER_PROCESS))
+        per = math.ceil(n_agents / n_processes)
+        self.processes = [subprocess.Popen([sys.executable, "-m", "benchmarks.simulated_agents", address, DEVICE,
+                                            str(first), str(min(per, n_agents - first))],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                          for first in range(0, n_agents, per)]
+        self._selector = selectors.DefaultSelector()
+        for p in self.processes:
+            self._selector.register(p.stdout, selectors.EVENT_READ, p)
+        self._all_applied = {p.pid: 0 for p in self.processes}
 
-def collect(processes: list[subprocess.Popen]) -> dict[int, list[float]]:
-    """Stop the agents; every generation's applied times over all processes."""
-    applied: dict[int, list[float]] = {}
-    for p in processes:
-        p.stdin.write("report\n")
-        p.stdin.flush()
-    for p in processes:
-        line = p.stdout.readline()
-        p.wait(60)
-        for generation, times in json.loads(line or "{}").items():
-            applied.setdefault(int(generation), []).extend(times)
-    return applied
+    def wait_all_applied(self, generation: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while min(self._all_applied.values()) < generation:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                behind = sum(g < generation for g in self._all_applied.values())
+                raise TimeoutError(f"{behind} of {len(self.processes)} agent processes have not all applied "
+                                   f"generation {generation} after {timeout} s")
+            for key, _ in self._selector.select(left):
+                line = key.fileobj.readline()
+                if not line:
+                    raise RuntimeError(f"agent process {key.data.pid} ended (exit {key.data.wait()})")
+                self._all_applied[key.data.pid] = max(self._all_applied[key.data.pid],
+                                                      json.loads(line)["all_applied"])
+
+    def collect(self) -> tuple[dict[int, list[float]], dict[int, list[float]], dict[str, int]]:
+        """Stop the agents; every generation's applied and reported times, and the retries, over all processes."""
+        applied: dict[int, list[float]] = {}
+        reported: dict[int, list[float]] = {}
+        retries: dict[str, int] = {}
+        for p in self.processes:
+            p.stdin.write("report\n")
+            p.stdin.flush()
+        for p in self.processes:
+            line = p.stdout.readline()
+            while line and "all_applied" in line:
+                line = p.stdout.readline()
+            p.wait(60)
+            record = json.loads(line or "{}")
+            for into, key in ((applied, "applied"), (reported, "reported")):
+                for generation, times in record.get(key, {}).items():
+                    into.setdefault(int(generation), []).extend(times)
+            for what, count in record.get("retries", {}).items():
+                retries[what] = retries.get(what, 0) + count
+        self.processes = []
+        return applied, reported, retries
+
+    def kill(self) -> None:
+        for p in self.processes:
+            p.kill()
+            p.wait()
 
 
 def all_applied(admin: pb_grpc.AdminStub, n_agents: int, generation: int) -> bool:
@@ -84,7 +122,7 @@ def all_applied(admin: pb_grpc.AdminStub, n_agents: int, generation: int) -> boo
 def run(n_agents: int, rounds: int) -> dict:
     nodes = [LocalNode(node_id(i), (DEVICE,), 60 * MB, 60 * MB) for i in range(n_agents)]
     cluster = LocalCluster(unique_name(f"bench-scale-{n_agents}"), USERS, nodes)
-    agents: list[subprocess.Popen] = []
+    agents: AgentProcesses | None = None
     try:
         cluster.start_coordinator()
         coordinator = psutil.Process(cluster.coordinator.pid)
@@ -93,11 +131,12 @@ def run(n_agents: int, rounds: int) -> dict:
             idle_admin = admin_latency(admin)
             rss_idle = coordinator.memory_info().rss
             t_connect = time.perf_counter()
-            agents = start_agent_processes(cluster.address, n_agents)
             generation = admin.ListUsers(pb.ListUsersRequest(), timeout=30).generation
-            cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=600, interval=1.0,
-                             what=f"{n_agents} agents connected")
+            agents = AgentProcesses(cluster.address, n_agents)
+            agents.wait_all_applied(generation, timeout=600)
             connect_seconds = time.perf_counter() - t_connect
+            cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=120, interval=1.0,
+                             what=f"the coordinator to list {n_agents} agents connected")
             rss_streams = coordinator.memory_info().rss
             loaded_admin = admin_latency(admin)
             cpu0 = sum(coordinator.cpu_times()[:2])
@@ -110,23 +149,24 @@ def run(n_agents: int, rounds: int) -> dict:
                 admin.SetPriority(pb.SetPriorityRequest(user="alice", priority=1 + (i + 5) % 99), timeout=30)
                 generation = admin.ListUsers(pb.ListUsersRequest(), timeout=30).generation
                 sent[generation] = t0
-                cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=120,
-                                 interval=0.05 if n_agents <= 100 else 0.25, what=f"generation {generation}")
+                agents.wait_all_applied(generation, timeout=120)
+                time.sleep(ROUND_GAP_SECONDS)  # the agents' usage reports land before the next round
             round_cpu = (sum(coordinator.cpu_times()[:2]) - cpu0) / rounds
             round_wall = (time.perf_counter() - wall0) / rounds
-        applied = collect(agents)
-        agents = []
+        applied, reported, retries = agents.collect()
     finally:
-        for p in agents:
-            p.kill()
-            p.wait()
+        if agents:
+            agents.kill()
         cluster.stop()
     every_agent = [max(applied[g]) - t0 for g, t0 in sent.items() if len(applied.get(g, ())) == n_agents]
+    every_report = [max(reported[g]) - t0 for g, t0 in sent.items() if len(reported.get(g, ())) >= n_agents]
     per_agent = [t - t0 for g, t0 in sent.items() for t in applied.get(g, ())]
     thousands = n_agents / 1000
     return {"agents": n_agents, "rounds": len(every_agent), "connect_s": connect_seconds,
             "p50_ms": 1000 * statistics.median(every_agent), "p99_ms": 1000 * percentile(every_agent, 99),
-            "agent_p50_ms": 1000 * statistics.median(per_agent),
+            "reported_p50_ms": 1000 * statistics.median(every_report) if every_report else math.nan,
+            "reported_p99_ms": 1000 * percentile(every_report, 99) if every_report else math.nan,
+            "agent_p50_ms": 1000 * statistics.median(per_agent), "retries": retries,
             "idle_admin_ms": 1000 * idle_admin, "loaded_admin_ms": 1000 * loaded_admin,
             "rss_mb_per_1000": (rss_streams - rss_idle) / MB / thousands, "rss_mb": rss_streams / MB,
             "idle_cpu_pct_per_1000": 100 * idle_cpu / thousands,
@@ -169,17 +209,22 @@ def main() -> int:
         # The largest size runs fewer rounds: the machine's cores are shared.
         results.append(run(n, args.rounds if n < 10_000 else max(3, args.rounds // 4)))
         r = results[-1]
-        print(f"# {n} agents connected in {r['connect_s']:.1f} s", flush=True)
+        print(f"# {n} agents connected and applied in {r['connect_s']:.1f} s; agents' retries: "
+              f"{r['retries'] or 'none'}", flush=True)
     base = results[0] if results else None
-    print(f"{'agents':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'p50/RTT':>8} {'admin idle ms':>13} "
+    print(f"{'agents':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'rep p50':>8} {'rep p99':>8} {'p50/RTT':>8} "
+          f"{'admin idle ms':>13} "
           f"{'admin streams ms':>16} {'streams/idle':>12} {'RSS MB':>7} {'MB/1000':>8} {'idle CPU %/1000':>15} "
           f"{'CPU ms/round/1000':>17} {'vs first size':>13}")
     for r in results:
         print(f"{r['agents']:>7} {r['rounds']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+              f"{r['reported_p50_ms']:>8.1f} {r['reported_p99_ms']:>8.1f} "
               f"{r['p50_ms'] / r['idle_admin_ms']:>8.1f} {r['idle_admin_ms']:>13.2f} {r['loaded_admin_ms']:>16.2f} "
               f"{r['loaded_admin_ms'] / r['idle_admin_ms']:>12.2f} {r['rss_mb']:>7.0f} {r['rss_mb_per_1000']:>8.1f} "
               f"{r['idle_cpu_pct_per_1000']:>15.2f} {r['round_cpu_ms_per_1000']:>17.1f} "
               f"{r['round_cpu_ms_per_1000'] / base['round_cpu_ms_per_1000']:>13.2f}")
+    print("(p50/p99: set-priority until every agent had the new state, on the agents' clocks; rep: until the "
+          "coordinator had acknowledged every agent's report of it)")
     print("(vs first size: CPU per round per 1,000 agents relative to the smallest size: ~1 means flat cost)")
     if not args.no_status:
         big, list_users = status_seconds(10_000, 100)

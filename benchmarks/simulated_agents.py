@@ -1,21 +1,29 @@
 """Simulated storage agents: real gRPC streams to a real coordinator, no cgroup work.
 
 Each agent registers, holds its WatchDesiredState stream and, as soon as a desired state
-arrives, reports its generation applied (a ReportUsage call), as a real agent does after a
-reconcile pass. Many agents share one process on one asyncio loop (`run_agents`), a few hundred
-streams per channel, so one client process can hold thousands of streams.
+arrives, has applied it (it enforces nothing) and reports its generation applied (a ReportUsage
+call), as a real agent does after a reconcile pass. Like a real agent, a failed call (refused,
+timed out, stream ended) is retried with jittered backoff, so an agent never silently gives up.
+Many agents share one process on one asyncio loop (`run_agents`), a few hundred streams per
+channel, so one client process can hold thousands of streams.
 
     python -m benchmarks.simulated_agents ADDRESS DEVICE FIRST COUNT
 
-runs agents n<FIRST>..n<FIRST+COUNT-1> until stdin closes or says "report", then prints, as
-one JSON line, when each generation was applied by each agent: {generation: [unix times]}.
+runs agents n<FIRST>..n<FIRST+COUNT-1>. Each time all of them have applied a generation it prints
+{"all_applied": generation} on a line (so a benchmark waits for "every agent applied" without
+polling the coordinator, which would load what it measures). When stdin closes or says "report",
+it prints, as one JSON line, {"applied": {generation: [unix times the agents had it]}, "reported":
+{generation: [unix times the coordinator acknowledged it]}, "retries": {what: count}}.
 """
 
 import asyncio
 import json
+import random
 import resource
 import sys
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 
 import grpc
 from grpc import aio
@@ -26,6 +34,8 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 STREAMS_PER_CHANNEL = 200
 # Each channel its own TCP connection (gRPC otherwise shares one among a process's channels).
 CHANNEL_OPTIONS = (("grpc.use_local_subchannel_pool", 1),)
+RPC_TIMEOUT_SECONDS = 60.0
+RETRY_FIRST_SECONDS, RETRY_CAP_SECONDS = 0.2, 2.0
 
 
 def node_id(i: int) -> str:
@@ -40,26 +50,54 @@ def raise_open_files_limit() -> int:
     return hard
 
 
-async def simulated_agent(channel: aio.Channel, node: str, device: str, applied: dict[int, list[float]],
-                          connected: asyncio.Event | None = None) -> None:
+@dataclass
+class Record:
+    """What the agents of one process saw: when each generation was applied and acknowledged."""
+
+    agents: int
+    applied: dict[int, list[float]] = field(default_factory=dict)
+    reported: dict[int, list[float]] = field(default_factory=dict)
+    retries: Counter = field(default_factory=Counter)
+    _applied_by: dict[int, set[str]] = field(default_factory=dict)
+
+    def agent_applied(self, node: str, generation: int) -> None:
+        by = self._applied_by.setdefault(generation, set())
+        if node not in by:
+            by.add(node)
+            self.applied.setdefault(generation, []).append(time.time())
+            if len(by) == self.agents:
+                print(json.dumps({"all_applied": generation}), flush=True)
+
+
+async def simulated_agent(channel: aio.Channel, node: str, device: str, record: Record) -> None:
     link = pb_grpc.AgentLinkStub(channel)
-    await link.Register(pb.RegisterRequest(node_id=node, backend="simulated", devices=[pb.Device(name=device)]),
-                        timeout=120)
-    stream = link.WatchDesiredState(pb.WatchRequest(node_id=node))
-    try:
-        async for state in stream:
-            await link.ReportUsage(pb.UsageReport(node_id=node, applied_generation=state.generation,
-                                                  sampled_at_unix=time.time()), timeout=120)
-            applied.setdefault(state.generation, []).append(time.time())
-    except (grpc.RpcError, asyncio.CancelledError):
-        pass
+    delay = RETRY_FIRST_SECONDS
+    while True:
+        step = "Register"
+        try:
+            await link.Register(pb.RegisterRequest(node_id=node, backend="simulated",
+                                                   devices=[pb.Device(name=device)]), timeout=RPC_TIMEOUT_SECONDS)
+            step = "WatchDesiredState"
+            async for state in link.WatchDesiredState(pb.WatchRequest(node_id=node)):
+                record.agent_applied(node, state.generation)
+                delay = RETRY_FIRST_SECONDS
+                step = "ReportUsage"
+                await link.ReportUsage(pb.UsageReport(node_id=node, applied_generation=state.generation,
+                                                      sampled_at_unix=time.time()), timeout=RPC_TIMEOUT_SECONDS)
+                record.reported.setdefault(state.generation, []).append(time.time())
+                step = "WatchDesiredState"
+            record.retries["stream ended"] += 1
+        except grpc.RpcError as e:
+            record.retries[f"{step} {e.code().name}"] += 1
+        await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+        delay = min(RETRY_CAP_SECONDS, delay * 2)
 
 
-async def run_agents(address: str, device: str, nodes: list[str], until: asyncio.Future) -> dict[int, list[float]]:
-    """Run the agents until `until` is done; returns generation -> the times agents applied it."""
-    applied: dict[int, list[float]] = {}
+async def run_agents(address: str, device: str, nodes: list[str], until: asyncio.Future) -> Record:
+    """Run the agents until `until` is done; returns what they saw."""
+    record = Record(len(nodes))
     channels = [aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(0, len(nodes), STREAMS_PER_CHANNEL)]
-    agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, applied))
+    agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, record))
               for i, node in enumerate(nodes)]
     await until
     for agent in agents:
@@ -67,7 +105,7 @@ async def run_agents(address: str, device: str, nodes: list[str], until: asyncio
     await asyncio.gather(*agents, return_exceptions=True)
     for channel in channels:
         await channel.close()
-    return applied
+    return record
 
 
 async def _main(address: str, device: str, first: int, count: int) -> None:
@@ -80,9 +118,10 @@ async def _main(address: str, device: str, first: int, count: int) -> None:
         await reader.readline()  # "report" or end of input
         until.set_result(None)
     waiter = asyncio.create_task(wait_for_report())
-    applied = await run_agents(address, device, [node_id(i) for i in range(first, first + count)], until)
+    record = await run_agents(address, device, [node_id(i) for i in range(first, first + count)], until)
     await waiter
-    print(json.dumps(applied), flush=True)
+    print(json.dumps({"applied": record.applied, "reported": record.reported, "retries": record.retries}),
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Every durable change bumps the generation and tells the listeners (the server's 
 which refreshes one snapshot per generation; each storage node's desired state is then built
 and serialized once per generation, however many times it is asked for. Runtime state (node
 runtimes, usage, connections, the snapshot) has one owner: `self._lock`. Usage and connection
-reports stay in memory; changed connections are published by one coalesced generation bump
-(`publish_connections`), not a durable transaction per report.
+reports stay in memory. Connections are not part of the durable state: each node's connection
+part is appended to its desired state, and a change (`publish_connections`, once per burst of
+reports) re-sends the state of only the nodes whose part changed, at the same generation.
 """
 
 import collections
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from vnode_sync import validation
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.fair_policy import check_admission
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
@@ -62,7 +64,6 @@ class Snapshot:
 
     generation: int
     users: tuple[UserRecord, ...]
-    connections: tuple[pb.ConnectionOwner, ...]
 
 
 class Cluster:
@@ -74,6 +75,8 @@ class Cluster:
         self._node_config_of = {n.node_id: n for n in config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
         self._connections_changed = False
+        self._routes = ConnectionRoutes(config.storage_nodes)
+        self._connection_parts = ConnectionParts()
         self._listeners: list[Callable[[int], None]] = []
         self._store_id = store.store_id()
         self._unknown_users_logged: set[str] = set()
@@ -81,10 +84,14 @@ class Cluster:
         if store.created:
             self._seed_users()
         self._generation = store.generation()
-        self._snapshot = Snapshot(-1, (), ())
+        self._snapshot = Snapshot(-1, ())
         # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
         self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
+        # node_id -> (state bytes, connection part, allocation sequence, the message a stream sends)
+        self._messages: dict[str, tuple[bytes, bytes, int, bytes]] = {}
+        self._node_id_parts = {n.node_id: pb.DesiredState(node_id=n.node_id).SerializeToString()
+                               for n in config.storage_nodes}
         self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
         # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
@@ -122,9 +129,8 @@ class Cluster:
             return self._snapshot
         users = tuple(self.store.users())
         with self._lock:
-            connections = tuple(c for owners in self._connections.values() for c in owners)
             if generation > self._snapshot.generation:
-                self._snapshot = Snapshot(generation, users, connections)
+                self._snapshot = Snapshot(generation, users)
                 self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
             return self._snapshot
 
@@ -138,7 +144,7 @@ class Cluster:
         with self._lock:
             if key not in self._templates:
                 template = build_desired_state(snapshot.generation, StorageNodeConfig("", node.devices),
-                                               snapshot.users, self.config.policy, snapshot.connections)
+                                               snapshot.users, self.config.policy)
                 template.store_id = self._store_id
                 self._templates[key] = (template, template.SerializeToString())
             return self._templates[key]
@@ -153,22 +159,28 @@ class Cluster:
                 return cached
             _, template = self._template(snapshot, node)
             # A serialized protobuf message followed by another is their merge: the template plus node_id.
-            state = (snapshot.generation, template + pb.DesiredState(node_id=node_id).SerializeToString())
+            state = (snapshot.generation, template + self._node_id_parts[node_id])
             self._node_states[node_id] = state
             return state
 
-    def stream_message(self, node_id: str) -> tuple[tuple[int, int], bytes]:
-        """What the node's stream sends: its desired state with the current allocation appended, keyed
-        by (generation, allocation sequence) so a stream sends only when either changed."""
-        generation, state = self.desired_state_bytes(node_id)
-        if self.allocator is None:
-            return (generation, 0), state
-        sequence, allocation = self.allocator.node_allocation(node_id)
-        return (generation, sequence), state + allocation
+    def stream_message(self, node_id: str) -> bytes:
+        """What the node's stream sends: its desired state with its connections and the current
+        allocation appended. The same object is returned until one of them changes, so a stream
+        tells "nothing new" by identity."""
+        _, state = self.desired_state_bytes(node_id)
+        with self._lock:
+            connections = self._routes.part(self._connection_parts, node_id)
+        sequence, allocation = self.allocator.node_allocation(node_id) if self.allocator else (0, b"")
+        cached = self._messages.get(node_id)
+        if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
+            return cached[3]
+        message = state + connections + allocation
+        self._messages[node_id] = (state, connections, sequence, message)
+        return message
 
     def desired_state(self, node_id: str) -> pb.DesiredState:
         self.refresh_snapshot()
-        return pb.DesiredState.FromString(self.stream_message(node_id)[1])
+        return pb.DesiredState.FromString(self.stream_message(node_id))
 
     def _node_config(self, node_id: str) -> StorageNodeConfig:
         node = self._node_config_of.get(node_id)
@@ -242,10 +254,10 @@ class Cluster:
 
     def _uid_free_for(self, name: str, uid: int) -> None:
         """A uid names one user: a second user with it would be charged to the first's VNode."""
-        for record in self.store.users():
-            if record.uid == uid and record.name != name:
-                raise InvalidArgument(f"uid {uid} is already held by user {record.name!r}; "
-                                      f"one uid per user (remove {record.name!r} first)")
+        holder = self.store.holder_of_uid(uid, name)
+        if holder is not None:
+            raise InvalidArgument(f"uid {uid} is already held by user {holder!r}; "
+                                  f"one uid per user (remove {holder!r} first)")
 
     def _known_users(self, names, what: str) -> set[str]:
         """The names among `names` that are users; unknown ones are logged once each and ignored."""
@@ -383,12 +395,16 @@ class Cluster:
             return self._generation
 
     def report_connections(self, reporter: str, connections: list[pb.ConnectionOwner]) -> int:
-        """Kept in memory; `publish_connections` turns any number of changes into one generation."""
+        """Kept in memory; `publish_connections` sends any number of changes at once."""
         validation.node_id(reporter)
         for c in connections:
             validation.user_name(c.user)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
+            if c.server_address and (not _normalised_address(c.server_address) or not 0 < c.server_port < 65536):
+                raise InvalidArgument(f"invalid storage end {c.server_address!r}:{c.server_port} of connection "
+                                      f"{c.client_address}:{c.client_port}: need a normalised IP address "
+                                      "and a port 1..65535")
         known = self._known_users([c.user for c in connections], f"connection report from {reporter}")
         connections = [c for c in connections if c.user in known]
         with self._lock:
@@ -401,13 +417,17 @@ class Cluster:
         with self._lock:
             return self._connections_changed
 
-    def publish_connections(self) -> None:
-        """One durable bump for every connection change since the last one (blocking: off the loop)."""
+    def publish_connections(self) -> set[str] | None:
+        """Every connection change since the last call, at once: the nodes whose connection part
+        changed (None: every node). No durable transaction and no new generation: connections are
+        runtime state, re-sent to the nodes they concern."""
         with self._lock:
             if not self._connections_changed:
-                return
+                return set()
             self._connections_changed = False
-        self._published(self.store.touch())
+            old = self._connection_parts
+            self._connection_parts = self._routes.parts(c for owners in self._connections.values() for c in owners)
+            return self._routes.changed(old, self._connection_parts)
 
     # ---- reading -----------------------------------------------------------
 
@@ -460,6 +480,14 @@ class Cluster:
             rates = {user: (r.read_bps, r.write_bps) for user, r in self.measured_rates(node.node_id).items()}
             views.append(NodeShareView(node.node_id, rates, allowed))
         return views
+
+
+def _normalised_address(text: str) -> bool:
+    """The one spelling compute agents report (and `endpoints` are matched in)."""
+    try:
+        return validation.ip_address(text) == text
+    except InvalidArgument:
+        return False
 
 
 def _rate(samples: list, now: float) -> UserNodeRate:

@@ -30,6 +30,10 @@ class DeviceCapacity:
 class StorageNodeConfig:
     node_id: str
     devices: tuple[DeviceCapacity, ...]
+    # Where clients reach this node's file system service, as compute nodes see it: (address,
+    # port or None for every port). A reported connection goes only to the nodes whose endpoints
+    # match its storage end; a node with none listed gets every connection (it cannot be told apart).
+    endpoints: tuple[tuple[str, int | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,7 @@ def _device(node_id: str, raw) -> DeviceCapacity:
 def _node(raw) -> StorageNodeConfig:
     if not isinstance(raw, dict):
         raise ConfigError("storage_nodes: each node must be a mapping")
-    reject_unknown_keys("storage_nodes[]", raw, {"id", "devices"})
+    reject_unknown_keys("storage_nodes[]", raw, {"id", "devices", "endpoints"})
     try:
         node_id = validation.node_id(raw.get("id"))
     except InvalidArgument as e:
@@ -164,7 +168,13 @@ def _node(raw) -> StorageNodeConfig:
     parsed = tuple(_device(node_id, d) for d in devices)
     if len({d.name for d in parsed}) != len(parsed):
         raise ConfigError(f"storage_nodes[{node_id}] lists a device twice")
-    return StorageNodeConfig(node_id, parsed)
+    endpoints = raw.get("endpoints") or []
+    if not isinstance(endpoints, list):
+        raise ConfigError(f"storage_nodes[{node_id}].endpoints must be a list of address:port or address")
+    try:
+        return StorageNodeConfig(node_id, parsed, tuple(validation.endpoint(e) for e in endpoints))
+    except InvalidArgument as e:
+        raise ConfigError(f"storage_nodes[{node_id}].endpoints: {e}") from e
 
 
 def _user(raw) -> SeedUser:

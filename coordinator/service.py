@@ -23,6 +23,7 @@ from grpc import aio
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.pressure import rank, window_of
+from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
@@ -33,10 +34,20 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
-# Changed connections are published at most this often: one generation for a burst of reports.
+# Changed connections are published at most this often: one send per node for a burst of reports.
 CONNECTIONS_PUBLISH_SECONDS = 0.05
-# A server option: a second process may not bind the same address (gRPC's default allows it).
-NO_SHARED_PORT = (("grpc.so_reuseport", 0),)
+SERVER_OPTIONS = (
+    # A second process may not bind the same address (gRPC's default allows it).
+    ("grpc.so_reuseport", 0),
+    # Calls that arrived but that the server has not yet taken up wait in gRPC core's pending queue;
+    # beyond 1,000 it cancels new calls at random and beyond 3,000 all of them (its defaults). A
+    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, ReportUsage) exceed
+    # that from ~1,000 nodes on: with the defaults, 10,000 agents never all connected (every retried
+    # Register was cancelled, and so were admin calls). They wait instead; gRPC still cancels any
+    # call pending 30 s.
+    ("grpc.server.max_pending_requests", 100_000),
+    ("grpc.server.max_pending_requests_hard_limit", 100_000),
+)
 
 _STATUS_OF = [
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
@@ -104,18 +115,8 @@ def _loop_rpc(method):
     return wrapper
 
 
-# Wire tags of UserStatus.nodes (2) and StatusResponse.users (3): length-delimited fields.
-_NODES_TAG = bytes([2 << 3 | 2])
-_USERS_TAG = bytes([3 << 3 | 2])
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_USER_STATUS_NODES = pb.UserStatus.DESCRIPTOR.fields_by_name["nodes"].number
+_STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
 
 
 def user_message(record: UserRecord) -> pb.User:
@@ -224,9 +225,9 @@ class AdminService(pb_grpc.AdminServicer):
                                                allocated_write_bps=given.allocated_write_bps,
                                                demand_read_bps=given.demand_read_bps,
                                                demand_write_bps=given.demand_write_bps).SerializeToString()
-                pieces.append(_NODES_TAG + _varint(len(piece)) + piece)
+                pieces.append(field_entry(_USER_STATUS_NODES, piece))
             user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
-            entries.append(_USERS_TAG + _varint(len(user_status)) + user_status)
+            entries.append(field_entry(_STATUS_USERS, user_status))
         policy = self.cluster.config.policy
         head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode, nodes=self._nodes(),
                                  allocation=policy.allocation).SerializeToString()
@@ -287,17 +288,17 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             self.cluster.stream_opened(request.node_id)
         except VNodeSyncError as e:
             await _abort(context, "WatchDesiredState", e)
+        node_id, sent = request.node_id, None
         try:
-            sent = None
             while not self.changes.closing:
-                changed = self.changes.event  # taken before reading the state: no change is missed
-                key, state = self.cluster.stream_message(request.node_id)
-                if key != sent:
-                    await context.write(state)
-                    sent = key
+                changed = self.changes.event_of(node_id)  # taken before reading the state: no change is missed
+                message = self.cluster.stream_message(node_id)
+                if message is not sent:
+                    await context.write(message)
+                    sent = message
                 await changed.wait()
         finally:
-            self.cluster.stream_closed(request.node_id)
+            self.cluster.stream_closed(node_id)
 
     @_loop_rpc
     def ReportUsage(self, request, caller):
@@ -311,16 +312,17 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
 
 
 class Changes:
-    """The event loop's view of the generation: one event per generation that every stream waits on.
+    """The event loop's view of changes: one event per node that its streams wait on.
 
     A bump (made on the store thread) wakes `_publisher`, which reads the new snapshot once, off the
-    loop, then sets the event; bursts of bumps coalesce into one snapshot.
+    loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
+    wakes only the nodes whose connections changed.
     """
 
     def __init__(self, cluster: Cluster, store_thread: StoreThread):
         self.cluster = cluster
         self.store_thread = store_thread
-        self.event = asyncio.Event()
+        self._events: dict[str, asyncio.Event] = {}  # node_id -> what its streams wait on now
         self.closing = False
         self._bumped = asyncio.Event()
         self._connections = asyncio.Event()
@@ -345,7 +347,7 @@ class Changes:
         while True:
             await self._connections.wait()
             self._connections.clear()
-            await self.store_thread.run(self.cluster.publish_connections)
+            self._wake(self.cluster.publish_connections())
             await asyncio.sleep(CONNECTIONS_PUBLISH_SECONDS)
 
     async def allocation_loop(self) -> None:
@@ -368,13 +370,27 @@ class Changes:
             if changed:
                 self._wake()
 
+    def event_of(self, node_id: str) -> asyncio.Event:
+        event = self._events.get(node_id)
+        if event is None:
+            event = self._events[node_id] = asyncio.Event()
+        return event
+
     def close_streams(self) -> None:
         self.closing = True
         self._wake()
 
-    def _wake(self) -> None:
-        woken, self.event = self.event, asyncio.Event()
-        woken.set()
+    def _wake(self, nodes: set[str] | None = None) -> None:
+        """Wake the streams of `nodes` (None: every node's)."""
+        if nodes is None:
+            woken, self._events = self._events, {}
+            for event in woken.values():
+                event.set()
+            return
+        for node in nodes:
+            event = self._events.pop(node, None)
+            if event is not None:
+                event.set()
 
 
 def _decoder(message_class):
@@ -460,7 +476,7 @@ class CoordinatorServer:
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         _refuse_if_taken(address)
-        self._server = aio.server(options=NO_SHARED_PORT, interceptors=self._interceptors)
+        self._server = aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))

@@ -40,6 +40,10 @@ ADDED_COLUMNS = (
     ("users", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),         # work-conserving ceiling; 0 = none
     ("jobs", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),    # a job's own floor for its user
 )
+# Every read of users sums up their jobs: without an index SQLite builds one of every job on each
+# read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
+# Made after ADDED_COLUMNS, whose reservation_bps it holds.
+INDEXES = "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, job_id)"
 
 
 class StoreUnusable(VNodeSyncError):
@@ -167,6 +171,7 @@ class StateStore:
             present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in present:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        self._db.execute(INDEXES)
 
     def store_id(self) -> int:
         """This store's identity, made at initialise: a restored or re-made store is told apart."""
@@ -236,22 +241,33 @@ class StateStore:
 
     # ---- users -------------------------------------------------------------
 
+    _USERS = """
+        SELECT u.name, u.uid, u.priority, u.active,
+               COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL),
+               u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0)
+        FROM users u LEFT JOIN jobs j ON j.user = u.name {where}
+        GROUP BY u.name ORDER BY u.name"""
+
     def users(self) -> list[UserRecord]:
         with self._lock:
-            rows = self._db.execute("""
-                SELECT u.name, u.uid, u.priority, u.active,
-                       COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL),
-                       u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0)
-                FROM users u LEFT JOIN jobs j ON j.user = u.name
-                GROUP BY u.name ORDER BY u.name""").fetchall()
+            rows = self._db.execute(self._USERS.format(where="")).fetchall()
         return [UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res)
                 for n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res in rows]
 
     def user(self, name: str) -> UserRecord:
-        for record in self.users():
-            if record.name == name:
-                return record
-        raise NotFound(f"unknown user {name!r}")
+        with self._lock:
+            row = self._db.execute(self._USERS.format(where="WHERE u.name = ?"), (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"unknown user {name!r}")
+        n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res = row
+        return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res)
+
+    def holder_of_uid(self, uid: int, other_than: str) -> str | None:
+        """The user other than `other_than` that holds `uid`, if any."""
+        with self._lock:
+            row = self._db.execute("SELECT name FROM users WHERE uid = ? AND name != ? LIMIT 1",
+                                   (uid, other_than)).fetchone()
+        return row[0] if row else None
 
     def add_user(self, name: str, uid: int, priority: int, active: bool) -> int:
         with self._transaction() as db:

@@ -44,8 +44,9 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                 return {}
             return {"backend": backend, "datanode_throttle": {"socket": hdfs.throttle_socket(dn)}}
 
+        # Each DataNode's data transfer address: compute agents' connection reports reach that node only.
         nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid},
-                           settings(dn)) for dn in hdfs.datanodes]
+                           settings(dn), (f"{dn.host}:{dn.ports.data}",)) for dn in hdfs.datanodes]
         with LocalCluster(name, users, nodes, listen_host=host, agent_settings=agent_settings,
                           coordinator_settings={"policy": policy or {}}) as cluster:
             yield hdfs, cluster

@@ -39,6 +39,7 @@ class LocalNode:
     write_bps: int
     discovery: dict = field(default_factory=lambda: {"kind": "generic"})
     settings: dict = field(default_factory=dict)   # this node's own agent settings (e.g. its backend)
+    endpoints: tuple[str, ...] = ()   # where clients reach its file system service (address:port)
 
 
 class LocalCluster:
@@ -79,7 +80,8 @@ class LocalCluster:
             "users": [{"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active}
                       for u in self.users],
             "storage_nodes": [{"id": n.node_id, "devices": [
-                {"name": d, "read_bps": n.read_bps, "write_bps": n.write_bps} for d in n.devices]}
+                {"name": d, "read_bps": n.read_bps, "write_bps": n.write_bps} for d in n.devices],
+                **({"endpoints": list(n.endpoints)} if n.endpoints else {})}
                 for n in self.nodes],
             **{k: v for k, v in self.coordinator_settings.items() if k != "policy"},   # e.g. metrics
         })

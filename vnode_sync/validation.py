@@ -4,6 +4,7 @@ User names end up in cgroup paths and in lctl rule names, so only POSIX portable
 user names are accepted (IEEE Std 1003.1 3.437, as useradd enforces by default).
 """
 
+import ipaddress
 import re
 
 from vnode_sync.errors import InvalidArgument
@@ -74,3 +75,34 @@ def rate(value: str, what: str = "rate") -> int:
     if bps >= 1 << 63:
         raise InvalidArgument(f"invalid {what} {value!r}: too large")
     return bps
+
+
+def ip_address(value: str) -> str:
+    """One spelling per address: IPv4-mapped IPv6 becomes dotted IPv4, IPv6 is compressed."""
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        raise InvalidArgument(f"invalid IP address {value!r}: must be an IPv4 or IPv6 literal") from None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
+
+
+def endpoint(value: str) -> tuple[str, int | None]:
+    """A storage endpoint: "10.0.0.5:9866", "[fd00::5]:9866", or an address alone (every port).
+    Returns (normalised address, port or None)."""
+    text = str(value)
+    host, port = text, None
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else (rest or None)
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    if port is not None and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise InvalidArgument(f"invalid endpoint {text!r}: the port must be 1..65535 (address:port, "
+                              "[IPv6]:port, or an address alone for every port)")
+    try:
+        return ip_address(host), int(port) if port is not None else None
+    except InvalidArgument:
+        raise InvalidArgument(f"invalid endpoint {text!r}: need an IP address (address:port, [IPv6]:port, "
+                              "or an address alone for every port)") from None

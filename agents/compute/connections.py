@@ -1,9 +1,10 @@
 """Compute side: the TCP connections users' processes hold open to storage nodes.
 
 A storage node cannot tell whose a remote connection is; the compute node can. The
-compute agent reports (client address, client port, user) for every established
-connection from a known user's process to a storage address, and the coordinator passes
-them to storage agents as ConnectionOwner records.
+compute agent reports (client address, client port, user, storage address, storage port)
+for every established connection from a known user's process to a storage address, and the
+coordinator passes each to the storage agents whose node serves that storage address (the
+`endpoints` of its storage_nodes entry) as ConnectionOwner records.
 
 The owner is the uid column of /proc/net/tcp{,6}: the effective uid of the process that
 made the socket, which is the user's for anything a job starts (a socket handed to a
@@ -22,6 +23,8 @@ class OwnedConnection(NamedTuple):
     client_address: str  # as the storage node sees it, sockets.normalise_address form
     client_port: int
     user: str
+    server_address: str  # the storage end as this host sees it (normalised the same way)
+    server_port: int
 
 
 def _matches(remote: Endpoint, storage: Iterable[tuple[str | None, int]]) -> bool:
@@ -40,5 +43,5 @@ def storage_connections(users_by_uid: Mapping[int, str], storage: Iterable[tuple
     for port in ports:
         for s in tcp_sockets(proc_root, "self", port):
             if s.established and s.uid in users_by_uid and s.remote[1] == port and _matches(s.remote, wanted):
-                found.add(OwnedConnection(s.local[0], s.local[1], users_by_uid[s.uid]))
+                found.add(OwnedConnection(s.local[0], s.local[1], users_by_uid[s.uid], s.remote[0], s.remote[1]))
     return sorted(found)

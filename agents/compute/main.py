@@ -89,7 +89,8 @@ class ComputeAgent:
 
     def report_connections(self) -> None:
         users = local_users(self.settings.min_uid)
-        owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user)
+        owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user,
+                                    server_address=c.server_address, server_port=c.server_port)
                  for c in storage_connections(users, self.settings.storage_endpoints, self.config.proc_root)]
         if owned == self._reported:
             return

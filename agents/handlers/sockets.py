@@ -27,6 +27,7 @@ import struct
 import sys
 from dataclasses import dataclass
 
+from vnode_sync import validation
 from vnode_sync.kernel.procfs import list_dir, read_link, read_text
 
 Endpoint = tuple[str, int]
@@ -64,10 +65,7 @@ class TcpSocket:
 
 def normalise_address(address: str) -> str:
     """One spelling per address: IPv4-mapped IPv6 becomes dotted IPv4, IPv6 is compressed."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return str(ip)
+    return validation.ip_address(address)
 
 
 def _decode_address(hex_address: str) -> str:

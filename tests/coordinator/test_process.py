@@ -1,8 +1,12 @@
 """The coordinator as a real process: clean SIGTERM with streams open, one coordinator per address,
 and a burst of job and priority calls from many clients that ends in exactly the last written state."""
 
-import concurrent.futures
+import asyncio
+import os
+import pathlib
+import shutil
 import signal
+import tempfile
 import subprocess
 import sys
 import threading
@@ -10,13 +14,16 @@ import time
 
 import grpc
 import yaml
+from grpc import aio
 
-from tests.conftest import COORDINATOR_CONFIG
+from tests.conftest import COORDINATOR_CONFIG, unique_name
 from testbed.processes import stop_process
+from vnode_sync.coordinator.store import StateStore
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 STREAMS = 20
+OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # each client its own TCP connection
 
 
 def write_config(tmp_path, listen: str = "127.0.0.1:0", **extra) -> str:
@@ -97,66 +104,92 @@ CLIENTS = 16
 # Each client starts this many jobs and ends every other one: 1.5 calls per job, 10,000 in all.
 JOBS_PER_CLIENT = -(-JOB_CALLS * 2 // 3 // CLIENTS)
 USERS = [f"load{i}" for i in range(8)]
+PRIORITY_CLIENTS = 4
 
 
 def test_load_held_jobs_and_priorities_end_in_the_last_written_state(tmp_path):
-    """10,000 StartJob/EndJob calls from 16 clients while other clients set the same users'
-    priorities: no call fails, and the state is exactly what was written last."""
+    """10,000 StartJob/EndJob calls from 16 clients (each its own connection) while 4 other clients
+    set the same users' priorities: no call fails, and the state is exactly what was written last:
+    every user's running jobs are exactly the jobs started and not ended, its priority the one set
+    last, in the store and in the desired state a storage node is sent.
+
+    The clients are asyncio gRPC clients in one process (cheap on the client side, so the
+    coordinator is what is loaded); the state file is on a tmpfs when the host has one, so the
+    run is bounded by the coordinator's work, not by the disk's flushes (10,000 durable
+    transactions; durability itself is tested in test_store)."""
     users = [{"name": name, "uid": 20_000 + i, "priority": 10, "active": False} for i, name in enumerate(USERS)]
-    process, port = start(write_config(tmp_path, users=users), tmp_path / "coordinator.log")
+    state_dir = tmp_path
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        state_dir = pathlib.Path(tempfile.mkdtemp(prefix=unique_name("load") + ".", dir="/dev/shm"))
+    state = str(state_dir / "state.sqlite")
+    process, port = start(write_config(tmp_path, users=users, state_path=state), tmp_path / "coordinator.log")
     address = f"127.0.0.1:{port}"
     last_priority: dict[str, int] = {}
-    last_lock = threading.Lock()
+    running: dict[str, set[str]] = {u: set() for u in USERS}
 
-    def jobs(client: int) -> int:
+    async def jobs(client: int) -> int:
         calls = 0
-        with grpc.insecure_channel(address) as channel:
+        async with aio.insecure_channel(address, options=OWN_CONNECTION) as channel:
             admin = pb_grpc.AdminStub(channel)
             for i in range(JOBS_PER_CLIENT):
-                user = USERS[(client + i) % len(USERS)]
-                job = pb.JobRequest(job_id=f"{client}.{i}", user=user, uid=20_000 + USERS.index(user),
-                                    node=f"c{client}")
-                admin.StartJob(job, timeout=30)
+                user, job_id = USERS[(client + i) % len(USERS)], f"{client}.{i}"
+                await admin.StartJob(pb.JobRequest(job_id=job_id, user=user, uid=20_000 + USERS.index(user),
+                                                   node=f"c{client}"), timeout=60)
+                calls += 1
                 # Every other job keeps running: the end state has running jobs to check.
                 if i % 2 == 0:
-                    admin.EndJob(pb.JobRequest(job_id=f"{client}.{i}", node=f"c{client}"), timeout=30)
+                    await admin.EndJob(pb.JobRequest(job_id=job_id, node=f"c{client}"), timeout=60)
                     calls += 1
-                calls += 1
+                else:
+                    running[user].add(f"{job_id}@c{client}")
         return calls
 
-    def priorities(client: int, stop: threading.Event) -> int:
+    async def priorities(client: int, lock: asyncio.Lock, stop: asyncio.Event) -> int:
         calls = 0
-        with grpc.insecure_channel(address) as channel:
+        async with aio.insecure_channel(address, options=OWN_CONNECTION) as channel:
             admin = pb_grpc.AdminStub(channel)
             while not stop.is_set():
                 user, priority = USERS[(client + calls) % len(USERS)], 1 + (client * 7 + calls) % 100
                 # The lock orders "written last" between priority clients exactly as the coordinator sees it.
-                with last_lock:
-                    admin.SetPriority(pb.SetPriorityRequest(user=user, priority=priority), timeout=30)
+                async with lock:
+                    await admin.SetPriority(pb.SetPriorityRequest(user=user, priority=priority), timeout=60)
                     last_priority[user] = priority
                 calls += 1
         return calls
 
+    async def load() -> tuple[int, int]:
+        lock, stop = asyncio.Lock(), asyncio.Event()
+        setters = [asyncio.create_task(priorities(c, lock, stop)) for c in range(PRIORITY_CLIENTS)]
+        job_calls = sum(await asyncio.gather(*(jobs(c) for c in range(CLIENTS))))
+        stop.set()
+        return job_calls, sum(await asyncio.gather(*setters))
+
     try:
-        stop = threading.Event()
-        with concurrent.futures.ThreadPoolExecutor(CLIENTS + 4) as pool:
-            setters = [pool.submit(priorities, c, stop) for c in range(4)]
-            job_calls = sum(f.result() for f in [pool.submit(jobs, c) for c in range(CLIENTS)])
-            stop.set()
-            priority_calls = sum(f.result() for f in setters)
-        started_per_user = {u: 0 for u in USERS}
-        for client in range(CLIENTS):
-            for i in range(JOBS_PER_CLIENT):
-                if i % 2:
-                    started_per_user[USERS[(client + i) % len(USERS)]] += 1
-        with grpc.insecure_channel(address) as channel:
-            listed = {u.name: u for u in pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=10).users}
+        job_calls, priority_calls = asyncio.run(load())
         assert job_calls >= JOB_CALLS and priority_calls > 0
+        with grpc.insecure_channel(address) as channel:
+            response = pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=10)
+            listed, generation = {u.name: u for u in response.users}, response.generation
+            # What a storage node is sent: the same last written state.
+            state_sent = next(pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"),
+                                                                                timeout=10))
+        sent = {v.user: v.priority for v in state_sent.vnodes}
         for user in USERS:
-            assert listed[user].running_jobs == started_per_user[user]
+            assert listed[user].running_jobs == len(running[user])
             assert listed[user].active
             # Jobs asked for no priority of their own: the user's priority is the one written last.
             assert listed[user].priority == last_priority[user]
+            assert sent[user] == last_priority[user]
+        assert state_sent.generation == generation, "the stream sends the latest generation"
         assert "Traceback" not in (tmp_path / "coordinator.log").read_text()
     finally:
         stop_process(process)
+    store = StateStore(state, create=False)
+    try:
+        for user in USERS:
+            assert {f"{job}@{node}" for job, node in store.jobs_of(user)} == running[user], user
+            assert store.user(user).priority == last_priority[user]
+    finally:
+        store.close()
+        if state_dir != tmp_path:
+            shutil.rmtree(state_dir, ignore_errors=True)

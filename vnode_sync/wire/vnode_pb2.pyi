@@ -107,14 +107,18 @@ class VNodeSpec(_message.Message):
     def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
 
 class ConnectionOwner(_message.Message):
-    __slots__ = ("client_address", "client_port", "user")
+    __slots__ = ("client_address", "client_port", "user", "server_address", "server_port")
     CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_PORT_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_PORT_FIELD_NUMBER: _ClassVar[int]
     client_address: str
     client_port: int
     user: str
-    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ...) -> None: ...
+    server_address: str
+    server_port: int
+    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ...) -> None: ...
 
 class DesiredState(_message.Message):
     __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation")
