@@ -21,8 +21,8 @@ from vnode_sync.security.identity import COORDINATOR, COORDINATOR_SERVER_NAME, i
 
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 CA_DAYS = 3650
-LEAF_DAYS = 825
-SERVING_ROLES = ("node", "compute")   # with host names, their certificates also serve metrics  # the CA/Browser Forum ceiling of 2018-2020; rotate by issuing again
+LEAF_DAYS = 825  # the CA/Browser Forum ceiling of 2018-2020; rotate by issuing again
+SERVING_ROLES = ("node", "compute")   # with host names, their certificates also serve metrics
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ def issue(directory: str, role: str, name: str = "", hosts: tuple[str, ...] = ()
         raise InvalidArgument(f"certificate validity ends ({end:%Y-%m-%d}) before it starts ({start:%Y-%m-%d})")
     # A node or compute certificate with host names also serves (its metrics endpoint, scraped by name).
     serves = role == COORDINATOR or (role in SERVING_ROLES and hosts)
-    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if role == COORDINATOR else (
-        [ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH] if serves else [ExtendedKeyUsageOID.CLIENT_AUTH])
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if role == COORDINATOR else
+              [ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH] if serves else
+              [ExtendedKeyUsageOID.CLIENT_AUTH])
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who.common_name)]))
                .issuer_name(ca_cert.subject).public_key(key.public_key())
