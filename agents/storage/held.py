@@ -25,8 +25,6 @@ from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 HIT_FRACTION = 0.9
 STILL_HELD_FRACTION = 0.8
 RATE_SPAN_SECONDS = 2.0
-_LIMITED = (("read_bps", "read_bytes"), ("write_bps", "write_bytes"), ("read_iops", "read_ios"),
-            ("write_iops", "write_ios"))
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class HeldClock:
         """Every VNode of `usage` that has a limit or a measured wait, as of `now` (monotonic seconds)."""
         states = {}
         for vnode, measured in usage.items():
-            wanted = [l for l in limits.get(vnode, ()) if any(getattr(l, f) for f, _ in _LIMITED)]
+            wanted = [l for l in limits.get(vnode, ()) if l.read_bps or l.write_bps or l.read_iops or l.write_iops]
             if not wanted and measured.held_source is None:
                 continue
             wait = _wait(measured)
@@ -90,12 +88,12 @@ class HeldClock:
 
 def _span_start(previous: _Previous, now: float) -> tuple[float, dict[DeviceNumber, IoCounters]]:
     """The newest sample at least RATE_SPAN_SECONDS before `now`, else the oldest one kept."""
-    chosen = (previous.at, previous.devices)
-    for at, devices in reversed([*previous.recent, chosen]):
-        chosen = (at, devices)
+    if previous.at <= now - RATE_SPAN_SECONDS or not previous.recent:
+        return previous.at, previous.devices
+    for at, devices in reversed(previous.recent):
         if at <= now - RATE_SPAN_SECONDS:
-            break
-    return chosen
+            return at, devices
+    return previous.recent[0]
 
 
 def _wait(measured: VNodeUsage) -> float | None:
@@ -110,9 +108,10 @@ def _at_limit(before: dict[DeviceNumber, IoCounters], after: dict[DeviceNumber, 
         old, new = before.get(limit.device), after.get(limit.device)
         if old is None or new is None:
             continue
-        for limit_field, counter in _LIMITED:
-            allowed = getattr(limit, limit_field)
-            moved = getattr(new, counter) - getattr(old, counter)
-            if allowed and moved >= 0 and moved / interval >= fraction * allowed:
+        for allowed, moved in ((limit.read_bps, new.read_bytes - old.read_bytes),
+                               (limit.write_bps, new.write_bytes - old.write_bytes),
+                               (limit.read_iops, new.read_ios - old.read_ios),
+                               (limit.write_iops, new.write_ios - old.write_ios)):
+            if allowed and moved >= 0 and moved >= fraction * allowed * interval:
                 return True
     return False
