@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_agent_config(args.config)
         configure(f"agent {config.node_id}", config.log_format)
-        metrics = AgentMetrics(config) if config.metrics.enabled and not args.teardown else None
+        metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
             from vnode_sync.agents.compute.metrics import ComputeAgentCollector

@@ -2,12 +2,15 @@
 never bind, against DataNodes without it, alternating in the same run (target: within 2 %).
 
     sudo .venv/bin/python -m benchmarks.datanode_throttle_overhead [--rounds 30] [--file-mb 512]
+        [--disk zram|paced] [--block-tokens]
 
 Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's DataNodes:
 "agent" (every transfer goes through a per-user throttler set to --node-gbps, with a UID line
-per user so every op is charged) and "none". A trial on one cluster: both users write a file
-at once through the native client, then the page cache is dropped and both read it back at
-once for --read-seconds (re-reading it). A phase's figure is all its bytes over the longest
+per user so every op is charged) and "none". Without --block-tokens each op's user is its
+client socket's owner, found in /proc/net/tcp (once per connection); with it (on both
+clusters), the block token's user. A trial on one cluster: both users write a file at once
+through the native client (over the previous round's), then the page cache is dropped and
+both read it back at once for --read-seconds (re-reading it). A phase's figure is all its bytes over the longest
 client's transfer time as the clients measure it (JVM start-up, which varies by more than the
 2 % looked for, is left out). The disks are zram (RAM) by default, so neither the VM's drifting
 disk nor writeback sets the pace and what remains is CPU per byte, where an agent's overhead
@@ -17,7 +20,8 @@ The cases take turns at each position in a round (hdfs_overhead's round order), 
 --swap-every rounds both clusters' DataNodes restart with the agent moved to the other
 cluster, so one JVM instance's own speed (its heap layout and JIT decisions) is not counted as
 the agent's. The figure is the median of the rounds' agent/none ratios with a bootstrap 95 %
-confidence interval (hdfs_overhead's).
+confidence interval (hdfs_overhead's), and each epoch's median beside it (rounds of one epoch
+share JVM instances, so the spread between epochs is the honest width).
 
 Throughput on a 2-core VM shared with other work swings by more than 2 % from trial to trial,
 so the DataNodes' own CPU time per byte moved (user + system, every DataNode of the cluster) is
@@ -29,12 +33,14 @@ work on the host takes CPU only when the benchmark leaves some.
 
 import argparse
 import concurrent.futures
+import os
 import statistics
 from dataclasses import dataclass
 
 import psutil
 
 from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval, round_order
+from testbed.local_cluster import LocalUser
 from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
@@ -66,19 +72,23 @@ def measured(hdfs: HdfsCluster, run) -> Phase:
     return Phase(aggregate_rate(transfers), cpu / (sum(t.bytes for t in transfers) / (1 << 30)))
 
 
-def write_all(hdfs: HdfsCluster, size: int, round_: int) -> Phase:
+def user_file(user: LocalUser) -> str:
+    return f"/{user.name}/overhead.bin"  # each write replaces the previous round's
+
+
+def write_all(hdfs: HdfsCluster, size: int) -> Phase:
     def run():
         with concurrent.futures.ThreadPoolExecutor(len(USERS)) as pool:
             return list(pool.map(lambda u: hdfs.write_file(
-                f"/{u.name}/r{round_}.bin", size, as_uid=u.uid, hdfs_user=u.name), USERS))
+                user_file(u), size, as_uid=u.uid, hdfs_user=u.name), USERS))
     return measured(hdfs, run)
 
 
-def read_all(hdfs: HdfsCluster, round_: int, seconds: float) -> Phase:
+def read_all(hdfs: HdfsCluster, seconds: float) -> Phase:
     hdfs.evict_page_cache()
 
     def run():
-        readers = [hdfs.start_read(f"/{u.name}/r{round_}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=seconds)
+        readers = [hdfs.start_read(user_file(u), as_uid=u.uid, hdfs_user=u.name, seconds=seconds)
                    for u in USERS]
         return [Transfer.parse(r.communicate()[0]) for r in readers]
     return measured(hdfs, run)
@@ -104,6 +114,13 @@ def summary(name: str, ratios: list[float], verdict: bool = True) -> str:
             + (f"; {target_verdict(median, low, len(ratios))}" if verdict else ""))
 
 
+def epoch_medians(ratios: list[float], swap_every: int) -> str:
+    """Each DataNode JVM pair's own median: rounds of one epoch share JVM instances, so their
+    ratios are not independent, and a spread between epochs widens what the rounds' CI says."""
+    epochs = [ratios[i:i + swap_every] for i in range(0, len(ratios), swap_every)]
+    return ", ".join(f"{statistics.median(e):.3f}" for e in epochs)
+
+
 def swap_agent(pair: list[HdfsCluster], epoch: int, jar: str, rate: int) -> dict[str, HdfsCluster]:
     """Restart both clusters' DataNodes, the agent in one of them (the other one each epoch)."""
     clusters = {"agent": pair[epoch % 2], "none": pair[1 - epoch % 2]}
@@ -126,17 +143,25 @@ def main() -> int:
     parser.add_argument("--swap-every", type=int, default=5,
                         help="rounds between restarts that move the agent to the other cluster")
     parser.add_argument("--node-gbps", type=float, default=10, help="every user's (non-binding) rate, GB/s")
+    parser.add_argument("--block-tokens", action="store_true",
+                        help="block access tokens on (both clusters): ops are charged to the token's user")
     args = parser.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     with cpu_priority(unique_name("dntover-cpu")) as group:
         print(f"CPU priority: {'cpu.shares ' + str(MAX_SHARES) + ' in ' + group if group else 'none'}", flush=True)
-        return measure(args)
+        try:
+            return measure(args)
+        finally:
+            print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
 
 
 def measure(args: argparse.Namespace) -> int:
     size, rate = args.file_mb * MiB, int(args.node_gbps * 1e9)
     jar = datanode_throttle_jar()
+    site = {"dfs.block.access.token.enable": "true"} if args.block_tokens else {}
     pair = [HdfsCluster(unique_name(f"dntover-{side}"), datanodes=args.datanodes, disk=args.disk,
-                        disk_mb=max(1024, 4 * args.file_mb * len(USERS)), disk_read_mbps=PACED_READ_MBPS)
+                        disk_mb=max(1024, 4 * args.file_mb * len(USERS)), disk_read_mbps=PACED_READ_MBPS,
+                        hdfs_site=site)
             for side in ("a", "b")]
     rate_ratios: dict[str, list[float]] = {"write": [], "read": []}
     cpu_ratios: dict[str, list[float]] = {"write": [], "read": []}
@@ -147,14 +172,12 @@ def measure(args: argparse.Namespace) -> int:
             if round_ % args.swap_every == 0:
                 clusters = swap_agent(pair, round_ // args.swap_every, jar, rate)
                 for case in CASES:  # warm-up (the JIT), unmeasured
-                    write_all(clusters[case], size, -1)
-                    read_all(clusters[case], -1, args.read_seconds)
-                    clusters[case].shell("-rm", "-skipTrash", *(f"/{u.name}/r-1.bin" for u in USERS))
+                    write_all(clusters[case], size)
+                    read_all(clusters[case], args.read_seconds)
             got: dict[str, dict[str, Phase]] = {}
             for case in round_order(round_, CASES):
-                got[case] = {"write": write_all(clusters[case], size, round_),
-                             "read": read_all(clusters[case], round_, args.read_seconds)}
-                clusters[case].shell("-rm", "-skipTrash", *(f"/{u.name}/r{round_}.bin" for u in USERS))
+                got[case] = {"write": write_all(clusters[case], size),
+                             "read": read_all(clusters[case], args.read_seconds)}
             line = []
             for direction in ("write", "read"):
                 agent, none = got["agent"][direction], got["none"][direction]
@@ -166,7 +189,9 @@ def measure(args: argparse.Namespace) -> int:
         if args.rounds:
             for direction in ("write", "read"):
                 print(summary(f"{direction} throughput", rate_ratios[direction]))
+                print(f"  by epoch: {epoch_medians(rate_ratios[direction], args.swap_every)}")
                 print(summary(f"{direction} DataNode CPU per byte", cpu_ratios[direction], verdict=False))
+                print(f"  by epoch: {epoch_medians(cpu_ratios[direction], args.swap_every)}")
     finally:
         for hdfs in pair:
             hdfs.stop()

@@ -1,8 +1,8 @@
 """Simulated storage agents: real gRPC streams to a real coordinator, no cgroup work.
 
 Each agent registers, holds its WatchDesiredState stream and, as soon as a desired state
-arrives, has applied it (it enforces nothing) and reports its generation applied (a ReportUsage
-call), as a real agent does after a reconcile pass. Like a real agent, a failed call (refused,
+arrives, has applied it (it enforces nothing) and reports its generation applied on its
+StreamUsage call, as a real agent does after a reconcile pass. Like a real agent, a failed call (refused,
 timed out, stream ended) is retried with jittered backoff, so an agent never silently gives up.
 Many agents share one process on one asyncio loop (`run_agents`), a few hundred streams per
 channel, so one client process can hold thousands of streams.
@@ -12,8 +12,8 @@ channel, so one client process can hold thousands of streams.
 runs agents n<FIRST>..n<FIRST+COUNT-1>. Each time all of them have applied a generation it prints
 {"all_applied": generation} on a line (so a benchmark waits for "every agent applied" without
 polling the coordinator, which would load what it measures). When stdin closes or says "report",
-it prints, as one JSON line, {"applied": {generation: [unix times the agents had it]}, "reported":
-{generation: [unix times the coordinator acknowledged it]}, "retries": {what: count}}.
+it prints, as one JSON line, {"applied": {generation: [unix times the agents had it]},
+"retries": {what: count}}.
 """
 
 import asyncio
@@ -52,11 +52,10 @@ def raise_open_files_limit() -> int:
 
 @dataclass
 class Record:
-    """What the agents of one process saw: when each generation was applied and acknowledged."""
+    """What the agents of one process saw: when each generation was applied."""
 
     agents: int
     applied: dict[int, list[float]] = field(default_factory=dict)
-    reported: dict[int, list[float]] = field(default_factory=dict)
     retries: Counter = field(default_factory=Counter)
     _applied_by: dict[int, set[str]] = field(default_factory=dict)
 
@@ -73,22 +72,24 @@ async def simulated_agent(channel: aio.Channel, node: str, device: str, record: 
     link = pb_grpc.AgentLinkStub(channel)
     delay = RETRY_FIRST_SECONDS
     while True:
-        step = "Register"
+        step, reports = "Register", None
         try:
             await link.Register(pb.RegisterRequest(node_id=node, backend="simulated",
                                                    devices=[pb.Device(name=device)]), timeout=RPC_TIMEOUT_SECONDS)
-            step = "WatchDesiredState"
+            step, reports = "WatchDesiredState", link.StreamUsage()
             async for state in link.WatchDesiredState(pb.WatchRequest(node_id=node)):
                 record.agent_applied(node, state.generation)
                 delay = RETRY_FIRST_SECONDS
-                step = "ReportUsage"
-                await link.ReportUsage(pb.UsageReport(node_id=node, applied_generation=state.generation,
-                                                      sampled_at_unix=time.time()), timeout=RPC_TIMEOUT_SECONDS)
-                record.reported.setdefault(state.generation, []).append(time.time())
+                step = "StreamUsage"
+                await reports.write(pb.UsageReport(node_id=node, applied_generation=state.generation,
+                                                   sampled_at_unix=time.time()))
                 step = "WatchDesiredState"
             record.retries["stream ended"] += 1
-        except grpc.RpcError as e:
-            record.retries[f"{step} {e.code().name}"] += 1
+        except (grpc.RpcError, aio.UsageError, asyncio.InvalidStateError) as e:
+            record.retries[f"{step} {e.code().name if isinstance(e, grpc.RpcError) else 'failed'}"] += 1
+        finally:
+            if reports is not None:
+                reports.cancel()
         await asyncio.sleep(delay * random.uniform(0.8, 1.2))
         delay = min(RETRY_CAP_SECONDS, delay * 2)
 
@@ -120,8 +121,7 @@ async def _main(address: str, device: str, first: int, count: int) -> None:
     waiter = asyncio.create_task(wait_for_report())
     record = await run_agents(address, device, [node_id(i) for i in range(first, first + count)], until)
     await waiter
-    print(json.dumps({"applied": record.applied, "reported": record.reported, "retries": record.retries}),
-          flush=True)
+    print(json.dumps({"applied": record.applied, "retries": record.retries}), flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.service import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
-from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
@@ -83,18 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         configure("coordinator", config.log_format)
         if config.security.unset:
-            raise ConfigError(f"{args.config}: no tls section; the coordinator refuses to serve plaintext. "
-                              "Set tls: {ca, cert, key} or insecure: true (lab only)")
+            raise InvalidSetting(args.config, "tls", "nothing", "a tls section {ca, cert, key}, or insecure: "
+                                 "true (lab only); the coordinator refuses to serve plaintext otherwise")
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
         registry = CollectorRegistry()
-        rpc_metrics = (RpcMetrics(registry),) if config.metrics.enabled else ()
+        rpc_metrics = (RpcMetrics(registry),) if config.metrics is not None else ()
         # The addresses first: a second coordinator on them refuses before touching any state.
         server = CoordinatorServer(args.listen or config.listen, credentials, rpc_metrics)
         port = server.port
         endpoint = (MetricsEndpoint(config.metrics.listen, registry, endpoint_tls(config.metrics, config.security))
-                    if config.metrics.enabled else None)
+                    if config.metrics is not None else None)
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.

@@ -8,6 +8,7 @@ on the loop.
 """
 
 import asyncio
+import collections
 import concurrent.futures
 import errno
 import functools
@@ -15,13 +16,14 @@ import logging
 import socket
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from vnode_sync import validation
-from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.cluster import Cluster, NodeRuntime
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.coordinator.store import UserRecord
@@ -129,6 +131,78 @@ def _priority(value: int) -> int:
     return validation.priority(value)
 
 
+@dataclass(frozen=True)
+class _NodeView:
+    """What Status shows of one node, read once per call."""
+
+    node_id: str
+    runtime: NodeRuntime
+    targets: dict        # user -> (read, write) bytes/s of Algorithm 1; one object per set of devices
+    rates: dict          # user -> UserNodeRate, measured (only users with a rate)
+    allocations: dict    # user -> the work-conserving allocation (empty under Algorithm 1)
+
+
+def _entries(users: list[UserRecord], views: list[_NodeView]) -> list[bytes]:
+    """Every (user, node) entry."""
+    target_part: dict[tuple[int, int], bytes] = {}
+    bases = [pb.UserNodeStatus(node_id=v.node_id, applied_generation=v.runtime.applied_generation).SerializeToString()
+             for v in views]
+    entries = []
+    for record in users:
+        name, pieces = record.name, []
+        for base, view in zip(bases, views):
+            target = view.targets.get(name, (0, 0))
+            part = target_part.get(target)
+            if part is None:
+                part = target_part[target] = pb.UserNodeStatus(target_read_bps=target[0],
+                                                               target_write_bps=target[1]).SerializeToString()
+            piece = base + part
+            rate, held = view.rates.get(name), name in view.runtime.held_at_limit
+            if rate or held:
+                # A serialized message followed by another is their merge: these fields are added.
+                piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
+                                           measured_write_bps=rate.write_bps if rate else 0.0,
+                                           held_at_limit=held).SerializeToString()
+            given = view.allocations.get(name)
+            if given:
+                piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
+                                           allocated_write_bps=given.allocated_write_bps,
+                                           demand_read_bps=given.demand_read_bps,
+                                           demand_write_bps=given.demand_write_bps).SerializeToString()
+            pieces.append(field_entry(_USER_STATUS_NODES, piece))
+        user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
+        entries.append(field_entry(_STATUS_USERS, user_status))
+    return entries
+
+
+def _summaries(users: list[UserRecord], views: list[_NodeView]) -> list[bytes]:
+    """One summary per user, from the nodes' distinct target sets and their (sparse) measurements:
+    O(users x sets of devices), not O(users x nodes)."""
+    target_sets = list({id(v.targets): v.targets for v in views}.values())
+    measured: dict[str, list[float]] = {}
+    held: collections.Counter = collections.Counter()
+    for view in views:
+        for name, rate in view.rates.items():
+            total = measured.setdefault(name, [0.0, 0.0])
+            total[0] += rate.read_bps
+            total[1] += rate.write_bps
+        held.update(view.runtime.held_at_limit)
+    applied = min((v.runtime.applied_generation for v in views), default=0)
+    entries = []
+    for record in users:
+        name = record.name
+        targets = [t.get(name, (0, 0)) for t in target_sets] or [(0, 0)]
+        reads, writes = [t[0] for t in targets], [t[1] for t in targets]
+        read, write = measured.get(name, (0.0, 0.0))
+        summary = pb.UserSummary(nodes=len(views), target_read_bps_min=min(reads), target_read_bps_max=max(reads),
+                                 target_write_bps_min=min(writes), target_write_bps_max=max(writes),
+                                 measured_read_bps=read, measured_write_bps=write, applied_generation_min=applied,
+                                 nodes_held_at_limit=held[name])
+        entries.append(field_entry(_STATUS_USERS, pb.UserStatus(user=user_message(record),
+                                                               summary=summary).SerializeToString()))
+    return entries
+
+
 class AdminService(pb_grpc.AdminServicer):
     def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, store_thread: StoreThread):
         self.cluster = cluster
@@ -191,45 +265,31 @@ class AdminService(pb_grpc.AdminServicer):
     @_admin_rpc
     def Status(self, request, caller) -> bytes:
         """Users x nodes entries (10,000 x 100 is a million): written as serialized pieces built once
-        per node and per (user, target), joined, instead of a million message objects."""
+        per node and per (user, target), joined, instead of a million message objects; or, above
+        `request.max_entries`, one summary per user."""
         users = readable_by(caller, self.cluster.users())
+        if request.user:
+            validation.user_name(request.user)
+            users = [u for u in users if u.name == request.user]
+            if not users:
+                raise NotFound(f"unknown user {request.user!r}")
+        nodes = self.cluster.config.storage_nodes
+        if request.node:
+            nodes = [n for n in nodes if n.node_id == request.node]
+            if not nodes:
+                raise NotFound(f"unknown storage node {request.node!r}")
         self.cluster.refresh_snapshot()
-        node_parts = []
         allocator = self.cluster.allocator
-        for node in self.cluster.config.storage_nodes:
-            runtime = self.cluster.node_runtime(node.node_id)
-            base = pb.UserNodeStatus(node_id=node.node_id,
-                                     applied_generation=runtime.applied_generation).SerializeToString()
-            node_parts.append((base, self.cluster.targets(node.node_id), self.cluster.measured_rates(node.node_id),
-                               runtime.held_at_limit, allocator.status(node.node_id) if allocator else {}))
-        target_part: dict[tuple[int, int], bytes] = {}
-        entries = []
-        for record in users:
-            name, pieces = record.name, []
-            for base, targets, rates, held, allocations in node_parts:
-                target = targets.get(name, (0, 0))
-                part = target_part.get(target)
-                if part is None:
-                    part = target_part[target] = pb.UserNodeStatus(target_read_bps=target[0],
-                                                                   target_write_bps=target[1]).SerializeToString()
-                piece = base + part
-                rate = rates.get(name)
-                if rate or name in held:
-                    # A serialized message followed by another is their merge: these fields are added.
-                    piece += pb.UserNodeStatus(measured_read_bps=rate.read_bps if rate else 0.0,
-                                               measured_write_bps=rate.write_bps if rate else 0.0,
-                                               held_at_limit=name in held).SerializeToString()
-                given = allocations.get(name)
-                if given:
-                    piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
-                                               allocated_write_bps=given.allocated_write_bps,
-                                               demand_read_bps=given.demand_read_bps,
-                                               demand_write_bps=given.demand_write_bps).SerializeToString()
-                pieces.append(field_entry(_USER_STATUS_NODES, piece))
-            user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
-            entries.append(field_entry(_STATUS_USERS, user_status))
+        views = [_NodeView(node.node_id, self.cluster.node_runtime(node.node_id), self.cluster.targets(node.node_id),
+                           self.cluster.measured_rates(node.node_id),
+                           allocator.status(node.node_id) if allocator else {}) for node in nodes]
+        summarise = request.max_entries and not (request.user or request.node) and \
+            len(users) * len(views) > request.max_entries
+        entries = _summaries(users, views) if summarise else _entries(users, views)
         policy = self.cluster.config.policy
-        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode, nodes=self._nodes(),
+        shown = {n.node_id for n in nodes}
+        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode,
+                                 nodes=[n for n in self._nodes() if n.node_id in shown],
                                  allocation=policy.allocation).SerializeToString()
         return head + b"".join(entries)
 
@@ -303,6 +363,20 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     @_loop_rpc
     def ReportUsage(self, request, caller):
         return pb.ReportAck(generation=self.cluster.report_usage(request))
+
+    async def StreamUsage(self, reports, context):
+        """Usage reports on one call; each is authorized and taken as a ReportUsage call is."""
+        caller, peer = caller_of(context), context.peer()
+        generation = self.cluster.generation()
+        async for report in reports:
+            if report is None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "StreamUsage: not a valid UsageReport message")
+            try:
+                self.access.authorize("ReportUsage", caller, report, peer)
+                generation = self.cluster.report_usage(report)
+            except VNodeSyncError as e:
+                await _abort(context, "StreamUsage", e)
+        return pb.ReportAck(generation=generation)
 
     @_loop_rpc
     def ReportConnections(self, request, caller):
@@ -409,7 +483,8 @@ def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) 
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name[service_name].methods:
         response = getattr(pb, method.output_type.name)
-        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, False): grpc.stream_unary_rpc_method_handler}[method.client_streaming, method.server_streaming]
         handlers[method.name] = make(
             getattr(servicer, method.name), request_deserializer=_decoder(getattr(pb, method.input_type.name)),
             response_serializer=bytes if method.name in raw_responses else response.SerializeToString)

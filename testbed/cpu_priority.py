@@ -11,8 +11,10 @@ run's.
 """
 
 import contextlib
+import errno
 import logging
 import os
+import time
 from collections.abc import Iterator
 
 log = logging.getLogger(__name__)
@@ -39,9 +41,17 @@ def cpu_priority(name: str, hierarchy: str = CPU_HIERARCHY) -> Iterator[str | No
         _write(os.path.join(group, "cgroup.procs"), str(os.getpid()))
         yield group
     finally:
-        with open(os.path.join(group, "tasks")) as f:
-            tids = f.read().split()
-        for tid in tids:  # ours and anything still running that we started
-            with contextlib.suppress(OSError):
-                _write(os.path.join(hierarchy, "tasks"), tid)
-        os.rmdir(group)
+        # A thread started or still exiting as we move them keeps the group busy (EBUSY): try again.
+        for attempt in range(50):
+            with open(os.path.join(group, "tasks")) as f:
+                tids = f.read().split()
+            for tid in tids:  # ours and anything still running that we started
+                with contextlib.suppress(OSError):
+                    _write(os.path.join(hierarchy, "tasks"), tid)
+            try:
+                os.rmdir(group)
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY or attempt == 49:
+                    raise
+                time.sleep(0.1)

@@ -3,6 +3,10 @@
 The agent dials out and listens on nothing, so only the coordinator it was configured
 with can give it instructions. While the coordinator is unreachable the agent keeps
 the last state it had and retries with capped, jittered exponential backoff.
+
+Usage reports go on one long-lived StreamUsage call (a report is then one message to the
+coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
+newer one, since each report is the whole current picture.
 """
 
 import logging
@@ -61,7 +65,11 @@ class CoordinatorLink:
         self.known_generation = 0
         self._unreachable_logged = False
         self.state = CONNECTING
-        self.coordinator_generation = 0   # as the coordinator last acknowledged a usage report
+        self._reports = threading.Condition()
+        self._latest_report: pb.UsageReport | None = None
+        self._report_call = 0   # which StreamUsage call takes reports now (an older one's iterator ends)
+        self._reporter = threading.Thread(target=self._send_reports, name="usage-reports", daemon=True)
+        self._reporter.start()
 
     def run(self) -> None:
         backoff = Backoff()
@@ -100,16 +108,43 @@ class CoordinatorLink:
                 self.state = UNREACHABLE
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
-    def report(self, report: pb.UsageReport) -> bool:
-        try:
-            self.coordinator_generation = self.stub.ReportUsage(report, timeout=RPC_TIMEOUT_SECONDS).generation
-            return True
-        except grpc.RpcError as e:
-            log.debug("usage report not delivered: %s", e.code().name)
-            return False
+    def report(self, report: pb.UsageReport) -> None:
+        """Send `report` on the report stream (replacing one not yet sent)."""
+        with self._reports:
+            self._latest_report = report
+            self._reports.notify_all()
+
+    def _reports_of_call(self, call: int):
+        """The request iterator of one StreamUsage call: ends when stopping or when a newer call took over."""
+        while True:
+            with self._reports:
+                while self._latest_report is None and call == self._report_call and not self._stop.is_set():
+                    self._reports.wait()
+                if call != self._report_call or self._stop.is_set():
+                    return
+                report, self._latest_report = self._latest_report, None
+            yield report
+
+    def _send_reports(self) -> None:
+        backoff = Backoff()
+        while not self._stop.is_set():
+            with self._reports:
+                self._report_call += 1
+                call = self._report_call
+                self._reports.notify_all()   # the previous call's iterator ends
+            try:
+                self.stub.StreamUsage(self._reports_of_call(call))
+                backoff.reset()
+            except grpc.RpcError as e:
+                if self._stop.is_set():
+                    break
+                log.debug("usage reports not delivered (%s); a new report stream follows", e.code().name)
+                self._stop.wait(backoff.next())
 
     def stop(self) -> None:
         self._stop.set()
+        with self._reports:
+            self._reports.notify_all()
         if self._stream is not None:
             self._stream.cancel()
-        self.channel.close()
+        self.channel.close()   # ends a report call still open

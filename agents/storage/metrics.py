@@ -92,11 +92,11 @@ class StorageAgentCollector(Collector):
         info.add_metric([node, "storage", agent.backend.name], 1)
         yield info
         applied = agent.reconciler.applied_generation
-        coordinator = max(agent.link.coordinator_generation, agent.link.known_generation)
+        coordinator = agent.link.known_generation
         for name, text, value in (
                 ("vnode_sync_agent_applied_generation", "The desired state's generation this agent enforces", applied),
-                ("vnode_sync_agent_coordinator_generation", "The coordinator's generation as this agent last heard it "
-                 "(its stream or the acknowledgement of a usage report)", coordinator),
+                ("vnode_sync_agent_coordinator_generation", "The newest generation the coordinator sent this agent",
+                 coordinator),
                 ("vnode_sync_agent_generation_lag", "Generations the agent is behind the coordinator's as it last "
                  "heard it", max(0, coordinator - applied) if applied else 0)):
             yield _one(GaugeMetricFamily(name, text, labels=["node"]), node, value)

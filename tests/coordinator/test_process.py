@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import tempfile
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import threading
 import time
 
 import grpc
+import pytest
 import yaml
 from grpc import aio
 
@@ -97,6 +99,30 @@ def test_a_second_coordinator_on_the_same_address_refuses_in_one_line(tmp_path):
             assert pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=5).generation > 0
     finally:
         stop_process(first)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"listen: \xff\n", "(whole file): got byte 0xff at offset 8; allowed: UTF-8 text"),
+    (b"policy: {mode: fastest}\n", "policy.mode: got 'fastest'; allowed: one of throttle, weight"),
+    (b"users: [{name: alice, uid: 1001}, {name: bob, uid: 1001}]\n",
+     "users[1].uid: got 1001; allowed: a uid no user listed before has"),
+    (b"insecure: false\n", "tls: got nothing; allowed: a tls section {ca, cert, key}, or insecure: true (lab only); "
+                            "the coordinator refuses to serve plaintext otherwise"),
+])
+def test_a_bad_config_is_one_line_exit_2_and_nothing_is_started(tmp_path, content, message):
+    from testbed.slurm import free_port
+    port = free_port()
+    state = tmp_path / "state.sqlite"
+    config = tmp_path / "coordinator.yaml"
+    config.write_bytes(content + f"listen: 127.0.0.1:{port}\nstate_path: {state}\n".encode()
+                       if not content.startswith(b"listen") else content + f"state_path: {state}\n".encode())
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.coordinator.main", "--config", str(config),
+                             "--print-port"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"vnode-coordinator: error: config {config}: {message}\n"
+    assert sorted(os.listdir(tmp_path)) == ["coordinator.yaml"]   # no state file, no lock file
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))   # nothing listens
 
 
 JOB_CALLS = 10_000

@@ -23,7 +23,7 @@ class Pki:
 
     def files(self, role: str, name: str = "") -> TlsFiles:
         stem = role if role == "coordinator" else f"{role}-{name}"
-        return TlsFiles(self.ca, f"{self.directory}/{stem}.crt", f"{self.directory}/{stem}.key")
+        return TlsFiles(ca=self.ca, cert=f"{self.directory}/{stem}.crt", key=f"{self.directory}/{stem}.key")
 
 
 @pytest.fixture(scope="session")

@@ -16,20 +16,23 @@ import sys
 import grpc
 
 from vnode_sync import validation
-from vnode_sync.config_loading import load_yaml_mapping
+from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
+from vnode_sync.ctl.settings import load_ctl_settings
 from vnode_sync.ctl.tables import mb, render
 from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
-from vnode_sync.security.tls import TlsFiles, is_loopback, parse_transport, secure_channel
+from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
-DEFAULT_CONFIG = "/etc/vnode-sync/vnodectl.yaml"
 RPC_TIMEOUT_SECONDS = 10.0
 # Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
 STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
+# Above this many (user, node) lines `status` prints one line per user (a million lines is no table
+# to read, and takes Python ~10 s to print); --per-node, --user or --node give the lines.
+STATUS_LINES_MAX = 10_000
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_DENIED = 5
@@ -45,18 +48,12 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INVALID)
 
 
-def _settings(config_path: str | None) -> dict:
-    path = config_path or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
-    return load_yaml_mapping(path) if path else {}
-
-
 def coordinator_address(flag: str | None, config_path: str | None) -> str:
     if flag:
         return flag
     if os.environ.get("VNODE_COORDINATOR"):
         return os.environ["VNODE_COORDINATOR"]
-    address = _settings(config_path).get("coordinator")
-    return str(address) if address else DEFAULT_ADDRESS
+    return load_ctl_settings(config_path).coordinator or DEFAULT_ADDRESS
 
 
 def client_tls(args, address: str) -> TlsFiles | None:
@@ -70,8 +67,7 @@ def client_tls(args, address: str) -> TlsFiles | None:
             raise ConfigError(f"mutual TLS needs --ca, --cert and --key; missing {', '.join(missing)}")
         files = TlsFiles(**chosen)
     else:
-        settings = _settings(args.config)
-        security = parse_transport("vnodectl config", settings.get("tls"), settings.get("insecure"))
+        security = load_ctl_settings(args.config).security
         files = security.tls
         if files is None and not security.insecure and not is_loopback(address):
             raise ConfigError(f"no client certificate for coordinator {address}: pass --ca/--cert/--key "
@@ -131,7 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text).add_argument("user", type=_user_arg)
     for name, text in (("users", "list users"), ("nodes", "list storage nodes"),
                        ("status", "targets and measured MB/s per user and node")):
-        sub.add_parser(name, help=text).add_argument("--json", action="store_true", help="machine-readable")
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--json", action="store_true", help="machine-readable")
+    p.add_argument("--user", type=_user_arg, help="only this user, on every node")
+    p.add_argument("--node", help="only this storage node")
+    p.add_argument("--per-node", action="store_true",
+                   help=f"a line per user and node however many (above {STATUS_LINES_MAX:,}: one per user)")
     add_top_command(sub)
     return parser
 
@@ -146,7 +147,27 @@ def _demand(value: float) -> str:
     return "unbounded" if value == float("inf") else mb(value)
 
 
+def _range(low: int, high: int) -> str:
+    return mb(low) if low == high else f"{mb(low)}-{mb(high)}"
+
+
+def _print_summaries(status: pb.StatusResponse) -> None:
+    rows = [[us.user.name, us.user.priority, "yes" if us.user.active else "no", us.summary.nodes,
+             _range(us.summary.target_read_bps_min, us.summary.target_read_bps_max),
+             _range(us.summary.target_write_bps_min, us.summary.target_write_bps_max),
+             mb(us.summary.measured_read_bps), mb(us.summary.measured_write_bps), us.summary.applied_generation_min,
+             us.summary.nodes_held_at_limit] for us in status.users]
+    print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
+    print(render(["USER", "PRIO", "ACTIVE", "NODES", "TARGET_RD_MB/s", "TARGET_WR_MB/s", "MEASURED_RD_MB/s",
+                  "MEASURED_WR_MB/s", "MIN_APPLIED_GEN", "HELD_NODES"], rows))
+    print(f"{len(status.users)} users x {len(status.nodes)} nodes: one line per user (targets lowest-highest over "
+          "its nodes, measured summed); --user NAME or --node ID for their per-node lines, --per-node for all")
+
+
 def _print_status(status: pb.StatusResponse) -> None:
+    if any(us.HasField("summary") for us in status.users[:1]):
+        _print_summaries(status)
+        return
     rows = []
     fair = status.allocation == "work-conserving"
     for us in status.users:
@@ -215,7 +236,9 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
     elif args.command == "top":
         run_top(args, stub, t)
     elif args.command == "status":
-        status = stub.Status(pb.StatusRequest(), timeout=t)
+        request = pb.StatusRequest(max_entries=0 if args.per_node else STATUS_LINES_MAX, user=args.user or "",
+                                   node=args.node or "")
+        status = stub.Status(request, timeout=t)
         if args.json:
             print(json.dumps(status_json(status), indent=2))
         else:
@@ -231,15 +254,21 @@ def status_json(status: pb.StatusResponse) -> dict:
         "users": [{"name": us.user.name, "uid": us.user.uid, "priority": us.user.priority,
                    "active": us.user.active, "running_jobs": us.user.running_jobs,
                    "reservation_bps": us.user.reservation_bps, "limit_bps": us.user.limit_bps,
-                   "nodes": [{"node_id": n.node_id, "target_read_bps": n.target_read_bps,
-                              "target_write_bps": n.target_write_bps,
-                              "measured_read_bps": round(n.measured_read_bps, 1),
-                              "measured_write_bps": round(n.measured_write_bps, 1),
-                              "applied_generation": n.applied_generation,
-                              "held_at_limit": n.held_at_limit, **_allocation_json(status, n)} for n in us.nodes]}
+                   **({"summary": _summary_json(us.summary)} if us.HasField("summary") else {"nodes": [
+                       {"node_id": n.node_id, "target_read_bps": n.target_read_bps,
+                        "target_write_bps": n.target_write_bps,
+                        "measured_read_bps": round(n.measured_read_bps, 1),
+                        "measured_write_bps": round(n.measured_write_bps, 1),
+                        "applied_generation": n.applied_generation,
+                        "held_at_limit": n.held_at_limit, **_allocation_json(status, n)} for n in us.nodes]})}
                   for us in status.users],
         "nodes": [node_json(n) for n in status.nodes],
     }
+
+
+def _summary_json(summary: pb.UserSummary) -> dict:
+    return {field.name: round(value, 1) if isinstance(value, float) else value
+            for field, value in ((f, getattr(summary, f.name)) for f in summary.DESCRIPTOR.fields)}
 
 
 def _allocation_json(status: pb.StatusResponse, n: pb.UserNodeStatus) -> dict:

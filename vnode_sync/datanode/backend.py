@@ -9,9 +9,14 @@ node's first device. Limits are buffered by apply_limits and sent whole by commi
 """
 
 import logging
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import Field
+
+from vnode_sync.config_loading import Allowed, Settings
 
 from vnode_sync.datanode.channel import Counters, Rates, ThrottleChannel, ThrottleSettings
 from vnode_sync.errors import Unavailable
@@ -22,6 +27,13 @@ log = logging.getLogger(__name__)
 
 # A user waited at least this share of the last report interval in its throttler: held at its limit.
 HELD_FRACTION = 0.1
+
+
+class DataNodeThrottleSettings(Settings):
+    """The agent's `datanode_throttle:` section, for backend datanode-throttle."""
+
+    socket: Annotated[str, Field(pattern=r"^/"), Allowed("an absolute path")]
+    """The Java agent's control socket: its -javaagent socket= argument (docs/datanode-throttle.md)."""
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The `metrics:` section of the coordinator's and the agents' configs.
+"""The `metrics:` section of the coordinator's and the agents' configs, for the one typed loader.
 
-    metrics: {listen: "0.0.0.0:9810"}                  # off without the section
+    metrics: {listen: "0.0.0.0:9810"}                  # no section: no endpoint
     metrics: {listen: ..., tls: {ca, cert, key}}        # a server certificate of its own (SAN = host names)
     metrics: {listen: ..., plaintext: true}             # no TLS although the component has tls: (warned)
 
@@ -8,51 +8,64 @@ Off by default: an agent runs as root and otherwise listens on nothing, and the 
 every user and its rates, so a site opens it on purpose, at an address it chooses.
 """
 
-from dataclasses import dataclass
+from typing import Annotated
 
-from vnode_sync.config_loading import reject_unknown_keys, typed
+from pydantic import AfterValidator, Field, model_validator
+
+from vnode_sync.config_loading import Allowed, Refused, Settings
 from vnode_sync.errors import ConfigError
-from vnode_sync.security.tls import TlsFiles, TransportSecurity, is_loopback, parse_transport
+from vnode_sync.security.tls import TlsFiles, TransportSecurity, is_loopback
+
+LISTEN_ALLOWED = "host:port with a port 0..65535, e.g. '0.0.0.0:9810' or '[::]:9810'"
 
 
-@dataclass(frozen=True)
-class MetricsSettings:
-    listen: str = ""                 # host:port; "" = no metrics endpoint
-    tls: TlsFiles | None = None      # the endpoint's own certificate; None = the component's tls:
-    plaintext: bool = False          # serve plaintext even where the component has tls:
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.listen)
+def _port_in_range(address: str) -> str:
+    if int(address.rpartition(":")[2]) > 65535:
+        raise ValueError(f"port above 65535 in {address!r}")
+    return address
 
 
-def parse_metrics(section: str, raw) -> MetricsSettings:
-    if raw is None:
-        return MetricsSettings()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{section} must be a mapping with a listen address, e.g. {{listen: '0.0.0.0:9810'}}")
-    reject_unknown_keys(section, raw, {"listen", "tls", "plaintext"})
-    listen = typed(section, "listen", raw.get("listen"), str, "")
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError(f"{section}.listen {listen!r} is not host:port (e.g. '0.0.0.0:9810' or '[::]:9810')")
-    plaintext = typed(section, "plaintext", raw.get("plaintext"), bool, False)
-    files = parse_transport(section, raw.get("tls"), None).tls
-    if files is not None and plaintext:
-        raise ConfigError(f"{section}: has both tls and plaintext: true; keep one")
-    return MetricsSettings(listen, files, plaintext)
+ListenAddress = Annotated[str, Field(pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):[0-9]{1,5}$"),
+                          AfterValidator(_port_in_range), Allowed(LISTEN_ALLOWED)]
 
 
-def endpoint_tls(settings: MetricsSettings, component: TransportSecurity, section: str = "metrics") -> TlsFiles | None:
+class MetricsSettings(Settings):
+    """The Prometheus endpoint (docs/metrics.md)."""
+
+    listen: ListenAddress
+    """Where /metrics is served."""
+    tls: TlsFiles | None = None
+    """The endpoint's own certificate (its SAN the names Prometheus scrapes); none: the component's tls:."""
+    plaintext: bool = False
+    """Serve plaintext although the component has tls: (a separate management network without client
+    certificates); off, so that metrics follow the component's transport unless asked otherwise."""
+
+    @model_validator(mode="after")
+    def _tls_or_plaintext(self):
+        if self.tls is not None and self.plaintext:
+            raise Refused("plaintext", True, "false when a tls section is given (keep one of the two)")
+        return self
+
+
+def plaintext_off_host(settings: MetricsSettings, component: TransportSecurity) -> bool:
+    """True when the endpoint would serve plaintext off this host without having been asked to."""
+    return (not settings.plaintext and settings.tls is None and component.tls is None and not component.insecure
+            and not is_loopback(settings.listen))
+
+
+def refuse_unasked_plaintext(settings: MetricsSettings | None, component: TransportSecurity) -> None:
+    """For the configs' validators: the one-line refusal of plaintext metrics off this host."""
+    if settings is not None and plaintext_off_host(settings, component):
+        raise Refused("metrics.plaintext", False, f"true to serve metrics in plaintext on {settings.listen} "
+                      "(off this host), or a tls section in the config")
+
+
+def endpoint_tls(settings: MetricsSettings, component: TransportSecurity) -> TlsFiles | None:
     """The files the endpoint serves mutual TLS with; None means plaintext, which needs `plaintext: true`,
     a component with `insecure: true`, or a loopback listen address."""
+    if plaintext_off_host(settings, component):
+        raise ConfigError(f"metrics: no tls for {settings.listen!r}: serving metrics in plaintext off this host "
+                          "needs plaintext: true (or tls in the config)")
     if settings.plaintext:
         return None
-    if settings.tls is not None:
-        return settings.tls
-    if component.tls is not None:
-        return component.tls
-    if component.insecure or is_loopback(settings.listen):
-        return None
-    raise ConfigError(f"{section}: no tls for {settings.listen!r}: serving metrics in plaintext off this host needs "
-                      "plaintext: true (or tls in the config)")
+    return settings.tls or component.tls

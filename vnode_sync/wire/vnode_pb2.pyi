@@ -227,8 +227,14 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("max_entries", "user", "node")
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    max_entries: int
+    user: str
+    node: str
+    def __init__(self, max_entries: _Optional[int] = ..., user: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
 
 class RemoveUserResponse(_message.Message):
     __slots__ = ("user",)
@@ -262,13 +268,37 @@ class UserNodeStatus(_message.Message):
     demand_write_bps: float
     def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., allocated_read_bps: _Optional[int] = ..., allocated_write_bps: _Optional[int] = ..., demand_read_bps: _Optional[float] = ..., demand_write_bps: _Optional[float] = ...) -> None: ...
 
+class UserSummary(_message.Message):
+    __slots__ = ("nodes", "target_read_bps_min", "target_read_bps_max", "target_write_bps_min", "target_write_bps_max", "measured_read_bps", "measured_write_bps", "applied_generation_min", "nodes_held_at_limit")
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    TARGET_READ_BPS_MIN_FIELD_NUMBER: _ClassVar[int]
+    TARGET_READ_BPS_MAX_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WRITE_BPS_MIN_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WRITE_BPS_MAX_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_GENERATION_MIN_FIELD_NUMBER: _ClassVar[int]
+    NODES_HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    nodes: int
+    target_read_bps_min: int
+    target_read_bps_max: int
+    target_write_bps_min: int
+    target_write_bps_max: int
+    measured_read_bps: float
+    measured_write_bps: float
+    applied_generation_min: int
+    nodes_held_at_limit: int
+    def __init__(self, nodes: _Optional[int] = ..., target_read_bps_min: _Optional[int] = ..., target_read_bps_max: _Optional[int] = ..., target_write_bps_min: _Optional[int] = ..., target_write_bps_max: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation_min: _Optional[int] = ..., nodes_held_at_limit: _Optional[int] = ...) -> None: ...
+
 class UserStatus(_message.Message):
-    __slots__ = ("user", "nodes")
+    __slots__ = ("user", "nodes", "summary")
     USER_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
     user: User
     nodes: _containers.RepeatedCompositeFieldContainer[UserNodeStatus]
-    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ...) -> None: ...
+    summary: UserSummary
+    def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ..., summary: _Optional[_Union[UserSummary, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("generation", "mode", "users", "nodes", "allocation")

@@ -2,6 +2,7 @@ package org.vnodesync.dnthrottle;
 
 import java.io.IOException;
 import java.net.InetAddress;
+import java.util.Objects;
 import java.util.OptionalLong;
 
 /**
@@ -9,7 +10,17 @@ import java.util.OptionalLong;
  * socket on this host (UID lines); else the remote connection (CONN lines); else nobody (DEFAULT).
  */
 final class Identity {
+    /** The socket owner found for one connection: its DataXceiver's address strings and the uid (or none). */
+    private record Owner(String remoteAddress, String localAddress, OptionalLong uid) {
+    }
+
     private final SocketOwners owners;
+    // A DataXceiver thread serves one connection for its whole life (HDFS starts a thread per accepted
+    // peer), and a socket's owner cannot change: the connection's later ops (a client's peer cache
+    // reuses connections for later blocks) reuse the first op's lookup instead of walking
+    // /proc/net/tcp again. Keyed by the addresses too, so a thread that served another connection
+    // (tests do) never gets its answer.
+    private final ThreadLocal<Owner> connectionOwner = new ThreadLocal<>();
 
     Identity(SocketOwners owners) {
         this.owners = owners;
@@ -25,7 +36,7 @@ final class Identity {
             return null;
         }
         if (!policy.uids().isEmpty()) {
-            OptionalLong uid = owners.ownerOf(client, parseAddress(localAddress));
+            OptionalLong uid = ownerOf(client, remoteAddress, localAddress);
             if (uid.isPresent()) {
                 String user = policy.uids().get(uid.getAsLong());
                 if (user != null) {
@@ -34,6 +45,17 @@ final class Identity {
             }
         }
         return policy.connections().get(client);
+    }
+
+    private OptionalLong ownerOf(Policy.Endpoint client, String remoteAddress, String localAddress) throws IOException {
+        Owner known = connectionOwner.get();
+        if (known != null && known.remoteAddress().equals(remoteAddress)
+                && Objects.equals(known.localAddress(), localAddress)) {
+            return known.uid();
+        }
+        OptionalLong uid = owners.ownerOf(client, parseAddress(localAddress));
+        connectionOwner.set(new Owner(remoteAddress, localAddress, uid));
+        return uid;
     }
 
     /** "/1.2.3.4:5", "host/1.2.3.4:5", "/[::1]:5" or "/0:0:0:0:0:0:0:1:5" -> endpoint; null if not TCP. */

@@ -1,5 +1,6 @@
 package org.vnodesync.dnthrottle;
 
+import java.util.concurrent.atomic.LongAdder;
 import org.apache.hadoop.hdfs.util.Canceler;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 
@@ -21,19 +22,25 @@ final class UserThrottler extends DataTransferThrottler {
     static final Sleeper SYSTEM_SLEEPER = ns -> Thread.sleep(ns / 1_000_000L, (int) (ns % 1_000_000L));
 
     private final Throttles.Charge charge;
-    private final Direction direction;
     private final DataTransferThrottler nodeWide;
     private final Clock clock;
     private final Sleeper sleeper;
+    // The op's own counters and bucket, looked up once per op rather than once per packet.
+    private final LongAdder counted;
+    private final LongAdder waited;
+    private final RateBucket bucket;
 
     UserThrottler(Throttles.Charge charge, Direction direction, DataTransferThrottler nodeWide, Clock clock,
                   Sleeper sleeper) {
         super(Long.MAX_VALUE);
         this.charge = charge;
-        this.direction = direction;
         this.nodeWide = nodeWide;
         this.clock = clock;
         this.sleeper = sleeper;
+        UserCounters counters = charge.counters();
+        this.counted = direction == Direction.READ ? counters.readBytes : counters.writeBytes;
+        this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
+        this.bucket = charge.bucket(direction);
     }
 
     String user() {
@@ -62,8 +69,11 @@ final class UserThrottler extends DataTransferThrottler {
     }
 
     private void ownThrottle(long bytes, Canceler canceler) {
-        charge.counters().addBytes(direction, bytes);
-        long waitNs = charge.bucket(direction).reserve(bytes, clock.nanoTime());
+        counted.add(bytes);
+        if (bucket.unlimited()) {
+            return;
+        }
+        long waitNs = bucket.reserve(bytes, clock.nanoTime());
         if (waitNs <= 0 || (canceler != null && canceler.isCancelled())) {
             return;
         }
@@ -73,7 +83,7 @@ final class UserThrottler extends DataTransferThrottler {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            charge.counters().addWait(direction, clock.nanoTime() - start);
+            waited.add(clock.nanoTime() - start);
         }
     }
 }

@@ -4,11 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.net.InetAddress;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 class IdentityTest {
     private static final Path PROC = Path.of("src/test/resources/proc");
@@ -55,6 +57,32 @@ class IdentityTest {
         assertEquals("bob", identity.resolve(policy(), null, "client.example/10.0.0.9:40000", "/10.0.0.1:9866"));
         assertNull(identity.resolve(policy(), null, "/10.0.0.9:40001", "/10.0.0.1:9866"));
         assertNull(identity.resolve(policy(), null, "/some/unix/socket", null));
+    }
+
+    @Test
+    void aConnectionsOwnerIsLookedUpOncePerConnection(@TempDir Path proc) throws Exception {
+        String header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+        String client = "   1: 0100007F:B26E 0100007F:2712 01 00000000:00000000 00:00000000 00000000 %d        0 1002 1\n";
+        Files.writeString(proc.resolve("tcp"), header + String.format(client, 64001));
+        Identity fresh = new Identity(new SocketOwners(proc, true));
+        assertEquals("alice", fresh.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002"));
+        String another = "   2: 0100007F:B26F 0100007F:2712 01 00000000:00000000 00:00000000 00000000 64002        0 1004 1\n";
+        Files.writeString(proc.resolve("tcp"), header + String.format(client, 64002) + another);
+        // The same connection (its DataXceiver thread and addresses): the first op's answer, no new lookup.
+        assertEquals("alice", fresh.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002"));
+        // Another connection, or the same addresses on another thread: looked up again.
+        assertEquals("bob", fresh.resolve(policy(), null, "/127.0.0.1:45679", "/127.0.0.1:10002"));
+        String[] elsewhere = new String[1];
+        Thread other = new Thread(() -> {
+            try {
+                elsewhere[0] = fresh.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002");
+            } catch (Exception e) {
+                elsewhere[0] = e.toString();
+            }
+        });
+        other.start();
+        other.join();
+        assertEquals("bob", elsewhere[0]);
     }
 
     @Test

@@ -91,6 +91,31 @@ class ThrottlerTest {
     }
 
     @Test
+    void concurrentBookingsShareTheRateWithoutLosingAny() throws Exception {
+        RateBucket bucket = new RateBucket(100_000_000L);  // 10 ns per byte
+        long now = 5_000_000_000L;
+        int threads = 4;
+        int each = 10_000;
+        long[] longest = new long[threads];
+        Thread[] workers = new Thread[threads];
+        for (int i = 0; i < threads; i++) {
+            int index = i;
+            workers[i] = new Thread(() -> {
+                for (int n = 0; n < each; n++) {
+                    longest[index] = Math.max(longest[index], bucket.reserve(1000, now));
+                }
+            });
+            workers[i].start();
+        }
+        for (Thread worker : workers) {
+            worker.join();
+        }
+        long last = java.util.Arrays.stream(longest).max().getAsLong();
+        // Every booking counted once: the last one is due after all bytes minus the burst credit.
+        assertEquals((long) threads * each * 1000 * 10 - RateBucket.BURST_NS, last);
+    }
+
+    @Test
     void hooksLeaveHadoopsThrottlerAloneOutsideAnOp() {
         CountingNodeWide original = new CountingNodeWide();
         Hooks.install(new Throttles(new Policy.Rates(0, 0), 0), new Identity(new SocketOwners(java.nio.file.Path.of("/nonexistent"))));
