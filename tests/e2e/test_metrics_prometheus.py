@@ -153,7 +153,7 @@ def test_the_agents_and_the_coordinator_report_their_state(observed):
     captured = prometheus.values("vnode_sync_agent_capture_latency_seconds_count", "node")
     assert captured["node1"] >= 2 and captured["node2"] >= 2
     assert prometheus.values("sum(vnode_sync_agent_reconcile_errors_total)", "") == {"": 0}
-    latency = prometheus.query('vnode_sync_coordinator_rpc_duration_seconds_count{method="ReportUsage"}')
+    latency = prometheus.query('vnode_sync_coordinator_rpc_duration_seconds_count{method="Register"}')
     assert float(latency[0]["value"][1]) > 0
 
 
