@@ -76,6 +76,11 @@ def test_a_storage_node_registers_only_as_itself_and_only_if_configured(tls_coor
             link.ReportUsage(pb.UsageReport(node_id="dn2"), timeout=5)
         assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert "the certificate names node 'dn1', the request node 'dn2'" in e.value.details()
+        # On the report stream each report is checked: one for another node ends the call.
+        with pytest.raises(grpc.RpcError) as e:
+            link.StreamUsage(iter([pb.UsageReport(node_id="dn1"), pb.UsageReport(node_id="dn2")]), timeout=5)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "the request node 'dn2'" in e.value.details()
     with tls_coordinator.channel("node", "dn9") as channel:
         with pytest.raises(grpc.RpcError) as e:
             pb_grpc.AgentLinkStub(channel).Register(pb.RegisterRequest(node_id="dn9"), timeout=5)

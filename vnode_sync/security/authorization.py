@@ -4,7 +4,8 @@ Rules (identities as in `vnode_sync.security.identity`):
 - admin:<name>     every Admin RPC, any user, any priority; no AgentLink RPC.
 - user:<name>      Status, ListUsers and Pressure, showing only their own user; SetPriority on
                    their own user, only to a value at or below their current priority.
-- node:<id>        Register, WatchDesiredState, ReportUsage for node_id == <id>, and
+- node:<id>        Register, WatchDesiredState, ReportUsage (also each report on StreamUsage)
+                   for node_id == <id>, and
                    only if <id> is a storage node configured on the coordinator.
 - compute:<host>   StartJob/EndJob with node == <host>, ReconcileJobs with
                    source == <host> (batch prologue/epilogue on that host), and
