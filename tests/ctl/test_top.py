@@ -4,6 +4,7 @@ and the live view redrawn in place."""
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 import time
@@ -87,6 +88,8 @@ def test_the_live_view_redraws_in_place_on_a_terminal_and_ends_cleanly(coordinat
     alice_held_bob_below(cluster, channel)
     pid, fd = pty.fork()
     if pid == 0:
+        # Ctrl-C must reach it even when this test runs in a background job (where SIGINT is ignored).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execv(sys.executable, [sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
                                   "top", "--interval", "0.2"])
     screen, deadline = b"", time.monotonic() + 20
