@@ -6,14 +6,19 @@ import signal
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry, ProcessCollector
+
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
+from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
+from vnode_sync.metrics.endpoint import MetricsEndpoint
+from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
 
@@ -35,6 +40,26 @@ def _block_devices(path: str, config: AgentConfig) -> dict[str, DeviceNumber]:
     return {device: numbers[device] for device in config.devices}
 
 
+class AgentMetrics:
+    """The endpoint is bound when the config is read (a taken address refuses at start, in one line);
+    it serves once the agent exists."""
+
+    def __init__(self, config: AgentConfig):
+        self.config = config
+        self.registry = CollectorRegistry()
+        self.endpoint = MetricsEndpoint(config.metrics.listen, self.registry,
+                                        endpoint_tls(config.metrics, config.security))
+
+    def serve(self, collector) -> None:
+        self.registry.register(collector)
+        ProcessCollector(registry=self.registry)
+        self.endpoint.start()
+        log.info("metrics at %s://%s/metrics", self.endpoint.scheme, self.endpoint.address)
+
+    def stop(self) -> None:
+        self.endpoint.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vnode-agent", description=__doc__)
     parser.add_argument("--config", required=True, help="agent YAML file")
@@ -45,10 +70,17 @@ def main(argv: list[str] | None = None) -> int:
         config = load_agent_config(args.config)
         devices = {} if args.teardown else _block_devices(args.config, config)
         configure(f"agent {config.node_id}", config.log_format)
+        metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
+            from vnode_sync.agents.compute.metrics import ComputeAgentCollector
             channel = client_channel(config.coordinator, config.security, f"compute {config.node_id}", log)
-            return run_compute_agent(config, channel)
+            try:
+                return run_compute_agent(config, channel, lambda agent: metrics and metrics.serve(
+                    ComputeAgentCollector(agent)))
+            finally:
+                if metrics:
+                    metrics.stop()
         backend = make_backend(config)
         if args.teardown:
             backend.teardown()
@@ -61,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vnode-agent: error: {e}", file=sys.stderr)
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
+    if metrics:
+        agent.reconciler.on_first_placement = CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed
+        metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)
     if config.fast_thread_moves and backend.placer is not None:
         try:
@@ -84,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             worker.join(0.5)
     finally:
         fast_moves.disable()
+        if metrics:
+            metrics.stop()
     if agent.failure:
         return EXIT_LOOP_FAILED
     log.info("stopped")

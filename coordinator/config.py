@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from vnode_sync import validation
 from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
                                        checked_by, load, parse)
+from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings
 
 MODES = ("throttle", "weight")
@@ -139,6 +140,13 @@ class CoordinatorConfig(SecuredSettings):
     """plain for people, json for a log collector."""
     audit_log: str = ""
     """Audit lines (who changed what, old and new value) also go to this file; "": the log only."""
+    metrics: MetricsSettings | None = None
+    """The Prometheus endpoint (docs/metrics.md); none: off."""
+
+    @model_validator(mode="after")
+    def _metrics_transport(self):
+        refuse_unasked_plaintext(self.metrics, self.security)
+        return self
 
     @model_validator(mode="after")
     def _each_once(self):

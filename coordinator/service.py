@@ -526,8 +526,10 @@ class CoordinatorServer:
     continue), `failed` is set with the reason and the owner should stop the process non-zero.
     """
 
-    def __init__(self, address: str, credentials: grpc.ServerCredentials | None):
+    def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
+                 interceptors: tuple[aio.ServerInterceptor, ...] = ()):
         self.failed = threading.Event()
+        self._interceptors = interceptors
         self.failure = ""
         self._credentials = credentials
         self._background: tuple[Task, ...] = ()
@@ -549,7 +551,7 @@ class CoordinatorServer:
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         _refuse_if_taken(address)
-        self._server = aio.server(options=SERVER_OPTIONS)
+        self._server = aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))
@@ -625,12 +627,13 @@ class CoordinatorServer:
 
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
-                  background: tuple[Task, ...] = ()) -> tuple[CoordinatorServer, int]:
+                  background: tuple[Task, ...] = (),
+                  interceptors: tuple[aio.ServerInterceptor, ...] = ()) -> tuple[CoordinatorServer, int]:
     """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
 
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
-    server = CoordinatorServer(address, credentials)
+    server = CoordinatorServer(address, credentials, interceptors)
     server.serve(cluster, background)
     return server, server.port

@@ -14,6 +14,7 @@ import pwd
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 import grpc
 
@@ -45,6 +46,10 @@ class ComputeAgent:
         self._stop = threading.Event()
         self._reported: list[pb.ConnectionOwner] | None = None
         self._placed: set[int] = set()
+        # For metrics: the last report's outcome, failed reports, job processes placed (cumulative).
+        self.reachable: bool | None = None
+        self.report_failures = 0
+        self.processes_placed = 0
 
     def report_connections(self) -> None:
         users = local_users(self.settings.min_uid)
@@ -57,8 +62,15 @@ class ComputeAgent:
             self.link.ReportConnections(pb.ConnectionReport(reporter=self.config.node_id, connections=owned),
                                         timeout=RPC_TIMEOUT_SECONDS)
             self._reported = owned
+            self.reachable = True
         except grpc.RpcError as e:
+            self.reachable = False
+            self.report_failures += 1
             log.warning("connection report not delivered (%s); retrying", e.code().name)
+
+    @property
+    def connections_reported(self) -> int:
+        return len(self._reported or ())
 
     def place_jobs(self) -> None:
         if self.backend is None:
@@ -71,7 +83,9 @@ class ComputeAgent:
                 by_user.setdefault(users[uid], []).append(pid)
         for user, pids in by_user.items():
             try:
-                self._placed |= place_processes(self.backend, user, pids, self.config.proc_root).pids
+                placed = place_processes(self.backend, user, pids, self.config.proc_root).pids
+                self.processes_placed += len(placed - self._placed)
+                self._placed |= placed
             except VNodeSyncError as e:
                 log.warning("placing %s's job processes: %s", user, e)
         self._placed &= set(processes)
@@ -96,7 +110,9 @@ class ComputeAgent:
         self._stop.set()
 
 
-def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
+def run_compute_agent(config: AgentConfig, channel: grpc.Channel,
+                      started: Callable[[ComputeAgent], None] = lambda agent: None) -> int:
+    """Run until SIGTERM; `started(agent)` is called once the agent exists (its metrics hook in there)."""
     settings = config.compute
     try:
         backend = make_backend(config)
@@ -105,6 +121,7 @@ def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
         log.warning("no job placement on this node: %s", e)
         backend = None
     agent = ComputeAgent(config, settings, backend, channel)
+    started(agent)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
     log.info("compute node %s: reporting connections to %s, placing jobs under %s", config.node_id,

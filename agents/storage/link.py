@@ -43,6 +43,11 @@ class Backoff:
         self.current = self.first
 
 
+# CoordinatorLink.state
+CONNECTING, CONNECTED, UNREACHABLE, REFUSED = "connecting", "connected", "unreachable", "refused"
+LINK_STATES = (CONNECTING, CONNECTED, UNREACHABLE, REFUSED)
+
+
 class CoordinatorLink:
     def __init__(self, address: str, register: Callable[[], pb.RegisterRequest],
                  on_state: Callable[[pb.DesiredState], None],
@@ -59,6 +64,7 @@ class CoordinatorLink:
         self._stop = threading.Event()
         self.known_generation = 0
         self._unreachable_logged = False
+        self.state = CONNECTING
         self._reports = threading.Condition()
         self._latest_report: pb.UsageReport | None = None
         self._report_call = 0   # which StreamUsage call takes reports now (an older one's iterator ends)
@@ -74,6 +80,7 @@ class CoordinatorLink:
                 self._stream = self.stub.WatchDesiredState(
                     pb.WatchRequest(node_id=request.node_id, known_generation=self.known_generation))
                 for state in self._stream:
+                    self.state = CONNECTED
                     if self._unreachable_logged:
                         log.info("coordinator %s reachable again", self.address)
                         self._unreachable_logged = False
@@ -85,8 +92,10 @@ class CoordinatorLink:
                     break
                 self.on_disconnect()
                 delay = backoff.next()
-                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
-                                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                refused = e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+                                       grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+                self.state = REFUSED if refused else UNREACHABLE
+                if refused:
                     log.error("coordinator %s refused this agent: %s; retrying in %.1fs",
                               self.address, e.details(), delay)
                 elif not self._unreachable_logged:
@@ -96,6 +105,7 @@ class CoordinatorLink:
                 self._stop.wait(delay)
             else:
                 self.on_disconnect()
+                self.state = UNREACHABLE
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
     def report(self, report: pb.UsageReport) -> None:

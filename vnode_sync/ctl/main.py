@@ -19,6 +19,7 @@ from vnode_sync import validation
 from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
 from vnode_sync.ctl.settings import load_ctl_settings
 from vnode_sync.ctl.tables import mb, render
+from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="only this storage node")
     p.add_argument("--per-node", action="store_true",
                    help=f"a line per user and node however many (above {STATUS_LINES_MAX:,}: one per user)")
+    add_top_command(sub)
     return parser
 
 
@@ -231,6 +233,8 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
                               "nodes": [node_json(n) for n in response.nodes]}, indent=2))
         else:
             _print_nodes(response.nodes)
+    elif args.command == "top":
+        run_top(args, stub, t)
     elif args.command == "status":
         request = pb.StatusRequest(max_entries=0 if args.per_node else STATUS_LINES_MAX, user=args.user or "",
                                    node=args.node or "")

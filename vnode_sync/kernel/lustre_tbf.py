@@ -28,7 +28,7 @@ from typing import Callable
 import yaml
 
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
@@ -671,7 +671,7 @@ class LustreTbfBackend:
         usage = {}
         for vnode, devices in self._counters(self.vnodes()).items():
             state = self.limit_state(vnode, devices)
-            usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held))
+            usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held), held_source=HELD_ESTIMATED)
         return usage
 
     def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:

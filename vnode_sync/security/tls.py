@@ -8,6 +8,7 @@ and clients require the coordinator's certificate (SAN DNS:coordinator) from the
 
 import ipaddress
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -75,6 +76,17 @@ class SecuredSettings(Settings):
 def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:
     ca, cert, key = files.read()
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
+def server_ssl_context(files: TlsFiles) -> ssl.SSLContext:
+    """A TLS server context (the metrics endpoint) that requires a client certificate from the CA."""
+    check_certificate(files.ca, files.cert, files.key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(files.cert, files.key)
+    context.load_verify_locations(files.ca)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def secure_channel(address: str, files: TlsFiles, options: list[tuple] = ()) -> grpc.Channel:
