@@ -219,3 +219,65 @@ def test_load_held_jobs_and_priorities_end_in_the_last_written_state(tmp_path):
         store.close()
         if state_dir != tmp_path:
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+# A real coordinator process whose job-expiry pass raises (injected: no store state makes a pass
+# raise on demand) the first `failures` times.
+FAILING_COORDINATOR = """
+import sys
+from vnode_sync import supervision
+from vnode_sync.coordinator import main
+from vnode_sync.coordinator.cluster import Cluster
+
+supervision.FIRST_RETRY_SECONDS = 0.05
+supervision.FAILURES_BEFORE_GIVING_UP = 4
+main.JOB_EXPIRY_CHECK_SECONDS = 0.05
+failures_left = int(sys.argv[1])
+real_expire = Cluster.expire_jobs
+
+def expire_jobs(self):
+    global failures_left
+    if failures_left:
+        failures_left -= 1
+        raise OSError("disk I/O error (injected)")
+    return real_expire(self)
+
+Cluster.expire_jobs = expire_jobs
+sys.exit(main.main(sys.argv[2:]))
+"""
+
+
+def _failing_coordinator(tmp_path, failures: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", FAILING_COORDINATOR, str(failures), "--config",
+                             write_config(tmp_path), "--print-port"], stdout=subprocess.PIPE,
+                            stderr=open(tmp_path / "coordinator.log", "wb"), text=True)
+
+
+def test_a_coordinator_pass_that_raises_is_retried_and_the_coordinator_keeps_serving(tmp_path):
+    process = _failing_coordinator(tmp_path, failures=2)
+    try:
+        port = int(process.stdout.readline())
+        log = tmp_path / "coordinator.log"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "recovered after 2 failed passes" not in log.read_text():
+            time.sleep(0.1)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=9),
+                                                          timeout=5).priority == 9
+        assert process.poll() is None
+    finally:
+        stop_process(process)
+    text = (tmp_path / "coordinator.log").read_text()
+    assert "job-expiry pass failed" in text and "disk I/O error (injected)" in text
+    assert "recovered after 2 failed passes" in text and "Traceback" not in text
+    assert process.returncode == 0
+
+
+def test_a_coordinator_loop_that_cannot_continue_exits_non_zero(tmp_path):
+    process = _failing_coordinator(tmp_path, failures=1_000)
+    try:
+        assert process.wait(30) == 3
+    finally:
+        stop_process(process)
+    text = (tmp_path / "coordinator.log").read_text()
+    assert "4 passes failed in a row" in text and "exiting 3 so the service manager restarts" in text
