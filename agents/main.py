@@ -6,17 +6,58 @@ import signal
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry, ProcessCollector
+
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
-from vnode_sync.agents.storage.config import load_agent_config
-from vnode_sync.errors import VNodeSyncError
+from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
+from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
+from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
+from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
+from vnode_sync.metrics.endpoint import MetricsEndpoint
+from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.tls import client_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
 
 log = logging.getLogger(__name__)
+
+
+def _block_devices(path: str, config: AgentConfig) -> dict[str, DeviceNumber]:
+    """The config's devices (and Lustre targets) as MAJ:MIN, checked before anything is made;
+    one that is not a block device here is refused like any other bad value in the file."""
+    keyed = {f"devices[{i}]": device for i, device in enumerate(config.devices)}
+    if config.backend == "lustre-tbf":
+        keyed.update({f"lustre.targets.{ost}": device for ost, device in config.lustre.targets.items()})
+    numbers = {}
+    for key, device in keyed.items():
+        try:
+            numbers[device] = device_number(device)
+        except NotFound as e:
+            raise InvalidSetting(path, key, repr(device), f"a block device on this host ({e})") from e
+    return {device: numbers[device] for device in config.devices}
+
+
+class AgentMetrics:
+    """The endpoint is bound when the config is read (a taken address refuses at start, in one line);
+    it serves once the agent exists."""
+
+    def __init__(self, config: AgentConfig):
+        self.config = config
+        self.registry = CollectorRegistry()
+        self.endpoint = MetricsEndpoint(config.metrics.listen, self.registry,
+                                        endpoint_tls(config.metrics, config.security))
+
+    def serve(self, collector) -> None:
+        self.registry.register(collector)
+        ProcessCollector(registry=self.registry)
+        self.endpoint.start()
+        log.info("metrics at %s://%s/metrics", self.endpoint.scheme, self.endpoint.address)
+
+    def stop(self) -> None:
+        self.endpoint.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,24 +68,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_agent_config(args.config)
+        devices = {} if args.teardown else _block_devices(args.config, config)
         configure(f"agent {config.node_id}", config.log_format)
+        metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
+            from vnode_sync.agents.compute.metrics import ComputeAgentCollector
             channel = client_channel(config.coordinator, config.security, f"compute {config.node_id}", log)
-            return run_compute_agent(config, channel)
+            try:
+                return run_compute_agent(config, channel, lambda agent: metrics and metrics.serve(
+                    ComputeAgentCollector(agent)))
+            finally:
+                if metrics:
+                    metrics.stop()
         backend = make_backend(config)
         if args.teardown:
             backend.teardown()
             FastMoves(config.fast_moves_mountpoint).disable()
             print(f"removed VNodes of {config.node_id} ({backend.name})")
             return 0
-        devices = {path: device_number(path) for path in config.devices}
         discovery = make_discovery(config)
         tls = tls_for_coordinator(config.security, config.coordinator, f"node {config.node_id}", log)
     except VNodeSyncError as e:
         print(f"vnode-agent: error: {e}", file=sys.stderr)
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
+    if metrics:
+        agent.reconciler.on_first_placement = CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed
+        metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)
     if config.fast_thread_moves and backend.placer is not None:
         try:
@@ -68,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             worker.join(0.5)
     finally:
         fast_moves.disable()
+        if metrics:
+            metrics.stop()
     if agent.failure:
         return EXIT_LOOP_FAILED
     log.info("stopped")

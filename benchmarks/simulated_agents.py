@@ -1,23 +1,25 @@
 """Simulated storage agents: real gRPC streams to a real coordinator, no cgroup work.
 
 Each agent registers, holds its WatchDesiredState stream and, as soon as a desired state
-arrives, has applied it (it enforces nothing) and reports its generation applied (a ReportUsage
-call), as a real agent does after a reconcile pass. Like a real agent, a failed call (refused,
+arrives, has applied it (it enforces nothing) and reports its generation applied on its
+StreamUsage call, as a real agent does after a reconcile pass; with REPORT_SECONDS it also
+reports that often, as a real agent's report_seconds. Like a real agent, a failed call (refused,
 timed out, stream ended) is retried with jittered backoff, so an agent never silently gives up.
 Many agents share one process on one asyncio loop (`run_agents`), a few hundred streams per
 channel, so one client process can hold thousands of streams.
 
-    python -m benchmarks.simulated_agents ADDRESS DEVICE FIRST COUNT
+    python -m benchmarks.simulated_agents ADDRESS DEVICE FIRST COUNT [REPORT_SECONDS]
 
 runs agents n<FIRST>..n<FIRST+COUNT-1>. Each time all of them have applied a generation it prints
 {"all_applied": generation} on a line (so a benchmark waits for "every agent applied" without
 polling the coordinator, which would load what it measures). When stdin closes or says "report",
-it prints, as one JSON line, {"applied": {generation: [unix times the agents had it]}, "reported":
-{generation: [unix times the coordinator acknowledged it]}, "retries": {what: count}}.
+it prints, as one JSON line, {"applied": {generation: [unix times the agents had it]},
+"retries": {what: count}}.
 """
 
 import asyncio
 import json
+import os
 import random
 import resource
 import sys
@@ -52,11 +54,10 @@ def raise_open_files_limit() -> int:
 
 @dataclass
 class Record:
-    """What the agents of one process saw: when each generation was applied and acknowledged."""
+    """What the agents of one process saw: when each generation was applied."""
 
     agents: int
     applied: dict[int, list[float]] = field(default_factory=dict)
-    reported: dict[int, list[float]] = field(default_factory=dict)
     retries: Counter = field(default_factory=Counter)
     _applied_by: dict[int, set[str]] = field(default_factory=dict)
 
@@ -69,35 +70,62 @@ class Record:
                 print(json.dumps({"all_applied": generation}), flush=True)
 
 
-async def simulated_agent(channel: aio.Channel, node: str, device: str, record: Record) -> None:
+async def _reporter(reports, node: str, applied: list[int], wake: asyncio.Event, every: float,
+                    record: Record) -> None:
+    """The agent's one writer on its report call: at once after a new state, and every `every` s
+    (0: only after a new state), as a real agent's report_seconds."""
+    try:
+        while True:
+            if every:
+                try:
+                    await asyncio.wait_for(wake.wait(), every * random.uniform(0.9, 1.1))
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                await wake.wait()
+            wake.clear()
+            await reports.write(pb.UsageReport(node_id=node, applied_generation=applied[0],
+                                               sampled_at_unix=time.time()))
+    except (grpc.RpcError, aio.UsageError, asyncio.InvalidStateError):
+        record.retries["StreamUsage failed"] += 1
+
+
+async def simulated_agent(channel: aio.Channel, node: str, device: str, record: Record,
+                          report_seconds: float = 0.0) -> None:
     link = pb_grpc.AgentLinkStub(channel)
     delay = RETRY_FIRST_SECONDS
     while True:
-        step = "Register"
+        step, reports, reporter = "Register", None, None
         try:
             await link.Register(pb.RegisterRequest(node_id=node, backend="simulated",
                                                    devices=[pb.Device(name=device)]), timeout=RPC_TIMEOUT_SECONDS)
-            step = "WatchDesiredState"
+            step, reports = "WatchDesiredState", link.StreamUsage()
+            applied, wake = [0], asyncio.Event()
+            reporter = asyncio.create_task(_reporter(reports, node, applied, wake, report_seconds, record))
             async for state in link.WatchDesiredState(pb.WatchRequest(node_id=node)):
                 record.agent_applied(node, state.generation)
                 delay = RETRY_FIRST_SECONDS
-                step = "ReportUsage"
-                await link.ReportUsage(pb.UsageReport(node_id=node, applied_generation=state.generation,
-                                                      sampled_at_unix=time.time()), timeout=RPC_TIMEOUT_SECONDS)
-                record.reported.setdefault(state.generation, []).append(time.time())
-                step = "WatchDesiredState"
+                applied[0] = state.generation
+                wake.set()
             record.retries["stream ended"] += 1
         except grpc.RpcError as e:
             record.retries[f"{step} {e.code().name}"] += 1
+        finally:
+            if reporter is not None:
+                reporter.cancel()
+            if reports is not None:
+                reports.cancel()
         await asyncio.sleep(delay * random.uniform(0.8, 1.2))
         delay = min(RETRY_CAP_SECONDS, delay * 2)
 
 
-async def run_agents(address: str, device: str, nodes: list[str], until: asyncio.Future) -> Record:
+async def run_agents(address: str, device: str, nodes: list[str], until: asyncio.Future,
+                     report_seconds: float = 0.0) -> Record:
     """Run the agents until `until` is done; returns what they saw."""
     record = Record(len(nodes))
     channels = [aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(0, len(nodes), STREAMS_PER_CHANNEL)]
-    agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, record))
+    agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, record,
+                                                  report_seconds))
               for i, node in enumerate(nodes)]
     await until
     for agent in agents:
@@ -108,7 +136,7 @@ async def run_agents(address: str, device: str, nodes: list[str], until: asyncio
     return record
 
 
-async def _main(address: str, device: str, first: int, count: int) -> None:
+async def _main(address: str, device: str, first: int, count: int, report_seconds: float) -> None:
     loop = asyncio.get_running_loop()
     until = loop.create_future()
     reader = asyncio.StreamReader()
@@ -118,13 +146,17 @@ async def _main(address: str, device: str, first: int, count: int) -> None:
         await reader.readline()  # "report" or end of input
         until.set_result(None)
     waiter = asyncio.create_task(wait_for_report())
-    record = await run_agents(address, device, [node_id(i) for i in range(first, first + count)], until)
+    record = await run_agents(address, device, [node_id(i) for i in range(first, first + count)], until,
+                              report_seconds)
     await waiter
-    print(json.dumps({"applied": record.applied, "reported": record.reported, "retries": record.retries}),
-          flush=True)
+    print(json.dumps({"applied": record.applied, "retries": record.retries}), flush=True)
 
+
+# Below the coordinator's CPU priority: on a site, agents are on other machines (see coordinator_scale).
+NICE = 10
 
 if __name__ == "__main__":
     raise_open_files_limit()
+    os.nice(NICE)
     address_, device_, first_, count_ = sys.argv[1:5]
-    asyncio.run(_main(address_, device_, int(first_), int(count_)))
+    asyncio.run(_main(address_, device_, int(first_), int(count_), float(sys.argv[5]) if len(sys.argv) > 5 else 0.0))

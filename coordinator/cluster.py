@@ -64,6 +64,7 @@ class Snapshot:
 
     generation: int
     users: tuple[UserRecord, ...]
+    names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
 
 
 class Cluster:
@@ -130,7 +131,7 @@ class Cluster:
         users = tuple(self.store.users())
         with self._lock:
             if generation > self._snapshot.generation:
-                self._snapshot = Snapshot(generation, users)
+                self._snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
                 self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
             return self._snapshot
 
@@ -143,7 +144,7 @@ class Cluster:
         key = (snapshot.generation, node.devices)
         with self._lock:
             if key not in self._templates:
-                template = build_desired_state(snapshot.generation, StorageNodeConfig("", node.devices),
+                template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}),
                                                snapshot.users, self.config.policy)
                 template.store_id = self._store_id
                 self._templates[key] = (template, template.SerializeToString())
@@ -260,9 +261,11 @@ class Cluster:
                                   f"one uid per user (remove {holder!r} first)")
 
     def _known_users(self, names, what: str) -> set[str]:
-        """The names among `names` that are users; unknown ones are logged once each and ignored."""
-        known = {u.name for u in self.refresh_snapshot().users}  # read once per generation, not per report
+        """The names among `names` that are users; unknown ones are logged once each and ignored,
+        names that cannot be users refused (InvalidArgument)."""
+        known = self.refresh_snapshot().names  # read once per generation, not per report
         for name in set(names) - known - {""}:
+            validation.user_name(name)   # garbage is refused; known names were checked when added
             if name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)
                 log.warning("%s names unknown user %r: ignored (logged once)", what, name)
@@ -295,13 +298,17 @@ class Cluster:
 
     def start_job(self, job_id: str, user: str, uid: int, node: str, account: str, queue: str,
                   requested_priority: int, actor: str, reservation_bps: int = 0) -> tuple[UserRecord, int]:
+        validation.label(job_id, "job id")
         validation.user_name(user)
         validation.uid(uid)
+        validation.node_id(node)
+        validation.label(account, "account", required=False)
+        validation.label(queue, "queue", required=False)
+        if requested_priority:   # 0: the job asked for nothing
+            validation.priority(requested_priority)
         validation.bandwidth(reservation_bps, "job reservation")
         if reservation_bps:
             self._admit(user, reservation_bps)
-        if not job_id or len(job_id) > 128:
-            raise InvalidArgument(f"invalid job id {job_id!r}: must be 1-128 characters")
         self._uid_free_for(user, uid)
         priority = self.job_priority(requested_priority, account, queue)
         generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority,
@@ -313,6 +320,9 @@ class Cluster:
         return record, priority or record.priority
 
     def end_job(self, job_id: str, node: str, actor: str) -> UserRecord | None:
+        validation.label(job_id, "job id")
+        if node:   # "": the job on every node
+            validation.node_id(node)
         generation, user = self.store.end_job(job_id, node)
         self._published(generation)
         audit.info("actor=%s action=end-job job=%s node=%s user=%s", actor, job_id, node, user)
@@ -322,6 +332,9 @@ class Cluster:
         if not node:
             raise InvalidArgument("ReconcileJobs needs a source (the node or batch system whose jobs these are); "
                                   "an empty source would drop every node's jobs")
+        validation.node_id(node)
+        for job_id in running:
+            validation.label(job_id, "job id")
         dropped = self.store.confirm_running_jobs(node, running)
         if dropped:
             self._published(self.store.generation())
@@ -363,12 +376,16 @@ class Cluster:
             self._nodes[node_id].streams -= 1
 
     def report_usage(self, report: pb.UsageReport) -> int:
+        """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self._node_config(report.node_id)
-        totals: dict[str, list[int]] = {}
         known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
+        if any(u.user and u.user not in known for u in report.usage):
+            kept = [u for u in report.usage if not u.user or u.user in known]
+            report = pb.UsageReport.FromString(report.SerializeToString())   # the caller's stays as sent
+            del report.usage[:]
+            report.usage.extend(kept)
+        totals: dict[str, list[int]] = {}
         for u in report.usage:
-            if u.user and u.user not in known:
-                continue
             t = totals.setdefault(u.user, [0, 0])
             t[0] += u.read_bytes
             t[1] += u.write_bytes
@@ -376,7 +393,6 @@ class Cluster:
         if self.allocator is not None and self.allocator.observe(report):
             self.allocation_wanted()
         self.pressure.observe(report, known)
-        self.pressure.forget_node_users(report.node_id, {h.user for h in report.held})
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation

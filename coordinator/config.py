@@ -3,210 +3,171 @@
 Users listed here are created on first start; later changes made with vnodectl are kept
 in the state database and win over this file. Storage nodes and their capacities are
 read from this file on every start: capacity is a property of hardware, set by the admin.
+Read by the one typed loader (vnode_sync.config_loading); each class below is one section.
 """
 
-from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import annotated_types as at
+from pydantic import Field, model_validator
 
 from vnode_sync import validation
-from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
-from vnode_sync.errors import ConfigError, InvalidArgument
-from vnode_sync.security.tls import TransportSecurity, parse_transport
+from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
+                                       checked_by, load, parse)
+from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
+from vnode_sync.security.tls import SecuredSettings
 
 MODES = ("throttle", "weight")
 ALLOCATIONS = ("static", "work-conserving")
 
-
-@dataclass(frozen=True)
-class DeviceCapacity:
-    name: str            # device path on the storage node, e.g. /dev/sdb
-    read_bps: int        # BW of Algorithm 1 for reads, bytes/s
-    write_bps: int
-    read_iops: int = 0   # 0: do not split iops
-    write_iops: int = 0
+Bandwidth = Annotated[int, at.Gt(0), at.Le(validation.RATE_MAX_BPS), Unit("bytes/s")]
+Iops = Annotated[int, at.Ge(0), at.Le(10**9), Unit("I/Os per second, 0: not split")]
+Endpoint = checked_by(validation.endpoint, "an IP address with a port (10.0.0.5:9866, [fd00::5]:9866), or an "
+                                           "address alone for every port")
 
 
-@dataclass(frozen=True)
-class StorageNodeConfig:
-    node_id: str
-    devices: tuple[DeviceCapacity, ...]
-    # Where clients reach this node's file system service, as compute nodes see it: (address,
-    # port or None for every port). A reported connection goes only to the nodes whose endpoints
-    # match its storage end; a node with none listed gets every connection (it cannot be told apart).
-    endpoints: tuple[tuple[str, int | None], ...] = ()
+class DeviceCapacity(Settings):
+    """One device of a storage node and what it can serve: BW of Algorithm 1."""
+
+    name: Annotated[str, at.MinLen(1)]
+    """Device path on the storage node, e.g. /dev/sdb."""
+    read_bps: Bandwidth
+    """Read bandwidth, bytes/s: what all users' read shares on this device add up to."""
+    write_bps: Bandwidth
+    """Write bandwidth, bytes/s."""
+    read_iops: Iops = 0
+    """Read I/Os per second to split too; 0 (the default) splits bandwidth only, as the paper does."""
+    write_iops: Iops = 0
+    """Write I/Os per second to split; 0: not split."""
 
 
-@dataclass(frozen=True)
-class SeedUser:
-    name: str
-    uid: int
-    priority: int
+class StorageNodeConfig(Settings):
+    """A storage node (DataNode, OSS) and its devices."""
+
+    id: NodeId
+    """The node's id, as its agent's `node_id` says."""
+    devices: Annotated[ListOf[DeviceCapacity], at.MinLen(1)]
+    """Its data devices; at least one, each listed once."""
+    endpoints: ListOf[Endpoint] = ()
+    """Where clients reach this node's file system service, as compute nodes see it: "address:port",
+    "[IPv6]:port" or an address alone (every port); kept as (address, port or None). A reported
+    connection goes only to the nodes whose endpoints match its storage end; a node with none
+    listed gets every connection (it cannot be told apart)."""
+
+    @model_validator(mode="after")
+    def _each_device_once(self):
+        names = [d.name for d in self.devices]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise Refused(f"devices[{i}].name", name, "a device not listed before on this node")
+        return self
+
+    @property
+    def node_id(self) -> str:
+        return self.id
+
+
+class SeedUser(Settings):
+    """A user created on the first start (later, vnodectl's changes win)."""
+
+    name: UserName
+    """POSIX user name; it ends up in cgroup paths, hence the strict pattern."""
+    uid: Uid
+    """The user's uid on storage nodes: how handler threads are told apart."""
+    priority: Priority = 10
+    """1..100, 100 highest; 10 leaves room both ways."""
     active: bool = False
+    """Whether the user has a share from the start; batch hooks switch it later."""
 
 
-@dataclass(frozen=True)
-class Policy:
-    mode: str = "throttle"
-    # Share of each device's BW that the default VNode (unidentified handler threads,
-    # inactive users) may use. Above 0 so that nothing is unthrottled by accident.
-    default_vnode_fraction: float = 0.1
-    # Priority a user gets when a batch job creates it and nothing else says.
-    default_priority: int = 10
-    account_priorities: dict = field(default_factory=dict)
-    queue_priorities: dict = field(default_factory=dict)
-    # Bounds a job's own requested priority is clamped into.
-    job_priority_min: int = 1
-    job_priority_max: int = 50
-    # A job not confirmed (started again or listed as running) for this long is dropped,
-    # so a lost epilogue cannot keep a user active forever. Seconds.
-    job_expiry_seconds: float = 86400.0
-    # "static": Algorithm 1 caps per node (the paper's). "work-conserving": cluster-wide weighted
-    # max-min from measured demand, with reservations and limits (docs/fair-shares.md; throttle mode).
-    allocation: str = "static"
-    control_seconds: float = 1.0     # the allocation loop's period
-    probe_fraction: float = 0.03     # of a node's BW every active user keeps, so its return is seen
-    hysteresis: float = 0.05         # a new allocation is pushed only if it differs by more than this
-    fallback_seconds: float = 30.0   # agents cut off this long go back to the static shares
+class Policy(Settings):
+    """How shares are computed: the `policy:` section."""
+
+    mode: Literal[MODES] = "throttle"
+    """throttle: bytes/s caps (the paper's Algorithm 1); weight: proportional BFQ weights."""
+    default_vnode_fraction: Annotated[float, at.Gt(0), at.Le(1)] = 0.1
+    """Share of each device's BW that the default VNode (unidentified handler threads,
+    inactive users) may use. Above 0 so that nothing is unthrottled by accident."""
+    default_priority: Priority = 10
+    """Priority a user gets when a batch job creates it and nothing else says."""
+    account_priorities: dict[str, Priority] = Field(default_factory=dict)
+    """Batch account -> priority for users its jobs create."""
+    queue_priorities: dict[str, Priority] = Field(default_factory=dict)
+    """Batch queue (partition) -> priority for users its jobs create."""
+    job_priority_min: Priority = 1
+    """Lowest priority a job may ask for itself; requests below are raised to it."""
+    job_priority_max: Priority = 50
+    """Highest priority a job may ask for itself: half the range, so admins keep the top."""
+    job_expiry_seconds: Annotated[float, at.Gt(0), Unit("seconds")] = 86400.0
+    """A job not confirmed (started again or listed as running) for this long is dropped, so a
+    lost epilogue cannot keep a user active forever. A day: longer than a cron reconcile gap."""
+    allocation: Literal[ALLOCATIONS] = "static"
+    """static: Algorithm 1 caps per node (the paper's). work-conserving: cluster-wide weighted
+    max-min from measured demand, with reservations and limits (docs/fair-shares.md; throttle mode)."""
+    control_seconds: Annotated[float, at.Ge(0.05), at.Le(3600.0), Unit("seconds")] = 1.0
+    """The allocation loop's period: as often as agents report usage."""
+    probe_fraction: Annotated[float, at.Ge(0.0), at.Le(0.5)] = 0.03
+    """Of a node's BW every active user keeps, so that its return is seen."""
+    hysteresis: Annotated[float, at.Ge(0.0), at.Le(0.5)] = 0.05
+    """A new allocation is pushed only if it differs by more than this fraction (no flapping)."""
+    fallback_seconds: Annotated[float, at.Ge(1.0), at.Le(86400.0), Unit("seconds")] = 30.0
+    """Agents cut off from the coordinator this long go back to the static shares."""
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.job_priority_min > self.job_priority_max:
+            raise Refused("job_priority_min", self.job_priority_min,
+                          f"at most job_priority_max ({self.job_priority_max})")
+        if self.allocation == "work-conserving" and self.mode != "throttle":
+            raise Refused("mode", self.mode, "throttle with allocation work-conserving (it sets bytes/s limits)")
+        return self
 
 
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    listen: str = "127.0.0.1:7070"
-    state_path: str = "/var/lib/vnode-sync/coordinator.sqlite"
-    policy: Policy = field(default_factory=Policy)
-    users: tuple[SeedUser, ...] = ()
-    storage_nodes: tuple[StorageNodeConfig, ...] = ()
-    log_format: str = "plain"
-    # tls: {ca, cert, key} for mutual TLS, or insecure: true; vnode-coordinator refuses neither.
-    security: TransportSecurity = field(default_factory=TransportSecurity)
-    # Audit lines (who changed what, old and new value) also go to this file; "" = the log only.
+class CoordinatorConfig(SecuredSettings):
+    """The coordinator's file (`vnode-coordinator --config`)."""
+
+    listen: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
+    """host:port to serve on; loopback by default, so nothing is exposed until configured."""
+    state_path: Annotated[str, at.MinLen(1)] = "/var/lib/vnode-sync/coordinator.sqlite"
+    """The SQLite state database (users, priorities, jobs, generation)."""
+    policy: Policy = Field(default_factory=Policy)
+    """How shares are computed (mode, allocation, batch defaults)."""
+    users: ListOf[SeedUser] = ()
+    """Users created on first start."""
+    storage_nodes: ListOf[StorageNodeConfig] = ()
+    """Every storage node and its devices' bandwidth."""
+    log_format: LogFormat = "plain"
+    """plain for people, json for a log collector."""
     audit_log: str = ""
+    """Audit lines (who changed what, old and new value) also go to this file; "": the log only."""
+    metrics: MetricsSettings | None = None
+    """The Prometheus endpoint (docs/metrics.md); none: off."""
+
+    @model_validator(mode="after")
+    def _metrics_transport(self):
+        refuse_unasked_plaintext(self.metrics, self.security)
+        return self
+
+    @model_validator(mode="after")
+    def _each_once(self):
+        _first_of_each("users", [u.name for u in self.users], "name", "a user name not listed before")
+        _first_of_each("users", [u.uid for u in self.users], "uid", "a uid no user listed before has")
+        _first_of_each("storage_nodes", [n.node_id for n in self.storage_nodes], "id", "a node id not listed before")
+        return self
 
     def node(self, node_id: str) -> StorageNodeConfig | None:
         return next((n for n in self.storage_nodes if n.node_id == node_id), None)
 
 
-def _priority_map(section: str, raw) -> dict:
-    raw = raw or {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{section} must be a mapping of name to priority")
-    try:
-        return {str(k): validation.priority(v) for k, v in raw.items()}
-    except InvalidArgument as e:
-        raise ConfigError(f"{section}: {e}") from e
+def _first_of_each(section: str, values: list, key: str, allowed: str) -> None:
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise Refused(f"{section}[{i}].{key}", value, allowed)
 
 
-def _policy(raw) -> Policy:
-    raw = raw or {}
-    reject_unknown_keys("policy", raw, set(Policy.__dataclass_fields__))
-    mode = typed("policy", "mode", raw.get("mode"), str, "throttle")
-    if mode not in MODES:
-        raise ConfigError(f"policy.mode {mode!r} is not one of {', '.join(MODES)}")
-    fraction = typed("policy", "default_vnode_fraction", raw.get("default_vnode_fraction"), float, 0.1)
-    if not 0 < fraction <= 1:
-        raise ConfigError(f"policy.default_vnode_fraction {fraction} must be in (0, 1]")
-    try:
-        default_priority = validation.priority(raw.get("default_priority", 10))
-        job_min = validation.priority(raw.get("job_priority_min", 1))
-        job_max = validation.priority(raw.get("job_priority_max", 50))
-    except InvalidArgument as e:
-        raise ConfigError(f"policy: {e}") from e
-    if job_min > job_max:
-        raise ConfigError(f"policy.job_priority_min {job_min} is above job_priority_max {job_max}")
-    expiry = typed("policy", "job_expiry_seconds", raw.get("job_expiry_seconds"), float, 86400.0)
-    if expiry <= 0:
-        raise ConfigError(f"policy.job_expiry_seconds {expiry} must be above 0")
-    allocation = typed("policy", "allocation", raw.get("allocation"), str, "static")
-    if allocation not in ALLOCATIONS:
-        raise ConfigError(f"policy.allocation {allocation!r} is not one of {', '.join(ALLOCATIONS)}")
-    if allocation == "work-conserving" and mode != "throttle":
-        raise ConfigError("policy.allocation work-conserving needs policy.mode throttle (it sets bytes/s limits)")
-    tuning = {}
-    for key, low, high in (("control_seconds", 0.05, 3600.0), ("probe_fraction", 0.0, 0.5),
-                           ("hysteresis", 0.0, 0.5), ("fallback_seconds", 1.0, 86400.0)):
-        value = typed("policy", key, raw.get(key), float, Policy.__dataclass_fields__[key].default)
-        if not low <= value <= high:
-            raise ConfigError(f"policy.{key} {value} must be in [{low}, {high}]")
-        tuning[key] = value
-    return Policy(mode, fraction, default_priority,
-                  _priority_map("policy.account_priorities", raw.get("account_priorities")),
-                  _priority_map("policy.queue_priorities", raw.get("queue_priorities")),
-                  job_min, job_max, expiry, allocation, **tuning)
-
-
-def _device(node_id: str, raw) -> DeviceCapacity:
-    section = f"storage_nodes[{node_id}].devices"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{section}: each device must be a mapping")
-    reject_unknown_keys(section, raw, {"name", "read_bps", "write_bps", "read_iops", "write_iops"})
-    name = typed(section, "name", raw.get("name"), str)
-    if not name:
-        raise ConfigError(f"{section}: a device needs a name (its path, e.g. /dev/sdb)")
-    try:
-        values = {k: validation.bandwidth(raw.get(k, 0), f"{section}[{name}].{k}")
-                  for k in ("read_bps", "write_bps", "read_iops", "write_iops")}
-    except InvalidArgument as e:
-        raise ConfigError(str(e)) from e
-    if not values["read_bps"] or not values["write_bps"]:
-        raise ConfigError(f"{section}[{name}] needs read_bps and write_bps above 0 (bytes/s)")
-    return DeviceCapacity(name, **values)
-
-
-def _node(raw) -> StorageNodeConfig:
-    if not isinstance(raw, dict):
-        raise ConfigError("storage_nodes: each node must be a mapping")
-    reject_unknown_keys("storage_nodes[]", raw, {"id", "devices", "endpoints"})
-    try:
-        node_id = validation.node_id(raw.get("id"))
-    except InvalidArgument as e:
-        raise ConfigError(f"storage_nodes: {e}") from e
-    devices = raw.get("devices") or []
-    if not isinstance(devices, list) or not devices:
-        raise ConfigError(f"storage_nodes[{node_id}] needs a list of devices")
-    parsed = tuple(_device(node_id, d) for d in devices)
-    if len({d.name for d in parsed}) != len(parsed):
-        raise ConfigError(f"storage_nodes[{node_id}] lists a device twice")
-    endpoints = raw.get("endpoints") or []
-    if not isinstance(endpoints, list):
-        raise ConfigError(f"storage_nodes[{node_id}].endpoints must be a list of address:port or address")
-    try:
-        return StorageNodeConfig(node_id, parsed, tuple(validation.endpoint(e) for e in endpoints))
-    except InvalidArgument as e:
-        raise ConfigError(f"storage_nodes[{node_id}].endpoints: {e}") from e
-
-
-def _user(raw) -> SeedUser:
-    if not isinstance(raw, dict):
-        raise ConfigError("users: each user must be a mapping")
-    reject_unknown_keys("users[]", raw, {"name", "uid", "priority", "active"})
-    try:
-        return SeedUser(validation.user_name(raw.get("name")), validation.uid(raw.get("uid")),
-                        validation.priority(raw.get("priority", 10)),
-                        bool(typed("users[]", "active", raw.get("active"), bool, False)))
-    except InvalidArgument as e:
-        raise ConfigError(f"users: {e}") from e
-
-
-def parse_config(raw: dict) -> CoordinatorConfig:
-    reject_unknown_keys("coordinator config", raw,
-                        {"listen", "state_path", "policy", "users", "storage_nodes", "log_format",
-                         "tls", "insecure", "audit_log"})
-    users = tuple(_user(u) for u in raw.get("users") or [])
-    if len({u.name for u in users}) != len(users):
-        raise ConfigError("users: a user is listed twice")
-    nodes = tuple(_node(n) for n in raw.get("storage_nodes") or [])
-    if len({n.node_id for n in nodes}) != len(nodes):
-        raise ConfigError("storage_nodes: a node id is listed twice")
-    log_format = typed("config", "log_format", raw.get("log_format"), str, "plain")
-    if log_format not in ("plain", "json"):
-        raise ConfigError(f"log_format {log_format!r} is not one of plain, json")
-    return CoordinatorConfig(
-        listen=typed("config", "listen", raw.get("listen"), str, "127.0.0.1:7070"),
-        state_path=typed("config", "state_path", raw.get("state_path"), str,
-                         "/var/lib/vnode-sync/coordinator.sqlite"),
-        policy=_policy(raw.get("policy")), users=users, storage_nodes=nodes, log_format=log_format,
-        security=parse_transport("config", raw.get("tls"), raw.get("insecure")),
-        audit_log=typed("config", "audit_log", raw.get("audit_log"), str, ""))
+def parse_config(raw: dict, source: str = "(coordinator config)") -> CoordinatorConfig:
+    return parse(raw, CoordinatorConfig, source)
 
 
 def load_config(path: str) -> CoordinatorConfig:
-    return parse_config(load_yaml_mapping(path))
+    return load(path, CoordinatorConfig)

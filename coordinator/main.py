@@ -7,13 +7,18 @@ import signal
 import sys
 import threading
 
+from prometheus_client import CollectorRegistry, ProcessCollector
+
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.service import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
-from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
+from vnode_sync.metrics.endpoint import MetricsEndpoint
+from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
 from vnode_sync.supervision import EXIT_LOOP_FAILED, PassSupervisor
@@ -78,14 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         configure("coordinator", config.log_format)
         if config.security.unset:
-            raise ConfigError(f"{args.config}: no tls section; the coordinator refuses to serve plaintext. "
-                              "Set tls: {ca, cert, key} or insecure: true (lab only)")
+            raise InvalidSetting(args.config, "tls", "nothing", "a tls section {ca, cert, key}, or insecure: "
+                                 "true (lab only); the coordinator refuses to serve plaintext otherwise")
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
-        # The address first: a second coordinator on it refuses before touching any state.
-        server = CoordinatorServer(args.listen or config.listen, credentials)
+        registry = CollectorRegistry()
+        rpc_metrics = (RpcMetrics(registry),) if config.metrics is not None else ()
+        # The addresses first: a second coordinator on them refuses before touching any state.
+        server = CoordinatorServer(args.listen or config.listen, credentials, rpc_metrics)
         port = server.port
+        endpoint = (MetricsEndpoint(config.metrics.listen, registry, endpoint_tls(config.metrics, config.security))
+                    if config.metrics is not None else None)
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
@@ -95,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         return 2
     server.start()
+    if endpoint is not None:
+        registry.register(CoordinatorCollector(cluster))
+        ProcessCollector(registry=registry)
+        endpoint.start()
+        log.info("metrics at %s://%s/metrics", endpoint.scheme, endpoint.address)
     if config.security.insecure:
         log.warning(INSECURE_WARNING, args.listen or config.listen)
     log.info("serving on port %d (%s), state in %s, generation %d, mode %s", port,
@@ -114,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log.info("stopping")
     server.stop(grace=STOP_GRACE_SECONDS)
+    if endpoint is not None:
+        endpoint.stop()
     store.close()
     return EXIT_LOOP_FAILED if server.failed.is_set() else 0
 

@@ -364,6 +364,20 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     def ReportUsage(self, request, caller):
         return pb.ReportAck(generation=self.cluster.report_usage(request))
 
+    async def StreamUsage(self, reports, context):
+        """Usage reports on one call; each is authorized and taken as a ReportUsage call is."""
+        caller, peer = caller_of(context), context.peer()
+        generation = self.cluster.generation()
+        async for report in reports:
+            if report is None:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "StreamUsage: not a valid UsageReport message")
+            try:
+                self.access.authorize("ReportUsage", caller, report, peer)
+                generation = self.cluster.report_usage(report)
+            except VNodeSyncError as e:
+                await _abort(context, "StreamUsage", e)
+        return pb.ReportAck(generation=generation)
+
     @_loop_rpc
     def ReportConnections(self, request, caller):
         generation = self.cluster.report_connections(request.reporter, list(request.connections))
@@ -469,7 +483,8 @@ def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) 
     handlers = {}
     for method in pb.DESCRIPTOR.services_by_name[service_name].methods:
         response = getattr(pb, method.output_type.name)
-        make = grpc.unary_stream_rpc_method_handler if method.server_streaming else grpc.unary_unary_rpc_method_handler
+        make = {(False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+                (True, False): grpc.stream_unary_rpc_method_handler}[method.client_streaming, method.server_streaming]
         handlers[method.name] = make(
             getattr(servicer, method.name), request_deserializer=_decoder(getattr(pb, method.input_type.name)),
             response_serializer=bytes if method.name in raw_responses else response.SerializeToString)
@@ -511,8 +526,10 @@ class CoordinatorServer:
     continue), `failed` is set with the reason and the owner should stop the process non-zero.
     """
 
-    def __init__(self, address: str, credentials: grpc.ServerCredentials | None):
+    def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
+                 interceptors: tuple[aio.ServerInterceptor, ...] = ()):
         self.failed = threading.Event()
+        self._interceptors = interceptors
         self.failure = ""
         self._credentials = credentials
         self._background: tuple[Task, ...] = ()
@@ -534,7 +551,7 @@ class CoordinatorServer:
 
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         _refuse_if_taken(address)
-        self._server = aio.server(options=SERVER_OPTIONS)
+        self._server = aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))
@@ -610,12 +627,13 @@ class CoordinatorServer:
 
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
-                  background: tuple[Task, ...] = ()) -> tuple[CoordinatorServer, int]:
+                  background: tuple[Task, ...] = (),
+                  interceptors: tuple[aio.ServerInterceptor, ...] = ()) -> tuple[CoordinatorServer, int]:
     """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
 
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
-    server = CoordinatorServer(address, credentials)
+    server = CoordinatorServer(address, credentials, interceptors)
     server.serve(cluster, background)
     return server, server.port

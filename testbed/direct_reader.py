@@ -25,17 +25,22 @@ def set_comm(name: str) -> None:
     libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
-def stream(fd: int, size: int, seconds: float, warmup: float) -> tuple[int, float]:
-    """Read sequentially (wrapping at `size`) for warmup+seconds; count only after warmup."""
+def stream(fd: int, size: int, seconds: float, warmup: float, pace: float = 0.0) -> tuple[int, float]:
+    """Read sequentially (wrapping at `size`) for warmup+seconds; count only after warmup.
+    `pace`: read no faster than this many bytes/s (0: as fast as the device and its throttle allow)."""
     buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT requires
     offset = 0
     start = time.monotonic()
-    counted, measure_from = 0, start + warmup
+    counted, measure_from, read = 0, start + warmup, 0
     while True:
         now = time.monotonic()
         if now >= measure_from + seconds:
             return counted, now - measure_from
+        if pace and read > pace * (now - start):
+            time.sleep(min(0.05, read / pace - (now - start)))
+            continue
         n = os.preadv(fd, [buf], offset)
+        read += max(n, 0)
         if n <= 0:
             offset = 0
             continue
@@ -51,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="vsreader", help="thread name (comm), at most 15 characters")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds before counting starts")
+    parser.add_argument("--bytes-per-second", type=float, default=0.0,
+                        help="read no faster than this (a user well below its share); 0: as fast as allowed")
     parser.add_argument("--start-delay", type=float, default=0.0,
                         help="seconds to wait after dropping privileges, so an agent can place this thread")
     args = parser.parse_args(argv)
@@ -61,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     os.setresuid(args.uid, args.uid, args.uid)
     set_comm(args.name)
     time.sleep(args.start_delay)
-    counted, elapsed = stream(fd, size, args.seconds, args.warmup)
+    counted, elapsed = stream(fd, size, args.seconds, args.warmup, args.bytes_per_second)
     print(json.dumps({"bytes": counted, "seconds": round(elapsed, 3),
                       "bytes_per_second": round(counted / elapsed, 1)}), flush=True)
     return 0

@@ -83,6 +83,7 @@ class LocalCluster:
                 {"name": d, "read_bps": n.read_bps, "write_bps": n.write_bps} for d in n.devices],
                 **({"endpoints": list(n.endpoints)} if n.endpoints else {})}
                 for n in self.nodes],
+            **{k: v for k, v in self.coordinator_settings.items() if k != "policy"},   # e.g. metrics
         })
 
     def agent_config(self, node: LocalNode) -> str:

@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRODUCT_PACKAGES = {"agents", "batch", "coordinator", "ctl", "datanode", "kernel", "security", "wire"}
+PRODUCT_PACKAGES = {"agents", "batch", "coordinator", "ctl", "datanode", "kernel", "metrics", "security", "wire"}
 
 
 @pytest.fixture(scope="module")

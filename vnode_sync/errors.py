@@ -17,6 +17,15 @@ class ConfigError(InvalidArgument):
     """A configuration file cannot be read or does not validate."""
 
 
+class InvalidSetting(ConfigError):
+    """A config file, or one value in it, is not acceptable: one line naming the file, the key
+    path (`discovery.poll_seconds`, or `(whole file)`), the value given and what is allowed."""
+
+    def __init__(self, source: str, key: str, given: str, allowed: str):
+        super().__init__(f"config {source}: {key}: got {given}; allowed: {allowed}")
+        self.source, self.key, self.given, self.allowed = source, key, given, allowed
+
+
 class Unavailable(VNodeSyncError):
     """A peer (coordinator, agent, daemon) cannot be reached; retrying may help."""
 

@@ -12,6 +12,14 @@ from vnode_sync.errors import InvalidArgument
 PRIORITY_MIN = 1
 PRIORITY_MAX = 100
 USER_NAME_MAX = 32  # useradd's limit on Linux
+UID_MAX = 2**32 - 2  # (uid_t)-1 means "no uid" to the kernel
+# No device or node serves more than 1 TB/s; a larger figure is a typo (or an overflow waiting to happen).
+RATE_MAX_BPS = 10**12
+
+USER_NAME_ALLOWED = (f"1-{USER_NAME_MAX} characters from a-z, 0-9, '_', '-', starting with a letter or '_' "
+                     "(a POSIX user name)")
+NODE_ID_ALLOWED = "1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'"
+UID_ALLOWED = f"a whole number from 1 to {UID_MAX} (not root)"
 
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?")
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -20,9 +28,7 @@ _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 def user_name(value: str) -> str:
     if not isinstance(value, str) or len(value) > USER_NAME_MAX or not _USER_NAME.fullmatch(value):
         shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
-        raise InvalidArgument(
-            f"invalid user name {shown!r}: use 1-{USER_NAME_MAX} characters from a-z, 0-9, '_', '-', "
-            "starting with a letter or '_'")
+        raise InvalidArgument(f"invalid user name {shown!r}: use {USER_NAME_ALLOWED}")
     return value
 
 
@@ -41,21 +47,37 @@ def priority(value) -> int:
 
 def uid(value) -> int:
     """Root (0) is refused: root-owned threads include the file system's own, never one user's."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**32 - 1:
-        raise InvalidArgument(f"invalid uid {value!r}: must be an integer from 1 to 4294967294 (not root)")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= UID_MAX:
+        raise InvalidArgument(f"invalid uid {value!r}: must be {UID_ALLOWED}")
     return value
 
 
 def node_id(value: str) -> str:
     if not isinstance(value, str) or not _NODE_ID.fullmatch(value):
-        raise InvalidArgument(
-            f"invalid node id {value!r}: use 1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'")
+        raise InvalidArgument(f"invalid node id {value!r}: use {NODE_ID_ALLOWED}")
+    return value
+
+
+BANDWIDTH_ALLOWED = f"a whole number of bytes/s from 0 to {RATE_MAX_BPS} (1 TB/s)"
+
+
+_LABEL = re.compile(r"[!-~]*")   # printable ASCII, no space: it is written into audit and log lines
+LABEL_MAX = 128
+
+
+def label(value: str, what: str, required: bool = True) -> str:
+    """A job id, batch account or queue name: 1-128 printable ASCII characters, no whitespace."""
+    if not isinstance(value, str) or len(value) > LABEL_MAX or not _LABEL.fullmatch(value) \
+            or (required and not value):
+        shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
+        raise InvalidArgument(f"invalid {what} {shown!r}: use {'1' if required else '0'}-{LABEL_MAX} printable "
+                              "ASCII characters without spaces")
     return value
 
 
 def bandwidth(value, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgument(f"invalid {what} {value!r}: must be a whole number of bytes/s, 0 or more")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= RATE_MAX_BPS:
+        raise InvalidArgument(f"invalid {what} {value!r}: must be {BANDWIDTH_ALLOWED}")
     return value
 
 
@@ -72,8 +94,8 @@ def rate(value: str, what: str = "rate") -> int:
     if not match or match.group(2) not in _RATE_UNITS:
         raise InvalidArgument(f"invalid {what} {value!r}: use bytes/s like 15MB/s, 800KB/s, 1GiB/s, or none")
     bps = int(float(match.group(1)) * _RATE_UNITS[match.group(2)])
-    if bps >= 1 << 63:
-        raise InvalidArgument(f"invalid {what} {value!r}: too large")
+    if bps > RATE_MAX_BPS:
+        raise InvalidArgument(f"invalid {what} {value!r}: above 1TB/s, more than any node serves")
     return bps
 
 

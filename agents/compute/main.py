@@ -14,16 +14,16 @@ import pwd
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import grpc
 
 from vnode_sync.agents.compute.connections import storage_connections
 from vnode_sync.agents.compute.placement import job_processes, place_processes, placer_of
+from vnode_sync.agents.compute.settings import ComputeSettings
 from vnode_sync.agents.plugins import make_backend
 from vnode_sync.agents.storage.config import AgentConfig
-from vnode_sync.config_loading import reject_unknown_keys, typed
-from vnode_sync.errors import ConfigError, VNodeSyncError
+from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
@@ -32,41 +32,6 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class ComputeSettings:
-    # Storage endpoints whose connections are reported: "host:port", or ":port" for any host.
-    storage_endpoints: tuple[tuple[str | None, int], ...]
-    # Lowest uid that is a user (system accounts and root are never reported or placed).
-    min_uid: int = 1000
-    # How often connections are looked at, seconds: a new connection's bytes go to the
-    # storage node's default VNode until its owner arrives there.
-    connection_seconds: float = 0.1
-    # How often job processes are placed, seconds.
-    placement_seconds: float = 1.0
-
-    @classmethod
-    def parse(cls, raw: dict) -> "ComputeSettings":
-        reject_unknown_keys("compute", raw, {"storage_endpoints", "min_uid", "connection_seconds",
-                                             "placement_seconds"})
-        endpoints = []
-        for text in raw.get("storage_endpoints") or []:
-            host, _, port = str(text).rpartition(":")
-            if not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError(f"compute.storage_endpoints: {text!r} is not host:port or :port")
-            endpoints.append((host.strip("[]") or None, int(port)))
-        if not endpoints:
-            raise ConfigError("compute.storage_endpoints needs at least one host:port (e.g. ':9866')")
-        min_uid = raw.get("min_uid", 1000)
-        if not isinstance(min_uid, int) or min_uid < 1:
-            raise ConfigError(f"compute.min_uid {min_uid!r} must be a uid of 1 or more")
-        every = {}
-        for key, default in (("connection_seconds", 0.1), ("placement_seconds", 1.0)):
-            every[key] = typed("compute", key, raw.get(key), float, default)
-            if every[key] <= 0:
-                raise ConfigError(f"compute.{key} must be above 0, got {every[key]!r}")
-        return cls(tuple(endpoints), min_uid, every["connection_seconds"], every["placement_seconds"])
 
 
 def local_users(min_uid: int) -> dict[int, str]:
@@ -81,20 +46,31 @@ class ComputeAgent:
         self._stop = threading.Event()
         self._reported: list[pb.ConnectionOwner] | None = None
         self._placed: set[int] = set()
+        # For metrics: the last report's outcome, failed reports, job processes placed (cumulative).
+        self.reachable: bool | None = None
+        self.report_failures = 0
+        self.processes_placed = 0
 
     def report_connections(self) -> None:
         users = local_users(self.settings.min_uid)
         owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user,
                                     server_address=c.server_address, server_port=c.server_port)
-                 for c in storage_connections(users, self.settings.storage_endpoints, self.config.proc_root)]
+                 for c in storage_connections(users, self.settings.endpoints, self.config.proc_root)]
         if owned == self._reported:
             return
         try:
             self.link.ReportConnections(pb.ConnectionReport(reporter=self.config.node_id, connections=owned),
                                         timeout=RPC_TIMEOUT_SECONDS)
             self._reported = owned
+            self.reachable = True
         except grpc.RpcError as e:
+            self.reachable = False
+            self.report_failures += 1
             log.warning("connection report not delivered (%s); retrying", e.code().name)
+
+    @property
+    def connections_reported(self) -> int:
+        return len(self._reported or ())
 
     def place_jobs(self) -> None:
         if self.backend is None:
@@ -107,7 +83,9 @@ class ComputeAgent:
                 by_user.setdefault(users[uid], []).append(pid)
         for user, pids in by_user.items():
             try:
-                self._placed |= place_processes(self.backend, user, pids, self.config.proc_root).pids
+                placed = place_processes(self.backend, user, pids, self.config.proc_root).pids
+                self.processes_placed += len(placed - self._placed)
+                self._placed |= placed
             except VNodeSyncError as e:
                 log.warning("placing %s's job processes: %s", user, e)
         self._placed &= set(processes)
@@ -132,8 +110,10 @@ class ComputeAgent:
         self._stop.set()
 
 
-def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
-    settings = ComputeSettings.parse(config.compute)
+def run_compute_agent(config: AgentConfig, channel: grpc.Channel,
+                      started: Callable[[ComputeAgent], None] = lambda agent: None) -> int:
+    """Run until SIGTERM; `started(agent)` is called once the agent exists (its metrics hook in there)."""
+    settings = config.compute
     try:
         backend = make_backend(config)
         placer_of(backend)
@@ -141,10 +121,11 @@ def run_compute_agent(config: AgentConfig, channel: grpc.Channel) -> int:
         log.warning("no job placement on this node: %s", e)
         backend = None
     agent = ComputeAgent(config, settings, backend, channel)
+    started(agent)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: agent.stop())
     log.info("compute node %s: reporting connections to %s, placing jobs under %s", config.node_id,
-             ", ".join(f"{h or '*'}:{p}" for h, p in settings.storage_endpoints), config.cgroup_subtree)
+             ", ".join(f"{h or '*'}:{p}" for h, p in settings.endpoints), config.cgroup_subtree)
     try:
         agent.run()
     except LoopFailed as e:

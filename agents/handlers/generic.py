@@ -3,8 +3,13 @@
 import os
 import re
 from collections.abc import Iterable
+from typing import Annotated, Literal
+
+import annotated_types as at
+from pydantic import AfterValidator, Field
 
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
+from vnode_sync.config_loading import Allowed, ListOf, Settings, UserName
 from vnode_sync.kernel.procfs import read_text, task_ids
 
 
@@ -25,6 +30,27 @@ def threads_of(proc_root: str, pid: int) -> list[int]:
 def thread_comm(proc_root: str, pid: int, tid: int) -> str | None:
     comm = read_text(os.path.join(proc_root, str(pid), "task", str(tid), "comm"))
     return comm.rstrip("\n") if comm is not None else None
+
+
+def _pattern(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise ValueError(f"a regular expression ({e})") from e
+    return text
+
+
+class GenericDiscoverySettings(Settings):
+    """The `discovery:` section with kind: generic (the default); each key is a GenericDiscovery argument."""
+
+    kind: Literal["generic"] = "generic"
+    comm_pattern: Annotated[str, AfterValidator(_pattern), Allowed("a regular expression matching whole thread names")] \
+        | None = None
+    """Threads whose name (comm) matches this whole are handler threads; unset: none by name."""
+    pids: ListOf[Annotated[int, at.Gt(0)]] = ()
+    """Processes all of whose threads are handler threads."""
+    uid_map: dict[Annotated[int, at.Ge(1)], UserName] = Field(default_factory=dict)
+    """uid -> user for owners the coordinator does not know (it is asked first)."""
 
 
 class GenericDiscovery(PollingWait):

@@ -56,13 +56,16 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from dataclasses import dataclass
 from threading import Lock
+from typing import Annotated, Literal
+
+import annotated_types as at
 
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory
 from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
 from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
                                                 sockets_in_use, tcp_sockets)
-from vnode_sync.errors import ConfigError
+from vnode_sync.config_loading import Seconds, Settings
 from vnode_sync.kernel.procfs import read_text
 
 log = logging.getLogger(__name__)
@@ -160,6 +163,29 @@ def accepting_threads(proc_root: str, pid: int, port: int, tids: list[int] | Non
             if sockets_in_use(proc_root, pid, tid) & listening]
 
 
+class HdfsDiscoverySettings(Settings):
+    """The `discovery:` section with kind: hdfs; each key is an HdfsDiscovery argument."""
+
+    kind: Literal["hdfs"] = "hdfs"
+    pid: Annotated[int, at.Gt(0)] | None = None
+    """The DataNode's pid, where it is fixed (tests); unset: found by pid_file or command line."""
+    pid_file: Annotated[str, at.MinLen(1)] | None = None
+    """The DataNode's pid file (HADOOP_PID_DIR/hadoop-hdfs-datanode.pid)."""
+    cmdline_contains: Annotated[str, at.MinLen(1)] | None = None
+    """Text in the DataNode's command line, to pick one where a host runs several (its conf dir)."""
+    data_port: Annotated[int, at.Ge(1), at.Le(65535)] | None = None
+    """dfs.datanode.address's port; unset: read from the DataNode's hdfs-site.xml, else learnt."""
+    events: Literal["auto", "netlink", "poll"] = "auto"
+    """Where thread births come from: netlink's proc connector when it works, else polling /proc."""
+    poll_seconds: Seconds = 0.002
+    """Polling interval without netlink, and the retry while a young thread is not linked yet:
+    2 ms, so a new handler's first bytes are mostly charged to its user."""
+    settle_seconds: Seconds = 2.0
+    """How long a thread counts as young (its connection may not be visible yet)."""
+    spawner_in_default: bool = True
+    """Keep the DataXceiverServer thread in the default VNode (see "Born throttled" above)."""
+
+
 class HdfsDiscovery:
     """DataXceiver threads of one DataNode, found by pid, pid file, or command line.
 
@@ -179,10 +205,6 @@ class HdfsDiscovery:
                  cmdline_contains: str | None = None, data_port: int | None = None,
                  events: str = "auto", poll_seconds: float = 0.002, settle_seconds: float = 2.0,
                  spawner_in_default: bool = True):
-        if data_port is not None and not 0 < int(data_port) < 65536:
-            raise ConfigError(f"discovery (hdfs): data_port {data_port} is not a TCP port (1..65535)")
-        if settle_seconds <= 0 or poll_seconds <= 0:
-            raise ConfigError("discovery (hdfs): poll_seconds and settle_seconds must be above 0")
         self.proc_root = proc_root
         self.fixed_pid = int(pid) if pid is not None else None
         self.pid_file = pid_file

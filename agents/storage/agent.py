@@ -42,6 +42,7 @@ class StorageAgent:
         # allocation is kept this long at most (Allocation.fallback_seconds), then the static shares.
         self._cut_off_since: float | None = None
         self._received: pb.DesiredState | None = None   # the last state applied, as the coordinator sent it
+        self.failed_passes = 0   # reconcile passes that raised (retried with backoff), for metrics
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
 
@@ -126,6 +127,7 @@ class StorageAgent:
                 self.loops._fail(str(e))
                 break
             except Exception as e:  # noqa: BLE001 - logged with context, retried with backoff
+                self.failed_passes += 1
                 try:
                     delay = supervisor.failed(e)
                 except LoopFailed as failed:

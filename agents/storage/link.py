@@ -3,6 +3,10 @@
 The agent dials out and listens on nothing, so only the coordinator it was configured
 with can give it instructions. While the coordinator is unreachable the agent keeps
 the last state it had and retries with capped, jittered exponential backoff.
+
+Usage reports go on one long-lived StreamUsage call (a report is then one message to the
+coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
+newer one, since each report is the whole current picture.
 """
 
 import logging
@@ -39,6 +43,11 @@ class Backoff:
         self.current = self.first
 
 
+# CoordinatorLink.state
+CONNECTING, CONNECTED, UNREACHABLE, REFUSED = "connecting", "connected", "unreachable", "refused"
+LINK_STATES = (CONNECTING, CONNECTED, UNREACHABLE, REFUSED)
+
+
 class CoordinatorLink:
     def __init__(self, address: str, register: Callable[[], pb.RegisterRequest],
                  on_state: Callable[[pb.DesiredState], None],
@@ -55,6 +64,12 @@ class CoordinatorLink:
         self._stop = threading.Event()
         self.known_generation = 0
         self._unreachable_logged = False
+        self.state = CONNECTING
+        self._reports = threading.Condition()
+        self._latest_report: pb.UsageReport | None = None
+        self._report_call = 0   # which StreamUsage call takes reports now (an older one's iterator ends)
+        self._reporter = threading.Thread(target=self._send_reports, name="usage-reports", daemon=True)
+        self._reporter.start()
 
     def run(self) -> None:
         backoff = Backoff()
@@ -65,6 +80,7 @@ class CoordinatorLink:
                 self._stream = self.stub.WatchDesiredState(
                     pb.WatchRequest(node_id=request.node_id, known_generation=self.known_generation))
                 for state in self._stream:
+                    self.state = CONNECTED
                     if self._unreachable_logged:
                         log.info("coordinator %s reachable again", self.address)
                         self._unreachable_logged = False
@@ -76,8 +92,10 @@ class CoordinatorLink:
                     break
                 self.on_disconnect()
                 delay = backoff.next()
-                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
-                                grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+                refused = e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT,
+                                       grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED)
+                self.state = REFUSED if refused else UNREACHABLE
+                if refused:
                     log.error("coordinator %s refused this agent: %s; retrying in %.1fs",
                               self.address, e.details(), delay)
                 elif not self._unreachable_logged:
@@ -87,18 +105,46 @@ class CoordinatorLink:
                 self._stop.wait(delay)
             else:
                 self.on_disconnect()
+                self.state = UNREACHABLE
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
-    def report(self, report: pb.UsageReport) -> bool:
-        try:
-            self.stub.ReportUsage(report, timeout=RPC_TIMEOUT_SECONDS)
-            return True
-        except grpc.RpcError as e:
-            log.debug("usage report not delivered: %s", e.code().name)
-            return False
+    def report(self, report: pb.UsageReport) -> None:
+        """Send `report` on the report stream (replacing one not yet sent)."""
+        with self._reports:
+            self._latest_report = report
+            self._reports.notify_all()
+
+    def _reports_of_call(self, call: int):
+        """The request iterator of one StreamUsage call: ends when stopping or when a newer call took over."""
+        while True:
+            with self._reports:
+                while self._latest_report is None and call == self._report_call and not self._stop.is_set():
+                    self._reports.wait()
+                if call != self._report_call or self._stop.is_set():
+                    return
+                report, self._latest_report = self._latest_report, None
+            yield report
+
+    def _send_reports(self) -> None:
+        backoff = Backoff()
+        while not self._stop.is_set():
+            with self._reports:
+                self._report_call += 1
+                call = self._report_call
+                self._reports.notify_all()   # the previous call's iterator ends
+            try:
+                self.stub.StreamUsage(self._reports_of_call(call))
+                backoff.reset()
+            except grpc.RpcError as e:
+                if self._stop.is_set():
+                    break
+                log.debug("usage reports not delivered (%s); a new report stream follows", e.code().name)
+                self._stop.wait(backoff.next())
 
     def stop(self) -> None:
         self._stop.set()
+        with self._reports:
+            self._reports.notify_all()
         if self._stream is not None:
             self._stream.cancel()
-        self.channel.close()
+        self.channel.close()   # ends a report call still open

@@ -4,13 +4,17 @@ Each pass compares desired with actual and fixes the difference: VNodes made or
 removed, limits set, handler threads placed, threads no longer ours released.
 """
 
+import collections
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
+from vnode_sync.agents.storage.held import HeldClock, HeldState
 from vnode_sync.errors import ThreadGone, VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, LimitEnforcer, ThreadPlacer, user_of_vnode, vnode_name
+from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
+                                       user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
@@ -22,6 +26,20 @@ def user_directory_of(state: pb.DesiredState) -> UserDirectory:
     return UserDirectory(users_by_uid={u.uid: u.name for u in state.users},
                     active_users={v.user for v in state.vnodes},
                     connections={(c.client_address, c.client_port): c.user for c in state.connections})
+
+
+_HELD_SOURCE = {HELD_MEASURED: pb.HELD_SOURCE_MEASURED}
+
+
+@dataclass(frozen=True)
+class UsageSample:
+    """One usage report's view of every VNode, kept for the metrics endpoint to read at scrape time."""
+
+    sampled_at: float                         # unix seconds
+    usage: dict[str, VNodeUsage]              # VNode -> its counters
+    held: dict[str, HeldState]                # VNodes with a limit (or a measured wait)
+    limits: dict[str, list[DeviceLimits]]     # VNode -> the limits in force (static shares or allocation)
+    threads: dict[str, int]                   # VNode -> handler threads placed there (placing backends)
 
 
 @dataclass
@@ -37,6 +55,14 @@ class Reconciler:
     placed: dict[int, str] = field(default_factory=dict)
     # processes a per-process backend must not move (they serve several users), with the reason
     shared_processes: dict[int, str] = field(default_factory=dict)
+    # VNode -> the limits of the last pass, as the desired state gives them
+    limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
+    held_clock: HeldClock = field(default_factory=HeldClock)
+    last_sample: UsageSample | None = None
+    passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
+    errors_found: int = 0
+    # Called with each handler thread the first time it is placed (capture latency is timed there).
+    on_first_placement: Callable[[HandlerThread], None] | None = None
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -63,10 +89,12 @@ class Reconciler:
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
         self.backend.setup()
+        self.limits = {}
         for vnode, spec in desired.items():
             try:
                 self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
-                self.backend.apply_limits(vnode, self._limits(spec))
+                self.limits[vnode] = self._limits(spec)
+                self.backend.apply_limits(vnode, self.limits[vnode])
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
         self.place_handlers()
@@ -86,6 +114,8 @@ class Reconciler:
                      state.generation, len(desired), len(self.placed), len(self.errors))
         for error in self.errors:
             log.warning("reconcile: %s", error)
+        self.passes += 1
+        self.errors_found += len(self.errors)
         self.applied_generation = state.generation
 
     def _target(self, user: str | None) -> str:
@@ -119,8 +149,11 @@ class Reconciler:
             except VNodeSyncError as e:
                 self.errors.append(f"placing {key} in {target}: {e}")
                 continue
+            first = key not in self.placed
             self.placed[key] = target
             moved += 1
+            if first and self.on_first_placement is not None:
+                self.on_first_placement(thread)
         for gone in set(self.placed) - seen:
             del self.placed[gone]
         return moved
@@ -193,12 +226,20 @@ class Reconciler:
         except VNodeSyncError as e:
             self.errors.append(f"reading usage: {e}")
             measured_by_vnode = {}
+        held = self.held_clock.update(measured_by_vnode, self.limits, time.monotonic())
         for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
+            is_held = held[vnode].held if vnode in held else measured.held_at_limit
             for dev, c in measured.devices.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios, held_at_limit=measured.held_at_limit))
+                                              write_ios=c.write_ios, held_at_limit=is_held))
+        sampled_at = time.time()
+        self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, dict(self.limits),
+                                       dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
-                              sampled_at_unix=time.time(), usage=usage, errors=self.errors[:20])
+                              sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
+                              held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
+                                                source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
+                                    for v, h in sorted(held.items())])

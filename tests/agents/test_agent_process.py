@@ -22,16 +22,25 @@ def run_agent(config_path, *extra, timeout=20):
 
 
 @pytest.mark.parametrize("config,message", [
-    ("node_id: n1\ndevices: [/dev/does-not-exist]\n", "device '/dev/does-not-exist' does not exist"),
-    ("node_id: n1\ndevices: [/etc/hostname]\n", "is not a block device"),
-    ("node_id: [n1\n", "not valid YAML"),
-    ("node_id: '../etc'\n", "invalid node id"),
-    ("node_id: n1\nbackend: zfs\n", "backend 'zfs' is not one of"),
-    ("node_id: n1\ndiscovery: {kind: nfs}\n", "discovery.kind 'nfs'"),
-    ("node_id: n1\ndiscovery: {kind: generic, colour: red}\n", "unknown key(s) colour"),
-    ("node_id: n1\nresync_seconds: 0\n", "resync_seconds 0.0 must be above 0"),
-    ("node_id: n1\nbackend: datanode-throttle\n", "backend datanode-throttle needs datanode_throttle: {socket:"),
-    ("node_id: n1\ndatanode_throttle: {socket: /run/x, colour: red}\n", "unknown key(s) 'colour' in datanode_throttle"),
+    ("node_id: n1\ndevices: [/dev/does-not-exist]\n", ": devices[0]: got '/dev/does-not-exist'; allowed: a block "
+                                                      "device on this host (device '/dev/does-not-exist' does not "
+                                                      "exist: No such file or directory)"),
+    ("node_id: n1\ndevices: [/etc/hostname]\n", ": devices[0]: got '/etc/hostname'; allowed: a block device on this "
+                                                "host (device '/etc/hostname' is not a block device)"),
+    ("node_id: n1\nbackend: lustre-tbf\nlustre: {targets: {lustre-OST0000: /dev/nope}}\n",
+     ": lustre.targets.lustre-OST0000: got '/dev/nope'; allowed: a block device on this host"),
+    ("node_id: [n1\n", ": (whole file): got invalid YAML at line 2, column 1"),
+    ("node_id: '../etc'\n", ": node_id: got '../etc'; allowed: 1-63 characters"),
+    ("node_id: n1\nbackend: zfs\n", ": backend: got 'zfs'; allowed: one of auto, blkio-v1, io-v2, lustre-tbf, "
+                                    "datanode-throttle"),
+    ("node_id: n1\ndiscovery: {kind: nfs}\n", ": discovery.kind: got 'nfs'; allowed: one of generic, hdfs"),
+    ("node_id: n1\ndiscovery: {kind: generic, colour: red}\n", ": discovery.colour: got an unknown key (value 'red')"),
+    ("node_id: n1\ndiscovery: {kind: hdfs, poll_seconds: fast}\n",
+     ": discovery.poll_seconds: got 'fast'; allowed: a number above 0 (seconds)"),
+    ("node_id: n1\nresync_seconds: 0\n", ": resync_seconds: got 0; allowed: a number above 0 (seconds)"),
+    ("node_id: n1\nbackend: datanode-throttle\n", ": datanode_throttle: got nothing; allowed: a section {socket:"),
+    ("node_id: n1\ndatanode_throttle: {socket: /run/x, colour: red}\n",
+     ": datanode_throttle.colour: got an unknown key (value 'red'); allowed: keys socket"),
 ])
 def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config, message):
     path = tmp_path / "agent.yaml"
@@ -39,6 +48,7 @@ def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config
     result = run_agent(path)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
     assert not any("badcfg" in d for d in os.listdir(HostCgroups().blkio_v1)) if HostCgroups().has_blkio_v1() else True
 
 

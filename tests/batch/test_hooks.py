@@ -1,6 +1,7 @@
 """The hooks as the batch systems run them: installed wrappers, real gRPC, a coordinator up, down or hung."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -195,3 +196,31 @@ def test_reconcile_every_repeats_until_sigterm(tmp_path, hooks, fake_coordinator
     finally:
         process.terminate()
         assert process.wait(10) == 0
+
+
+def _bad_config(tmp_path, fake_coordinator) -> str:
+    return write_batch_config(tmp_path / "batch.yaml", fake_coordinator.address, tmp_path, timeout_seconds="soon")
+
+
+BAD_TIMEOUT = "timeout_seconds: got 'soon'; allowed: a number above 0, at most 120 (seconds)"
+
+
+def test_a_bad_config_makes_reconcile_exit_2_in_one_line_without_calling(tmp_path, fake_coordinator):
+    config = _bad_config(tmp_path, fake_coordinator)
+    vnode_batch = os.path.join(os.path.dirname(sys.executable), "vnode-batch")
+    result = subprocess.run([vnode_batch, "--config", config, "reconcile", "--system", "pbs", "--pbs-home",
+                             str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith(f"config {config}: {BAD_TIMEOUT}") and "Traceback" not in result.stderr
+    assert fake_coordinator.admin.calls == []
+
+
+def test_a_bad_config_makes_a_hook_do_nothing_and_let_the_job_run(tmp_path, fake_coordinator):
+    config = _bad_config(tmp_path, fake_coordinator)
+    install_hooks(str(tmp_path / "slurm"), SLURM_WRAPPERS, config)
+    result, _ = run_slurm_hook(tmp_path, "slurm-prolog")
+    assert result.returncode == 0   # a config error never fails a job (the documented failure policy)
+    (line,) = result.stderr.strip().splitlines()
+    assert f"cannot read settings, doing nothing: config {config}: {BAD_TIMEOUT}" in line
+    assert fake_coordinator.admin.calls == [] and not (tmp_path / "spool").exists()

@@ -25,7 +25,7 @@ def tls_coordinator(tmp_path):
     compute = certs.issue(ca_dir, "compute", "cn1")
     cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
     server, port = create_server(cluster, "127.0.0.1:0",
-                                 credentials=server_credentials(TlsFiles(ca.cert, served.cert, served.key)))
+                                 credentials=server_credentials(TlsFiles(ca=ca.cert, cert=served.cert, key=served.key)))
     server.start()
     yield cluster, f"127.0.0.1:{port}", {"ca": ca.cert, "cert": compute.cert, "key": compute.key}
     server.stop(0)

@@ -143,15 +143,19 @@ def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
 
 
 @pytest.mark.parametrize("policy,message", [
-    ({"allocation": "fair"}, "policy.allocation 'fair' is not one of static, work-conserving"),
-    ({"allocation": "work-conserving", "mode": "weight"}, "needs policy.mode throttle"),
-    ({"allocation": "work-conserving", "control_seconds": 0}, "policy.control_seconds 0.0 must be in"),
-    ({"allocation": "work-conserving", "fallback_seconds": "soon"}, "policy.fallback_seconds must be float"),
+    ({"allocation": "fair"}, "policy.allocation: got 'fair'; allowed: one of static, work-conserving"),
+    ({"allocation": "work-conserving", "mode": "weight"},
+     "policy.mode: got 'weight'; allowed: throttle with allocation work-conserving (it sets bytes/s limits)"),
+    ({"allocation": "work-conserving", "control_seconds": 0},
+     "policy.control_seconds: got 0; allowed: a number from 0.05 to 3600 (seconds)"),
+    ({"allocation": "work-conserving", "fallback_seconds": "soon"},
+     "policy.fallback_seconds: got 'soon'; allowed: a number from 1 to 86400 (seconds)"),
 ])
 def test_bad_allocation_settings_are_refused_in_one_line(policy, message):
-    from vnode_sync.errors import ConfigError
-    with pytest.raises(ConfigError, match=message):
-        parse_config({**CONFIG, "policy": policy})
+    from vnode_sync.errors import InvalidSetting
+    with pytest.raises(InvalidSetting) as e:
+        parse_config({**CONFIG, "policy": policy}, "c.yaml")
+    assert str(e.value) == f"config c.yaml: {message}"
 
 
 def test_static_is_the_default_and_makes_no_allocator():

@@ -31,12 +31,12 @@ def test_endpoints_are_parsed_normalised_and_bad_ones_refused_in_one_line():
     nodes = {n.node_id: n.endpoints for n in parse_config(CONFIG).storage_nodes}
     assert nodes == {"dn1": (("10.0.0.1", 9866),), "dn2": (("10.0.0.2", None),),
                      "dn3": (("fd00::3", 9866), ("10.0.0.33", 9866)), "legacy": ()}
-    for bad, why in (("dn1.example:9866", "need an IP address"), ("10.0.0.1:0", "port must be 1..65535"),
-                     ("10.0.0.1:http", "port must be 1..65535")):
+    for bad in ("dn1.example:9866", "10.0.0.1:0", "10.0.0.1:http"):
         raw = {**COORDINATOR_CONFIG, "storage_nodes": [{"id": "dn1", "devices": [DEVICE], "endpoints": [bad]}]}
-        with pytest.raises(ConfigError, match=why) as e:
-            parse_config(raw)
-        assert "storage_nodes[dn1].endpoints" in str(e.value) and "\n" not in str(e.value)
+        with pytest.raises(ConfigError) as e:
+            parse_config(raw, "c.yaml")
+        assert str(e.value) == (f"config c.yaml: storage_nodes[0].endpoints[0]: got {bad!r}; allowed: an IP address "
+                                "with a port (10.0.0.5:9866, [fd00::5]:9866), or an address alone for every port")
 
 
 class Watch:

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import tempfile
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import threading
 import time
 
 import grpc
+import pytest
 import yaml
 from grpc import aio
 
@@ -97,6 +99,30 @@ def test_a_second_coordinator_on_the_same_address_refuses_in_one_line(tmp_path):
             assert pb_grpc.AdminStub(channel).ListUsers(pb.ListUsersRequest(), timeout=5).generation > 0
     finally:
         stop_process(first)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"listen: \xff\n", "(whole file): got byte 0xff at offset 8; allowed: UTF-8 text"),
+    (b"policy: {mode: fastest}\n", "policy.mode: got 'fastest'; allowed: one of throttle, weight"),
+    (b"users: [{name: alice, uid: 1001}, {name: bob, uid: 1001}]\n",
+     "users[1].uid: got 1001; allowed: a uid no user listed before has"),
+    (b"insecure: false\n", "tls: got nothing; allowed: a tls section {ca, cert, key}, or insecure: true (lab only); "
+                            "the coordinator refuses to serve plaintext otherwise"),
+])
+def test_a_bad_config_is_one_line_exit_2_and_nothing_is_started(tmp_path, content, message):
+    from testbed.slurm import free_port
+    port = free_port()
+    state = tmp_path / "state.sqlite"
+    config = tmp_path / "coordinator.yaml"
+    config.write_bytes(content + f"listen: 127.0.0.1:{port}\nstate_path: {state}\n".encode()
+                       if not content.startswith(b"listen") else content + f"state_path: {state}\n".encode())
+    result = subprocess.run([sys.executable, "-m", "vnode_sync.coordinator.main", "--config", str(config),
+                             "--print-port"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"vnode-coordinator: error: config {config}: {message}\n"
+    assert sorted(os.listdir(tmp_path)) == ["coordinator.yaml"]   # no state file, no lock file
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", port))   # nothing listens
 
 
 JOB_CALLS = 10_000
@@ -193,3 +219,65 @@ def test_load_held_jobs_and_priorities_end_in_the_last_written_state(tmp_path):
         store.close()
         if state_dir != tmp_path:
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+# A real coordinator process whose job-expiry pass raises (injected: no store state makes a pass
+# raise on demand) the first `failures` times.
+FAILING_COORDINATOR = """
+import sys
+from vnode_sync import supervision
+from vnode_sync.coordinator import main
+from vnode_sync.coordinator.cluster import Cluster
+
+supervision.FIRST_RETRY_SECONDS = 0.05
+supervision.FAILURES_BEFORE_GIVING_UP = 4
+main.JOB_EXPIRY_CHECK_SECONDS = 0.05
+failures_left = int(sys.argv[1])
+real_expire = Cluster.expire_jobs
+
+def expire_jobs(self):
+    global failures_left
+    if failures_left:
+        failures_left -= 1
+        raise OSError("disk I/O error (injected)")
+    return real_expire(self)
+
+Cluster.expire_jobs = expire_jobs
+sys.exit(main.main(sys.argv[2:]))
+"""
+
+
+def _failing_coordinator(tmp_path, failures: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", FAILING_COORDINATOR, str(failures), "--config",
+                             write_config(tmp_path), "--print-port"], stdout=subprocess.PIPE,
+                            stderr=open(tmp_path / "coordinator.log", "wb"), text=True)
+
+
+def test_a_coordinator_pass_that_raises_is_retried_and_the_coordinator_keeps_serving(tmp_path):
+    process = _failing_coordinator(tmp_path, failures=2)
+    try:
+        port = int(process.stdout.readline())
+        log = tmp_path / "coordinator.log"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and "recovered after 2 failed passes" not in log.read_text():
+            time.sleep(0.1)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=9),
+                                                          timeout=5).priority == 9
+        assert process.poll() is None
+    finally:
+        stop_process(process)
+    text = (tmp_path / "coordinator.log").read_text()
+    assert "job-expiry pass failed" in text and "disk I/O error (injected)" in text
+    assert "recovered after 2 failed passes" in text and "Traceback" not in text
+    assert process.returncode == 0
+
+
+def test_a_coordinator_loop_that_cannot_continue_exits_non_zero(tmp_path):
+    process = _failing_coordinator(tmp_path, failures=1_000)
+    try:
+        assert process.wait(30) == 3
+    finally:
+        stop_process(process)
+    text = (tmp_path / "coordinator.log").read_text()
+    assert "4 passes failed in a row" in text and "exiting 3 so the service manager restarts" in text

@@ -89,3 +89,23 @@ def test_garbage_on_the_wire_is_refused_and_the_server_keeps_serving(coordinator
     assert e.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.INVALID_ARGUMENT)
     assert {u.name: u.priority for u in cluster.users()} == {"alice": 4, "bob": 8}
     assert admin(channel).ListUsers(pb.ListUsersRequest(), timeout=5).users
+
+
+def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
+    cluster, channel, _ = coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    generation = cluster.generation()
+    reports = [pb.UsageReport(node_id="dn1", applied_generation=generation, sampled_at_unix=float(t),
+                              usage=[pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=t * MB)])
+               for t in range(1, 4)]
+    assert link.StreamUsage(iter(reports), timeout=5).generation == generation
+    assert cluster.node_runtime("dn1").applied_generation == generation
+    for bad, code in ((pb.UsageReport(node_id="dn9"), grpc.StatusCode.NOT_FOUND),):
+        with pytest.raises(grpc.RpcError) as e:
+            link.StreamUsage(iter([reports[0], bad]), timeout=5)
+        assert e.value.code() == code
+    garbage = channel.stream_unary("/vnode_sync.v1.AgentLink/StreamUsage", request_serializer=lambda b: b,
+                                   response_deserializer=pb.ReportAck.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        garbage(iter([b"\xff\xff\xff"]), timeout=5)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -2,6 +2,7 @@
 damaged database stops it with one line and changes nothing; init/backup/restore; a full disk
 reaches vnodectl as UNAVAILABLE (exit 4) and changes nothing."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -119,17 +120,24 @@ def test_disk_full_reaches_vnodectl_as_unavailable_and_changes_nothing(tmp_path)
                         f.flush()
             except OSError:
                 pass
+            alice = 7
             big = vnodectl(port, "add-user", "carol", "--uid", "2001", "--priority", "3")
-            for _ in range(40):  # the WAL may hold a few pages; keep writing until the disk says no
+            carol = big.returncode == 0
+            for i in range(40):  # the WAL may hold a few pages; keep writing until the disk says no
                 if big.returncode != 0:
                     break
-                big = vnodectl(port, "set-priority", "alice", str(2 + (_ % 5)))
+                big = vnodectl(port, "set-priority", "alice", str(2 + (i % 5)))
+                if big.returncode == 0:
+                    alice = 2 + (i % 5)
             assert big.returncode == 4, big.stderr
             line = one_line(big)
             assert "state store" in line and "nothing was changed" in line
             os.remove(filler)
-            listed = vnodectl(port, "users")
+            listed = vnodectl(port, "users", "--json")
             assert listed.returncode == 0
+            users = {u["name"]: u["priority"] for u in json.loads(listed.stdout)["users"]}
+            assert users["alice"] == alice, "the refused change left the last written priority"
+            assert ("carol" in users) == carol
             assert process.poll() is None, "the coordinator keeps serving"
             assert vnodectl(port, "set-priority", "bob", "5").returncode == 0, "space back: writes work again"
         finally:

@@ -60,13 +60,25 @@ def test_a_coordinator_that_is_down_is_named_in_one_line():
     assert result.stderr.strip() == "vnodectl: error: coordinator 127.0.0.1:1 is unreachable"
 
 
-def test_malformed_yaml_config_is_one_line(tmp_path):
+@pytest.mark.parametrize("content,message", [
+    (b"coordinator: [unclosed\n", "(whole file): got invalid YAML at line 2, column 1 (expected ',' or ']', "
+                                   "but got '<stream end>'); allowed: YAML text"),
+    (b"coordinator: \xff\n", "(whole file): got byte 0xff at offset 13; allowed: UTF-8 text"),
+    (b"- coordinator\n", "(whole file): got a list at the top; allowed: a mapping of keys to values"),
+    (b"insecure: yes please\n", "insecure: got 'yes please'; allowed: true or false"),
+    (b"tls: {ca: a, cert: b, key: c, pin: d}\n",
+     "tls.pin: got an unknown key (value 'd'); allowed: keys ca, cert, key, server_name"),
+])
+def test_a_bad_config_file_is_one_line_exit_2_and_changes_nothing(coordinator, tmp_path, content, message):
+    cluster, _, port = coordinator
+    generation = cluster.generation()
     bad = tmp_path / "vnodectl.yaml"
-    bad.write_text("coordinator: [unclosed\n")
-    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--config", str(bad), "users"],
-                            capture_output=True, text=True, timeout=30)
-    assert result.returncode == 2 and "not valid YAML" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    bad.write_bytes(content)
+    result = vnodectl(port, "--config", str(bad), "set-priority", "alice", "9")
+    assert result.returncode == 2
+    assert result.stderr == f"vnodectl: error: config {bad}: {message}\n"
+    assert cluster.generation() == generation
+    assert {u.name: u.priority for u in cluster.users()} == {"alice": 4, "bob": 8}
 
 
 def test_address_comes_from_the_environment(coordinator):

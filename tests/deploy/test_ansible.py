@@ -1,5 +1,6 @@
-"""deploy/ansible against this host (connection local): a coordinator and a storage agent come up,
-a second run changes nothing, and vnodectl status works through mutual TLS afterwards.
+"""deploy/ansible against this host (connection local): a coordinator and a storage agent come up with
+their metrics endpoints, the monitoring role runs a Prometheus that scrapes both through mutual TLS
+with a monitor: certificate, a second run changes nothing, and vnodectl status works through mutual TLS.
 
 Everything goes under a temp dir (venv, configs, CA, state, logs, pid files) with unique
 service names, so the host's own /etc and /opt are not touched; the test stops what it started.
@@ -11,6 +12,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import urllib.request
 
 import pytest
 import yaml
@@ -47,7 +50,10 @@ def site(tmp_path):
     source = tmp_path / "src"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "tests", "benchmarks", "build",
                                                                 "*.egg-info", "__pycache__", "deploy"))
-    port = free_port()
+    port, coordinator_metrics, agent_metrics, prometheus = free_port(), free_port(), free_port(), free_port()
+    # Prometheus runs as the prometheus user: its files may not sit in the test's root-only tmp_path.
+    monitoring = tempfile.mkdtemp(prefix=f"{name}.monitoring.")
+    os.chmod(monitoring, 0o755)
     settings = {
         "vnode_common_source": str(source),
         "vnode_common_venv": str(tmp_path / "venv"), "vnode_common_config_dir": str(tmp_path / "etc"),
@@ -61,20 +67,31 @@ def site(tmp_path):
             {"name": "/dev/vnode-sync-test-none", "read_bps": 60_000_000, "write_bps": 30_000_000}]}],
         "vnode_storage_agent_service": f"vnode-storage-agent-{node_id}", "vnode_storage_agent_node_id": node_id,
         "vnode_storage_agent_cgroup_name": name, "vnode_storage_agent_teardown_on_exit": True,
+        "vnode_coordinator_metrics": True, "vnode_coordinator_metrics_listen": f"127.0.0.1:{coordinator_metrics}",
+        "vnode_storage_agent_metrics": True, "vnode_storage_agent_metrics_listen": f"127.0.0.1:{agent_metrics}",
+        "vnode_storage_agent_metrics_cert_hosts": ["127.0.0.1"],
+        "vnode_monitoring_enabled": True, "vnode_monitoring_service": f"vnode-prometheus-{node_id}",
+        "vnode_monitoring_dir": f"{monitoring}/etc", "vnode_monitoring_storage_dir": f"{monitoring}/data",
+        "vnode_monitoring_listen": f"127.0.0.1:{prometheus}", "vnode_monitoring_scrape_interval": "1s",
+        "vnode_monitoring_coordinator_targets": [f"127.0.0.1:{coordinator_metrics}"],
+        "vnode_monitoring_agent_targets": [f"127.0.0.1:{agent_metrics}"],
     }
     local = {"hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"vars": settings, "children": {
-        "vnode_coordinator": local, "vnode_storage": local, "vnode_compute": {"hosts": {}}}}}))
+        "vnode_coordinator": local, "vnode_storage": local, "vnode_compute": {"hosts": {}},
+        "vnode_monitoring": local}}}))
     try:
         yield tmp_path, inventory, settings
     finally:
         _stop_services(tmp_path, settings)
+        shutil.rmtree(monitoring, ignore_errors=True)
         assert not os.path.exists(os.path.join(HostCgroups().blkio_v1, name)), "the agent tore its VNodes down"
 
 
 def _stop_services(tmp_path, settings) -> None:
-    for service in (settings["vnode_storage_agent_service"], settings["vnode_coordinator_service"]):
+    for service in (settings["vnode_monitoring_service"], settings["vnode_storage_agent_service"],
+                    settings["vnode_coordinator_service"]):
         if systemd_is_pid1():
             subprocess.run(["systemctl", "disable", "--now", service], capture_output=True)
             unit = f"/etc/systemd/system/{service}.service"
@@ -118,6 +135,12 @@ def test_site_playbook_brings_up_a_coordinator_and_a_storage_agent_and_a_rerun_c
     assert status.returncode == 0, status.stderr
     nodes = json.loads(status.stdout)["nodes"]
     assert [(n["node_id"], n["connected"]) for n in nodes] == [(settings["vnode_storage_agent_node_id"], True)]
+
+    # The monitoring role's Prometheus scraped both endpoints through mutual TLS (its verify step waited
+    # for that); the coordinator's series are stored.
+    url = f"http://{settings['vnode_monitoring_listen']}/api/v1/query?query=vnode_sync_coordinator_agents_connected"
+    answer = json.load(urllib.request.urlopen(url, timeout=10))
+    assert [float(r["value"][1]) for r in answer["data"]["result"]] == [1.0]
 
     plaintext = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator",
                                 f"127.0.0.1:{settings['vnode_common_coordinator_port']}", "status"],

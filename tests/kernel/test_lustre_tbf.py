@@ -93,16 +93,12 @@ def test_rule_names_are_valid_tbf_names():
         rule_name_for("vnode_tbf_", "x-y", 4_000_000_000)
 
 
-def test_config_names_unknown_keys_and_bad_values():
-    from vnode_sync.errors import ConfigError
-    with pytest.raises(ConfigError, match="unknown key.*rate_mbps.*allowed: hit_fraction"):
-        LustreTbfBackend.from_config("vnode-sync.oss1", {"rate_mbps": 5})
-    with pytest.raises(ConfigError, match="TBF policy 'nid' is not one of uid, jobid, generic"):
-        LustreTbfBackend.from_config("vnode-sync.oss1", {"policy": "nid", "ledger": ""})
-    with pytest.raises(ConfigError, match="jobid_uid.*needs a"):
-        LustreTbfBackend.from_config("vnode-sync.oss1", {"jobid_uid": r"(\d+)", "ledger": ""})
-    backend = LustreTbfBackend.from_config("vnode-sync.oss1", {"lctl": "/opt/lustre/lctl", "ledger": ""})
+def test_settings_make_the_backend():
+    from vnode_sync.kernel.lustre_settings import LustreSettings
+    backend = LustreTbfBackend.from_settings("vnode-sync.oss1", LustreSettings(lctl="/opt/lustre/lctl", ledger=""))
     assert (backend.lctl.path, backend.policy, backend.ledger.path) == ("/opt/lustre/lctl", "uid", None)
+    backend = LustreTbfBackend.from_settings("vnode-sync.oss1", LustreSettings())
+    assert backend.ledger.path == "/var/lib/vnode-sync/vnode-sync.oss1.lustre-tbf-rules.json"
 
 
 def test_agent_config_selects_the_lustre_backend():

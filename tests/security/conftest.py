@@ -23,7 +23,7 @@ class Pki:
 
     def files(self, role: str, name: str = "") -> TlsFiles:
         stem = role if role == "coordinator" else f"{role}-{name}"
-        return TlsFiles(self.ca, f"{self.directory}/{stem}.crt", f"{self.directory}/{stem}.key")
+        return TlsFiles(ca=self.ca, cert=f"{self.directory}/{stem}.crt", key=f"{self.directory}/{stem}.key")
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def pki(tmp_path_factory) -> Pki:
     ca = certs.create_ca(directory)
     certs.issue(directory, "coordinator", hosts=("127.0.0.1", "localhost"))
     for role, name in (("admin", "root"), ("node", "dn1"), ("node", "dn9"), ("compute", "c1"),
-                       ("user", "alice"), ("user", "bob")):
+                       ("user", "alice"), ("user", "bob"), ("monitor", "prometheus")):
         certs.issue(directory, role, name)
     long_ago = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=30)
     certs.issue(directory, "admin", "expired", valid_from=long_ago, valid_until=long_ago + datetime.timedelta(days=1))

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from vnode_sync.errors import ConfigError, InvalidArgument
 from vnode_sync.security import certs
@@ -76,3 +77,20 @@ def test_a_validity_window_that_ends_before_it_starts_is_refused(tmp_path):
     now = datetime.datetime.now(datetime.timezone.utc)
     with pytest.raises(InvalidArgument, match="ends .* before it starts"):
         certs.issue(str(tmp_path), "admin", "a", valid_from=now, valid_until=now - datetime.timedelta(days=1))
+
+
+def test_a_node_certificate_with_host_names_also_serves_its_metrics_endpoint(tmp_path):
+    certs.create_ca(str(tmp_path))
+    plain = certs.issue(str(tmp_path), "node", "dn1")
+    serving = certs.issue(str(tmp_path), "node", "dn2", hosts=("dn2.example.org", "10.0.0.2"))
+    with open(plain.cert, "rb") as f:
+        usage = x509.load_pem_x509_certificate(f.read()).extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    assert list(usage.value) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    with open(serving.cert, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    assert set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == {
+        ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH}
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["dn2.example.org"]
+    with pytest.raises(InvalidArgument, match="--host is for certificates that serve"):
+        certs.issue(str(tmp_path), "user", "alice", hosts=("somewhere",))

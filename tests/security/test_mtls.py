@@ -128,3 +128,30 @@ def test_an_agent_believes_only_the_coordinators_certificate(tls_coordinator, pk
 def _server_credentials_without_client_check(files):
     with open(files.cert, "rb") as cert, open(files.key, "rb") as key:
         return grpc.ssl_server_credentials([(key.read(), cert.read())])
+
+
+def _report_both_users_reading(tls_coordinator):
+    with tls_coordinator.channel("node", "dn1") as channel:
+        link = pb_grpc.AgentLinkStub(channel)
+        link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                         devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+        now = tls_coordinator.cluster.pressure.now()
+        for at, read in ((now - 1, 0), (now, 10_000_000)):
+            link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=at, usage=[
+                pb.UserUsage(user=u, device="/dev/loop7", read_bytes=read) for u in ("alice", "bob")]), timeout=5)
+
+
+def test_a_user_sees_only_their_own_pressure_row_and_a_monitor_sees_all_but_changes_nothing(tls_coordinator):
+    _report_both_users_reading(tls_coordinator)
+    with tls_coordinator.channel("user", "alice") as channel:
+        rows = pb_grpc.AdminStub(channel).Pressure(pb.PressureRequest(), timeout=5).users
+    assert [r.user for r in rows] == ["alice"]
+    with tls_coordinator.channel("monitor", "prometheus") as channel:
+        admin = pb_grpc.AdminStub(channel)
+        assert {r.user for r in admin.Pressure(pb.PressureRequest(), timeout=5).users} == {"alice", "bob"}
+        assert len(admin.Status(pb.StatusRequest(), timeout=5).users) == 2
+        before = tls_coordinator.snapshot()
+        with pytest.raises(grpc.RpcError) as e:
+            admin.SetPriority(pb.SetPriorityRequest(user="alice", priority=1), timeout=5)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED and "may only read" in e.value.details()
+        assert tls_coordinator.snapshot() == before

@@ -5,27 +5,35 @@ import sys
 
 import pytest
 
-from vnode_sync.errors import ConfigError
-from vnode_sync.security.tls import is_loopback, parse_transport
+from vnode_sync.config_loading import parse
+from vnode_sync.errors import InvalidSetting
+from vnode_sync.security.tls import SecuredSettings, is_loopback
+
+
+def transport(raw):
+    return parse(raw, SecuredSettings, "c.yaml").security
 
 
 def test_tls_or_insecure_or_neither():
-    assert parse_transport("config", {"ca": "a", "cert": "b", "key": "c"}, None).tls.server_name == "coordinator"
-    assert parse_transport("config", None, True).insecure
-    assert parse_transport("config", None, None).unset
+    assert transport({"tls": {"ca": "a", "cert": "b", "key": "c"}}).tls.server_name == "coordinator"
+    assert transport({"insecure": True}).insecure
+    assert transport({}).unset
 
 
-@pytest.mark.parametrize("tls,insecure,message", [
-    ({"ca": "a", "cert": "b", "key": "c"}, True, "has both tls and insecure: true"),
-    ({"ca": "a", "cert": "b"}, None, "config.tls needs key"),
-    ({"ca": "a", "cert": "b", "key": "c", "pin": "x"}, None, "unknown key(s) 'pin' in config.tls"),
-    ("/etc/pki", None, "config.tls must be a mapping"),
-    (None, "yes", "config.insecure must be bool"),
+@pytest.mark.parametrize("raw,message", [
+    ({"tls": {"ca": "a", "cert": "b", "key": "c"}, "insecure": True},
+     "insecure: got True; allowed: false when a tls section is given (keep one of the two)"),
+    ({"tls": {"ca": "a", "cert": "b"}}, "tls.key: got nothing; allowed: non-empty text (required)"),
+    ({"tls": {"ca": "a", "cert": "b", "key": ""}}, "tls.key: got ''; allowed: non-empty text"),
+    ({"tls": {"ca": "a", "cert": "b", "key": "c", "pin": "x"}},
+     "tls.pin: got an unknown key (value 'x'); allowed: keys ca, cert, key, server_name"),
+    ({"tls": "/etc/pki"}, "tls: got '/etc/pki'; allowed: a mapping with keys ca, cert, key, server_name"),
+    ({"insecure": "yes"}, "insecure: got 'yes'; allowed: true or false"),
 ])
-def test_bad_transport_settings_fail_in_one_line(tls, insecure, message):
-    with pytest.raises(ConfigError) as e:
-        parse_transport("config", tls, insecure)
-    assert message in str(e.value) and "\n" not in str(e.value)
+def test_bad_transport_settings_fail_in_one_line(raw, message):
+    with pytest.raises(InvalidSetting) as e:
+        transport(raw)
+    assert str(e.value) == f"config c.yaml: {message}"
 
 
 @pytest.mark.parametrize("address,loopback", [

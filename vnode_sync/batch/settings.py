@@ -16,79 +16,56 @@ for that node. Without tls, plaintext is used only to a coordinator on this host
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import Annotated
 
-from vnode_sync.config_loading import load_yaml_mapping, reject_unknown_keys, typed
-from vnode_sync.errors import ConfigError
-from vnode_sync.security.tls import TransportSecurity, parse_transport
+import annotated_types as at
+from pydantic import Field
+
+from vnode_sync.config_loading import Settings, Unit, load, parse
+from vnode_sync.security.tls import SecuredSettings
 
 DEFAULT_PATH = "/etc/vnode-sync/batch.yaml"
 DEFAULT_COORDINATOR = "127.0.0.1:7070"
 
 
-@dataclass(frozen=True)
-class PlacementSettings:
+class PlacementSettings(Settings):
     """Putting a job's processes into its user's VNode on the compute node (blkio v1)."""
 
     enabled: bool = False
-    cgroup_root: str = "/sys/fs/cgroup"
-    cgroup_name: str = "vnode-sync-compute"   # the subtree the compute side owns under blkio
-    # The prolog runs before the job's processes exist; a detached watcher places them as
-    # they appear for this long (seconds), then exits. Later children inherit the cgroup.
-    watch_seconds: float = 30.0
+    """Off: on most sites the compute nodes' own disks are not what is shared."""
+    cgroup_root: Annotated[str, at.MinLen(1)] = "/sys/fs/cgroup"
+    """Where the cgroup hierarchies are mounted."""
+    cgroup_name: Annotated[str, at.MinLen(1)] = "vnode-sync-compute"
+    """The subtree the compute side owns under blkio."""
+    watch_seconds: Annotated[float, at.Ge(0), at.Le(3600), Unit("seconds")] = 30.0
+    """The prolog runs before the job's processes exist; a detached watcher places them as they
+    appear for this long, then exits. Later children inherit the cgroup."""
 
 
-@dataclass(frozen=True)
-class BatchSettings:
-    coordinator: str = DEFAULT_COORDINATOR
-    # Bound on one hook's whole run (seconds). Slurm drains the node when its prolog fails or
-    # passes PrologEpilogTimeout, pbs_mom kills it after $prologalarm (300 s): stay far below.
-    timeout_seconds: float = 5.0
-    # False: a hook exits 0 when the coordinator cannot be reached (the job runs, the event is
-    # spooled). True: exit 1, so Slurm drains the node and requeues the job, PBS aborts it.
+class BatchSettings(SecuredSettings):
+    """The batch hooks' file; the certificate names this host as compute:<node>."""
+
+    coordinator: Annotated[str, at.MinLen(1)] = DEFAULT_COORDINATOR
+    """host:port of the coordinator; $VNODE_COORDINATOR wins."""
+    timeout_seconds: Annotated[float, at.Gt(0), at.Le(120), Unit("seconds")] = 5.0
+    """Bound on one hook's whole run. Slurm drains the node when its prolog fails or passes
+    PrologEpilogTimeout, pbs_mom kills it after $prologalarm (300 s): stay far below."""
     fail_closed: bool = False
-    # Events the coordinator did not get wait here until a later hook or `reconcile` delivers them.
-    spool_dir: str = "/var/spool/vnode-sync/batch"
-    # Slurm and pbs_mom throw a hook's output away, so each hook also appends its line here.
+    """False: a hook exits 0 when the coordinator cannot be reached (the job runs, the event is
+    spooled). True: exit 1, so Slurm drains the node and requeues the job, PBS aborts it."""
+    spool_dir: Annotated[str, at.MinLen(1)] = "/var/spool/vnode-sync/batch"
+    """Events the coordinator did not get wait here until a later hook or `reconcile` delivers them."""
     log_file: str = "/var/log/vnode-sync/batch.log"
-    node: str = ""                      # "" = SLURMD_NODENAME or the short host name
-    placement: PlacementSettings = field(default_factory=PlacementSettings)
-    security: TransportSecurity = field(default_factory=TransportSecurity)
+    """Slurm and pbs_mom throw a hook's output away, so each hook also appends its line here."""
+    node: str = ""
+    """This compute node's name; "": SLURMD_NODENAME or the short host name."""
+    placement: PlacementSettings = Field(default_factory=PlacementSettings)
+    """Placing jobs' processes on this compute node; off by default."""
 
 
-def _placement(raw) -> PlacementSettings:
-    if raw is None:
-        return PlacementSettings()
-    if not isinstance(raw, Mapping):
-        raise ConfigError("placement must be a mapping")
-    reject_unknown_keys("placement", raw, set(PlacementSettings.__dataclass_fields__))
-    defaults = PlacementSettings()
-    watch = typed("placement", "watch_seconds", raw.get("watch_seconds"), float, defaults.watch_seconds)
-    if watch < 0:
-        raise ConfigError(f"placement.watch_seconds {watch} must be 0 or more")
-    return PlacementSettings(
-        enabled=typed("placement", "enabled", raw.get("enabled"), bool, defaults.enabled),
-        cgroup_root=typed("placement", "cgroup_root", raw.get("cgroup_root"), str, defaults.cgroup_root),
-        cgroup_name=typed("placement", "cgroup_name", raw.get("cgroup_name"), str, defaults.cgroup_name),
-        watch_seconds=watch)
-
-
-def parse_settings(raw: Mapping, env: Mapping[str, str] | None = None) -> BatchSettings:
-    reject_unknown_keys("batch config", raw, (set(BatchSettings.__dataclass_fields__) - {"security"}) | {"tls", "insecure"})
-    d = BatchSettings()
-    timeout = typed("batch", "timeout_seconds", raw.get("timeout_seconds"), float, d.timeout_seconds)
-    if not 0 < timeout <= 120:
-        raise ConfigError(f"timeout_seconds {timeout} must be in (0, 120]")
-    coordinator = (env or {}).get("VNODE_COORDINATOR") or typed("batch", "coordinator", raw.get("coordinator"),
-                                                                  str, d.coordinator)
-    return BatchSettings(
-        coordinator=coordinator, timeout_seconds=timeout,
-        fail_closed=typed("batch", "fail_closed", raw.get("fail_closed"), bool, d.fail_closed),
-        spool_dir=typed("batch", "spool_dir", raw.get("spool_dir"), str, d.spool_dir),
-        log_file=typed("batch", "log_file", raw.get("log_file"), str, d.log_file),
-        node=typed("batch", "node", raw.get("node"), str, d.node),
-        placement=_placement(raw.get("placement")),
-        security=parse_transport("batch config", raw.get("tls"), raw.get("insecure")))
+def parse_settings(raw: Mapping, env: Mapping[str, str] | None = None,
+                   source: str = "(batch config)") -> BatchSettings:
+    return _with_environment(parse(raw, BatchSettings, source), env)
 
 
 def load_settings(path: str | None = None, env: Mapping[str, str] | None = None) -> BatchSettings:
@@ -96,4 +73,9 @@ def load_settings(path: str | None = None, env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     if path is None:
         path = DEFAULT_PATH if os.path.exists(DEFAULT_PATH) else None
-    return parse_settings(load_yaml_mapping(path) if path else {}, env)
+    return _with_environment(load(path, BatchSettings) if path else BatchSettings(), env)
+
+
+def _with_environment(settings: BatchSettings, env: Mapping[str, str] | None) -> BatchSettings:
+    address = (env or {}).get("VNODE_COORDINATOR")
+    return settings.model_copy(update={"coordinator": address}) if address else settings

@@ -16,16 +16,17 @@ import sys
 import grpc
 
 from vnode_sync import validation
-from vnode_sync.config_loading import load_yaml_mapping
+from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
+from vnode_sync.ctl.settings import load_ctl_settings
 from vnode_sync.ctl.tables import mb, render
+from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
-from vnode_sync.security.tls import TlsFiles, is_loopback, parse_transport, secure_channel
+from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
-DEFAULT_CONFIG = "/etc/vnode-sync/vnodectl.yaml"
 RPC_TIMEOUT_SECONDS = 10.0
 # Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
 STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
@@ -47,18 +48,12 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INVALID)
 
 
-def _settings(config_path: str | None) -> dict:
-    path = config_path or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
-    return load_yaml_mapping(path) if path else {}
-
-
 def coordinator_address(flag: str | None, config_path: str | None) -> str:
     if flag:
         return flag
     if os.environ.get("VNODE_COORDINATOR"):
         return os.environ["VNODE_COORDINATOR"]
-    address = _settings(config_path).get("coordinator")
-    return str(address) if address else DEFAULT_ADDRESS
+    return load_ctl_settings(config_path).coordinator or DEFAULT_ADDRESS
 
 
 def client_tls(args, address: str) -> TlsFiles | None:
@@ -72,8 +67,7 @@ def client_tls(args, address: str) -> TlsFiles | None:
             raise ConfigError(f"mutual TLS needs --ca, --cert and --key; missing {', '.join(missing)}")
         files = TlsFiles(**chosen)
     else:
-        settings = _settings(args.config)
-        security = parse_transport("vnodectl config", settings.get("tls"), settings.get("insecure"))
+        security = load_ctl_settings(args.config).security
         files = security.tls
         if files is None and not security.insecure and not is_loopback(address):
             raise ConfigError(f"no client certificate for coordinator {address}: pass --ca/--cert/--key "
@@ -139,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="only this storage node")
     p.add_argument("--per-node", action="store_true",
                    help=f"a line per user and node however many (above {STATUS_LINES_MAX:,}: one per user)")
+    add_top_command(sub)
     return parser
 
 
@@ -238,6 +233,8 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
                               "nodes": [node_json(n) for n in response.nodes]}, indent=2))
         else:
             _print_nodes(response.nodes)
+    elif args.command == "top":
+        run_top(args, stub, t)
     elif args.command == "status":
         request = pb.StatusRequest(max_entries=0 if args.per_node else STATUS_LINES_MAX, user=args.user or "",
                                    node=args.node or "")

@@ -9,19 +9,31 @@ node's first device. Limits are buffered by apply_limits and sent whole by commi
 """
 
 import logging
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import Field
+
+from vnode_sync.config_loading import Allowed, Settings
 
 from vnode_sync.datanode.channel import Counters, Rates, ThrottleChannel, ThrottleSettings
 from vnode_sync.errors import Unavailable
-from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
 # A user waited at least this share of the last report interval in its throttler: held at its limit.
 HELD_FRACTION = 0.1
+
+
+class DataNodeThrottleSettings(Settings):
+    """The agent's `datanode_throttle:` section, for backend datanode-throttle."""
+
+    socket: Annotated[str, Field(pattern=r"^/"), Allowed("an absolute path")]
+    """The Java agent's control socket: its -javaagent socket= argument (docs/datanode-throttle.md)."""
 
 
 @dataclass
@@ -91,7 +103,8 @@ class DataNodeThrottleBackend:
             self._applied = None  # the DataNode restarted and lost our rates: send them again
         now = self.clock()
         counted = {DEFAULT_VNODE: stats.default, **{f"vnode.{u}": c for u, c in stats.users.items()}}
-        return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now))
+        return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
+                                  c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
                 for vnode, c in counted.items() if vnode in self._limits}
 
     def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:

@@ -45,12 +45,24 @@ def is_vnode_name(name: str) -> bool:
     return name == DEFAULT_VNODE or name.startswith(USER_VNODE_PREFIX)
 
 
+# VNodeUsage.held_source: how the backend knows a VNode is held at its limit.
+HELD_MEASURED = "measured"      # its throttle times every wait (the DataNode's throttler)
+HELD_ESTIMATED = "estimated"    # from its own counters against the limit (Lustre TBF)
+
+
 @dataclass(frozen=True)
 class VNodeUsage:
     """What one VNode did: cumulative counters per device, and whether it is held at its limit."""
 
     devices: dict[DeviceNumber, IoCounters] = field(default_factory=dict)
     held_at_limit: bool = False   # False also where the backend cannot tell
+    # HELD_MEASURED or HELD_ESTIMATED; None: the backend cannot tell (a cgroup does not say whether
+    # it throttled), and the agent estimates from the rate against the limit.
+    held_source: str | None = None
+    # Measured only: cumulative seconds the backend's throttle made this VNode's I/O wait, summed
+    # over its transfers (several transfers waiting at once add up). None where not measured.
+    read_wait_seconds: float | None = None
+    write_wait_seconds: float | None = None
 
 
 class ThreadPlacer(Protocol):

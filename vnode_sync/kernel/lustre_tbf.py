@@ -27,8 +27,9 @@ from typing import Callable
 
 import yaml
 
-from vnode_sync.errors import ConfigError, InvalidArgument, KernelError, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage, is_vnode_name, user_of_vnode
+from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 RULE_NAME_MAX = 15            # MAX_TBF_NAME (16) less the NUL, nrs_tbf.c check_rule_name
 RATE_MAX = 999_999            # LPROCFS_NRS_RATE_MAX is 1000000, exclusive (older releases: 65535)
 DEFAULT_RPC_BYTES = 4 << 20   # 4 MiB bulk RPCs, the default brw_size since Lustre 2.9
-DEFAULT_SERVICE = "ost.OSS.ost_io"
 _RULE_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -412,22 +412,10 @@ class LustreTbfBackend:
     placer = None  # nothing to move: OSS I/O threads are shared kernel threads; rules match by uid
 
     def __post_init__(self):
+        # Values from the config are checked by LustreSettings; this guards direct construction.
         if self.policy not in POLICIES:
             raise InvalidArgument(f"TBF policy {self.policy!r} is not one of {', '.join(POLICIES)}")
-        if not _RULE_NAME.fullmatch(self.rule_prefix) or len(self.rule_prefix) > 8:
-            raise InvalidArgument(f"rule prefix {self.rule_prefix!r} must be 1-8 characters from A-Z a-z 0-9 _")
-        if self.rpc_bytes is not None and (not isinstance(self.rpc_bytes, int) or self.rpc_bytes <= 0):
-            raise InvalidArgument(f"rpc_bytes {self.rpc_bytes!r} must be a whole number of bytes above 0")
-        if not 0 < self.hit_fraction <= 1:
-            raise InvalidArgument(f"hit_fraction {self.hit_fraction} must be in (0, 1]")
-        if "{uid}" not in self.jobid_rule:
-            raise InvalidArgument(f"jobid_rule {self.jobid_rule!r} must contain {{uid}}, e.g. '*.{{uid}}'")
-        try:
-            self._jobid_uid = re.compile(self.jobid_uid)
-        except re.error as e:
-            raise InvalidArgument(f"jobid_uid {self.jobid_uid!r} is not a regular expression: {e}") from e
-        if "uid" not in self._jobid_uid.groupindex:
-            raise InvalidArgument(f"jobid_uid {self.jobid_uid!r} needs a (?P<uid>...) group")
+        self._jobid_uid = re.compile(self.jobid_uid)
         self._uid_of: dict[str, int] = {}
         self._wanted: dict[str, list[DeviceLimits]] = {}
         self._conversion: dict[str, RateConversion] = {}
@@ -436,31 +424,15 @@ class LustreTbfBackend:
         self.notes: list[str] = []          # decisions worth reporting (drift restored, clamping)
 
     @classmethod
-    def from_config(cls, subtree: str, settings: dict) -> "LustreTbfBackend":
+    def from_settings(cls, subtree: str, settings: LustreSettings) -> "LustreTbfBackend":
         from vnode_sync.kernel.devices import device_number
-        allowed = {"lctl", "service", "policy", "rpc_bytes", "rule_prefix", "targets", "ledger",
-                   "jobid_rule", "jobid_uid", "hit_fraction"}
-        unknown = set(settings) - allowed
-        if unknown:
-            raise ConfigError(f"lustre: unknown key(s) {', '.join(sorted(unknown))}; "
-                              f"allowed: {', '.join(sorted(allowed))}")
-        targets = settings.get("targets") or {}
-        if not isinstance(targets, dict):
-            raise ConfigError("lustre.targets must map OST names (lustre-OST0000) to their block devices")
-        ledger = settings.get("ledger", os.path.join("/var/lib/vnode-sync", f"{subtree}.lustre-tbf-rules.json"))
-        try:
-            return cls(lctl=Lctl(settings.get("lctl", "lctl")),
-                       targets={ost: device_number(dev) for ost, dev in targets.items()},
-                       service=settings.get("service", DEFAULT_SERVICE),
-                       policy=settings.get("policy", "uid"),
-                       rpc_bytes=settings.get("rpc_bytes"),
-                       rule_prefix=settings.get("rule_prefix", "vnode_"),
-                       jobid_rule=settings.get("jobid_rule", "*.{uid}"),
-                       jobid_uid=settings.get("jobid_uid", r".*\.(?P<uid>\d+)"),
-                       ledger=RuleLedger(ledger or None),
-                       hit_fraction=float(settings.get("hit_fraction", 0.9)))
-        except InvalidArgument as e:
-            raise ConfigError(f"lustre: {e}") from e
+        ledger = settings.ledger
+        if ledger is None:
+            ledger = os.path.join("/var/lib/vnode-sync", f"{subtree}.lustre-tbf-rules.json")
+        return cls(lctl=Lctl(settings.lctl), targets={ost: device_number(dev) for ost, dev in settings.targets.items()},
+                   service=settings.service, policy=settings.policy, rpc_bytes=settings.rpc_bytes,
+                   rule_prefix=settings.rule_prefix, jobid_rule=settings.jobid_rule, jobid_uid=settings.jobid_uid,
+                   ledger=RuleLedger(ledger or None), hit_fraction=settings.hit_fraction)
 
     def limitations(self) -> list[str]:
         return [
@@ -699,7 +671,7 @@ class LustreTbfBackend:
         usage = {}
         for vnode, devices in self._counters(self.vnodes()).items():
             state = self.limit_state(vnode, devices)
-            usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held))
+            usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held), held_source=HELD_ESTIMATED)
         return usage
 
     def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:

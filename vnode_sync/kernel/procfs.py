@@ -46,3 +46,16 @@ def owner_uid(path: str) -> int | None:
         return os.stat(path).st_uid
     except _GONE:
         return None
+
+
+def thread_start_seconds(proc_root: str, pid: int, tid: int) -> float | None:
+    """When a thread started, in seconds since boot (CLOCK_BOOTTIME); None once it has gone.
+
+    Field 22 of /proc/PID/task/TID/stat (proc(5): starttime, in clock ticks), counted after the
+    command name, which may itself hold spaces and parentheses.
+    """
+    stat = read_text(os.path.join(proc_root, str(pid), "task", str(tid), "stat"))
+    if stat is None:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[19]) / os.sysconf("SC_CLK_TCK")

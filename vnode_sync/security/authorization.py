@@ -9,6 +9,8 @@ Rules (identities as in `vnode_sync.security.identity`):
 - compute:<host>   StartJob/EndJob with node == <host>, ReconcileJobs with
                    source == <host> (batch prologue/epilogue on that host), and
                    ReportConnections with reporter == <host>.
+- monitor:<name>   the read-only Admin RPCs (ListUsers, ListNodes, Status, Pressure), every user's
+                   row; and, with admin:, the metrics endpoints of the coordinator and agents.
 - coordinator      nothing: its certificate serves, it does not call.
 A call without a verified certificate is UNAUTHENTICATED; a known identity calling
 outside its rules is PERMISSION_DENIED. Every refusal goes to the audit log.
@@ -28,6 +30,8 @@ Row = TypeVar("Row")
 ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation", "SetLimit", "RemoveUser",
                          "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs", "Pressure"})
 USER_READS = frozenset({"ListUsers", "Status", "Pressure"})
+MONITOR_CALLS = frozenset({"ListUsers", "ListNodes", "Status", "Pressure"})
+METRICS_READERS = ("admin", "monitor")
 NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
 # RPC -> the request field that must name the calling compute host.
 COMPUTE_CALLS = {"StartJob": "node", "EndJob": "node", "ReconcileJobs": "source", "ReportConnections": "reporter"}
@@ -78,6 +82,8 @@ class AccessPolicy:
             return None
         if caller.role == "user":
             return self._user_reason(method, caller.name, request)
+        if caller.role == "monitor":
+            return None if method in MONITOR_CALLS else "a monitor certificate may only read (users, nodes, status)"
         return f"role {caller.role!r} makes no calls"
 
     def _user_reason(self, method: str, user: str, request) -> str | None:
@@ -94,8 +100,7 @@ class AccessPolicy:
 
     @staticmethod
     def _refuse(error: VNodeSyncError, method: str, actor: str):
-        audit.warning("actor=%s action=%s refused reason=%r", actor, method, str(error))
-        raise error
+        _refuse(error, method, actor)
 
 
 class OpenAccess:
@@ -103,6 +108,19 @@ class OpenAccess:
 
     def authorize(self, method: str, caller: CallerIdentity | None, request, peer: str) -> CallerIdentity:
         return caller or CallerIdentity("anonymous", "", peer)
+
+
+def _refuse(error: VNodeSyncError, method: str, actor: str):
+    audit.warning("actor=%s action=%s refused reason=%r", actor, method, str(error))
+    raise error
+
+
+def authorize_metrics_reader(caller: CallerIdentity) -> CallerIdentity:
+    """Metrics name every user and its rates: only admin: and monitor: identities may read them."""
+    if caller.role not in METRICS_READERS:
+        _refuse(PermissionDenied(f"metrics refused for {caller.common_name}: only admin: and monitor: "
+                                 "certificates may read metrics"), "metrics", caller.actor)
+    return caller
 
 
 def readable_by(caller: CallerIdentity, rows: Iterable[Row]) -> list[Row]:

@@ -22,6 +22,7 @@ from vnode_sync.security.identity import COORDINATOR, COORDINATOR_SERVER_NAME, i
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 CA_DAYS = 3650
 LEAF_DAYS = 825  # the CA/Browser Forum ceiling of 2018-2020; rotate by issuing again
+SERVING_ROLES = ("node", "compute")   # with host names, their certificates also serve metrics
 
 
 @dataclass(frozen=True)
@@ -108,19 +109,27 @@ def issue(directory: str, role: str, name: str = "", hosts: tuple[str, ...] = ()
     end = valid_until or start + datetime.timedelta(days=days)
     if end <= start:
         raise InvalidArgument(f"certificate validity ends ({end:%Y-%m-%d}) before it starts ({start:%Y-%m-%d})")
-    usage = ExtendedKeyUsageOID.SERVER_AUTH if role == COORDINATOR else ExtendedKeyUsageOID.CLIENT_AUTH
+    # A node or compute certificate with host names also serves (its metrics endpoint, scraped by name).
+    serves = role == COORDINATOR or (role in SERVING_ROLES and hosts)
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if role == COORDINATOR else
+              [ExtendedKeyUsageOID.CLIENT_AUTH, ExtendedKeyUsageOID.SERVER_AUTH] if serves else
+              [ExtendedKeyUsageOID.CLIENT_AUTH])
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, who.common_name)]))
                .issuer_name(ca_cert.subject).public_key(key.public_key())
                .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
                               critical=False))
     if role == COORDINATOR:
         builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.DNSName(COORDINATOR_SERVER_NAME), *_alternative_names(hosts)]),
             critical=False)
+    elif serves:
+        builder = builder.add_extension(x509.SubjectAlternativeName(_alternative_names(hosts)), critical=False)
+    elif hosts:
+        raise InvalidArgument(f"--host is for certificates that serve (coordinator, node, compute), not {role}")
     cert = builder.sign(ca_key, hashes.SHA256())
     target = out_dir or directory
     os.makedirs(target, mode=0o700, exist_ok=True)

@@ -7,7 +7,8 @@ from vnode_sync.security import certs
 from vnode_sync.security.identity import ROLES
 
 _ROLE_HELP = ("coordinator (CN coordinator, SAN DNS:coordinator + --host), node (storage agent, name = node id), "
-              "compute (compute agent and batch hooks, name = host), admin, user (name = user name)")
+              "compute (compute agent and batch hooks, name = host), admin, user (name = user name), "
+              "monitor (a monitoring system: reads metrics and status)")
 
 
 def add_certs_commands(sub) -> None:
@@ -21,7 +22,8 @@ def add_certs_commands(sub) -> None:
     p.add_argument("--role", required=True, choices=ROLES, help=_ROLE_HELP)
     p.add_argument("--name", default="", help="node id, host or user name (not for coordinator)")
     p.add_argument("--host", action="append", default=[],
-                   help="coordinator only: a DNS name or IP address clients may dial (repeatable)")
+                   help="a DNS name or IP address clients may dial (repeatable): the coordinator's, or a node's "
+                        "or compute host's for its metrics endpoint (the certificate then also serves)")
     p.add_argument("--days", type=int, default=certs.LEAF_DAYS)
     p.add_argument("--out", help="write the .crt/.key here instead of --dir")
     p = actions.add_parser("show", help="print a certificate's identity and validity, checked against a CA")

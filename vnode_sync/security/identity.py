@@ -7,6 +7,7 @@ Convention (the CN of each certificate; `vnodectl certs issue` writes it):
     compute:<host>       a compute agent or batch hook (prologue/epilogue) on compute node <host>
     admin:<name>         an administrator
     user:<name>          a cluster user; <name> is the user's name on the coordinator
+    monitor:<name>       a monitoring system (Prometheus): reads metrics and status, changes nothing
 """
 
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from vnode_sync import validation
 from vnode_sync.errors import InvalidArgument
 
 COORDINATOR = "coordinator"
-ROLES = ("coordinator", "node", "compute", "admin", "user")
+ROLES = ("coordinator", "node", "compute", "admin", "user", "monitor")
 # The name agents and vnodectl expect in the coordinator certificate's SAN, whatever address they dial.
 COORDINATOR_SERVER_NAME = "coordinator"
 

@@ -8,11 +8,15 @@ and clients require the coordinator's certificate (SAN DNS:coordinator) from the
 
 import ipaddress
 import logging
+import ssl
 from dataclasses import dataclass
+from typing import Annotated
 
+import annotated_types as at
 import grpc
+from pydantic import model_validator
 
-from vnode_sync.config_loading import reject_unknown_keys, typed
+from vnode_sync.config_loading import Refused, Settings
 from vnode_sync.errors import ConfigError
 from vnode_sync.security.certs import check_certificate
 from vnode_sync.security.identity import COORDINATOR_SERVER_NAME
@@ -21,13 +25,17 @@ INSECURE_WARNING = ("insecure: true: plaintext gRPC, no authentication and no au
                     "anyone who can reach %s can change priorities. Lab use only")
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    ca: str     # PEM CA certificate(s) trusted for the peer
-    cert: str   # PEM certificate of this component
-    key: str    # PEM private key of this component (mode 0600)
-    # Name the coordinator's certificate must carry, whatever address is dialled.
-    server_name: str = COORDINATOR_SERVER_NAME
+class TlsFiles(Settings):
+    """The `tls:` section: this component's certificate and key, and the CA its peers must chain to."""
+
+    ca: Annotated[str, at.MinLen(1)]
+    """PEM CA certificate(s) trusted for the peer."""
+    cert: Annotated[str, at.MinLen(1)]
+    """PEM certificate of this component."""
+    key: Annotated[str, at.MinLen(1)]
+    """PEM private key of this component (mode 0600)."""
+    server_name: Annotated[str, at.MinLen(1)] = COORDINATOR_SERVER_NAME
+    """Name the coordinator's certificate must carry, whatever address is dialled."""
 
     def read(self) -> tuple[bytes, bytes, bytes]:
         check_certificate(self.ca, self.cert, self.key)
@@ -45,26 +53,40 @@ class TransportSecurity:
         return self.tls is None and not self.insecure
 
 
-def parse_transport(section: str, raw_tls, raw_insecure) -> TransportSecurity:
-    insecure = typed(section, "insecure", raw_insecure, bool, False)
-    if raw_tls is None:
-        return TransportSecurity(None, insecure)
-    if insecure:
-        raise ConfigError(f"{section}: has both tls and insecure: true; keep one")
-    if not isinstance(raw_tls, dict):
-        raise ConfigError(f"{section}.tls must be a mapping with ca, cert and key paths")
-    reject_unknown_keys(f"{section}.tls", raw_tls, {"ca", "cert", "key", "server_name"})
-    paths = {k: typed(f"{section}.tls", k, raw_tls.get(k), str, "") for k in ("ca", "cert", "key")}
-    missing = [k for k, v in paths.items() if not v]
-    if missing:
-        raise ConfigError(f"{section}.tls needs {', '.join(missing)} (PEM file paths)")
-    server_name = typed(f"{section}.tls", "server_name", raw_tls.get("server_name"), str, COORDINATOR_SERVER_NAME)
-    return TransportSecurity(TlsFiles(**paths, server_name=server_name), False)
+class SecuredSettings(Settings):
+    """Base of every config that talks gRPC: a `tls:` section, or `insecure: true`, or neither."""
+
+    tls: TlsFiles | None = None
+    """Mutual TLS (PEM paths), made with `vnodectl certs`; the README says how."""
+    insecure: bool = False
+    """Plaintext, no authentication: lab use only, warned about on every start. Off, so that
+    forgetting `tls:` never opens the cluster to anyone on the network."""
+
+    @model_validator(mode="after")
+    def _tls_or_insecure(self):
+        if self.tls is not None and self.insecure:
+            raise Refused("insecure", True, "false when a tls section is given (keep one of the two)")
+        return self
+
+    @property
+    def security(self) -> TransportSecurity:
+        return TransportSecurity(self.tls, self.insecure)
 
 
 def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:
     ca, cert, key = files.read()
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
+def server_ssl_context(files: TlsFiles) -> ssl.SSLContext:
+    """A TLS server context (the metrics endpoint) that requires a client certificate from the CA."""
+    check_certificate(files.ca, files.cert, files.key)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(files.cert, files.key)
+    context.load_verify_locations(files.ca)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
 
 def secure_channel(address: str, files: TlsFiles, options: list[tuple] = ()) -> grpc.Channel:

@@ -637,6 +637,11 @@ class AgentLinkStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
                 _registered_method=True)
+        self.StreamUsage = channel.stream_unary(
+                '/vnode_sync.v1.AgentLink/StreamUsage',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
+                _registered_method=True)
         self.ReportConnections = channel.unary_unary(
                 '/vnode_sync.v1.AgentLink/ReportConnections',
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ConnectionReport.SerializeToString,
@@ -665,6 +670,15 @@ class AgentLinkServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamUsage(self, request_iterator, context):
+        """The same reports on one long-lived call, as agents send them: to the coordinator a report is
+        then one message, not one call (a new call costs it about three times as much). Answered when
+        the agent ends the call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReportConnections(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -686,6 +700,11 @@ def add_AgentLinkServicer_to_server(servicer, server):
             ),
             'ReportUsage': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportUsage,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.SerializeToString,
+            ),
+            'StreamUsage': grpc.stream_unary_rpc_method_handler(
+                    servicer.StreamUsage,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.SerializeToString,
             ),
@@ -774,6 +793,33 @@ class AgentLink:
             request,
             target,
             '/vnode_sync.v1.AgentLink/ReportUsage',
+            vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamUsage(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/vnode_sync.v1.AgentLink/StreamUsage',
             vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
             options,

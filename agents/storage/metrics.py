@@ -1,0 +1,162 @@
+"""The storage agent's Prometheus metrics (docs/metrics.md).
+
+Per-user series come from the reconciler's last usage sample, taken every report interval for
+the coordinator anyway: a scrape reads memory only, never the kernel and never the capture
+loop's lock, so its cost does not depend on the backend and it cannot delay a capture. Capture
+latency is the one value observed as it happens (a histogram), once per new handler thread.
+
+Label values are bounded by the site's configuration: `user` by the coordinator's users (the
+default VNode is user="(default)", which no user name can be), `device` by the agent's devices,
+`node` is this agent's node id; no label per thread, connection or job.
+"""
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from vnode_sync.agents.handlers.base import HandlerThread
+from vnode_sync.agents.storage.agent import StorageAgent
+from vnode_sync.agents.storage.link import LINK_STATES
+from vnode_sync.kernel.backend import user_of_vnode
+from vnode_sync.kernel.procfs import thread_start_seconds
+
+DEFAULT_USER = "(default)"
+# Birth of a handler thread -> in its user's VNode. Measured 10-25 ms p99 on an idle host
+# (benchmarks/capture_latency); /proc's start time has 10 ms resolution (USER_HZ 100).
+CAPTURE_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+DIRECTIONS = (("read", "read_bps"), ("write", "write_bps"))
+
+
+def user_label(vnode: str) -> str:
+    return user_of_vnode(vnode) or DEFAULT_USER
+
+
+class CaptureTimer:
+    """Times each handler thread from its birth (/proc start time) to its first placement. Threads
+    born before the agent started are not timed: their wait was the agent's absence."""
+
+    def __init__(self, registry: CollectorRegistry, node_id: str, proc_root: str = "/proc"):
+        self.proc_root = proc_root
+        self.started = time.clock_gettime(time.CLOCK_BOOTTIME)
+        self.histogram = Histogram("vnode_sync_agent_capture_latency_seconds",
+                                   "From a handler thread's birth to its placement in its first VNode",
+                                   ["node"], buckets=CAPTURE_BUCKETS, registry=registry).labels(node_id)
+
+    def placed(self, thread: HandlerThread) -> None:
+        born = thread_start_seconds(self.proc_root, thread.pid, thread.tid)
+        if born is not None and born >= self.started:
+            self.histogram.observe(max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - born))
+
+
+class StorageAgentCollector(Collector):
+    def __init__(self, agent: StorageAgent):
+        self.agent = agent
+
+    def collect(self) -> Iterator[Metric]:
+        agent, node = self.agent, self.agent.config.node_id
+        yield from self._agent(node)
+        sample = agent.reconciler.last_sample
+        if sample is None:
+            return
+        names = {dev: name for name, dev in dict(agent.reconciler.devices).items()}  # a copy: apply may add one
+        io = {key: CounterMetricFamily(f"vnode_sync_user_{key}", text, labels=["node", "device", "user"])
+              for key, text in (("read_bytes", "Bytes the user's VNode read from the device"),
+                                ("written_bytes", "Bytes the user's VNode wrote to the device"),
+                                ("reads", "Read operations of the user's VNode on the device (Lustre: RPCs)"),
+                                ("writes", "Write operations of the user's VNode on the device (Lustre: RPCs)"))}
+        for vnode, usage in sample.usage.items():
+            user = user_label(vnode)
+            for dev, c in usage.devices.items():
+                if dev in names:
+                    labels = [node, names[dev], user]
+                    for key, value in (("read_bytes", c.read_bytes), ("written_bytes", c.write_bytes),
+                                       ("reads", c.read_ios), ("writes", c.write_ios)):
+                        io[key].add_metric(labels, value)
+        yield from io.values()
+        yield from self._limits(node, names, sample.limits)
+        yield from self._held(node, sample)
+        if agent.backend.placer is not None:
+            threads = GaugeMetricFamily("vnode_sync_user_threads", "Handler threads the agent placed in the "
+                                        "user's VNode", labels=["node", "user"])
+            for vnode in sample.limits:
+                threads.add_metric([node, user_label(vnode)], sample.threads.get(vnode, 0))
+            yield threads
+
+    def _agent(self, node: str) -> Iterator[Metric]:
+        agent = self.agent
+        info = GaugeMetricFamily("vnode_sync_agent_info", "The agent's role and enforcement backend (always 1)",
+                                 labels=["node", "role", "backend"])
+        info.add_metric([node, "storage", agent.backend.name], 1)
+        yield info
+        applied = agent.reconciler.applied_generation
+        coordinator = agent.link.known_generation
+        for name, text, value in (
+                ("vnode_sync_agent_applied_generation", "The desired state's generation this agent enforces", applied),
+                ("vnode_sync_agent_coordinator_generation", "The newest generation the coordinator sent this agent",
+                 coordinator),
+                ("vnode_sync_agent_generation_lag", "Generations the agent is behind the coordinator's as it last "
+                 "heard it", max(0, coordinator - applied) if applied else 0)):
+            yield _one(GaugeMetricFamily(name, text, labels=["node"]), node, value)
+        state = GaugeMetricFamily("vnode_sync_agent_coordinator_connection_state",
+                                  "1 for the state of the agent's link to the coordinator: connecting, connected "
+                                  "(stream open), unreachable, refused (the coordinator refused this agent)",
+                                  labels=["node", "state"])
+        for name in LINK_STATES:
+            state.add_metric([node, name], 1 if agent.link.state == name else 0)
+        yield state
+        reconciler = agent.reconciler
+        yield _one(CounterMetricFamily("vnode_sync_agent_reconcile_passes", "Reconcile passes run (new state, "
+                                       "periodic resync, fallback)", labels=["node"]), node, reconciler.passes)
+        yield _one(CounterMetricFamily("vnode_sync_agent_reconcile_errors", "What reconcile passes could not do "
+                                       "(one per error found in a pass, and one per pass that failed)",
+                                       labels=["node"]), node, reconciler.errors_found + agent.failed_passes)
+
+    def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
+        rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
+                                 "The user's limit in force on the device: its static share or its work-conserving "
+                                 "allocation (absent: no limit)", labels=["node", "device", "user", "direction"])
+        weight = GaugeMetricFamily("vnode_sync_user_weight", "The user's BFQ weight on the device (weight mode)",
+                                   labels=["node", "device", "user"])
+        for vnode, device_limits in limits.items():
+            user = user_label(vnode)
+            for limit in device_limits:
+                device = names.get(limit.device)
+                if device is None:
+                    continue
+                for direction, field in DIRECTIONS:
+                    if getattr(limit, field):
+                        rate.add_metric([node, device, user, direction], getattr(limit, field))
+                if limit.weight:
+                    weight.add_metric([node, device, user], limit.weight)
+        yield rate
+        yield weight
+
+    def _held(self, node: str, sample) -> Iterator[Metric]:
+        held_seconds = CounterMetricFamily("vnode_sync_user_held_seconds", "Wall-clock seconds the user's VNode "
+                                           "was held at its limit on this node (source: measured by the backend's "
+                                           "throttle, or estimated)", labels=["node", "user", "source"])
+        held_now = GaugeMetricFamily("vnode_sync_user_held", "1 if the user's VNode was held at its limit over the "
+                                     "last report interval", labels=["node", "user", "source"])
+        for vnode, state in sample.held.items():
+            labels = [node, user_label(vnode), state.source]
+            held_seconds.add_metric(labels, state.seconds)
+            held_now.add_metric(labels, 1 if state.held else 0)
+        yield held_seconds
+        yield held_now
+        wait = CounterMetricFamily("vnode_sync_user_throttle_wait_seconds", "Seconds the backend's throttle made the "
+                                   "user's transfers wait, summed over transfers (measured backends only)",
+                                   labels=["node", "user", "direction"])
+        for vnode, usage in sample.usage.items():
+            for direction, value in (("read", usage.read_wait_seconds), ("write", usage.write_wait_seconds)):
+                if value is not None:
+                    wait.add_metric([node, user_label(vnode), direction], value)
+        yield wait
+
+
+def _one(family, node: str, value: float):
+    family.add_metric([node], value)
+    return family
+

@@ -1,0 +1,74 @@
+"""Held at the limit per VNode: measured from a throttle's waits, the backend's estimate, or the
+agent's estimate from the rate against the limit."""
+
+import pytest
+
+from vnode_sync.agents.storage.held import HeldClock
+from vnode_sync.kernel.backend import HELD_ESTIMATED, HELD_MEASURED, VNodeUsage
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+
+DEV = DeviceNumber(7, 3)
+MB = 1_000_000
+
+
+def counted(read_bytes: int, write_bytes: int = 0) -> dict:
+    return {DEV: IoCounters(read_bytes, write_bytes)}
+
+
+def test_a_cgroup_vnode_reading_at_its_limit_is_held_and_one_well_below_is_not():
+    clock = HeldClock()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)], "vnode.bob": [DeviceLimits(DEV, read_bps=40 * MB)],
+              "vnode.carol": [DeviceLimits(DEV, weight=500)]}
+    first = clock.update({v: VNodeUsage(counted(0)) for v in limits}, limits, 100.0)
+    assert {v: s.held for v, s in first.items()} == {"vnode.alice": False, "vnode.bob": False}
+    later = clock.update({"vnode.alice": VNodeUsage(counted(19 * MB)), "vnode.bob": VNodeUsage(counted(10 * MB)),
+                          "vnode.carol": VNodeUsage(counted(500 * MB))}, limits, 101.0)
+    assert later["vnode.alice"].held and later["vnode.alice"].seconds == pytest.approx(1.0)
+    assert not later["vnode.bob"].held and later["vnode.bob"].seconds == 0.0
+    assert "vnode.carol" not in later   # a weight is no limit: never held
+    assert later["vnode.alice"].source == HELD_ESTIMATED
+
+
+def test_a_measured_backend_adds_its_wait_time_at_most_the_interval():
+    clock = HeldClock()
+    limits = {"vnode.alice": [DeviceLimits(DEV, write_bps=10 * MB)]}
+    clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_MEASURED, 0.0, 1.0)}, limits, 10.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(0, 10 * MB), True, HELD_MEASURED, 0.0, 1.4)},
+                         limits, 11.0)
+    assert state["vnode.alice"].held and state["vnode.alice"].seconds == pytest.approx(0.4)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(0, 20 * MB), True, HELD_MEASURED, 0.0, 4.4)},
+                         limits, 12.0)   # three transfers waited at once: still one second of wall time
+    assert state["vnode.alice"].seconds == pytest.approx(1.4) and state["vnode.alice"].source == HELD_MEASURED
+
+
+def test_a_backend_estimate_counts_whole_intervals_and_gone_vnodes_are_forgotten():
+    clock = HeldClock()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=MB)]}
+    clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_ESTIMATED)}, limits, 0.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(0), True, HELD_ESTIMATED)}, limits, 2.0)
+    assert state["vnode.alice"].seconds == pytest.approx(2.0)
+    clock.update({}, limits, 3.0)
+    assert clock.update({"vnode.alice": VNodeUsage(counted(0), True, HELD_ESTIMATED)}, limits, 4.0)[
+        "vnode.alice"].seconds == 0.0
+
+
+def test_the_estimate_looks_at_a_span_so_one_read_more_or_less_does_not_decide():
+    """1 MiB reads at a 20 MB/s limit, reported every 0.5 s: some intervals see 9 reads, some 10."""
+    clock = HeldClock()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)]}
+    total, states = 0, []
+    for i in range(20):
+        total += (9 if i % 2 else 10) * (1 << 20)   # 19.9 MB/s on average, 18.9 in the odd intervals
+        states.append(clock.update({"vnode.alice": VNodeUsage(counted(total))}, limits, i * 0.5)["vnode.alice"])
+    assert all(s.held for s in states[1:])
+    assert states[-1].seconds == pytest.approx(9.5)
+
+
+def test_a_held_vnode_stays_held_through_a_dip_and_is_released_well_below_its_limit():
+    clock = HeldClock()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=10 * MB)]}
+    total, held = 0, []
+    for i, rate in enumerate([10, 10, 10, 10, 8.5, 8.5, 10, 10, 5, 5, 5, 5]):
+        total += int(rate * MB)
+        held.append(clock.update({"vnode.alice": VNodeUsage(counted(total))}, limits, float(i))["vnode.alice"].held)
+    assert held == [False, True, True, True, True, True, True, True, False, False, False, False]

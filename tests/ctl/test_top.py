@@ -1,0 +1,115 @@
+"""vnodectl top: the capped user first, its nodes with rate against allowance and held time; --once, --json,
+and the live view redrawn in place."""
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+
+import pytest
+
+from vnode_sync.ctl.main import main
+from vnode_sync.ctl.top import render_top
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+MB = 1_000_000
+
+
+def vnodectl(port, *args):
+    return subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+def alice_held_bob_below(cluster, channel):
+    """dn1 reports alice reading at her 20 MB/s target and held for 30 s; bob at 10 of his 40."""
+    link = pb_grpc.AgentLinkStub(channel)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+    now = cluster.pressure.now()
+    for i, at in enumerate((now - 31, now - 1, now)):
+        held = i > 0
+        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=at, usage=[
+            pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=int(20 * MB * (at - now + 31)),
+                         held_at_limit=held),
+            pb.UserUsage(user="bob", device="/dev/loop7", read_bytes=int(10 * MB * (at - now + 31)))], held=[
+            pb.HeldTime(user="alice", held_seconds=30.0 * (i > 0), source=pb.HELD_SOURCE_ESTIMATED),
+            pb.HeldTime(user="bob", source=pb.HELD_SOURCE_ESTIMATED)]), timeout=5)
+
+
+def in_process(capsys, port, *args) -> str:
+    """vnodectl in this process: measured rates are taken as stale 6 s after the last report, longer
+    than a new interpreter may take to start on a loaded host."""
+    assert main(["--coordinator", f"127.0.0.1:{port}", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_once_shows_the_held_user_first_with_its_node(coordinator, capsys):
+    cluster, channel, port = coordinator
+    alice_held_bob_below(cluster, channel)
+    lines = in_process(capsys, port, "top", "--once").splitlines()
+    assert lines[0].startswith("vnode-sync top") and "held time over the last 5m00s" in lines[0]
+    head, alice, bob = lines[2].split(), lines[3].split(), lines[4].split()
+    assert head[:6] == ["USER", "PRIO", "PRESSURE", "NODES_HELD", "HELD_IN_WINDOW", "NODE"]
+    assert alice[:6] == ["alice", "4", "1.00", "1", "30s", "dn1"] and "held" in alice and "estimated" in alice
+    assert bob[:6] == ["bob", "8", "0.25", "0", "0s", "dn1"]
+
+
+def test_json_is_one_document_for_scripts(coordinator, capsys):
+    cluster, channel, port = coordinator
+    alice_held_bob_below(cluster, channel)
+    answer = json.loads(in_process(capsys, port, "top", "--json", "--window", "60"))
+    assert answer["window_seconds"] == 60 and answer["allocation"] == "static"
+    alice, bob = answer["users"]
+    assert alice["user"] == "alice" and alice["nodes_held"] == 1 and alice["held_seconds"] == 30.0
+    node = alice["nodes"][0]
+    assert node["node_id"] == "dn1" and node["allowed_read_bps"] == 20 * MB and node["held_at_limit"]
+    assert node["held_source"] == "estimated" and node["held_since_unix"] > 0
+    assert bob["held_seconds"] == 0 and bob["nodes"][0]["held_since_unix"] is None
+
+
+@pytest.mark.parametrize("args,message", [(("--window", "0"), "must be above 0"),
+                                          (("--interval", "abc"), "is not a number")])
+def test_bad_arguments_are_one_line_errors(coordinator, args, message):
+    result = vnodectl(coordinator[2], "top", *args)
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_window_the_coordinator_refuses_is_an_invalid_argument(coordinator):
+    result = vnodectl(coordinator[2], "top", "--once", "--window", "7200")
+    assert result.returncode == 2 and "invalid window 7200" in result.stderr
+
+
+def test_the_live_view_redraws_in_place_on_a_terminal_and_ends_cleanly(coordinator):
+    cluster, channel, port = coordinator
+    alice_held_bob_below(cluster, channel)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                                  "top", "--interval", "0.2"])
+    screen, deadline = b"", time.monotonic() + 20
+    while screen.count(b"\x1b[H\x1b[2J") < 3 and time.monotonic() < deadline:
+        screen += os.read(fd, 65536)
+    os.kill(pid, 2)   # Ctrl-C
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        screen += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert screen.startswith(b"\x1b[?1049h") and screen.count(b"\x1b[H\x1b[2J") >= 3   # alternate screen, redrawn
+    assert b"alice" in screen and screen.rstrip().endswith(b"\x1b[?1049l")          # the terminal given back
+
+
+def test_a_long_table_is_cut_to_the_terminal_and_says_so():
+    answer = pb.PressureResponse(window_seconds=300, covered_seconds=300, sampled_at_unix=1000.0, users=[
+        pb.UserPressure(user=f"u{i}", priority=1, nodes=[pb.NodePressure(node_id="dn1", read_bps=1.0)])
+        for i in range(50)])
+    lines = render_top(answer, height=20).splitlines()
+    assert len(lines) <= 20 and lines[-1].startswith("... ") and "more rows" in lines[-1]

@@ -1,0 +1,54 @@
+"""The Ansible roles' config templates, rendered by Ansible with the roles' defaults (and the
+example inventory's choices), are files the one config loader accepts, with TLS and insecure."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from vnode_sync.agents.storage.config import load_agent_config
+from vnode_sync.coordinator.config import load_config
+from vnode_sync.ctl.settings import load_ctl_settings
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROLES = os.path.join(REPO, "deploy", "ansible", "roles")
+WHY_NO_ANSIBLE = None if shutil.which("ansible-playbook") else \
+    "needs ansible-playbook (scripts/setup.d/deploy.sh installs Debian's ansible-core)"
+TEMPLATES = {
+    "coordinator.yaml": ("vnode_coordinator", "coordinator.yaml.j2", load_config),
+    "vnodectl.yaml": ("vnode_coordinator", "vnodectl.yaml.j2", load_ctl_settings),
+    "storage-agent.yaml": ("vnode_storage_agent", "storage-agent.yaml.j2", load_agent_config),
+    "compute-agent.yaml": ("vnode_compute_agent", "compute-agent.yaml.j2", load_agent_config),
+}
+EXAMPLE_SITE = {
+    "vnode_coordinator_users": [{"name": "alice", "uid": 1001, "priority": 4, "active": False}],
+    "vnode_coordinator_storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/sdb", "read_bps": 200_000_000,
+                                                                   "write_bps": 150_000_000}]}],
+    "vnode_storage_agent_devices": ["/dev/sdb"], "vnode_storage_agent_discovery": {"kind": "hdfs"},
+}
+
+
+@pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
+@pytest.mark.parametrize("insecure", [False, True])
+def test_every_rendered_config_loads(tmp_path, insecure):
+    defaults = [os.path.join(ROLES, role, "defaults", "main.yml")
+                for role in ("vnode_common", "vnode_coordinator", "vnode_storage_agent", "vnode_compute_agent")]
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars_files": defaults,
+             "tasks": [{"name": f"render {out}", "ansible.builtin.template": {
+                 "src": os.path.join(ROLES, role, "templates", template), "dest": str(tmp_path / out)}}
+                 for out, (role, template, _) in TEMPLATES.items()]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    site = {**EXAMPLE_SITE, "vnode_common_insecure": insecure, "vnode_common_coordinator_host": "localhost"}
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(site))   # extra vars: above the roles' defaults
+    result = subprocess.run(["ansible-playbook", "-i", "localhost,", "-e", f"@{tmp_path / 'site.yml'}",
+                             str(tmp_path / "play.yml")], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    assert result.returncode == 0, result.stdout[-2000:]
+    for out, (_, _, load) in TEMPLATES.items():
+        settings = load(str(tmp_path / out))
+        assert settings.security.insecure is insecure and (settings.security.tls is None) is insecure
+    assert load_agent_config(str(tmp_path / "compute-agent.yaml")).compute.endpoints == ((None, 9866),)
+    assert load_agent_config(str(tmp_path / "storage-agent.yaml")).discovery.kind == "hdfs"
