@@ -12,9 +12,10 @@ from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
-from vnode_sync.errors import VNodeSyncError
+from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
+from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
@@ -22,6 +23,21 @@ from vnode_sync.security.tls import client_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
 
 log = logging.getLogger(__name__)
+
+
+def _block_devices(path: str, config: AgentConfig) -> dict[str, DeviceNumber]:
+    """The config's devices (and Lustre targets) as MAJ:MIN, checked before anything is made;
+    one that is not a block device here is refused like any other bad value in the file."""
+    keyed = {f"devices[{i}]": device for i, device in enumerate(config.devices)}
+    if config.backend == "lustre-tbf":
+        keyed.update({f"lustre.targets.{ost}": device for ost, device in config.lustre.targets.items()})
+    numbers = {}
+    for key, device in keyed.items():
+        try:
+            numbers[device] = device_number(device)
+        except NotFound as e:
+            raise InvalidSetting(path, key, repr(device), f"a block device on this host ({e})") from e
+    return {device: numbers[device] for device in config.devices}
 
 
 class AgentMetrics:
@@ -52,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_agent_config(args.config)
+        devices = {} if args.teardown else _block_devices(args.config, config)
         configure(f"agent {config.node_id}", config.log_format)
         metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
@@ -70,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
             FastMoves(config.fast_moves_mountpoint).disable()
             print(f"removed VNodes of {config.node_id} ({backend.name})")
             return 0
-        devices = {path: device_number(path) for path in config.devices}
         discovery = make_discovery(config)
         tls = tls_for_coordinator(config.security, config.coordinator, f"node {config.node_id}", log)
     except VNodeSyncError as e:

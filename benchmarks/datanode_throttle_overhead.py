@@ -9,8 +9,9 @@ Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's
 per user so every op is charged) and "none". Without --block-tokens each op's user is its
 client socket's owner, found in /proc/net/tcp (once per connection); with it (on both
 clusters), the block token's user. A trial on one cluster: both users write a file at once
-through the native client (over the previous round's), then the page cache is dropped and
-both read it back at once for --read-seconds (re-reading it). A phase's figure is all its bytes over the longest
+through the native client, then the page cache is dropped and both read it back at once for
+--read-seconds (re-reading it); then the files are deleted and the DataNodes' block files
+waited for, so no trial pays for freeing another's blocks. A phase's figure is all its bytes over the longest
 client's transfer time as the clients measure it (JVM start-up, which varies by more than the
 2 % looked for, is left out). The disks are zram (RAM) by default, so neither the VM's drifting
 disk nor writeback sets the pace and what remains is CPU per byte, where an agent's overhead
@@ -34,10 +35,12 @@ work on the host takes CPU only when the benchmark leaves some.
 import argparse
 import concurrent.futures
 import os
+import time
 import statistics
 from dataclasses import dataclass
 
 import psutil
+from hdfs import InsecureClient
 
 from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval, round_order
 from testbed.local_cluster import LocalUser
@@ -73,7 +76,25 @@ def measured(hdfs: HdfsCluster, run) -> Phase:
 
 
 def user_file(user: LocalUser) -> str:
-    return f"/{user.name}/overhead.bin"  # each write replaces the previous round's
+    return f"/{user.name}/overhead.bin"
+
+
+def block_files(hdfs: HdfsCluster) -> int:
+    return sum(1 for dn in hdfs.datanodes for _, _, files in os.walk(dn.data_dir)
+               for f in files if f.startswith("blk_") and not f.endswith(".meta"))
+
+
+def remove_all(hdfs: HdfsCluster, baseline: int, timeout: float = 60) -> None:
+    """Delete the trial's files (WebHDFS: no client JVM to start) and wait until the DataNodes have
+    deleted their blocks, so freeing them is no later phase's CPU nor its competitor."""
+    url = f"http://{hdfs.namenode.http_address}"
+    for u in USERS:
+        InsecureClient(url, user=u.name).delete(user_file(u))
+    deadline = time.monotonic() + timeout
+    while block_files(hdfs) > baseline:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{hdfs.name}: blocks of deleted files still on the DataNodes after {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def write_all(hdfs: HdfsCluster, size: int) -> Phase:
@@ -168,16 +189,19 @@ def measure(args: argparse.Namespace) -> int:
     try:
         for hdfs in pair:
             hdfs.start()
+        baseline = {hdfs.name: block_files(hdfs) for hdfs in pair}
         for round_ in range(args.rounds):
             if round_ % args.swap_every == 0:
                 clusters = swap_agent(pair, round_ // args.swap_every, jar, rate)
                 for case in CASES:  # warm-up (the JIT), unmeasured
                     write_all(clusters[case], size)
                     read_all(clusters[case], args.read_seconds)
+                    remove_all(clusters[case], baseline[clusters[case].name])
             got: dict[str, dict[str, Phase]] = {}
             for case in round_order(round_, CASES):
                 got[case] = {"write": write_all(clusters[case], size),
                              "read": read_all(clusters[case], args.read_seconds)}
+                remove_all(clusters[case], baseline[clusters[case].name])
             line = []
             for direction in ("write", "read"):
                 agent, none = got["agent"][direction], got["none"][direction]

@@ -393,7 +393,6 @@ class Cluster:
         if self.allocator is not None and self.allocator.observe(report):
             self.allocation_wanted()
         self.pressure.observe(report, known)
-        self.pressure.forget_node_users(report.node_id, {h.user for h in report.held})
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation

@@ -51,7 +51,7 @@ class PressureBook:
     def __init__(self, clock: Callable[[], float] = time.time):
         self._clock = clock
         self._lock = threading.Lock()
-        self._held: dict[tuple[str, str], _Held] = {}
+        self._held: dict[str, dict[str, _Held]] = {}   # node -> user -> held history
         self._last_report: dict[str, float] = {}   # node -> when its previous report was sampled
         self.started = clock()
 
@@ -59,20 +59,24 @@ class PressureBook:
         return self._clock()
 
     def observe(self, report: pb.UsageReport, known_users: set[str]) -> None:
-        """One usage report: each listed VNode's cumulative held time (users unknown here are ignored)."""
+        """One usage report: each listed VNode's cumulative held time (users unknown here are ignored).
+        VNodes the report no longer lists (users gone from the node) are forgotten."""
         at = report.sampled_at_unix or self._clock()
+        held_now = {u.user for u in report.usage if u.held_at_limit}
         with self._lock:
             previous = self._last_report.get(report.node_id)
             self._last_report[report.node_id] = at
+            node = self._held.setdefault(report.node_id, {})
+            listed = set()
             for held in report.held:
                 if held.user and held.user not in known_users:
                     continue
-                key = (report.node_id, held.user)
-                entry = self._held.get(key)
+                listed.add(held.user)
+                entry = node.get(held.user)
                 if entry is None:
                     if held.held_seconds <= 0:
                         continue   # never held: nothing to keep
-                    entry = self._held[key] = _Held(held.source)
+                    entry = node[held.user] = _Held(held.source)
                     if previous is not None:
                         # Pairs never held are not kept, so a pair first seen held after the node's first
                         # report was at 0 in the previous one (or had no VNode yet).
@@ -80,7 +84,7 @@ class PressureBook:
                 if held.held_seconds < entry.reported:
                     entry.offset += entry.reported   # the agent restarted: its counter began again
                 entry.reported, entry.source = held.held_seconds, held.source
-                is_held = any(u.held_at_limit for u in report.usage if u.user == held.user)
+                is_held = held.user in held_now
                 if is_held and not entry.now:
                     entry.since = at
                 entry.now = is_held
@@ -88,18 +92,13 @@ class PressureBook:
                     entry.samples.append((at, entry.total))
                 while len(entry.samples) > 1 and entry.samples[1][0] <= at - MAX_WINDOW_SECONDS:
                     entry.samples.popleft()
-
-    def forget_node_users(self, node_id: str, present: Iterable[str]) -> None:
-        """Drop the held history of users the node no longer reports (removed VNodes)."""
-        keep = set(present)
-        with self._lock:
-            for key in [k for k in self._held if k[0] == node_id and k[1] not in keep]:
-                del self._held[key]
+            for gone in set(node) - listed:
+                del node[gone]
 
     def held(self, node_id: str, user: str, window: float, now: float) -> tuple[float, bool, float, int]:
         """(held seconds within the last `window` s, held now, held since, source) for one pair."""
         with self._lock:
-            entry = self._held.get((node_id, user))
+            entry = self._held.get(node_id, {}).get(user)
             if entry is None:
                 return 0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED
             start = now - window
@@ -112,15 +111,16 @@ class PressureBook:
 
     def held_pairs(self) -> list[tuple[str, str]]:
         with self._lock:
-            return list(self._held)
+            return [(node, user) for node, users in self._held.items() for user in users]
 
     def held_now(self) -> dict[str, int]:
         """user -> the number of nodes where it is held now."""
         counts: dict[str, int] = {}
         with self._lock:
-            for (_, user), entry in self._held.items():
-                if entry.now:
-                    counts[user] = counts.get(user, 0) + 1
+            for users in self._held.values():
+                for user, entry in users.items():
+                    if entry.now:
+                        counts[user] = counts.get(user, 0) + 1
         return counts
 
 

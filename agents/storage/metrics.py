@@ -61,7 +61,7 @@ class StorageAgentCollector(Collector):
         sample = agent.reconciler.last_sample
         if sample is None:
             return
-        names = {dev: name for name, dev in agent.reconciler.devices.items()}
+        names = {dev: name for name, dev in dict(agent.reconciler.devices).items()}  # a copy: apply may add one
         io = {key: CounterMetricFamily(f"vnode_sync_user_{key}", text, labels=["node", "device", "user"])
               for key, text in (("read_bytes", "Bytes the user's VNode read from the device"),
                                 ("written_bytes", "Bytes the user's VNode wrote to the device"),

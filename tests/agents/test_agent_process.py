@@ -22,8 +22,13 @@ def run_agent(config_path, *extra, timeout=20):
 
 
 @pytest.mark.parametrize("config,message", [
-    ("node_id: n1\ndevices: [/dev/does-not-exist]\n", "device '/dev/does-not-exist' does not exist"),
-    ("node_id: n1\ndevices: [/etc/hostname]\n", "is not a block device"),
+    ("node_id: n1\ndevices: [/dev/does-not-exist]\n", ": devices[0]: got '/dev/does-not-exist'; allowed: a block "
+                                                      "device on this host (device '/dev/does-not-exist' does not "
+                                                      "exist: No such file or directory)"),
+    ("node_id: n1\ndevices: [/etc/hostname]\n", ": devices[0]: got '/etc/hostname'; allowed: a block device on this "
+                                                "host (device '/etc/hostname' is not a block device)"),
+    ("node_id: n1\nbackend: lustre-tbf\nlustre: {targets: {lustre-OST0000: /dev/nope}}\n",
+     ": lustre.targets.lustre-OST0000: got '/dev/nope'; allowed: a block device on this host"),
     ("node_id: [n1\n", ": (whole file): got invalid YAML at line 2, column 1"),
     ("node_id: '../etc'\n", ": node_id: got '../etc'; allowed: 1-63 characters"),
     ("node_id: n1\nbackend: zfs\n", ": backend: got 'zfs'; allowed: one of auto, blkio-v1, io-v2, lustre-tbf, "

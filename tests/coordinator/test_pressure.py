@@ -52,7 +52,7 @@ def test_unknown_users_and_removed_vnodes_are_not_kept():
     book = PressureBook(Clock())
     book.observe(report("dn1", 1000.0, {"alice": 5.0, "mallory": 9.0}, {"alice"}), {"alice"})
     assert book.held_pairs() == [("dn1", "alice")]
-    book.forget_node_users("dn1", [])
+    book.observe(report("dn1", 1001.0, {}), {"alice"})   # alice's VNode is gone from dn1
     assert book.held_pairs() == []
 
 
