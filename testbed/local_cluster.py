@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from vnode_sync.kernel.backend import HostCgroups
+from testbed.lifecycle import StartedService
 from testbed.processes import stop_process
 
 
@@ -42,7 +43,7 @@ class LocalNode:
     endpoints: tuple[str, ...] = ()   # where clients reach its file system service (address:port)
 
 
-class LocalCluster:
+class LocalCluster(StartedService):
     def __init__(self, name: str, users: list[LocalUser], nodes: list[LocalNode], mode: str = "throttle",
                  workdir: str | None = None, agent_settings: dict | None = None,
                  coordinator_settings: dict | None = None, listen_host: str = "127.0.0.1"):
@@ -147,16 +148,6 @@ class LocalCluster:
                 subprocess.run([sys.executable, "-m", "vnode_sync.agents.main", "--config",
                                 self.agent_config(node), "--teardown"], capture_output=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "LocalCluster":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # ---- talking to it ----------------------------------------------------
 

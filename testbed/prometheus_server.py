@@ -21,6 +21,7 @@ import urllib.request
 
 import yaml
 
+from testbed.lifecycle import StartedService
 from testbed.processes import stop_process
 
 WHY_NO_PROMETHEUS = (None if shutil.which("prometheus") else
@@ -37,7 +38,7 @@ def _duration(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms"   # Prometheus durations take no fractions ("1.5s" is refused)
 
 
-class PrometheusServer:
+class PrometheusServer(StartedService):
     def __init__(self, name: str, jobs: dict[str, list[str]], scrape_seconds: float = 1.0,
                  rule_files: tuple[str, ...] = (), evaluation_seconds: float = 1.0):
         self.name, self.jobs, self.scrape_seconds = name, jobs, scrape_seconds
@@ -88,16 +89,6 @@ class PrometheusServer:
         if self.process is not None:
             stop_process(self.process)
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "PrometheusServer":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     def _get(self, path: str, **params) -> dict:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"

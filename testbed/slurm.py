@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from testbed.lifecycle import StartedService
 from testbed.processes import stop_process
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -49,7 +50,7 @@ class SlurmSettings:
     extra_lines: list[str] = field(default_factory=list)
 
 
-class LocalSlurm:
+class LocalSlurm(StartedService):
     def __init__(self, name: str, settings: SlurmSettings | None = None, workdir: str | None = None):
         self.name = name
         self.settings = settings or SlurmSettings()
@@ -153,16 +154,6 @@ class LocalSlurm:
             stop_process(process)
         self.processes.clear()
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> "LocalSlurm":
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # ---- client commands -----------------------------------------------------
 
