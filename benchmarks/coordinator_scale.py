@@ -18,7 +18,7 @@ many streams. Per size it prints:
 The simulated agents run at a lower CPU priority (nice 10): on a real site they are on other
 machines, and here they share the coordinator's 2 cores.
 Then, at 10,000 users x 100 nodes, the whole `vnodectl status` command (one line per user at that
-size), with --json and --per-node (a million lines), and the Status RPC with every entry, against
+size), with --json --summary and --per-node (a million lines), and the Status RPC with every entry, against
 ListUsers at the same size (the baseline: one round trip with every user).
 Targets: p99 < 100 ms at 100 agents, < 1 s at 10,000; Admin within 2x; status < 1 s.
 """
@@ -186,7 +186,7 @@ def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS) -> d
 
 def status_seconds(n_users: int, n_nodes: int, times: int = 3) -> dict[str, float]:
     """Medians, in seconds, at n_users x n_nodes: the whole `vnodectl status` command (process start to
-    exit, its table written to a pipe) as an admin runs it, with --json and with --per-node (every
+    exit, its table written to a pipe) as an admin runs it, with --json --summary and with --per-node (every
     (user, node) line); the Status RPC with every entry (answer received and parsed); and the
     baseline, one ListUsers round trip with every user."""
     users = [LocalUser(f"u{i:05d}", 100_000 + i, 1 + i % 100) for i in range(n_users)]
@@ -210,7 +210,7 @@ def status_seconds(n_users: int, n_nodes: int, times: int = 3) -> dict[str, floa
             admin.Status(pb.StatusRequest(), timeout=120)  # warm: the generation's snapshot is read once
             for _ in range(times):
                 timed("vnodectl status", lambda: command())
-                timed("vnodectl status --json", lambda: command("--json"))
+                timed("vnodectl status --json --summary", lambda: command("--json", "--summary"))
                 timed("vnodectl status --per-node", lambda: command("--per-node"))
                 timed("Status RPC, every entry", lambda: admin.Status(pb.StatusRequest(), timeout=120))
                 timed("ListUsers (baseline)", lambda: admin.ListUsers(pb.ListUsersRequest(), timeout=120))

@@ -8,8 +8,9 @@ Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's
 "agent" (every transfer goes through a per-user throttler set to --node-gbps, with a UID line
 per user so every op is charged) and "none". Without --block-tokens each op's user is its
 client socket's owner, found in /proc/net/tcp (once per connection); with it (on both
-clusters), the block token's user. A trial on one cluster: both users write a file at once
-through the native client, then the page cache is dropped and both read it back at once for
+clusters), the block token's user. A trial on one cluster: after a sync, so no earlier trial's
+dirty pages are written back during it, both users write a file at once through the native
+client, then the page cache is dropped and both read it back at once for
 --read-seconds (re-reading it); then the files are deleted and the DataNodes' block files
 waited for, so no trial pays for freeing another's blocks. A phase's figure is all its bytes over the longest
 client's transfer time as the clients measure it (JVM start-up, which varies by more than the
@@ -98,6 +99,10 @@ def remove_all(hdfs: HdfsCluster, baseline: int, timeout: float = 60) -> None:
 
 
 def write_all(hdfs: HdfsCluster, size: int) -> Phase:
+    # Every write starts with no dirty pages, so no trial pays for writing back another's data
+    # (24 GiB of RAM: a trial's 512 MiB stays under the kernel's background writeback threshold).
+    os.sync()
+
     def run():
         with concurrent.futures.ThreadPoolExecutor(len(USERS)) as pool:
             return list(pool.map(lambda u: hdfs.write_file(
