@@ -20,21 +20,31 @@ from vnode_sync.coordinator.fair_policy import Claim, allocate
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
 
-# A user measured at this fraction of its allocation (or held at its limit by the backend) is
-# taken to want more than it has: its demand is unbounded until the max-min says otherwise.
+# A user measured at this fraction of its allocation (the mean of its last two reports), or held at
+# its limit by the backend, is taken to want more than it has: its demand is unbounded until the
+# max-min says otherwise (so a user given more takes it at once: work conservation).
 AT_ALLOCATION = 0.85
-# Below that, demand is the smoothed rate plus this headroom (> 1/AT_ALLOCATION - 1, so a user
-# near its allocation is not squeezed by its own measurement noise).
+# Below that, demand is the highest rate of the last PEAK_SECONDS plus this headroom (> 1/AT_ALLOCATION
+# - 1, so a user near its allocation is not squeezed by its own measurement noise).
 HEADROOM = 0.25
-# Demand below the allocation follows the highest of this many recent rates: one short dip (a
-# reader between files, a slow packet) does not give bytes away; a user idle for this many
-# reports (1.5 s at the agents' 0.5 s) is.
-RECENT_RATES = 3
-# A user held at its probe (idle until now) that uses this fraction of it is back: unbounded at
-# once, and the report that shows it starts a tick without waiting for the period (interactive
-# readers must not wait a control period to get their share).
+# Long enough that a steady reader's own noise (HDFS reads sampled every 0.25 s vary by +-20%) stays
+# below AT_ALLOCATION of what its peak gave it, so its allocation does not flip between its demand
+# and unbounded; short enough that a user who slows down gives the rest away within seconds.
+PEAK_SECONDS = 3.0
+# A user that is not idle keeps its allocation unless its demand fell below it by more than this: the
+# peak of a noisy rate drifts as old reports leave the window, and each drift would be a new allocation
+# for it and every user on the node.
+LOWER_MARGIN = 0.2
+# A user whose rates for this long were all below IDLE_LEVEL of its probe is idle: its share is lent
+# out at once (a reader between two blocks or a GC pause, some milliseconds, is not; one wrongly taken
+# for idle is back within a report and a tick). One report at the agents' default 1 s, two at 0.25 s.
+IDLE_SECONDS = 0.5
+IDLE_LEVEL = 0.25
+# An idle user that reads at this fraction of its allocation (its probe) is back: unbounded at once,
+# and the report that shows it starts a tick without waiting for the period (interactive readers must
+# not wait a control period for their share). Only an idle user: one that reads steadily at about its
+# probe is light, not back, and must not flip between its probe and its full share.
 RETURNING = 0.5
-PROBE_LEVEL = 1.5    # an allocation up to this many probes is a probe
 
 # An allocation just raised is not lowered again before it was in force for this long: the
 # usage reported meanwhile was measured under the old, lower one.
@@ -48,42 +58,63 @@ class _Usage:
     sampled_at: float = 0.0
     read_bytes: int = 0
     write_bytes: int = 0
-    read_bps: float = 0.0
-    write_bps: float = 0.0
-    held: bool = False
-    pending: list = field(default_factory=list)   # (read, write) bytes/s of each report since the last tick
+    # Per direction: the backend saw the user held at its limit and it moved bytes that way (a TBF
+    # rule holds reads and writes alike; an unused direction is not held).
+    held: list = field(default_factory=lambda: [False, False])
+    # (read bytes/s, write bytes/s, seconds) of each report since the last tick
+    pending: list = field(default_factory=list)
+    returning: list = field(default_factory=lambda: [False, False])   # per direction, since the last tick
 
 
 @dataclass
 class _Estimate:
-    recent: collections.deque = field(default_factory=lambda: collections.deque(maxlen=RECENT_RATES))
+    rates: collections.deque = field(default_factory=collections.deque)   # (bytes/s, seconds), newest last
     demand: float = 0.0
+    idle: bool = True
     raised_at: float = -math.inf
 
 
 class DemandEstimator:
-    """Demand of one (user, node, device, direction) from its measured rate and its allocation."""
+    """Demand of one (user, node, device, direction) from its measured rates and its allocation."""
 
     def __init__(self):
         self._state: dict[tuple, _Estimate] = {}
 
-    def update(self, key: tuple, rates: Sequence[float], allocated: float | None, held: bool, now: float,
-               probe: float = 0.0) -> float:
-        """`rates`: each report's since the last update, oldest first; none: the demand stands.
-        `probe`: the bytes/s an idle user keeps here."""
+    def update(self, key: tuple, rates: Sequence[tuple[float, float]], allocated: float | None, held: bool,
+               now: float, probe: float = 0.0, returning: bool = False) -> float:
+        """`rates`: (bytes/s, seconds) of each report since the last update, oldest first; none: the
+        demand stands. `probe`: the bytes/s an idle user keeps here. `returning`: a report showed the
+        user, idle until then, reading at least RETURNING of its allocation."""
         est = self._state.setdefault(key, _Estimate())
-        if not rates:
+        if not rates and not returning:
             return est.demand
-        est.recent.extend(rates)
-        rate, latest = rates[-1], max(list(est.recent)[-2:])
-        if held or (rate > 0 and allocated is None) or (allocated is not None and latest >= AT_ALLOCATION * allocated) \
-                or _returning(max(rates), allocated, probe):
+        est.rates.extend(rates)
+        span = sum(s for _, s in est.rates)
+        while len(est.rates) > 1 and span - est.rates[0][1] >= PEAK_SECONDS:
+            span -= est.rates.popleft()[1]
+        recent = [r for r, _ in est.rates]
+        latest = sum(recent[-2:]) / len(recent[-2:]) if recent else 0.0   # two reports: one noisy one is not enough
+        quiet, quiet_peak = _quiet(est.rates, IDLE_LEVEL * probe)
+        est.idle = False
+        if held or returning or (latest > 0 and allocated is None) or \
+                (allocated is not None and latest >= AT_ALLOCATION * allocated):
             est.demand = math.inf
         else:
-            est.demand = max(est.recent) * (1 + HEADROOM)
+            if quiet >= IDLE_SECONDS or (allocated is None and not any(recent)):
+                est.idle = True
+                est.demand = quiet_peak * (1 + HEADROOM)
+            else:
+                est.demand = max(recent) * (1 + HEADROOM)
+                if allocated is not None and est.demand >= (1 - LOWER_MARGIN) * allocated:
+                    est.demand = max(est.demand, allocated)   # not idle and not much less: keep what it has
             if allocated is not None and now - est.raised_at < RAISE_GRACE_SECONDS:
                 est.demand = max(est.demand, allocated)
         return est.demand
+
+    def idle(self, key: tuple) -> bool:
+        """Was the user idle here at the last update (so a report of it reading means it is back)?"""
+        est = self._state.get(key)
+        return est is None or est.idle
 
     def raised(self, key: tuple, now: float) -> None:
         self._state.setdefault(key, _Estimate()).raised_at = now
@@ -93,8 +124,15 @@ class DemandEstimator:
             del self._state[key]
 
 
-def _returning(rate: float, allocated: float | None, probe: float) -> bool:
-    return allocated is not None and 0 < allocated <= PROBE_LEVEL * probe and rate >= RETURNING * allocated
+def _quiet(rates: collections.deque, below: float) -> tuple[float, float]:
+    """(seconds, highest rate) of the newest reports that were all below `below` bytes/s (all 0 if
+    `below` is 0)."""
+    seconds, peak = 0.0, 0.0
+    for rate, span in reversed(rates):
+        if (rate >= below) if below > 0 else (rate > 0):
+            break
+        seconds, peak = seconds + span, max(peak, rate)
+    return seconds, peak
 
 
 @dataclass(frozen=True)
@@ -116,6 +154,7 @@ class Allocator:
         self._estimator = DemandEstimator()
         self._pushed: dict[tuple[str, str, str, str], int] = {}  # (direction, user, node, device) -> bytes/s
         self._demand: dict[tuple[str, str, str, str], float] = {}
+        self._idle: set[tuple[str, str, str, str]] = set()   # (direction, user, node, device) idle at the last tick
         self._sequence = 0
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.updates: dict[str, int] = {n: 0 for n in self.nodes}
@@ -123,8 +162,8 @@ class Allocator:
     # ---- input -------------------------------------------------------------
 
     def observe(self, report: pb.UsageReport) -> bool:
-        """A usage report (cumulative counters per user and device): keeps each one's latest rate.
-        True if it shows a user held at its probe coming back (a tick should run now)."""
+        """A usage report (cumulative counters per user and device): keeps each one's rates.
+        True if it shows a user that was idle reading again (a tick should run now)."""
         sampled_at = report.sampled_at_unix or time.time()
         returning = False
         with self._lock:
@@ -136,15 +175,14 @@ class Allocator:
                 elapsed = sampled_at - usage.sampled_at
                 if usage.sampled_at and elapsed > 0 and u.read_bytes >= usage.read_bytes \
                         and u.write_bytes >= usage.write_bytes:
-                    usage.read_bps = (u.read_bytes - usage.read_bytes) / elapsed
-                    usage.write_bps = (u.write_bytes - usage.write_bytes) / elapsed
-                    usage.pending.append((usage.read_bps, usage.write_bps))
-                    for direction, rate in zip(DIRECTIONS, (usage.read_bps, usage.write_bps)):
-                        resource = (report.node_id, u.device)
-                        probe = self.policy.probe_fraction * self._capacity[direction].get(resource, 0.0)
-                        returning |= _returning(rate, self._pushed.get((direction, u.user, *resource)), probe)
+                    rates = ((u.read_bytes - usage.read_bytes) / elapsed, (u.write_bytes - usage.write_bytes) / elapsed)
+                    usage.pending.append((*rates, elapsed))
+                    usage.held = [u.held_at_limit and rate > 0 for rate in rates]
+                    for index, (direction, rate) in enumerate(zip(DIRECTIONS, rates)):
+                        pushed = self._pushed.get((direction, u.user, report.node_id, u.device))
+                        if pushed and rate >= RETURNING * pushed and (direction, *key) in self._idle:
+                            usage.returning[index] = returning = True
                 usage.sampled_at, usage.read_bytes, usage.write_bytes = sampled_at, u.read_bytes, u.write_bytes
-                usage.held = u.held_at_limit
         return returning
 
     # ---- the tick ----------------------------------------------------------
@@ -154,35 +192,40 @@ class Allocator:
         now = time.time() if now is None else now
         active = [u for u in users if u.active]
         claims = {u.name: Claim(weight=u.effective_priority, reservation=float(u.effective_reservation),
-                                limit=float(u.limit_bps) if u.limit_bps else math.inf) for u in active}
+                                limit=float(u.effective_limit) if u.effective_limit else math.inf) for u in active}
         with self._lock:
             # Only rates reported since the last tick are news; without one, the estimate stands.
-            usage = {k: ([r for r, _ in v.pending], [w for _, w in v.pending], v.held)
-                     for k, v in self._usage.items() if v.pending}
+            usage = {k: (v.pending, list(v.held), list(v.returning)) for k, v in self._usage.items()
+                     if v.pending or any(v.returning)}
             for v in self._usage.values():
-                v.pending = []
+                v.pending, v.returning = [], [False, False]
         new: dict[tuple[str, str, str, str], float] = {}
-        keep = set()
+        keep, idle = set(), set()
         for index, direction in enumerate(DIRECTIONS):
             capacity = {r: c for r, c in self._capacity[direction].items() if c > 0}
             demand = {}
             for user in claims:
                 for resource in capacity:
                     key = (direction, user, *resource)
-                    rates, held = [], False
+                    rates, held, returning = [], False, False
                     if (user, *resource) in usage:
-                        measured = usage[(user, *resource)]
-                        rates, held = measured[index], measured[2]
+                        pending, helds, returns = usage[(user, *resource)]
+                        rates, held, returning = [(r[index], r[2]) for r in pending], helds[index], returns[index]
                     elif key not in self._demand:
-                        rates = [0.0]     # never reported: a VNode the agent has not made yet
+                        rates = [(0.0, 0.0)]     # never reported: a VNode the agent has not made yet
                     demand[(user, resource)] = self._estimator.update(
-                        key, rates, self._pushed.get(key), held, now, self.policy.probe_fraction * capacity[resource])
+                        key, rates, self._pushed.get(key), held, now, self.policy.probe_fraction * capacity[resource],
+                        returning)
                     self._demand[key] = demand[(user, resource)]
                     keep.add(key)
+                    if self._estimator.idle(key):
+                        idle.add(key)
             for (user, resource), value in allocate(capacity, claims, demand, self.policy.probe_fraction).items():
                 new[(direction, user, *resource)] = value
         self._estimator.forget(keep)
         self._demand = {k: v for k, v in self._demand.items() if k in keep}
+        with self._lock:
+            self._idle = idle
         return self._publish(new, now)
 
     def _moved(self, key: tuple, value: float) -> bool:

@@ -297,7 +297,8 @@ class Cluster:
         return None
 
     def start_job(self, job_id: str, user: str, uid: int, node: str, account: str, queue: str,
-                  requested_priority: int, actor: str, reservation_bps: int = 0) -> tuple[UserRecord, int]:
+                  requested_priority: int, actor: str, reservation_bps: int = 0,
+                  limit_bps: int = 0) -> tuple[UserRecord, int]:
         validation.label(job_id, "job id")
         validation.user_name(user)
         validation.uid(uid)
@@ -307,16 +308,23 @@ class Cluster:
         if requested_priority:   # 0: the job asked for nothing
             validation.priority(requested_priority)
         validation.bandwidth(reservation_bps, "job reservation")
+        validation.bandwidth(limit_bps, "job limit")
         if reservation_bps:
-            self._admit(user, reservation_bps)
+            try:
+                self._admit(user, reservation_bps)
+            except InvalidArgument as e:   # a job is never refused for its floor: it runs without it
+                log.warning("job %s of user %s: its reservation is not admitted (%s); the job runs without it",
+                            job_id, user, e)
+                reservation_bps = 0
         self._uid_free_for(user, uid)
         priority = self.job_priority(requested_priority, account, queue)
         generation = self.store.start_job(job_id, node, user, uid, priority, self.config.policy.default_priority,
-                                          reservation_bps)
+                                          reservation_bps, limit_bps)
         self._published(generation)
         record = self.store.user(user)
-        audit.info("actor=%s action=start-job job=%s node=%s user=%s job_priority=%s effective=%d",
-                   actor, job_id, node, user, priority, record.effective_priority)
+        audit.info("actor=%s action=start-job job=%s node=%s user=%s job_priority=%s effective=%d "
+                   "job_reservation=%d job_limit=%d", actor, job_id, node, user, priority, record.effective_priority,
+                   reservation_bps, limit_bps)
         return record, priority or record.priority
 
     def end_job(self, job_id: str, node: str, actor: str) -> UserRecord | None:

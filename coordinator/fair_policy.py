@@ -24,6 +24,8 @@ from vnode_sync.errors import InvalidArgument
 Pair = tuple[str, str]   # (user, node)
 
 _BISECTIONS = 60
+# All idle users' probes on a node take at most this fraction of it together.
+IDLE_PROBES = 0.1
 _BALANCE_ROUNDS = 300
 
 
@@ -51,27 +53,45 @@ def allocate(capacity: Mapping[str, float], claims: Mapping[str, Claim],
 
     `probe`: the fraction of a node's capacity every listed pair keeps at least, even with no
     demand (so a user that comes back is seen, and a stream on a node the max-min leaves empty
-    still moves). Without a probe, pairs with no demand get nothing."""
-    pairs: dict[Pair, float] = {}
+    still moves), but never more than the pair's Algorithm 1 share (its weight's part of the node
+    among the users listed there), and the probes of pairs without demand take at most
+    IDLE_PROBES of a node together. A probe the user does not use is not counted in its total.
+    Without a probe, pairs with no demand get nothing."""
+    listed = {p: max(0.0, want) for p, want in demand.items()
+              if p[0] in claims and p[1] in capacity and (want > 0 or probe > 0)}
+    weight_at: dict[str, float] = {}
+    for user, node in listed:
+        if claims[user].weight <= 0:
+            raise InvalidArgument(f"user {user}: weight must be above 0, got {claims[user].weight}")
+        weight_at[node] = weight_at.get(node, 0.0) + claims[user].weight
+    ceilings: dict[Pair, float] = {}
     floors: dict[Pair, float] = {}
-    for (user, node), want in demand.items():
-        if user not in claims or node not in capacity or (want <= 0 and probe <= 0):
-            continue
-        want = max(0.0, want)
+    for (user, node), want in listed.items():
         claim = claims[user]
-        if claim.weight <= 0:
-            raise InvalidArgument(f"user {user}: weight must be above 0, got {claim.weight}")
-        ceiling = min(claim.limit, capacity[node])
-        floors[(user, node)] = min(ceiling, max(min(claim.reservation, want), probe * capacity[node]))
-        pairs[(user, node)] = max(floors[(user, node)], min(want, ceiling))
-    floors = _fit_floors(capacity, floors)
+        ceilings[(user, node)] = min(claim.limit, capacity[node])
+        keep = min(probe, claim.weight / weight_at[node]) * capacity[node]
+        floors[(user, node)] = min(ceilings[(user, node)], max(min(claim.reservation, want), keep))
+    floors = _fit_floors(capacity, _fit_idle_probes(capacity, floors, listed))
+    pairs = {p: max(f, min(listed[p], ceilings[p])) for p, f in floors.items()}
     extra_caps = {p: pairs[p] - floors[p] for p in pairs}
     room = {n: capacity[n] - sum(f for (_, node), f in floors.items() if node == n) for n in capacity}
-    fixed = {}
-    for (user, _), f in floors.items():
-        fixed[user] = fixed.get(user, 0.0) + f
+    fixed: dict[str, float] = {}
+    for (user, node), f in floors.items():
+        fixed[user] = fixed.get(user, 0.0) + min(f, listed[(user, node)])
     extra = weighted_max_min(room, {u: claims[u].weight for u in fixed}, extra_caps, fixed)
     return {p: floors[p] + extra.get(p, 0.0) for p in pairs}
+
+
+def _fit_idle_probes(capacity: Mapping[str, float], floors: dict[Pair, float],
+                     want: Mapping[Pair, float]) -> dict[Pair, float]:
+    """The probes of pairs without demand, scaled down alike where they take more than IDLE_PROBES of
+    a node: many idle users must not hold back what the busy ones could use."""
+    idle: dict[str, float] = {}
+    for (user, node), f in floors.items():
+        if want[(user, node)] <= 0:
+            idle[node] = idle.get(node, 0.0) + f
+    scale = {n: min(1.0, IDLE_PROBES * capacity[n] / total) for n, total in idle.items() if total > 0}
+    return {p: f * scale[p[1]] if want[p] <= 0 and p[1] in scale else f for p, f in floors.items()}
 
 
 def _fit_floors(capacity: Mapping[str, float], floors: dict[Pair, float]) -> dict[Pair, float]:

@@ -124,7 +124,7 @@ _STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
 def user_message(record: UserRecord) -> pb.User:
     return pb.User(name=record.name, uid=record.uid, priority=record.effective_priority,
                    active=record.active, running_jobs=record.running_jobs,
-                   reservation_bps=record.effective_reservation, limit_bps=record.limit_bps)
+                   reservation_bps=record.effective_reservation, limit_bps=record.effective_limit)
 
 
 def _priority(value: int) -> int:
@@ -283,8 +283,8 @@ class AdminService(pb_grpc.AdminServicer):
         views = [_NodeView(node.node_id, self.cluster.node_runtime(node.node_id), self.cluster.targets(node.node_id),
                            self.cluster.measured_rates(node.node_id),
                            allocator.status(node.node_id) if allocator else {}) for node in nodes]
-        summarise = request.max_entries and not (request.user or request.node) and \
-            len(users) * len(views) > request.max_entries
+        summarise = not (request.user or request.node) and (
+            request.summarise or 0 < request.max_entries < len(users) * len(views))
         entries = _summaries(users, views) if summarise else _entries(users, views)
         policy = self.cluster.config.policy
         shown = {n.node_id for n in nodes}
@@ -309,7 +309,7 @@ class AdminService(pb_grpc.AdminServicer):
     def StartJob(self, request, caller):
         record, priority = self.cluster.start_job(request.job_id, request.user, request.uid, request.node,
                                                   request.account, request.queue, request.requested_priority,
-                                                  caller.actor, request.reservation_bps)
+                                                  caller.actor, request.reservation_bps, request.limit_bps)
         return pb.JobResponse(user=user_message(record), effective_priority=priority,
                               generation=self.cluster.generation())
 

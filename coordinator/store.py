@@ -39,11 +39,12 @@ ADDED_COLUMNS = (
     ("users", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),   # work-conserving floor, bytes/s per node
     ("users", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),         # work-conserving ceiling; 0 = none
     ("jobs", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),    # a job's own floor for its user
+    ("jobs", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),          # a job's own ceiling for its user; 0 = none
 )
 # Every read of users sums up their jobs: without an index SQLite builds one of every job on each
 # read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
-# Made after ADDED_COLUMNS, whose reservation_bps it holds.
-INDEXES = "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, job_id)"
+# Made after ADDED_COLUMNS, whose reservation_bps and limit_bps it holds.
+INDEXES = "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, limit_bps, job_id)"
 
 
 class StoreUnusable(VNodeSyncError):
@@ -67,10 +68,18 @@ class UserRecord:
     reservation_bps: int = 0      # set by the admin (work-conserving policy); 0 = none
     limit_bps: int = 0            # 0 = none
     job_reservation_bps: int = 0  # highest reservation among running jobs
+    job_limit_bps: int = 0        # while every running job asks for a ceiling, the highest of them; else 0
 
     @property
     def effective_reservation(self) -> int:
         return max(self.reservation_bps, self.job_reservation_bps if self.running_jobs else 0)
+
+    @property
+    def effective_limit(self) -> int:
+        """The admin's ceiling, lowered by the jobs' own (0 = none). One VNode serves all of a user's jobs,
+        so a job's ceiling cannot hold back another job that asked for none, and of several the highest holds."""
+        limits = [v for v in (self.limit_bps, self.job_limit_bps if self.running_jobs else 0) if v]
+        return min(limits, default=0)
 
     @property
     def active(self) -> bool:
@@ -85,6 +94,11 @@ class UserRecord:
         if self.has_default_priority_job:
             candidates.append(self.priority)
         return max(candidates)
+
+
+def _user_record(row) -> UserRecord:
+    n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res, job_lim = row
+    return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res, job_lim)
 
 
 def lock_state_file(path: str):
@@ -235,6 +249,12 @@ class StateStore:
         db.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
         return db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
 
+    @property
+    def rows_written(self) -> int:
+        """Rows this store has inserted, changed or deleted since it was opened (SQLite total_changes)."""
+        with self._lock:
+            return self._db.total_changes
+
     def generation(self) -> int:
         with self._lock:
             return self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
@@ -244,23 +264,22 @@ class StateStore:
     _USERS = """
         SELECT u.name, u.uid, u.priority, u.active,
                COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL),
-               u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0)
+               u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0),
+               CASE WHEN SUM(j.limit_bps = 0) = 0 THEN COALESCE(MAX(j.limit_bps), 0) ELSE 0 END
         FROM users u LEFT JOIN jobs j ON j.user = u.name {where}
         GROUP BY u.name ORDER BY u.name"""
 
     def users(self) -> list[UserRecord]:
         with self._lock:
             rows = self._db.execute(self._USERS.format(where="")).fetchall()
-        return [UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res)
-                for n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res in rows]
+        return [_user_record(row) for row in rows]
 
     def user(self, name: str) -> UserRecord:
         with self._lock:
             row = self._db.execute(self._USERS.format(where="WHERE u.name = ?"), (name,)).fetchone()
         if row is None:
             raise NotFound(f"unknown user {name!r}")
-        n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res = row
-        return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res)
+        return _user_record(row)
 
     def holder_of_uid(self, uid: int, other_than: str) -> str | None:
         """The user other than `other_than` that holds `uid`, if any."""
@@ -321,26 +340,27 @@ class StateStore:
     # ---- jobs --------------------------------------------------------------
 
     def start_job(self, job_id: str, node: str, user: str, uid: int, priority: int | None,
-                  new_user_priority: int, reservation_bps: int = 0) -> int:
+                  new_user_priority: int, reservation_bps: int = 0, limit_bps: int = 0) -> int:
         """Record a running job (idempotent per job and node); creates the user if unknown."""
         now = time.time()
         with self._transaction() as db:
             if not db.execute("SELECT 1 FROM users WHERE name = ?", (user,)).fetchone():
                 db.execute("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, 0)",
                            (user, uid, new_user_priority))
-            existing = db.execute("SELECT user, priority, reservation_bps FROM jobs WHERE job_id = ? AND node = ?",
-                                  (job_id, node)).fetchone()
+            existing = db.execute("SELECT user, priority, reservation_bps, limit_bps FROM jobs "
+                                  "WHERE job_id = ? AND node = ?", (job_id, node)).fetchone()
             if existing is not None:
                 if existing[0] != user:
                     raise InvalidArgument(f"job {job_id!r} on {node!r} belongs to {existing[0]!r}, not {user!r}")
                 db.execute("UPDATE jobs SET confirmed_at = ? WHERE job_id = ? AND node = ?", (now, job_id, node))
-                if existing[1] == priority and existing[2] == reservation_bps:
+                if tuple(existing[1:]) == (priority, reservation_bps, limit_bps):
                     return self.generation()
-                db.execute("UPDATE jobs SET priority = ?, reservation_bps = ? WHERE job_id = ? AND node = ?",
-                           (priority, reservation_bps, job_id, node))
+                db.execute("UPDATE jobs SET priority = ?, reservation_bps = ?, limit_bps = ? WHERE job_id = ? AND node = ?",
+                           (priority, reservation_bps, limit_bps, job_id, node))
             else:
-                db.execute("INSERT INTO jobs (job_id, node, user, priority, started_at, confirmed_at, reservation_bps) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?)", (job_id, node, user, priority, now, now, reservation_bps))
+                db.execute("INSERT INTO jobs (job_id, node, user, priority, started_at, confirmed_at, reservation_bps, "
+                           "limit_bps) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (job_id, node, user, priority, now, now, reservation_bps, limit_bps))
             return self._bump(db)
 
     def end_job(self, job_id: str, node: str) -> tuple[int, str | None]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import needs_kernel, unique_name
+from testbed.leftovers import find, remove
 from testbed.loopdev import loop_device
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, encode_state_cache
 from vnode_sync.kernel.backend import HostCgroups
@@ -57,10 +58,19 @@ def _read_limit(path):
         return []
 
 
+@pytest.fixture
+def cgroup_name():
+    """The test's own cgroup name; what a failing run leaves of it (its agent tears down only on a
+    clean exit) is removed afterwards."""
+    name = unique_name("badcache")
+    yield name
+    remove([item for item in find(name) if item.kind == "cgroup"])
+
+
 @needs_kernel
 @pytest.mark.parametrize("damage", [_truncated, _corrupted], ids=["truncated", "corrupted"])
-def test_a_bad_cache_is_refused_and_the_kernel_keeps_its_limits(tmp_path, damage):
-    name = unique_name("badcache")
+def test_a_bad_cache_is_refused_and_the_kernel_keeps_its_limits(tmp_path, damage, cgroup_name):
+    name = cgroup_name
     with loop_device(name) as (device, dev):
         cache = tmp_path / "agent.state"
         cache.write_bytes(encode_state_cache(_state(device, 12_345_678)))

@@ -28,8 +28,10 @@ class RecordingAdmin(pb_grpc.AdminServicer):
         with self.lock:
             self.calls.append(("StartJob", request))
             self.jobs[(request.job_id, request.node)] = request.user
-            return pb.JobResponse(user=self._user(request.user),
-                                  effective_priority=request.requested_priority or 10, generation=len(self.calls))
+            user = self._user(request.user)
+            user.reservation_bps, user.limit_bps = request.reservation_bps, request.limit_bps   # admitted
+            return pb.JobResponse(user=user, effective_priority=request.requested_priority or 10,
+                                  generation=len(self.calls))
 
     def EndJob(self, request, context):
         with self.lock:

@@ -64,6 +64,16 @@ def test_prolog_and_epilog_reach_the_coordinator(tmp_path, hooks, fake_coordinat
     assert "ended: user inactive" in (tmp_path / "log" / "batch.log").read_text()
 
 
+def test_prolog_sends_the_jobs_own_reservation_and_limit(tmp_path, hooks, fake_coordinator):
+    hooks(fake_coordinator.address)
+    env = {**SLURM_ENV, "SLURM_JOB_COMMENT": "vnode_reservation=15MB/s,vnode_limit=100MB/s"}
+    result, _ = run_slurm_hook(tmp_path, "slurm-prolog", env)
+    assert result.returncode == 0, result.stderr
+    assert "reservation 15.0 MB/s, limit 100.0 MB/s" in result.stderr
+    (_, request), = fake_coordinator.admin.calls
+    assert (request.reservation_bps, request.limit_bps) == (15_000_000, 100_000_000)
+
+
 def test_repeated_prolog_and_epilog_are_harmless(tmp_path, hooks, fake_coordinator):
     hooks(fake_coordinator.address)
     for name in ("slurm-prolog", "slurm-prolog", "slurm-epilog", "slurm-epilog"):

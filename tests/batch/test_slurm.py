@@ -135,11 +135,12 @@ def harness():
 
 def test_two_users_jobs_make_their_shares_active_until_the_last_job_ends(harness):
     h, (alice, bob), placement_name = harness
-    a1 = h.submit(alice, "a1", "--comment=vnode_priority=20")
+    a1 = h.submit(alice, "a1", "--comment=vnode_priority=20,vnode_reservation=5MB/s,vnode_limit=40MB/s")
     b1 = h.submit(bob, "b1", f"--account={ACCOUNT}")
     for job in (a1, b1):
         h.slurm.wait_for_state(job, "RUNNING", timeout=30)
-    h.wait_user(alice, "active with its job's requested priority", active=True, priority=20, running_jobs=1)
+    h.wait_user(alice, "active with its job's requested priority, reservation and limit", active=True, priority=20,
+                running_jobs=1, reservation_bps=5_000_000, limit_bps=40_000_000)
     h.wait_user(bob, "active with its account's priority", active=True, priority=30, running_jobs=1)
     bob_status = h.user(bob)
     alice_status = h.user(alice)
@@ -148,7 +149,9 @@ def test_two_users_jobs_make_their_shares_active_until_the_last_job_ends(harness
     # A second job of alice asks for far more than allowed: clamped, never failed.
     a2 = h.submit(alice, "a2", "--comment=vnode_priority=500")
     h.slurm.wait_for_state(a2, "RUNNING", timeout=30)
-    h.wait_user(alice, "with two jobs, the clamped priority", active=True, priority=50, running_jobs=2)
+    # ... and no limit: one VNode serves both jobs, so the first job's ceiling no longer holds.
+    h.wait_user(alice, "with two jobs, the clamped priority", active=True, priority=50, running_jobs=2,
+                reservation_bps=5_000_000, limit_bps=0)
     assert "vnode_priority=500 clamped to 100" in h.hook_log()
 
     if placement_name:
@@ -165,7 +168,7 @@ def test_two_users_jobs_make_their_shares_active_until_the_last_job_ends(harness
     h.release("b1")
     for job in (a1, b1):
         h.slurm.wait_for_state(job, "COMPLETED", timeout=30)
-    h.wait_user(alice, "inactive", active=False, running_jobs=0)
+    h.wait_user(alice, "inactive", active=False, running_jobs=0, reservation_bps=0, limit_bps=0)
     h.wait_user(bob, "inactive", active=False, running_jobs=0)
     assert "DRAIN" not in h.slurm.node_state()
 

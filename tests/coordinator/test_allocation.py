@@ -1,6 +1,7 @@
 """The work-conserving control loop's state: demand from usage, allocations, hysteresis, pushes."""
 
 import math
+import random
 
 import pytest
 
@@ -109,6 +110,57 @@ def test_only_the_node_whose_allocation_moved_is_pushed():
     assert allocator.node_allocation("dn1")[0] > sequences["dn1"]
 
 
+def run_noisy(feed, bob_reads, ticks, seed=1):
+    """alice reads 90-100% of what she is given, bob min(given, bob_reads() MB/s); reports every 0.5 s.
+    Returns each node's pushes and alice's allocations on dn0, tick by tick."""
+    rng = random.Random(seed)
+    allocator, users = feed.allocator, [user("alice", 8), user("bob", 4)]
+    pushes, alice = {"dn0": 0, "dn1": 0}, []
+    for _ in range(ticks):
+        rates = {}
+        for node in ("dn0", "dn1"):
+            now = given(allocator, node)
+            rates[("alice", node)] = now.get("alice", 30 * MB) * rng.uniform(0.9, 1.0)
+            rates[("bob", node)] = min(now.get("bob", 30 * MB), bob_reads(rng) * MB)
+        for node in allocator.tick(users, feed.step(rates, 0.5)):
+            pushes[node] += 1
+        alice.append(given(allocator, "dn0")["alice"])
+    return pushes, alice
+
+
+def test_a_light_reader_near_its_probe_keeps_it_and_does_not_flip_to_its_share():
+    """Reading 1 MB/s against a 1.2 MB/s probe is light, not coming back from idle."""
+    allocator = Allocator(parse_config(CONFIG))
+    feed = Feed(allocator)
+    run_noisy(feed, lambda rng: 1.0, 10)
+    pushes, alice = run_noisy(feed, lambda rng: 1.0, 40)
+    assert pushes == {"dn0": 0, "dn1": 0}
+    assert given(allocator, "dn0")["bob"] <= 1.5 * MB and min(alice) >= 0.95 * BW
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_noisy_reader_below_its_share_does_not_make_allocations_oscillate(seed):
+    """bob reads 10 MB/s +-20% (his share is 20): his allocation settles above his peaks, and
+    neither it nor alice's moves at every tick."""
+    feed = Feed(Allocator(parse_config(CONFIG)))
+    run_noisy(feed, lambda rng: 10 * rng.uniform(0.8, 1.2), 12, seed)
+    pushes, alice = run_noisy(feed, lambda rng: 10 * rng.uniform(0.8, 1.2), 60, seed + 100)
+    assert max(pushes.values()) <= 3, pushes              # 30 s: at most one new allocation per 10 s
+    assert (max(alice) - min(alice)) / max(alice) <= 0.1, (min(alice), max(alice))
+
+
+def test_held_at_its_limit_counts_only_for_the_direction_the_user_moves_bytes_in():
+    """Lustre TBF says 'held' per user: a reader held by its rule wants more reads, not writes."""
+    allocator = Allocator(parse_config(CONFIG))
+    users = [user("alice", 8)]
+    for t, read in ((1000.0, 0), (1000.5, 10 * MB), (1001.0, 20 * MB)):
+        allocator.observe(pb.UsageReport(node_id="dn0", sampled_at_unix=t, usage=[
+            pb.UserUsage(user="alice", device="/dev/sdb", read_bytes=read, held_at_limit=True)]))
+    allocator.tick(users, 1001.0)
+    status = allocator.status("dn0")["alice"]
+    assert status.demand_read_bps == math.inf and status.demand_write_bps < math.inf
+
+
 def test_inactive_users_get_no_allocation_and_a_limit_is_a_ceiling():
     allocator = Allocator(parse_config(CONFIG))
     users = [user("alice", 8, limit=10 * MB), user("bob", 4), user("carol", 50, active=False)]
@@ -131,15 +183,25 @@ def test_the_pushed_allocation_lists_each_users_device_bytes_per_second():
 
 def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
     est = DemandEstimator()
-    assert est.update("k", [0.0], None, False, 0) == 0
-    assert est.update("k", [9 * MB], 10 * MB, False, 1) == math.inf           # at 90% of its allocation
-    assert est.update("k", [2 * MB], 10 * MB, True, 2) == math.inf            # the backend says held
-    assert est.update("k", [4 * MB], 10 * MB, False, 3) == 9 * MB * 1.25      # a dip: the recent peak holds
-    assert est.update("k", [], 10 * MB, False, 4) == 9 * MB * 1.25            # no report: nothing new
-    assert est.update("k", [1 * MB], 10 * MB, False, 5) == 4 * MB * 1.25      # 9 has left the window
-    assert est.update("k", [0.0, 0.0, 0.0], 10 * MB, False, 6) == 0           # three idle reports in one tick
-    est.raised("k", 7)
-    assert est.update("k", [1 * MB], 30 * MB, False, 8) == 30 * MB            # just raised: not lowered yet
+    probe = 1 * MB
+
+    def update(rates, allocated, now, held=False, returning=False):
+        return est.update("k", [(r * MB, 0.25) for r in rates], allocated, held, now, probe, returning)
+
+    assert update([0.0], None, 0) == 0 and est.idle("k")                     # never read: idle
+    assert update([9, 9], 10 * MB, 1) == math.inf                           # two reports at 90% of it
+    assert update([2], 10 * MB, 2, held=True) == math.inf                   # the backend says held
+    assert update([4], 10 * MB, 3) == 9 * MB * 1.25                         # mean 3: the 3-s peak holds
+    assert est.update("k", [], 10 * MB, False, 4, probe) == 9 * MB * 1.25    # no report: nothing new
+    assert update([8, 8.5], 12 * MB, 5) == 12 * MB                           # peak 9 + 25% is within 20%: kept
+    for t in range(6, 18):                                                  # 3 s of 1 MB/s: the peak left
+        demand = update([1], 12 * MB, t)
+    assert demand == 1.25 * MB and not est.idle("k")                        # light, not idle
+    assert update([0.1, 0.0, 0.2], 1.25 * MB, 19) == 0.2 * MB * 1.25 and est.idle("k")   # 0.75 s quiet: idle
+    assert update([], 1 * MB, 20, returning=True) == math.inf               # an idle user reading again
+    est.raised("k", 21)
+    assert update([1], 30 * MB, 23) == 30 * MB                              # just raised: not lowered yet
+    assert update([1], 30 * MB, 21 + 2.5) == 1.25 * MB                      # after the grace, it is
 
 
 @pytest.mark.parametrize("policy,message", [

@@ -2,8 +2,10 @@
 generation, admin changes (reservation, limit) are checked, durable and applied at once."""
 
 import copy
+import json
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -40,6 +42,7 @@ def test_allocations_follow_usage_on_the_stream_without_new_generations(fair_coo
     while not state.allocation.users:          # the first tick: idle users keep a probe each
         state = next(stream)
     assert state.allocation.fallback_seconds == 7
+    written = cluster.store.rows_written
     # alice reads 1.8 MB/s (all of her probe), bob nothing: alice is lent all but bob's probe.
     report(link, 1000.0, 0, 0)
     report(link, 1001.0, int(1.8 * MB), 0)
@@ -49,6 +52,7 @@ def test_allocations_follow_usage_on_the_stream_without_new_generations(fair_coo
     assert given["alice"] == pytest.approx(58.2 * MB, rel=0.01) and given["bob"] == pytest.approx(1.8 * MB)
     assert state.generation == generation, "allocations are not generations"
     assert cluster.generation() == generation
+    assert cluster.store.rows_written == written, "allocations are not written to the store"
     status = pb_grpc.AdminStub(channel).Status(pb.StatusRequest(), timeout=5)
     assert status.allocation == "work-conserving"
     alice = next(u for u in status.users if u.user.name == "alice").nodes[0]
@@ -73,6 +77,21 @@ def test_a_reservation_is_admitted_only_if_all_fit_and_is_durable(fair_coordinat
     with pytest.raises(grpc.RpcError) as e:
         admin.SetLimit(pb.SetRateRequest(user="mallory", bps=5 * MB), timeout=5)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_jobs_reservation_that_does_not_fit_is_dropped_not_the_job(fair_coordinator):
+    """A job is never refused for its floor (a batch job must not fail for vnode-sync): it starts,
+    its user is active, and the floor that would overbook a device is not in force."""
+    cluster, channel, _ = fair_coordinator
+    admin = pb_grpc.AdminStub(channel)
+    admin.SetReservation(pb.SetRateRequest(user="alice", bps=20 * MB), timeout=5)
+    reply = admin.StartJob(pb.JobRequest(job_id="9", user="bob", uid=1002, node="cn1", reservation_bps=15 * MB,
+                                         limit_bps=40 * MB), timeout=5)
+    assert reply.user.active and reply.user.running_jobs == 1
+    assert (reply.user.reservation_bps, reply.user.limit_bps) == (0, 40 * MB)
+    fits = admin.StartJob(pb.JobRequest(job_id="10", user="bob", uid=1002, node="cn1", reservation_bps=5 * MB),
+                          timeout=5)
+    assert fits.user.reservation_bps == 5 * MB
 
 
 @pytest.mark.parametrize("args,message", [
@@ -101,12 +120,148 @@ def test_vnodectl_sets_a_reservation_in_mb_per_second(fair_coordinator):
 
 
 def test_vnodectl_status_shows_weight_reservation_limit_allocation_demand_and_measured(fair_coordinator):
-    _, _, port = fair_coordinator
-    result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
-                             "status"], capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, result.stderr
-    first, header = result.stdout.splitlines()[:2]
-    assert "allocation work-conserving" in first
-    assert header.split()[:10] == ["USER", "WEIGHT", "ACTIVE", "NODE", "RESERVE_MB/s", "LIMIT_MB/s",
-                                   "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
-    assert "MEASURED_RD_MB/s" in header
+    """Every column the issue names, with the values the coordinator holds, in the table and in --json."""
+    cluster, channel, port = fair_coordinator
+    admin, link = pb_grpc.AdminStub(channel), pb_grpc.AgentLinkStub(channel)
+    admin.SetReservation(pb.SetRateRequest(user="alice", bps=5 * MB), timeout=5)
+    admin.SetLimit(pb.SetRateRequest(user="bob", bps=50 * MB), timeout=5)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+
+    def run(*args):
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                                 "status", *args], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def given(user: str) -> int:
+        status = admin.Status(pb.StatusRequest(), timeout=5)
+        return next(u for u in status.users if u.user.name == user).nodes[0].allocated_read_bps
+
+    # alice reads 2 MB/s (less than she is given), bob all he is given; reported every 0.25 s or so.
+    alice = bob = 0
+    deadline = time.monotonic() + 20
+    last = time.time()
+    while True:
+        now = time.time()
+        alice, bob = alice + int(2 * MB * (now - last)), bob + int(max(1, given("bob")) * (now - last))
+        report(link, now, alice, bob)
+        last = now
+        doc = json.loads(run("--json"))
+        nodes = {u["name"]: u["nodes"][0] for u in doc["users"]}
+        if nodes["bob"].get("allocated_read_bps") == 50 * MB and \
+                nodes["alice"].get("demand_read_bps") == pytest.approx(2.5 * MB, rel=0.05):
+            break
+        assert time.monotonic() < deadline, nodes
+        time.sleep(0.25)
+    users = {u["name"]: u for u in doc["users"]}
+    assert (users["alice"]["priority"], users["alice"]["reservation_bps"], users["alice"]["limit_bps"]) == (4, 5 * MB, 0)
+    assert (users["bob"]["priority"], users["bob"]["reservation_bps"], users["bob"]["limit_bps"]) == (8, 0, 50 * MB)
+    alice, bob = nodes["alice"], nodes["bob"]
+    assert alice["measured_read_bps"] == pytest.approx(2 * MB, rel=0.15)
+    assert bob["measured_read_bps"] > 10 * MB
+    assert bob["demand_read_bps"] is None                       # at his allocation: unbounded
+    assert alice["allocated_read_bps"] == pytest.approx(2.5 * MB, rel=0.05)   # her floor only where she has demand
+    assert bob["allocated_read_bps"] == 50 * MB                 # his ceiling, though 57.5 are free
+
+    lines = run().splitlines()
+    print("\n".join(lines))
+    assert "allocation work-conserving" in lines[0]
+    header = lines[1].split()
+    assert header[:10] == ["USER", "WEIGHT", "ACTIVE", "NODE", "RESERVE_MB/s", "LIMIT_MB/s",
+                           "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
+    rows = {line.split()[0]: dict(zip(header, line.split())) for line in lines[2:]}
+    assert (rows["bob"]["WEIGHT"], rows["bob"]["LIMIT_MB/s"], rows["bob"]["RESERVE_MB/s"]) == ("8", "50.0", "-")
+    assert (rows["alice"]["WEIGHT"], rows["alice"]["RESERVE_MB/s"], rows["alice"]["DEMAND_RD_MB/s"]) == ("4", "5.0", "2.5")
+    assert rows["bob"]["DEMAND_RD_MB/s"] == "unbounded" and rows["bob"]["ALLOC_RD_MB/s"] == "50.0"
+    assert float(rows["alice"]["MEASURED_RD_MB/s"]) == pytest.approx(2, abs=0.3)
+
+
+def allocations(state) -> dict[str, int]:
+    return {u.user: u.shares[0].read_bps for u in state.allocation.users}
+
+
+def test_admin_changes_reach_the_allocation_at_once_not_at_the_next_control_period(tmp_path):
+    """control_seconds 60: the loop would not run again for a minute; a limit, a priority and a job's
+    own limit each reach the node's stream within a second of the call."""
+    raw = copy.deepcopy(COORDINATOR_CONFIG)
+    raw["policy"] = {"allocation": "work-conserving", "control_seconds": 60}
+    with served_coordinator(raw, tmp_path) as (cluster, channel, _):
+        link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)
+        link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                         devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+        stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=30)
+
+        def after(call, want) -> float:
+            started = time.monotonic()
+            call()
+            state = next(stream)
+            while not want(allocations(state)):
+                state = next(stream)
+            return time.monotonic() - started
+
+        took = after(lambda: admin.SetLimit(pb.SetRateRequest(user="alice", bps=1 * MB), timeout=5),
+                     lambda given: given.get("alice") == 1 * MB)
+        assert took < 1.0, f"a limit took {took:.2f} s"
+        report(link, 1000.0, 0, 0)          # both read all they get: each wants more
+        report(link, 1001.0, int(1 * MB), int(1.8 * MB))
+        took = after(lambda: admin.SetLimit(pb.SetRateRequest(user="alice", bps=0), timeout=5),
+                     lambda given: given.get("alice", 0) > 1 * MB)
+        assert took < 1.0, f"removing a limit took {took:.2f} s"
+        took = after(lambda: admin.StartJob(pb.JobRequest(job_id="7", user="bob", uid=1002, node="cn1",
+                                                          limit_bps=2 * MB), timeout=5),
+                     lambda given: given.get("bob") == 2 * MB)
+        assert took < 1.0, f"a job's limit took {took:.2f} s"
+        stream.cancel()
+
+
+def _drain(stream, into) -> None:
+    """Every message of a desired-state stream into a queue, until the stream is cancelled."""
+    try:
+        for message in stream:
+            into.put(message)
+    except grpc.RpcError:
+        pass
+
+
+def test_an_allocation_reaches_only_the_node_it_changes(tmp_path):
+    """Two nodes, both users idle (probes everywhere). bob starts reading on dn1 only: dn1's stream
+    gets his share, dn0's stream gets nothing (its allocation did not change)."""
+    import queue
+    import threading
+
+    raw = copy.deepcopy(COORDINATOR_CONFIG)
+    raw["storage_nodes"] = [{"id": n, "devices": [{"name": "/dev/loop7", "read_bps": 60 * MB, "write_bps": 30 * MB}]}
+                            for n in ("dn0", "dn1")]
+    raw["policy"] = {"allocation": "work-conserving", "control_seconds": 0.2}
+    with served_coordinator(raw, tmp_path) as (cluster, channel, _):
+        link = pb_grpc.AgentLinkStub(channel)
+        received = {n: queue.Queue() for n in ("dn0", "dn1")}
+        streams = []
+        for node in received:
+            link.Register(pb.RegisterRequest(node_id=node, backend="blkio-v1",
+                                             devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+            stream = link.WatchDesiredState(pb.WatchRequest(node_id=node), timeout=30)
+            streams.append(stream)
+            threading.Thread(target=_drain, args=(stream, received[node]), daemon=True).start()
+        for node, q in received.items():     # the first ticks: probes for both on both nodes
+            state = q.get(timeout=10)
+            while len(state.allocation.users) < 2:
+                state = q.get(timeout=10)
+        time.sleep(1.0)                      # settled: nothing more is sent
+        for q in received.values():
+            while not q.empty():
+                q.get()
+
+        def usage(node, t, bob):
+            link.ReportUsage(pb.UsageReport(node_id=node, sampled_at_unix=t, usage=[
+                pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=0),
+                pb.UserUsage(user="bob", device="/dev/loop7", read_bytes=bob)]), timeout=5)
+        usage("dn1", 1000.0, 0)
+        usage("dn1", 1000.5, int(0.9 * MB))  # all of his 1.8 MB/s probe for 0.5 s: bob is back on dn1
+        state = received["dn1"].get(timeout=5)
+        assert allocations(state)["bob"] > 50 * MB
+        time.sleep(1.0)
+        assert received["dn0"].empty(), "dn0's allocation did not change: nothing is sent to it"
+        for stream in streams:
+            stream.cancel()

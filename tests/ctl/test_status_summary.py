@@ -40,6 +40,8 @@ def test_above_max_entries_each_user_is_one_summary(site):
     status = pb_grpc.AdminStub(channel).Status(pb.StatusRequest(max_entries=5), timeout=5)
     summaries = {us.user.name: us.summary for us in status.users}
     assert all(not us.nodes for us in status.users)
+    asked = pb_grpc.AdminStub(channel).Status(pb.StatusRequest(summarise=True), timeout=5)
+    assert asked.users == status.users, "summaries asked for at any size"
     alice = summaries["alice"]
     # Algorithm 1, alice 4 of 12: 20 MB/s on a 60 MB/s device, 40 on the 120 MB/s one.
     assert (alice.nodes, alice.target_read_bps_min, alice.target_read_bps_max) == (3, 20 * MB, 40 * MB)
@@ -50,7 +52,8 @@ def test_above_max_entries_each_user_is_one_summary(site):
     assert summaries["carol"].target_read_bps_max == 0, "an inactive user has no share"
     # At or below the limit, and whenever a user or a node is asked for: entries, not summaries.
     for request, entries in ((pb.StatusRequest(max_entries=9), 9), (pb.StatusRequest(max_entries=5, user="bob"), 3),
-                             (pb.StatusRequest(max_entries=1, node="dn3"), 3)):
+                             (pb.StatusRequest(max_entries=1, node="dn3"), 3),
+                             (pb.StatusRequest(summarise=True, user="alice"), 3)):
         status = pb_grpc.AdminStub(channel).Status(request, timeout=5)
         assert sum(len(us.nodes) for us in status.users) == entries
         assert not any(us.HasField("summary") for us in status.users)

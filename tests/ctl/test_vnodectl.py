@@ -24,6 +24,18 @@ def test_set_priority_then_status_json(coordinator):
                                "held_at_limit": False}]
 
 
+def test_status_json_keeps_its_shape_and_summaries_are_asked_for(coordinator):
+    _, _, port = coordinator
+    summaries = json.loads(vnodectl(port, "status", "--json", "--summary").stdout)["users"]
+    alice = next(u for u in summaries if u["name"] == "alice")
+    assert "nodes" not in alice and alice["summary"]["nodes"] == 1
+    assert alice["summary"]["target_read_bps_max"] == alice["summary"]["target_read_bps_min"] > 0
+    table = vnodectl(port, "status", "--summary").stdout
+    assert "one line per user" in table and "HELD_NODES" in table
+    by_user = json.loads(vnodectl(port, "status", "--json", "--summary", "--user", "alice").stdout)["users"]
+    assert [u["nodes"][0]["node_id"] for u in by_user] == ["dn1"], "a user asked for: its entries"
+
+
 def test_human_status_is_an_aligned_table(coordinator):
     _, _, port = coordinator
     lines = vnodectl(port, "status").stdout.splitlines()
@@ -87,4 +99,6 @@ def test_address_comes_from_the_environment(coordinator):
     env = dict(os.environ, VNODE_COORDINATOR=f"127.0.0.1:{port}")
     result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "users", "--json"],
                             capture_output=True, text=True, timeout=30, env=env)
-    assert [u["name"] for u in json.loads(result.stdout)["users"]] == ["alice", "bob"]
+    users = json.loads(result.stdout)["users"]
+    assert [u["name"] for u in users] == ["alice", "bob"]
+    assert (users[0]["reservation_bps"], users[0]["limit_bps"]) == (0, 0)

@@ -13,7 +13,7 @@ from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.errors import InvalidArgument, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.lustre_tbf import (Lctl, LctlError, LustreTbfBackend, RateConversion, RuleCollision,
-                                          RuleLedger, RuleList, RuleMatch, TbfRule, combined_target,
+                                          IoMix, RuleLedger, RuleList, RuleMatch, TbfRule, combined_target,
                                           rule_name_for)
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.shares import priority_shares
@@ -65,6 +65,30 @@ def test_combined_target_sums_devices_and_takes_the_smaller_direction():
     assert combined_target([DeviceLimits(a, 80 * MB, 0)]) == 80 * MB      # writes unlimited
     assert combined_target([DeviceLimits(a, weight=500)]) is None          # nothing TBF can express
     assert combined_target([]) is None
+
+
+def test_combined_target_follows_the_users_mix_of_reads_and_writes():
+    """One bucket for both directions: the largest total within both shares for the mix seen."""
+    a = DeviceNumber(8, 16)
+    probe_for_writes = [DeviceLimits(a, 97 * MB, 3 * MB)]      # a work-conserving allocation of a reader
+    assert combined_target(probe_for_writes) == 3 * MB         # no I/O seen yet: the smaller
+    assert combined_target(probe_for_writes, IoMix.of(100, 0)) == 97 * MB
+    assert combined_target(probe_for_writes, IoMix.of(0, 50)) == 3 * MB
+    assert combined_target([DeviceLimits(a, 60 * MB, 30 * MB)], IoMix.of(50, 50)) == 60 * MB   # 30 each way
+    assert IoMix.of(0, 0) is None
+
+
+def test_standin_a_readers_rule_is_not_held_at_its_write_share(oss, tmp_path):
+    backend = make_backend(oss, tmp_path, rpc_bytes=MiB)
+    backend.setup()
+    backend.ensure_vnode("vnode.alice", 500)
+    backend.apply_limits("vnode.alice", [DeviceLimits(OST0, 64 * MiB, 4 * MiB)])
+    assert rules_everywhere(oss, "vnode_alice")[("regular", 0)].rate == 1          # min: 4 MiB / 4 CPTs
+    backend.usage()
+    oss.serve(500, "dd.500", offered_per_cpt=1, seconds=4, cpts=(0,))               # reads only
+    backend.usage()
+    backend.apply_limits("vnode.alice", [DeviceLimits(OST0, 64 * MiB, 4 * MiB)])
+    assert rules_everywhere(oss, "vnode_alice")[("regular", 0)].rate == 16         # 64 MiB / 4 CPTs
 
 
 def test_rule_values_parse_and_print_themselves():

@@ -6,6 +6,8 @@ rules with a deliberately simple model so usage and "held at the limit" can be t
 What the script models, and from which sources, is in its docstring and docs/lustre.md.
 """
 
+import contextlib
+import fcntl
 import fnmatch
 import json
 import os
@@ -58,12 +60,20 @@ class StandInOss:
     def rules(self, queue: str = "regular", cpt: int = 0) -> list[dict]:
         return self.state()["services"][SERVICE]["rules"][queue][str(cpt)]
 
+    @contextlib.contextmanager
+    def _locked(self):
+        """The lock the stand-in lctl takes around each command: edits here and its commands do not mix."""
+        with open(self.state_path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def drop_rule_in(self, name: str, cpt: int, queue: str = "regular") -> None:
         """Lose a rule in one partition only (what a start failing half-way leaves behind)."""
-        state = self.state()
-        rules = state["services"][SERVICE]["rules"][queue][str(cpt)]
-        rules[:] = [r for r in rules if r["name"] != name]
-        self._save(state)
+        with self._locked():
+            state = self.state()
+            rules = state["services"][SERVICE]["rules"][queue][str(cpt)]
+            rules[:] = [r for r in rules if r["name"] != name]
+            self._save(state)
 
     def serve(self, uid: int, job_id: str, offered_per_cpt: float, seconds: float, cpts=(0,), ost=None,
               write: bool = False) -> int:
@@ -73,16 +83,24 @@ class StandInOss:
         RPCs are full-size (brw_size) and are added to the OST's job_stats under `job_id`;
         the matching rule's `ref` becomes 1 in each partition used, as a TBF class would.
         """
+        with self._locked():
+            return self._serve(uid, job_id, offered_per_cpt, seconds, cpts, ost, write)
+
+    def _serve(self, uid, job_id, offered_per_cpt, seconds, cpts, ost, write) -> int:
         state = self.state()
         service = state["services"][SERVICE]
         tbf_type = service["policy"]["regular"].get("tbf_type")
         served = 0
+        # A bucket earns fractions of an RPC: what a short call could not serve is kept for the next.
+        carry = state.setdefault("traffic_carry", {}).setdefault(job_id, {})
         for cpt in cpts:
             rules = service["rules"]["regular"][str(cpt)]
             rule = next((r for r in rules if r["name"] != "default" and _matches(r["shown"], tbf_type, uid, job_id)),
                         next((r for r in rules if r["name"] == "default"), None))
             rate = rule["rate"] if rule else float("inf")
-            served += int(min(offered_per_cpt, rate) * seconds)
+            exact = min(offered_per_cpt, rate) * seconds + carry.get(str(cpt), 0.0)
+            carry[str(cpt)] = exact - int(exact)
+            served += int(exact)
             if rule is not None:
                 rule["ref"] = max(rule["ref"], 1)
         ost = ost or next(iter(state["obdfilter"]))

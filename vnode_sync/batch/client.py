@@ -27,6 +27,8 @@ class JobOutcome:
     running_jobs: int             # the user's jobs on all nodes, as the coordinator counts them
     effective_priority: int       # 0 after an end
     generation: int
+    reservation_bps: int = 0      # the user's floor and ceiling in force after the event (0: none)
+    limit_bps: int = 0
 
 
 def _error(e: grpc.RpcError, address: str, what: str, waited: float) -> VNodeSyncError:
@@ -66,14 +68,15 @@ class CoordinatorClient:
         request = pb.JobRequest(job_id=event.job_id, user=event.user, uid=event.uid, node=event.node,
                                 account=event.account, queue=event.queue,
                                 requested_priority=event.requested_priority,
-                                reservation_bps=event.requested_reservation)
+                                reservation_bps=event.requested_reservation, limit_bps=event.requested_limit)
         what = f"{event.phase.value} of {event.describe()}"
         if event.phase is JobPhase.START:
             reply = self._call(self._admin.StartJob, request, deadline_seconds, what)
         else:
             reply = self._call(self._admin.EndJob, request, deadline_seconds, what)
         user = reply.user if reply.HasField("user") else pb.User()
-        return JobOutcome(user.active, user.running_jobs, reply.effective_priority, reply.generation)
+        return JobOutcome(user.active, user.running_jobs, reply.effective_priority, reply.generation,
+                          user.reservation_bps, user.limit_bps)
 
     def reconcile(self, node: str, running_job_ids: list[str], deadline_seconds: float) -> list[str]:
         """Tell the coordinator every job running on `node`; returns the jobs it dropped."""

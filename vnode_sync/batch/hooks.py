@@ -95,8 +95,11 @@ def _start_watchdog(seconds: float, exit_code: int) -> threading.Timer:
 def _describe_outcome(event: JobEvent, outcome: JobOutcome) -> str:
     if event.phase is JobPhase.START:
         asked = f", requested {event.requested_priority}" if event.requested_priority else ""
+        rates = "".join(f", {what} {asked / 1e6:.1f} MB/s" + ("" if asked == held else f" asked, {held / 1e6:.1f} in force")
+                        for what, asked, held in (("reservation", event.requested_reservation, outcome.reservation_bps),
+                                                  ("limit", event.requested_limit, outcome.limit_bps)) if asked)
         return (f"{event.describe()} started: user active with {outcome.running_jobs} running job(s), "
-                f"job priority {outcome.effective_priority}{asked} (generation {outcome.generation})")
+                f"job priority {outcome.effective_priority}{asked}{rates} (generation {outcome.generation})")
     state = "still active" if outcome.user_active else "inactive"
     return (f"{event.describe()} ended: user {state}, {outcome.running_jobs} job(s) left "
             f"(generation {outcome.generation})")

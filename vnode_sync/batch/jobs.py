@@ -29,9 +29,10 @@ log = logging.getLogger(__name__)
 # `qsub -l other=vnode_priority=20` (TORQUE) or a custom resource `-l vnode_priority=20` (PBS Pro).
 PRIORITY_KEY = "vnode_priority"
 _PRIORITY_REQUEST = re.compile(rf"(?:^|[\s,;:=+]){PRIORITY_KEY}=([^\s,;:+]*)")
-# Likewise a floor for the job's user under the work-conserving policy: `vnode_reservation=15MB/s`.
+# Likewise a floor and a ceiling for the job's user under the work-conserving policy:
+# `vnode_reservation=15MB/s`, `vnode_limit=100MB/s`.
 RESERVATION_KEY = "vnode_reservation"
-_RESERVATION_REQUEST = re.compile(rf"(?:^|[\s,;:=+]){RESERVATION_KEY}=([^\s,;:+]*)")
+LIMIT_KEY = "vnode_limit"
 
 
 class JobPhase(enum.Enum):
@@ -52,6 +53,7 @@ class JobEvent:
     queue: str = ""
     requested_priority: int = 0   # 0: the job asked for none; else already within 1..100
     requested_reservation: int = 0  # bytes/s; 0: none
+    requested_limit: int = 0        # bytes/s; 0: none
     sister: bool = False          # ran on a sister node (.parallel scripts)
 
     def describe(self) -> str:
@@ -78,16 +80,26 @@ def requested_priority(text: str, job_id: str = "?") -> int:
     return clamped
 
 
-def requested_reservation(text: str, job_id: str = "?") -> int:
-    """The floor (bytes/s) a job attribute asks for; 0 if none or unreadable (logged, never raised)."""
-    matches = _RESERVATION_REQUEST.findall(text or "")
+def _requested_rate(key: str, text: str, job_id: str) -> int:
+    """The bytes/s a job attribute gives `key`; 0 if none or unreadable (logged, never raised)."""
+    matches = re.findall(rf"(?:^|[\s,;:=+]){key}=([^\s,;:+]*)", text or "")
     if not matches:
         return 0
     try:
-        return validation.rate(matches[-1], RESERVATION_KEY)
+        return validation.rate(matches[-1], key)
     except InvalidArgument as e:
         log.warning("job %s: ignoring it: %s", job_id, e)
         return 0
+
+
+def requested_reservation(text: str, job_id: str = "?") -> int:
+    """The floor (bytes/s) a job attribute asks for; 0 if none or unreadable."""
+    return _requested_rate(RESERVATION_KEY, text, job_id)
+
+
+def requested_limit(text: str, job_id: str = "?") -> int:
+    """The ceiling (bytes/s) a job attribute asks for; 0 if none or unreadable."""
+    return _requested_rate(LIMIT_KEY, text, job_id)
 
 
 def local_node_name() -> str:
@@ -124,7 +136,8 @@ def from_slurm_env(phase: JobPhase, env: Mapping[str, str], node: str | None = N
         requested_priority=requested_priority(env.get("SLURM_JOB_COMMENT", ""), job_id) if phase is JobPhase.START
         else 0,
         requested_reservation=requested_reservation(env.get("SLURM_JOB_COMMENT", ""), job_id)
-        if phase is JobPhase.START else 0)
+        if phase is JobPhase.START else 0,
+        requested_limit=requested_limit(env.get("SLURM_JOB_COMMENT", ""), job_id) if phase is JobPhase.START else 0)
 
 
 def from_pbs_argv(phase: JobPhase, argv: Sequence[str], sister: bool = False, node: str | None = None) -> JobEvent:
@@ -146,4 +159,5 @@ def from_pbs_argv(phase: JobPhase, argv: Sequence[str], sister: bool = False, no
         account=account, queue=queue,
         requested_priority=requested_priority(limits, job_id) if phase is JobPhase.START else 0,
         requested_reservation=requested_reservation(limits, job_id) if phase is JobPhase.START else 0,
+        requested_limit=requested_limit(limits, job_id) if phase is JobPhase.START else 0,
         sister=sister)

@@ -30,8 +30,9 @@ DEFAULT_ADDRESS = "127.0.0.1:7070"
 RPC_TIMEOUT_SECONDS = 10.0
 # Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
 STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
-# Above this many (user, node) lines `status` prints one line per user (a million lines is no table
-# to read, and takes Python ~10 s to print); --per-node, --user or --node give the lines.
+# Above this many (user, node) lines the `status` table is one line per user (a million lines is no
+# table to read, and takes Python ~10 s to print); --per-node, --user or --node give the lines.
+# --json always has the per-node shape (scripts need one shape); --summary asks for summaries.
 STATUS_LINES_MAX = 10_000
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node", help="only this storage node")
     p.add_argument("--per-node", action="store_true",
                    help=f"a line per user and node however many (above {STATUS_LINES_MAX:,}: one per user)")
+    p.add_argument("--summary", action="store_true",
+                   help="one line (or JSON object) per user: its nodes' target range and summed rates "
+                        "(ignored with --user or --node)")
     add_top_command(sub)
     return parser
 
@@ -221,7 +225,8 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
         if args.json:
             print(json.dumps({"generation": response.generation, "users": [
                 {"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active,
-                 "running_jobs": u.running_jobs} for u in response.users]}, indent=2))
+                 "running_jobs": u.running_jobs, "reservation_bps": u.reservation_bps, "limit_bps": u.limit_bps}
+                for u in response.users]}, indent=2))
         else:
             print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
                          [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
@@ -236,13 +241,17 @@ def run(args, stub: pb_grpc.AdminStub) -> None:
     elif args.command == "top":
         run_top(args, stub, t)
     elif args.command == "status":
-        request = pb.StatusRequest(max_entries=0 if args.per_node else STATUS_LINES_MAX, user=args.user or "",
-                                   node=args.node or "")
+        request = pb.StatusRequest(max_entries=_status_max_entries(args), summarise=args.summary,
+                                   user=args.user or "", node=args.node or "")
         status = stub.Status(request, timeout=t)
         if args.json:
             print(json.dumps(status_json(status), indent=2))
         else:
             _print_status(status)
+
+
+def _status_max_entries(args: argparse.Namespace) -> int:
+    return 0 if args.per_node or args.json else STATUS_LINES_MAX
 
 
 def status_json(status: pb.StatusResponse) -> dict:

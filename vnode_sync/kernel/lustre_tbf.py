@@ -255,25 +255,47 @@ class RateConversion:
                 + (" (clamped: Lustre cannot go lower)" if self.clamped and self.per_partition == 1 else ""))
 
 
-def combined_target(limits: list[DeviceLimits]) -> int | None:
+@dataclass(frozen=True)
+class IoMix:
+    """The share of a user's recent RPCs that were reads and writes (they add up to 1)."""
+
+    reads: float
+    writes: float
+
+    @classmethod
+    def of(cls, read_rpcs: int, write_rpcs: int) -> "IoMix | None":
+        total = read_rpcs + write_rpcs
+        return cls(read_rpcs / total, write_rpcs / total) if total > 0 else None
+
+
+def combined_target(limits: list[DeviceLimits], mix: IoMix | None = None) -> int | None:
     """The one byte rate a user's rule enforces on this OSS, or None for "no limit".
 
     One ost_io service serves every OST of the OSS, so per-device shares are summed. A TBF
-    rule counts OST_READ and OST_WRITE RPCs in the same bucket (a uid rule has no
-    direction), so the coordinator's separate read and write caps cannot both be kept
-    exactly; the smaller limited direction is used, so neither direction can exceed its
-    cap, at the price of a mixed reader-writer getting only that much in total. A
-    direction with any unlimited (0) device share is unlimited.
+    rule counts OST_READ and OST_WRITE RPCs in the same bucket (a uid rule has no direction),
+    so the coordinator's separate read and write caps R and W become one: with the user's
+    recent mix of reads r and writes w, the largest total that keeps r x total <= R and
+    w x total <= W, i.e. min(R / r, W / w) over the directions it uses (a reader gets R, a
+    writer W, however small its share in the other direction; the work-conserving policy
+    gives an unused direction only a probe). Without a mix (no I/O seen yet) the smaller
+    direction is used, so neither can exceed its cap. A direction with any unlimited (0)
+    device share is unlimited.
     """
     limited = [d for d in limits if not d.is_unlimited()]
     if not limited:
         return None
-    totals = []
+    caps = {}
     for direction in ("read_bps", "write_bps"):
         values = [getattr(d, direction) for d in limited]
         if all(values):
-            totals.append(sum(values))
-    return min(totals) if totals else None
+            caps[direction] = sum(values)
+    if not caps:
+        return None
+    if mix is None:
+        return min(caps.values())
+    totals = [cap / fraction for direction, cap in caps.items()
+              if (fraction := mix.reads if direction == "read_bps" else mix.writes) > 0]
+    return int(min(totals)) if totals else min(caps.values())
 
 
 def rule_name_for(prefix: str, user: str, uid: int) -> str:
@@ -421,6 +443,8 @@ class LustreTbfBackend:
         self._conversion: dict[str, RateConversion] = {}
         self._rate_set: dict[str, int] = {}   # the per-CPT rate this agent last wrote
         self._samples: dict[str, _Sample] = {}
+        self._rpcs: dict[str, tuple[int, int]] = {}   # (read, write) RPCs at the last usage read
+        self._mix: dict[str, IoMix] = {}              # each user's latest read/write mix
         self.notes: list[str] = []          # decisions worth reporting (drift restored, clamping)
 
     @classmethod
@@ -438,8 +462,9 @@ class LustreTbfBackend:
         return [
             "TBF limits RPCs/s per user on the OSS's ost_io service, not bytes: the rate assumes "
             "full-size bulk RPCs, so small or unaligned I/O gets fewer bytes than its share",
-            "one TBF bucket counts reads and writes together: the smaller of the read and write "
-            "shares is enforced on their sum",
+            "one TBF bucket counts reads and writes together: the rule's rate is the most the user's "
+            "recent mix of reads and writes can do within both its read and its write share (the "
+            "smaller of the two until its first I/O is seen), taken at each reconcile",
             "rates apply per CPU partition (LU-17158); the rate is divided by the partition count so "
             "the total can never exceed the share, but a user whose RPCs reach fewer partitions "
             "(e.g. one client node) gets proportionally less",
@@ -548,7 +573,7 @@ class LustreTbfBackend:
         if vnode not in self._uid_of:
             raise InvalidArgument(f"VNode {vnode}: ensure_vnode(vnode, uid) must come before apply_limits")
         self._wanted[vnode] = list(limits)
-        target = combined_target(limits)
+        target = combined_target(limits, self._mix.get(vnode))
         name = self._rule_name(vnode)
         match = self._match(self._uid_of[vnode])
         if target is None:
@@ -632,7 +657,8 @@ class LustreTbfBackend:
 
     def remove_vnode(self, vnode: str) -> None:
         self._stop_owned(vnode)
-        for table in (self._uid_of, self._wanted, self._conversion, self._rate_set, self._samples):
+        for table in (self._uid_of, self._wanted, self._conversion, self._rate_set, self._samples, self._rpcs,
+                      self._mix):
             table.pop(vnode, None)
 
     # -- usage and hits --------------------------------------------------------------------------------
@@ -670,9 +696,20 @@ class LustreTbfBackend:
     def usage(self) -> dict[str, VNodeUsage]:
         usage = {}
         for vnode, devices in self._counters(self.vnodes()).items():
+            self._note_mix(vnode, devices)
             state = self.limit_state(vnode, devices)
             usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held), held_source=HELD_ESTIMATED)
         return usage
+
+    def _note_mix(self, vnode: str, devices: dict[DeviceNumber, IoCounters]) -> None:
+        """The user's read/write mix since the last read, for the next rule rate (combined_target)."""
+        now = (sum(c.read_ios for c in devices.values()), sum(c.write_ios for c in devices.values()))
+        before = self._rpcs.get(vnode)
+        self._rpcs[vnode] = now
+        if before is not None and now[0] >= before[0] and now[1] >= before[1]:
+            mix = IoMix.of(now[0] - before[0], now[1] - before[1])
+            if mix is not None:
+                self._mix[vnode] = mix
 
     def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:
         """Is the user held at its limit? None until two samples exist or without an owned rule.

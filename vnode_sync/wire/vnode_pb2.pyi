@@ -227,14 +227,16 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("max_entries", "user", "node")
+    __slots__ = ("max_entries", "user", "node", "summarise")
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARISE_FIELD_NUMBER: _ClassVar[int]
     max_entries: int
     user: str
     node: str
-    def __init__(self, max_entries: _Optional[int] = ..., user: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
+    summarise: bool
+    def __init__(self, max_entries: _Optional[int] = ..., user: _Optional[str] = ..., node: _Optional[str] = ..., summarise: _Optional[bool] = ...) -> None: ...
 
 class RemoveUserResponse(_message.Message):
     __slots__ = ("user",)
@@ -315,7 +317,7 @@ class StatusResponse(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., allocation: _Optional[str] = ...) -> None: ...
 
 class JobRequest(_message.Message):
-    __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority", "reservation_bps")
+    __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority", "reservation_bps", "limit_bps")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
@@ -324,6 +326,7 @@ class JobRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     REQUESTED_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_BPS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_BPS_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     user: str
     uid: int
@@ -332,7 +335,8 @@ class JobRequest(_message.Message):
     queue: str
     requested_priority: int
     reservation_bps: int
-    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., node: _Optional[str] = ..., account: _Optional[str] = ..., queue: _Optional[str] = ..., requested_priority: _Optional[int] = ..., reservation_bps: _Optional[int] = ...) -> None: ...
+    limit_bps: int
+    def __init__(self, job_id: _Optional[str] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., node: _Optional[str] = ..., account: _Optional[str] = ..., queue: _Optional[str] = ..., requested_priority: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ...) -> None: ...
 
 class JobResponse(_message.Message):
     __slots__ = ("user", "effective_priority", "generation")
