@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc import aio
 
+from vnode_sync.supervision import set_within
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -77,10 +78,7 @@ async def _reporter(reports, node: str, applied: list[int], wake: asyncio.Event,
     try:
         while True:
             if every:
-                try:
-                    await asyncio.wait_for(wake.wait(), every * random.uniform(0.9, 1.1))
-                except asyncio.TimeoutError:
-                    pass
+                await set_within(wake, every * random.uniform(0.9, 1.1))
             else:
                 await wake.wait()
             wake.clear()

@@ -47,7 +47,8 @@ IDLE_LEVEL = 0.25
 RETURNING = 0.5
 
 # An allocation just raised is not lowered again before it was in force for this long: the
-# usage reported meanwhile was measured under the old, lower one.
+# usage reported meanwhile was measured under the old, lower one. An idle user's is: no limit
+# made it stop.
 RAISE_GRACE_SECONDS = 2.5
 
 DIRECTIONS = ("read", "write")
@@ -107,8 +108,8 @@ class DemandEstimator:
                 est.demand = max(recent) * (1 + HEADROOM)
                 if allocated is not None and est.demand >= (1 - LOWER_MARGIN) * allocated:
                     est.demand = max(est.demand, allocated)   # not idle and not much less: keep what it has
-            if allocated is not None and now - est.raised_at < RAISE_GRACE_SECONDS:
-                est.demand = max(est.demand, allocated)
+                if allocated is not None and now - est.raised_at < RAISE_GRACE_SECONDS:
+                    est.demand = max(est.demand, allocated)
         return est.demand
 
     def idle(self, key: tuple) -> bool:

@@ -31,6 +31,7 @@ from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncE
 from vnode_sync.security.authorization import (AccessPolicy, OpenAccess, PermissionDenied, Unauthenticated,
                                                readable_by)
 from vnode_sync.security.identity import caller_of
+from vnode_sync.supervision import set_within
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # Changed connections are published at most this often: one send per node for a burst of reports.
 CONNECTIONS_PUBLISH_SECONDS = 0.05
+# How long each step of a stop (background tasks ending, gRPC confirming the shutdown) may take.
+STOP_STEP_SECONDS = 5.0
 SERVER_OPTIONS = (
     # A second process may not bind the same address (gRPC's default allows it).
     ("grpc.so_reuseport", 0),
@@ -433,11 +436,8 @@ class Changes:
         self.cluster.allocation_wanted = lambda: self._loop.call_soon_threadsafe(poke.set)
         period = self.cluster.config.policy.control_seconds
         while True:
-            try:
-                await asyncio.wait_for(poke.wait(), period)
+            if await set_within(poke, period):
                 await self.store_thread.run(self.cluster.refresh_snapshot)   # the change's users
-            except asyncio.TimeoutError:
-                pass
             poke.clear()
             users = self.cluster.snapshot().users
             changed = await self._loop.run_in_executor(None, self.cluster.allocator.tick, users)
@@ -606,19 +606,29 @@ class CoordinatorServer:
         """End every stream, stop serving (waiting up to `grace` s for calls in flight); returns a waitable."""
         if not self._stopped.is_set() and self._thread.is_alive():
             try:
-                self._call(self._stop(grace), timeout=(grace or 0) + 10)
+                self._call(self._stop(grace), timeout=(grace or 0) + 2 * STOP_STEP_SECONDS + 5)
             finally:
                 self._close_loop()
         self._stopped.set()
         return self._stopped
 
     async def _stop(self, grace: float | None) -> None:
+        # Each step is bounded: a stop that never returns would hold the process (or a test) forever.
         if self.changes:
             self.changes.close_streams()
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.stop(grace)
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_STEP_SECONDS)
+            if pending:
+                log.warning("stopping: background tasks %s did not end within %.0f s of being cancelled",
+                            sorted(t.get_name() for t in pending), STOP_STEP_SECONDS)
+        try:
+            async with asyncio.timeout((grace or 0) + STOP_STEP_SECONDS):
+                await self._server.stop(grace)
+        except TimeoutError:
+            log.warning("stopping: gRPC did not confirm the server's shutdown within %.0f s of its grace; "
+                        "going on without it", STOP_STEP_SECONDS)
 
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -2,6 +2,7 @@
 backoff; a loop that keeps failing gives up so the process exits non-zero and its service
 manager (systemd Restart=on-failure, vnode-supervise) restarts it."""
 
+import asyncio
 import logging
 import random
 import threading
@@ -86,3 +87,14 @@ class LoopThreads:
     def join(self, timeout: float) -> None:
         for thread in self._threads:
             thread.join(timeout)
+
+
+async def set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds`. Not asyncio.wait_for: on Python 3.11 it loses a
+    cancellation that arrives as the event is set (cpython #86296): a cancelled loop would go on."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return False

@@ -202,6 +202,8 @@ def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
     est.raised("k", 21)
     assert update([1], 30 * MB, 23) == 30 * MB                              # just raised: not lowered yet
     assert update([1], 30 * MB, 21 + 2.5) == 1.25 * MB                      # after the grace, it is
+    est.raised("k", 25)
+    assert update([0.0, 0.0], 30 * MB, 25.5) == 0                           # idle: no grace to wait out
 
 
 @pytest.mark.parametrize("policy,message", [

@@ -73,3 +73,54 @@ def test_each_nodes_desired_state_is_built_once_per_generation_for_every_stream(
     assert len({m.SerializeToString() for m in second}) == 1 and second[0].generation > first[0].generation
     assert {v.user: v.priority for v in second[0].vnodes}["alice"] == 9 and second[0].node_id == "dn1"
     assert builds.count(second[0].generation) == 1, builds
+
+
+def test_a_stop_that_gRPC_or_a_task_never_finishes_still_returns_and_says_which(monkeypatch, tmp_path, caplog):
+    from vnode_sync.coordinator import service
+    monkeypatch.setattr(service, "STOP_STEP_SECONDS", 0.2)
+
+    async def deaf_to_cancel():
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass
+
+    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    server, _ = create_server(cluster, "127.0.0.1:0", background=(deaf_to_cancel,))
+    server.start()
+    real_stop = server._server.stop
+
+    async def unconfirmed_stop(grace):
+        await real_stop(grace)
+        await asyncio.Event().wait()
+    monkeypatch.setattr(server._server, "stop", unconfirmed_stop)
+    with caplog.at_level(logging.WARNING):
+        assert server.stop(0).is_set()
+    warnings = " | ".join(r.getMessage() for r in caplog.records)
+    assert "background tasks ['deaf_to_cancel'] did not end" in warnings
+    assert "gRPC did not confirm the server's shutdown" in warnings
+
+
+def test_a_control_loop_wait_cancelled_as_it_is_poked_ends_the_loop():
+    """The allocation loop waits for a poke or its period; cancelled in the very step a poke comes
+    (an admin change as the server stops), it must end (asyncio.wait_for on 3.11 went on)."""
+    outcomes = []
+
+    async def loop(poke):
+        while True:
+            outcomes.append(await supervision.set_within(poke, 3600))
+            poke.clear()
+
+    async def main():
+        poke = asyncio.Event()
+        task = asyncio.create_task(loop(poke))
+        await asyncio.sleep(0)
+        poke.set()
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=1)
+        assert task in done and task.cancelled()
+    asyncio.run(main())
+    assert outcomes == []
+    assert asyncio.run(supervision.set_within(asyncio.Event(), 0.01)) is False
+

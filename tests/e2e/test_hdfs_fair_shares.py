@@ -55,6 +55,7 @@ def test_an_idle_users_share_is_lent_and_taken_back():
                 rates = per_node_rates(cluster, hdfs, "alice", 0.5)
                 if all(r >= 0.9 * NODE_BW for r in rates.values()):
                     lent = time.monotonic() - stopped
+            print(f"cgroup throttle: lent in {lent} s")
             assert lent is not None and lent <= 3.0, f"alice did not get 90% of each node within 3 s: {rates}"
 
             hdfs.evict_page_cache()   # bob's files again from the disk, not the page cache
@@ -70,6 +71,7 @@ def test_an_idle_users_share_is_lent_and_taken_back():
                 rates = per_node_rates(cluster, hdfs, "bob", 0.5)
                 if all(r >= 0.9 * share for r in rates.values()):
                     reclaimed = time.monotonic() - back
+            print(f"cgroup throttle: reclaimed in {reclaimed} s")
             assert reclaimed is not None and reclaimed <= 2.0, f"bob not back to 90% of {share / MB} MB/s: {rates}"
         finally:
             for group in readers.values():
