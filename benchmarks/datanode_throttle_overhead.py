@@ -2,7 +2,7 @@
 never bind, against DataNodes without it, alternating in the same run (target: within 2 %).
 
     sudo .venv/bin/python -m benchmarks.datanode_throttle_overhead [--rounds 30] [--file-mb 512]
-        [--disk zram|paced] [--block-tokens]
+        [--disk zram|paced|paced-rw] [--block-tokens]
 
 Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's DataNodes:
 "agent" (every transfer goes through a per-user throttler set to --node-gbps, with a UID line
@@ -16,7 +16,10 @@ waited for, so no trial pays for freeing another's blocks. A phase's figure is a
 client's transfer time as the clients measure it (JVM start-up, which varies by more than the
 2 % looked for, is left out). The disks are zram (RAM) by default, so neither the VM's drifting
 disk nor writeback sets the pace and what remains is CPU per byte, where an agent's overhead
-shows most.
+shows most. `--disk paced-rw` is the other regime, a DataNode on real disks: reads and writes
+at the disk's pace, and so little dirty page cache per disk that a writer waits for the disk
+as it does once a sustained write outgrows a DataNode's RAM (`--disk paced` paces reads only,
+and its writes then measure the page cache: single rounds 0.75-1.48).
 
 The cases take turns at each position in a round (hdfs_overhead's round order), and every
 --swap-every rounds both clusters' DataNodes restart with the agent moved to the other
@@ -45,7 +48,7 @@ from hdfs import InsecureClient
 
 from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval, round_order
 from testbed.local_cluster import LocalUser
-from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
+from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
 from testbed.processes import exit_on_sigterm
@@ -165,7 +168,8 @@ def main() -> int:
     parser.add_argument("--file-mb", type=int, default=512, help="MiB each user writes per trial")
     parser.add_argument("--read-seconds", type=float, default=4, help="how long each user reads per trial")
     parser.add_argument("--datanodes", type=int, default=1, help="per cluster")
-    parser.add_argument("--disk", choices=("paced", "zram", "loop"), default="zram")
+    parser.add_argument("--disk", choices=DISK_KINDS, default="zram",
+                        help="paced-rw: reads and writes at the disk's pace (the disk-bound regime for both)")
     parser.add_argument("--swap-every", type=int, default=5,
                         help="rounds between restarts that move the agent to the other cluster")
     parser.add_argument("--node-gbps", type=float, default=10, help="every user's (non-binding) rate, GB/s")

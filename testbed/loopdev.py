@@ -100,6 +100,32 @@ def attach(backing_file: str, direct_io: bool) -> str:
 
 def detach(device: str) -> None:
     subprocess.run(["losetup", "--detach", device], capture_output=True)
+    uncap_dirty_pages(device)   # the loop device outlives its attachment, and so would a cap
+
+
+def cap_dirty_pages(device: str, max_bytes: int) -> None:
+    """At most `max_bytes` of the page cache dirty for `device`, enforced whatever the global
+    dirty limits (the bdi's strict_limit): its writers then run at the pace of its writeback."""
+    bdi = _bdi_of(device)
+    _write(os.path.join(bdi, "max_bytes"), str(max_bytes))
+    _write(os.path.join(bdi, "strict_limit"), "1")
+
+
+def uncap_dirty_pages(device: str) -> None:
+    bdi = _bdi_of(device)
+    if os.path.isdir(bdi):
+        _write(os.path.join(bdi, "strict_limit"), "0")
+        _write(os.path.join(bdi, "max_ratio"), "100")
+
+
+def _bdi_of(device: str) -> str:
+    rdev = os.stat(device).st_rdev
+    return f"/sys/class/bdi/{os.major(rdev)}:{os.minor(rdev)}"
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
 
 
 def loops() -> list[tuple[str, str]]:

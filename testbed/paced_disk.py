@@ -15,6 +15,10 @@ them. Two models:
 - `DiskModel(read_mbps)`: the HDFS benchmarks' disk. Reads paced, writes free (setting up is
   not what is measured); the loop device uses direct I/O and queues reads at once, as HDFS's
   readers do at a disk.
+- `DiskModel.streaming(rate_mbps)`: the HDFS write benchmarks' disk. Reads and writes paced,
+  queued as above, and at most DIRTY_MB of the page cache dirty for it (a strict per-device
+  limit): a writer runs at the disk's pace, as one does on a real DataNode once a sustained
+  write outgrows its page cache (24 GiB of RAM here would hide the disk for gigabytes).
 - `DiskModel.spindle(rate_mbps, seek_ms)`: the paper figures' disk. Reads and writes paced,
   a seek cost for every request that does not continue the previous one, no idle credit; the
   loop device without direct I/O serves one request at a time, so the I/O scheduler above it
@@ -41,13 +45,16 @@ from dataclasses import dataclass
 from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel.devices import device_number, set_scheduler
 from vnode_sync.kernel.types import DeviceNumber
-from testbed.loopdev import attach, detach, format_ext4, mount_ext4, stale_loops, stale_mounts, unmount
+from testbed.loopdev import attach, cap_dirty_pages, detach, format_ext4, mount_ext4, stale_loops, stale_mounts, unmount
 from testbed.paced_fuse import FILE_NAME, PacedFileServer, Pacer
 
 IMAGE_NAME = "disk.raw"
 FUSE_DIR = "paced"
 MB = 1_000_000
 READY_SECONDS = 10
+# A streaming disk's dirty page cache: a few hundred ms of its writes, like a DataNode's disk under
+# a sustained write (the kernel's default, 20 % of RAM, lets 24 GiB hide the disk for gigabytes).
+DIRTY_MB = 64
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,11 @@ class DiskModel:
     pace_writes: bool = False
     queued: bool = True           # loop device with direct I/O: requests reach the disk at once
     burst_ms: float = 5.0         # idle time credited, so a lone reader's gaps cost no bandwidth
+    dirty_mb: float = 0.0         # page cache this disk may hold dirty; 0: only the kernel's global limits
+
+    @classmethod
+    def streaming(cls, rate_mbps: float) -> "DiskModel":
+        return cls(rate_mbps, pace_writes=True, dirty_mb=DIRTY_MB)
 
     @classmethod
     def spindle(cls, rate_mbps: float, seek_ms: float = 0.0) -> "DiskModel":
@@ -67,14 +79,16 @@ class DiskModel:
     def validate(self) -> None:
         if self.read_mbps <= 0:
             raise InvalidArgument(f"read_mbps={self.read_mbps}: must be above 0")
-        if self.seek_ms < 0 or self.burst_ms < 0:
-            raise InvalidArgument(f"seek_ms={self.seek_ms}, burst_ms={self.burst_ms}: must not be negative")
+        if self.seek_ms < 0 or self.burst_ms < 0 or self.dirty_mb < 0:
+            raise InvalidArgument(f"seek_ms={self.seek_ms}, burst_ms={self.burst_ms}, dirty_mb={self.dirty_mb}: "
+                                  "must not be negative")
 
     def describe(self) -> str:
         seek = f", {self.seek_ms:g} ms per non-sequential request" if self.seek_ms else ""
         what = "reads and writes" if self.pace_writes else "reads"
         queue = "queued at once (direct I/O)" if self.queued else "one request at a time"
-        return f"loop device over a FUSE-served file: {what} at {self.read_mbps:g} MB/s{seek}, {queue}"
+        dirty = f", at most {self.dirty_mb:g} MB dirty" if self.dirty_mb else ""
+        return f"loop device over a FUSE-served file: {what} at {self.read_mbps:g} MB/s{seek}, {queue}{dirty}"
 
     def arguments(self) -> list[str]:
         return ["--read-mbps", str(self.read_mbps), "--seek-ms", str(self.seek_ms), "--burst-ms", str(self.burst_ms),
@@ -116,6 +130,8 @@ class PacedDisk:
             device = attach(backing, direct_io=model.queued)
             number = device_number(device)
             set_scheduler(number, scheduler)
+            if model.dirty_mb:
+                cap_dirty_pages(device, int(model.dirty_mb * MB))
             mount_ext4(device, mountpoint)
         except BaseException:
             _take_down(mountpoint, fuse_dir)

@@ -54,12 +54,12 @@ Modules: runtime (jars, JVM flags, the client tool), site_config (Hadoop's confi
 daemons (what cluster.json records), cluster (HdfsCluster and take_down), __main__ (the CLI).
 """
 
-from testbed.hdfs_cluster.cluster import (MARKER, PACED_READ_MBPS, WORKDIR_PREFIX, HdfsCluster, default_workdir,
+from testbed.hdfs_cluster.cluster import (DISK_KINDS, MARKER, PACED_READ_MBPS, WORKDIR_PREFIX, HdfsCluster, default_workdir,
                                           take_down)
 from testbed.hdfs_cluster.daemons import DataNode, NameNode, Transfer
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, HadoopRuntime, JvmSettings,
                                          datanode_throttle_jar, hadoop_home)
 
-__all__ = ["DATANODE_CLASS", "HADOOP_VERSION", "MARKER", "PACED_READ_MBPS", "WORKDIR_PREFIX", "DataNode",
+__all__ = ["DATANODE_CLASS", "DISK_KINDS", "HADOOP_VERSION", "MARKER", "PACED_READ_MBPS", "WORKDIR_PREFIX", "DataNode",
            "HadoopRuntime", "HdfsCluster", "JvmSettings", "NameNode", "Transfer", "default_workdir", "hadoop_home",
            "take_down", "datanode_throttle_jar"]

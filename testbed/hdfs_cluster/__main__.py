@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--disk-mb", type=int, default=1024, help="size of each DataNode's disk")
     up.add_argument("--disk", choices=DISK_KINDS, default="loop",
                     help="loop: a file on the host disk behind a loop device; zram: a RAM block device; "
-                         "paced: reads paced to --disk-read-mbps, like a real disk")
+                         "paced: reads paced to --disk-read-mbps, like a real disk; paced-rw: writes too")
     up.add_argument("--disk-read-mbps", type=float, default=PACED_READ_MBPS, help="a paced disk's read rate, MB/s")
     up.add_argument("--replication", type=int, default=1)
     up.add_argument("--heap-mb", type=int, default=256)

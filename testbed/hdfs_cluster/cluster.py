@@ -31,7 +31,7 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
-DISK_KINDS = ("loop", "zram", "paced")
+DISK_KINDS = ("loop", "zram", "paced", "paced-rw")
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ class HdfsCluster:
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
-        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py).
+        (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
+        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
         control socket at `throttle_socket(dn)`."""
         if disk not in DISK_KINDS:
@@ -214,6 +215,8 @@ class HdfsCluster:
             return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb)
         if self.disk == "paced":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps))
+        if self.disk == "paced-rw":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps))
         return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
 
     def _write_confs(self) -> None:

@@ -15,7 +15,7 @@ from tests.conftest import needs_fuse, unique_name
 from vnode_sync.errors import InvalidArgument
 from testbed import paced_fuse as fuse
 from testbed.loopdev import stale_loops, stale_mounts
-from testbed.paced_disk import IMAGE_NAME, DiskModel, PacedDisk
+from testbed.paced_disk import DIRTY_MB, IMAGE_NAME, DiskModel, PacedDisk
 
 
 class FakeClock:
@@ -201,6 +201,34 @@ def test_a_paced_disk_keeps_what_is_written_and_leaves_nothing_when_removed(tmp_
     while _server_running(str(directory)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _server_running(str(directory))
+
+
+@needs_fuse
+def test_a_streaming_disk_holds_a_buffered_writer_to_its_pace_and_lifts_the_cap_when_removed(tmp_path):
+    directory = tmp_path / unique_name("stream")
+    directory.mkdir()
+    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=512, model=DiskModel.streaming(100))
+    bdi = f"/sys/class/bdi/{disk.device_number.major}:{disk.device_number.minor}"
+    try:
+        assert _read(f"{bdi}/strict_limit") == "1"
+        assert int(_read(f"{bdi}/max_bytes")) == pytest.approx(DIRTY_MB * 1e6, rel=0.05)
+        os.sync()
+        start = time.monotonic()
+        with open(directory / "mnt" / "f", "wb") as f:   # buffered: no fsync, as a DataNode writes
+            for _ in range(256):
+                f.write(b"\0" * (1 << 20))
+        elapsed = time.monotonic() - start
+        # Only DIRTY_MB may wait in the page cache; the rest goes at 100 MB/s (without the cap:
+        # about 0.5 s here for all 256 MiB).
+        assert elapsed >= 0.8 * (256 * (1 << 20) - DIRTY_MB * 1e6) / 100e6
+    finally:
+        disk.remove()
+    assert (_read(f"{bdi}/strict_limit"), _read(f"{bdi}/max_ratio")) == ("0", "100")
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
 
 
 def test_a_paced_disk_with_no_rate_is_refused_before_anything_is_made(tmp_path):
