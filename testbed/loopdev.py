@@ -119,8 +119,7 @@ def uncap_dirty_pages(device: str) -> None:
 
 
 def _bdi_of(device: str) -> str:
-    rdev = os.stat(device).st_rdev
-    return f"/sys/class/bdi/{os.major(rdev)}:{os.minor(rdev)}"
+    return f"/sys/class/bdi/{device_number(device)}"
 
 
 def _write(path: str, value: str) -> None:

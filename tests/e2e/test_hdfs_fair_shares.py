@@ -101,11 +101,10 @@ def test_through_the_datanode_side_backend_too(dn_users):
             return {dn.id: found.get((dn.id, user), 0) for dn in hdfs.datanodes}
 
         def per_node(user: str, seconds: float) -> dict[str, float]:
-            before, t0 = counted(hdfs, "read"), time.monotonic()
+            before, t0 = counted_for(user), time.monotonic()
             time.sleep(seconds)
-            after, t1 = counted(hdfs, "read"), time.monotonic()
-            return {dn.id: (after.get((dn.id, user), 0) - before.get((dn.id, user), 0)) / (t1 - t0)
-                    for dn in hdfs.datanodes}
+            after, t1 = counted_for(user), time.monotonic()
+            return {dn: (after[dn] - before[dn]) / (t1 - t0) for dn in after}
 
         def start(user):   # re-reads for 120 s: the throttler paces transfers, page-cache hits too
             return [hdfs.start_read(f"/{user.name}/on-{dn.id}.bin", as_uid=user.uid, hdfs_user=user.name,
