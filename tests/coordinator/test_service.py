@@ -99,7 +99,7 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
                               usage=[pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=t * MB)])
                for t in range(1, 4)]
     assert link.StreamUsage(iter(reports), timeout=5).generation == generation
-    assert cluster.node_runtime("dn1").applied_generation == generation
+    assert cluster.runtime.node_runtime("dn1").applied_generation == generation
     for bad, code in ((pb.UsageReport(node_id="dn9"), grpc.StatusCode.NOT_FOUND),):
         with pytest.raises(grpc.RpcError) as e:
             link.StreamUsage(iter([reports[0], bad]), timeout=5)
