@@ -1,11 +1,11 @@
 """The Admin service (vnodectl, batch hooks): every call authorized and run on the store thread."""
 
 from vnode_sync import validation
+from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.rpc import store_rpc
-from vnode_sync.coordinator.status_encoding import NodeView, encode_status, user_message
-from vnode_sync.coordinator.store_thread import StoreThread
+from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, user_message
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
 from vnode_sync.wire import vnode_pb2 as pb
@@ -17,11 +17,13 @@ def _priority(value: int) -> int:
 
 
 class AdminService(pb_grpc.AdminServicer):
-    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, store_thread: StoreThread):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, store_thread: StoreThread,
+                 encoding_threads: EncodingThreads):
         self.cluster = cluster
         self.commands = cluster.commands
         self.access = access
         self.store_thread = store_thread
+        self.encoding_threads = encoding_threads
 
     @store_rpc
     def AddUser(self, request, caller):
@@ -76,8 +78,9 @@ class AdminService(pb_grpc.AdminServicer):
         return pb.ListNodesResponse(nodes=self._nodes(), generation=self.cluster.generation())
 
     @store_rpc
-    def Status(self, request, caller) -> bytes:
-        """Every (user, node) entry, or, above `request.max_entries`, one summary per user."""
+    def Status(self, request, caller) -> StatusAnswer:
+        """Every (user, node) entry, or, above `request.max_entries`, one summary per user; read here,
+        encoded off the store thread."""
         users = readable_by(caller, self.cluster.users())
         if request.user:
             validation.user_name(request.user)
@@ -101,7 +104,7 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode,
                                  nodes=[n for n in self._nodes() if n.node_id in shown],
                                  allocation=policy.allocation)
-        return encode_status(head, users, views, summarise)
+        return StatusAnswer(head, users, views, summarise)
 
     @store_rpc
     def Pressure(self, request, caller):

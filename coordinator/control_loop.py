@@ -4,9 +4,9 @@ whose allocation changed send. The tick runs off the event loop."""
 
 import asyncio
 
+from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
-from vnode_sync.coordinator.store_thread import StoreThread
 from vnode_sync.supervision import set_within
 
 

@@ -7,8 +7,8 @@ wakes only the nodes whose connections changed, at most once per CONNECTIONS_PUB
 
 import asyncio
 
+from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.store_thread import StoreThread
 
 # Changed connections are published at most this often: one send per node for a burst of reports.
 CONNECTIONS_PUBLISH_SECONDS = 0.05

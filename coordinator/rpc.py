@@ -1,8 +1,9 @@
 """How every RPC is answered: authorized, run where it belongs, vnode-sync errors mapped to gRPC
 status codes, and garbage on the wire refused, each in one place.
 
-Calls that touch the durable store (every Admin call) run on the store thread; in-memory calls
-(agents' reports) are answered on the event loop.
+Calls that touch the durable store (every Admin call) run on the store thread; an answer they
+return unencoded (`EncodeLater`) is encoded on the encoding threads, freeing the store thread
+for the next call. In-memory calls (agents' reports) are answered on the event loop.
 """
 
 import functools
@@ -41,8 +42,16 @@ async def refuse_missing(context, request, name: str, what: str = "request") -> 
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name}: not a valid {what} message")
 
 
+class EncodeLater:
+    """An answer read on the store thread whose encoding needs no store."""
+
+    def encode(self) -> bytes:
+        raise NotImplementedError
+
+
 def store_rpc(method):
-    """Authorize and run the call on the store thread (`self.store_thread`), in arrival order."""
+    """Authorize and run the call on the store thread (`self.store_thread`), in arrival order; an
+    EncodeLater answer is then encoded on `self.encoding_threads`."""
 
     @functools.wraps(method)
     async def wrapper(self, request, context):
@@ -53,9 +62,12 @@ def store_rpc(method):
             caller = self.access.authorize(method.__name__, caller_identity, request, peer)
             return method(self, request, caller)
         try:
-            return await self.store_thread.run(call)
+            answer = await self.store_thread.run(call)
         except VNodeSyncError as e:
             await abort(context, method.__name__, e)
+        if isinstance(answer, EncodeLater):
+            return await self.encoding_threads.run(answer.encode)
+        return answer
 
     return wrapper
 

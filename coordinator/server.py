@@ -17,11 +17,11 @@ from grpc import aio
 
 from vnode_sync.coordinator.admin_api import AdminService
 from vnode_sync.coordinator.agent_link import AgentLinkService
+from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.control_loop import allocation_loop
 from vnode_sync.coordinator.fan_out import FanOut
 from vnode_sync.coordinator.rpc import service_handlers
-from vnode_sync.coordinator.store_thread import StoreThread
 from vnode_sync.errors import Unavailable
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
 
@@ -85,6 +85,7 @@ class CoordinatorServer:
         self._credentials = credentials
         self._background: tuple[Task, ...] = ()
         self._store_thread = StoreThread()
+        self._encoding_threads = EncodingThreads()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
@@ -124,7 +125,8 @@ class CoordinatorServer:
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
         self._server.add_generic_rpc_handlers((
-            service_handlers("Admin", AdminService(cluster, access, self._store_thread), raw_responses=("Status",)),
+            service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),
+                             raw_responses=("Status",)),
             service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out),
                              raw_responses=("WatchDesiredState",))))
 
@@ -191,6 +193,7 @@ class CoordinatorServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._store_thread.close()
+        self._encoding_threads.close()
 
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,

@@ -6,6 +6,7 @@ import collections
 from dataclasses import dataclass
 
 from vnode_sync.coordinator.node_runtime import NodeRuntime
+from vnode_sync.coordinator.rpc import EncodeLater
 from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
@@ -92,6 +93,16 @@ def summaries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
     return out
 
 
-def encode_status(head: pb.StatusResponse, users: list[UserRecord], views: list[NodeView], summarise: bool) -> bytes:
-    """The serialized StatusResponse: `head` (generation, mode, nodes) and one entry per user."""
-    return head.SerializeToString() + b"".join(summaries(users, views) if summarise else entries(users, views))
+@dataclass(frozen=True)
+class StatusAnswer(EncodeLater):
+    """A Status answer as read on the store thread: `head` (generation, mode, nodes), the users and
+    node views; encoded later, off the store thread."""
+
+    head: pb.StatusResponse
+    users: list[UserRecord]
+    views: list[NodeView]
+    summarise: bool
+
+    def encode(self) -> bytes:
+        parts = summaries(self.users, self.views) if self.summarise else entries(self.users, self.views)
+        return self.head.SerializeToString() + b"".join(parts)

@@ -1,8 +1,11 @@
 """The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
 
+import threading
+
 import grpc
 import pytest
 
+from vnode_sync.coordinator.status_encoding import StatusAnswer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -36,6 +39,28 @@ def test_status_shows_algorithm_1_targets(coordinator):
     status = admin(channel).Status(pb.StatusRequest(), timeout=5)
     targets = {u.user.name: (u.nodes[0].target_read_bps, u.nodes[0].target_write_bps) for u in status.users}
     assert targets == {"alice": (20 * MB, 10 * MB), "bob": (40 * MB, 20 * MB)}
+
+
+def test_a_set_priority_does_not_wait_behind_a_status_being_encoded(coordinator, monkeypatch):
+    """Status is read on the store thread and encoded off it: while one is encoding (held here
+    until released), an admin change is answered."""
+    _, channel, _ = coordinator
+    encoding, release = threading.Event(), threading.Event()
+    real_encode = StatusAnswer.encode
+
+    def held_encode(self):
+        encoding.set()
+        release.wait(30)
+        return real_encode(self)
+    monkeypatch.setattr(StatusAnswer, "encode", held_encode)
+    status = admin(channel).Status.future(pb.StatusRequest(), timeout=30)
+    try:
+        assert encoding.wait(10)
+        assert admin(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=7), timeout=5).priority == 7
+        assert not status.done()
+    finally:
+        release.set()
+    assert {u.user.name: u.user.priority for u in status.result().users} == {"alice": 4, "bob": 8}  # as read
 
 
 def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator):
