@@ -57,7 +57,7 @@ class NodeRuntimes:
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
                                                for n in publishing.config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
-        self._connections_changed = False
+        self._connections_version = 0   # bumped by every change of them
         self._unknown_users_logged: set[str] = set()
 
     # ---- storage agents ----------------------------------------------------------
@@ -136,7 +136,7 @@ class NodeRuntimes:
     # ---- compute agents ----------------------------------------------------------
 
     def report_connections(self, reporter: str, connections: list[pb.ConnectionOwner]) -> int:
-        """Kept in memory; `take_connections` hands any number of changes on at once."""
+        """Kept in memory; `connections` hands any number of changes on at once."""
         validation.node_id(reporter)
         for c in connections:
             validation.user_name(c.user)
@@ -151,20 +151,18 @@ class NodeRuntimes:
         with self._lock:
             if self._connections.get(reporter, []) != list(connections):
                 self._connections[reporter] = list(connections)
-                self._connections_changed = True
+                self._connections_version += 1
         return self.publishing.generation()
 
-    def connections_changed(self) -> bool:
+    def connections_version(self) -> int:
+        """How many times the reported connections changed (0: never)."""
         with self._lock:
-            return self._connections_changed
+            return self._connections_version
 
-    def take_connections(self) -> list[pb.ConnectionOwner] | None:
-        """Every reporter's connections if any changed since the last call, else None."""
+    def connections(self) -> tuple[int, list[pb.ConnectionOwner]]:
+        """(version, every reporter's connections)."""
         with self._lock:
-            if not self._connections_changed:
-                return None
-            self._connections_changed = False
-            return [c for owners in self._connections.values() for c in owners]
+            return self._connections_version, [c for owners in self._connections.values() for c in owners]
 
     # ---- reading -------------------------------------------------------------------
 

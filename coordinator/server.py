@@ -24,6 +24,7 @@ from vnode_sync.coordinator.fan_out import FanOut
 from vnode_sync.coordinator.rpc import service_handlers
 from vnode_sync.errors import Unavailable
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
+from vnode_sync.supervision import Loops
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +74,16 @@ class CoordinatorServer:
 
     Binding comes first (`__init__`), before any state is opened, so a second coordinator on a
     taken address refuses having changed nothing; `serve(cluster)` then adds the services.
-    `background` tasks (e.g. the job expiry loop) run on the same loop; if one ends (it cannot
-    continue), `failed` is set with the reason and the owner should stop the process non-zero.
+    Its loops (fan-out publishers, the control loop, `background` tasks such as job expiry) run on
+    the same event loop under `loops`; if one ends (it cannot continue), `failed` is set, `failure`
+    says why, and the owner should stop the process non-zero.
     """
 
     def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
                  interceptors: tuple[aio.ServerInterceptor, ...] = ()):
         self.failed = threading.Event()
+        self.loops = Loops(on_failure=self.failed.set)
         self._interceptors = interceptors
-        self.failure = ""
         self._credentials = credentials
         self._background: tuple[Task, ...] = ()
         self._store_thread = StoreThread()
@@ -90,7 +92,6 @@ class CoordinatorServer:
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
         self._stopped = threading.Event()
-        self._tasks: list[asyncio.Task] = []
         self._cluster: Cluster | None = None
         self.fan_out: FanOut | None = None
         try:
@@ -98,6 +99,10 @@ class CoordinatorServer:
         except BaseException:
             self._close_loop()
             raise
+
+    @property
+    def failure(self) -> str:
+        return self.loops.failure or ""
 
     def _call(self, coroutine, timeout: float | None = 30):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
@@ -145,21 +150,9 @@ class CoordinatorServer:
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)
         allocations = (("allocation", allocation),) if cluster.allocator else ()
-        for name, task in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
+        for name, loop in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
                            *allocations, *((t.__name__, t) for t in self._background)):
-            self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
-
-    async def _watched(self, name: str, task: Task) -> None:
-        try:
-            await task()
-            reason = f"background task {name} ended"
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any error ends the process, logged with its context
-            log.exception("background task %s cannot continue", name)
-            reason = f"background task {name} failed: {e}"
-        self.failure = reason
-        self.failed.set()
+            self.loops.start_task(name, loop)
 
     def stop(self, grace: float | None = 1.0) -> threading.Event:
         """End every stream, stop serving (waiting up to `grace` s for calls in flight); returns a waitable."""
@@ -173,12 +166,14 @@ class CoordinatorServer:
 
     async def _stop(self, grace: float | None) -> None:
         # Each step is bounded: a stop that never returns would hold the process (or a test) forever.
+        self.loops.stopping()
         if self.fan_out:
             self.fan_out.close_streams()
-        for task in self._tasks:
+        tasks = self.loops.tasks
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=STOP_STEP_SECONDS)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_STEP_SECONDS)
             if pending:
                 log.warning("stopping: background tasks %s did not end within %.0f s of being cancelled",
                             sorted(t.get_name() for t in pending), STOP_STEP_SECONDS)

@@ -7,7 +7,9 @@ sit inside vnode_sync, which the repository's package-dir mapping hides from a s
 import os
 import shutil
 import subprocess
+import re
 import sys
+import tomllib
 import zipfile
 
 import pytest
@@ -48,10 +50,22 @@ def test_the_product_keeps_its_layers(wheel, tmp_path):
     assert result.returncode == 0, result.stdout
 
 
+def test_the_layers_name_every_top_level_product_module(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/")[1].removesuffix(".py") for n in names
+                 if n.startswith("vnode_sync/") and (n.count("/") >= 2 or n.endswith(".py"))} - {"__init__"}
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    layered = {name for layer in layers for name in re.split(r"[|:]", layer.replace(" ", ""))}
+    assert {f"vnode_sync.{m}" for m in top_level} - layered == set()
+
+
 @pytest.mark.parametrize("module,line,contract", [
     ("vnode_sync/kernel/devices.py", "import vnode_sync.coordinator.cluster", "front ends above services"),
     ("vnode_sync/agents/__init__.py", "import vnode_sync.coordinator", "front ends above services"),
     ("vnode_sync/errors.py", "import vnode_sync.validation", "front ends above services"),
+    ("vnode_sync/supervision.py", "import vnode_sync.agents", "front ends above services"),
     ("vnode_sync/agents/__init__.py", "import testbed.names", "imports no test bed"),
 ])
 def test_a_broken_layer_rule_is_caught(wheel, tmp_path, module, line, contract):
