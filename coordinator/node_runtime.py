@@ -87,16 +87,19 @@ class NodeRuntimes:
         with self._lock:
             self._nodes[node_id].streams -= 1
 
-    def _known_users(self, names, what: str) -> set[str]:
-        """The names among `names` that are users; unknown ones are logged once each and ignored,
-        names that cannot be users refused (InvalidArgument)."""
-        known = self.publishing.refresh_snapshot().names  # read once per generation, not per report
-        for name in set(names) - known - {""}:
+    def _known_users(self, names, what: str) -> frozenset[str]:
+        """The names among `names` that are users, by the in-memory snapshot (no store read: this
+        runs on the event loop); unknown ones are ignored and logged once each, names that cannot
+        be users refused (InvalidArgument)."""
+        snapshot = self.publishing.snapshot()
+        current = snapshot.generation == self.publishing.generation()
+        for name in set(names) - snapshot.names - {""}:
             validation.user_name(name)   # garbage is refused; known names were checked when added
-            if name not in self._unknown_users_logged:
+            # A snapshot behind the generation may miss a user just added: logged once it is current.
+            if current and name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)
                 log.warning("%s names unknown user %r: ignored (logged once)", what, name)
-        return known
+        return snapshot.names
 
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""

@@ -80,7 +80,9 @@ class CoordinatorServer:
     """
 
     def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
-                 interceptors: tuple[aio.ServerInterceptor, ...] = ()):
+                 interceptors: tuple[aio.ServerInterceptor, ...] = (), slow_callback_seconds: float | None = None):
+        """`slow_callback_seconds`: run the event loop in asyncio's debug mode, which logs (logger
+        "asyncio", WARNING) every callback that holds the loop longer than this."""
         self.failed = threading.Event()
         self.loops = Loops(on_failure=self.failed.set)
         self._interceptors = interceptors
@@ -89,6 +91,9 @@ class CoordinatorServer:
         self._store_thread = StoreThread()
         self._encoding_threads = EncodingThreads()
         self._loop = asyncio.new_event_loop()
+        if slow_callback_seconds is not None:
+            self._loop.set_debug(True)
+            self._loop.slow_callback_duration = slow_callback_seconds
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
         self._stopped = threading.Event()
@@ -193,12 +198,13 @@ class CoordinatorServer:
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
                   background: tuple[Task, ...] = (),
-                  interceptors: tuple[aio.ServerInterceptor, ...] = ()) -> tuple[CoordinatorServer, int]:
+                  interceptors: tuple[aio.ServerInterceptor, ...] = (),
+                  slow_callback_seconds: float | None = None) -> tuple[CoordinatorServer, int]:
     """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
 
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
-    server = CoordinatorServer(address, credentials, interceptors)
+    server = CoordinatorServer(address, credentials, interceptors, slow_callback_seconds)
     server.serve(cluster, background)
     return server, server.port
