@@ -1,6 +1,5 @@
 """Smoke tests of the MPI-IO benchmark (benchmarks/mpi-io/; harness: benchmarks/mpiio/) with tiny
-sizes, and of the
-emulated slow disk where the host allows it."""
+sizes, and of the emulated slow disk where the host allows it."""
 
 import json
 import os
