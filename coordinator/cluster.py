@@ -81,9 +81,6 @@ class Cluster:
         self._listeners: list[Callable[[int], None]] = []
         self._store_id = store.store_id()
         self._unknown_users_logged: set[str] = set()
-        # The YAML seeds a new store only; afterwards the database is the truth (no silent reseed).
-        if store.created:
-            self._seed_users()
         self._generation = store.generation()
         self._snapshot = Snapshot(-1, ())
         # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
@@ -98,11 +95,6 @@ class Cluster:
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
         self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
         self.pressure = PressureBook()   # held time per (node, user), for the Pressure RPC and metrics
-
-    def _seed_users(self) -> None:
-        for seed in self.config.users:
-            if self.store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
-                log.info("user %s created from config (priority %d)", seed.name, seed.priority)
 
     # ---- publishing --------------------------------------------------------
 

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         port = server.port
         endpoint = (MetricsEndpoint(config.metrics.listen, registry, endpoint_tls(config.metrics, config.security))
                     if config.metrics is not None else None)
-        store = StateStore(args.state_path or config.state_path)
+        # The YAML seeds a new store only, in the step that makes it; afterwards the database is the truth.
+        store = StateStore(args.state_path or config.state_path, seed_users=config.users)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
         server.serve(cluster, background=(supervised("job-expiry", cluster.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
