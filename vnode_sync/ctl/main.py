@@ -37,6 +37,8 @@ STATUS_LINES_MAX = 10_000
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_DENIED = 5
+# What a shell reports for a tool that SIGPIPE ended (128 + 13): `vnodectl status | head -1` stops like `yes | head -1`.
+EXIT_BROKEN_PIPE = 141
 _EXIT_OF_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: EXIT_INVALID, grpc.StatusCode.NOT_FOUND: EXIT_NOT_FOUND,
                    grpc.StatusCode.PERMISSION_DENIED: EXIT_DENIED, grpc.StatusCode.UNAUTHENTICATED: EXIT_DENIED,
                    grpc.StatusCode.UNAVAILABLE: EXIT_UNAVAILABLE,
@@ -308,12 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "certs":
             run_certs(args)
-            return EXIT_OK
-        address = coordinator_address(args.coordinator, args.config)
-        tls = client_tls(args, address)
-        with (secure_channel(address, tls, STATUS_SIZE_OPTIONS) if tls
-              else grpc.insecure_channel(address, options=STATUS_SIZE_OPTIONS)) as channel:
-            run(args, pb_grpc.AdminStub(channel))
+        else:
+            address = coordinator_address(args.coordinator, args.config)
+            tls = client_tls(args, address)
+            with (secure_channel(address, tls, STATUS_SIZE_OPTIONS) if tls
+                  else grpc.insecure_channel(address, options=STATUS_SIZE_OPTIONS)) as channel:
+                run(args, pb_grpc.AdminStub(channel))
+        sys.stdout.flush()   # here, not at exit, so a closed reader is caught below
+    except BrokenPipeError:
+        # The reader is gone: no traceback, and no second error from the flush at interpreter exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
         return EXIT_INVALID
