@@ -494,6 +494,10 @@ def _handlers(service_name: str, servicer, raw_responses: tuple[str, ...] = ()) 
 Task = Callable[[], Awaitable[None]]
 
 
+def address_in_use(address: str) -> Unavailable:
+    return Unavailable(f"cannot listen on {address!r}: in use by another process (is another coordinator running?)")
+
+
 def _refuse_if_taken(address: str) -> None:
     """A taken address is refused here, in one line, before gRPC core logs its own bind error
     (gRPC, with so_reuseport 0, refuses it too; this only keeps the error to one line)."""
@@ -513,8 +517,7 @@ def _refuse_if_taken(address: str) -> None:
                 probe.bind(sockaddr)
             except OSError as e:
                 if e.errno == errno.EADDRINUSE:
-                    raise Unavailable(f"cannot listen on {address!r}: in use by another process "
-                                      "(is another coordinator running?)") from None
+                    raise address_in_use(address) from None
 
 
 class CoordinatorServer:
@@ -558,7 +561,8 @@ class CoordinatorServer:
         except RuntimeError:
             port = 0
         if port == 0:
-            raise Unavailable(f"cannot listen on {address!r} (in use by another process, or not a host:port)")
+            _refuse_if_taken(address)   # taken since the check above (a second coordinator won the race): same words
+            raise Unavailable(f"cannot listen on {address!r} (not a host:port this host can listen on)")
         return port
 
     def serve(self, cluster: Cluster, background: tuple[Task, ...] = ()) -> None:

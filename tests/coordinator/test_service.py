@@ -1,5 +1,7 @@
 """The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
 
+import socket
+
 import grpc
 import pytest
 
@@ -109,3 +111,35 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
     with pytest.raises(grpc.RpcError) as e:
         garbage(iter([b"\xff\xff\xff"]), timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_taken_address_is_refused_in_the_same_words_whoever_wins_the_race_to_bind(monkeypatch):
+    """Two coordinators started at once: the loser's first check may still find the address free and
+    gRPC's bind then fails. Both paths give the one wording (they gave two, picked by the race)."""
+    from vnode_sync.coordinator import service
+    from vnode_sync.errors import Unavailable
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    address = f"127.0.0.1:{holder.getsockname()[1]}"
+    words = f"cannot listen on '{address}': in use by another process (is another coordinator running?)"
+    try:
+        with pytest.raises(Unavailable) as checked:
+            service.CoordinatorServer(address, None)
+        assert str(checked.value) == words
+
+        real_check, checks = service._refuse_if_taken, []
+
+        def free_at_first_check(address_):   # the other coordinator binds right after this check
+            checks.append(address_)
+            if len(checks) > 1:
+                real_check(address_)
+
+        monkeypatch.setattr(service, "_refuse_if_taken", free_at_first_check)
+        with pytest.raises(Unavailable) as raced:
+            service.CoordinatorServer(address, None)
+        assert len(checks) == 2, "gRPC's bind failed after the first check passed"
+        assert str(raced.value) == words
+    finally:
+        holder.close()
