@@ -1,6 +1,7 @@
 """vnode-agent: enforce the coordinator's shares on this node (storage role) or place jobs (compute role)."""
 
 import argparse
+import atexit
 import logging
 import signal
 import sys
@@ -12,6 +13,7 @@ from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
+from vnode_sync.agents.storage.node_lock import hold_node_lock
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_agent_config(args.config)
         devices = {} if args.teardown else _block_devices(args.config, config)
         configure(f"agent {config.node_id}", config.log_format)
+        if config.role == "storage":   # held until the process ends (see node_lock)
+            atexit.register(hold_node_lock(config.run_dir, config.cgroup_subtree, config.node_id).release)
         metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent

@@ -365,11 +365,13 @@ class Cluster:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
         return self.generation()
 
-    def stream_opened(self, node_id: str) -> None:
+    def stream_opened(self, node_id: str) -> int:
+        """Returns the node's live streams: more than one means two agents run as this node."""
         self._node_config(node_id)
         with self._lock:
             self._nodes[node_id].streams += 1
             self._nodes[node_id].last_seen = time.time()
+            return self._nodes[node_id].streams
 
     def stream_closed(self, node_id: str) -> None:
         with self._lock:

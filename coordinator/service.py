@@ -254,10 +254,11 @@ class AdminService(pb_grpc.AdminServicer):
                                  minor=registered.get(d.name, pb.Device()).minor, read_bps=d.read_bps,
                                  write_bps=d.write_bps, read_iops=d.read_iops, write_iops=d.write_iops)
                        for d in node.devices]
+            errors = runtime.errors + ([second_agent(runtime.streams)] if runtime.streams > 1 else [])
             nodes.append(pb.StorageNode(node_id=node.node_id, devices=devices, backend=runtime.backend,
                                         applied_generation=runtime.applied_generation,
                                         last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
-                                        limitations=runtime.limitations, errors=runtime.errors,
+                                        limitations=runtime.limitations, errors=errors,
                                         allocation_updates=updates.get(node.node_id, 0)))
         return nodes
 
@@ -328,6 +329,11 @@ class AdminService(pb_grpc.AdminServicer):
         return pb.RunningJobsResponse(expired_job_ids=dropped)
 
 
+def second_agent(streams: int) -> str:
+    return (f"{streams} agents hold a desired-state stream as this node: is a second vnode-agent running with "
+            "this node id? (one per host is enforced by a lock; another host is not)")
+
+
 class AgentLinkService(pb_grpc.AgentLinkServicer):
     def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, changes: "Changes"):
         self.cluster = cluster
@@ -348,9 +354,11 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         try:
             self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
-            self.cluster.stream_opened(request.node_id)
+            streams = self.cluster.stream_opened(request.node_id)
         except VNodeSyncError as e:
             await _abort(context, "WatchDesiredState", e)
+        if streams > 1:
+            log.warning("node %s: %s", request.node_id, second_agent(streams) + f" (the newest from {context.peer()})")
         node_id, sent = request.node_id, None
         try:
             while not self.changes.closing:

@@ -63,6 +63,8 @@ class AgentConfig(SecuredSettings):
     thread does not wait for an RCU grace period (vnode_sync/kernel/fast_moves.py)."""
     state_cache: str = ""
     """Last desired state, so a restart enforces it even while the coordinator is down; "": none."""
+    run_dir: Annotated[str, at.MinLen(1)] = "/run/vnode-sync"
+    """Where a storage agent holds its lock: one agent per cgroup subtree (so per node id) on a host."""
     teardown_on_exit: bool = False
     """Remove every VNode on exit (demos, tests). Production keeps enforcing across restarts."""
     log_format: LogFormat = "plain"
