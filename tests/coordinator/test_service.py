@@ -1,10 +1,12 @@
 """The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
 
 import socket
+import threading
 
 import grpc
 import pytest
 
+from vnode_sync.coordinator.status_encoding import StatusAnswer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -38,6 +40,28 @@ def test_status_shows_algorithm_1_targets(coordinator):
     status = admin(channel).Status(pb.StatusRequest(), timeout=5)
     targets = {u.user.name: (u.nodes[0].target_read_bps, u.nodes[0].target_write_bps) for u in status.users}
     assert targets == {"alice": (20 * MB, 10 * MB), "bob": (40 * MB, 20 * MB)}
+
+
+def test_a_set_priority_does_not_wait_behind_a_status_being_encoded(coordinator, monkeypatch):
+    """Status is read on the store thread and encoded off it: while one is encoding (held here
+    until released), an admin change is answered."""
+    _, channel, _ = coordinator
+    encoding, release = threading.Event(), threading.Event()
+    real_encode = StatusAnswer.encode
+
+    def held_encode(self):
+        encoding.set()
+        release.wait(30)
+        return real_encode(self)
+    monkeypatch.setattr(StatusAnswer, "encode", held_encode)
+    status = admin(channel).Status.future(pb.StatusRequest(), timeout=30)
+    try:
+        assert encoding.wait(10)
+        assert admin(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=7), timeout=5).priority == 7
+        assert not status.done()
+    finally:
+        release.set()
+    assert {u.user.name: u.user.priority for u in status.result().users} == {"alice": 4, "bob": 8}  # as read
 
 
 def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator):
@@ -101,7 +125,7 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
                               usage=[pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=t * MB)])
                for t in range(1, 4)]
     assert link.StreamUsage(iter(reports), timeout=5).generation == generation
-    assert cluster.node_runtime("dn1").applied_generation == generation
+    assert cluster.runtime.node_runtime("dn1").applied_generation == generation
     for bad, code in ((pb.UsageReport(node_id="dn9"), grpc.StatusCode.NOT_FOUND),):
         with pytest.raises(grpc.RpcError) as e:
             link.StreamUsage(iter([reports[0], bad]), timeout=5)
@@ -116,7 +140,7 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
 def test_a_taken_address_is_refused_in_the_same_words_whoever_wins_the_race_to_bind(monkeypatch):
     """Two coordinators started at once: the loser's first check may still find the address free and
     gRPC's bind then fails. Both paths give the one wording (they gave two, picked by the race)."""
-    from vnode_sync.coordinator import service
+    from vnode_sync.coordinator import server
     from vnode_sync.errors import Unavailable
 
     holder = socket.socket()
@@ -126,19 +150,19 @@ def test_a_taken_address_is_refused_in_the_same_words_whoever_wins_the_race_to_b
     words = f"cannot listen on '{address}': in use by another process (is another coordinator running?)"
     try:
         with pytest.raises(Unavailable) as checked:
-            service.CoordinatorServer(address, None)
+            server.CoordinatorServer(address, None)
         assert str(checked.value) == words
 
-        real_check, checks = service._refuse_if_taken, []
+        real_check, checks = server._refuse_if_taken, []
 
         def free_at_first_check(address_):   # the other coordinator binds right after this check
             checks.append(address_)
             if len(checks) > 1:
                 real_check(address_)
 
-        monkeypatch.setattr(service, "_refuse_if_taken", free_at_first_check)
+        monkeypatch.setattr(server, "_refuse_if_taken", free_at_first_check)
         with pytest.raises(Unavailable) as raced:
-            service.CoordinatorServer(address, None)
+            server.CoordinatorServer(address, None)
         assert len(checks) == 2, "gRPC's bind failed after the first check passed"
         assert str(raced.value) == words
     finally:
