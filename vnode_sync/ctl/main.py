@@ -23,6 +23,7 @@ from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
+from vnode_sync.wire.leader import dial
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -101,7 +102,7 @@ def _rate_arg(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vnodectl", description=__doc__.splitlines()[0])
-    parser.add_argument("--coordinator", help="coordinator host:port")
+    parser.add_argument("--coordinator", help="coordinator host:port (several, comma-separated: the leader is followed)")
     parser.add_argument("--config", help=f"vnodectl YAML (default {DEFAULT_CONFIG})")
     parser.add_argument("--ca", help="CA certificate (PEM) the coordinator's certificate must chain to")
     parser.add_argument("--cert", help="this admin's or user's certificate (PEM)")
@@ -311,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         address = coordinator_address(args.coordinator, args.config)
         tls = client_tls(args, address)
-        with (secure_channel(address, tls, STATUS_SIZE_OPTIONS) if tls
-              else grpc.insecure_channel(address, options=STATUS_SIZE_OPTIONS)) as channel:
+        with dial(address, lambda one: secure_channel(one, tls, STATUS_SIZE_OPTIONS) if tls
+                  else grpc.insecure_channel(one, options=STATUS_SIZE_OPTIONS)) as channel:
             run(args, pb_grpc.AdminStub(channel))
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
