@@ -127,8 +127,8 @@ class ZooKeeperStore:
         try:
             if self.client.exists(self._path("generation")) is None:
                 if not create:
-                    raise StoreUnusable(f"no vnode-sync store in ZooKeeper under {self.root}; "
-                                        f"`vnode-coordinator --config CONFIG init` makes one")
+                    raise StoreUnusable(f"no vnode-sync store in ZooKeeper under {self.root}; the first "
+                                        f"coordinator started with this zookeeper section makes one")
                 self.created = self._first_start()
             self._check()
         except (KazooException, KazooTimeoutError) as e:
@@ -162,7 +162,7 @@ class ZooKeeperStore:
         for key in ("users", "jobs", "store_id", "generation"):
             if self.client.exists(self._path(key)) is None:
                 raise StoreUnusable(f"ZooKeeper store {self.root} lacks {key}; it is not a whole vnode-sync store "
-                                    f"(remove it on purpose, then `vnode-coordinator --config CONFIG init`)")
+                                    f"(remove it on purpose, then start a coordinator to make a new one)")
 
     # ---- reading -------------------------------------------------------------
 

@@ -131,7 +131,7 @@ def test_the_state_is_kept_for_the_next_coordinator_and_the_generation_goes_on(c
 
 
 def test_a_missing_store_is_refused_without_create(client, root):
-    with pytest.raises(StoreUnusable, match="init"):
+    with pytest.raises(StoreUnusable, match="first coordinator"):
         ZooKeeperStore(client, root, create=False)
     assert client.exists(root) is None
 

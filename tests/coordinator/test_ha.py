@@ -1,0 +1,139 @@
+"""Several real coordinator processes on a real three-server ZooKeeper ensemble: one leads, the
+standbys name it, clients given every address follow it; a SIGKILLed leader is replaced and no
+acknowledged change is lost; a leader cut off from ZooKeeper stops publishing at once and a
+standby takes over at a higher generation (no generation published by two coordinators)."""
+
+import signal
+import threading
+import time
+
+import grpc
+import pytest
+
+from testbed.ha_coordinators import HACoordinators
+from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
+from tests.conftest import COORDINATOR_CONFIG, unique_name
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import LEADER_KEY, dial
+
+pytestmark = [pytest.mark.skipif(WHY_NO_ZOOKEEPER is not None, reason=WHY_NO_ZOOKEEPER or ""), pytest.mark.slow]
+SESSION_SECONDS = 3.0
+
+
+@pytest.fixture(scope="module")
+def ensemble():
+    with ZooKeeperEnsemble(unique_name("zkha")) as started:
+        yield started
+
+
+def _stub(address: str):
+    return pb_grpc.AdminStub(grpc.insecure_channel(address))
+
+
+class StreamWatcher:
+    """One agent-like WatchDesiredState stream to one coordinator: the generations it sent, and when it ended."""
+
+    def __init__(self, address: str, node_id: str = "dn1"):
+        self.generations: list[int] = []
+        self.ended_at: float | None = None
+        self._channel = grpc.insecure_channel(address)
+        self._stream = pb_grpc.AgentLinkStub(self._channel).WatchDesiredState(pb.WatchRequest(node_id=node_id))
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            for state in self._stream:
+                self.generations.append(state.generation)
+        except grpc.RpcError:
+            pass
+        self.ended_at = time.monotonic()
+
+    def close(self) -> None:
+        self._stream.cancel()
+        self._channel.close()
+
+
+def test_standbys_name_the_leader_and_a_client_of_every_address_follows_it(ensemble):
+    name = unique_name("ha")
+    with HACoordinators(name, ensemble.hosts, dict(COORDINATOR_CONFIG), count=2,
+                        session_timeout_seconds=SESSION_SECONDS) as coordinators:
+        leader = coordinators.wait_for_leader()
+        standby = 1 - leader
+        time.sleep(0.5)   # the standby's watch reads the contenders
+        with pytest.raises(grpc.RpcError) as refused:
+            _stub(f"127.0.0.1:{coordinators.ports[standby]}").ListUsers(pb.ListUsersRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert dict(refused.value.trailing_metadata())[LEADER_KEY] == f"127.0.0.1:{coordinators.ports[leader]}"
+        agent_link = pb_grpc.AgentLinkStub(grpc.insecure_channel(f"127.0.0.1:{coordinators.ports[standby]}"))
+        with pytest.raises(grpc.RpcError) as refused:
+            next(agent_link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=5))
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        with dial(f"127.0.0.1:{coordinators.ports[standby]},127.0.0.1:{coordinators.ports[leader]}",
+                  grpc.insecure_channel) as channel:
+            user = pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=9), timeout=10)
+        assert user.priority == 9
+
+
+def test_a_killed_leader_is_replaced_and_keeps_every_acknowledged_change(ensemble):
+    name = unique_name("ha")
+    with HACoordinators(name, ensemble.hosts, dict(COORDINATOR_CONFIG), count=3,
+                        session_timeout_seconds=SESSION_SECONDS) as coordinators:
+        leader = coordinators.wait_for_leader()
+        with dial(coordinators.addresses, grpc.insecure_channel) as channel:
+            admin = pb_grpc.AdminStub(channel)
+            admin.SetPriority(pb.SetPriorityRequest(user="alice", priority=33), timeout=10)
+            before = admin.ListUsers(pb.ListUsersRequest(), timeout=10).generation
+            watcher = StreamWatcher(f"127.0.0.1:{coordinators.ports[leader]}")
+            killed_at = time.monotonic()
+            coordinators.kill(leader, signal.SIGKILL)
+            admin.SetPriority(pb.SetPriorityRequest(user="bob", priority=44), timeout=30)
+            took = time.monotonic() - killed_at
+            after = admin.ListUsers(pb.ListUsersRequest(), timeout=10)
+        watcher.close()
+        new_leader = coordinators.leader()
+        assert new_leader not in (None, leader)
+        assert {u.name: u.priority for u in after.users} == {"alice": 33, "bob": 44}
+        assert after.generation >= before + 2, "the new leader took a generation of its own, then the change"
+        assert took < SESSION_SECONDS + 10, f"a standby served {took:.1f} s after the kill"
+        assert max(watcher.generations) <= before
+
+
+def test_a_leader_cut_off_from_zookeeper_stops_publishing_and_a_standby_takes_over(ensemble):
+    """Coordinator 0 reaches ZooKeeper only through server 1; stopping that server cuts it off
+    (the other two servers keep a quorum, and serve the standbys)."""
+    name = unique_name("ha")
+    servers = ensemble.servers
+    hosts = [servers[0].address, ",".join(s.address for s in servers[1:]), ",".join(s.address for s in servers[1:])]
+    coordinators = HACoordinators(name, hosts, dict(COORDINATOR_CONFIG), count=3,
+                                  session_timeout_seconds=SESSION_SECONDS)
+    try:
+        coordinators.start_one(0)
+        assert coordinators.wait_for_leader() == 0
+        coordinators.start_one(1)
+        coordinators.start_one(2)
+        old = StreamWatcher(f"127.0.0.1:{coordinators.ports[0]}")
+        time.sleep(0.5)
+        cut_at = time.monotonic()
+        ensemble.stop_server(0, signal.SIGKILL)
+        try:
+            new_leader = coordinators.wait_for_leader(timeout=4 * SESSION_SECONDS + 10)
+            took_over = time.monotonic() - cut_at
+            assert new_leader in (1, 2)
+            assert old.ended_at is not None and old.ended_at - cut_at < SESSION_SECONDS, \
+                "the cut-off leader ended its agents' streams within its session timeout"
+            new = StreamWatcher(f"127.0.0.1:{coordinators.ports[new_leader]}")
+            _stub(f"127.0.0.1:{coordinators.ports[new_leader]}").SetPriority(
+                pb.SetPriorityRequest(user="alice", priority=12), timeout=10)
+            time.sleep(0.5)
+            new.close()
+            assert set(old.generations).isdisjoint(new.generations), "no generation published by both"
+            assert min(new.generations) > max(old.generations)
+            assert coordinators.processes[0].wait(2 * SESSION_SECONDS + 5) != 0, "the cut-off leader gave up"
+            assert "lost leadership" in open(coordinators.log_path(0)).read()
+            assert took_over < 3 * SESSION_SECONDS + 5
+        finally:
+            ensemble.start_server(0)
+    finally:
+        coordinators.stop()
