@@ -20,6 +20,7 @@ import grpc
 import yaml
 
 from testbed.lifecycle import StartedService
+from testbed.local_cluster import LocalCluster
 from testbed.processes import stop_process
 from testbed.zookeeper_ensemble import free_port
 from vnode_sync.wire import vnode_pb2 as pb
@@ -120,3 +121,28 @@ def _readline(process: subprocess.Popen, timeout: float) -> str:
         if not selector.select(timeout):
             return ""
     return process.stdout.readline()
+
+
+class HALocalCluster(LocalCluster):
+    """A LocalCluster whose coordinator is several HACoordinators on `zookeeper_hosts`: agents and
+    vnodectl are given every coordinator's address and follow the leader."""
+
+    def __init__(self, name: str, users, nodes, zookeeper_hosts: str, count: int = 3,
+                 session_timeout_seconds: float = 4.0, **kwargs):
+        self.coordinators: HACoordinators | None = None
+        super().__init__(name, users, nodes, **kwargs)
+        document = {k: v for k, v in self.coordinator_document().items() if k not in ("listen", "state_path")}
+        self.coordinators = HACoordinators(name, zookeeper_hosts, document, count, session_timeout_seconds)
+
+    @property
+    def address(self) -> str:
+        return self.coordinators.addresses if self.coordinators else ""
+
+    def start_coordinator(self) -> None:
+        self.coordinators.start()
+
+    def processes(self) -> list[subprocess.Popen]:
+        return [p for p in (*self.coordinators.processes, *self.agents.values()) if p is not None]
+
+    def stop_coordinator(self, sig: int = signal.SIGTERM) -> None:
+        self.coordinators.stop()
