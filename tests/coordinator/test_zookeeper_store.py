@@ -213,3 +213,31 @@ def test_a_writer_fenced_on_an_election_znode_it_lost_changes_nothing(ensemble, 
     finally:
         leader.stop()
         leader.close()
+
+
+def test_with_a_digest_identity_no_other_client_can_read_or_change_the_policy(ensemble, client, tmp_path):
+    """docs/ha.md: the coordinators' znodes carry an ACL for their digest user alone."""
+    from kazoo.exceptions import NoAuthError
+
+    from vnode_sync.coordinator.config import ZooKeeperSettings
+    from vnode_sync.coordinator.leadership import connect
+
+    password = tmp_path / "zookeeper.password"
+    password.write_text("s3cret\n")
+    root = f"/vnode-sync-acl-{uuid.uuid4().hex}/site"
+    settings = ZooKeeperSettings(hosts=ensemble.hosts, root=root, advertise="127.0.0.1:1",
+                                 digest_user="vnode-sync", digest_password_file=str(password))
+    coordinator = connect(settings)
+    try:
+        store = ZooKeeperStore(coordinator, root)
+        store.add_user("alice", 1001, 4, False)
+        for change in (lambda: client.set(f"{root}/users/alice", b'{"priority": 100}'),
+                       lambda: client.get(f"{root}/users/alice"),
+                       lambda: client.delete(f"{root}/generation"),
+                       lambda: client.create(f"{root}/users/mallory", b"{}")):
+            with pytest.raises(NoAuthError):
+                change()
+        assert store.user("alice").priority == 4
+    finally:
+        coordinator.stop()
+        coordinator.close()

@@ -23,12 +23,15 @@ from vnode_sync.ctl.top import add_top_command, run_top
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
-from vnode_sync.wire.leader import dial
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import dial, split_addresses
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 RPC_TIMEOUT_SECONDS = 10.0
+# Given several coordinators (docs/ha.md), a call waits out a failover: a killed leader's session
+# expires (10 s by default), a standby is elected and serves.
+FAILOVER_TIMEOUT_SECONDS = 30.0
 # Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
 STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 # Above this many (user, node) lines the `status` table is one line per user (a million lines is no
@@ -206,8 +209,8 @@ def _print_nodes(nodes) -> None:
             print(f"{n.node_id}: error: {error}")
 
 
-def run(args, stub: pb_grpc.AdminStub) -> None:
-    t = RPC_TIMEOUT_SECONDS
+def run(args, stub: pb_grpc.AdminStub, timeout: float = RPC_TIMEOUT_SECONDS) -> None:
+    t = timeout
     if args.command == "set-priority":
         print(_user_line(stub.SetPriority(pb.SetPriorityRequest(user=args.user, priority=args.priority), timeout=t)))
     elif args.command in ("set-reservation", "set-limit"):
@@ -314,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         tls = client_tls(args, address)
         with dial(address, lambda one: secure_channel(one, tls, STATUS_SIZE_OPTIONS) if tls
                   else grpc.insecure_channel(one, options=STATUS_SIZE_OPTIONS)) as channel:
-            run(args, pb_grpc.AdminStub(channel))
+            run(args, pb_grpc.AdminStub(channel),
+                FAILOVER_TIMEOUT_SECONDS if len(split_addresses(address)) > 1 else RPC_TIMEOUT_SECONDS)
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
         return EXIT_INVALID
