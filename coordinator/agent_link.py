@@ -45,6 +45,7 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             await abort(context, "WatchDesiredState", e)
         node_id, sent = request.node_id, None
         try:
+            await self.fan_out.granting.wait()
             while not self.fan_out.closing:
                 changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
                 message = self.publishing.stream_message(node_id)

@@ -48,8 +48,11 @@ class HighAvailability:
         log.info("elected leader (%s) at generation %d", self.settings.advertise, generation)
         return store
 
-    def serving(self) -> None:
-        """The services are in place: calls may pass."""
+    def serving(self, server: CoordinatorServer) -> None:
+        """The services are in place: calls may pass. Under the work-conserving policy the streams
+        first wait `learn_seconds`, while the agents' usage reports come in."""
+        if self.config.policy.allocation == "work-conserving" and self.settings.learn_seconds:
+            server.learn_for(self.settings.learn_seconds)
         self.gate.open()
 
     def close(self) -> None:

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     server.start()
     if ha is not None:
-        ha.serving()
+        ha.serving(server)
     if endpoint is not None:
         registry.register(CoordinatorCollector(cluster))
         ProcessCollector(registry=registry)

@@ -164,6 +164,13 @@ class CoordinatorServer:
         """End every agent stream and open no new one until `resume_streams` (from any thread)."""
         self._loop.call_soon_threadsafe(lambda: self.fan_out and self.fan_out.close_streams())
 
+    def learn_for(self, seconds: float) -> None:
+        """Streams send nothing for `seconds` (from any thread; before the gate opens)."""
+        self._call(self._learn_for(seconds))
+
+    async def _learn_for(self, seconds: float) -> None:
+        self.fan_out.learn_for(seconds)
+
     def resume_streams(self) -> None:
         def resume():
             if self.fan_out:

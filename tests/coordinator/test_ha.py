@@ -137,3 +137,33 @@ def test_a_leader_cut_off_from_zookeeper_stops_publishing_and_a_standby_takes_ov
             ensemble.start_server(0)
     finally:
         coordinators.stop()
+
+
+def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_states_with_allocations(ensemble):
+    """Doorman's rule: the new leader sends a node nothing for learn_seconds while usage reports come
+    in; the first state it sends carries an allocation (never the static shares alone first)."""
+    name = unique_name("ha")
+    config = {**COORDINATOR_CONFIG, "policy": {"allocation": "work-conserving", "control_seconds": 0.2},
+              "zookeeper": {"learn_seconds": 2.0}}
+    with HACoordinators(name, ensemble.hosts, config, count=2, session_timeout_seconds=SESSION_SECONDS) as co:
+        leader = co.wait_for_leader()
+        co.kill(leader, signal.SIGKILL)
+        new_leader = co.wait_for_leader(timeout=30)
+        address = f"127.0.0.1:{co.ports[new_leader]}"
+        opened = time.monotonic()
+        channel = grpc.insecure_channel(address)
+        link = pb_grpc.AgentLinkStub(channel)
+        reports = [pb.UsageReport(node_id="dn1", sampled_at_unix=time.time() + 0.5 * i, usage=[
+            pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=10_000_000 * i, write_bytes=0)])
+            for i in range(1, 4)]
+
+        def paced():
+            for report in reports:
+                yield report
+                time.sleep(0.5)
+        threading.Thread(target=lambda: link.StreamUsage(paced(), timeout=10), daemon=True).start()
+        first = next(link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=15))
+        waited = time.monotonic() - opened
+        channel.close()
+        assert waited > 1.0, f"the new leader sent a state {waited:.2f} s after the stream opened, before learning"
+        assert first.HasField("allocation") and first.allocation.users, "the first state carries an allocation"
