@@ -45,11 +45,13 @@ def connect(settings: ZooKeeperSettings) -> KazooClient:
         acl = [make_digest_acl(settings.digest_user, password, all=True)]
     tls = {}
     if settings.tls is not None:
-        tls = {"use_ssl": True, "ca": settings.tls.ca, "certfile": settings.tls.cert, "keyfile": settings.tls.key}
+        # The server's certificate must chain to the CA and name the host dialled.
+        tls = {"use_ssl": True, "ca": settings.tls.ca, "certfile": settings.tls.cert, "keyfile": settings.tls.key,
+               "check_hostname": True}
     client = KazooClient(hosts=settings.hosts, timeout=settings.session_timeout_seconds, auth_data=auth,
                          default_acl=acl, **tls)
     try:
-        client.start(timeout=max(15.0, settings.session_timeout_seconds))
+        client.start(timeout=max(5.0, 2 * settings.session_timeout_seconds))
     except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout or socket errors
         client.close()
         raise Unavailable(f"ZooKeeper at {settings.hosts} not reachable ({type(e).__name__}: {e})") from e

@@ -18,12 +18,15 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 
 from testbed.lifecycle import StartedService
 from testbed.processes import stop_process
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"   # its manifest names the jars it needs
 LOGGING_JAR = "/usr/share/java/slf4j-simple.jar"  # the package has only slf4j's API: logs would be lost
+# The Netty server (for TLS) needs these too; zookeeper.jar's manifest does not name them.
+NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar")
 WHY_NO_ZOOKEEPER = (None if os.path.exists(ZOOKEEPER_JAR) and shutil.which("java") else
                     "needs ZooKeeper and Java (Debian's zookeeper package; scripts/setup.d/zookeeper.sh)")
 TICK_MS = 500   # sessions may then be as short as 2 ticks (1 s) and at most 20 ticks (10 s)
@@ -51,15 +54,21 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
 class ZooKeeperServer:
     """One server of the ensemble: its id, ports, directory and process."""
 
-    def __init__(self, workdir: str, server_id: int):
+    def __init__(self, workdir: str, server_id: int, tls: "EnsembleTls | None" = None):
         self.server_id = server_id
         self.directory = os.path.join(workdir, f"server-{server_id}")
         self.client_port, self.quorum_port, self.election_port = free_port(), free_port(), free_port()
+        self.secure_port = free_port() if tls else 0
+        self.tls = tls
         self.process: subprocess.Popen | None = None
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def secure_address(self) -> str:
+        return f"127.0.0.1:{self.secure_port}"
 
     @property
     def config_path(self) -> str:
@@ -75,6 +84,11 @@ class ZooKeeperServer:
                  "maxSessionTimeout=20000", "admin.enableServer=false",
                  "4lw.commands.whitelist=srvr,ruok,mntr,cons", "autopurge.purgeInterval=0",
                  *(f"server.{p.server_id}=127.0.0.1:{p.quorum_port}:{p.election_port}" for p in peers)]
+        if self.tls:   # client connections (only) also on a TLS port that requires a client certificate
+            lines += [f"secureClientPort={self.secure_port}", "secureClientPortAddress=127.0.0.1",
+                      "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                      f"ssl.keyStore.location={self.tls.server_pem}", "ssl.keyStore.type=PEM",
+                      f"ssl.trustStore.location={self.tls.ca}", "ssl.trustStore.type=PEM", "ssl.clientAuth=need"]
         with open(self.config_path, "w") as f:
             f.write("\n".join(lines) + "\n")
 
@@ -83,7 +97,7 @@ class ZooKeeperServer:
         self.process = subprocess.Popen(
             ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              f"-Dzookeeper.log.dir={self.directory}", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-             "-cp", f"{ZOOKEEPER_JAR}:{LOGGING_JAR}",
+             "-cp", ":".join((ZOOKEEPER_JAR, LOGGING_JAR, *NETTY_JARS)),
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.config_path],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
@@ -106,16 +120,44 @@ class ZooKeeperServer:
             return ""
 
 
+@dataclass(frozen=True)
+class EnsembleTls:
+    """A CA of its own, the servers' certificate (SAN IP 127.0.0.1) and a client certificate, as PEM."""
+
+    ca: str
+    server_pem: str   # key and certificate in one file, as ZooKeeper's PEM key store reads them
+    client_cert: str
+    client_key: str
+
+    @classmethod
+    def make(cls, directory: str) -> "EnsembleTls":
+        from vnode_sync.security import certs
+        certs.create_ca(directory, "zookeeper test CA")
+        server = certs.issue(directory, "node", "zookeeper", hosts=("127.0.0.1",))
+        client = certs.issue(directory, "node", "zookeeper-client")
+        server_pem = os.path.join(directory, "server.pem")
+        with open(server_pem, "w") as out, open(server.key) as key, open(server.cert) as cert:
+            out.write(key.read() + cert.read())
+        return cls(os.path.join(directory, "ca.crt"), server_pem, client.cert, client.key)
+
+
 class ZooKeeperEnsemble(StartedService):
-    def __init__(self, name: str, size: int = 3):
+    """`tls`: each server also serves clients on a TLS port (`secure_hosts`) requiring a client certificate."""
+
+    def __init__(self, name: str, size: int = 3, tls: bool = False):
         self.name = name
         self.workdir = tempfile.mkdtemp(prefix=f"{name}.zookeeper.")
-        self.servers = [ZooKeeperServer(self.workdir, i + 1) for i in range(size)]
+        self.tls = EnsembleTls.make(os.path.join(self.workdir, "tls")) if tls else None
+        self.servers = [ZooKeeperServer(self.workdir, i + 1, self.tls) for i in range(size)]
 
     @property
     def hosts(self) -> str:
         """The connection string a client gives (every server)."""
         return ",".join(s.address for s in self.servers)
+
+    @property
+    def secure_hosts(self) -> str:
+        return ",".join(s.secure_address for s in self.servers)
 
     def start(self, timeout: float = 60) -> "ZooKeeperEnsemble":
         for server in self.servers:

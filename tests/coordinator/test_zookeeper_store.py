@@ -241,3 +241,34 @@ def test_with_a_digest_identity_no_other_client_can_read_or_change_the_policy(en
     finally:
         coordinator.stop()
         coordinator.close()
+
+
+def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certificates(tmp_path):
+    """docs/ha.md: zookeeper.tls; the servers' secure port requires a client certificate from their CA
+    (a client without one, or with one from another CA, is refused)."""
+    from vnode_sync.coordinator.config import ZooKeeperSettings
+    from vnode_sync.coordinator.leadership import connect
+    from vnode_sync.errors import Unavailable
+    from vnode_sync.security.tls import TlsFiles
+
+    with ZooKeeperEnsemble(unique_name("zktls"), tls=True) as secured:
+        tls = TlsFiles(ca=secured.tls.ca, cert=secured.tls.client_cert, key=secured.tls.client_key)
+        settings = ZooKeeperSettings(hosts=secured.secure_hosts, advertise="127.0.0.1:1", tls=tls,
+                                     session_timeout_seconds=2)
+        coordinator = connect(settings)
+        try:
+            store = ZooKeeperStore(coordinator, f"/vnode-sync-test/{uuid.uuid4().hex}")
+            store.add_user("alice", 1001, 4, False)
+            assert store.user("alice").priority == 4
+        finally:
+            coordinator.stop()
+            coordinator.close()
+        foreign = tmp_path / "foreign"
+        from vnode_sync.security import certs
+        certs.create_ca(str(foreign))
+        stranger = certs.issue(str(foreign), "node", "stranger")
+        for refused in (settings.model_copy(update={"tls": None}),
+                        settings.model_copy(update={"tls": TlsFiles(ca=secured.tls.ca, cert=stranger.cert,
+                                                                    key=stranger.key)})):
+            with pytest.raises(Unavailable, match="not reachable"):
+                connect(refused).close()
