@@ -150,6 +150,11 @@ class ZooKeeperSettings(Settings):
     znode they create carries an ACL that lets this user alone read or change it."""
     digest_password_file: str = ""
     """File holding the digest user's password (one line; mode 0600, readable by the coordinator)."""
+    sasl_user: Annotated[str, at.MaxLen(64)] = ""
+    """Instead of a digest identity: authenticate by SASL DIGEST-MD5 as this user (an ensemble that
+    requires SASL); every znode the coordinators create is readable and writable by sasl:<user> alone."""
+    sasl_password_file: str = ""
+    """File holding the SASL user's password (one line; mode 0600)."""
 
     @model_validator(mode="after")
     def _root_and_credentials(self):
@@ -159,6 +164,10 @@ class ZooKeeperSettings(Settings):
             raise Refused("digest_user", self.digest_user, "set together with digest_password_file")
         if ":" in self.digest_user:
             raise Refused("digest_user", self.digest_user, "a name without ':'")
+        if bool(self.sasl_user) != bool(self.sasl_password_file):
+            raise Refused("sasl_user", self.sasl_user, "set together with sasl_password_file")
+        if self.sasl_user and self.digest_user:
+            raise Refused("sasl_user", self.sasl_user, "unset when digest_user is set (one identity)")
         return self
 
 

@@ -22,7 +22,7 @@ from grpc import aio
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import CancelledError, KazooException
 from kazoo.recipe.watchers import ChildrenWatch
-from kazoo.security import make_digest_acl
+from kazoo.security import make_acl, make_digest_acl
 
 from vnode_sync.coordinator.config import ZooKeeperSettings
 from vnode_sync.errors import Unavailable
@@ -32,24 +32,33 @@ from vnode_sync.wire.leader import LEADER_KEY
 log = logging.getLogger(__name__)
 
 
+def _password(path: str, key: str) -> str:
+    try:
+        with open(path) as f:
+            return f.readline().strip()
+    except OSError as e:
+        raise Unavailable(f"zookeeper.{key} {path}: {e.strerror}") from e
+
+
 def connect(settings: ZooKeeperSettings) -> KazooClient:
-    """A started ZooKeeper client as `settings` say (TLS, digest identity and ACL)."""
-    auth, acl = None, None
+    """A started ZooKeeper client as `settings` say (TLS; a digest or SASL identity, and the ACL that
+    lets it alone read or change what it creates)."""
+    auth, acl, sasl = None, None, None
     if settings.digest_user:
-        try:
-            with open(settings.digest_password_file) as f:
-                password = f.readline().strip()
-        except OSError as e:
-            raise Unavailable(f"zookeeper.digest_password_file {settings.digest_password_file}: {e.strerror}") from e
+        password = _password(settings.digest_password_file, "digest_password_file")
         auth = [("digest", f"{settings.digest_user}:{password}")]
         acl = [make_digest_acl(settings.digest_user, password, all=True)]
+    elif settings.sasl_user:
+        sasl = {"mechanism": "DIGEST-MD5", "username": settings.sasl_user,
+                "password": _password(settings.sasl_password_file, "sasl_password_file")}
+        acl = [make_acl("sasl", settings.sasl_user, all=True)]
     tls = {}
     if settings.tls is not None:
         # The server's certificate must chain to the CA and name the host dialled.
         tls = {"use_ssl": True, "ca": settings.tls.ca, "certfile": settings.tls.cert, "keyfile": settings.tls.key,
                "check_hostname": True}
     client = KazooClient(hosts=settings.hosts, timeout=settings.session_timeout_seconds, auth_data=auth,
-                         default_acl=acl, **tls)
+                         sasl_options=sasl, default_acl=acl, **tls)
     try:
         client.start(timeout=max(5.0, 2 * settings.session_timeout_seconds))
     except Exception as e:  # noqa: BLE001 - kazoo raises its own timeout or socket errors

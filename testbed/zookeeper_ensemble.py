@@ -54,12 +54,13 @@ def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:
 class ZooKeeperServer:
     """One server of the ensemble: its id, ports, directory and process."""
 
-    def __init__(self, workdir: str, server_id: int, tls: "EnsembleTls | None" = None):
+    def __init__(self, workdir: str, server_id: int, tls: "EnsembleTls | None" = None, jaas: str = ""):
         self.server_id = server_id
         self.directory = os.path.join(workdir, f"server-{server_id}")
         self.client_port, self.quorum_port, self.election_port = free_port(), free_port(), free_port()
         self.secure_port = free_port() if tls else 0
         self.tls = tls
+        self.jaas = jaas   # a JAAS file: clients must authenticate by SASL (DIGEST-MD5) as one of its users
         self.process: subprocess.Popen | None = None
 
     @property
@@ -84,6 +85,9 @@ class ZooKeeperServer:
                  "maxSessionTimeout=20000", "admin.enableServer=false",
                  "4lw.commands.whitelist=srvr,ruok,mntr,cons", "autopurge.purgeInterval=0",
                  *(f"server.{p.server_id}=127.0.0.1:{p.quorum_port}:{p.election_port}" for p in peers)]
+        if self.jaas:
+            lines += ["authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+                      "enforce.auth.enabled=true", "enforce.auth.schemes=sasl"]
         if self.tls:   # client connections (only) also on a TLS port that requires a client certificate
             lines += [f"secureClientPort={self.secure_port}", "secureClientPortAddress=127.0.0.1",
                       "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
@@ -96,6 +100,7 @@ class ZooKeeperServer:
         log = open(os.path.join(self.directory, "server.log"), "ab")
         self.process = subprocess.Popen(
             ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             *([f"-Djava.security.auth.login.config={self.jaas}"] if self.jaas else []),
              f"-Dzookeeper.log.dir={self.directory}", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
              "-cp", ":".join((ZOOKEEPER_JAR, LOGGING_JAR, *NETTY_JARS)),
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", self.config_path],
@@ -142,13 +147,21 @@ class EnsembleTls:
 
 
 class ZooKeeperEnsemble(StartedService):
-    """`tls`: each server also serves clients on a TLS port (`secure_hosts`) requiring a client certificate."""
+    """`tls`: each server also serves clients on a TLS port (`secure_hosts`) requiring a client certificate.
+    `sasl_users` (name -> password): every client must authenticate by SASL DIGEST-MD5 as one of them."""
 
-    def __init__(self, name: str, size: int = 3, tls: bool = False):
+    def __init__(self, name: str, size: int = 3, tls: bool = False, sasl_users: dict[str, str] | None = None):
         self.name = name
         self.workdir = tempfile.mkdtemp(prefix=f"{name}.zookeeper.")
         self.tls = EnsembleTls.make(os.path.join(self.workdir, "tls")) if tls else None
-        self.servers = [ZooKeeperServer(self.workdir, i + 1, self.tls) for i in range(size)]
+        jaas = ""
+        if sasl_users:
+            jaas = os.path.join(self.workdir, "jaas.conf")
+            with open(jaas, "w") as f:
+                f.write("Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+                        + "".join(f'  user_{user}="{password}"\n' for user, password in sasl_users.items())
+                        + "  ;\n};\n")
+        self.servers = [ZooKeeperServer(self.workdir, i + 1, self.tls, jaas) for i in range(size)]
 
     @property
     def hosts(self) -> str:

@@ -272,3 +272,34 @@ def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certif
                                                                     key=stranger.key)})):
             with pytest.raises(Unavailable, match="not reachable"):
                 connect(refused).close()
+
+
+def test_on_an_ensemble_that_requires_sasl_only_the_coordinators_sasl_user_can_read_or_change_the_policy(tmp_path):
+    from kazoo.exceptions import NoAuthError
+
+    from vnode_sync.coordinator.config import ZooKeeperSettings
+    from vnode_sync.coordinator.leadership import connect
+
+    password = tmp_path / "sasl.password"
+    password.write_text("s3cret\n")
+    with ZooKeeperEnsemble(unique_name("zksasl"), sasl_users={"vnode-sync": "s3cret", "mallory": "m"}) as secured:
+        settings = ZooKeeperSettings(hosts=secured.hosts, advertise="127.0.0.1:1", sasl_user="vnode-sync",
+                                     sasl_password_file=str(password), session_timeout_seconds=2)
+        coordinator = connect(settings)
+        other = KazooClient(hosts=secured.hosts, sasl_options={"mechanism": "DIGEST-MD5", "username": "mallory",
+                                                               "password": "m"})
+        other.start(timeout=20)
+        try:
+            root = f"/vnode-sync-sasl-{uuid.uuid4().hex}"
+            store = ZooKeeperStore(coordinator, root)
+            store.add_user("alice", 1001, 4, False)
+            for change in (lambda: other.set(f"{root}/users/alice", b'{"priority": 100}'),
+                           lambda: other.get(f"{root}/users/alice"),
+                           lambda: other.create(f"{root}/users/mallory", b"{}")):
+                with pytest.raises(NoAuthError):
+                    change()
+            assert store.user("alice").priority == 4
+        finally:
+            for c in (coordinator, other):
+                c.stop()
+                c.close()
