@@ -61,6 +61,10 @@ def store_command(args: argparse.Namespace) -> int:
     """Run an admin command on the state file (the coordinator must be stopped: the file is locked)."""
     try:
         config = load_config(args.config)
+        if config.zookeeper is not None:
+            raise InvalidSetting(args.config, "zookeeper", "a zookeeper section",
+                                 f"none for `{args.store_command}`: it acts on the SQLite state file; with a "
+                                 "zookeeper section the state is in ZooKeeper (docs/ha.md)")
         print(run_store_command(config, args.state_path or config.state_path, args.store_command,
                                 args.store_path, args.force))
     except VNodeSyncError as e:

@@ -167,3 +167,12 @@ def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_st
         channel.close()
         assert waited > 1.0, f"the new leader sent a state {waited:.2f} s after the stream opened, before learning"
         assert first.HasField("allocation") and first.allocation.users, "the first state carries an allocation"
+
+
+def test_store_commands_of_the_sqlite_file_refuse_a_zookeeper_config(tmp_path):
+    from vnode_sync.coordinator.main import main
+
+    config = tmp_path / "coordinator.yaml"
+    config.write_text("insecure: true\nzookeeper: {hosts: '127.0.0.1:1', advertise: '127.0.0.1:7070'}\n")
+    assert main(["--config", str(config), "backup", str(tmp_path / "copy")]) == 2
+    assert not (tmp_path / "copy").exists()
