@@ -111,3 +111,13 @@ def test_a_stream_refused_by_a_standby_moves_the_channel_to_the_leader(servers):
             list(stub.WatchDesiredState(pb.WatchRequest(node_id="dn1")))
         assert channel.current == leader
         assert [s.generation for s in stub.WatchDesiredState(pb.WatchRequest(node_id="dn1"))] == [7]
+
+
+def test_a_standby_naming_a_dead_leader_is_not_asked_in_a_tight_loop(servers):
+    """Until ZooKeeper expires a killed leader's session, standbys still name it."""
+    dead = _unused_address()
+    standby, standing = servers(dead)
+    with dial(f"{dead},{standby}", grpc.insecure_channel) as channel:
+        with pytest.raises(grpc.RpcError):
+            pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="a", priority=1), timeout=1.5)
+    assert 2 <= standing.calls <= 10, f"the standby was asked {standing.calls} times in 1.5 s"

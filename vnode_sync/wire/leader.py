@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 LEADER_KEY = "vnode-sync-leader"
 # A unary call given no deadline gives up following after this long.
 FOLLOW_SECONDS = 30.0
-# Having tried every address in turn, wait this long (doubling to the cap) before the next round.
+# After as many failed attempts as addresses, wait this long (doubling to the cap) before going on.
 ROUND_PAUSE_SECONDS, ROUND_PAUSE_CAP_SECONDS = 0.1, 1.0
 
 
@@ -73,20 +73,18 @@ class FollowingChannel(grpc.Channel):
                 self._channels[address] = self._make_channel(address)
             return self._channels[address]
 
-    def moved(self, failed: str, error: grpc.RpcError) -> bool:
-        """After `error` from `failed`: go to the leader it named, else the next address. Returns True
-        when this starts a new round through the addresses (every one tried)."""
+    def moved(self, failed: str, error: grpc.RpcError) -> None:
+        """After `error` from `failed`: go to the leader it named, else the next address."""
         hint = leader_hint(error)
         with self._lock:
             if self.addresses[self._current] != failed:
-                return False   # another call moved already
+                return   # another call moved already
             if hint and hint != failed:
                 if hint not in self.addresses:   # a leader we were not told of: its certificate is checked all the same
                     self.addresses.append(hint)
                 self._current = self.addresses.index(hint)
-                return False
+                return
             self._current = (self._current + 1) % len(self.addresses)
-            return self._current == 0
 
     def unary_unary(self, method, request_serializer=None, response_deserializer=None, **kwargs):
         return _FollowingUnary(self, lambda c: c.unary_unary(method, request_serializer, response_deserializer,
@@ -131,7 +129,7 @@ class _FollowingUnary:
 
     def __call__(self, request, timeout: float | None = None, **kwargs):
         deadline = time.monotonic() + (timeout if timeout is not None else FOLLOW_SECONDS)
-        pause = ROUND_PAUSE_SECONDS
+        pause, attempts = ROUND_PAUSE_SECONDS, 0
         while True:
             address = self._owner.current
             left = deadline - time.monotonic()
@@ -141,7 +139,11 @@ class _FollowingUnary:
                 if not _follows(e) or time.monotonic() >= deadline:
                     raise
                 log.debug("coordinator %s: %s; following the leader", address, e.code().name)
-                if self._owner.moved(address, e):
+                self._owner.moved(address, e)
+                attempts += 1
+                # A round: as many attempts as addresses (a standby may still name a leader that just
+                # died, until ZooKeeper expires its session: no tight loop between the two meanwhile).
+                if attempts % len(self._owner.addresses) == 0:
                     time.sleep(min(pause, max(deadline - time.monotonic(), 0)))
                     pause = min(pause * 2, ROUND_PAUSE_CAP_SECONDS)
 
