@@ -6,7 +6,6 @@ earlier leader), and serves. Losing the ZooKeeper session ends it (leadership.Le
 import logging
 import threading
 
-from vnode_sync.coordinator.commands import seed_users
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.leadership import Election, LeaderGate, LeaderGuard, connect
 from vnode_sync.coordinator.server import CoordinatorServer
@@ -28,9 +27,8 @@ class HighAvailability:
         """Connect, make the store if the ensemble has none (seeded from the YAML), stand for
         election and answer calls as a standby."""
         self.client = connect(self.settings)
-        first = ZooKeeperStore(self.client, self.settings.root, create=True)
+        first = ZooKeeperStore(self.client, self.settings.root, create=True, seed_users=self.config.users)
         if first.created:
-            seed_users(self.config, first)
             log.info("made the state store in ZooKeeper under %s", self.settings.root)
         self.election = Election(self.client, self.settings)
         server.listen()

@@ -16,11 +16,13 @@ it was read at (one round trip checks that); a change this store made is applied
 """
 
 import json
+import logging
 import random
 import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
@@ -30,6 +32,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from vnode_sync.coordinator.store import StoreUnusable, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
+
+log = logging.getLogger(__name__)
 
 # A call to ZooKeeper that has no answer by then fails (the store thread never hangs on it).
 CALL_TIMEOUT_SECONDS = 10.0
@@ -111,10 +115,12 @@ def _user_fields(uid: int, priority: int, active: bool) -> dict:
 
 
 class ZooKeeperStore:
-    """`create`: make the store under `root` if there is none (never over an existing one).
+    """`create`: make the store under `root` if there is none (never over an existing one), with
+    `seed_users` (objects with name, uid, priority, active) in it, in the same transaction.
     `fence`: a znode path (the leader's election node) every change checks is still there, unchanged."""
 
-    def __init__(self, client: KazooClient, root: str, create: bool = True, fence: str | None = None):
+    def __init__(self, client: KazooClient, root: str, create: bool = True, fence: str | None = None,
+                 seed_users: Iterable = ()):
         self.client = client
         self.root = root.rstrip("/") or "/"
         self.path = f"zookeeper:{self.root}"   # named in messages, as the SQLite store's file
@@ -129,7 +135,10 @@ class ZooKeeperStore:
                 if not create:
                     raise StoreUnusable(f"no vnode-sync store in ZooKeeper under {self.root}; the first "
                                         f"coordinator started with this zookeeper section makes one")
-                self.created = self._first_start()
+                self.created = self._first_start(list(seed_users))
+                if self.created:
+                    for seed in seed_users:
+                        log.info("user %s created from config (priority %d)", seed.name, seed.priority)
             self._check()
         except (KazooException, KazooTimeoutError) as e:
             raise StoreUnusable(f"ZooKeeper store {self.root} cannot be read ({type(e).__name__}: {e})") from e
@@ -137,9 +146,9 @@ class ZooKeeperStore:
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}" if self.root != "/" else f"/{key}"
 
-    def _first_start(self) -> bool:
-        """Every znode of a new store in one transaction: a store is whole or absent. False if another
-        coordinator made it first."""
+    def _first_start(self, seed_users: list) -> bool:
+        """Every znode of a new store, the seed users too, in one transaction: a store is whole or
+        absent. False if another coordinator made it first."""
         if self.root != "/":
             parent = self.root.rsplit("/", 1)[0]
             if parent:
@@ -147,9 +156,13 @@ class ZooKeeperStore:
         transaction = self.client.transaction()
         if self.root != "/" and self.client.exists(self.root) is None:
             transaction.create(self.root, b"")
+        # One generation per seeded user, as when they were seeded one by one.
         for key, value in (("users", b""), ("jobs", b""), ("store_id", b"%d" % (secrets.randbits(62) | 1)),
-                           ("generation", b"1")):
+                           ("generation", b"%d" % (1 + len(seed_users)))):
             transaction.create(self._path(key), value)
+        for seed in seed_users:
+            transaction.create(self._path(f"users/{_encode(seed.name)}"),
+                               json.dumps(_user_fields(seed.uid, seed.priority, seed.active), sort_keys=True).encode())
         results = transaction.commit()
         failure = next((r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None)
         if isinstance(failure, NodeExistsError):

@@ -303,3 +303,14 @@ def test_on_an_ensemble_that_requires_sasl_only_the_coordinators_sasl_user_can_r
             for c in (coordinator, other):
                 c.stop()
                 c.close()
+
+
+def test_a_new_store_holds_the_seed_users_from_its_first_transaction(client, root):
+    from vnode_sync.coordinator.config import SeedUser
+
+    seeds = [SeedUser(name="alice", uid=1001, priority=4, active=True), SeedUser(name="bob", uid=1002)]
+    made = ZooKeeperStore(client, root, seed_users=seeds)
+    assert made.created and made.generation() == 3
+    assert [(u.name, u.priority, u.active) for u in made.users()] == [("alice", 4, True), ("bob", 10, False)]
+    again = ZooKeeperStore(client, root, seed_users=[SeedUser(name="carol", uid=1003)])
+    assert not again.created and [u.name for u in again.users()] == ["alice", "bob"], "never seeded twice"
