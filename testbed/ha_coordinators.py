@@ -87,14 +87,15 @@ class HACoordinators(StartedService):
             except grpc.RpcError:
                 return False
 
-    def leader(self) -> int | None:
-        running = [i for i, p in enumerate(self.processes) if p is not None and p.poll() is None]
+    def leader(self, among: tuple[int, ...] | None = None) -> int | None:
+        running = [i for i, p in enumerate(self.processes) if p is not None and p.poll() is None
+                   and (among is None or i in among)]
         return next((i for i in running if self.answers(i)), None)
 
-    def wait_for_leader(self, timeout: float = 30) -> int:
+    def wait_for_leader(self, timeout: float = 30, among: tuple[int, ...] | None = None) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = self.leader()
+            found = self.leader(among)
             if found is not None:
                 return found
             time.sleep(0.1)
