@@ -279,6 +279,9 @@ def partition(args) -> dict:
                 # Even rounds: the server dies (connections reset); odd ones: it freezes (SIGSTOP), as
                 # behind a silent network partition: the leader sees nothing until its pings time out.
                 how = "killed" if r % 2 == 0 else "frozen"
+                # If it was ZooKeeper's own leader, the other two elect one first; sessions then start
+                # their timeout anew on it (a standby takes over later by that election).
+                was_zookeeper_leader = servers[0].mode() == "leader"
                 cut_at = time.monotonic()
                 if how == "killed":
                     zk.stop_server(0, signal.SIGKILL)
@@ -299,7 +302,8 @@ def partition(args) -> dict:
                 if how == "frozen":
                     servers[0].process.send_signal(signal.SIGCONT)
                 ack = looper.first_ack_after((old.ended_at or cut_at) + IN_FLIGHT_SECONDS)
-                rounds.append({"zookeeper_server": how, "stopped_publishing_s": (old.ended_at or float("inf")) - cut_at,
+                rounds.append({"zookeeper_server": how, "it_led_zookeeper": was_zookeeper_leader,
+                               "stopped_publishing_s": (old.ended_at or float("inf")) - cut_at,
                                "standby_served_s": (ack - cut_at) if ack else float("inf"),
                                "old_leader_exit": exited,
                                "shared_generations": sorted(set(old.generations) & set(new.generations)),
