@@ -184,7 +184,7 @@ class ZooKeeperStore:
         try:
             return started.get(timeout=CALL_TIMEOUT_SECONDS)
         except KazooTimeoutError as e:
-            raise Unavailable(f"ZooKeeper store {self.root}: no answer within {CALL_TIMEOUT_SECONDS:.0f} s") from e
+            raise Unavailable(f"state store {self.path}: no answer within {CALL_TIMEOUT_SECONDS:.0f} s") from e
 
     def _current(self) -> _State:
         """The state at the generation znode's current version (read anew only when it moved)."""
@@ -197,7 +197,7 @@ class ZooKeeperStore:
                 return self._state
             except (ZookeeperError, KazooException) as e:
                 self._state = None
-                raise Unavailable(f"ZooKeeper store {self.root} cannot be read ({type(e).__name__})") from e
+                raise Unavailable(f"state store {self.path} cannot be read ({type(e).__name__})") from e
 
     def _read_all(self) -> _State:
         """Every user and job, consistent: read again if the generation moved meanwhile."""
@@ -263,7 +263,7 @@ class ZooKeeperStore:
                     return self._commit(state, change), result
                 except BadVersionError:
                     continue   # another writer: plan again on its state
-            raise Unavailable(f"ZooKeeper store {self.root}: the change met {CHANGE_ATTEMPTS} concurrent changes; "
+            raise Unavailable(f"state store {self.path}: the change met {CHANGE_ATTEMPTS} concurrent changes; "
                               "nothing was changed")
 
     def _commit(self, state: _State, change: _Change) -> int:
@@ -285,7 +285,7 @@ class ZooKeeperStore:
         except (ZookeeperError, KazooException) as e:
             # The outcome is unknown (the request may have been applied): read everything again.
             self._state = None
-            raise Unavailable(f"ZooKeeper store {self.root}: the change's outcome is unknown ({type(e).__name__}); "
+            raise Unavailable(f"state store {self.path}: the change's outcome is unknown ({type(e).__name__}); "
                               "check the state before repeating it") from e
         failures = [r for r in results if isinstance(r, Exception)]
         if failures:
@@ -297,7 +297,7 @@ class ZooKeeperStore:
                                      "nothing was changed")
             if isinstance(cause, (BadVersionError, NoNodeError, NodeExistsError, NotEmptyError)):
                 raise BadVersionError()
-            raise Unavailable(f"ZooKeeper store {self.root} refused the change ({type(cause).__name__}); "
+            raise Unavailable(f"state store {self.path} refused the change ({type(cause).__name__}); "
                               "nothing was changed")
         self._state = self._applied(state, change, generation)
         self.rows_written += len(change.ops)
