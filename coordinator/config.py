@@ -135,13 +135,13 @@ class ZooKeeperSettings(Settings):
     """host:port at which agents, vnodectl and batch hooks reach this coordinator: standbys name
     the leader by it."""
     session_timeout_seconds: Annotated[float, at.Ge(2.0), at.Le(60.0), Unit("seconds")] = 10.0
+    """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
+    a standby takes over once ZooKeeper has expired the session (this long too)."""
     learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds")] = 3.0
     """Under the work-conserving policy, a new leader learns the demand from the agents' usage reports
     this long before it sends any node its state (as Doorman's new master learns for a lease before
     it grants): each node then gets one state with an allocation, not the static shares first and
     an allocation later. Agents keep their last allocation meanwhile (below policy.fallback_seconds)."""
-    """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
-    a standby takes over once ZooKeeper has expired the session (this long too)."""
     tls: TlsFiles | None = None
     """TLS to ZooKeeper (its secureClientPort): the CA the servers chain to, and this client's
     certificate and key (servers that require client certificates check them)."""
