@@ -176,3 +176,17 @@ def test_store_commands_of_the_sqlite_file_refuse_a_zookeeper_config(tmp_path):
     config.write_text("insecure: true\nzookeeper: {hosts: '127.0.0.1:1', advertise: '127.0.0.1:7070'}\n")
     assert main(["--config", str(config), "backup", str(tmp_path / "copy")]) == 2
     assert not (tmp_path / "copy").exists()
+
+
+def test_a_batch_hook_given_every_coordinator_reaches_the_new_leader_after_a_kill(ensemble):
+    from vnode_sync.batch.client import CoordinatorClient
+    from vnode_sync.batch.jobs import JobEvent, JobPhase
+    from vnode_sync.security.tls import TransportSecurity
+
+    name = unique_name("ha")
+    with HACoordinators(name, ensemble.hosts, dict(COORDINATOR_CONFIG), count=2,
+                        session_timeout_seconds=SESSION_SECONDS) as coordinators:
+        coordinators.kill(coordinators.wait_for_leader(), signal.SIGKILL)
+        with CoordinatorClient(coordinators.addresses, TransportSecurity(insecure=True)) as client:
+            outcome = client.send(JobEvent(JobPhase.START, "77", "carol", 1003, "c1"), deadline_seconds=30)
+        assert outcome.user_active and outcome.running_jobs == 1
