@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 
+import grpc
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from vnode_sync.agents.plugins import make_backend, make_discovery
@@ -21,8 +22,9 @@ from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
-from vnode_sync.security.tls import client_channel, tls_for_coordinator
+from vnode_sync.security.tls import secure_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
+from vnode_sync.wire.leader import dial
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
             from vnode_sync.agents.compute.metrics import ComputeAgentCollector
-            channel = client_channel(config.coordinator, config.security, f"compute {config.node_id}", log)
+            files = tls_for_coordinator(config.security, config.coordinator, f"compute {config.node_id}", log)
+            channel = dial(config.coordinator,
+                           lambda one: secure_channel(one, files) if files else grpc.insecure_channel(one))
             try:
                 return run_compute_agent(config, channel, lambda agent: metrics and metrics.serve(
                     ComputeAgentCollector(agent)))

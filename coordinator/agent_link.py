@@ -48,6 +48,7 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             log.warning("node %s: %s (the newest from %s)", request.node_id, second_agent(streams), context.peer())
         node_id, sent = request.node_id, None
         try:
+            await self.fan_out.granting.wait()
             while not self.fan_out.closing:
                 changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
                 message = self.publishing.stream_message(node_id)

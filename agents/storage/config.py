@@ -39,7 +39,7 @@ class AgentConfig(SecuredSettings):
     role: Literal[ROLES] = "storage"
     """storage: enforce shares on this node; compute: report connections and place jobs."""
     coordinator: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
-    """host:port of the coordinator."""
+    """host:port of the coordinator; several coordinators (docs/ha.md): comma-separated, the leader is followed."""
     backend: Literal[BACKENDS] = "auto"
     """How limits are enforced; auto: cgroup v1 blkio if mounted, else cgroup v2 io."""
     cgroup_root: Annotated[str, at.MinLen(1)] = "/sys/fs/cgroup"
