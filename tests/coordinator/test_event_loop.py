@@ -49,7 +49,8 @@ if sys.argv[3] == "sleep-in-report-handler":
         time.sleep(0.06)   # a blocking call on the loop
         return real_report_usage(self, report)
     NodeRuntimes.report_usage = report_usage
-cluster = Cluster(load_config(sys.argv[1]), StateStore(sys.argv[2]))
+config = load_config(sys.argv[1])
+cluster = Cluster(config, StateStore(sys.argv[2], seed_users=config.users))
 server, port = create_server(cluster, "127.0.0.1:0", slow_callback_seconds=float(sys.argv[4]))
 server.start()
 print(port, flush=True)

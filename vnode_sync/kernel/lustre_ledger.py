@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 
+from vnode_sync.durable import write_atomically
 from vnode_sync.kernel.lustre_rules import RuleMatch
 
 
@@ -48,10 +48,5 @@ class RuleLedger:
     def _save(self) -> None:
         if not self.path:
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tbf-ledger.")
-        with os.fdopen(fd, "w") as f:
-            json.dump({n: {"vnode": r.vnode, "uid": r.uid, "match": str(r.match)}
-                       for n, r in sorted(self.rules.items())}, f, indent=1)
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps({n: {"vnode": r.vnode, "uid": r.uid, "match": str(r.match)}
+                                                for n, r in sorted(self.rules.items())}, indent=1).encode(), 0o600)
