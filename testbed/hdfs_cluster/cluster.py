@@ -74,20 +74,21 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None):
+                 datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = ()):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
         "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
-        control socket at `throttle_socket(dn)`."""
+        control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         self.disk, self.disk_read_mbps = disk, disk_read_mbps
         self.datanode_throttle = datanode_throttle
+        self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -122,7 +123,8 @@ class HdfsCluster:
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
-                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle}
+                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
+                 "datanode_throttle_args": list(self.datanode_throttle_args)}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -140,7 +142,8 @@ class HdfsCluster:
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
                       runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
-                      datanode_throttle=state.get("datanode_throttle"))
+                      datanode_throttle=state.get("datanode_throttle"),
+                      datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -158,7 +161,8 @@ class HdfsCluster:
     def _datanode_agent(self, dn: DataNode) -> list[str]:
         if not self.datanode_throttle:
             return []
-        return [f"-javaagent:{self.datanode_throttle}=socket={self.throttle_socket(dn)}"]
+        arguments = ",".join((f"socket={self.throttle_socket(dn)}", *self.datanode_throttle_args))
+        return [f"-javaagent:{self.datanode_throttle}={arguments}"]
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:
