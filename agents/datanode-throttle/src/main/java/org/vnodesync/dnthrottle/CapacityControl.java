@@ -14,9 +14,11 @@ import java.util.Arrays;
  *       SATURATED): R = MARGIN of the most the flows moved in the last PEAK_INTERVALS, just under what
  *       the node delivers, whatever holds it (encryption, checksums, a disk); that level is remembered
  *       as safe, and R is held;</li>
- *   <li>held, R goes to MARGIN of what moved when, two intervals running with the node still
- *       saturated, the flows moved clearly less than R (the node slowed), or two flows or more
- *       competed and hardly any packet waited for its weight (R is above what they get);</li>
+ *   <li>held, R goes to MARGIN of what moved when, for LOWER_INTERVALS running with the node still
+ *       saturated, the flows moved far less than R (the node slowed a lot: that is its new level), or
+ *       two flows or more competed and hardly any packet waited for its weight (R is above what they
+ *       get). Not on less: flows move less than R for reasons of their own too (readers between
+ *       blocks, clients short of CPU);</li>
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
  *       probes hold: other work on the host that took the node for a while (and so lowered R) leaves
  *       no lasting mark. A probe followed by a lowering shows the node got slower: the safe level
@@ -34,7 +36,8 @@ final class CapacityControl {
     static final double RELEASED = 0.80;
     static final double MARGIN = 0.95;
     /** Moved less than this fraction of R while saturated: the node slowed down. */
-    static final double SLOWED = 0.95;
+    static final double SLOWED = 0.80;
+    static final int LOWER_INTERVALS = 5;
     /** Fewer packets than this waited for their weight while flows competed: R is not binding. */
     static final double UNHELD = 0.05;
     static final double RECOVER = 0.10;
@@ -44,11 +47,11 @@ final class CapacityControl {
     static final double LOWEST = 0.05;
     static final int PEAK_INTERVALS = 5;
     static final int PROBE_INTERVALS = 20;
-    static final int LEAST_PROBE_INTERVALS = 3;
+    static final int LEAST_PROBE_INTERVALS = 8;
     static final double FIRST_PROBE_STEP = 0.02;
     static final double LARGEST_PROBE_STEP = 0.32;
     /** Intervals after a probe within which a lowering counts against it. */
-    static final int PROBE_ANSWER_INTERVALS = 5;
+    static final int PROBE_ANSWER_INTERVALS = 8;
 
     /** What one interval of a direction showed. */
     record Seen(double movedBps, double busiest, double held, int competing) {
@@ -60,6 +63,7 @@ final class CapacityControl {
     private boolean held;
     private double safe;           // the highest R known to hold since saturation began
     private int lower;             // intervals running that asked for R lower
+    private int slowedFor;         // ... of which because the node slowed
     private final double[] recent = new double[PEAK_INTERVALS];
     private int next;
     private int probeIn;
@@ -108,13 +112,17 @@ final class CapacityControl {
 
     private double heldStep(long current, double moved, boolean slowed, boolean unheld) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
+        slowedFor = slowed ? slowedFor + 1 : 0;
         lower = slowed || unheld ? lower + 1 : 0;
-        if (lower >= 2) {
-            if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
+        if (lower >= LOWER_INTERVALS) {
+            double rate = MARGIN * Math.min(current, moved);
+            if (slowedFor >= LOWER_INTERVALS) {
+                safe = rate;                           // the node is that much slower now: a new level
+            } else if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
             }
             resetProbes();
-            return MARGIN * Math.min(current, moved);
+            return rate;
         }
         if (lower > 0 || current >= safe || --probeIn > 0) {
             return current;
@@ -134,5 +142,6 @@ final class CapacityControl {
         probeIn = PROBE_INTERVALS;
         sinceProbe = Integer.MAX_VALUE;
         lower = 0;
+        slowedFor = 0;
     }
 }
