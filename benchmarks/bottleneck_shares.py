@@ -9,7 +9,7 @@ One DataNode with the Java agent, configured with --configured-mbps, more than i
 - zram: a disk in RAM, so the DataNode's CPU (checksums, copies; clients on the same 2 cores) is
   what holds it, as encryption does under Kerberos privacy;
 - paced: a disk that serves --disk-mbps (60 MB/s), below the configured bandwidth.
-alice (8) and bob (4) each read (re-read, the DataNode dropping its page cache behind reads) or
+alice (8) and bob (4) each read (re-read; a paced disk's blocks kept out of the page cache) or
 write (the testbed client, one file after another) without pause through Hadoop's client library.
 After 8 s to settle, the split over --seconds from the Java agent's counters and the clients'
 own (/proc/PID/io rchar); target: 1:2 within 10 %. The Java agent's R and the CPU and disk busy
@@ -29,7 +29,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalUser
 from testbed.names import unique_name
-from testbed.share_watch import ClientBytes
+from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import unix_users
 
 MB = 1_000_000
@@ -88,15 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     with unix_users(names, uids), cpu_priority(unique_name("neck-cpu")), \
             HdfsCluster(unique_name("neck"), datanodes=1, disk_mb=max(4096, 3 * args.file_mb), disk=disk,
                         disk_read_mbps=args.disk_mbps,
-                        hdfs_site={"dfs.block.access.token.enable": "true",
-                                   "dfs.datanode.drop.cache.behind.reads": "true"},
+                        hdfs_site={"dfs.block.access.token.enable": "true"},
                         datanode_throttle=datanode_throttle_jar()) as hdfs:
         users = {"alice": LocalUser(names[0], uids[0], 8), "bob": LocalUser(names[1], uids[1], 4)}
         if args.direction == "read":
             for user in users.values():
                 hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid, hdfs_user=user.name)
+        # A paced disk's reads are kept its own (out of the page cache); zram is memory either way.
+        dropped = block_files(hdfs) if args.direction == "read" and args.disk == "paced" else set()
         for policy in POLICIES:
-            with governed(hdfs, unique_name("neckc"), list(users.values()), policy, bw):
+            with governed(hdfs, unique_name("neckc"), list(users.values()), policy, bw), CacheDropper(dropped):
                 run = Run(hdfs, users, args.direction, bw, {})
                 try:
                     results[policy] = measure(run, args.seconds)

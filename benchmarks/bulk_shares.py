@@ -7,8 +7,8 @@ weights, and per-packet weights with the coordinator stopped, in one run.
 Two DataNodes, each on a paced disk of --disk-mbps (reads and writes: DiskModel.streaming), that
 bandwidth configured, the DataNode-side backend (the Java agent in each DataNode); alice (priority
 8) and bob (4) are Unix users. Writes: `hdfs dfs -put` of a local file each, replication 2, so both
-DataNodes take every byte of both. Reads: Hadoop's client library reads a file each, from the disk
-(the DataNodes drop their page cache behind reads). Rates are taken two ways: the Java agent's
+DataNodes take every byte of both. Reads: Hadoop's client library re-reads a file each, from the
+disk (its blocks are kept out of the page cache). Rates are taken two ways: the Java agent's
 counters on each DataNode, and the client's own (/proc/PID/io rchar of the FsShell or reader JVM:
 the local file read by -put, the socket read by the reader).
 
@@ -34,7 +34,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
-from testbed.share_watch import ClientBytes, mean_rates, seconds_until
+from testbed.share_watch import CacheDropper, ClientBytes, block_files, mean_rates, seconds_until
 from testbed.unix_users import unix_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -189,8 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         with unix_users(names, uids), cpu_priority(unique_name("bulk-cpu")), \
                 HdfsCluster(unique_name("bulk"), datanodes=2, replication=2, disk_mb=8192,
                             disk="paced-rw", disk_read_mbps=args.disk_mbps,
-                            hdfs_site={"dfs.block.access.token.enable": "true",
-                                       "dfs.datanode.drop.cache.behind.reads": "true"},
+                            hdfs_site={"dfs.block.access.token.enable": "true"},
                             datanode_throttle=datanode_throttle_jar()) as hdfs:
             users = {"alice": LocalUser(names[0], uids[0], 8), "bob": LocalUser(names[1], uids[1], 4)}
             sources = {}
@@ -203,8 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.direction == "read":
                     hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid,
                                     hdfs_user=user.name)
+            read_blocks = block_files(hdfs) if args.direction == "read" else set()
             for policy in args.policies.split(","):
-                with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw):
+                with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw), CacheDropper(read_blocks):
                     run = Run(hdfs, users, args.direction, bw, sources)
                     try:
                         r = run.scenario()

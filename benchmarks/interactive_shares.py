@@ -9,8 +9,10 @@ A real HDFS (NameNode and one DataNode) on a paced disk of --disk-mbps (reads; w
 (priority 8) moves files of --sizes MiB one after another with --gap s idle between them, through
 Hadoop's own client library in one JVM (testbed/hdfs_cluster/VnodeSyncHdfsStream.java `reads` /
 `writes`: each transfer's time is the client's, from open to the last byte); bob (priority 4)
-reads (writes) without pause. The DataNode drops its page cache behind reads, so every read is the
-disk's. Policies, each on a fresh coordinator and agent over the same HDFS:
+reads (writes) without pause. Every read is the disk's: alice reads each file once (written and
+dropped from the page cache beforehand), and bob's file is kept out of the page cache while he
+re-reads it (testbed.share_watch.CacheDropper). Policies, each on a fresh coordinator and agent over
+the same HDFS:
 
 - static: Algorithm 1's caps (alice 2/3 of the disk, bob 1/3);
 - wc-rates: allocation work-conserving with the rate re-setting loop (what main did: the
@@ -38,6 +40,7 @@ from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.share_watch import CacheDropper, block_files
 from vnode_sync.kernel.devices import set_scheduler
 
 MB = 1_000_000
@@ -48,7 +51,7 @@ ALICE, BOB = LocalUser("alice", 64_731, 8), LocalUser("bob", 64_732, 4)
 # rate re-setting loop needs to be at its best.
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 BOB_FILE_MB = 1024
-FILES_PER_SIZE = 4
+PHASES = ("alone", "beside bob")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -74,26 +77,30 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int) -
         yield cluster
 
 
-def alice_files(size_mb: int) -> list[str]:
-    return [f"/alice/s{size_mb}-{i}.bin" for i in range(FILES_PER_SIZE)]
+def alice_files(policy: str, phase: str, size_mb: int, count: int) -> list[str]:
+    """Her files for one series: each read once, so each read is the disk's."""
+    tag = f"{policy}-{phase.replace(' ', '-')}-{size_mb}"
+    return [f"/alice/{tag}-{i}.bin" for i in range(count)]
 
 
-def write_files(hdfs: HdfsCluster, sizes: list[int], direction: str) -> None:
-    if direction == "read":
-        for size in sizes:
-            for path in alice_files(size):
-                hdfs.write_file(path, size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
+def write_files(hdfs: HdfsCluster, args) -> set[str]:
+    """alice's files (reads) and bob's; returns bob's block files."""
+    if args.direction == "read":
+        for policy in POLICIES:
+            for phase in PHASES:
+                for size in args.sizes:
+                    for path in alice_files(policy, phase, size, args.rounds + 1):
+                        hdfs.write_file(path, size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
+    before = block_files(hdfs)
     hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
+    return block_files(hdfs) - before
 
 
-def alice_transfers(hdfs: HdfsCluster, size_mb: int, rounds: int, gap: float, direction: str) -> list[float]:
-    """alice's transfer times (s) of `rounds` files of `size_mb` MiB, `gap` s idle between them."""
-    files = [alice_files(size_mb)[i % FILES_PER_SIZE] for i in range(rounds)]
-    if direction == "write":
-        files = [f"/alice/w{size_mb}-{i}.bin" for i in range(rounds)]
+def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str) -> list[float]:
+    """alice's transfer times (s) of FILES (read, or written with `size_mb` MiB), `gap` s idle between them."""
     client = hdfs.start_interactive(files, gap, as_uid=ALICE.uid, hdfs_user=ALICE.name,
                                     write_bytes=size_mb * MiB if direction == "write" else 0)
-    out, err = client.communicate(timeout=600)
+    out, err = client.communicate(timeout=900)
     if client.returncode != 0:
         raise RuntimeError(f"alice's client failed: {err[-2000:]}")
     times = [Transfer.parse(line).seconds for line in out.splitlines() if line.startswith("{")]
@@ -101,27 +108,30 @@ def alice_transfers(hdfs: HdfsCluster, size_mb: int, rounds: int, gap: float, di
 
 
 @contextlib.contextmanager
-def bob_busy(hdfs: HdfsCluster, direction: str) -> Iterator[None]:
+def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str]) -> Iterator[None]:
     if direction == "read":
         bob = hdfs.start_read("/bob/big.bin", as_uid=BOB.uid, hdfs_user=BOB.name, seconds=3600)
     else:
         bob = hdfs.start_interactive([f"/bob/w{i}.bin" for i in range(1000)], 0, as_uid=BOB.uid, hdfs_user=BOB.name,
                                      write_bytes=256 * MiB)
     try:
-        time.sleep(5)   # past its JVM start and its first blocks
-        yield
+        with CacheDropper(bob_blocks):
+            time.sleep(5)   # past its JVM start and its first blocks
+            yield
     finally:
         bob.kill()
         bob.wait()
 
 
-def run_policy(hdfs: HdfsCluster, name: str, policy: str, args) -> dict:
+def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[str]) -> dict:
     results = {}
     with governed(hdfs, name, policy, args.backend, int(args.disk_mbps * MB)):
-        for phase in ("alone", "beside bob"):
-            with bob_busy(hdfs, args.direction) if phase == "beside bob" else contextlib.nullcontext():
+        for phase in PHASES:
+            busy = bob_busy(hdfs, args.direction, bob_blocks) if phase == "beside bob" else contextlib.nullcontext()
+            with busy:
                 for size in args.sizes:
-                    times = alice_transfers(hdfs, size, args.rounds + 1, args.gap, args.direction)
+                    files = alice_files(policy, phase, size, args.rounds + 1)
+                    times = alice_transfers(hdfs, files, size, args.gap, args.direction)
                     results[(phase, size)] = times
                     print(f"  {policy} {phase} {size} MiB: p50 {statistics.median(times) * 1000:.0f} ms, "
                           f"p99 {percentile(times, 99) * 1000:.0f} ms, "
@@ -139,7 +149,7 @@ def report(results: dict[str, dict], args) -> None:
     for policy in POLICIES[1:]:
         head += f" {policy + ' p50/p99 ms':>22} {'x p50':>6} {'x p99':>6} |"
     print(head)
-    for phase in ("alone", "beside bob"):
+    for phase in PHASES:
         for size in args.sizes:
             base = results["static"][(phase, size)]
             b50, b99 = statistics.median(base), percentile(base, 99)
@@ -173,16 +183,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     disk = "spindle" if args.backend == "blkio-v1" else ("paced-rw" if args.direction == "write" else "paced")
     jar = datanode_throttle_jar() if args.backend == "datanode-throttle" else None
-    site = {"dfs.datanode.drop.cache.behind.reads": "true", "dfs.block.access.token.enable": "true"}
+    site = {"dfs.block.access.token.enable": "true"}
     results = {}
+    alice_mb = len(POLICIES) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
     with cpu_priority(unique_name("inter-cpu")), \
-            HdfsCluster(name, datanodes=1, disk_mb=max(4096, 3 * BOB_FILE_MB), disk=disk, disk_read_mbps=args.disk_mbps,
-                        hdfs_site=site, datanode_throttle=jar) as hdfs:
-        write_files(hdfs, args.sizes, args.direction)
+            HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk=disk,
+                        disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar) as hdfs:
+        bob_blocks = write_files(hdfs, args)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         for policy in POLICIES:
-            results[policy] = run_policy(hdfs, name, policy, args)
+            results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
             print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)
     report(results, args)
     print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "

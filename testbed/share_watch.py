@@ -6,9 +6,12 @@
 - `ClientBytes`: bytes a client process moved as the kernel counts them for it (/proc/PID/io:
   rchar for a writer reading its local file, wchar for a reader writing it out): the client's side,
   independent of vnode-sync's own counters.
+- `CacheDropper`: keeps block files out of the page cache, so re-reads stay the (paced) disk's.
 """
 
 import collections
+import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -57,3 +60,40 @@ class ClientBytes:
         except OSError:
             pass   # exited: its last count stands
         return self.last
+
+
+def block_files(hdfs) -> set[str]:
+    """Every block file (blk_*, not .meta) on the cluster's DataNodes now."""
+    return {os.path.join(directory, name) for dn in hdfs.datanodes for directory, _, names in os.walk(dn.data_dir)
+            for name in names if name.startswith("blk_") and not name.endswith(".meta")}
+
+
+class CacheDropper:
+    """Drops FILES from the page cache every `interval` s while in use, so a reader that re-reads them
+    keeps reading the disk. The DataNode's own drop-behind (dfs.datanode.drop.cache.behind.reads) needs
+    Hadoop's native library, which the testbed does not have."""
+
+    def __init__(self, files: set[str], interval: float = 0.25):
+        self.files, self.interval = files, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cache-dropper", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for path in self.files:
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except OSError:
+                    continue   # a block moved away (finalized, deleted)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+
+    def __enter__(self) -> "CacheDropper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -131,13 +131,13 @@ def lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: Loc
 
 
 def test_the_datanode_scheduler_lends_and_reclaims_reads_at_once_with_and_without_the_coordinator(dn_users):
-    """Readers through Hadoop's client re-read their files (the DataNodes drop their page cache behind
-    reads: every read is the paced disk's); the shares are the Java agent's alone: no allocation loop."""
+    """Readers through Hadoop's client re-read their files (from the page cache after the first pass: the
+    DataNodes' CPUs are what holds them, as on a node with encryption on, and the Java agent's R follows
+    that); the shares are the Java agent's alone: no allocation loop."""
     alice, bob = dn_users
     policy = {"allocation": "work-conserving", "control_seconds": 0.5}
     with hdfs_vnode_cluster(unique_name("fairdn"), [alice, bob], NODE_BW, policy=policy, backend="datanode-throttle",
-                            agent_settings={"report_seconds": 0.25}, disk="paced", disk_read_mbps=NODE_BW / MB,
-                            disk_mb=3072, hdfs_site={"dfs.datanode.drop.cache.behind.reads": "true"},
+                            agent_settings={"report_seconds": 0.25},
                             before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
         shares = DataNodeShares(hdfs, "read")
         readers: dict[str, list] = {}

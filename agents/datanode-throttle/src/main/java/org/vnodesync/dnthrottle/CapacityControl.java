@@ -11,41 +11,48 @@ import java.util.Arrays;
  * against one need a few per cent of slack). Like the vrate of Linux's iocost:
  * <ul>
  *   <li>saturation begins (the busiest of the node's CPU and data disks, ResourceSampler, reaches
- *       SATURATED): R = MARGIN of the most the flows moved in the last PEAK_INTERVALS, just under what
- *       the node delivers, whatever holds it (encryption, checksums, a disk); that level is remembered
- *       as safe, and R is held;</li>
- *   <li>held, R goes to MARGIN of what moved when, for LOWER_INTERVALS running with the node still
- *       saturated, the flows moved far less than R (the node slowed a lot: that is its new level), or
- *       two flows or more competed and hardly any packet waited for its weight (R is above what they
- *       get). Not on less: flows move less than R for reasons of their own too (readers between
- *       blocks, clients short of CPU);</li>
+ *       SATURATED): R = MARGIN of what the flows moved over the last RECENT_INTERVALS (a mean: one
+ *       interval's bytes come in bursts, from read-ahead or a full socket buffer; divided by the disk's
+ *       busy fraction when a data disk is the busiest, so flows paced under the disk do not read as a
+ *       slower disk; or the last interval's, up to R, if that is more: R was climbing and the flows
+ *       kept up), just under what the node delivers, whatever holds it (encryption, checksums, a
+ *       disk); that level is remembered as safe, and R is held;</li>
+ *   <li>held, while fewer than two flows compete (one alone is not paced), a node that shows it moves
+ *       more than R gives R and the safe level MARGIN of that: the next flow to arrive meets R just
+ *       under the node's speed;</li>
+ *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
+ *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
+ *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
+ *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
- *       probes hold: other work on the host that took the node for a while (and so lowered R) leaves
- *       no lasting mark. A probe followed by a lowering shows the node got slower: the safe level
- *       comes down to where the probe started. R is never probed above the safe level, where a split
- *       that looks right may tip over later;</li>
+ *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
+ *       down to where the probe started. R is never probed above the safe level, where a split that
+ *       looks right may tip over later;</li>
  *   <li>held ends once the busiest resource is below RELEASED (hysteresis: R held just under the node
  *       leaves its resources a little less busy): R then recovers quickly toward the configured
  *       capacity, and the next saturation sets a new safe level;</li>
  *   <li>next to nothing moved: R = the configured capacity (nothing to share).</li>
+ *   <li>held, R is never above MARGIN of the configured capacity: configured as what the node
+ *       delivers, as it is meant to be, that is the edge itself.</li>
  * </ul>
  * Lending and reclaim never wait for this: it moves R only; the scheduler shares R at every packet.
  */
 final class CapacityControl {
     static final double SATURATED = 0.90;
-    static final double RELEASED = 0.80;
+    static final double RELEASED = 0.60;
     static final double MARGIN = 0.95;
-    /** Moved less than this fraction of R while saturated: the node slowed down. */
-    static final double SLOWED = 0.80;
-    static final int LOWER_INTERVALS = 5;
     /** Fewer packets than this waited for their weight while flows competed: R is not binding. */
     static final double UNHELD = 0.05;
+    static final int LOWER_INTERVALS = 5;
     static final double RECOVER = 0.10;
     /** Below this fraction of the configured capacity a direction is taken as idle. */
     static final double ACTIVE = 0.02;
     /** R never goes below this fraction of the configured capacity. */
     static final double LOWEST = 0.05;
-    static final int PEAK_INTERVALS = 5;
+    static final int RECENT_INTERVALS = 10;
+    static final double BUSY_SMOOTHING = 0.2;
+    /** Under this a disk's busy fraction says too little to scale what moved by it. */
+    static final double UTILIZATION_FLOOR = 0.5;
     static final int PROBE_INTERVALS = 20;
     static final int LEAST_PROBE_INTERVALS = 8;
     static final double FIRST_PROBE_STEP = 0.02;
@@ -54,17 +61,24 @@ final class CapacityControl {
     static final int PROBE_ANSWER_INTERVALS = 8;
 
     /** What one interval of a direction showed. */
-    record Seen(double movedBps, double busiest, double held, int competing) {
-        static Seen of(WeightedScheduler.Interval interval, double seconds, double busiest) {
-            return new Seen(interval.bytes() / seconds, busiest, interval.heldFraction(), interval.wholeFlows());
+    record Seen(double movedBps, double busiest, double held, int competing, double disk) {
+        Seen(double movedBps, double busiest, double held, int competing) {
+            this(movedBps, busiest, held, competing, 0);
+        }
+
+        static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
+            return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
+                    interval.wholeFlows(), disk);
         }
     }
 
     private boolean held;
+    private double busy;           // the busiest resource's busy fraction, smoothed
+    private double disk;           // the busiest data disk's, smoothed
     private double safe;           // the highest R known to hold since saturation began
     private int lower;             // intervals running that asked for R lower
-    private int slowedFor;         // ... of which because the node slowed
-    private final double[] recent = new double[PEAK_INTERVALS];
+    private final double[] recent = new double[RECENT_INTERVALS];
+    private int filled;
     private int next;
     private int probeIn;
     private int probeWait;
@@ -90,41 +104,62 @@ final class CapacityControl {
         if (current <= 0 || moved < ACTIVE * configured) {
             held = false;
             Arrays.fill(recent, 0);
+            filled = 0;
+            next = 0;
             return configured;
         }
         recent[next] = moved;
         next = (next + 1) % recent.length;
+        filled = Math.min(recent.length, filled + 1);
+        double mean = Arrays.stream(recent).sum() / filled;   // as estimate of what the node delivers
+        // Busy fractions of 100 ms swing with bursty I/O (0.3 and 1.0 in turn on a disk that is kept
+        // just under its speed): decisions follow a smoothed one.
+        busy = filled == 1 ? seen.busiest() : busy + BUSY_SMOOTHING * (seen.busiest() - busy);
+        disk = filled == 1 ? seen.disk() : disk + BUSY_SMOOTHING * (seen.disk() - disk);
+        if (disk >= busy - 0.01 && disk >= UTILIZATION_FLOOR) {
+            // A data disk holds the node: what it could move is what it moved over how busy it was
+            // (the utilization law), so R paced under the disk does not read as the disk slowing down.
+            mean /= disk;
+        }
         double rate;
-        boolean saturated = seen.busiest() >= SATURATED;
-        if (!held && saturated) {
+        if (!held && busy >= SATURATED) {
+            // What the node does now: the recent mean, or this interval's if R was recovering and the
+            // flows kept up with it (the mean would still hold the climb's lower values).
             held = true;
-            rate = safe = MARGIN * Arrays.stream(recent).max().orElse(moved);
+            rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
             resetProbes();
-        } else if (held && seen.busiest() >= RELEASED) {
-            rate = heldStep(current, moved, saturated && moved < SLOWED * current,
-                    saturated && seen.competing() >= 2 && seen.held() < UNHELD);
+        } else if (held && busy >= RELEASED) {
+            rate = heldStep(current, moved, mean, seen);
         } else {
             held = false;
             rate = current * (1 + RECOVER);
         }
-        return Math.round(Math.max(LOWEST * configured, Math.min(configured, rate)));
+        // Held, R stays MARGIN under the configured capacity too: configured as what the node delivers
+        // (as it is meant to be), it is the edge where the split tips over.
+        double most = held ? MARGIN * configured : configured;
+        return Math.round(Math.max(LOWEST * configured, Math.min(most, rate)));
     }
 
-    private double heldStep(long current, double moved, boolean slowed, boolean unheld) {
+    private double heldStep(long current, double moved, double mean, Seen seen) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
-        slowedFor = slowed ? slowedFor + 1 : 0;
-        lower = slowed || unheld ? lower + 1 : 0;
+        boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
+        lower = unheld ? lower + 1 : 0;
         if (lower >= LOWER_INTERVALS) {
-            double rate = MARGIN * Math.min(current, moved);
-            if (slowedFor >= LOWER_INTERVALS) {
-                safe = rate;                           // the node is that much slower now: a new level
-            } else if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
+            if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
             }
             resetProbes();
-            return rate;
+            return MARGIN * Math.min(current, moved);
         }
-        if (lower > 0 || current >= safe || --probeIn > 0) {
+        if (lower > 0) {
+            return current;
+        }
+        if (seen.competing() < 2 && filled == recent.length && MARGIN * mean > current) {
+            safe = Math.max(safe, MARGIN * mean);     // uncontended, the node showed it can do more
+            resetProbes();
+            return MARGIN * mean;
+        }
+        if (current >= safe || --probeIn > 0) {
             return current;
         }
         beforeProbe = current;
@@ -142,6 +177,5 @@ final class CapacityControl {
         probeIn = PROBE_INTERVALS;
         sinceProbe = Integer.MAX_VALUE;
         lower = 0;
-        slowedFor = 0;
     }
 }

@@ -14,7 +14,10 @@ final class Flow {
 
     // Guarded by the scheduler's lock.
     double weight;          // > 0 to be scheduled by weight; 0: only the ceiling holds it
-    double finish;          // virtual finish tag of its last packet (meaningful only while backlogged)
+    double finish;          // virtual finish tag of its last packet
+    long finishEpoch = -1;  // the scheduler's epoch that tag belongs to (V restarts from 0 in a new one)
+    long lastArrivalNs = Long.MIN_VALUE / 2;   // when its last packet arrived
+    long credit;            // bytes it may still take at once, back from a pause
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
     double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
     int interval = -1;      // the scheduler's last interval it had a packet charged whole in

@@ -29,8 +29,8 @@ package org.vnodesync.dnthrottle;
 final class WeightedScheduler {
     /** A sleeping thread looks again at least this often, so a flow that left is noticed within it. */
     static final long MAX_SLICE_NS = 10_000_000L;
-    /** A flow backlogged alone this long goes unpaced. */
-    static final long ALONE_NS = 100_000_000L;
+    /** What a flow back from a pause may take at once: this long at its share (as RateBucket's burst). */
+    static final long CREDIT_NS = RateBucket.BURST_NS;
 
     /** The tags of the packet an op waits for; one per op, reused for each of its packets. */
     static final class Ticket {
@@ -82,7 +82,6 @@ final class WeightedScheduler {
     private long serverNs;             // V is known up to here; beyond now while the server serves floors
     private boolean started;
     private double backloggedWeight;
-    private long sharedNs = Long.MIN_VALUE / 2;   // when two flows or more were last backlogged at once
     private volatile long rate;        // R, bytes/s; 0: no weights
     private long bytes;
     private long packets;
@@ -184,30 +183,48 @@ final class WeightedScheduler {
     }
 
     /**
-     * The op's next packet (about BYTES) arrives at NOW: charged, then due by its floor or its weight. A
-     * flow that has been backlogged alone for ALONE_NS is not paced (there is nobody to share with, and R
-     * sits a little under what the node delivers) and keeps no lead over V, so the next flow to arrive
-     * meets it at its share. Only after ALONE_NS: a flow that drops out for a moment because the node is
-     * busy with the other's packets must not hand it the whole node.
+     * The op's next packet (about BYTES) arrives at NOW: charged, then due by its credit, its floor or its
+     * weight. A flow alone is paced at R too: R sits a little under what the node delivers, so the
+     * node's own queues (a disk's, read-ahead) stay short and the next flow to arrive is not stuck
+     * behind a queue the lone one filled (measured: a returning reader's first bytes waited 250 ms
+     * behind an unpaced one on a paced disk).
      */
     private long arrive(Flow flow, long bytes, long now, Ticket ticket, long r) {
         long charge = precharge(flow, ticket, bytes, r);
-        boolean alone = (size == 0 || (size == 1 && heap[0] == flow)) && now - sharedNs > ALONE_NS;
-        double start = flow.backlogged() && !alone ? Math.max(virtualTime, flow.finish) : virtualTime;
+        double start;
+        if (flow.backlogged()) {
+            start = Math.max(virtualTime, flow.finish);
+        } else {
+            start = virtualTime;
+            if (now - flow.lastArrivalNs >= CREDIT_NS) {
+                // Back after a pause (no packet for CREDIT_NS; a flow that only fell behind for a moment
+                // gets nothing): CREDIT_NS at its share is its to take at once, as a token bucket's
+                // burst is, so a short transfer after an idle spell is no slower than under a cap.
+                flow.credit = (long) (CREDIT_NS / 1e9 * r * flow.weight / (backloggedWeight + flow.weight));
+            }
+        }
+        flow.lastArrivalNs = now;
+        if (flow.credit > 0) {
+            // Served from its credit: like a floor, outside the weights, and the virtual server spends
+            // bytes / R on it, so the others are held back for it and not the other way round.
+            flow.credit -= bytes;
+            serverNs = Math.max(serverNs, now) + nanos(bytes, r);
+            ticket.charged = 0;
+            ticket.whole = false;
+            return now;
+        }
         flow.finish = start + charge / flow.weight;
+        flow.finishEpoch = epoch;
         if (flow.backlogged()) {
             siftDown(flow.heapIndex);
             siftUp(flow.heapIndex);
         } else {
             push(flow);
         }
-        if (size > 1) {
-            sharedNs = now;
-        }
         ticket.charged = charge;
         ticket.whole = charge >= bytes;
         ticket.epoch = epoch;
-        long weightDue = alone ? now : dueOf(start, now, r);
+        long weightDue = dueOf(start, now, r);
         long floorDue = flow.floor.unlimited() ? Long.MAX_VALUE : now + flow.floor.reserve(bytes, now);
         if (floorDue < weightDue) {
             recharge(flow, ticket, 0);
@@ -323,9 +340,6 @@ final class WeightedScheduler {
             }
             virtualTime = Math.max(virtualTime, first.finish);
             t = leaves;
-            if (size > 1) {
-                sharedNs = Math.max(sharedNs, t);
-            }
             removeAt(0);
         }
         serverNs = now;
