@@ -203,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                     hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid,
                                     hdfs_user=user.name)
             read_blocks = block_files(hdfs) if args.direction == "read" else set()
+            for user in users.values():
+                hdfs.shell("-mkdir", "-p", f"/{user.name}", hdfs_user=user.name)   # -put makes no parent
             for policy in args.policies.split(","):
                 with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw), CacheDropper(read_blocks):
                     run = Run(hdfs, users, args.direction, bw, sources)

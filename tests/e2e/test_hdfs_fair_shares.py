@@ -102,7 +102,7 @@ class DataNodeShares:
         cluster.wait_for(lambda: all(v > start[u][dn] for u in users for dn, v in self.counted_for(u).items()),
                          timeout=90, what=f"{users} moving bytes on every DataNode", interval=interval)
 
-    def split(self, alice: str, bob: str, seconds: float = 3.0) -> tuple[float, dict]:
+    def split(self, alice: str, bob: str, seconds: float = 5.0) -> tuple[float, dict]:
         rates = mean_rates(lambda: {(dn, u): v for u in (alice, bob) for dn, v in self.counted_for(u).items()},
                            seconds)
         a = sum(v for (_, u), v in rates.items() if u == alice)
@@ -112,15 +112,18 @@ class DataNodeShares:
 
 def lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: LocalUser, stop_bob, start_bob,
                      what: str) -> None:
-    """Both run: 1:2 within 10 %; bob stops: alice has 90 % of every DataNode within 1 s; bob starts again:
-    from his first bytes, 90 % of his weighted share within 1 s."""
+    """Both run: 1:2 within 10 %; bob stops: alice has 90 % of every DataNode (what it moved for both)
+    within 1 s; bob starts again: from his first bytes, 90 % of his weighted share within 1 s."""
     ratio, rates = shares.split(alice.name, bob.name)
     print(f"{what}: both running, alice/bob {ratio:.2f}: {rates}")
     assert ratio == pytest.approx(2.0, rel=0.10), f"{what}: alice/bob {ratio:.2f}, not 2 within 10 %: {rates}"
+    # The whole node, as it delivers (on a loaded host its CPUs may give less than the configured BW).
+    node = min(sum(v for (dn, _), v in rates.items() if dn == node_id) for node_id in shares.channels)
     stop_bob()
-    lent, rates = seconds_until(lambda: shares.counted_for(alice.name), 0.9 * NODE_BW, within=6)
-    print(f"{what}: lent in {lent} s")
-    assert lent is not None and lent <= 1.0, f"{what}: alice did not get 90% of every DataNode within 1 s: {rates}"
+    lent, rates = seconds_until(lambda: shares.counted_for(alice.name), 0.9 * node, within=6)
+    print(f"{what}: lent in {lent} s (90 % of {node / MB:.1f} MB/s)")
+    assert lent is not None and lent <= 1.0, \
+        f"{what}: alice did not get 90% of every DataNode ({node / MB:.1f} MB/s) within 1 s: {rates}"
     time.sleep(1)
     start_bob()
     shares.wait_moving(cluster, [bob.name], interval=0.01)
@@ -194,6 +197,8 @@ def test_the_datanode_scheduler_lends_and_reclaims_fsshell_writes_at_once_with_a
         shares = DataNodeShares(hdfs, "write")
         puts: dict[str, object] = {}
         serial = iter(range(100))
+        for user in (alice, bob):
+            hdfs.shell("-mkdir", "-p", f"/{user.name}", hdfs_user=user.name)   # -put makes no parent
 
         def start(user):
             puts[user.name] = hdfs.start_shell("-put", "-f", sources[user.name], f"/{user.name}/w{next(serial)}.bin",
@@ -210,7 +215,7 @@ def test_the_datanode_scheduler_lends_and_reclaims_fsshell_writes_at_once_with_a
             shares.wait_moving(cluster, [alice.name, bob.name])
             time.sleep(3)
             clients = {u.name: ClientBytes(puts[u.name].pid, "rchar") for u in (alice, bob)}
-            seen = mean_rates(lambda: {u: c() for u, c in clients.items()}, 3.0)
+            seen = mean_rates(lambda: {u: c() for u, c in clients.items()}, 6.0)   # a block change or two
             print(f"writes: as the clients see it: {seen}")
             assert seen[alice.name] / seen[bob.name] == pytest.approx(2.0, rel=0.15), seen
             lend_and_reclaim(cluster, shares, alice, bob, lambda: stop(bob), lambda: start(bob), "writes")

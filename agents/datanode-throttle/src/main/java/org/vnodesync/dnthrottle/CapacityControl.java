@@ -17,9 +17,11 @@ import java.util.Arrays;
  *       slower disk; or the last interval's, up to R, if that is more: R was climbing and the flows
  *       kept up), just under what the node delivers, whatever holds it (encryption, checksums, a
  *       disk); that level is remembered as safe, and R is held;</li>
- *   <li>held, while fewer than two flows compete (one alone is not paced), a node that shows it moves
- *       more than R gives R and the safe level MARGIN of that: the next flow to arrive meets R just
- *       under the node's speed;</li>
+ *   <li>held, while fewer than two flows compete, the one alone is paced at R and shows only R: while
+ *       it keeps up (KEEPS_UP of R, LONE_INTERVALS running) R climbs by CLIMB an interval, so a flow
+ *       left alone gets what the node delivers now; when a second flow arrives R comes back to MARGIN
+ *       of what the lone flow moved at the top (the safe level rises to it if it is higher): the
+ *       newcomer meets R just under the node's speed;</li>
  *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
  *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
  *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
@@ -28,9 +30,10 @@ import java.util.Arrays;
  *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
  *       down to where the probe started. R is never probed above the safe level, where a split that
  *       looks right may tip over later;</li>
- *   <li>held ends once the busiest resource is below RELEASED (hysteresis: R held just under the node
- *       leaves its resources a little less busy): R then recovers quickly toward the configured
- *       capacity, and the next saturation sets a new safe level;</li>
+ *   <li>held ends once the busiest resource stays below RELEASED for RELEASE_INTERVALS (hysteresis: R
+ *       held just under the node leaves its resources a little less busy, and writers changing blocks
+ *       leave them idle for a moment): R then recovers quickly toward the configured capacity, and the
+ *       next saturation sets a new safe level;</li>
  *   <li>next to nothing moved: R = the configured capacity (nothing to share).</li>
  *   <li>held, R is never above MARGIN of the configured capacity: configured as what the node
  *       delivers, as it is meant to be, that is the edge itself.</li>
@@ -51,12 +54,19 @@ final class CapacityControl {
     static final double LOWEST = 0.05;
     static final int RECENT_INTERVALS = 10;
     static final double BUSY_SMOOTHING = 0.2;
+    /** Intervals under RELEASED before held ends (a write pipeline changing blocks idles the disk briefly). */
+    static final int RELEASE_INTERVALS = 10;
     /** Under this a disk's busy fraction says too little to scale what moved by it. */
     static final double UTILIZATION_FLOOR = 0.5;
     static final int PROBE_INTERVALS = 20;
     static final int LEAST_PROBE_INTERVALS = 8;
     static final double FIRST_PROBE_STEP = 0.02;
     static final double LARGEST_PROBE_STEP = 0.32;
+    /** A flow alone moving this much of R keeps up with it: R climbs by CLIMB. */
+    static final double KEEPS_UP = 0.9;
+    static final double CLIMB = 0.10;
+    static final int LONE_INTERVALS = 3;
+    static final double LONE_SMOOTHING = 0.3;
     /** Intervals after a probe within which a lowering counts against it. */
     static final int PROBE_ANSWER_INTERVALS = 8;
 
@@ -74,12 +84,16 @@ final class CapacityControl {
 
     private boolean held;
     private double busy;           // the busiest resource's busy fraction, smoothed
+    private int idle;              // intervals running with it under RELEASED
     private double disk;           // the busiest data disk's, smoothed
     private double safe;           // the highest R known to hold since saturation began
     private int lower;             // intervals running that asked for R lower
     private final double[] recent = new double[RECENT_INTERVALS];
     private int filled;
     private int next;
+    private int lone;              // intervals running with fewer than two flows
+    private double loneMoved;      // what moved over them, smoothed
+    private boolean climbed;       // R climbed over them
     private int probeIn;
     private int probeWait;
     private double probeStep;
@@ -128,10 +142,14 @@ final class CapacityControl {
             held = true;
             rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
             resetProbes();
-        } else if (held && busy >= RELEASED) {
+        } else if (held && (busy >= RELEASED || ++idle < RELEASE_INTERVALS)) {
+            if (busy >= RELEASED) {
+                idle = 0;
+            }
             rate = heldStep(current, moved, mean, seen);
         } else {
             held = false;
+            idle = 0;
             rate = current * (1 + RECOVER);
         }
         // Held, R stays MARGIN under the configured capacity too: configured as what the node delivers
@@ -154,10 +172,17 @@ final class CapacityControl {
         if (lower > 0) {
             return current;
         }
-        if (seen.competing() < 2 && filled == recent.length && MARGIN * mean > current) {
-            safe = Math.max(safe, MARGIN * mean);     // uncontended, the node showed it can do more
+        if (seen.competing() < 2) {
+            return aloneStep(current, moved);
+        }
+        lone = 0;
+        if (climbed) {
+            // Competition again after a flow alone climbed: R back to just under what it moved at the
+            // top (what the node delivers, or what the flow could take; never under the safe level).
+            climbed = false;
+            safe = Math.max(safe, MARGIN * loneMoved);
             resetProbes();
-            return MARGIN * mean;
+            return Math.min(current, safe);
         }
         if (current >= safe || --probeIn > 0) {
             return current;
@@ -169,6 +194,20 @@ final class CapacityControl {
         probeWait = Math.max(LEAST_PROBE_INTERVALS, probeWait / 2);
         probeIn = probeWait;
         return probed;
+    }
+
+    /**
+     * One flow alone (or none whole): it is paced at R, so what it moves shows only R. While it keeps
+     * up with R, R climbs (CLIMB a step, never past 1/KEEPS_UP of what moved) to find what the node
+     * delivers now; once it stops keeping up R stays. Probes wait.
+     */
+    private double aloneStep(long current, double moved) {
+        loneMoved = lone++ == 0 ? moved : loneMoved + LONE_SMOOTHING * (moved - loneMoved);
+        if (lone >= LONE_INTERVALS && moved >= KEEPS_UP * current) {
+            climbed = true;
+            return Math.max(current, Math.min(current * (1 + CLIMB), moved / KEEPS_UP));
+        }
+        return current;
     }
 
     private void resetProbes() {

@@ -209,21 +209,27 @@ class SchedulerTest {
             control.next(c, probed, new CapacityControl.Seen(probed, 0.99, 0.01, 2));
         }
         assertEquals(low, Math.round(control.safe()));
-        // One flow alone (not paced) shows the node does more: R and the safe level follow at once.
+        // One flow alone keeping up with R: R climbs, up to what it can move; a second flow brings it
+        // back to just under that, and the safe level follows.
         now = Math.round(0.95 * low);
-        CapacityControl.Seen alone = new CapacityControl.Seen(50e6, 0.99, 0, 1);
-        for (int i = 1; i < CapacityControl.RECENT_INTERVALS; i++) {
-            now = control.next(c, now, alone);
+        for (int i = 0; i < 40; i++) {
+            long next = control.next(c, now, new CapacityControl.Seen(Math.min(now, 50e6), 0.99, 0, 1));
+            assertTrue(next >= now && next <= Math.max(now, Math.round(50e6 / 0.9)), "climb " + next);
+            now = next;
         }
-        assertEquals(Math.round(0.95 * 50e6), control.next(c, now, alone));
-        assertEquals(Math.round(0.95 * 50e6), Math.round(control.safe()));
+        assertTrue(now > 50e6, "climbed to " + now);
+        assertEquals(Math.round(0.95 * 50e6), control.next(c, now, seen(50e6, 0.99)), 0.01 * MB);
+        assertEquals(0.95 * 50e6, control.safe(), 0.01 * MB);
         // Room again: saturation ends below RELEASED and R recovers quickly, never past the configured capacity.
         now = Math.round(0.95 * 50e6);
         long before = now;
+        int intervals = 0;
         while (control.held()) {
             before = now;
             now = control.next(c, now, seen(now, 0.5));
+            intervals++;
         }
+        assertTrue(intervals >= CapacityControl.RELEASE_INTERVALS, "released after " + intervals);
         assertEquals(Math.round(before * 1.1), now);
         assertEquals(c, control.next(c, 58_000_000L, seen(58e6, 0.5)));
         assertEquals(c, control.next(c, 20_000_000L, seen(0, 0.99)));   // idle: the configured capacity
