@@ -12,7 +12,9 @@ disk (its blocks are kept out of the page cache). Rates are taken two ways: the 
 counters on each DataNode, and the client's own (/proc/PID/io rchar of the FsShell or reader JVM:
 the local file read by -put, the socket read by the reader).
 
-Per policy: both run (split over 5 s); bob stops (seconds until alice has 90 % of every DataNode,
+Per policy: both run (split over 8 s: the ratio of the means, and the median of the ratios of the
+half-seconds where both moved, as the agents count and as the clients see it: a write pipeline
+changing blocks stalls both for a moment every few seconds); bob stops (seconds until alice has 90 % of every DataNode,
 a 0.5 s sliding window sampled every 50 ms); bob starts again (from his first bytes on both
 DataNodes, seconds until he has 90 % of his weighted share of what the node shares, R as the Java
 agent reports it, or --disk-mbps under static caps).
@@ -34,7 +36,8 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
-from testbed.share_watch import CacheDropper, ClientBytes, block_files, mean_rates, seconds_until
+from testbed.share_watch import (CacheDropper, ClientBytes, block_files, interval_rates, mean_rates, seconds_until,
+                                 steady_ratio)
 from testbed.unix_users import unix_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -104,9 +107,13 @@ class Run:
         self.start("bob")
         self.wait_moving(["alice", "bob"])
         time.sleep(4)
-        both = mean_rates(lambda: {**{("dn", k): v for k, v in self.counted().items()},
-                                   **{("client", n): c() for n, c in self.client_bytes.items()}}, 5.0)
-        out["split"] = both
+        intervals = interval_rates(lambda: {**{("dn", k): v for k, v in self.counted().items()},
+                                            **{("client", n): c() for n, c in self.client_bytes.items()}}, 8.0)
+        out["split"] = {k: sum(i[k] for i in intervals) / len(intervals) for k in intervals[0]}
+        for side in ("dn", "client"):
+            per_user = [{n: sum(v for k, v in i.items() if k[0] == side and (k[1] == n or k[1][1:] == (n,)))
+                         for n in ("alice", "bob")} for i in intervals]
+            out[f"median_{side}"] = steady_ratio(per_user, "alice", "bob", least=MB)[0]
         self.stop("bob")
         out["lent"], out["lent_rates"] = seconds_until(self.of("alice"), 0.9 * self.bw, within=8)
         time.sleep(2)
@@ -152,7 +159,7 @@ def report(results: dict, args, dns: list[str]) -> None:
           f"rates from the Java agent (per DataNode) and the clients (rchar); lend: alice to 90 % of "
           f"{args.disk_mbps:.0f} MB/s on every DataNode; reclaim: bob to 90 % of 4/12 of what the node shares")
     print(f"{'policy':<32} | {'both: alice / bob per DN (MB/s)':<34} | {'client a/b':>11} | {'ratio':>5} | "
-          f"{'lend s':>6} | {'reclaim s':>9} | {'alice alone client':>18}")
+          f"{'median dn/cl':>12} | {'lend s':>6} | {'reclaim s':>9} | {'alice alone client':>18}")
     for policy, r in results.items():
         split = r["split"]
         per_dn = ", ".join(f"{mbs(split[('dn', (dn, 'alice'))])}/{mbs(split[('dn', (dn, 'bob'))])}" for dn in dns)
@@ -161,7 +168,8 @@ def report(results: dict, args, dns: list[str]) -> None:
         client = f"{mbs(split[('client', 'alice')])}/{mbs(split[('client', 'bob')])}"
         lent = f"{r['lent']:.2f}" if r["lent"] is not None else "never"
         reclaimed = f"{r['reclaimed']:.2f}" if r["reclaimed"] is not None else "never"
-        print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {lent:>6} | {reclaimed:>9} | "
+        medians = "/".join(f"{r[f'median_{side}']:.2f}" if r[f"median_{side}"] else "-" for side in ("dn", "client"))
+        print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {medians:>12} | {lent:>6} | {reclaimed:>9} | "
               f"{mbs(r['alice_alone_client']):>18}")
 
 

@@ -3,6 +3,9 @@
 - `seconds_until(counters, at_least, within)`: seconds until every key's rate over a sliding window
   (counters sampled every 50 ms) was at least `at_least`; disjoint windows would add up to a
   window's length to what is measured.
+- `interval_rates`, `steady_ratio`: rates over consecutive short intervals, and the median ratio of
+  two users' rates over those where both moved: the split while both move, not skewed by the moments
+  a write pipeline changes blocks and both stall.
 - `ClientBytes`: bytes a client process moved as the kernel counts them for it (/proc/PID/io:
   rchar for a writer reading its local file, wchar for a reader writing it out): the client's side,
   independent of vnode-sync's own counters.
@@ -42,6 +45,29 @@ def mean_rates(counters: Callable[[], dict], seconds: float) -> dict:
     time.sleep(seconds)
     after, t1 = counters(), time.monotonic()
     return {k: (after[k] - before.get(k, 0)) / (t1 - t0) for k in after}
+
+
+def interval_rates(counters: Callable[[], dict], seconds: float, step: float = 0.5) -> list[dict]:
+    """Each key's rate (bytes/s) over each of consecutive `step`-second intervals for `seconds`."""
+    out = []
+    before, t0 = counters(), time.monotonic()
+    for _ in range(max(1, round(seconds / step))):
+        time.sleep(max(0.0, t0 + step - time.monotonic()))
+        after, t1 = counters(), time.monotonic()
+        out.append({k: (after[k] - before.get(k, 0)) / (t1 - t0) for k in after})
+        before, t0 = after, t1
+    return out
+
+
+def steady_ratio(intervals: list[dict], first: str, second: str, least: float) -> tuple[float | None, int]:
+    """The median of first/second over the intervals where both moved at least `least` bytes/s, and
+    how many those were (None, 0 if none)."""
+    ratios = sorted(i[first] / i[second] for i in intervals if i[first] >= least and i[second] >= least)
+    if not ratios:
+        return None, 0
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    return median, len(ratios)
 
 
 class ClientBytes:
