@@ -21,7 +21,8 @@ import java.util.Arrays;
  *       it keeps up (KEEPS_UP of R, LONE_INTERVALS running) R climbs by CLIMB an interval, so a flow
  *       left alone gets what the node delivers now; when a second flow arrives R comes back to MARGIN
  *       of what the lone flow moved at the top (the safe level rises to it if it is higher): the
- *       newcomer meets R just under the node's speed;</li>
+ *       newcomer meets R just under the node's speed, from its first packet (shared(), which the
+ *       scheduler switches to as the second flow arrives);</li>
  *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
  *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
  *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
@@ -29,7 +30,12 @@ import java.util.Arrays;
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
  *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
  *       down to where the probe started. R is never probed above the safe level, where a split that
- *       looks right may tip over later;</li>
+ *       looks right may tip over later (a fraction of a per cent above the node is enough);</li>
+ *   <li>held while the flows take all R lets through (FOLLOWS of it, smoothed) and yet the busiest
+ *       resource stays under SATURATED for ROOM_INTERVALS (the utilization law: the node has room),
+ *       R and the safe level rise by ROOM_STEP: the level was found while the node was slower (a
+ *       JVM warming up, a moment's other work). As iocost raises its vrate while the device is not
+ *       saturated and there is demand;</li>
  *   <li>held ends once the busiest resource stays below RELEASED for RELEASE_INTERVALS (hysteresis: R
  *       held just under the node leaves its resources a little less busy, and writers changing blocks
  *       leave them idle for a moment): R then recovers quickly toward the configured capacity, and the
@@ -67,6 +73,11 @@ final class CapacityControl {
     static final double CLIMB = 0.10;
     static final int LONE_INTERVALS = 3;
     static final double LONE_SMOOTHING = 0.3;
+    /** Flows that move this much of R take all it lets through. */
+    static final double FOLLOWS = 0.97;
+    static final double FOLLOW_SMOOTHING = 0.2;
+    static final int ROOM_INTERVALS = 3;
+    static final double ROOM_STEP = 0.05;
     /** Intervals after a probe within which a lowering counts against it. */
     static final int PROBE_ANSWER_INTERVALS = 8;
 
@@ -88,6 +99,7 @@ final class CapacityControl {
     private double disk;           // the busiest data disk's, smoothed
     private double safe;           // the highest R known to hold since saturation began
     private int lower;             // intervals running that asked for R lower
+    private double loweredMoved;   // what moved over them
     private final double[] recent = new double[RECENT_INTERVALS];
     private int filled;
     private int next;
@@ -99,6 +111,8 @@ final class CapacityControl {
     private double probeStep;
     private int sinceProbe = Integer.MAX_VALUE;
     private double beforeProbe;
+    private double follows;        // what moved over R, smoothed
+    private int room;              // intervals running with flows taking all of R and room on the node
 
     boolean held() {
         return held;
@@ -106,6 +120,14 @@ final class CapacityControl {
 
     double safe() {
         return safe;
+    }
+
+    /**
+     * R for when a second flow arrives, given R is NEXT: while a flow alone has climbed, what the
+     * climb's end would give (MARGIN of what it moved, not under the safe level); else NEXT.
+     */
+    long shared(long next) {
+        return climbed ? Math.min(next, Math.round(Math.max(safe, MARGIN * loneMoved))) : next;
     }
 
     /** The next R (bytes/s) for a direction with capacity CONFIGURED and R now CURRENT, after SEEN. */
@@ -142,6 +164,7 @@ final class CapacityControl {
             held = true;
             rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
             resetProbes();
+            follows = 0;
         } else if (held && (busy >= RELEASED || ++idle < RELEASE_INTERVALS)) {
             if (busy >= RELEASED) {
                 idle = 0;
@@ -162,12 +185,15 @@ final class CapacityControl {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
         boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
         lower = unheld ? lower + 1 : 0;
+        loweredMoved = lower == 1 ? moved : loweredMoved + moved;
         if (lower >= LOWER_INTERVALS) {
             if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
             }
             resetProbes();
-            return MARGIN * Math.min(current, moved);
+            // What they moved over those intervals, not the last one's: a write pipeline changing
+            // blocks stalls for a moment.
+            return MARGIN * Math.min(current, loweredMoved / LOWER_INTERVALS);
         }
         if (lower > 0) {
             return current;
@@ -183,6 +209,14 @@ final class CapacityControl {
             safe = Math.max(safe, MARGIN * loneMoved);
             resetProbes();
             return Math.min(current, safe);
+        }
+        follows += FOLLOW_SMOOTHING * (Math.min(1.5, moved / current) - follows);
+        room = follows >= FOLLOWS && busy < SATURATED ? room + 1 : 0;
+        if (room >= ROOM_INTERVALS) {
+            room = 0;
+            safe = Math.max(safe, current * (1 + ROOM_STEP));
+            resetProbes();
+            return current * (1 + ROOM_STEP);
         }
         if (current >= safe || --probeIn > 0) {
             return current;

@@ -65,11 +65,10 @@ final class CapacityLoop {
                 continue;
             }
             moved[direction.ordinal()] = interval.bytes() / seconds;
-            long next = controls[direction.ordinal()].next(node.capacity(direction), scheduler.rate(),
+            CapacityControl control = controls[direction.ordinal()];
+            long next = control.next(node.capacity(direction), scheduler.rate(),
                     CapacityControl.Seen.of(interval, seconds, cpuBusy, diskBusy));
-            if (next != scheduler.rate()) {
-                scheduler.setRate(next, now);
-            }
+            scheduler.setRates(next, control.shared(next), now);
         }
         last = new Last(cpuBusy, diskBusy, moved[0], moved[1]);
     }

@@ -31,6 +31,8 @@ final class WeightedScheduler {
     static final long MAX_SLICE_NS = 10_000_000L;
     /** What a flow back from a pause may take at once: this long at its share (as RateBucket's burst). */
     static final long CREDIT_NS = RateBucket.BURST_NS;
+    /** Another flow's packet arrived within this: the arriving one is a second active flow. */
+    static final long SECOND_FLOW_NS = 50_000_000L;
 
     /** The tags of the packet an op waits for; one per op, reused for each of its packets. */
     static final class Ticket {
@@ -83,6 +85,9 @@ final class WeightedScheduler {
     private boolean started;
     private double backloggedWeight;
     private volatile long rate;        // R, bytes/s; 0: no weights
+    private long sharedRate;           // R the moment a second flow is active (<= rate)
+    private Flow lastFlow;             // the flow of the last arrival, and when it was
+    private long lastFlowNs;
     private long bytes;
     private long packets;
     private long heldPackets;
@@ -96,11 +101,27 @@ final class WeightedScheduler {
         return rate;
     }
 
+    long sharedRate() {
+        synchronized (lock) {
+            return sharedRate;
+        }
+    }
+
     /** R from NOW on (V up to NOW grew at the old one). */
     void setRate(long bytesPerSecond, long now) {
+        setRates(bytesPerSecond, bytesPerSecond, now);
+    }
+
+    /**
+     * R from NOW on, and SHARED (at most R): R from the moment a second flow is backlogged, without
+     * waiting for the capacity control. A flow alone may be let climb above what the node is known
+     * to deliver to several (CapacityControl), and the next flow to arrive must not meet that.
+     */
+    void setRates(long bytesPerSecond, long shared, long now) {
         synchronized (lock) {
             advance(now);
             rate = Math.max(0, bytesPerSecond);
+            sharedRate = Math.max(0, Math.min(rate, shared));
         }
     }
 
@@ -190,11 +211,17 @@ final class WeightedScheduler {
      * behind an unpaced one on a paced disk).
      */
     private long arrive(Flow flow, long bytes, long now, Ticket ticket, long r) {
-        long charge = precharge(flow, ticket, bytes, r);
         double start;
         if (flow.backlogged()) {
             start = Math.max(virtualTime, flow.finish);
         } else {
+            if (sharedRate < r && lastFlow != flow && lastFlow != null && now - lastFlowNs < SECOND_FLOW_NS
+                    && sharedRate > 0) {
+                // A second flow while another is active (a flow alone at an R above what the node
+                // delivers is rarely backlogged: V passes it between its packets): R back at once to
+                // what the node delivers to several.
+                rate = r = sharedRate;
+            }
             start = virtualTime;
             if (now - flow.lastArrivalNs >= CREDIT_NS) {
                 // Back after a pause (no packet for CREDIT_NS; a flow that only fell behind for a moment
@@ -204,6 +231,9 @@ final class WeightedScheduler {
             }
         }
         flow.lastArrivalNs = now;
+        lastFlow = flow;
+        lastFlowNs = now;
+        long charge = precharge(flow, ticket, bytes, r);
         if (flow.credit > 0) {
             // Served from its credit: like a floor, outside the weights, and the virtual server spends
             // bytes / R on it, so the others are held back for it and not the other way round.
