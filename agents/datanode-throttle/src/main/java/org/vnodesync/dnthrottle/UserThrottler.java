@@ -1,6 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.LockSupport;
 import org.apache.hadoop.hdfs.util.Canceler;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 
@@ -19,7 +20,13 @@ final class UserThrottler extends DataTransferThrottler {
     }
 
     static final Clock SYSTEM_CLOCK = System::nanoTime;
-    static final Sleeper SYSTEM_SLEEPER = ns -> Thread.sleep(ns / 1_000_000L, (int) (ns % 1_000_000L));
+    /** Parks for NS (Thread.sleep(ms, ns) rounds any nanoseconds up to a whole millisecond). */
+    static final Sleeper SYSTEM_SLEEPER = ns -> {
+        LockSupport.parkNanos(ns);
+        if (Thread.interrupted()) {
+            throw new InterruptedException();
+        }
+    };
 
     private final Throttles.Charge charge;
     private final DataTransferThrottler nodeWide;
@@ -80,14 +87,14 @@ final class UserThrottler extends DataTransferThrottler {
         counted.add(bytes);
         long start = clock.nanoTime();
         long due = scheduler.admit(flow, bytes, start, ticket);
-        if (due <= start) {
+        if (due - start < WeightedScheduler.LEAST_SLEEP_NS) {
             ticket.released(start);
             return;
         }
         long now = start;
         try {
             // In slices: V may reach the packet's tag sooner than foreseen (a flow left).
-            while (due > now && (canceler == null || !canceler.isCancelled())) {
+            while (due - now >= WeightedScheduler.LEAST_SLEEP_NS && (canceler == null || !canceler.isCancelled())) {
                 sleeper.sleepNanos(Math.min(due - now, WeightedScheduler.MAX_SLICE_NS));
                 now = clock.nanoTime();
                 due = scheduler.recheck(flow, now, ticket);

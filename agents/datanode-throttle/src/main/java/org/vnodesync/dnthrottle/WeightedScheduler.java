@@ -29,6 +29,12 @@ package org.vnodesync.dnthrottle;
 final class WeightedScheduler {
     /** A sleeping thread looks again at least this often, so a flow that left is noticed within it. */
     static final long MAX_SLICE_NS = 10_000_000L;
+    /**
+     * A packet due sooner than this goes at once: its flow runs up to this far ahead of its tags (they
+     * carry the debt, so its next sleep is longer and its rate stays). A sleep per 64 KiB packet at
+     * hundreds of MB/s would cost more than the packet (a park's timer slack is 50 us or more).
+     */
+    static final long LEAST_SLEEP_NS = 1_000_000L;
     /** What a flow back from a pause may take at once: this long at its share (as RateBucket's burst). */
     static final long CREDIT_NS = RateBucket.BURST_NS;
     /** Another flow's packet arrived within this: the arriving one is a second active flow. */

@@ -177,7 +177,7 @@ final class SimulatedNode {
     }
 
     private void sleepOrGo(Worker w) {
-        if (w.due > now) {
+        if (w.due - now >= WeightedScheduler.LEAST_SLEEP_NS) {
             w.wakeAt = Math.min(w.due, now + WeightedScheduler.MAX_SLICE_NS);
             return;
         }
