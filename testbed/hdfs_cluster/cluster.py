@@ -31,7 +31,7 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
-DISK_KINDS = ("loop", "zram", "paced", "paced-rw")
+DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "spindle")
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
 log = logging.getLogger(__name__)
@@ -74,20 +74,23 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None):
+                 datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = ()):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
-        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
+        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "spindle"
+        (reads and writes paced, one request at a time, BFQ the loop device's scheduler: its cgroup
+        weights decide the order; DiskModel.spindle).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
-        control socket at `throttle_socket(dn)`."""
+        control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         self.disk, self.disk_read_mbps = disk, disk_read_mbps
         self.datanode_throttle = datanode_throttle
+        self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -122,7 +125,8 @@ class HdfsCluster:
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
-                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle}
+                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
+                 "datanode_throttle_args": list(self.datanode_throttle_args)}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -140,7 +144,8 @@ class HdfsCluster:
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
                       runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
-                      datanode_throttle=state.get("datanode_throttle"))
+                      datanode_throttle=state.get("datanode_throttle"),
+                      datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -158,7 +163,8 @@ class HdfsCluster:
     def _datanode_agent(self, dn: DataNode) -> list[str]:
         if not self.datanode_throttle:
             return []
-        return [f"-javaagent:{self.datanode_throttle}=socket={self.throttle_socket(dn)}"]
+        arguments = ",".join((f"socket={self.throttle_socket(dn)}", *self.datanode_throttle_args))
+        return [f"-javaagent:{self.datanode_throttle}={arguments}"]
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:
@@ -217,6 +223,9 @@ class HdfsCluster:
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps))
         if self.disk == "paced-rw":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps))
+        if self.disk == "spindle":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
+                                    scheduler="bfq")
         return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
 
     def _write_confs(self) -> None:
@@ -421,6 +430,14 @@ class HdfsCluster:
                    seconds: float = 0) -> subprocess.Popen:
         """A running reader; `Transfer.parse(proc.communicate()[0])` when done. seconds>0 re-reads until then."""
         return self._client(TOOL_CLASS, ("read", self.namenode_uri, remote, str(seconds)), as_uid, hdfs_user)
+
+    def start_interactive(self, remotes: list[str], gap_seconds: float, as_uid: int | None = None,
+                          hdfs_user: str | None = None, write_bytes: int = 0) -> subprocess.Popen:
+        """One client JVM that reads (or, with `write_bytes`, writes) each of `remotes` in turn, idle
+        `gap_seconds` between them; one Transfer JSON line per file on its stdout, as each is done."""
+        mode = ("writes", self.namenode_uri, str(gap_seconds), str(write_bytes)) if write_bytes else \
+            ("reads", self.namenode_uri, str(gap_seconds))
+        return self._client(TOOL_CLASS, (*mode, *remotes), as_uid, hdfs_user)
 
     def read_file(self, remote: str, as_uid: int | None = None, hdfs_user: str | None = None,
                   seconds: float = 0) -> Transfer:

@@ -1,0 +1,254 @@
+package org.vnodesync.dnthrottle;
+
+import java.util.Arrays;
+
+/**
+ * Moves one direction's R (the rate the weights divide) to just under what the node actually delivers,
+ * once per interval (100 ms). Weights hold only while R is a little below what the node can do: at or
+ * above it the flows cannot keep up with their shares, drop out of the virtual time in turn, nobody
+ * waits for its weight any more, and the split falls back to the node's own, 1:1 per connection; a
+ * little below it the split is right but can tip over later (SchedulerTest shows it; ten connections
+ * against one need a few per cent of slack). Like the vrate of Linux's iocost:
+ * <ul>
+ *   <li>saturation begins (the busiest of the node's CPU and data disks, ResourceSampler, reaches
+ *       SATURATED): R = MARGIN of what the flows moved over the last RECENT_INTERVALS (a mean: one
+ *       interval's bytes come in bursts, from read-ahead or a full socket buffer; divided by the disk's
+ *       busy fraction when a data disk is the busiest, so flows paced under the disk do not read as a
+ *       slower disk; or the last interval's, up to R, if that is more: R was climbing and the flows
+ *       kept up), just under what the node delivers, whatever holds it (encryption, checksums, a
+ *       disk); that level is remembered as safe, and R is held;</li>
+ *   <li>held, while fewer than two flows compete, the one alone is paced at R and shows only R: while
+ *       it keeps up (KEEPS_UP of R, LONE_INTERVALS running) R climbs by CLIMB an interval, so a flow
+ *       left alone gets what the node delivers now; when a second flow arrives R comes back to MARGIN
+ *       of what the lone flow moved at the top (the safe level rises to it if it is higher): the
+ *       newcomer meets R just under the node's speed, from its first packet (shared(), which the
+ *       scheduler switches to as the second flow arrives);</li>
+ *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
+ *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
+ *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
+ *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
+ *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
+ *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
+ *       down to where the probe started. R is never probed above the safe level, where a split that
+ *       looks right may tip over later (a fraction of a per cent above the node is enough);</li>
+ *   <li>held while the flows take all R lets through (FOLLOWS of it, smoothed) and yet the busiest
+ *       resource stays under SATURATED for ROOM_INTERVALS (the utilization law: the node has room),
+ *       R and the safe level rise by ROOM_STEP: the level was found while the node was slower (a
+ *       JVM warming up, a moment's other work). As iocost raises its vrate while the device is not
+ *       saturated and there is demand;</li>
+ *   <li>held ends once the busiest resource stays below RELEASED for RELEASE_INTERVALS (hysteresis: R
+ *       held just under the node leaves its resources a little less busy, and writers changing blocks
+ *       leave them idle for a moment): R then recovers quickly toward the configured capacity, and the
+ *       next saturation sets a new safe level;</li>
+ *   <li>next to nothing moved: R = the configured capacity (nothing to share).</li>
+ *   <li>held, R is never above MARGIN of the configured capacity: configured as what the node
+ *       delivers, as it is meant to be, that is the edge itself.</li>
+ * </ul>
+ * Lending and reclaim never wait for this: it moves R only; the scheduler shares R at every packet.
+ */
+final class CapacityControl {
+    static final double SATURATED = 0.90;
+    static final double RELEASED = 0.60;
+    static final double MARGIN = 0.95;
+    /** Fewer packets than this waited for their weight while flows competed: R is not binding. */
+    static final double UNHELD = 0.05;
+    static final int LOWER_INTERVALS = 5;
+    static final double RECOVER = 0.10;
+    /** Below this fraction of the configured capacity a direction is taken as idle. */
+    static final double ACTIVE = 0.02;
+    /** R never goes below this fraction of the configured capacity. */
+    static final double LOWEST = 0.05;
+    static final int RECENT_INTERVALS = 10;
+    static final double BUSY_SMOOTHING = 0.2;
+    /** Intervals under RELEASED before held ends (a write pipeline changing blocks idles the disk briefly). */
+    static final int RELEASE_INTERVALS = 10;
+    /** Under this a disk's busy fraction says too little to scale what moved by it. */
+    static final double UTILIZATION_FLOOR = 0.5;
+    static final int PROBE_INTERVALS = 20;
+    static final int LEAST_PROBE_INTERVALS = 8;
+    static final double FIRST_PROBE_STEP = 0.02;
+    static final double LARGEST_PROBE_STEP = 0.32;
+    /** A flow alone moving this much of R keeps up with it: R climbs by CLIMB. */
+    static final double KEEPS_UP = 0.9;
+    static final double CLIMB = 0.10;
+    static final int LONE_INTERVALS = 3;
+    static final double LONE_SMOOTHING = 0.3;
+    /** Flows that move this much of R take all it lets through. */
+    static final double FOLLOWS = 0.97;
+    static final double FOLLOW_SMOOTHING = 0.2;
+    static final int ROOM_INTERVALS = 3;
+    static final double ROOM_STEP = 0.05;
+    /** Intervals after a probe within which a lowering counts against it. */
+    static final int PROBE_ANSWER_INTERVALS = 8;
+
+    /** What one interval of a direction showed. */
+    record Seen(double movedBps, double busiest, double held, int competing, double disk) {
+        Seen(double movedBps, double busiest, double held, int competing) {
+            this(movedBps, busiest, held, competing, 0);
+        }
+
+        static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
+            return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
+                    interval.wholeFlows(), disk);
+        }
+    }
+
+    private boolean held;
+    private double busy;           // the busiest resource's busy fraction, smoothed
+    private int idle;              // intervals running with it under RELEASED
+    private double disk;           // the busiest data disk's, smoothed
+    private double safe;           // the highest R known to hold since saturation began
+    private int lower;             // intervals running that asked for R lower
+    private double loweredMoved;   // what moved over them
+    private final double[] recent = new double[RECENT_INTERVALS];
+    private int filled;
+    private int next;
+    private int lone;              // intervals running with fewer than two flows
+    private double loneMoved;      // what moved over them, smoothed
+    private boolean climbed;       // R climbed over them
+    private int probeIn;
+    private int probeWait;
+    private double probeStep;
+    private int sinceProbe = Integer.MAX_VALUE;
+    private double beforeProbe;
+    private double follows;        // what moved over R, smoothed
+    private int room;              // intervals running with flows taking all of R and room on the node
+
+    boolean held() {
+        return held;
+    }
+
+    double safe() {
+        return safe;
+    }
+
+    /**
+     * R for when a second flow arrives, given R is NEXT: while a flow alone has climbed, what the
+     * climb's end would give (MARGIN of what it moved, not under the safe level); else NEXT.
+     */
+    long shared(long next) {
+        return climbed ? Math.min(next, Math.round(Math.max(safe, MARGIN * loneMoved))) : next;
+    }
+
+    /** The next R (bytes/s) for a direction with capacity CONFIGURED and R now CURRENT, after SEEN. */
+    long next(long configured, long current, Seen seen) {
+        if (configured <= 0) {
+            held = false;
+            return 0;
+        }
+        double moved = seen.movedBps();
+        if (current <= 0 || moved < ACTIVE * configured) {
+            held = false;
+            Arrays.fill(recent, 0);
+            filled = 0;
+            next = 0;
+            return configured;
+        }
+        recent[next] = moved;
+        next = (next + 1) % recent.length;
+        filled = Math.min(recent.length, filled + 1);
+        double mean = Arrays.stream(recent).sum() / filled;   // as estimate of what the node delivers
+        // Busy fractions of 100 ms swing with bursty I/O (0.3 and 1.0 in turn on a disk that is kept
+        // just under its speed): decisions follow a smoothed one.
+        busy = filled == 1 ? seen.busiest() : busy + BUSY_SMOOTHING * (seen.busiest() - busy);
+        disk = filled == 1 ? seen.disk() : disk + BUSY_SMOOTHING * (seen.disk() - disk);
+        if (disk >= busy - 0.01 && disk >= UTILIZATION_FLOOR) {
+            // A data disk holds the node: what it could move is what it moved over how busy it was
+            // (the utilization law), so R paced under the disk does not read as the disk slowing down.
+            mean /= disk;
+        }
+        double rate;
+        if (!held && busy >= SATURATED) {
+            // What the node does now: the recent mean, or this interval's if R was recovering and the
+            // flows kept up with it (the mean would still hold the climb's lower values).
+            held = true;
+            rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
+            resetProbes();
+            follows = 0;
+        } else if (held && (busy >= RELEASED || ++idle < RELEASE_INTERVALS)) {
+            if (busy >= RELEASED) {
+                idle = 0;
+            }
+            rate = heldStep(current, moved, mean, seen);
+        } else {
+            held = false;
+            idle = 0;
+            rate = current * (1 + RECOVER);
+        }
+        // Held, R stays MARGIN under the configured capacity too: configured as what the node delivers
+        // (as it is meant to be), it is the edge where the split tips over.
+        double most = held ? MARGIN * configured : configured;
+        return Math.round(Math.max(LOWEST * configured, Math.min(most, rate)));
+    }
+
+    private double heldStep(long current, double moved, double mean, Seen seen) {
+        sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
+        boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
+        lower = unheld ? lower + 1 : 0;
+        loweredMoved = lower == 1 ? moved : loweredMoved + moved;
+        if (lower >= LOWER_INTERVALS) {
+            if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
+                safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
+            }
+            resetProbes();
+            // What they moved over those intervals, not the last one's: a write pipeline changing
+            // blocks stalls for a moment.
+            return MARGIN * Math.min(current, loweredMoved / LOWER_INTERVALS);
+        }
+        if (lower > 0) {
+            return current;
+        }
+        if (seen.competing() < 2) {
+            return aloneStep(current, moved);
+        }
+        lone = 0;
+        if (climbed) {
+            // Competition again after a flow alone climbed: R back to just under what it moved at the
+            // top (what the node delivers, or what the flow could take; never under the safe level).
+            climbed = false;
+            safe = Math.max(safe, MARGIN * loneMoved);
+            resetProbes();
+            return Math.min(current, safe);
+        }
+        follows += FOLLOW_SMOOTHING * (Math.min(1.5, moved / current) - follows);
+        room = follows >= FOLLOWS && busy < SATURATED ? room + 1 : 0;
+        if (room >= ROOM_INTERVALS) {
+            room = 0;
+            safe = Math.max(safe, current * (1 + ROOM_STEP));
+            resetProbes();
+            return current * (1 + ROOM_STEP);
+        }
+        if (current >= safe || --probeIn > 0) {
+            return current;
+        }
+        beforeProbe = current;
+        sinceProbe = 0;
+        double probed = Math.min(safe, current * (1 + probeStep));
+        probeStep = Math.min(LARGEST_PROBE_STEP, 2 * probeStep);
+        probeWait = Math.max(LEAST_PROBE_INTERVALS, probeWait / 2);
+        probeIn = probeWait;
+        return probed;
+    }
+
+    /**
+     * One flow alone (or none whole): it is paced at R, so what it moves shows only R. While it keeps
+     * up with R, R climbs (CLIMB a step, never past 1/KEEPS_UP of what moved) to find what the node
+     * delivers now; once it stops keeping up R stays. Probes wait.
+     */
+    private double aloneStep(long current, double moved) {
+        loneMoved = lone++ == 0 ? moved : loneMoved + LONE_SMOOTHING * (moved - loneMoved);
+        if (lone >= LONE_INTERVALS && moved >= KEEPS_UP * current) {
+            climbed = true;
+            return Math.max(current, Math.min(current * (1 + CLIMB), moved / KEEPS_UP));
+        }
+        return current;
+    }
+
+    private void resetProbes() {
+        probeStep = FIRST_PROBE_STEP;
+        probeWait = PROBE_INTERVALS;
+        probeIn = PROBE_INTERVALS;
+        sinceProbe = Integer.MAX_VALUE;
+        lower = 0;
+    }
+}
