@@ -1,7 +1,7 @@
 """The work-conserving control loop's state: measured usage in, per-node allocations out.
 
 Usage reports feed per (user, node, device) rates; every tick estimates each active user's
-demand there, runs the cluster-wide weighted max-min (fair_policy.allocate) for reads and for
+demand there, runs the cluster-wide weighted max-min (policy.exact_max_min.allocate) for reads and for
 writes, and keeps a new allocation for a node only if some user's bytes/s moved by more than
 the hysteresis. Allocations are in memory: no store transaction, no generation bump; a node's
 serialized Allocation is appended to its desired state (a serialized message followed by
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vnode_sync.coordinator.config import CoordinatorConfig
-from vnode_sync.coordinator.fair_policy import Claim, allocate
+from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
 

@@ -20,7 +20,7 @@ from vnode_sync import validation
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
-from vnode_sync.coordinator.fair_policy import check_admission
+from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
 from vnode_sync.coordinator.store import StateStore, UserRecord

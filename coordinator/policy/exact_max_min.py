@@ -1,6 +1,9 @@
-"""Work-conserving, cluster-wide weighted max-min fair shares with reservations and limits.
+"""The exact cluster-wide weighted max-min fair shares, with reservations and limits: the reference.
 
 Pure policy: numbers in, numbers out, no I/O (docs/fair-shares.md explains it and its sources).
+It solves by bisection of max-flows in Python, so it is exact and slow (seconds at a few hundred
+users x resources): the fast weight step (local_weights.py) is measured against it
+(benchmarks/weight_step_fairness.py), and the control loop uses it only at small sizes.
 
 Each user i has a weight w_i (its priority), and on each storage node n a demand d_in
 (bytes/s; math.inf = it takes whatever it is given), a reservation (a floor on every node
@@ -36,15 +39,6 @@ class Claim:
     weight: float
     reservation: float = 0.0      # bytes/s floor on each node where the user has demand
     limit: float = math.inf       # bytes/s ceiling on each node
-
-
-def check_admission(capacity: Mapping[str, float], reservations: Mapping[str, float]) -> None:
-    """Reservations are promises: their sum must fit every node, or the new one is refused."""
-    total = sum(reservations.values())
-    for node, cap in capacity.items():
-        if total > cap:
-            raise InvalidArgument(f"reservations would total {total / 1e6:.1f} MB/s, more than node {node}'s "
-                                  f"capacity {cap / 1e6:.1f} MB/s: refused")
 
 
 def allocate(capacity: Mapping[str, float], claims: Mapping[str, Claim],

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from vnode_sync.coordinator.fair_policy import Claim, allocate, check_admission, weighted_max_min
+from vnode_sync.coordinator.policy.admission import check_admission
+from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate, weighted_max_min
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.shares import priority_shares
 
