@@ -19,6 +19,8 @@ import numpy as np
 # A column is settled when its sum is within this fraction of its capacity.
 TOLERANCE = 1e-4
 MAX_ROUNDS = 60
+# Once fewer than 1/SUBSET_FRACTION of the columns are unsettled, they are solved apart.
+SUBSET_FRACTION = 8
 
 
 def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, floor: np.ndarray | None = None,
@@ -53,7 +55,15 @@ def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, fl
                 np.fmax(allocation, floor, out=allocation)
             error = capacity - allocation.sum(axis=0)
             pending = full & (np.abs(error) > TOLERANCE * capacity)
-            if not pending.any():
+            unsettled = np.flatnonzero(pending)
+            if unsettled.size == 0:
+                break
+            if unsettled.size * SUBSET_FRACTION < pending.size:
+                # Few columns left: solve those alone rather than pass over every column again.
+                part, part_level = water_fill(weight[:, unsettled], capacity[unsettled], ceiling[:, unsettled],
+                                              None if floor is None else floor[:, unsettled], current[unsettled])
+                allocation[:, unsettled] = part
+                current[unsettled] = part_level
                 break
             low = np.where(pending & (error > 0), current, low)
             high = np.where(pending & (error < 0), current, high)
