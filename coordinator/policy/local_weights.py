@@ -55,21 +55,32 @@ class WeightStep:
     level: np.ndarray        # per resource: the water-filling level (inf where all demands fit)
     iterations: int
     converged: bool
+    ceiling: np.ndarray                 # what each user takes at most on each resource (demand, limit, capacity)
+    floor: np.ndarray | None            # reservations where there is demand
+    capacity: np.ndarray
 
     def totals(self) -> np.ndarray:
         return self.allocation.sum(axis=1, dtype=np.float64)
 
+    def realised(self, weight: np.ndarray) -> np.ndarray:
+        """What the edges give, for the same demands, with other weights (e.g. those a node has now)."""
+        return water_fill(weight.astype(self.weight.dtype, copy=False), self.capacity, self.ceiling, self.floor,
+                          self.level)[0]
+
 
 def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, reservation: np.ndarray,
-                  limit: np.ndarray, previous: np.ndarray | None = None, max_iterations: int | None = None,
-                  tolerance: float = TOLERANCE, dtype: type = np.float32) -> WeightStep:
+                  limit: np.ndarray, previous: np.ndarray | None = None, held: np.ndarray | None = None,
+                  max_iterations: int | None = None, tolerance: float = TOLERANCE,
+                  dtype: type = np.float32) -> WeightStep:
     """One step of the center.
 
     `capacity[r]` bytes/s of each resource (a (node, device, direction)); `weight[u]` each user's
     global weight (priority, > 0); `demand[u, r]` bytes/s (>= 0, inf = takes all it gets);
     `reservation[u]` a floor on each resource where it has demand; `limit[u]` a ceiling on each
     (inf = none). `previous`: the weights the last step returned for the same users and resources
-    (a warm start). `max_iterations`: None = iteration_budget(users x resources)."""
+    (a warm start). `held[u, r]`: the user was held there (it had bytes waiting while others were
+    served), so its demand is only a lower bound: it gets no standby weight there, or it would take
+    more than the step planned. `max_iterations`: None = iteration_budget(users x resources)."""
     capacity, weight, demand, reservation, limit = _checked(capacity, weight, demand, reservation, limit, previous)
     if max_iterations is None:
         max_iterations = iteration_budget(demand.size)
@@ -118,8 +129,8 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         if moved <= tolerance:
             converged = True
             break
-    return WeightStep(_with_standby(local, given, ceiling, level, weight, totals, capacity), given, level,
-                      iterations, converged)
+    return WeightStep(_with_standby(local, ceiling, level, weight, totals, capacity, held), given, level,
+                      iterations, converged, ceiling, floor, capacity)
 
 
 def iteration_budget(pairs: int) -> int:
@@ -127,8 +138,8 @@ def iteration_budget(pairs: int) -> int:
     return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, WORK_PER_STEP // max(pairs, 1))))
 
 
-def _with_standby(local: np.ndarray, given: np.ndarray, ceiling: np.ndarray, level: np.ndarray, weight: np.ndarray,
-                  totals: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+def _with_standby(local: np.ndarray, ceiling: np.ndarray, level: np.ndarray, weight: np.ndarray,
+                  totals: np.ndarray, capacity: np.ndarray, held: np.ndarray | None) -> np.ndarray:
     """The step's weights, raised to the standby weight where a user is at its ceiling (all it wants,
     or nothing): that changes nothing the edges give while the demands hold."""
     standby = np.multiply.outer((1 / np.maximum(totals, 1e-30)).astype(local.dtype), capacity.astype(local.dtype))
@@ -136,6 +147,8 @@ def _with_standby(local: np.ndarray, given: np.ndarray, ceiling: np.ndarray, lev
     standby *= weight.astype(local.dtype)[:, None]
     with np.errstate(invalid="ignore", over="ignore"):
         settled = local * level >= ceiling
+    if held is not None:
+        settled &= ~held
     np.multiply(standby, settled, out=standby)
     return np.maximum(local, standby, out=standby)
 

@@ -124,3 +124,16 @@ def test_bad_input_is_refused_in_one_line(change, message):
             "demand": np.full((2, 2), INF), "reservation": NONE, "limit": NO_LIMIT, **change}
     with pytest.raises(InvalidArgument, match=message):
         local_weights(**args)
+
+
+def test_a_held_users_demand_is_a_lower_bound_so_it_gets_no_standby_weight():
+    """Held at 5 MB/s (it had bytes waiting): 5 MB/s is all the step may count on, and with a standby
+    weight the edge would hand it everything the others leave before the step has seen it want that."""
+    demand = np.array([[5 * MB, INF], [INF, 0], [INF, 0], [0, INF], [0, INF], [0, INF]])
+    held = np.zeros((6, 2), dtype=bool)
+    held[0, 0] = True
+    free = local_weights(np.array([60 * MB, 60 * MB]), np.ones(6), demand, np.zeros(6), np.full(6, INF))
+    step = local_weights(np.array([60 * MB, 60 * MB]), np.ones(6), demand, np.zeros(6), np.full(6, INF), held=held)
+    assert step.allocation == pytest.approx(free.allocation, rel=1e-3)
+    assert step.weight[0, 0] == pytest.approx(5 / 16.25, rel=1e-2)      # its part of its total, as planned
+    assert free.weight[0, 0] == pytest.approx(1, rel=1e-3)              # standby
