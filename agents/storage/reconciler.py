@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
-from vnode_sync.agents.storage.held import HeldClock, HeldState
+from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
 from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
@@ -37,7 +37,8 @@ class UsageSample:
 
     sampled_at: float                         # unix seconds
     usage: dict[str, VNodeUsage]              # VNode -> its counters
-    held: dict[str, HeldState]                # VNodes with a limit (or a measured wait)
+    held: dict[str, VNodeDemand]              # VNodes with a limit (or a measured wait)
+    demand: dict[str, VNodeDemand]            # every VNode: rates, held, demand per device and direction
     limits: dict[str, list[DeviceLimits]]     # VNode -> the limits in force (static shares or allocation)
     threads: dict[str, int]                   # VNode -> handler threads placed there (placing backends)
 
@@ -57,7 +58,7 @@ class Reconciler:
     shared_processes: dict[int, str] = field(default_factory=dict)
     # VNode -> the limits of the last pass, as the desired state gives them
     limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
-    held_clock: HeldClock = field(default_factory=HeldClock)
+    demand: DemandEstimator = field(default_factory=DemandEstimator)
     last_sample: UsageSample | None = None
     passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
     errors_found: int = 0
@@ -226,7 +227,8 @@ class Reconciler:
         except VNodeSyncError as e:
             self.errors.append(f"reading usage: {e}")
             measured_by_vnode = {}
-        held = self.held_clock.update(measured_by_vnode, self.limits, time.monotonic())
+        demand = self.demand.update(measured_by_vnode, self.limits, time.monotonic())
+        held = {vnode: d for vnode, d in demand.items() if d.source is not None}
         for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
             is_held = held[vnode].held if vnode in held else measured.held_at_limit
@@ -236,7 +238,7 @@ class Reconciler:
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
                                               write_ios=c.write_ios, held_at_limit=is_held))
         sampled_at = time.time()
-        self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, dict(self.limits),
+        self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
