@@ -58,6 +58,8 @@ class StorageAgent:
                      for name, dev in sorted(self.reconciler.devices.items())])
 
     def _from_coordinator(self, state: pb.DesiredState) -> None:
+        if self._cut_off_since is not None:
+            self.reconciler.summaries.want_full()   # back after a cut: the coordinator may know nothing of us
         self._cut_off_since = None
         self._receive(state)
 

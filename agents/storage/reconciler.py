@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
 from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
+from vnode_sync.agents.storage.demand_summary import Entry, SummaryBuilder
 from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
@@ -59,6 +60,7 @@ class Reconciler:
     # VNode -> the limits of the last pass, as the desired state gives them
     limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
     demand: DemandEstimator = field(default_factory=DemandEstimator)
+    summaries: SummaryBuilder = field(default_factory=SummaryBuilder)
     last_sample: UsageSample | None = None
     passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
     errors_found: int = 0
@@ -220,6 +222,8 @@ class Reconciler:
                     continue
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
+        """Counters and held time of every VNode, and the demand summary: what moved since the last
+        report (or every entry, when the summary is full)."""
         names = {dev: name for name, dev in self.devices.items()}
         usage = []
         try:
@@ -227,7 +231,8 @@ class Reconciler:
         except VNodeSyncError as e:
             self.errors.append(f"reading usage: {e}")
             measured_by_vnode = {}
-        demand = self.demand.update(measured_by_vnode, self.limits, time.monotonic())
+        now = time.monotonic()
+        demand = self.demand.update(measured_by_vnode, self.limits, now)
         held = {vnode: d for vnode, d in demand.items() if d.source is not None}
         for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
@@ -237,6 +242,8 @@ class Reconciler:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
                                               write_ios=c.write_ios, held_at_limit=is_held))
+        entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
+                   for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
@@ -244,4 +251,5 @@ class Reconciler:
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
-                                    for v, h in sorted(held.items())])
+                                    for v, h in sorted(held.items())],
+                              demand=self.summaries.build(entries, now))
