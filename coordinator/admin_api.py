@@ -111,7 +111,7 @@ class AdminService(pb_grpc.AdminServicer):
         window = window_of(request.window_seconds)
         snapshot = self.cluster.publishing.refresh_snapshot()
         users = [(u.name, u.effective_priority) for u in readable_by(caller, snapshot.users)]
-        book = self.cluster.pressure
+        book = self.cluster.ledger
         now = book.now()
         return pb.PressureResponse(generation=self.cluster.generation(),
                                    allocation=self.cluster.config.policy.allocation, window_seconds=window,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
 from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.usage_ledger import Sample
 from vnode_sync.wire import vnode_pb2 as pb
 
 # A user measured at this fraction of its allocation (the mean of its last two reports), or held at
@@ -55,16 +56,14 @@ DIRECTIONS = ("read", "write")
 
 
 @dataclass
-class _Usage:
-    sampled_at: float = 0.0
-    read_bytes: int = 0
-    write_bytes: int = 0
-    # Per direction: the backend saw the user held at its limit and it moved bytes that way (a TBF
-    # rule holds reads and writes alike; an unused direction is not held).
+class _Pending:
+    """The rates reported for one (user, node, device) since the last tick."""
+
+    rates: list = field(default_factory=list)      # (read bytes/s, write bytes/s, seconds), oldest first
+    # Per direction: the agent saw the user held and it moved bytes that way (a TBF rule holds reads and
+    # writes alike; an unused direction is not held).
     held: list = field(default_factory=lambda: [False, False])
-    # (read bytes/s, write bytes/s, seconds) of each report since the last tick
-    pending: list = field(default_factory=list)
-    returning: list = field(default_factory=lambda: [False, False])   # per direction, since the last tick
+    returning: list = field(default_factory=lambda: [False, False])
 
 
 @dataclass
@@ -151,7 +150,7 @@ class Allocator:
         self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
                               for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
         self._lock = threading.Lock()
-        self._usage: dict[tuple[str, str, str], _Usage] = {}     # (user, node, device)
+        self._usage: dict[tuple[str, str, str], _Pending] = {}     # (user, node, device), since the last tick
         self._estimator = DemandEstimator()
         self._pushed: dict[tuple[str, str, str, str], int] = {}  # (direction, user, node, device) -> bytes/s
         self._demand: dict[tuple[str, str, str, str], float] = {}
@@ -162,28 +161,21 @@ class Allocator:
 
     # ---- input -------------------------------------------------------------
 
-    def observe(self, report: pb.UsageReport) -> bool:
-        """A usage report (cumulative counters per user and device): keeps each one's rates.
-        True if it shows a user that was idle reading again (a tick should run now)."""
-        sampled_at = report.sampled_at_unix or time.time()
+    def observe(self, node_id: str, samples: Sequence[Sample]) -> bool:
+        """The rates one usage report brought (the usage ledger turns reports into samples): kept
+        until the next tick. True if one shows a user that was idle reading again (tick now)."""
         returning = False
         with self._lock:
-            for u in report.usage:
-                if not u.user:
-                    continue
-                key = (u.user, report.node_id, u.device)
-                usage = self._usage.setdefault(key, _Usage())
-                elapsed = sampled_at - usage.sampled_at
-                if usage.sampled_at and elapsed > 0 and u.read_bytes >= usage.read_bytes \
-                        and u.write_bytes >= usage.write_bytes:
-                    rates = ((u.read_bytes - usage.read_bytes) / elapsed, (u.write_bytes - usage.write_bytes) / elapsed)
-                    usage.pending.append((*rates, elapsed))
-                    usage.held = [u.held_at_limit and rate > 0 for rate in rates]
-                    for index, (direction, rate) in enumerate(zip(DIRECTIONS, rates)):
-                        pushed = self._pushed.get((direction, u.user, report.node_id, u.device))
-                        if pushed and rate >= RETURNING * pushed and (direction, *key) in self._idle:
-                            usage.returning[index] = returning = True
-                usage.sampled_at, usage.read_bytes, usage.write_bytes = sampled_at, u.read_bytes, u.write_bytes
+            for sample in samples:
+                key = (sample.user, node_id, sample.device)
+                pending = self._usage.setdefault(key, _Pending())
+                rates = (sample.read_bps, sample.write_bps)
+                pending.rates.append((*rates, sample.seconds))
+                pending.held = [sample.read_held and rates[0] > 0, sample.write_held and rates[1] > 0]
+                for index, (direction, rate) in enumerate(zip(DIRECTIONS, rates)):
+                    pushed = self._pushed.get((direction, *key))
+                    if pushed and rate >= RETURNING * pushed and (direction, *key) in self._idle:
+                        pending.returning[index] = returning = True
         return returning
 
     # ---- the tick ----------------------------------------------------------
@@ -196,10 +188,9 @@ class Allocator:
                                 limit=float(u.effective_limit) if u.effective_limit else math.inf) for u in active}
         with self._lock:
             # Only rates reported since the last tick are news; without one, the estimate stands.
-            usage = {k: (v.pending, list(v.held), list(v.returning)) for k, v in self._usage.items()
-                     if v.pending or any(v.returning)}
-            for v in self._usage.values():
-                v.pending, v.returning = [], [False, False]
+            usage = {k: (v.rates, list(v.held), list(v.returning)) for k, v in self._usage.items()
+                     if v.rates or any(v.returning)}
+            self._usage = {}
         new: dict[tuple[str, str, str, str], float] = {}
         keep, idle = set(), set()
         for index, direction in enumerate(DIRECTIONS):

@@ -3,16 +3,17 @@
 - `commands`: the audited commands (users, jobs) that change the durable store;
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
-- `allocator` (work-conserving policy only) and `pressure`: what the usage reports feed.
+- `ledger`: the usage reports, booked once; `allocator` (work-conserving policy only) reads what they bring.
 """
 
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.commands import Commands, seed_users
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
-from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
+from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.usage_ledger import UsageLedger
 
 
 class Cluster:
@@ -24,9 +25,9 @@ class Cluster:
             seed_users(config, store)
         # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
-        self.pressure = PressureBook()   # held time per (node, user), for the Pressure RPC and metrics
+        self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         self.publishing = Publishing(config, store, self.allocator)
-        self.runtime = NodeRuntimes(self.publishing, self.allocator, self.pressure)
+        self.runtime = NodeRuntimes(self.publishing, self.allocator, self.ledger)
         self.commands = Commands(config, store, self.publishing)
 
     def generation(self) -> int:

@@ -74,7 +74,7 @@ class CoordinatorCollector(Collector):
 
     def _users(self) -> Iterator[Metric]:
         users = self.cluster.publishing.snapshot().users
-        held = self.cluster.pressure.held_now()
+        held = self.cluster.ledger.held_now()
         active = GaugeMetricFamily("vnode_sync_coordinator_user_active", "1 while the user has a share (active)",
                                    labels=["user"])
         priority = GaugeMetricFamily("vnode_sync_coordinator_user_priority",

@@ -31,6 +31,9 @@ WAIT_FRACTION = 0.1
 HIT_FRACTION = 0.9
 STILL_HELD_FRACTION = 0.8
 RATE_SPAN_SECONDS = 2.0
+# Rates sent to the center are over this span (at least one interval): a user that stops is seen idle
+# within it, so its share is lent without waiting for a 2 s average to decay.
+FLOW_SPAN_SECONDS = 0.5
 HELD_GROWTH = 4.0
 
 
@@ -84,18 +87,21 @@ class DemandEstimator:
             held: set = set()
             if previous is not None and now > previous.at:
                 interval = now - previous.at
-                since, then = _span_start(previous, now)
+                since, then = _span_start(previous, now, RATE_SPAN_SECONDS)
                 span = now - since
+                flow_since, flow_then = _span_start(previous, now, FLOW_SPAN_SECONDS)
                 waited = _waited(previous.waits, waits)
                 for dev, counters in measured.devices.items():
-                    old = then.get(dev)
-                    moved = _moved(old, counters)
+                    moved = _moved(then.get(dev), counters)
                     last = _moved(previous.devices.get(dev), counters)
+                    recent = _moved(flow_then.get(dev), counters)
                     for direction in (0, 1):
                         if _held(measured, direction, moved, last, span, interval, waited,
                                  limited.get(dev), (dev, direction) in previous.held):
                             held.add((dev, direction))
-                    flows[dev] = (Flow(moved[0] / span, (dev, 0) in held), Flow(moved[1] / span, (dev, 1) in held))
+                    flow_span = now - flow_since
+                    flows[dev] = (Flow(recent[0] / flow_span, (dev, 0) in held),
+                                  Flow(recent[1] / flow_span, (dev, 1) in held))
                 # The backend's word is about the VNode: its time counts even in an interval with no bytes.
                 if held or (measured.held_source == HELD_ESTIMATED and measured.held_at_limit):
                     seconds += min(interval, sum(waited)) if measured.held_source == HELD_MEASURED and waited \
@@ -141,12 +147,12 @@ def _moved(old: IoCounters | None, new: IoCounters) -> tuple[int, int, int, int]
     return tuple(b - a if b >= a else 0 for a, b in pairs)
 
 
-def _span_start(previous: _Previous, now: float) -> tuple[float, dict[DeviceNumber, IoCounters]]:
-    """The newest sample at least RATE_SPAN_SECONDS before `now`, else the oldest one kept."""
-    if previous.at <= now - RATE_SPAN_SECONDS or not previous.recent:
+def _span_start(previous: _Previous, now: float, span: float) -> tuple[float, dict[DeviceNumber, IoCounters]]:
+    """The newest sample at least `span` seconds before `now`, else the oldest one kept."""
+    if previous.at <= now - span or not previous.recent:
         return previous.at, previous.devices
     for at, devices in reversed(previous.recent):
-        if at <= now - RATE_SPAN_SECONDS:
+        if at <= now - span:
             return at, devices
     return previous.recent[0]
 

@@ -40,6 +40,7 @@ class Entry:
 class SummaryBuilder:
     def __init__(self):
         self._sent: dict[tuple[str, str], Entry] = {}
+        self._held_sent: dict[str, float] = {}
         self._last_full = -math.inf
         self._full_wanted = True
 
@@ -61,6 +62,15 @@ class SummaryBuilder:
         for key in set(self._sent) - set(entries):
             del self._sent[key]
         return packed(changed, full, [] if full else gone)
+
+
+    def held_to_send(self, held_seconds: dict[str, float], full: bool) -> set[str]:
+        """The users whose held time to list: every one in a full report, else those whose time grew."""
+        send = set(held_seconds) if full else {u for u, s in held_seconds.items() if self._held_sent.get(u) != s}
+        self._held_sent = {u: s for u, s in held_seconds.items() if u in send or u in self._held_sent}
+        for user in send:
+            self._held_sent[user] = held_seconds[user]
+        return send
 
 
 def packed(entries: dict[tuple[str, str], Entry], full: bool, gone: list[str]) -> pb.DemandSummary:

@@ -222,10 +222,9 @@ class Reconciler:
                     continue
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
-        """Counters and held time of every VNode, and the demand summary: what moved since the last
-        report (or every entry, when the summary is full)."""
+        """The demand summary (what moved since the last report, or every entry when it is full), with
+        the counters of the users it names and the held time of those held since (all when full)."""
         names = {dev: name for name, dev in self.devices.items()}
-        usage = []
         try:
             measured_by_vnode = self.backend.usage()
         except VNodeSyncError as e:
@@ -234,16 +233,23 @@ class Reconciler:
         now = time.monotonic()
         demand = self.demand.update(measured_by_vnode, self.limits, now)
         held = {vnode: d for vnode, d in demand.items() if d.source is not None}
+        entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
+                   for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
+        summary = self.summaries.build(entries, now)
+        named = set(summary.users)
+        held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},
+                                                  summary.full)
+        usage = []
         for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
+            if user not in named:
+                continue
             is_held = held[vnode].held if vnode in held else measured.held_at_limit
             for dev, c in measured.devices.items():
                 if dev in names:
                     usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
                                               write_ios=c.write_ios, held_at_limit=is_held))
-        entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
-                   for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
@@ -251,5 +257,5 @@ class Reconciler:
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
-                                    for v, h in sorted(held.items())],
-                              demand=self.summaries.build(entries, now))
+                                    for v, h in sorted(held.items()) if (user_of_vnode(v) or "") in held_listed],
+                              demand=summary)

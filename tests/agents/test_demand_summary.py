@@ -47,3 +47,11 @@ def test_a_replaced_unsent_report_keeps_its_entries_in_the_newer_one():
     newer = builder.build({("alice", "d"): entry(9 * MB), ("bob", "d"): entry(7 * MB)}, 2.0)
     both = unpacked(merged(older, newer))
     assert both[("alice", "d")].read_bps == 9 * MB and both[("bob", "d")].read_bps == 7 * MB
+
+
+def test_held_time_is_listed_when_it_grew_and_every_time_in_a_full_report():
+    builder = SummaryBuilder()
+    assert builder.held_to_send({"alice": 0.0, "bob": 0.0}, True) == {"alice", "bob"}
+    assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, False) == {"alice"}
+    assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, False) == set()
+    assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, True) == {"alice", "bob"}
