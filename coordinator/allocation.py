@@ -12,7 +12,7 @@ import collections
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vnode_sync.coordinator.config import CoordinatorConfig
@@ -144,8 +144,11 @@ class PairStatus:
 
 
 class Allocator:
-    def __init__(self, config: CoordinatorConfig):
+    def __init__(self, config: CoordinatorConfig, next_sequence: Callable[[], int] | None = None,
+                 skips: Callable[[str], bool] = lambda node_id: False):
+        """`skips(node_id)`: the node is not this allocator's (its edge shares by weight: weight_control.py)."""
         self.policy = config.policy
+        self.skips = skips
         self.nodes = {n.node_id: n for n in config.storage_nodes}
         self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
                               for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
@@ -156,6 +159,7 @@ class Allocator:
         self._demand: dict[tuple[str, str, str, str], float] = {}
         self._idle: set[tuple[str, str, str, str]] = set()   # (direction, user, node, device) idle at the last tick
         self._sequence = 0
+        self._next_sequence = next_sequence
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.updates: dict[str, int] = {n: 0 for n in self.nodes}
 
@@ -194,7 +198,7 @@ class Allocator:
         new: dict[tuple[str, str, str, str], float] = {}
         keep, idle = set(), set()
         for index, direction in enumerate(DIRECTIONS):
-            capacity = {r: c for r, c in self._capacity[direction].items() if c > 0}
+            capacity = {r: c for r, c in self._capacity[direction].items() if c > 0 and not self.skips(r[0])}
             demand = {}
             for user in claims:
                 for resource in capacity:
@@ -238,7 +242,7 @@ class Allocator:
         self._pushed.update({k: max(1, int(v)) for k, v in new.items() if k[2] in changed})
         with self._lock:
             for node in changed:
-                self._sequence += 1
+                self._sequence = self._next_sequence() if self._next_sequence else self._sequence + 1
                 self._node_bytes[node] = (self._sequence, pb.DesiredState(
                     allocation=self._message(node, self._sequence)).SerializeToString())
                 self.updates[node] = self.updates.get(node, 0) + 1

@@ -50,7 +50,7 @@ class CoordinatorCollector(Collector):
                                       "Work-conserving allocations pushed to the node since the coordinator started",
                                       labels=["node"])
         allocator = cluster.allocator
-        pushed = dict(allocator.updates) if allocator else {}
+        pushed = cluster.allocation_updates()
         streams = 0
         for node in cluster.config.storage_nodes:
             runtime = cluster.runtime.node_runtime(node.node_id)

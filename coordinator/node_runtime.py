@@ -12,6 +12,7 @@ from vnode_sync import validation
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.weight_control import WeightControl
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -41,10 +42,12 @@ class UserNodeRate:
 class NodeRuntimes:
     """Every storage node's runtime and every reporter's connections; one owner: `self._lock`."""
 
-    def __init__(self, publishing: Publishing, allocator: Allocator | None, ledger: UsageLedger):
+    def __init__(self, publishing: Publishing, allocator: Allocator | None, ledger: UsageLedger,
+                 weights: WeightControl | None = None):
         self.publishing = publishing
         self.allocator = allocator
         self.ledger = ledger
+        self.weights = weights
         self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
         self._lock = threading.RLock()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
@@ -55,7 +58,8 @@ class NodeRuntimes:
 
     # ---- storage agents ----------------------------------------------------------
 
-    def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str]) -> int:
+    def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str],
+                      shares_by_weight: bool = False) -> int:
         node = self.publishing.nodes[node_id]
         configured = {d.name for d in node.devices}
         for device in devices:
@@ -68,6 +72,8 @@ class NodeRuntimes:
             runtime.last_seen = time.time()
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
+        if self.weights is not None:
+            self.weights.shares_by_weight(node_id, shares_by_weight)
         return self.publishing.generation()
 
     def stream_opened(self, node_id: str) -> None:

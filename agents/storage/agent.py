@@ -54,6 +54,7 @@ class StorageAgent:
         return pb.RegisterRequest(
             node_id=self.config.node_id, backend=self.backend.name,
             limitations=self.backend.limitations(),
+            shares_by_weight=bool(getattr(self.backend, "shares_by_weight", False)),
             devices=[pb.Device(name=name, major=dev.major, minor=dev.minor)
                      for name, dev in sorted(self.reconciler.devices.items())])
 
