@@ -73,6 +73,7 @@ class _Held:
 @dataclass
 class _Node:
     flows: dict[tuple[str, str], Flow] = field(default_factory=dict)
+    held_devices: dict[str, set[str]] = field(default_factory=dict)   # user -> devices where a flow is held
     # Agents without a demand summary: (user, device) -> recent (sampled_at, read_bytes, write_bytes)
     counters: dict[tuple[str, str], collections.deque] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)
@@ -114,9 +115,11 @@ class UsageLedger:
                       seconds: float) -> tuple[list[Sample], set[str] | None]:
         if summary.full:
             node.flows.clear()
+            node.held_devices.clear()
         for user in summary.gone:
             node.flows = {k: f for k, f in node.flows.items() if k[0] != user}
             node.held.pop(user, None)
+            node.held_devices.pop(user, None)
         samples = []
         for u, d, rb, wb, rh, wh, rd, wd in zip(summary.user_index, summary.device_index, summary.read_bps,
                                                 summary.write_bps, summary.read_held, summary.write_held,
@@ -125,10 +128,22 @@ class UsageLedger:
             if user and user not in known:
                 continue
             node.flows[(user, device)] = Flow(rb, wb, rh, wh, rd, wd)
+            held_at = node.held_devices.setdefault(user, set())
+            if rh or wh:
+                held_at.add(device)
+            else:
+                held_at.discard(device)
             if user and seconds > 0:
                 samples.append(Sample(user, device, rb, wb, seconds, rh, wh))
         present = {user for user, _ in node.flows} if summary.full else None
         return samples, present
+
+    @staticmethod
+    def _touched(report: pb.UsageReport) -> set[str] | None:
+        """The users a summary report says something of (None: a full one, or counters: all)."""
+        if not report.HasField("demand") or report.demand.full:
+            return None
+        return set(report.demand.users) | set(report.demand.gone) | {h.user for h in report.held}
 
     def _book_counters(self, node: _Node, report: pb.UsageReport, known: set[str],
                        at: float) -> tuple[list[Sample], set[str]]:
@@ -158,13 +173,16 @@ class UsageLedger:
                 samples.append(Sample(u.user, u.device, *rates, elapsed, u.held_at_limit and rates[0] > 0,
                                       u.held_at_limit and rates[1] > 0))
         node.flows, node.counters = flows, counters
+        node.held_devices = {}
+        for (user, device), flow in flows.items():
+            if flow.held:
+                node.held_devices.setdefault(user, set()).add(device)
         return samples, {user for user, _ in flows}
 
     def _book_held(self, node: _Node, report: pb.UsageReport, known: set[str], at: float,
                    previous: float | None, present: set[str] | None) -> None:
         """Held time per user; `present`: the users the node has now (None: the report does not say,
         users it does not list are as before)."""
-        held_now = {user for (user, _), flow in node.flows.items() if flow.held}
         listed = set()
         for held in report.held:
             if held.user and held.user not in known:
@@ -186,8 +204,9 @@ class UsageLedger:
                 entry.samples.append((at, entry.total))
             while len(entry.samples) > 1 and entry.samples[1][0] <= at - MAX_WINDOW_SECONDS:
                 entry.samples.popleft()
-        for user, entry in node.held.items():
-            is_held = user in held_now
+        touched = self._touched(report)
+        for user in node.held if touched is None else touched & set(node.held):
+            entry, is_held = node.held[user], bool(node.held_devices.get(user))
             if is_held and not entry.now:
                 entry.since = at
             entry.now = is_held
@@ -216,8 +235,12 @@ class UsageLedger:
         return {user: (r, w) for user, (r, w) in out.items()}
 
     def held_users(self, node_id: str) -> set[str]:
-        """Users held on the node in its last report."""
-        return {user for (user, _), flow in self.flows(node_id).items() if user and flow.held}
+        """Users held on the node, as its reports last said."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            if node is None or node.last_report is None or node.last_report < self._clock() - STALE_SECONDS:
+                return set()
+            return {user for user, devices in node.held_devices.items() if user and devices}
 
     def held(self, node_id: str, user: str, window: float, now: float) -> tuple[float, bool, float, int]:
         """(held seconds within the last `window` s, held now, held since, source) for one pair."""
