@@ -80,12 +80,22 @@ class _Node:
     last_report: float | None = None      # when its previous report was sampled (unix seconds)
 
 
+FlowListener = Callable[[str, bool, dict[tuple[str, str], Flow], list[str]], None]
+
+
 class UsageLedger:
     def __init__(self, clock: Callable[[], float] = time.time):
         self._clock = clock
         self._lock = threading.Lock()
         self._nodes: dict[str, _Node] = {}
+        self._listeners: list[FlowListener] = []
         self.started = clock()
+
+    def on_flows(self, listener: FlowListener) -> None:
+        """`listener(node_id, full, changed, gone)` after each report, with the (user, device) flows it
+        changed (full: the node's only ones) and the users gone from the node: the control loop keeps
+        its arrays current in the cost of what changed."""
+        self._listeners.append(listener)
 
     def now(self) -> float:
         return self._clock()
@@ -109,6 +119,17 @@ class UsageLedger:
             else:
                 samples, present = self._book_counters(node, report, known_users, at)
             self._book_held(node, report, known_users, at, previous, present)
+            if self._listeners:
+                full = not report.HasField("demand") or report.demand.full
+                if full:
+                    changed = dict(node.flows)
+                else:
+                    listed = set(zip((report.demand.users[i] for i in report.demand.user_index),
+                                     (report.demand.devices[i] for i in report.demand.device_index)))
+                    changed = {k: node.flows[k] for k in listed if k in node.flows}
+                gone = list(report.demand.gone) if report.HasField("demand") else []
+                for listener in self._listeners:
+                    listener(report.node_id, full, changed, gone)
         return samples
 
     def _book_summary(self, node: _Node, summary: pb.DemandSummary, known: set[str],

@@ -24,7 +24,7 @@ from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
 from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 
 DIRECTIONS = ("read", "write")
@@ -54,6 +54,50 @@ class WeightControl:
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
+        # Every configured (node, device, direction) is a column of the demand book, every user that
+        # ever reported a row; the ledger's listener writes what each report changed.
+        self._columns = {(n.node_id, d.name, k): j for j, (n, d, k) in enumerate(
+            (n, d, k) for n in config.storage_nodes for d in n.devices for k in (0, 1))}
+        self._node_columns = {n.node_id: np.array([self._columns[(n.node_id, d.name, k)] for d in n.devices
+                                                   for k in (0, 1)]) for n in config.storage_nodes}
+        self._rows: dict[str, int] = {}
+        self._demand = np.zeros((0, len(self._columns)), dtype=np.float32)
+        self._held = np.zeros((0, len(self._columns)), dtype=bool)
+        ledger.on_flows(self._book)
+
+    def _book(self, node_id: str, full: bool, changed: dict[tuple[str, str], Flow], gone: list[str]) -> None:
+        columns = self._node_columns.get(node_id)
+        if columns is None:
+            return
+        with self._lock:
+            if full:
+                self._demand[:, columns] = 0.0
+                self._held[:, columns] = False
+            for user in gone:
+                if user in self._rows:
+                    self._demand[self._rows[user], columns] = 0.0
+                    self._held[self._rows[user], columns] = False
+            for (user, device), flow in changed.items():
+                if not user:
+                    continue
+                row = self._row(user)
+                for direction, (want, held) in enumerate(((flow.read_demand_bps, flow.read_held),
+                                                          (flow.write_demand_bps, flow.write_held))):
+                    j = self._columns.get((node_id, device, direction))
+                    if j is not None:
+                        self._demand[row, j], self._held[row, j] = want, held
+
+    def _row(self, user: str) -> int:
+        row = self._rows.get(user)
+        if row is None:
+            row = self._rows[user] = len(self._rows)
+            if row >= self._demand.shape[0]:
+                grown = max(16, 2 * self._demand.shape[0])
+                self._demand = np.vstack([self._demand, np.zeros((grown - self._demand.shape[0],
+                                                                  self._demand.shape[1]), dtype=np.float32)])
+                self._held = np.vstack([self._held, np.zeros((grown - self._held.shape[0], self._held.shape[1]),
+                                                             dtype=bool)])
+        return row
 
     def shares_by_weight(self, node_id: str, yes: bool) -> None:
         """A node registered: does its backend share by weight (this loop) or only cap (the allocator)?"""
@@ -81,7 +125,7 @@ class WeightControl:
         resources = [Resource(n.node_id, d.name, k) for n in nodes for d in n.devices for k in (0, 1)]
         capacity = np.array([float(getattr(d, f"{direction}_bps")) for n in nodes for d in n.devices
                              for direction in DIRECTIONS])
-        demand, held = self._demand(names, resources)
+        demand, held = self._booked(names, resources)
         weight = np.array([float(u.effective_priority) for u in active])
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
@@ -107,21 +151,17 @@ class WeightControl:
                 self.updates[node_id] = self.updates.get(node_id, 0) + 1
         return changed
 
-    def _demand(self, names: list[str], resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
-        row = {name: i for i, name in enumerate(names)}
-        column = {(r.node_id, r.device, r.direction): j for j, r in enumerate(resources)}
-        demand = np.zeros((len(names), len(resources)))
-        held = np.zeros(demand.shape, dtype=bool)
-        for node_id in {r.node_id for r in resources}:
-            for (user, device), flow in self.ledger.flows(node_id).items():
-                i = row.get(user)
-                if i is None:
-                    continue
-                for direction, (want, is_held) in enumerate(((flow.read_demand_bps, flow.read_held),
-                                                             (flow.write_demand_bps, flow.write_held))):
-                    j = column.get((node_id, device, direction))
-                    if j is not None:
-                        demand[i, j], held[i, j] = want, is_held
+    def _booked(self, names: list[str], resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
+        """The booked demand and held flags of these users on these resources (numpy gathers)."""
+        columns = np.array([self._columns[(r.node_id, r.device, r.direction)] for r in resources])
+        with self._lock:
+            rows = np.array([self._rows.get(name, -1) for name in names])
+            known = rows >= 0
+            demand = np.zeros((len(names), len(resources)), dtype=np.float64)
+            held = np.zeros(demand.shape, dtype=bool)
+            if known.any():
+                demand[known] = self._demand[np.ix_(rows[known], columns)]
+                held[known] = self._held[np.ix_(rows[known], columns)]
         return demand, held
 
     def _aligned(self, matrix: np.ndarray | None, names: list[str], resources: list[Resource],
