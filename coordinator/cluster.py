@@ -11,7 +11,7 @@ import itertools
 import threading
 
 from vnode_sync.coordinator.allocation import Allocator, PairStatus
-from vnode_sync.coordinator.commands import Commands, seed_users
+from vnode_sync.coordinator.commands import Commands
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView
@@ -37,9 +37,6 @@ class Cluster:
     def __init__(self, config: CoordinatorConfig, store: StateStore):
         self.config = config
         self.store = store
-        # The YAML seeds a new store only; afterwards the database is the truth (no silent reseed).
-        if store.created:
-            seed_users(config, store)
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
         self.weights = self.allocator = None
