@@ -18,7 +18,6 @@ from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.weight_control import WeightControl
 
 
 class AllocationSequence:
@@ -41,6 +40,8 @@ class Cluster:
         # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
         self.weights = self.allocator = None
         if config.policy.allocation == "work-conserving":
+            # numpy comes with the weight step: a coordinator without work conservation never loads it.
+            from vnode_sync.coordinator.weight_control import WeightControl
             sequence = AllocationSequence()
             self.weights = WeightControl(config, self.ledger, sequence.next)
             self.allocator = Allocator(config, sequence.next, self.weights.manages)

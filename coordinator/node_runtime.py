@@ -7,14 +7,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vnode_sync import validation
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.weight_control import WeightControl
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
+
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import WeightControl
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ class NodeRuntimes:
     """Every storage node's runtime and every reporter's connections; one owner: `self._lock`."""
 
     def __init__(self, publishing: Publishing, allocator: Allocator | None, ledger: UsageLedger,
-                 weights: WeightControl | None = None):
+                 weights: "WeightControl | None" = None):
         self.publishing = publishing
         self.allocator = allocator
         self.ledger = ledger

@@ -11,15 +11,18 @@ of only the nodes whose part changed, at the same generation.
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.store import StateStore, UserRecord
-from vnode_sync.coordinator.weight_control import WeightControl
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
+
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import WeightControl
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Publishing:
     """The generation, its snapshot, and every node's serialized desired state of it."""
 
     def __init__(self, config: CoordinatorConfig, store: StateStore, allocator: Allocator | None,
-                 weights: WeightControl | None = None):
+                 weights: "WeightControl | None" = None):
         self.config = config
         self.store = store
         self.allocator = allocator
