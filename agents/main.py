@@ -5,7 +5,6 @@ import atexit
 import logging
 import signal
 import sys
-import threading
 
 import grpc
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -120,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: agent.stop())
     log.info("node %s: backend %s, cgroup subtree %s, discovery %s, coordinator %s", config.node_id,
              backend.name, config.cgroup_subtree, discovery.name, config.coordinator)
-    worker = threading.Thread(target=agent.run, name="reconcile")
-    worker.start()
+    # Not a daemon: the main thread waits for the agent's teardown.
+    worker = agent.loops.start_thread("reconcile", agent.run, daemon=False)
     try:
         while worker.is_alive():
             worker.join(0.5)

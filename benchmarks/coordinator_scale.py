@@ -188,7 +188,8 @@ def status_seconds(n_users: int, n_nodes: int, times: int = 3) -> dict[str, floa
     """Medians, in seconds, at n_users x n_nodes: the whole `vnodectl status` command (process start to
     exit, its table written to a pipe) as an admin runs it, with --json --summary and with --per-node (every
     (user, node) line); the Status RPC with every entry (answer received and parsed); and the
-    baseline, one ListUsers round trip with every user."""
+    baseline, one ListUsers round trip with every user. And a SetPriority alone and one made while a
+    Status of every entry is in flight (Status is read on the store thread, encoded off it)."""
     users = [LocalUser(f"u{i:05d}", 100_000 + i, 1 + i % 100) for i in range(n_users)]
     nodes = [LocalNode(f"s{i:03d}", (DEVICE,), 60 * MB, 60 * MB) for i in range(n_nodes)]
     cluster = LocalCluster(unique_name(f"bench-status-{n_users}"), users, nodes)
@@ -214,6 +215,14 @@ def status_seconds(n_users: int, n_nodes: int, times: int = 3) -> dict[str, floa
                 timed("vnodectl status --per-node", lambda: command("--per-node"))
                 timed("Status RPC, every entry", lambda: admin.Status(pb.StatusRequest(), timeout=120))
                 timed("ListUsers (baseline)", lambda: admin.ListUsers(pb.ListUsersRequest(), timeout=120))
+            for priority in range(2, 2 + 2 * times, 2):   # after the others: each changes the generation
+                timed("SetPriority alone", lambda: admin.SetPriority(
+                    pb.SetPriorityRequest(user="u00000", priority=priority), timeout=120))
+                pending = admin.Status.future(pb.StatusRequest(), timeout=120)
+                time.sleep(0.3)   # the Status is being read, then encoded
+                timed("SetPriority during a Status", lambda: admin.SetPriority(
+                    pb.SetPriorityRequest(user="u00000", priority=priority + 1), timeout=120))
+                pending.result()
             status = admin.Status(pb.StatusRequest(), timeout=120)
         assert len(status.users) == n_users and all(len(u.nodes) == n_nodes for u in status.users)
         return {what: statistics.median(values) for what, values in samples.items()}
@@ -258,6 +267,8 @@ def main() -> int:
         baseline = timings["ListUsers (baseline)"]
         for what, seconds in timings.items():
             print(f"  {what:<28} {1000 * seconds:>8.0f} ms  {seconds / baseline:>6.1f}x ListUsers")
+        print(f"  SetPriority during a Status: {timings['SetPriority during a Status'] / timings['SetPriority alone']:.1f}x "
+              "SetPriority alone")
     return 0
 
 

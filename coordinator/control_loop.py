@@ -1,14 +1,14 @@
 """The work-conserving control loop: a tick every policy.control_seconds, and at once after an
 admin change (a new generation) or a report of a user back from idle; only the streams of nodes
 whose weights or allocation changed send. The tick (the weight step, and the rate allocator for
-cap-only nodes) runs off the event loop."""
+cap-only nodes) runs off the event loop; a failed pass is retried after a backoff (supervised)."""
 
 import asyncio
 
 from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
-from vnode_sync.supervision import set_within
+from vnode_sync.supervision import run_passes_async, set_within
 
 
 async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: StoreThread) -> None:
@@ -17,7 +17,8 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
     cluster.publishing.add_listener(lambda _generation: loop.call_soon_threadsafe(poke.set))
     cluster.runtime.allocation_wanted = lambda: loop.call_soon_threadsafe(poke.set)
     period = cluster.config.policy.control_seconds
-    while True:
+
+    async def tick() -> None:
         if await set_within(poke, period):
             await store_thread.run(cluster.publishing.refresh_snapshot)   # the change's users
         poke.clear()
@@ -25,3 +26,5 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
         changed = await loop.run_in_executor(None, cluster.control_tick, users)
         if changed:
             fan_out.wake()
+
+    await run_passes_async("allocation", "work-conserving control loop", tick)

@@ -1,14 +1,16 @@
 """Change fan-out on the event loop: one event per node that its streams wait on.
 
-A bump (made on the store thread) wakes `publisher`, which reads the new snapshot once, off the
+A bump (made on the store thread) wakes the publisher, which reads the new snapshot once, off the
 loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
 wakes only the nodes whose connections changed, at most once per CONNECTIONS_PUBLISH_SECONDS.
+Both publishers are supervised loops: a failed pass is retried (its change kept) after a backoff.
 """
 
 import asyncio
 
 from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.supervision import run_passes_async
 
 # Changed connections are published at most this often: one send per node for a burst of reports.
 CONNECTIONS_PUBLISH_SECONDS = 0.05
@@ -25,6 +27,7 @@ class FanOut:
         self.granting.set()
         self._bumped = asyncio.Event()
         self._connections = asyncio.Event()
+        self._connections_published = 0   # the version of the connections the streams have
         self._loop = asyncio.get_running_loop()
         self.publishing.add_listener(lambda _generation: self._loop.call_soon_threadsafe(self._bumped.set))
 
@@ -32,24 +35,37 @@ class FanOut:
         await self.store_thread.run(self.publishing.refresh_snapshot)
 
     def connections_reported(self) -> None:
-        if self.runtime.connections_changed():
+        if self.runtime.connections_version() != self._connections_published:
             self._connections.set()
 
     async def publisher(self) -> None:
-        while True:
-            await self._bumped.wait()
-            self._bumped.clear()
+        await run_passes_async("publisher", "desired-state fan-out", self._publish_snapshot)
+
+    async def _publish_snapshot(self) -> None:
+        await self._bumped.wait()
+        self._bumped.clear()
+        try:
             await self.store_thread.run(self.publishing.refresh_snapshot)
-            self.wake()
+        except Exception:
+            self._bumped.set()   # read again by the retry
+            raise
+        self.wake()
 
     async def connection_publisher(self) -> None:
-        while True:
-            await self._connections.wait()
-            self._connections.clear()
-            connections = self.runtime.take_connections()
-            if connections is not None:
+        await run_passes_async("connection publisher", "connection fan-out", self._publish_connections)
+
+    async def _publish_connections(self) -> float:
+        await self._connections.wait()
+        self._connections.clear()
+        version, connections = self.runtime.connections()
+        if version != self._connections_published:
+            try:
                 self.wake(self.publishing.publish_connections(connections))
-            await asyncio.sleep(CONNECTIONS_PUBLISH_SECONDS)
+            except Exception:
+                self._connections.set()   # published by the retry
+                raise
+            self._connections_published = version
+        return CONNECTIONS_PUBLISH_SECONDS
 
     def event_of(self, node_id: str) -> asyncio.Event:
         event = self._events.get(node_id)

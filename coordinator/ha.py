@@ -30,7 +30,7 @@ class HighAvailability:
         first = ZooKeeperStore(self.client, self.settings.root, create=True, seed_users=self.config.users)
         if first.created:
             log.info("made the state store in ZooKeeper under %s", self.settings.root)
-        self.election = Election(self.client, self.settings)
+        self.election = Election(self.client, self.settings, on_failure=server.fail)
         server.listen()
 
     def lead(self, server: CoordinatorServer, stop: threading.Event) -> ZooKeeperStore | None:

@@ -26,6 +26,7 @@ from kazoo.security import make_acl, make_digest_acl
 
 from vnode_sync.coordinator.config import ZooKeeperSettings
 from vnode_sync.errors import Unavailable
+from vnode_sync.supervision import LoopFailed, run_passes
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire.leader import LEADER_KEY
 
@@ -125,16 +126,18 @@ def _method_kind(method: str) -> tuple[bool, bool] | None:
 class Election:
     """This coordinator's candidacy; `leader()` names the current leader (from a watch, never blocking)."""
 
-    def __init__(self, client: KazooClient, settings: ZooKeeperSettings):
+    def __init__(self, client: KazooClient, settings: ZooKeeperSettings, on_failure: Callable[[str], None]):
+        """`on_failure(reason)`: the leader hint cannot be kept up to date (the process should exit)."""
         self.client = client
         self.settings = settings
         self.path = f"{settings.root}/leader"
         self._lock = client.Lock(self.path, identifier=settings.advertise)
         self._leader = ""
         self._changed = threading.Event()
+        self._changed.set()   # the first pass reads the contenders
         self._stopped = threading.Event()
         client.ensure_path(self.path)
-        self._refresher = threading.Thread(target=self._refresh, name="leader-hint", daemon=True)
+        self._refresher = threading.Thread(target=self._refresh, args=(on_failure,), name="leader-hint", daemon=True)
         self._refresher.start()
         ChildrenWatch(client, self.path, self._contenders_changed)
 
@@ -145,15 +148,19 @@ class Election:
         self._changed.set()
         return not self._stopped.is_set()
 
-    def _refresh(self) -> None:
-        while not self._stopped.is_set():
-            self._changed.wait()
-            self._changed.clear()
-            try:
-                contenders = self._lock.contenders()
-                self._leader = contenders[0] if contenders else ""
-            except KazooException as e:
-                log.debug("leader not read (%s); read again at the next change", type(e).__name__)
+    def _refresh(self, on_failure: Callable[[str], None]) -> None:
+        try:
+            run_passes("leader-hint", f"election under {self.path}", self._read_leader, self._stopped,
+                       wait=self._changed.wait)
+        except LoopFailed as e:
+            on_failure(str(e))
+
+    def _read_leader(self) -> float:
+        """One pass: the first contender leads; then wait (at most an hour) for the next change."""
+        self._changed.clear()
+        contenders = self._lock.contenders()
+        self._leader = contenders[0] if contenders else ""
+        return 3600.0
 
     def campaign(self, stop: threading.Event) -> bool:
         """Block until this coordinator leads (True), or `stop` is set (False). The contender znode

@@ -1,7 +1,6 @@
 """vnode-coordinator: serve users, priorities and shares to agents and admins."""
 
 import argparse
-import asyncio
 import logging
 import signal
 import sys
@@ -21,7 +20,7 @@ from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
-from vnode_sync.supervision import EXIT_LOOP_FAILED, PassSupervisor
+from vnode_sync.supervision import EXIT_LOOP_FAILED, run_passes_async
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +30,16 @@ STOP_GRACE_SECONDS = 1.0
 
 
 def supervised(name: str, one_pass, every: float, run_pass):
-    """A loop that runs `one_pass` every `every` s under the agents' PassSupervisor: an error is
-    logged with context and the pass retried with backoff; a loop that keeps failing raises
-    LoopFailed, which fails the server, and the process exits EXIT_LOOP_FAILED."""
+    """A loop that runs `one_pass` (through `run_pass`, e.g. on the store thread) every `every` s,
+    supervised: an error is logged with context and the pass retried with backoff; a loop that
+    keeps failing fails the server, and the process exits EXIT_LOOP_FAILED."""
+
+    async def timed_pass() -> float:
+        await run_pass(one_pass)
+        return every
 
     async def loop() -> None:
-        supervisor = PassSupervisor(name, "coordinator")
-        while True:
-            try:
-                await run_pass(one_pass)
-                supervisor.succeeded()
-                delay = every
-            except Exception as e:  # noqa: BLE001 - every error is retried, then reported
-                delay = supervisor.failed(e)
-            await asyncio.sleep(delay)
+        await run_passes_async(name, "coordinator", timed_pass)
 
     loop.__name__ = name
     return loop

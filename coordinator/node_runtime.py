@@ -62,7 +62,7 @@ class NodeRuntimes:
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
                                                for n in publishing.config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
-        self._connections_changed = False
+        self._connections_version = 0   # bumped by every change of them
         self._unknown_users_logged: set[str] = set()
 
     # ---- storage agents ----------------------------------------------------------
@@ -97,16 +97,19 @@ class NodeRuntimes:
         with self._lock:
             self._nodes[node_id].streams -= 1
 
-    def _known_users(self, names, what: str) -> set[str]:
-        """The names among `names` that are users; unknown ones are logged once each and ignored,
-        names that cannot be users refused (InvalidArgument)."""
-        known = self.publishing.refresh_snapshot().names  # read once per generation, not per report
-        for name in set(names) - known - {""}:
+    def _known_users(self, names, what: str) -> frozenset[str]:
+        """The names among `names` that are users, by the in-memory snapshot (no store read: this
+        runs on the event loop); unknown ones are ignored and logged once each, names that cannot
+        be users refused (InvalidArgument)."""
+        snapshot = self.publishing.snapshot()
+        current = snapshot.generation == self.publishing.generation()
+        for name in set(names) - snapshot.names - {""}:
             validation.user_name(name)   # garbage is refused; known names were checked when added
-            if name not in self._unknown_users_logged:
+            # A snapshot behind the generation may miss a user just added: logged once it is current.
+            if current and name not in self._unknown_users_logged:
                 self._unknown_users_logged.add(name)
                 log.warning("%s names unknown user %r: ignored (logged once)", what, name)
-        return known
+        return snapshot.names
 
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
@@ -126,7 +129,7 @@ class NodeRuntimes:
     # ---- compute agents ----------------------------------------------------------
 
     def report_connections(self, reporter: str, connections: list[pb.ConnectionOwner]) -> int:
-        """Kept in memory; `take_connections` hands any number of changes on at once."""
+        """Kept in memory; `connections` hands any number of changes on at once."""
         validation.node_id(reporter)
         for c in connections:
             validation.user_name(c.user)
@@ -141,20 +144,18 @@ class NodeRuntimes:
         with self._lock:
             if self._connections.get(reporter, []) != list(connections):
                 self._connections[reporter] = list(connections)
-                self._connections_changed = True
+                self._connections_version += 1
         return self.publishing.generation()
 
-    def connections_changed(self) -> bool:
+    def connections_version(self) -> int:
+        """How many times the reported connections changed (0: never)."""
         with self._lock:
-            return self._connections_changed
+            return self._connections_version
 
-    def take_connections(self) -> list[pb.ConnectionOwner] | None:
-        """Every reporter's connections if any changed since the last call, else None."""
+    def connections(self) -> tuple[int, list[pb.ConnectionOwner]]:
+        """(version, every reporter's connections)."""
         with self._lock:
-            if not self._connections_changed:
-                return None
-            self._connections_changed = False
-            return [c for owners in self._connections.values() for c in owners]
+            return self._connections_version, [c for owners in self._connections.values() for c in owners]
 
     # ---- reading -------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class Publishing:
                                for n in config.storage_nodes}
         self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
         self._routes = ConnectionRoutes(config.storage_nodes)
+        self._device_sets = list({n.devices: n for n in config.storage_nodes}.values())   # a node of each
         self._connection_parts = ConnectionParts()
 
     # ---- the generation ------------------------------------------------------
@@ -102,10 +103,13 @@ class Publishing:
         if self._snapshot.generation == generation:
             return self._snapshot
         users = tuple(self.store.users())
+        snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
+        # Built here, off the event loop: a stream then only joins bytes.
+        templates = {(generation, node.devices): self._build_template(snapshot, node) for node in self._device_sets}
         with self._lock:
             if generation > self._snapshot.generation:
-                self._snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
-                self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
+                self._snapshot = snapshot
+                self._templates = templates
             return self._snapshot
 
     def snapshot(self) -> Snapshot:
@@ -115,15 +119,18 @@ class Publishing:
 
     # ---- desired states --------------------------------------------------------
 
+    def _build_template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
+        template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}), snapshot.users,
+                                       self.config.policy)
+        template.store_id = self._store_id
+        return template, template.SerializeToString()
+
     def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
         """Nodes with the same devices share one desired state apart from node_id: built once."""
         key = (snapshot.generation, node.devices)
         with self._lock:
             if key not in self._templates:
-                template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}),
-                                               snapshot.users, self.config.policy)
-                template.store_id = self._store_id
-                self._templates[key] = (template, template.SerializeToString())
+                self._templates[key] = self._build_template(snapshot, node)
             return self._templates[key]
 
     def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:

@@ -24,6 +24,7 @@ from vnode_sync.coordinator.fan_out import FanOut
 from vnode_sync.coordinator.rpc import service_handlers
 from vnode_sync.errors import Unavailable
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
+from vnode_sync.supervision import Loops
 
 log = logging.getLogger(__name__)
 
@@ -91,24 +92,29 @@ class CoordinatorServer:
 
     Binding comes first (`__init__`), before any state is opened, so a second coordinator on a
     taken address refuses having changed nothing; `serve(cluster)` then adds the services.
-    `background` tasks (e.g. the job expiry loop) run on the same loop; if one ends (it cannot
-    continue), `failed` is set with the reason and the owner should stop the process non-zero.
+    Its loops (fan-out publishers, the control loop, `background` tasks such as job expiry) run on
+    the same event loop under `loops`; if one ends (it cannot continue), `failed` is set, `failure`
+    says why, and the owner should stop the process non-zero.
     """
 
     def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
-                 interceptors: tuple[aio.ServerInterceptor, ...] = ()):
+                 interceptors: tuple[aio.ServerInterceptor, ...] = (), slow_callback_seconds: float | None = None):
+        """`slow_callback_seconds`: run the event loop in asyncio's debug mode, which logs (logger
+        "asyncio", WARNING) every callback that holds the loop longer than this."""
         self.failed = threading.Event()
+        self.loops = Loops(on_failure=self.failed.set)
         self._interceptors = interceptors
-        self.failure = ""
         self._credentials = credentials
         self._background: tuple[Task, ...] = ()
         self._store_thread = StoreThread()
         self._encoding_threads = EncodingThreads()
         self._loop = asyncio.new_event_loop()
+        if slow_callback_seconds is not None:
+            self._loop.set_debug(True)
+            self._loop.slow_callback_duration = slow_callback_seconds
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
         self._thread.start()
         self._stopped = threading.Event()
-        self._tasks: list[asyncio.Task] = []
         self._cluster: Cluster | None = None
         self._listening = False
         self.fan_out: FanOut | None = None
@@ -117,6 +123,10 @@ class CoordinatorServer:
         except BaseException:
             self._close_loop()
             raise
+
+    @property
+    def failure(self) -> str:
+        return self.loops.failure or ""
 
     def _call(self, coroutine, timeout: float | None = 30):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
@@ -183,8 +193,7 @@ class CoordinatorServer:
 
     def fail(self, reason: str) -> None:
         """Stop the process as a failed background task does (from any thread)."""
-        self.failure = reason
-        self.failed.set()
+        self.loops.fail(reason)
 
     async def store_call(self, fn: Callable, *args):
         """Run a blocking store call on the store thread, in order with the RPCs' (from the loop)."""
@@ -198,21 +207,9 @@ class CoordinatorServer:
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)
         allocations = (("allocation", allocation),) if cluster.allocator else ()
-        for name, task in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
+        for name, loop in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
                            *allocations, *((t.__name__, t) for t in self._background)):
-            self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
-
-    async def _watched(self, name: str, task: Task) -> None:
-        try:
-            await task()
-            reason = f"background task {name} ended"
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any error ends the process, logged with its context
-            log.exception("background task %s cannot continue", name)
-            reason = f"background task {name} failed: {e}"
-        self.failure = reason
-        self.failed.set()
+            self.loops.start_task(name, loop)
 
     def stop(self, grace: float | None = 1.0) -> threading.Event:
         """End every stream, stop serving (waiting up to `grace` s for calls in flight); returns a waitable."""
@@ -226,12 +223,14 @@ class CoordinatorServer:
 
     async def _stop(self, grace: float | None) -> None:
         # Each step is bounded: a stop that never returns would hold the process (or a test) forever.
+        self.loops.stopping()
         if self.fan_out:
             self.fan_out.close_streams()
-        for task in self._tasks:
+        tasks = self.loops.tasks
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=STOP_STEP_SECONDS)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=STOP_STEP_SECONDS)
             if pending:
                 log.warning("stopping: background tasks %s did not end within %.0f s of being cancelled",
                             sorted(t.get_name() for t in pending), STOP_STEP_SECONDS)
@@ -251,12 +250,13 @@ class CoordinatorServer:
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
                   background: tuple[Task, ...] = (),
-                  interceptors: tuple[aio.ServerInterceptor, ...] = ()) -> tuple[CoordinatorServer, int]:
+                  interceptors: tuple[aio.ServerInterceptor, ...] = (),
+                  slow_callback_seconds: float | None = None) -> tuple[CoordinatorServer, int]:
     """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
 
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
-    server = CoordinatorServer(address, credentials, interceptors)
+    server = CoordinatorServer(address, credentials, interceptors, slow_callback_seconds)
     server.serve(cluster, background)
     return server, server.port

@@ -14,9 +14,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# Ranges in pyproject.toml, exact versions from constraints.txt (the one pin list).
 stamp="$venv/.vnode-sync-installed"
-if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
-  "$venv/bin/pip" install -q --disable-pip-version-check -e "$repo[test]"
+if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ] || [ "$repo/constraints.txt" -nt "$stamp" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test,testbed]"
   touch "$stamp"
 fi
 

@@ -1,4 +1,5 @@
-"""Stopping daemons the polite way first: SIGTERM, then SIGKILL after a grace period."""
+"""Starting a coordinator process; stopping daemons the polite way first: SIGTERM, then SIGKILL
+after a grace period."""
 
 import contextlib
 import signal
@@ -6,6 +7,19 @@ import subprocess
 import sys
 
 import psutil
+
+
+def start_coordinator(config: str, log_path, state_path: str | None = None) -> tuple[subprocess.Popen, int]:
+    """A `vnode-coordinator --config config` process, once it serves; returns (process, port)."""
+    args = [sys.executable, "-m", "vnode_sync.coordinator.main", "--config", config, "--print-port"]
+    process = subprocess.Popen(args + (["--state-path", state_path] if state_path else []),
+                               stdout=subprocess.PIPE, stderr=open(log_path, "wb"), text=True)
+    line = process.stdout.readline()
+    if not line.strip().isdigit():
+        process.kill()
+        process.wait()
+        raise AssertionError(f"coordinator did not start: {open(log_path).read()}")
+    return process, int(line)
 
 
 def stop_process(process: subprocess.Popen, sig: int = signal.SIGTERM, grace_seconds: float = 15) -> None:

@@ -6,6 +6,7 @@ import shutil
 
 import grpc
 import pytest
+import yaml
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
@@ -54,6 +55,14 @@ COORDINATOR_CONFIG = {
     "storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/loop7", "read_bps": 60_000_000,
                                                  "write_bps": 30_000_000}]}],
 }
+
+
+def write_coordinator_config(tmp_path, listen: str = "127.0.0.1:0", **extra) -> str:
+    """COORDINATOR_CONFIG as a file for a coordinator process (plaintext, state in tmp_path)."""
+    path = tmp_path / "coordinator.yaml"
+    path.write_text(yaml.safe_dump({**COORDINATOR_CONFIG, "listen": listen, "insecure": True,
+                                    "state_path": str(tmp_path / "state.sqlite"), **extra}))
+    return str(path)
 
 
 @contextlib.contextmanager

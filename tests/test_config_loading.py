@@ -1,6 +1,7 @@
 """The one config loader: every config kind refuses a bad file in the same one line, naming the
 file, the key, the value and what is allowed; every settings field is documented."""
 
+import glob
 import inspect
 import os
 import re
@@ -121,9 +122,12 @@ def test_every_setting_is_documented():
     assert len(_settings_classes()) >= 14   # each config kind and each of its sections
 
 
-def test_the_readme_examples_load(tmp_path):
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as f:
-        blocks = re.findall(r"```yaml\n(.*?)```", f.read(), re.S)
+def test_the_documented_examples_load(tmp_path):
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    blocks = []
+    for doc in ["README.md", *sorted(glob.glob("docs/*.md", root_dir=repo))]:
+        with open(os.path.join(repo, doc)) as f:
+            blocks += re.findall(r"```yaml\n(.*?)```", f.read(), re.S)
     loaders = {"# coordinator.yaml": load_config, "# agent.yaml": load_agent_config}
     loaded = 0
     for i, block in enumerate(blocks):

@@ -2,18 +2,17 @@
 real cgroups) re-applies within 5 s of the coordinator answering again. Prints the heal times."""
 
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
-from tests.coordinator.test_process import start
 from testbed.loopdev import loop_device
-from testbed.processes import stop_process
+from testbed.processes import start_coordinator, stop_process
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups
 
@@ -45,6 +44,7 @@ def _wait(condition, seconds: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 @needs_kernel
 def test_every_agent_reapplies_within_5_s_after_a_60_s_coordinator_outage(tmp_path):
     name = unique_name("heal")
@@ -57,7 +57,7 @@ def test_every_agent_reapplies_within_5_s_after_a_60_s_coordinator_outage(tmp_pa
             **COORDINATOR_CONFIG, "listen": f"127.0.0.1:{port}", "insecure": True, "state_path": state,
             "storage_nodes": [{"id": n, "devices": [{"name": device, "read_bps": 60_000_000,
                                                      "write_bps": 30_000_000}]} for n in nodes]}))
-        coordinator, _ = start(str(config), tmp_path / "c1.log")
+        coordinator, _ = start_coordinator(str(config), tmp_path / "c1.log")
         agents, limit_files = [], []
         try:
             for node in nodes:
@@ -79,7 +79,7 @@ def test_every_agent_reapplies_within_5_s_after_a_60_s_coordinator_outage(tmp_pa
             store.close()
             time.sleep(OUTAGE_SECONDS)
             assert all(a.poll() is None for a in agents), "agents keep running through the outage"
-            coordinator, _ = start(str(config), tmp_path / "c2.log")
+            coordinator, _ = start_coordinator(str(config), tmp_path / "c2.log")
             answering = time.monotonic()
             healed = {}
             deadline = answering + 15

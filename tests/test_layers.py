@@ -7,7 +7,9 @@ sit inside vnode_sync, which the repository's package-dir mapping hides from a s
 import os
 import shutil
 import subprocess
+import re
 import sys
+import tomllib
 import zipfile
 
 import pytest
@@ -35,6 +37,26 @@ def test_the_wheel_holds_the_product_and_no_test_bed_benchmark_or_test(wheel):
     assert not [n for n in names if "testbed" in n or "benchmark" in n or "/tests/" in n]
 
 
+@pytest.mark.slow
+def test_the_wheel_in_a_clean_venv_runs_its_commands_without_test_bed_dependencies(wheel, tmp_path):
+    """Installed alone (its own dependencies, as constraints.txt pins them), the wheel's commands
+    start: hdfs and psutil, which only tests, test beds and benchmarks use, are not installed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                          "-c", os.path.join(REPO, "constraints.txt"), wheel],
+                         capture_output=True, text=True, timeout=600)
+    assert pip.returncode == 0, pip.stderr
+    python = str(venv / "bin" / "python")
+    for test_only in ("hdfs", "psutil"):
+        absent = subprocess.run([python, "-c", f"import {test_only}"], capture_output=True, text=True)
+        assert absent.returncode != 0, f"{test_only} was installed with the wheel"
+    for command in ("vnodectl", "vnode-agent", "vnode-coordinator", "vnode-batch"):
+        run = subprocess.run([str(venv / "bin" / command), "--help"], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path)
+        assert run.returncode == 0 and "usage:" in run.stdout, (command, run.stderr)
+
+
 def _lint(tree: str) -> subprocess.CompletedProcess:
     shutil.copy(os.path.join(REPO, "pyproject.toml"), tree)
     lint = os.path.join(os.path.dirname(sys.executable), "lint-imports")
@@ -48,10 +70,22 @@ def test_the_product_keeps_its_layers(wheel, tmp_path):
     assert result.returncode == 0, result.stdout
 
 
+def test_the_layers_name_every_top_level_product_module(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/")[1].removesuffix(".py") for n in names
+                 if n.startswith("vnode_sync/") and (n.count("/") >= 2 or n.endswith(".py"))} - {"__init__"}
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    layered = {name for layer in layers for name in re.split(r"[|:]", layer.replace(" ", ""))}
+    assert {f"vnode_sync.{m}" for m in top_level} - layered == set()
+
+
 @pytest.mark.parametrize("module,line,contract", [
     ("vnode_sync/kernel/devices.py", "import vnode_sync.coordinator.cluster", "front ends above services"),
     ("vnode_sync/agents/__init__.py", "import vnode_sync.coordinator", "front ends above services"),
     ("vnode_sync/errors.py", "import vnode_sync.validation", "front ends above services"),
+    ("vnode_sync/supervision.py", "import vnode_sync.agents", "front ends above services"),
     ("vnode_sync/agents/__init__.py", "import testbed.names", "imports no test bed"),
     ("vnode_sync/coordinator/policy/water_filling.py", "import vnode_sync.wire", "the policies are pure"),
 ])

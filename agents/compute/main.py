@@ -25,7 +25,7 @@ from vnode_sync.agents.plugins import make_backend
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
-from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, PassSupervisor
+from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, run_passes
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -46,6 +46,7 @@ class ComputeAgent:
         self._stop = threading.Event()
         self._reported: list[pb.ConnectionOwner] | None = None
         self._placed: set[int] = set()
+        self._next_placement = 0.0   # monotonic: when jobs' processes are placed next
         # For metrics: the last report's outcome, failed reports, job processes placed (cumulative).
         self.reachable: bool | None = None
         self.report_failures = 0
@@ -92,19 +93,15 @@ class ComputeAgent:
 
     def run(self) -> None:
         """Report and place until stopped; raises LoopFailed when passes keep failing."""
-        supervisor = PassSupervisor("connection reports and job placement", f"compute node {self.config.node_id}")
-        next_placement = 0.0
-        while not self._stop.is_set():
-            try:
-                self.report_connections()
-                if time.monotonic() >= next_placement:
-                    self.place_jobs()
-                    next_placement = time.monotonic() + self.settings.placement_seconds
-            except Exception as e:  # noqa: BLE001 - logged with context, retried with backoff
-                self._stop.wait(supervisor.failed(e))
-                continue
-            supervisor.succeeded()
-            self._stop.wait(self.settings.connection_seconds)
+        run_passes("connection reports and job placement", f"compute node {self.config.node_id}",
+                   self._one_pass, self._stop)
+
+    def _one_pass(self) -> float:
+        self.report_connections()
+        if time.monotonic() >= self._next_placement:
+            self.place_jobs()
+            self._next_placement = time.monotonic() + self.settings.placement_seconds
+        return self.settings.connection_seconds
 
     def stop(self) -> None:
         self._stop.set()

@@ -189,11 +189,6 @@ def tcp_sockets(proc_root: str, pid: int | str, port: int | None = None) -> list
     return sockets
 
 
-def listening_ports(proc_root: str, pid: int) -> set[int]:
-    inodes = set(socket_inodes(proc_root, pid))
-    return {s.local[1] for s in tcp_sockets(proc_root, pid) if s.state == TCP_LISTEN and s.inode in inodes}
-
-
 def peer_of(sockets: list[TcpSocket], server_side: TcpSocket) -> TcpSocket | None:
     """The other end of a connection when both ends are on this host (same namespace)."""
     for s in sockets:

@@ -14,7 +14,7 @@ from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, save_state_cache
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceNumber
-from vnode_sync.supervision import LoopFailed, LoopThreads, PassSupervisor
+from vnode_sync.supervision import LoopFailed, Loops, run_passes
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -37,12 +37,13 @@ class StorageAgent:
         self._stop = threading.Event()
         self.refusal: str | None = None
         self._failed_state: pb.DesiredState | None = None   # the state a failing pass was applying
-        self.loops = LoopThreads(on_failure=self._stop_after_failure)
+        self.loops = Loops(on_failure=self._stop_after_failure)
         # Since when the coordinator is out of reach (monotonic; None while its stream is up): an
         # allocation is kept this long at most (Allocation.fallback_seconds), then the static shares.
         self._cut_off_since: float | None = None
         self._received: pb.DesiredState | None = None   # the last state applied, as the coordinator sent it
         self.failed_passes = 0   # reconcile passes that raised (retried with backoff), for metrics
+        self._next_resync = self._next_report = 0.0   # monotonic: when the next resync, the next report is due
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
 
@@ -118,34 +119,15 @@ class StorageAgent:
             log.info("enforcing cached generation %d until the coordinator answers", cached.generation)
             self._receive(cached)  # applied by the first supervised pass
             self._cut_off_since = time.monotonic()  # its allocation, if any, holds only until the fallback
-        self.loops.start("coordinator-link", self.link.run)
-        self.loops.start("capture", lambda: self.capture.run(self._stop))
-        supervisor = PassSupervisor("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}")
-        next_resync = next_report = time.monotonic()
-        while not self._stop.is_set():
-            now = time.monotonic()
-            try:
-                next_resync, next_report = self._one_pass(now, next_resync, next_report)
-            except LoopFailed as e:
-                self.loops._fail(str(e))
-                break
-            except Exception as e:  # noqa: BLE001 - logged with context, retried with backoff
-                self.failed_passes += 1
-                try:
-                    delay = supervisor.failed(e)
-                except LoopFailed as failed:
-                    self.loops._fail(str(failed))
-                    break
-                next_resync = time.monotonic() + delay
-                if self._failed_state is not None or self.reconciler.state is not None:
-                    self._retry_later(self._failed_state or self.reconciler.state)
-                self._new_state.clear()
-                self._stop.wait(delay)
-                self._new_state.set()  # retry the state that failed (or a newer one)
-                continue
-            supervisor.succeeded()
-            timeout = max(0.0, min(next_resync, next_report) - time.monotonic())
-            self._new_state.wait(timeout)
+        self.loops.start_thread("coordinator-link", self.link.run)
+        self.loops.start_thread("usage-reports", self.link.send_reports)
+        self.loops.start_thread("capture", lambda: self.capture.run(self._stop))
+        try:
+            run_passes("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}",
+                       self._one_pass, self._stop, wait=self._new_state.wait,
+                       after_failure=self._after_failed_pass)
+        except LoopFailed as e:
+            self.loops.fail(str(e))
         self.loops.stopping()
         self.link.stop()
         self.discovery.close()
@@ -154,8 +136,17 @@ class StorageAgent:
                 self.backend.teardown()
             log.info("removed every VNode under %s", self.config.cgroup_subtree)
 
-    def _one_pass(self, now: float, next_resync: float, next_report: float) -> tuple[float, float]:
-        applied_new = False
+    def _after_failed_pass(self, _error: Exception) -> None:
+        """The state a failed pass was applying is retried after the backoff (unless a newer one came)."""
+        self.failed_passes += 1
+        if self._failed_state is not None or self.reconciler.state is not None:
+            self._retry_later(self._failed_state or self.reconciler.state)
+        self._next_resync = time.monotonic()
+        self._new_state.set()
+
+    def _one_pass(self) -> float:
+        """One reconcile pass; returns the longest wait for a new state before the next."""
+        now, applied_new = time.monotonic(), False
         if self._new_state.is_set():
             self._new_state.clear()
             state = self._take_pending()
@@ -169,24 +160,24 @@ class StorageAgent:
                 self._failed_state = None
                 self._save_cached_state(state)
                 applied_new = True
-                next_resync = now + self.config.resync_seconds
+                self._next_resync = now + self.config.resync_seconds
         elif self._fallback_due(now):
             self._received = static_state(self._received)
             with self._lock:
                 self.reconciler.apply(self._received)
-            next_resync = now + self.config.resync_seconds
-        elif now >= next_resync and self.reconciler.state is not None:
+            self._next_resync = now + self.config.resync_seconds
+        elif now >= self._next_resync and self.reconciler.state is not None:
             with self._lock:
                 self.reconciler.apply(self.reconciler.state)
-            next_resync = now + self.config.resync_seconds
-        if applied_new or now >= next_report:
+            self._next_resync = now + self.config.resync_seconds
+        if applied_new or now >= self._next_report:
             with self._lock:
                 report = self.reconciler.usage_report(self.config.node_id)
             if self.refusal:
                 report.errors.insert(0, self.refusal)
             self.link.report(report)
-            next_report = now + self.config.report_seconds
-        return next_resync, next_report
+            self._next_report = now + self.config.report_seconds
+        return max(0.0, min(self._next_resync, self._next_report) - time.monotonic())
 
     def _fallback_due(self, now: float) -> bool:
         state, since = self._received, self._cut_off_since

@@ -12,7 +12,7 @@ import threading
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.supervision import PassSupervisor
+from vnode_sync.supervision import run_passes
 
 
 class CaptureLoop:
@@ -28,19 +28,16 @@ class CaptureLoop:
     def run(self, stop: threading.Event) -> None:
         if self.realtime_priority is not None:  # this thread only, not the process
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.realtime_priority))
-        supervisor = PassSupervisor("capture", f"discovery {self.discovery.name}")
-        while not stop.is_set():
-            if self.every_seconds is not None:
-                stop.wait(self.every_seconds)
-            else:
-                self.discovery.wait_for_change(self.wait_seconds)
-            try:
-                with self.lock:
-                    self.reconciler.place_handlers()
-            except Exception as e:  # noqa: BLE001 - retried with backoff, gives up after many
-                stop.wait(supervisor.failed(e))
-            else:
-                supervisor.succeeded()
+        run_passes("capture", f"discovery {self.discovery.name}", lambda: self._one_pass(stop), stop)
+
+    def _one_pass(self, stop: threading.Event) -> None:
+        """Wait for a change (or the polling interval), then place the handler threads."""
+        if self.every_seconds is not None:
+            stop.wait(self.every_seconds)
+        else:
+            self.discovery.wait_for_change(self.wait_seconds)
+        with self.lock:
+            self.reconciler.place_handlers()
 
     @contextlib.contextmanager
     def running(self):

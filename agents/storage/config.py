@@ -88,6 +88,10 @@ class AgentConfig(SecuredSettings):
         if self.backend == "datanode-throttle" and self.datanode_throttle is None:
             raise Refused("datanode_throttle", None, "a section {socket: /absolute/path} (the DataNode's "
                           "-javaagent socket= argument) with backend datanode-throttle")
+        if self.backend == "lustre-tbf" and not self.lustre.experimental:
+            raise Refused("lustre.experimental", self.lustre.experimental,
+                          "true with backend lustre-tbf: it has not yet run on a real Lustre OSS, only against "
+                          "a stand-in lctl (docs/lustre.md); set it to run it anyway")
         if self.role == "compute" and self.compute is None:
             raise Refused("compute", None, "a section {storage_endpoints: [':9866']} with role compute")
         return self

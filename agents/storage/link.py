@@ -10,7 +10,6 @@ newer one (its counters are newer), which takes in the older one's demand summar
 """
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 
@@ -18,6 +17,7 @@ import grpc
 
 from vnode_sync.agents.storage.demand_summary import merged
 from vnode_sync.security.tls import TlsFiles, secure_channel
+from vnode_sync.supervision import Backoff
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 from vnode_sync.wire.leader import dial
@@ -27,22 +27,10 @@ log = logging.getLogger(__name__)
 RPC_TIMEOUT_SECONDS = 5.0
 # Heal fast: the agent's own jittered backoff is capped at ~2 s and gRPC's channel backoff
 # (which would stack on it, up to 120 s by default) is kept as short.
+RECONNECT_FIRST_SECONDS = 0.2
 RECONNECT_CAP_SECONDS = 2.0
 CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
                    ("grpc.max_reconnect_backoff_ms", int(RECONNECT_CAP_SECONDS * 1000)))
-
-
-class Backoff:
-    def __init__(self, first: float = 0.2, cap: float = RECONNECT_CAP_SECONDS):
-        self.first, self.cap, self.current = first, cap, first
-
-    def next(self) -> float:
-        delay = self.current * random.uniform(0.8, 1.2)
-        self.current = min(self.cap, self.current * 2)
-        return delay
-
-    def reset(self) -> None:
-        self.current = self.first
 
 
 # CoordinatorLink.state
@@ -70,11 +58,14 @@ class CoordinatorLink:
         self._reports = threading.Condition()
         self._latest_report: pb.UsageReport | None = None
         self._report_call = 0   # which StreamUsage call takes reports now (an older one's iterator ends)
-        self._reporter = threading.Thread(target=self._send_reports, name="usage-reports", daemon=True)
-        self._reporter.start()
+
+    def _backoff(self) -> Backoff:
+        return Backoff(first=RECONNECT_FIRST_SECONDS, cap=RECONNECT_CAP_SECONDS)
 
     def run(self) -> None:
-        backoff = Backoff()
+        """Register and follow the desired-state stream until stopped, reconnecting with backoff
+        whenever the coordinator is out of reach (never giving up: the last state stays in force)."""
+        backoff = self._backoff()
         while not self._stop.is_set():
             request = self.register()
             try:
@@ -130,8 +121,9 @@ class CoordinatorLink:
                 report, self._latest_report = self._latest_report, None
             yield report
 
-    def _send_reports(self) -> None:
-        backoff = Backoff()
+    def send_reports(self) -> None:
+        """Send reports on one StreamUsage call after another until stopped (on a thread of its own)."""
+        backoff = self._backoff()
         while not self._stop.is_set():
             with self._reports:
                 self._report_call += 1

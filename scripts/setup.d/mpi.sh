@@ -24,6 +24,6 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 if ! "$venv/bin/python" -c "import mpi4py, matplotlib" 2>/dev/null; then
     # mpi4py builds against the system MPI: mpicc must be on PATH (from libopenmpi-dev).
-    "$venv/bin/pip" install -q "mpi4py>=3.1" "matplotlib>=3.7"
+    "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[bench]"
 fi
 "$venv/bin/python" -c "from mpi4py import MPI; import matplotlib; print('mpi.sh: ok,', MPI.Get_library_version().splitlines()[0])"

@@ -27,8 +27,10 @@ def run_agent(config_path, *extra, timeout=20):
                                                       "exist: No such file or directory)"),
     ("node_id: n1\ndevices: [/etc/hostname]\n", ": devices[0]: got '/etc/hostname'; allowed: a block device on this "
                                                 "host (device '/etc/hostname' is not a block device)"),
-    ("node_id: n1\nbackend: lustre-tbf\nlustre: {targets: {lustre-OST0000: /dev/nope}}\n",
+    ("node_id: n1\nbackend: lustre-tbf\nlustre: {experimental: true, targets: {lustre-OST0000: /dev/nope}}\n",
      ": lustre.targets.lustre-OST0000: got '/dev/nope'; allowed: a block device on this host"),
+    ("node_id: n1\nbackend: lustre-tbf\n", ": lustre.experimental: got False; allowed: true with backend lustre-tbf: "
+                                           "it has not yet run on a real Lustre OSS"),
     ("node_id: [n1\n", ": (whole file): got invalid YAML at line 2, column 1"),
     ("node_id: '../etc'\n", ": node_id: got '../etc'; allowed: 1-63 characters"),
     ("node_id: n1\nbackend: zfs\n", ": backend: got 'zfs'; allowed: one of auto, blkio-v1, io-v2, lustre-tbf, "

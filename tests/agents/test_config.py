@@ -10,7 +10,7 @@ from vnode_sync.errors import InvalidSetting
 
 HDFS_KEYS = ("keys kind, pid, pid_file, cmdline_contains, data_port, events, poll_seconds, settle_seconds, "
              "spawner_in_default")
-LUSTRE_KEYS = ("keys lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_uid, ledger, "
+LUSTRE_KEYS = ("keys experimental, lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_uid, ledger, "
                "hit_fraction")
 
 
@@ -26,7 +26,7 @@ role: storage
 backend: lustre-tbf
 devices: [/dev/sdb]
 discovery: {kind: hdfs, pid: 4242, data_port: 9866, events: poll, poll_seconds: 0.01}
-lustre: {lctl: /opt/lustre/lctl, policy: jobid, targets: {lustre-OST0000: /dev/sdb}, ledger: ''}
+lustre: {experimental: true, lctl: /opt/lustre/lctl, policy: jobid, targets: {lustre-OST0000: /dev/sdb}, ledger: ''}
 datanode_throttle: {socket: /run/vnode-sync/dn.sock}
 compute: {storage_endpoints: [':9866', 'dn1:9866']}
 insecure: true

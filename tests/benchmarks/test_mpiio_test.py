@@ -1,5 +1,5 @@
-"""Smoke tests of the MPI-IO benchmark (benchmarks/mpiio/) with tiny sizes, and of the
-emulated slow disk where the host allows it."""
+"""Smoke tests of the MPI-IO benchmark (benchmarks/mpi-io/; harness: benchmarks/mpiio/) with tiny
+sizes, and of the emulated slow disk where the host allows it."""
 
 import json
 import os
@@ -42,7 +42,7 @@ WHY_NO_SLOW_DISK = _why_no_slow_disk()
 
 def run_benchmark(tmp_path, nprocs: int, *options: str) -> dict:
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(nprocs),
-           sys.executable, "-m", PROGRAM, "--dir", str(tmp_path), *options]
+           sys.executable, PROGRAM, "--dir", str(tmp_path), *options]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
@@ -84,7 +84,7 @@ def test_stonewalled_read_wraps_until_the_deadline(tmp_path):
 
 @needs_mpi
 def test_rejects_object_larger_than_the_data(tmp_path):
-    cmd = [sys.executable, "-m", PROGRAM, "--dir", str(tmp_path),
+    cmd = [sys.executable, PROGRAM, "--dir", str(tmp_path),
            "--object-size", "16M", "--size-per-process", "1M"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "object size" in proc.stderr

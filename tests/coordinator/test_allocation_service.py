@@ -224,7 +224,7 @@ def _drain(stream, into) -> None:
         pass
 
 
-def test_an_allocation_reaches_only_the_node_it_changes(tmp_path):
+def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
     """Two nodes, both users idle (probes everywhere). bob starts reading on dn1 only: dn1's stream
     gets his share, dn0's stream gets nothing (its allocation did not change)."""
     import queue
@@ -235,6 +235,25 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path):
                             for n in ("dn0", "dn1")]
     raw["policy"] = {"allocation": "work-conserving", "control_seconds": 0.2}
     with served_coordinator(raw, tmp_path) as (cluster, channel, _):
+        # Every control tick and the nodes it changed: what "nothing more is sent" is waited on.
+        ticks, ticked = [], threading.Condition()
+        real_tick = cluster.allocator.tick
+
+        def tick(users, now=None):
+            changed = real_tick(users, now)
+            with ticked:
+                ticks.append(set(changed))
+                ticked.notify_all()
+            return changed
+        monkeypatch.setattr(cluster.allocator, "tick", tick)
+
+        def after_ticks(count: int) -> list[set[str]]:
+            """The nodes changed by each of the next `count` ticks."""
+            with ticked:
+                start = len(ticks)
+                assert ticked.wait_for(lambda: len(ticks) >= start + count, timeout=10)
+                return ticks[start:start + count]
+
         link = pb_grpc.AgentLinkStub(channel)
         received = {n: queue.Queue() for n in ("dn0", "dn1")}
         streams = []
@@ -248,7 +267,8 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path):
             state = q.get(timeout=10)
             while len(state.allocation.users) < 2:
                 state = q.get(timeout=10)
-        time.sleep(1.0)                      # settled: nothing more is sent
+        while any(after_ticks(2)):           # settled: two ticks in a row changed no node
+            pass
         for q in received.values():
             while not q.empty():
                 q.get()
@@ -261,7 +281,7 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path):
         usage("dn1", 1000.5, int(0.9 * MB))  # all of his 1.8 MB/s probe for 0.5 s: bob is back on dn1
         state = received["dn1"].get(timeout=5)
         assert allocations(state)["bob"] > 50 * MB
-        time.sleep(1.0)
-        assert received["dn0"].empty(), "dn0's allocation did not change: nothing is sent to it"
+        assert not any("dn0" in changed for changed in after_ticks(3)), "dn0's allocation did not change"
+        assert received["dn0"].empty(), "nothing is sent to dn0"
         for stream in streams:
             stream.cancel()

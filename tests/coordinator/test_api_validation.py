@@ -37,14 +37,23 @@ def test_reconcile_jobs_with_an_empty_source_is_refused_and_drops_nothing(coordi
 def test_reports_naming_unknown_users_are_ignored_and_bump_nothing(coordinator):
     cluster, channel, _ = coordinator
     link = pb_grpc.AgentLinkStub(channel)
-    before = cluster.generation()
+    stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10)
+    first = next(stream)
     link.ReportConnections(pb.ConnectionReport(reporter="c1", connections=[
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody")]), timeout=5)
-    link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=time.time(), usage=[
-        pb.UserUsage(user="nobody", device="/dev/loop7", read_bytes=5)]), timeout=5)
-    time.sleep(1.5)  # past any batching of connection reports into one generation
-    assert cluster.generation() == before
-    assert "nobody" not in cluster.runtime.measured_rates("dn1")
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody"),
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4001, user="alice")]), timeout=5)
+    with_connections = next(stream)            # the connection change, sent without a new generation
+    stream.cancel()
+    assert [(c.client_port, c.user) for c in with_connections.connections] == [(4001, "alice")]
+    assert with_connections.generation == first.generation == cluster.generation()
+    t = time.time()
+    for seconds, read in ((-1.0, 0), (0.0, 5_000_000)):
+        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=t + seconds, usage=[
+            pb.UserUsage(user=user, device="/dev/loop7", read_bytes=read) for user in ("nobody", "alice")]),
+            timeout=5)
+    rates = cluster.runtime.measured_rates("dn1")
+    assert rates["alice"].read_bps == 5_000_000 and "nobody" not in rates
+    assert cluster.generation() == first.generation
 
 
 def _state(cluster):

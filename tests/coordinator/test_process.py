@@ -15,10 +15,11 @@ import time
 
 import grpc
 import pytest
-import yaml
 from grpc import aio
 
-from tests.conftest import COORDINATOR_CONFIG, unique_name
+from tests.conftest import unique_name
+from tests.conftest import write_coordinator_config as write_config
+from testbed.processes import start_coordinator as start
 from testbed.processes import stop_process
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.wire import vnode_pb2 as pb
@@ -26,25 +27,6 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 STREAMS = 20
 OWN_CONNECTION = (("grpc.use_local_subchannel_pool", 1),)  # each client its own TCP connection
-
-
-def write_config(tmp_path, listen: str = "127.0.0.1:0", **extra) -> str:
-    path = tmp_path / "coordinator.yaml"
-    path.write_text(yaml.safe_dump({**COORDINATOR_CONFIG, "listen": listen, "insecure": True,
-                                    "state_path": str(tmp_path / "state.sqlite"), **extra}))
-    return str(path)
-
-
-def start(config: str, log_path, state_path: str | None = None) -> tuple[subprocess.Popen, int]:
-    args = [sys.executable, "-m", "vnode_sync.coordinator.main", "--config", config, "--print-port"]
-    process = subprocess.Popen(args + (["--state-path", state_path] if state_path else []),
-                               stdout=subprocess.PIPE, stderr=open(log_path, "wb"), text=True)
-    line = process.stdout.readline()
-    if not line.strip().isdigit():
-        process.kill()
-        process.wait()
-        raise AssertionError(f"coordinator did not start: {open(log_path).read()}")
-    return process, int(line)
 
 
 def test_sigterm_ends_open_streams_and_exits_cleanly_within_2_s(tmp_path):

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from tests.conftest import needs_kernel, unique_name
-from tests.coordinator.test_process import start, write_config
+from tests.conftest import write_coordinator_config as write_config
+from testbed.processes import start_coordinator as start
 from testbed.processes import stop_process
 from vnode_sync.coordinator.store import StateStore
 

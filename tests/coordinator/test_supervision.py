@@ -3,10 +3,12 @@
 import asyncio
 import logging
 
+import grpc
+
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync import supervision
-from vnode_sync.coordinator import publishing as publishing_module
 from vnode_sync.coordinator import main as coordinator_main
+from vnode_sync.coordinator import publishing as publishing_module
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.server import create_server
@@ -126,3 +128,52 @@ def test_a_control_loop_wait_cancelled_as_it_is_poked_ends_the_loop():
     assert outcomes == []
     assert asyncio.run(supervision.set_within(asyncio.Event(), 0.01)) is False
 
+
+
+def _failing_twice(real, error: str):
+    failures = [2]
+
+    def flaky(*args):
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError(error)
+        return real(*args)
+    return flaky, failures
+
+
+def test_a_publisher_pass_that_fails_is_retried_and_the_streams_get_the_change(coordinator, monkeypatch, caplog):
+    cluster, channel, _ = coordinator
+    monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
+    stream = pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
+    first = next(stream)
+    flaky, failures = _failing_twice(cluster.publishing.refresh_snapshot, "database is locked (injected)")
+    monkeypatch.setattr(cluster.publishing, "refresh_snapshot", flaky)
+    with caplog.at_level(logging.ERROR):
+        pb_grpc.AdminStub(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=9), timeout=5)
+        second = next(stream)
+    stream.cancel()
+    assert failures == [0] and second.generation > first.generation
+    assert {v.user: v.priority for v in second.vnodes}["alice"] == 9
+    assert "publisher pass failed (desired-state fan-out, 1 in a row)" in caplog.text
+
+
+def test_a_control_loop_tick_that_fails_is_retried(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
+    raw = dict(COORDINATOR_CONFIG, policy={"allocation": "work-conserving", "control_seconds": 0.05})
+    config = parse_config(raw)
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
+    flaky, failures = _failing_twice(cluster.allocator.tick, "injected tick failure")
+    monkeypatch.setattr(cluster.allocator, "tick", flaky)
+    server, port = create_server(cluster, "127.0.0.1:0")
+    server.start()
+    try:
+        with caplog.at_level(logging.ERROR), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stream = pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
+            state = next(stream)
+            while not state.allocation.users:      # the first tick that does not fail allocates
+                state = next(stream)
+            stream.cancel()
+    finally:
+        server.stop(0)
+    assert failures == [0] and not server.failed.is_set()
+    assert "allocation pass failed (work-conserving control loop, 1 in a row)" in caplog.text

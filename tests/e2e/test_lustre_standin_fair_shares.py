@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import unique_name
 from tests.lustre_standin import LCTL, SERVICE, StandInOss
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from vnode_sync.kernel.lustre_tbf import RuleList
+from vnode_sync.kernel.lustre_rules import RuleList
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,7 +30,7 @@ ALICE, BOB = LocalUser("alice", 64_611, 8), LocalUser("bob", 64_612, 4)
 
 
 def rpc_rate(bps: float) -> int:
-    """The per-partition TBF rate the backend makes of `bps` (rounded down, lustre_tbf.RateConversion)."""
+    """The per-partition TBF rate the backend makes of `bps` (rounded down, lustre_rates.RateConversion)."""
     return int(bps // (RPC * PARTITIONS))
 
 
@@ -105,7 +105,7 @@ def test_standin_allocations_become_tbf_rule_rates_lent_and_taken_back(tmp_path,
     assert os.path.exists(LCTL)
     node = LocalNode("oss1", (device,), NODE_BW, NODE_BW, settings={
         "backend": "lustre-tbf", "report_seconds": 0.5,
-        "lustre": {"lctl": str(lctl), "targets": {"lustre-OST0000": device}, "ledger": str(tmp_path / "ledger.json")}})
+        "lustre": {"experimental": True, "lctl": str(lctl), "targets": {"lustre-OST0000": device}, "ledger": str(tmp_path / "ledger.json")}})
     policy = {"allocation": "work-conserving", "control_seconds": 0.5}
     with LocalCluster(unique_name("tbf-fair"), [ALICE, BOB], [node], coordinator_settings={"policy": policy}) \
             as cluster, Traffic(oss) as traffic:

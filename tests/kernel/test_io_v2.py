@@ -230,8 +230,26 @@ def test_fake_v2_threaded_mode(fs):
         fs.write(f"{root}/other/cgroup.threads", "501")           # a thread cannot leave its process's domain
 
 
+@pytest.mark.parametrize("layout,found", [
+    ({"cgroup.controllers": "cpuset cpu io memory pids"}, ""),                    # pure v2 at the root
+    ({"unified/cgroup.controllers": "io memory"}, "unified"),                      # hybrid: v2 beside v1
+    ({"cgroup.controllers": "cpu memory", "unified/cgroup.controllers": "io"}, "unified"),
+    ({"cgroup.controllers": "cpu memory pids"}, None),                             # v2 without io
+    ({"blkio/blkio.throttle.read_bps_device": ""}, None),                          # v1 only
+])
+def test_the_v2_mount_is_where_cgroup_controllers_lists_io(tmp_path, layout, found):
+    for path, text in layout.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text + "\n")
+    mount = HostCgroups(str(tmp_path)).v2_mount()
+    mount = mount and os.path.normpath(mount)
+    assert mount == (None if found is None else os.path.normpath(os.path.join(str(tmp_path), found)))
+
+
 def test_real_kernel_v2_io_controller():
     mount = HostCgroups().v2_mount()
     if mount is None:
         pytest.skip("this host's cgroup2 hierarchy offers no io controller (cgroup.controllers lacks 'io')")
-    assert mount  # a host with v2 io: the backend can be pointed at it by the agent's auto detection
+    with open("/proc/self/mounts") as f:
+        cgroup2 = {fields[1] for fields in (line.split() for line in f) if fields[2] == "cgroup2"}
+    assert os.path.normpath(mount) in cgroup2, "the io controller was found on a cgroup2 mount"

@@ -12,9 +12,11 @@ from tests.lustre_standin import SERVICE, StandInOss
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.errors import InvalidArgument, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
-from vnode_sync.kernel.lustre_tbf import (Lctl, LctlError, LustreTbfBackend, RateConversion, RuleCollision,
-                                          IoMix, RuleLedger, RuleList, RuleMatch, TbfRule, combined_target,
-                                          rule_name_for)
+from vnode_sync.kernel.lustre_lctl import Lctl, LctlError
+from vnode_sync.kernel.lustre_ledger import RuleLedger
+from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
+from vnode_sync.kernel.lustre_rules import RuleList, RuleMatch, TbfRule, rule_name_for
+from vnode_sync.kernel.lustre_tbf import LustreTbfBackend, RuleCollision
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.shares import priority_shares
 from vnode_sync.wire import vnode_pb2 as pb
@@ -129,7 +131,7 @@ def test_agent_config_selects_the_lustre_backend():
     from vnode_sync.agents.plugins import make_backend
     from vnode_sync.agents.storage.config import parse_agent_config
     config = parse_agent_config({"node_id": "oss1", "backend": "lustre-tbf",
-                                 "lustre": {"lctl": "/opt/lustre/lctl", "ledger": ""}})
+                                 "lustre": {"experimental": True, "lctl": "/opt/lustre/lctl", "ledger": ""}})
     backend = make_backend(config)
     assert isinstance(backend, LustreTbfBackend) and backend.lctl.path == "/opt/lustre/lctl"
 
@@ -451,6 +453,38 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
     reconciler.apply(state(2, ["bob"]))                    # alice and carol went idle
     listing = RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout)
     assert listing.names() == {"vnode_bob", "default"}
+
+
+def test_standin_a_pass_reads_the_rule_list_once_however_many_users(oss, tmp_path):
+    """One `get_param nrs_tbf_rule` per reconcile pass and per usage read, not one per VNode
+    (each is an lctl process); a rule the pass just wrote is read again only if asked for."""
+    backend = make_backend(oss, tmp_path)
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    users = {f"user{i}": 500 + i for i in range(6)}
+    state = pb.DesiredState(
+        generation=1, node_id="oss1", mode="throttle",
+        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=4, shares=[
+            pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)]) for u, uid in users.items()],
+        default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name=u, uid=uid, priority=4, active=True)
+                                                    for u, uid in users.items()])
+    reconciler.apply(state)                                  # starts TBF and six rules
+    assert reconciler.errors == [] and len(backend.vnodes()) == 6
+    reads = []
+    get_param = backend.lctl.get_param
+    backend.lctl.get_param = lambda param: reads.append(param) or get_param(param)
+    reconciler.apply(state)                                  # a resync: nothing to change
+    assert sum(p.endswith("nrs_tbf_rule") for p in reads) == 1
+    reads.clear()
+    oss.run("set_param", f"{SERVICE}.nrs_tbf_rule=change vnode_user3 rate=77")   # a hand edit
+    reconciler.apply(state)
+    assert rules_everywhere(oss, "vnode_user3")[("regular", 0)].rate == 5         # restored
+    assert sum(p.endswith("nrs_tbf_rule") for p in reads) == 1
+    reads.clear()
+    for uid in users.values():
+        oss.serve(uid, f"dd.{uid}", offered_per_cpt=1, seconds=4, cpts=(0,))
+    reconciler.usage_report("oss1")
+    reconciler.usage_report("oss1")
+    assert sum(p.endswith("nrs_tbf_rule") for p in reads) == 2
 
 
 class HandlersThatMustNotBeScanned:

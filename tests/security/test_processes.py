@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
 from tests.security.conftest import unchecked_channel
-from testbed.processes import stop_process
+from testbed.processes import start_coordinator, stop_process
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -26,17 +26,6 @@ def write(path, content: dict) -> str:
 
 def coordinator_config(tmp_path, **security) -> dict:
     return {**COORDINATOR_CONFIG, "listen": "127.0.0.1:0", "state_path": str(tmp_path / "state.sqlite"), **security}
-
-
-def start_coordinator(config_path: str, log_path) -> tuple[subprocess.Popen, int]:
-    process = subprocess.Popen([PY, "-m", "vnode_sync.coordinator.main", "--config", config_path, "--print-port"],
-                               stdout=subprocess.PIPE, stderr=open(log_path, "wb"), text=True)
-    line = process.stdout.readline()
-    if not line.strip().isdigit():
-        process.kill()
-        process.wait()
-        raise AssertionError(f"coordinator did not start: {open(log_path).read()}")
-    return process, int(line)
 
 
 def test_a_coordinator_config_without_tls_or_insecure_is_refused_in_one_line(tmp_path):

@@ -16,6 +16,10 @@ OST_NAME_ALLOWED = "an OST name like lustre-OST0000"
 class LustreSettings(Settings):
     """How the agent drives NRS TBF on this OSS."""
 
+    experimental: bool = False
+    """true: run the lustre-tbf backend although it has not yet run on a real Lustre OSS (it is
+    built from Lustre's source and manual and tested against a stand-in `lctl`; docs/lustre.md).
+    Required with backend lustre-tbf until it has."""
     lctl: Annotated[str, at.MinLen(1)] = "lctl"
     """Path of the lctl binary (tests: the stand-in); found on $PATH by default."""
     service: Annotated[str, at.MinLen(1)] = DEFAULT_SERVICE

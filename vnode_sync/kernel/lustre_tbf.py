@@ -10,42 +10,34 @@ What Lustre offers (lustre/ptlrpc/nrs_tbf.c; Lustre manual, "Network Request Sch
 - `get_param nrs_tbf_rule` lists, per queue and per CPT, "NAME {500} 40, ref 1" for the
   typed policies and "NAME uid={500} 40, ref 1" for the generic `tbf` policy.
 
-Nothing here has run against a real Lustre; see docs/lustre.md for what was checked.
+Here: the backend (the LimitEnforcer). Its parts: lustre_lctl (the seam), lustre_rules (what lctl
+shows, parsed), lustre_rates (bytes/s to a TBF rate), lustre_ledger (which rules are ours).
+
+Nothing here has run against a real Lustre, so the backend is experimental: an agent runs it
+only with `lustre.experimental: true` (docs/lustre.md says what was checked, and how).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import yaml
-
-from vnode_sync.durable import write_atomically
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.lustre_lctl import Lctl, LctlError
+from vnode_sync.kernel.lustre_ledger import OwnedRule, RuleLedger
+from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
+from vnode_sync.kernel.lustre_rules import POLICIES, JobStat, PolicyState, RuleList, RuleMatch, rule_name_for
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
-RULE_NAME_MAX = 15            # MAX_TBF_NAME (16) less the NUL, nrs_tbf.c check_rule_name
-RATE_MAX = 999_999            # LPROCFS_NRS_RATE_MAX is 1000000, exclusive (older releases: 65535)
 DEFAULT_RPC_BYTES = 4 << 20   # 4 MiB bulk RPCs, the default brw_size since Lustre 2.9
-_RULE_NAME = re.compile(r"[A-Za-z0-9_]+")
-
-
-class LctlError(KernelError):
-    """`lctl` refused a parameter read or write (non-zero exit)."""
-
-    def __init__(self, param: str, message: str, returncode: int | None = None):
-        super().__init__(param, message)
-        self.returncode = returncode
 
 
 class RuleCollision(KernelError):
@@ -57,332 +49,6 @@ class RuleCollision(KernelError):
                          f"rename or stop the site's rule, or set lustre.rule_prefix to another prefix")
         self.name = name
         self.found = found
-
-
-# ---- value types: each parses and prints what lctl shows -------------------------------------
-
-POLICIES = {
-    # config name -> (argument to nrs_policies, key used in rule expressions)
-    "uid": ("tbf uid", "uid"),
-    "jobid": ("tbf jobid", "jobid"),
-    "generic": ("tbf", "uid"),
-}
-
-
-@dataclass(frozen=True)
-class RuleMatch:
-    """What a rule matches: one key (uid, jobid, ...) and its list, e.g. uid={500}."""
-
-    key: str
-    values: tuple[str, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> "RuleMatch":
-        m = re.fullmatch(r"(\w+)=\{([^{}]*)\}", text.strip())
-        if not m or not m.group(2).split():
-            raise InvalidArgument(f"TBF expression {text!r} is not KEY={{VALUE ...}}")
-        return cls(m.group(1), tuple(m.group(2).split()))
-
-    def __str__(self) -> str:
-        return f"{self.key}={{{' '.join(self.values)}}}"
-
-    def listed(self, generic: bool) -> str:
-        """How `nrs_tbf_rule` prints it: the whole expression for `tbf`, the braces for `tbf uid`."""
-        return str(self) if generic else "{" + " ".join(self.values) + "}"
-
-
-@dataclass(frozen=True)
-class TbfRule:
-    """One line of the rule list: "NAME {500} 40, ref 1" or "NAME uid={500} 40, ref 1"."""
-
-    name: str
-    expression: str   # as listed: "{500}", "uid={500}", "{*}", "*"
-    rate: int         # RPCs/s in this CPU partition
-    ref: int = 0      # TBF classes (clients) bound to the rule in this partition, less one
-
-    _LINE = re.compile(r"(?P<name>\S+) (?P<expr>.+) (?P<rate>\d+), ref (?P<ref>-?\d+)")
-
-    @classmethod
-    def parse(cls, line: str) -> "TbfRule":
-        m = cls._LINE.fullmatch(line.strip())
-        if not m:
-            raise InvalidArgument(f"TBF rule line {line!r} is not 'NAME EXPRESSION RATE, ref N'")
-        return cls(m["name"], m["expr"], int(m["rate"]), int(m["ref"]))
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.expression} {self.rate}, ref {self.ref}"
-
-
-@dataclass(frozen=True)
-class RuleList:
-    """The whole `nrs_tbf_rule` text: queue ("regular"/"high_priority") -> CPT -> rules, newest first."""
-
-    queues: dict[str, dict[int, tuple[TbfRule, ...]]]
-
-    _QUEUE = {"regular_requests:": "regular", "high_priority_requests:": "high_priority"}
-
-    @classmethod
-    def parse(cls, text: str) -> "RuleList":
-        queues: dict[str, dict[int, list[TbfRule]]] = {}
-        queue = cpt = None
-        for raw in text.splitlines():
-            line = raw.strip()
-            if not line:
-                continue
-            if line in cls._QUEUE:
-                queue, cpt = cls._QUEUE[line], None
-                queues[queue] = {}
-            elif m := re.fullmatch(r"CPT (\d+):", line):
-                if queue is None:
-                    raise InvalidArgument(f"TBF rule list: {line!r} before a queue header")
-                cpt = int(m.group(1))
-                queues[queue][cpt] = []
-            elif queue is None or cpt is None:
-                raise InvalidArgument(f"TBF rule list: rule line {line!r} outside a CPT section")
-            else:
-                queues[queue][cpt].append(TbfRule.parse(line))
-        return cls({q: {c: tuple(rules) for c, rules in cpts.items()} for q, cpts in queues.items()})
-
-    def __str__(self) -> str:
-        out = []
-        for queue, header in (("regular", "regular_requests:"), ("high_priority", "high_priority_requests:")):
-            if queue not in self.queues:
-                continue
-            out.append(header)
-            for cpt, rules in sorted(self.queues[queue].items()):
-                out.append(f"CPT {cpt}:")
-                out.extend(str(r) for r in rules)
-        return "\n".join(out) + "\n"
-
-    def partitions(self) -> list[int]:
-        return sorted(self.queues.get("regular", {}))
-
-    def views(self, name: str) -> dict[tuple[str, int], TbfRule | None]:
-        """Each (queue, CPT) and the rule called `name` there, or None where it is missing."""
-        return {(q, c): next((r for r in rules if r.name == name), None)
-                for q, cpts in self.queues.items() for c, rules in cpts.items()}
-
-    def names(self) -> set[str]:
-        return {r.name for cpts in self.queues.values() for rules in cpts.values() for r in rules}
-
-    def is_generic(self) -> bool | None:
-        """True for the generic `tbf` policy ("default * N"), False for a typed one ("default {*} N")."""
-        for rules in self.queues.get("regular", {}).values():
-            for rule in rules:
-                if rule.name == "default":
-                    return not rule.expression.startswith("{")
-        return None
-
-
-@dataclass(frozen=True)
-class PolicyState:
-    """One entry of `nrs_policies` (YAML): the policy name and its state in one queue."""
-
-    queue: str
-    name: str
-    state: str
-
-    @classmethod
-    def parse_all(cls, text: str) -> list["PolicyState"]:
-        doc = yaml.safe_load(text) or {}
-        return [cls(queue.replace("_requests", ""), str(p.get("name")), str(p.get("state")))
-                for queue in ("regular_requests", "high_priority_requests")
-                for p in (doc.get(queue) or [])]
-
-
-@dataclass(frozen=True)
-class JobStat:
-    """One job of `obdfilter.<OST>.job_stats`: bytes and RPC counts (samples) each way."""
-
-    job_id: str
-    read_bytes: int = 0
-    write_bytes: int = 0
-    read_rpcs: int = 0
-    write_rpcs: int = 0
-
-    @classmethod
-    def parse_all(cls, text: str) -> list["JobStat"]:
-        doc = yaml.safe_load(text) or {}
-        stats = []
-        for job in doc.get("job_stats") or []:
-            # "read"/"write" in Lustre before 2.7, "read_bytes"/"write_bytes" since
-            read = job.get("read_bytes") or job.get("read") or {}
-            write = job.get("write_bytes") or job.get("write") or {}
-            stats.append(cls(str(job["job_id"]), int(read.get("sum", 0)), int(write.get("sum", 0)),
-                             int(read.get("samples", 0)), int(write.get("samples", 0))))
-        return stats
-
-
-@dataclass(frozen=True)
-class RateConversion:
-    """Bytes/s from the coordinator as a per-partition TBF rate that never lets more through.
-
-    A rule's rate applies in every CPU partition (LU-17158), so the most a user gets is
-    rate x partitions RPCs/s, each of at most `rpc_bytes`. The per-partition rate is
-    floor(target / (rpc_bytes x partitions)): rounding down keeps rate x partitions x
-    rpc_bytes <= target. Below one RPC/s per partition Lustre cannot go (rate=0 is
-    refused), so the rate is clamped to 1 and `clamped` says the target is exceeded.
-    """
-
-    target_bps: int
-    rpc_bytes: int
-    partitions: int
-    per_partition: int
-    clamped: bool = False
-
-    @classmethod
-    def of(cls, target_bps: int, rpc_bytes: int, partitions: int) -> "RateConversion":
-        if target_bps <= 0:
-            raise InvalidArgument(f"target {target_bps} B/s must be above 0 (0 means no limit: stop the rule)")
-        if rpc_bytes <= 0:
-            raise InvalidArgument(f"RPC size {rpc_bytes} B must be above 0")
-        if partitions <= 0:
-            raise InvalidArgument(f"CPU partition count {partitions} must be above 0")
-        per = target_bps // (rpc_bytes * partitions)
-        if per < 1:
-            return cls(target_bps, rpc_bytes, partitions, 1, clamped=True)
-        if per > RATE_MAX:
-            return cls(target_bps, rpc_bytes, partitions, RATE_MAX, clamped=True)
-        return cls(target_bps, rpc_bytes, partitions, per)
-
-    @property
-    def effective_bps(self) -> int:
-        return self.per_partition * self.partitions * self.rpc_bytes
-
-    def __str__(self) -> str:
-        return (f"{self.target_bps} B/s / ({self.rpc_bytes} B x {self.partitions} CPTs) -> rate="
-                f"{self.per_partition} per CPT = {self.effective_bps} B/s"
-                + (" (clamped: Lustre cannot go lower)" if self.clamped and self.per_partition == 1 else ""))
-
-
-@dataclass(frozen=True)
-class IoMix:
-    """The share of a user's recent RPCs that were reads and writes (they add up to 1)."""
-
-    reads: float
-    writes: float
-
-    @classmethod
-    def of(cls, read_rpcs: int, write_rpcs: int) -> "IoMix | None":
-        total = read_rpcs + write_rpcs
-        return cls(read_rpcs / total, write_rpcs / total) if total > 0 else None
-
-
-def combined_target(limits: list[DeviceLimits], mix: IoMix | None = None) -> int | None:
-    """The one byte rate a user's rule enforces on this OSS, or None for "no limit".
-
-    One ost_io service serves every OST of the OSS, so per-device shares are summed. A TBF
-    rule counts OST_READ and OST_WRITE RPCs in the same bucket (a uid rule has no direction),
-    so the coordinator's separate read and write caps R and W become one: with the user's
-    recent mix of reads r and writes w, the largest total that keeps r x total <= R and
-    w x total <= W, i.e. min(R / r, W / w) over the directions it uses (a reader gets R, a
-    writer W, however small its share in the other direction; the work-conserving policy
-    gives an unused direction only a probe). Without a mix (no I/O seen yet) the smaller
-    direction is used, so neither can exceed its cap. A direction with any unlimited (0)
-    device share is unlimited.
-    """
-    limited = [d for d in limits if not d.is_unlimited()]
-    if not limited:
-        return None
-    caps = {}
-    for direction in ("read_bps", "write_bps"):
-        values = [getattr(d, direction) for d in limited]
-        if all(values):
-            caps[direction] = sum(values)
-    if not caps:
-        return None
-    if mix is None:
-        return min(caps.values())
-    totals = [cap / fraction for direction, cap in caps.items()
-              if (fraction := mix.reads if direction == "read_bps" else mix.writes) > 0]
-    return int(min(totals)) if totals else min(caps.values())
-
-
-def rule_name_for(prefix: str, user: str, uid: int) -> str:
-    """`vnode_<user>` when it is a valid TBF rule name, else `vnode_<uid>`.
-
-    TBF names allow only [A-Za-z0-9_] and 15 characters; Linux user names may hold '-'
-    or be longer. User names never start with a digit, so the uid form cannot collide.
-    """
-    name = prefix + user
-    if _RULE_NAME.fullmatch(name) and len(name) <= RULE_NAME_MAX:
-        return name
-    name = f"{prefix}{uid}"
-    if len(name) > RULE_NAME_MAX:
-        raise InvalidArgument(f"TBF rule name {name!r} is longer than {RULE_NAME_MAX} characters; "
-                              f"use a shorter lustre.rule_prefix than {prefix!r}")
-    return name
-
-
-# ---- the lctl seam ------------------------------------------------------------------------------
-
-@dataclass
-class Lctl:
-    """Runs the `lctl` binary with argv lists (never a shell). Point `path` at a stand-in in tests."""
-
-    path: str = "lctl"
-    timeout: float = 10.0
-
-    def _run(self, param: str, argv: list[str]) -> str:
-        try:
-            done = subprocess.run([self.path, *argv], capture_output=True, text=True, timeout=self.timeout)
-        except FileNotFoundError as e:
-            raise LctlError(param, f"cannot run {self.path!r}: {e.strerror}") from e
-        except subprocess.TimeoutExpired as e:
-            raise LctlError(param, f"{self.path} did not answer within {self.timeout} s") from e
-        if done.returncode != 0:
-            message = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            raise LctlError(param, message, done.returncode)
-        return done.stdout
-
-    def get_param(self, param: str) -> str:
-        return self._run(param, ["get_param", "-n", param])
-
-    def set_param(self, param: str, value: str) -> None:
-        self._run(param, ["set_param", f"{param}={value}"])
-
-
-# ---- ownership ledger -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class OwnedRule:
-    name: str
-    vnode: str
-    uid: int
-    match: RuleMatch
-
-
-class RuleLedger:
-    """The rules vnode-sync started, kept in a JSON file so a restarted agent knows them.
-
-    Without a path the ledger lives in memory only (tests, one-shot runs).
-    """
-
-    def __init__(self, path: str | None = None):
-        self.path = path
-        self.rules: dict[str, OwnedRule] = {}
-        if path and os.path.exists(path):
-            with open(path) as f:
-                for name, entry in json.load(f).items():
-                    self.rules[name] = OwnedRule(name, entry["vnode"], int(entry["uid"]),
-                                                 RuleMatch.parse(entry["match"]))
-
-    def record(self, rule: OwnedRule) -> None:
-        self.rules[rule.name] = rule
-        self._save()
-
-    def forget(self, name: str) -> None:
-        if self.rules.pop(name, None) is not None:
-            self._save()
-
-    def by_vnode(self, vnode: str) -> OwnedRule | None:
-        return next((r for r in self.rules.values() if r.vnode == vnode), None)
-
-    def _save(self) -> None:
-        if not self.path:
-            return
-        write_atomically(self.path, json.dumps({n: {"vnode": r.vnode, "uid": r.uid, "match": str(r.match)}
-                                                for n, r in sorted(self.rules.items())}, indent=1).encode(), 0o600)
 
 
 # ---- the backend -----------------------------------------------------------------------------------
@@ -441,6 +107,11 @@ class LustreTbfBackend:
         self._rpcs: dict[str, tuple[int, int]] = {}   # (read, write) RPCs at the last usage read
         self._mix: dict[str, IoMix] = {}              # each user's latest read/write mix
         self.notes: list[str] = []          # decisions worth reporting (drift restored, clamping)
+        # One read of the rule list per reconcile pass (setup() to commit()): each VNode's step
+        # reads its own rule from it; a rule this pass wrote is read again if asked for.
+        self._pass_rules: RuleList | None = None
+        self._written: set[str] = set()
+        self._in_pass = False
 
     @classmethod
     def from_settings(cls, subtree: str, settings: LustreSettings) -> "LustreTbfBackend":
@@ -479,7 +150,21 @@ class LustreTbfBackend:
         return f"{self.service}.{leaf}"
 
     def rule_list(self) -> RuleList:
+        """The rule list as Lustre shows it now (one `lctl get_param`)."""
         return RuleList.parse(self.lctl.get_param(self._param("nrs_tbf_rule")))
+
+    def _rules(self, name: str | None = None) -> RuleList:
+        """The rule list for a step of this pass: the pass's one read, unless the rule `name` was
+        written since (then read again). Outside a pass, a fresh read."""
+        if not self._in_pass:
+            return self.rule_list()
+        if self._pass_rules is None or name in self._written:
+            self._pass_rules, self._written = self.rule_list(), set()
+        return self._pass_rules
+
+    def _set_rule(self, name: str, command: str) -> None:
+        self._written.add(name)
+        self.lctl.set_param(self._param("nrs_tbf_rule"), command)
 
     def partitions(self) -> int:
         count = len(self.rule_list().partitions())
@@ -511,6 +196,7 @@ class LustreTbfBackend:
         Restarting TBF would drop every rule, the site's included, so a TBF of another type
         is refused rather than replaced.
         """
+        self._in_pass, self._pass_rules, self._written = True, None, set()
         wanted_arg, _ = POLICIES[self.policy]
         states = PolicyState.parse_all(self.lctl.get_param(self._param("nrs_policies")))
         tbf = [s for s in states if s.name.split()[0] == "tbf" and s.state == "started"]
@@ -518,7 +204,7 @@ class LustreTbfBackend:
             log.info("starting NRS policy %r on %s", wanted_arg, self.service)
             self.lctl.set_param(self._param("nrs_policies"), wanted_arg)
             return
-        generic = self.rule_list().is_generic()
+        generic = self._rules().is_generic()
         if generic is not None and generic != (self.policy == "generic"):
             running = "tbf (generic)" if generic else "a typed tbf (uid/gid/jobid/nid/opcode)"
             raise Unsupported(f"{self.service}: TBF already runs as {running}, lustre.policy is "
@@ -575,7 +261,7 @@ class LustreTbfBackend:
             self._conversion.pop(vnode, None)
             self._stop_owned(vnode)
             return
-        rules = self.rule_list()
+        rules = self._rules(name)
         conversion = RateConversion.of(target, self.bulk_rpc_bytes(), len(rules.partitions()) or 1)
         if conversion.clamped and self._conversion.get(vnode) != conversion:
             self._note(f"{vnode}: {conversion}")
@@ -593,7 +279,7 @@ class LustreTbfBackend:
         if foreign and owned is not None and all(r.expression == owned.match.listed(generic) for r in foreign):
             # Our rule with the user's previous uid: TBF cannot change a match, so replace it.
             log.info("TBF rule %s matches %s, now %s: restarting it", name, owned.match, match)
-            self.lctl.set_param(self._param("nrs_tbf_rule"), f"stop {name}")
+            self._set_rule(name, f"stop {name}")
             self._start(vnode, name, match, rate)
             return
         if foreign:
@@ -606,13 +292,13 @@ class LustreTbfBackend:
         elif len(present) < len(views):
             missing = sorted(f"{q} CPT {c}" for (q, c), r in views.items() if r is None)
             self._note(f"{vnode}: rule {name} missing in {', '.join(missing)}; restarting it everywhere")
-            self.lctl.set_param(self._param("nrs_tbf_rule"), f"stop {name}")
+            self._set_rule(name, f"stop {name}")
             self._start(vnode, name, match, rate)
         elif any(r.rate != rate for r in present):
             found = sorted({r.rate for r in present})
             if self._rate_set.get(vnode) is not None and found != [self._rate_set[vnode]]:
                 self._note(f"{vnode}: rule {name} rate changed to {found} outside vnode-sync; restoring {rate}")
-            self.lctl.set_param(self._param("nrs_tbf_rule"), f"change {name} rate={rate}")
+            self._set_rule(name, f"change {name} rate={rate}")
             self._rate_set[vnode] = rate
             log.info("changed TBF rule %s to rate=%d per CPT on %s", name, rate, self.service)
         else:
@@ -622,7 +308,7 @@ class LustreTbfBackend:
         # Recorded first so a crash after the start still leaves the rule ours, not a "collision".
         self.ledger.record(OwnedRule(name, vnode, self._uid_of[vnode], match))
         try:
-            self.lctl.set_param(self._param("nrs_tbf_rule"), f"start {name} {match} rate={rate}")
+            self._set_rule(name, f"start {name} {match} rate={rate}")
         except LctlError:
             self.ledger.forget(name)
             raise
@@ -637,18 +323,19 @@ class LustreTbfBackend:
         owned = self.ledger.by_vnode(vnode)
         if owned is None:
             return
-        views = self.rule_list().views(owned.name)
+        views = self._rules(owned.name).views(owned.name)
         present = [r for r in views.values() if r is not None]
         if any(r.expression != owned.match.listed(self.policy == "generic") for r in present):
             self._note(f"{vnode}: rule {owned.name} now matches {present[0].expression}, not ours; "
                        f"leaving it and forgetting ownership")
         elif present:
-            self.lctl.set_param(self._param("nrs_tbf_rule"), f"stop {owned.name}")
+            self._set_rule(owned.name, f"stop {owned.name}")
             log.info("stopped TBF rule %s on %s", owned.name, self.service)
         self.ledger.forget(owned.name)
 
     def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
-        """Nothing buffered: each rule change is an lctl call of its own."""
+        """The pass ends (each rule change was an lctl call of its own): the next reads Lustre anew."""
+        self._in_pass, self._pass_rules, self._written = False, None, set()
 
     def remove_vnode(self, vnode: str) -> None:
         self._stop_owned(vnode)
@@ -689,10 +376,13 @@ class LustreTbfBackend:
         return counters
 
     def usage(self) -> dict[str, VNodeUsage]:
+        """Every VNode's usage: one job_stats read per OST and one rule-list read in all."""
         usage = {}
-        for vnode, devices in self._counters(self.vnodes()).items():
+        counters = self._counters(self.vnodes())
+        rules = self.rule_list() if counters else None
+        for vnode, devices in counters.items():
             self._note_mix(vnode, devices)
-            state = self.limit_state(vnode, devices)
+            state = self.limit_state(vnode, devices, rules)
             usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held), held_source=HELD_ESTIMATED)
         return usage
 
@@ -706,10 +396,12 @@ class LustreTbfBackend:
             if mix is not None:
                 self._mix[vnode] = mix
 
-    def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None) -> LimitState | None:
+    def limit_state(self, vnode: str, counters: dict[DeviceNumber, IoCounters] | None = None,
+                    rules: RuleList | None = None) -> LimitState | None:
         """Is the user held at its limit? None until two samples exist or without an owned rule.
 
-        `counters`: this VNode's counters when the caller has just read them (saves the lctl calls)."""
+        `counters`, `rules`: this VNode's counters and the rule list when the caller has just read
+        them (saves the lctl calls)."""
         owned = self.ledger.by_vnode(vnode)
         conversion = self._conversion.get(vnode)
         if owned is None or conversion is None:
@@ -723,7 +415,7 @@ class LustreTbfBackend:
         if previous is None or now <= previous.at or rpcs < previous.rpcs:
             return None
         measured = (rpcs - previous.rpcs) / (now - previous.at)
-        views = self.rule_list().views(owned.name)
+        views = (rules or self.rule_list()).views(owned.name)
         active = sum(1 for (queue, _), r in views.items() if queue == "regular" and r and r.ref > 0) or 1
         rate = conversion.per_partition
         return LimitState(vnode, owned.name, rate, active, measured,
