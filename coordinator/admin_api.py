@@ -59,7 +59,7 @@ class AdminService(pb_grpc.AdminServicer):
 
     def _nodes(self) -> list[pb.StorageNode]:
         nodes = []
-        updates = self.cluster.allocator.updates if self.cluster.allocator else {}
+        updates = self.cluster.allocation_updates()
         for node in self.cluster.config.storage_nodes:
             runtime = self.cluster.runtime.node_runtime(node.node_id)
             registered = {d.name: d for d in runtime.devices}
@@ -95,11 +95,11 @@ class AdminService(pb_grpc.AdminServicer):
             nodes = [n for n in nodes if n.node_id == request.node]
             if not nodes:
                 raise NotFound(f"unknown storage node {request.node!r}")
-        publishing, runtime, allocator = self.cluster.publishing, self.cluster.runtime, self.cluster.allocator
+        publishing, runtime = self.cluster.publishing, self.cluster.runtime
         publishing.refresh_snapshot()
         views = [NodeView(node.node_id, runtime.node_runtime(node.node_id), publishing.targets(node.node_id),
                           runtime.measured_rates(node.node_id),
-                          allocator.status(node.node_id) if allocator else {}) for node in nodes]
+                          self.cluster.allocation_status(node.node_id)) for node in nodes]
         summarise = not (request.user or request.node) and (
             request.summarise or 0 < request.max_entries < len(users) * len(views))
         policy = self.cluster.config.policy
@@ -114,7 +114,7 @@ class AdminService(pb_grpc.AdminServicer):
         window = window_of(request.window_seconds)
         snapshot = self.cluster.publishing.refresh_snapshot()
         users = [(u.name, u.effective_priority) for u in readable_by(caller, snapshot.users)]
-        book = self.cluster.pressure
+        book = self.cluster.ledger
         now = book.now()
         return pb.PressureResponse(generation=self.cluster.generation(),
                                    allocation=self.cluster.config.policy.allocation, window_seconds=window,

@@ -32,7 +32,7 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     def Register(self, request, caller):
         validation.node_id(request.node_id)
         generation = self.runtime.register_node(request.node_id, list(request.devices), request.backend,
-                                                list(request.limitations))
+                                                list(request.limitations), request.shares_by_weight)
         log.info("node %s registered (backend %s)", request.node_id, request.backend)
         return pb.RegisterResponse(generation=generation)
 

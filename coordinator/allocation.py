@@ -1,7 +1,7 @@
 """The work-conserving control loop's state: measured usage in, per-node allocations out.
 
 Usage reports feed per (user, node, device) rates; every tick estimates each active user's
-demand there, runs the cluster-wide weighted max-min (fair_policy.allocate) for reads and for
+demand there, runs the cluster-wide weighted max-min (policy.exact_max_min.allocate) for reads and for
 writes, and keeps a new allocation for a node only if some user's bytes/s moved by more than
 the hysteresis. Allocations are in memory: no store transaction, no generation bump; a node's
 serialized Allocation is appended to its desired state (a serialized message followed by
@@ -12,12 +12,13 @@ import collections
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from vnode_sync.coordinator.config import CoordinatorConfig
-from vnode_sync.coordinator.fair_policy import Claim, allocate
+from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
 from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.usage_ledger import Sample
 from vnode_sync.wire import vnode_pb2 as pb
 
 # A user measured at this fraction of its allocation (the mean of its last two reports), or held at
@@ -55,16 +56,14 @@ DIRECTIONS = ("read", "write")
 
 
 @dataclass
-class _Usage:
-    sampled_at: float = 0.0
-    read_bytes: int = 0
-    write_bytes: int = 0
-    # Per direction: the backend saw the user held at its limit and it moved bytes that way (a TBF
-    # rule holds reads and writes alike; an unused direction is not held).
+class _Pending:
+    """The rates reported for one (user, node, device) since the last tick."""
+
+    rates: list = field(default_factory=list)      # (read bytes/s, write bytes/s, seconds), oldest first
+    # Per direction: the agent saw the user held and it moved bytes that way (a TBF rule holds reads and
+    # writes alike; an unused direction is not held).
     held: list = field(default_factory=lambda: [False, False])
-    # (read bytes/s, write bytes/s, seconds) of each report since the last tick
-    pending: list = field(default_factory=list)
-    returning: list = field(default_factory=lambda: [False, False])   # per direction, since the last tick
+    returning: list = field(default_factory=lambda: [False, False])
 
 
 @dataclass
@@ -145,45 +144,42 @@ class PairStatus:
 
 
 class Allocator:
-    def __init__(self, config: CoordinatorConfig):
+    def __init__(self, config: CoordinatorConfig, next_sequence: Callable[[], int] | None = None,
+                 skips: Callable[[str], bool] = lambda node_id: False):
+        """`skips(node_id)`: the node is not this allocator's (its edge shares by weight: weight_control.py)."""
         self.policy = config.policy
+        self.skips = skips
         self.nodes = {n.node_id: n for n in config.storage_nodes}
         self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
                               for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
         self._lock = threading.Lock()
-        self._usage: dict[tuple[str, str, str], _Usage] = {}     # (user, node, device)
+        self._usage: dict[tuple[str, str, str], _Pending] = {}     # (user, node, device), since the last tick
         self._estimator = DemandEstimator()
         self._pushed: dict[tuple[str, str, str, str], int] = {}  # (direction, user, node, device) -> bytes/s
         self._demand: dict[tuple[str, str, str, str], float] = {}
         self._idle: set[tuple[str, str, str, str]] = set()   # (direction, user, node, device) idle at the last tick
         self._sequence = 0
+        self._next_sequence = next_sequence
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.updates: dict[str, int] = {n: 0 for n in self.nodes}
 
     # ---- input -------------------------------------------------------------
 
-    def observe(self, report: pb.UsageReport) -> bool:
-        """A usage report (cumulative counters per user and device): keeps each one's rates.
-        True if it shows a user that was idle reading again (a tick should run now)."""
-        sampled_at = report.sampled_at_unix or time.time()
+    def observe(self, node_id: str, samples: Sequence[Sample]) -> bool:
+        """The rates one usage report brought (the usage ledger turns reports into samples): kept
+        until the next tick. True if one shows a user that was idle reading again (tick now)."""
         returning = False
         with self._lock:
-            for u in report.usage:
-                if not u.user:
-                    continue
-                key = (u.user, report.node_id, u.device)
-                usage = self._usage.setdefault(key, _Usage())
-                elapsed = sampled_at - usage.sampled_at
-                if usage.sampled_at and elapsed > 0 and u.read_bytes >= usage.read_bytes \
-                        and u.write_bytes >= usage.write_bytes:
-                    rates = ((u.read_bytes - usage.read_bytes) / elapsed, (u.write_bytes - usage.write_bytes) / elapsed)
-                    usage.pending.append((*rates, elapsed))
-                    usage.held = [u.held_at_limit and rate > 0 for rate in rates]
-                    for index, (direction, rate) in enumerate(zip(DIRECTIONS, rates)):
-                        pushed = self._pushed.get((direction, u.user, report.node_id, u.device))
-                        if pushed and rate >= RETURNING * pushed and (direction, *key) in self._idle:
-                            usage.returning[index] = returning = True
-                usage.sampled_at, usage.read_bytes, usage.write_bytes = sampled_at, u.read_bytes, u.write_bytes
+            for sample in samples:
+                key = (sample.user, node_id, sample.device)
+                pending = self._usage.setdefault(key, _Pending())
+                rates = (sample.read_bps, sample.write_bps)
+                pending.rates.append((*rates, sample.seconds))
+                pending.held = [sample.read_held and rates[0] > 0, sample.write_held and rates[1] > 0]
+                for index, (direction, rate) in enumerate(zip(DIRECTIONS, rates)):
+                    pushed = self._pushed.get((direction, *key))
+                    if pushed and rate >= RETURNING * pushed and (direction, *key) in self._idle:
+                        pending.returning[index] = returning = True
         return returning
 
     # ---- the tick ----------------------------------------------------------
@@ -196,14 +192,13 @@ class Allocator:
                                 limit=float(u.effective_limit) if u.effective_limit else math.inf) for u in active}
         with self._lock:
             # Only rates reported since the last tick are news; without one, the estimate stands.
-            usage = {k: (v.pending, list(v.held), list(v.returning)) for k, v in self._usage.items()
-                     if v.pending or any(v.returning)}
-            for v in self._usage.values():
-                v.pending, v.returning = [], [False, False]
+            usage = {k: (v.rates, list(v.held), list(v.returning)) for k, v in self._usage.items()
+                     if v.rates or any(v.returning)}
+            self._usage = {}
         new: dict[tuple[str, str, str, str], float] = {}
         keep, idle = set(), set()
         for index, direction in enumerate(DIRECTIONS):
-            capacity = {r: c for r, c in self._capacity[direction].items() if c > 0}
+            capacity = {r: c for r, c in self._capacity[direction].items() if c > 0 and not self.skips(r[0])}
             demand = {}
             for user in claims:
                 for resource in capacity:
@@ -247,7 +242,7 @@ class Allocator:
         self._pushed.update({k: max(1, int(v)) for k, v in new.items() if k[2] in changed})
         with self._lock:
             for node in changed:
-                self._sequence += 1
+                self._sequence = self._next_sequence() if self._next_sequence else self._sequence + 1
                 self._node_bytes[node] = (self._sequence, pb.DesiredState(
                     allocation=self._message(node, self._sequence)).SerializeToString())
                 self.updates[node] = self.updates.get(node, 0) + 1

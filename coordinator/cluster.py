@@ -3,28 +3,64 @@
 - `commands`: the audited commands (users, jobs) that change the durable store;
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
-- `allocator` (work-conserving policy only) and `pressure`: what the usage reports feed.
+- `ledger`: the usage reports, booked once; the work-conserving control loop reads it: `weights` for
+  nodes whose edges share by weight, `allocator` (bytes/s) for nodes that can only cap.
 """
 
-from vnode_sync.coordinator.allocation import Allocator
+import itertools
+import threading
+
+from vnode_sync.coordinator.allocation import Allocator, PairStatus
 from vnode_sync.coordinator.commands import Commands
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
-from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
+from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.usage_ledger import UsageLedger
+
+
+class AllocationSequence:
+    """One numbering for every node's weights and allocations: a stream sends when it moved."""
+
+    def __init__(self):
+        self._count = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._count)
 
 
 class Cluster:
     def __init__(self, config: CoordinatorConfig, store: StateStore):
         self.config = config
         self.store = store
-        # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
-        self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
-        self.pressure = PressureBook()   # held time per (node, user), for the Pressure RPC and metrics
-        self.publishing = Publishing(config, store, self.allocator)
-        self.runtime = NodeRuntimes(self.publishing, self.allocator, self.pressure)
+        self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
+        # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
+        self.weights = self.allocator = None
+        if config.policy.allocation == "work-conserving":
+            # numpy comes with the weight step: a coordinator without work conservation never loads it.
+            from vnode_sync.coordinator.weight_control import WeightControl
+            sequence = AllocationSequence()
+            self.weights = WeightControl(config, self.ledger, sequence.next)
+            self.allocator = Allocator(config, sequence.next, self.weights.manages)
+        self.publishing = Publishing(config, store, self.allocator, self.weights)
+        self.runtime = NodeRuntimes(self.publishing, self.allocator, self.ledger, self.weights)
         self.commands = Commands(config, store, self.publishing)
+
+    def control_tick(self, users: list[UserRecord]) -> set[str]:
+        """One work-conserving step over every node (off the event loop): the nodes whose weights or
+        allocation changed."""
+        changed = self.weights.tick(users)
+        return changed | self.allocator.tick(users)
+
+    def allocation_updates(self) -> dict[str, int]:
+        """Weights or allocations pushed to each node since the coordinator started."""
+        out = dict(self.allocator.updates) if self.allocator else {}
+        for node_id, count in (self.weights.updates if self.weights else {}).items():
+            out[node_id] = out.get(node_id, 0) + count
+        return out
 
     def generation(self) -> int:
         return self.publishing.generation()
@@ -33,6 +69,12 @@ class Cluster:
         """Every user, read from the store (a blocking read: off the event loop)."""
         return self.store.users()
 
+    def allocation_status(self, node_id: str) -> dict[str, PairStatus]:
+        """user -> what the work-conserving loop gives it on the node and what it is estimated to want."""
+        if self.weights is not None and self.weights.manages(node_id):
+            return {user: PairStatus(int(r), int(w), dr, dw) for user, (r, w, dr, dw) in self.weights.given(node_id).items()}
+        return self.allocator.status(node_id) if self.allocator else {}
+
     def share_views(self) -> list[NodeShareView]:
         """Per node: measured rates, and what each user may use there now (allocation or target)."""
         views = []
@@ -40,7 +82,7 @@ class Cluster:
             allowed = dict(self.publishing.targets(node.node_id))
             if self.allocator is not None:
                 allowed.update({user: (given.allocated_read_bps, given.allocated_write_bps)
-                                for user, given in self.allocator.status(node.node_id).items()})
+                                for user, given in self.allocation_status(node.node_id).items()})
             rates = {user: (r.read_bps, r.write_bps) for user, r in self.runtime.measured_rates(node.node_id).items()}
             views.append(NodeShareView(node.node_id, rates, allowed))
         return views

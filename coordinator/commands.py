@@ -10,7 +10,7 @@ import time
 
 from vnode_sync import validation
 from vnode_sync.coordinator.config import CoordinatorConfig
-from vnode_sync.coordinator.fair_policy import check_admission
+from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound

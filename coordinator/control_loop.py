@@ -1,7 +1,7 @@
 """The work-conserving control loop: a tick every policy.control_seconds, and at once after an
 admin change (a new generation) or a report of a user back from idle; only the streams of nodes
-whose allocation changed send. The tick runs off the event loop; a failed pass is retried after
-a backoff (supervised)."""
+whose weights or allocation changed send. The tick (the weight step, and the rate allocator for
+cap-only nodes) runs off the event loop; a failed pass is retried after a backoff (supervised)."""
 
 import asyncio
 
@@ -23,7 +23,7 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
             await store_thread.run(cluster.publishing.refresh_snapshot)   # the change's users
         poke.clear()
         users = cluster.publishing.snapshot().users
-        changed = await loop.run_in_executor(None, cluster.allocator.tick, users)
+        changed = await loop.run_in_executor(None, cluster.control_tick, users)
         if changed:
             fan_out.wake()
 

@@ -50,7 +50,7 @@ class CoordinatorCollector(Collector):
                                       "Work-conserving allocations pushed to the node since the coordinator started",
                                       labels=["node"])
         allocator = cluster.allocator
-        pushed = dict(allocator.updates) if allocator else {}
+        pushed = cluster.allocation_updates()
         streams = 0
         for node in cluster.config.storage_nodes:
             runtime = cluster.runtime.node_runtime(node.node_id)
@@ -74,7 +74,7 @@ class CoordinatorCollector(Collector):
 
     def _users(self) -> Iterator[Metric]:
         users = self.cluster.publishing.snapshot().users
-        held = self.cluster.pressure.held_now()
+        held = self.cluster.ledger.held_now()
         active = GaugeMetricFamily("vnode_sync_coordinator_user_active", "1 while the user has a share (active)",
                                    labels=["user"])
         priority = GaugeMetricFamily("vnode_sync_coordinator_user_priority",

@@ -1,26 +1,25 @@
 """What the coordinator knows of the storage agents since it started, in memory, never persisted:
-registrations, open streams, usage reports (a short window of counters per node and user, from
-which measured rates come) and the compute agents' reported connections."""
+registrations, open streams, the compute agents' reported connections; usage reports are booked in
+the usage ledger (usage_ledger.py)."""
 
-import collections
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vnode_sync import validation
 from vnode_sync.coordinator.allocation import Allocator
-from vnode_sync.coordinator.pressure import PressureBook
 from vnode_sync.coordinator.publishing import Publishing
+from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import WeightControl
 
-# Measured rates are taken over this many seconds of usage reports: long enough to
-# smooth the throttle's time slices, short enough to follow a priority change.
-USAGE_WINDOW_SECONDS = 2.0
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,9 +33,7 @@ class NodeRuntime:
     last_seen: float = 0.0
     streams: int = 0
     errors: list[str] = field(default_factory=list)
-    # user -> deque of (sampled_at, read_bytes, write_bytes), summed over devices
-    usage: dict[str, collections.deque] = field(default_factory=dict)
-    held_at_limit: set[str] = field(default_factory=set)  # users the backend saw at their limit
+    held_at_limit: set[str] = field(default_factory=set)  # users held there in its last report (from the ledger)
     not_enforcing: str = ""   # why the node's backend is not enforcing, as its last report said
 
 
@@ -55,10 +52,12 @@ def second_agent(streams: int) -> str:
 class NodeRuntimes:
     """Every storage node's runtime and every reporter's connections; one owner: `self._lock`."""
 
-    def __init__(self, publishing: Publishing, allocator: Allocator | None, pressure: PressureBook):
+    def __init__(self, publishing: Publishing, allocator: Allocator | None, ledger: UsageLedger,
+                 weights: "WeightControl | None" = None):
         self.publishing = publishing
         self.allocator = allocator
-        self.pressure = pressure
+        self.ledger = ledger
+        self.weights = weights
         self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
         self._lock = threading.RLock()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
@@ -69,7 +68,8 @@ class NodeRuntimes:
 
     # ---- storage agents ----------------------------------------------------------
 
-    def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str]) -> int:
+    def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str],
+                      shares_by_weight: bool = False) -> int:
         node = self.publishing.nodes[node_id]
         configured = {d.name for d in node.devices}
         for device in devices:
@@ -82,6 +82,8 @@ class NodeRuntimes:
             runtime.last_seen = time.time()
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
+        if self.weights is not None:
+            self.weights.shares_by_weight(node_id, shares_by_weight)
         return self.publishing.generation()
 
     def stream_opened(self, node_id: str) -> int:
@@ -113,37 +115,17 @@ class NodeRuntimes:
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self.publishing.nodes[report.node_id]
-        known = self._known_users([u.user for u in report.usage], f"usage report from {report.node_id}")
-        if any(u.user and u.user not in known for u in report.usage):
-            kept = [u for u in report.usage if not u.user or u.user in known]
-            report = pb.UsageReport.FromString(report.SerializeToString())   # the caller's stays as sent
-            del report.usage[:]
-            report.usage.extend(kept)
-        totals: dict[str, list[int]] = {}
-        for u in report.usage:
-            t = totals.setdefault(u.user, [0, 0])
-            t[0] += u.read_bytes
-            t[1] += u.write_bytes
-        sampled_at = report.sampled_at_unix or time.time()
-        if self.allocator is not None and self.allocator.observe(report):
+        known = self._known_users([u.user for u in report.usage] + list(report.demand.users),
+                                  f"usage report from {report.node_id}")
+        samples = self.ledger.observe(report, known, every_flow=self.allocator is not None)
+        if self.allocator is not None and self.allocator.observe(report.node_id, samples):
             self.allocation_wanted()
-        self.pressure.observe(report, known)
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation
             runtime.last_seen = time.time()
             runtime.errors = list(report.errors)
             runtime.not_enforcing = report.not_enforcing
-            runtime.held_at_limit = {u.user for u in report.usage if u.held_at_limit}
-            for user, (read, write) in totals.items():
-                samples = runtime.usage.setdefault(user, collections.deque())
-                if samples and (read < samples[-1][1] or write < samples[-1][2]):
-                    samples.clear()  # counters restarted: the VNode was made anew
-                samples.append((sampled_at, read, write))
-                while len(samples) > 2 and samples[0][0] < sampled_at - USAGE_WINDOW_SECONDS:
-                    samples.popleft()
-            for gone in set(runtime.usage) - set(totals):
-                del runtime.usage[gone]
         return self.publishing.generation()
 
     # ---- compute agents ----------------------------------------------------------
@@ -183,16 +165,14 @@ class NodeRuntimes:
         """A copy, consistent at the time of the call."""
         with self._lock:
             r = self._nodes[node_id]
-            return NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation, r.last_seen,
-                               r.streams, list(r.errors), {}, set(r.held_at_limit), r.not_enforcing)
+            runtime = NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation,
+                                  r.last_seen, r.streams, list(r.errors), not_enforcing=r.not_enforcing)
+        runtime.held_at_limit = self.ledger.held_users(node_id)
+        return runtime
 
     def measured_rates(self, node_id: str) -> dict[str, UserNodeRate]:
-        """Every user's measured rate on this node that is not zero."""
-        now = time.time()
-        with self._lock:
-            usage = {user: list(samples) for user, samples in self._nodes[node_id].usage.items()}
-        rates = {user: _rate(samples, now) for user, samples in usage.items()}
-        return {user: rate for user, rate in rates.items() if rate.read_bps or rate.write_bps}
+        """Every user's measured rate on this node that is not zero (from the usage ledger)."""
+        return {user: UserNodeRate(read, write) for user, (read, write) in self.ledger.rates(node_id).items()}
 
 
 def _normalised_address(text: str) -> bool:
@@ -201,10 +181,3 @@ def _normalised_address(text: str) -> bool:
         return validation.ip_address(text) == text
     except InvalidArgument:
         return False
-
-
-def _rate(samples: list, now: float) -> UserNodeRate:
-    if len(samples) < 2 or samples[-1][0] <= samples[0][0] or samples[-1][0] < now - 3 * USAGE_WINDOW_SECONDS:
-        return UserNodeRate(0.0, 0.0)
-    (t0, r0, w0), (t1, r1, w1) = samples[0], samples[-1]
-    return UserNodeRate((r1 - r0) / (t1 - t0), (w1 - w0) / (t1 - t0))

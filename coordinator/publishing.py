@@ -11,6 +11,7 @@ of only the nodes whose part changed, at the same generation.
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
@@ -19,6 +20,9 @@ from vnode_sync.coordinator.desired_state import build_desired_state
 from vnode_sync.coordinator.store import StateStore, UserRecord
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
+
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import WeightControl
 
 
 @dataclass(frozen=True)
@@ -49,10 +53,12 @@ class StorageNodes:
 class Publishing:
     """The generation, its snapshot, and every node's serialized desired state of it."""
 
-    def __init__(self, config: CoordinatorConfig, store: StateStore, allocator: Allocator | None):
+    def __init__(self, config: CoordinatorConfig, store: StateStore, allocator: Allocator | None,
+                 weights: "WeightControl | None" = None):
         self.config = config
         self.store = store
         self.allocator = allocator
+        self.weights = weights
         self.nodes = StorageNodes(config)
         self._lock = threading.RLock()
         self._listeners: list[Callable[[int], None]] = []
@@ -148,7 +154,10 @@ class Publishing:
         _, state = self.desired_state_bytes(node_id)
         with self._lock:
             connections = self._routes.part(self._connection_parts, node_id)
-        sequence, allocation = self.allocator.node_allocation(node_id) if self.allocator else (0, b"")
+        if self.weights is not None and self.weights.manages(node_id):
+            sequence, allocation = self.weights.node_allocation(node_id)
+        else:
+            sequence, allocation = self.allocator.node_allocation(node_id) if self.allocator else (0, b"")
         cached = self._messages.get(node_id)
         if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
             return cached[3]

@@ -87,6 +87,7 @@ def test_the_layers_name_every_top_level_product_module(wheel):
     ("vnode_sync/errors.py", "import vnode_sync.validation", "front ends above services"),
     ("vnode_sync/supervision.py", "import vnode_sync.agents", "front ends above services"),
     ("vnode_sync/agents/__init__.py", "import testbed.names", "imports no test bed"),
+    ("vnode_sync/coordinator/policy/water_filling.py", "import vnode_sync.wire", "the policies are pure"),
 ])
 def test_a_broken_layer_rule_is_caught(wheel, tmp_path, module, line, contract):
     zipfile.ZipFile(wheel).extractall(tmp_path)

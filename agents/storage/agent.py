@@ -58,10 +58,13 @@ class StorageAgent:
         return pb.RegisterRequest(
             node_id=self.config.node_id, backend=self.backend.name,
             limitations=self.backend.limitations(),
+            shares_by_weight=bool(getattr(self.backend, "shares_by_weight", False)),
             devices=[pb.Device(name=name, major=dev.major, minor=dev.minor)
                      for name, dev in sorted(self.reconciler.devices.items())])
 
     def _from_coordinator(self, state: pb.DesiredState) -> None:
+        if self._cut_off_since is not None:
+            self.reconciler.summaries.want_full()   # back after a cut: the coordinator may know nothing of us
         self._cut_off_since = None
         self._receive(state)
 

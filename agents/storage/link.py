@@ -6,7 +6,7 @@ the last state it had and retries with capped, jittered exponential backoff.
 
 Usage reports go on one long-lived StreamUsage call (a report is then one message to the
 coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
-newer one, since each report is the whole current picture.
+newer one (its counters are newer), which takes in the older one's demand summary entries.
 """
 
 import logging
@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import grpc
 
+from vnode_sync.agents.storage.demand_summary import merged
 from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.supervision import Backoff
 from vnode_sync.wire import vnode_pb2 as pb
@@ -101,8 +102,11 @@ class CoordinatorLink:
                 self._stop.wait(backoff.next())  # stream ended cleanly: coordinator restarting
 
     def report(self, report: pb.UsageReport) -> None:
-        """Send `report` on the report stream (replacing one not yet sent)."""
+        """Send `report` on the report stream (replacing one not yet sent, whose demand summary it takes in)."""
         with self._reports:
+            unsent = self._latest_report
+            if unsent is not None and unsent.HasField("demand") and report.HasField("demand"):
+                report.demand.CopyFrom(merged(unsent.demand, report.demand))
             self._latest_report = report
             self._reports.notify_all()
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
-from vnode_sync.agents.storage.held import HeldClock, HeldState
+from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
+from vnode_sync.agents.storage.demand_summary import Entry, SummaryBuilder
 from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
@@ -37,7 +38,8 @@ class UsageSample:
 
     sampled_at: float                         # unix seconds
     usage: dict[str, VNodeUsage]              # VNode -> its counters
-    held: dict[str, HeldState]                # VNodes with a limit (or a measured wait)
+    held: dict[str, VNodeDemand]              # VNodes with a limit (or a measured wait)
+    demand: dict[str, VNodeDemand]            # every VNode: rates, held, demand per device and direction
     limits: dict[str, list[DeviceLimits]]     # VNode -> the limits in force (static shares or allocation)
     threads: dict[str, int]                   # VNode -> handler threads placed there (placing backends)
 
@@ -57,7 +59,8 @@ class Reconciler:
     shared_processes: dict[int, str] = field(default_factory=dict)
     # VNode -> the limits of the last pass, as the desired state gives them
     limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
-    held_clock: HeldClock = field(default_factory=HeldClock)
+    demand: DemandEstimator = field(default_factory=DemandEstimator)
+    summaries: SummaryBuilder = field(default_factory=SummaryBuilder)
     last_sample: UsageSample | None = None
     passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
     errors_found: int = 0
@@ -233,16 +236,28 @@ class Reconciler:
                     continue
 
     def usage_report(self, node_id: str) -> pb.UsageReport:
+        """The demand summary (what moved since the last report, or every entry when it is full), with
+        the counters of the users it names and the held time of those held since (all when full)."""
         names = {dev: name for name, dev in self.devices.items()}
-        usage = []
         try:
             measured_by_vnode = self.backend.usage()
         except VNodeSyncError as e:
             self.errors.append(f"reading usage: {e}")
             measured_by_vnode = {}
-        held = self.held_clock.update(measured_by_vnode, self.limits, time.monotonic())
+        now = time.monotonic()
+        demand = self.demand.update(measured_by_vnode, self.limits, now)
+        held = {vnode: d for vnode, d in demand.items() if d.source is not None}
+        entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
+                   for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
+        summary = self.summaries.build(entries, now)
+        named = set(summary.users)
+        held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},
+                                                  summary.full)
+        usage = []
         for vnode, measured in measured_by_vnode.items():
             user = user_of_vnode(vnode) or ""
+            if user not in named:
+                continue
             is_held = held[vnode].held if vnode in held else measured.held_at_limit
             for dev, c in measured.devices.items():
                 if dev in names:
@@ -250,11 +265,12 @@ class Reconciler:
                                               write_bytes=c.write_bytes, read_ios=c.read_ios,
                                               write_ios=c.write_ios, held_at_limit=is_held))
         sampled_at = time.time()
-        self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, dict(self.limits),
+        self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
                               not_enforcing=self.not_enforcing or "",
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
-                                    for v, h in sorted(held.items())])
+                                    for v, h in sorted(held.items()) if (user_of_vnode(v) or "") in held_listed],
+                              demand=summary)

@@ -6,6 +6,7 @@ import random
 import pytest
 
 from vnode_sync.coordinator.allocation import Allocator, DemandEstimator
+from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
@@ -26,6 +27,7 @@ class Feed:
 
     def __init__(self, allocator):
         self.allocator, self.t, self.bytes = allocator, 1000.0, {}
+        self.ledger = UsageLedger()
 
     def step(self, rates: dict, seconds=1.0):
         self.t += seconds
@@ -37,8 +39,13 @@ class Feed:
             for (u, n), total in self.bytes.items():   # an agent reports every VNode, idle or not
                 if n == node:
                     usage.append(pb.UserUsage(user=u, device="/dev/sdb", read_bytes=total))
-            self.allocator.observe(pb.UsageReport(node_id=node, sampled_at_unix=self.t, usage=usage))
+            observe(self.allocator, self.ledger, pb.UsageReport(node_id=node, sampled_at_unix=self.t, usage=usage))
         return self.t
+
+
+def observe(allocator, ledger, report) -> bool:
+    """A report as the coordinator takes it: booked in the ledger, whose samples the allocator reads."""
+    return allocator.observe(report.node_id, ledger.observe(report, {u.user for u in report.usage}))
 
 
 def given(allocator, node):
@@ -153,8 +160,9 @@ def test_held_at_its_limit_counts_only_for_the_direction_the_user_moves_bytes_in
     """Lustre TBF says 'held' per user: a reader held by its rule wants more reads, not writes."""
     allocator = Allocator(parse_config(CONFIG))
     users = [user("alice", 8)]
+    ledger = UsageLedger()
     for t, read in ((1000.0, 0), (1000.5, 10 * MB), (1001.0, 20 * MB)):
-        allocator.observe(pb.UsageReport(node_id="dn0", sampled_at_unix=t, usage=[
+        observe(allocator, ledger, pb.UsageReport(node_id="dn0", sampled_at_unix=t, usage=[
             pb.UserUsage(user="alice", device="/dev/sdb", read_bytes=read, held_at_limit=True)]))
     allocator.tick(users, 1001.0)
     status = allocator.status("dn0")["alice"]
@@ -244,7 +252,7 @@ def test_a_report_of_a_user_back_from_idle_asks_for_a_tick_now_and_it_is_unbound
     probe = given(allocator, "dn0")["bob"]
     assert probe == pytest.approx(0.02 * BW, rel=0.01)
     feed.t += 0.5
-    returning = allocator.observe(pb.UsageReport(node_id="dn0", sampled_at_unix=feed.t, usage=[
+    returning = observe(allocator, feed.ledger, pb.UsageReport(node_id="dn0", sampled_at_unix=feed.t, usage=[
         pb.UserUsage(user="bob", device="/dev/sdb", read_bytes=int(0.6 * probe * 0.5))]))
     assert returning, "60% of his probe: bob is back"
     allocator.tick(users, feed.t)

@@ -1,9 +1,10 @@
-"""Who is held back: held time per (node, user) from usage reports, and the Pressure RPC's order."""
+"""Who is held back: held time per (node, user) booked in the usage ledger, and the Pressure RPC's order."""
 
 import grpc
 import pytest
 
-from vnode_sync.coordinator.pressure import HISTORY_STEP_SECONDS, NodeShareView, PressureBook, rank
+from vnode_sync.coordinator.pressure import NodeShareView, rank
+from vnode_sync.coordinator.usage_ledger import HISTORY_STEP_SECONDS, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -27,7 +28,7 @@ def report(node: str, at: float, held: dict[str, float], now_held: set[str] = fr
 
 def test_held_time_within_a_window_is_what_was_added_in_it():
     clock = Clock()
-    book = PressureBook(clock)
+    book = UsageLedger(clock)
     for second in range(0, 601):  # held the whole 10 minutes, one report a second
         clock.now = 1000.0 + second
         book.observe(report("dn1", clock.now, {"alice": float(second), "bob": 0.0}, {"alice"}), {"alice", "bob"})
@@ -40,7 +41,7 @@ def test_held_time_within_a_window_is_what_was_added_in_it():
 
 def test_an_agent_restart_does_not_lose_or_subtract_held_time():
     clock = Clock()
-    book = PressureBook(clock)
+    book = UsageLedger(clock)
     book.observe(report("dn1", 1000.0, {"alice": 50.0}, {"alice"}), {"alice"})
     book.observe(report("dn1", 1010.0, {"alice": 60.0}, {"alice"}), {"alice"})
     book.observe(report("dn1", 1020.0, {"alice": 4.0}, {"alice"}), {"alice"})   # restarted: counts from 0
@@ -49,7 +50,7 @@ def test_an_agent_restart_does_not_lose_or_subtract_held_time():
 
 
 def test_unknown_users_and_removed_vnodes_are_not_kept():
-    book = PressureBook(Clock())
+    book = UsageLedger(Clock())
     book.observe(report("dn1", 1000.0, {"alice": 5.0, "mallory": 9.0}, {"alice"}), {"alice"})
     assert book.held_pairs() == [("dn1", "alice")]
     book.observe(report("dn1", 1001.0, {}), {"alice"})   # alice's VNode is gone from dn1
@@ -58,7 +59,7 @@ def test_unknown_users_and_removed_vnodes_are_not_kept():
 
 def test_users_are_ranked_held_now_then_longest_held_then_highest_pressure():
     clock = Clock()
-    book = PressureBook(clock)
+    book = UsageLedger(clock)
     book.observe(report("dn1", 1000.0, {"carol": 0.0, "alice": 0.0}), {"carol", "alice"})
     book.observe(report("dn1", 1100.0, {"carol": 100.0, "alice": 10.0}, {"alice"}), {"carol", "alice"})
     views = [NodeShareView("dn1", {"alice": (19 * MB, 0.0), "bob": (30 * MB, 0.0), "dave": (1 * MB, 0.0)},
@@ -78,7 +79,7 @@ def test_the_pressure_rpc_answers_and_refuses_a_bad_window(coordinator):
     link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
     for at, held in ((1.0, 0.0), (2.0, 1.0)):
-        usage = report("dn1", cluster.pressure.now() - 2 + at, {"alice": held}, {"alice"} if held else set())
+        usage = report("dn1", cluster.ledger.now() - 2 + at, {"alice": held}, {"alice"} if held else set())
         usage.usage[0].read_bytes = int(at * 20 * MB)
         link.ReportUsage(usage, timeout=5)
     answer = admin.Pressure(pb.PressureRequest(window_seconds=60), timeout=5)

@@ -29,7 +29,7 @@ def alice_held_bob_below(cluster, channel):
     link = pb_grpc.AgentLinkStub(channel)
     link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
-    now = cluster.pressure.now()
+    now = cluster.ledger.now()
     for i, at in enumerate((now - 31, now - 1, now)):
         held = i > 0
         link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=at, usage=[

@@ -140,7 +140,7 @@ def _report_both_users_reading(tls_coordinator):
         link = pb_grpc.AgentLinkStub(channel)
         link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
                                          devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
-        now = tls_coordinator.cluster.pressure.now()
+        now = tls_coordinator.cluster.ledger.now()
         for at, read in ((now - 1, 0), (now, 10_000_000)):
             link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=at, usage=[
                 pb.UserUsage(user=u, device="/dev/loop7", read_bytes=read) for u in ("alice", "bob")]), timeout=5)

@@ -439,16 +439,18 @@ class PressureResponse(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., allocation: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "limitations")
+    __slots__ = ("node_id", "devices", "backend", "limitations", "shares_by_weight")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
+    SHARES_BY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
     limitations: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ...) -> None: ...
+    shares_by_weight: bool
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ..., shares_by_weight: _Optional[bool] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("generation",)
@@ -492,8 +494,36 @@ class HeldTime(_message.Message):
     source: HeldSource
     def __init__(self, user: _Optional[str] = ..., held_seconds: _Optional[float] = ..., source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
 
+class DemandSummary(_message.Message):
+    __slots__ = ("full", "users", "devices", "user_index", "device_index", "read_bps", "write_bps", "read_held", "write_held", "read_demand_bps", "write_demand_bps", "gone")
+    FULL_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    USER_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    READ_HELD_FIELD_NUMBER: _ClassVar[int]
+    WRITE_HELD_FIELD_NUMBER: _ClassVar[int]
+    READ_DEMAND_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_DEMAND_BPS_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
+    full: bool
+    users: _containers.RepeatedScalarFieldContainer[str]
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    user_index: _containers.RepeatedScalarFieldContainer[int]
+    device_index: _containers.RepeatedScalarFieldContainer[int]
+    read_bps: _containers.RepeatedScalarFieldContainer[float]
+    write_bps: _containers.RepeatedScalarFieldContainer[float]
+    read_held: _containers.RepeatedScalarFieldContainer[bool]
+    write_held: _containers.RepeatedScalarFieldContainer[bool]
+    read_demand_bps: _containers.RepeatedScalarFieldContainer[float]
+    write_demand_bps: _containers.RepeatedScalarFieldContainer[float]
+    gone: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, full: _Optional[bool] = ..., users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., device_index: _Optional[_Iterable[int]] = ..., read_bps: _Optional[_Iterable[float]] = ..., write_bps: _Optional[_Iterable[float]] = ..., read_held: _Optional[_Iterable[bool]] = ..., write_held: _Optional[_Iterable[bool]] = ..., read_demand_bps: _Optional[_Iterable[float]] = ..., write_demand_bps: _Optional[_Iterable[float]] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
@@ -501,6 +531,7 @@ class UsageReport(_message.Message):
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
+    DEMAND_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
@@ -508,7 +539,8 @@ class UsageReport(_message.Message):
     errors: _containers.RepeatedScalarFieldContainer[str]
     held: _containers.RepeatedCompositeFieldContainer[HeldTime]
     not_enforcing: str
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ...) -> None: ...
+    demand: DemandSummary
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)

@@ -1,9 +1,9 @@
-"""Held at the limit per VNode: measured from a throttle's waits, the backend's estimate, or the
-agent's estimate from the rate against the limit."""
+"""The agent's one demand estimate: rates per device and direction, held (measured from a throttle's
+waits, the backend's word, or the rate against the limit), held time, and what a held VNode is taken to want."""
 
 import pytest
 
-from vnode_sync.agents.storage.held import HeldClock
+from vnode_sync.agents.storage.demand import HELD_GROWTH, DemandEstimator
 from vnode_sync.kernel.backend import HELD_ESTIMATED, HELD_MEASURED, VNodeUsage
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
@@ -16,33 +16,41 @@ def counted(read_bytes: int, write_bytes: int = 0) -> dict:
 
 
 def test_a_cgroup_vnode_reading_at_its_limit_is_held_and_one_well_below_is_not():
-    clock = HeldClock()
+    clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)], "vnode.bob": [DeviceLimits(DEV, read_bps=40 * MB)],
               "vnode.carol": [DeviceLimits(DEV, weight=500)]}
     first = clock.update({v: VNodeUsage(counted(0)) for v in limits}, limits, 100.0)
-    assert {v: s.held for v, s in first.items()} == {"vnode.alice": False, "vnode.bob": False}
+    assert {v: s.held for v, s in first.items()} == {"vnode.alice": False, "vnode.bob": False, "vnode.carol": False}
     later = clock.update({"vnode.alice": VNodeUsage(counted(19 * MB)), "vnode.bob": VNodeUsage(counted(10 * MB)),
                           "vnode.carol": VNodeUsage(counted(500 * MB))}, limits, 101.0)
     assert later["vnode.alice"].held and later["vnode.alice"].seconds == pytest.approx(1.0)
     assert not later["vnode.bob"].held and later["vnode.bob"].seconds == 0.0
-    assert "vnode.carol" not in later   # a weight is no limit: never held
+    assert not later["vnode.carol"].held and later["vnode.carol"].source is None  # a weight is no limit: never held
     assert later["vnode.alice"].source == HELD_ESTIMATED
+    read, write = later["vnode.alice"].devices[DEV]
+    assert read.held and not write.held and read.rate == pytest.approx(19 * MB)
+    assert read.demand == pytest.approx(HELD_GROWTH * 19 * MB)          # held: it wanted more than it moved
+    bob_read, _ = later["vnode.bob"].devices[DEV]
+    assert bob_read.demand == pytest.approx(10 * MB)                     # given all it asked: what it moved
+    assert later["vnode.carol"].devices[DEV][0].rate == pytest.approx(500 * MB)
 
 
 def test_a_measured_backend_adds_its_wait_time_at_most_the_interval():
-    clock = HeldClock()
+    clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, write_bps=10 * MB)]}
     clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_MEASURED, 0.0, 1.0)}, limits, 10.0)
     state = clock.update({"vnode.alice": VNodeUsage(counted(0, 10 * MB), True, HELD_MEASURED, 0.0, 1.4)},
                          limits, 11.0)
     assert state["vnode.alice"].held and state["vnode.alice"].seconds == pytest.approx(0.4)
+    read, write = state["vnode.alice"].devices[DEV]
+    assert write.held and not read.held      # the waits say which direction
     state = clock.update({"vnode.alice": VNodeUsage(counted(0, 20 * MB), True, HELD_MEASURED, 0.0, 4.4)},
                          limits, 12.0)   # three transfers waited at once: still one second of wall time
     assert state["vnode.alice"].seconds == pytest.approx(1.4) and state["vnode.alice"].source == HELD_MEASURED
 
 
 def test_a_backend_estimate_counts_whole_intervals_and_gone_vnodes_are_forgotten():
-    clock = HeldClock()
+    clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=MB)]}
     clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_ESTIMATED)}, limits, 0.0)
     state = clock.update({"vnode.alice": VNodeUsage(counted(0), True, HELD_ESTIMATED)}, limits, 2.0)
@@ -54,7 +62,7 @@ def test_a_backend_estimate_counts_whole_intervals_and_gone_vnodes_are_forgotten
 
 def test_the_estimate_looks_at_a_span_so_one_read_more_or_less_does_not_decide():
     """1 MiB reads at a 20 MB/s limit, reported every 0.5 s: some intervals see 9 reads, some 10."""
-    clock = HeldClock()
+    clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)]}
     total, states = 0, []
     for i in range(20):
@@ -65,10 +73,36 @@ def test_the_estimate_looks_at_a_span_so_one_read_more_or_less_does_not_decide()
 
 
 def test_a_held_vnode_stays_held_through_a_dip_and_is_released_well_below_its_limit():
-    clock = HeldClock()
+    clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=10 * MB)]}
     total, held = 0, []
     for i, rate in enumerate([10, 10, 10, 10, 8.5, 8.5, 10, 10, 5, 5, 5, 5]):
         total += int(rate * MB)
         held.append(clock.update({"vnode.alice": VNodeUsage(counted(total))}, limits, float(i))["vnode.alice"].held)
     assert held == [False, True, True, True, True, True, True, True, False, False, False, False]
+
+
+def test_measured_waits_below_a_tenth_of_the_interval_are_not_held_whatever_the_backend_says():
+    """One threshold for every backend: the DataNode's own held flag is not taken, its waits are."""
+    clock = DemandEstimator()
+    clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_MEASURED, 0.0, 0.0)}, {}, 10.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(5 * MB), True, HELD_MEASURED, 0.05, 0.0)}, {}, 11.0)
+    assert not state["vnode.alice"].held and state["vnode.alice"].seconds == 0.0
+    state = clock.update({"vnode.alice": VNodeUsage(counted(10 * MB), False, HELD_MEASURED, 0.3, 0.0)}, {}, 12.0)
+    assert state["vnode.alice"].held and state["vnode.alice"].devices[DEV][0].held
+
+
+def test_a_backend_word_holds_only_the_directions_that_moved_bytes():
+    clock = DemandEstimator()
+    clock.update({"vnode.alice": VNodeUsage(counted(0, 0), False, HELD_ESTIMATED)}, {}, 0.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(0, 4 * MB), True, HELD_ESTIMATED)}, {}, 1.0)
+    read, write = state["vnode.alice"].devices[DEV]
+    assert write.held and not read.held and write.demand == pytest.approx(HELD_GROWTH * 4 * MB)
+
+
+def test_every_vnode_gets_rates_even_unlimited_and_counters_that_went_back_count_from_zero():
+    clock = DemandEstimator()
+    clock.update({"vnode.alice": VNodeUsage(counted(50 * MB))}, {}, 0.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(3 * MB))}, {}, 1.0)   # the VNode was made anew
+    read, _ = state["vnode.alice"].devices[DEV]
+    assert read.rate == 0.0 and not read.held and state["vnode.alice"].source is None

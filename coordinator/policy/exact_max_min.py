@@ -1,6 +1,9 @@
-"""Work-conserving, cluster-wide weighted max-min fair shares with reservations and limits.
+"""The exact cluster-wide weighted max-min fair shares, with reservations and limits: the reference.
 
 Pure policy: numbers in, numbers out, no I/O (docs/fair-shares.md explains it and its sources).
+It solves by bisection of max-flows in Python, so it is exact and slow (seconds at a few hundred
+users x resources): the fast weight step (local_weights.py) is measured against it
+(benchmarks/weight_step_fairness.py), and the control loop uses it only at small sizes.
 
 Each user i has a weight w_i (its priority), and on each storage node n a demand d_in
 (bytes/s; math.inf = it takes whatever it is given), a reservation (a floor on every node
@@ -36,15 +39,6 @@ class Claim:
     weight: float
     reservation: float = 0.0      # bytes/s floor on each node where the user has demand
     limit: float = math.inf       # bytes/s ceiling on each node
-
-
-def check_admission(capacity: Mapping[str, float], reservations: Mapping[str, float]) -> None:
-    """Reservations are promises: their sum must fit every node, or the new one is refused."""
-    total = sum(reservations.values())
-    for node, cap in capacity.items():
-        if total > cap:
-            raise InvalidArgument(f"reservations would total {total / 1e6:.1f} MB/s, more than node {node}'s "
-                                  f"capacity {cap / 1e6:.1f} MB/s: refused")
 
 
 def allocate(capacity: Mapping[str, float], claims: Mapping[str, Claim],
@@ -114,8 +108,10 @@ def weighted_max_min(capacity: Mapping[str, float], weights: Mapping[str, float]
         return {}
     graph = _FlowGraph(users, nodes, capacity, caps)
     scale = max([capacity[n] for n in nodes] + [1.0])
-    tol = scale * 1e-7
+    tol = scale * 1e-9                   # feasibility: what a max-flow may leave unrouted
+    slack = scale * 1e-7                 # room that lets a user grow (well above the flows' rounding)
     frozen: dict[str, float] = {}        # user -> its flow, fixed
+    asked: dict[str, float] = {}         # user -> what it asked for when it was frozen
     reach = {u: sum(c for (user, _), c in caps.items() if user == u) for u in users}  # most it could take
     level = 0.0
     while len(frozen) < len(users):
@@ -143,14 +139,22 @@ def weighted_max_min(capacity: Mapping[str, float], weights: Mapping[str, float]
             level = low
         want = demand_at(level)
         graph.feasible(want, tol)
-        growable = graph.can_grow(tol)
-        newly = [u for u in live if want[u] >= reach[u] - tol or u not in growable]
+        growable = graph.can_grow(slack)
+        newly = [u for u in live if want[u] >= reach[u] - slack or u not in growable]
         if not newly:   # numerically stuck: freeze the rest where they are
             newly = live
+        # Frozen users are held to what the flow carries, not to what they asked: each round's wants are
+        # feasible only within the tolerance, and a shortfall left on a frozen user would carry into every
+        # later round and, added to theirs, stop the level early (leaving bytes unused that others want).
+        routed = graph.routed()
+        for u in frozen:
+            frozen[u] = min(frozen[u], routed[u])
         for u in newly:
-            frozen[u] = want[u]
-    graph.feasible(dict(frozen), tol)
-    return _balanced(capacity, caps, frozen, tol) or graph.flows()
+            frozen[u], asked[u] = min(want[u], routed[u]), want[u]
+    graph.feasible(asked, tol)
+    # What they asked where the flow carries it within the tolerance: a limit of 1 MB/s gives 1 MB/s.
+    totals = {u: asked[u] if carried >= asked[u] - slack else carried for u, carried in graph.routed().items()}
+    return _balanced(capacity, caps, totals, tol) or graph.flows()
 
 
 def _balanced(capacity: Mapping[str, float], caps: Mapping[Pair, float], totals: Mapping[str, float],
@@ -237,7 +241,7 @@ class _FlowGraph:
         for u, e in self.source_edge.items():
             self.base[e] = max(0.0, want.get(u, 0.0))
         self.cap = list(self.base)
-        flow = self._max_flow(tol / 10)
+        flow = self._max_flow(tol / 1000)   # crumbs it leaves must stay far below the tolerance
         return flow >= sum(self.base[e] for e in self.source_edge.values()) - tol
 
     def _max_flow(self, eps: float) -> float:
@@ -292,6 +296,10 @@ class _FlowGraph:
                     reached.add(u)
                     queue.append(u)
         return {u for u in self.users if self.index[("u", u)] in reached}
+
+    def routed(self) -> dict[str, float]:
+        """Each user's flow in the graph as it stands."""
+        return {u: self.base[e] - self.cap[e] for u, e in self.source_edge.items()}
 
     def flows(self) -> dict[Pair, float]:
         return {p: self.base[e] - self.cap[e] for p, e in self.pair_edge.items() if self.base[e] - self.cap[e] > 0}

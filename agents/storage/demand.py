@@ -1,0 +1,169 @@
+"""The agent's one estimate of what each VNode wants: per device and direction its rate, whether it
+was held, and per VNode its held time in all. Every backend feeds it the same VNodeUsage samples.
+
+Held, per direction over the last interval, by what the backend can tell (VNodeUsage.held_source):
+- measured (the DataNode's throttle times every wait): held when its waits in that direction took at
+  least WAIT_FRACTION of the interval; held time grows by the waits, at most the interval's length
+  (waits of concurrent transfers overlap).
+- the backend's word (Lustre TBF, from its RPC counters against the rule's rate: one bucket for both
+  directions): held in each direction that moved bytes; held time grows by the whole interval.
+- nothing (cgroups: the kernel counts bytes, not throttled time): held in a direction whose rate over
+  the last RATE_SPAN_SECONDS reached HIT_FRACTION of its limit (bytes/s or IOs/s). A cgroup v1
+  throttle lets a VNode run at 95-105 % of its limit (10.5 MB/s for 10 MiB/s, docs/architecture), so
+  0.9 catches it held and leaves a user reading well below its share out; the span keeps one I/O's
+  size from deciding (1 MiB reads at 20 MB/s are 10 % of a 0.5 s interval); once held it stays held
+  until it falls below STILL_HELD_FRACTION, so a loaded host's jitter does not make it flap. Weights
+  (BFQ) are no limit: a weight-only VNode is never held.
+
+Demand, what the center divides: a direction that was not held moved all it wanted, so its demand is
+its rate; a held one wanted more than it moved, and how much more no counter says: at least
+HELD_GROWTH times its rate, a lower bound (the center gives it no standby weight there, so it is
+raised again next period if it stays held; a bulk reader reaches its share in a few periods).
+"""
+
+import collections
+from dataclasses import dataclass, field
+
+from vnode_sync.kernel.backend import HELD_ESTIMATED, HELD_MEASURED, VNodeUsage
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+
+WAIT_FRACTION = 0.1
+HIT_FRACTION = 0.9
+STILL_HELD_FRACTION = 0.8
+RATE_SPAN_SECONDS = 2.0
+# Rates sent to the center are over this span (at least one interval): a user that stops is seen idle
+# within it, so its share is lent without waiting for a 2 s average to decay.
+FLOW_SPAN_SECONDS = 0.5
+HELD_GROWTH = 4.0
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One direction of one VNode on one device over the last span."""
+
+    rate: float          # bytes/s
+    held: bool = False
+
+    @property
+    def demand(self) -> float:
+        return self.rate * HELD_GROWTH if self.held else self.rate
+
+
+@dataclass(frozen=True)
+class VNodeDemand:
+    devices: dict[DeviceNumber, tuple[Flow, Flow]]   # device -> (read, write)
+    held: bool           # in any direction over the last interval
+    seconds: float       # cumulative held seconds since the agent started
+    source: str | None   # HELD_MEASURED, HELD_ESTIMATED, or None: neither limited nor measured (never held)
+
+
+@dataclass
+class _Previous:
+    at: float
+    devices: dict[DeviceNumber, IoCounters]
+    waits: tuple[float, float] | None
+    seconds: float
+    held: frozenset = frozenset()     # (device, direction) held at the last sample
+    # (at, devices) of the samples within RATE_SPAN_SECONDS before this one, oldest first
+    recent: collections.deque = field(default_factory=collections.deque)
+
+
+class DemandEstimator:
+    def __init__(self):
+        self._previous: dict[str, _Previous] = {}
+
+    def update(self, usage: dict[str, VNodeUsage], limits: dict[str, list[DeviceLimits]],
+               now: float) -> dict[str, VNodeDemand]:
+        """Every VNode of `usage`, as of `now` (monotonic seconds)."""
+        out = {}
+        for vnode, measured in usage.items():
+            limited = {l.device: l for l in limits.get(vnode, ())
+                       if l.read_bps or l.write_bps or l.read_iops or l.write_iops}
+            source = measured.held_source or (HELD_ESTIMATED if limited else None)
+            waits = _waits(measured)
+            previous = self._previous.get(vnode)
+            seconds = previous.seconds if previous else 0.0
+            flows: dict[DeviceNumber, tuple[Flow, Flow]] = {}
+            held: set = set()
+            if previous is not None and now > previous.at:
+                interval = now - previous.at
+                since, then = _span_start(previous, now, RATE_SPAN_SECONDS)
+                span = now - since
+                flow_since, flow_then = _span_start(previous, now, FLOW_SPAN_SECONDS)
+                waited = _waited(previous.waits, waits)
+                for dev, counters in measured.devices.items():
+                    moved = _moved(then.get(dev), counters)
+                    last = _moved(previous.devices.get(dev), counters)
+                    recent = _moved(flow_then.get(dev), counters)
+                    for direction in (0, 1):
+                        if _held(measured, direction, moved, last, span, interval, waited,
+                                 limited.get(dev), (dev, direction) in previous.held):
+                            held.add((dev, direction))
+                    flow_span = now - flow_since
+                    flows[dev] = (Flow(recent[0] / flow_span, (dev, 0) in held),
+                                  Flow(recent[1] / flow_span, (dev, 1) in held))
+                # The backend's word is about the VNode: its time counts even in an interval with no bytes.
+                if held or (measured.held_source == HELD_ESTIMATED and measured.held_at_limit):
+                    seconds += min(interval, sum(waited)) if measured.held_source == HELD_MEASURED and waited \
+                        else interval
+            else:   # no interval yet: only the backend's word
+                flows = {dev: (Flow(0.0), Flow(0.0)) for dev in measured.devices}
+            recent = previous.recent if previous else collections.deque()
+            if previous is not None:
+                recent.append((previous.at, previous.devices))
+                while len(recent) > 1 and recent[1][0] <= now - RATE_SPAN_SECONDS:
+                    recent.popleft()
+            self._previous[vnode] = _Previous(now, measured.devices, waits, seconds, frozenset(held), recent)
+            says_held = measured.held_at_limit and (previous is None or measured.held_source != HELD_MEASURED)
+            out[vnode] = VNodeDemand(flows, bool(held) or says_held, seconds, source)
+        for gone in set(self._previous) - set(usage):
+            del self._previous[gone]
+        return out
+
+
+def _held(measured: VNodeUsage, direction: int, moved: tuple[int, int, int, int], last: tuple[int, int, int, int],
+          span: float, interval: float, waited: tuple[float, float] | None, limit: DeviceLimits | None,
+          was_held: bool) -> bool:
+    if measured.held_source == HELD_MEASURED:
+        return waited is not None and waited[direction] >= WAIT_FRACTION * interval
+    if measured.held_source == HELD_ESTIMATED or measured.held_at_limit:
+        return measured.held_at_limit and last[direction] > 0
+    if limit is None:
+        return False
+    fraction = STILL_HELD_FRACTION if was_held else HIT_FRACTION
+    allowed_bytes, allowed_ios = (limit.read_bps, limit.read_iops) if direction == 0 else (limit.write_bps,
+                                                                                          limit.write_iops)
+    return bool((allowed_bytes and moved[direction] >= fraction * allowed_bytes * span) or
+                (allowed_ios and moved[2 + direction] >= fraction * allowed_ios * span))
+
+
+def _moved(old: IoCounters | None, new: IoCounters) -> tuple[int, int, int, int]:
+    """Bytes and IOs since `old` (read, write, read IOs, write IOs); counters that went back (a VNode made
+    anew) count from 0."""
+    if old is None:
+        return 0, 0, 0, 0
+    pairs = ((old.read_bytes, new.read_bytes), (old.write_bytes, new.write_bytes), (old.read_ios, new.read_ios),
+             (old.write_ios, new.write_ios))
+    return tuple(b - a if b >= a else 0 for a, b in pairs)
+
+
+def _span_start(previous: _Previous, now: float, span: float) -> tuple[float, dict[DeviceNumber, IoCounters]]:
+    """The newest sample at least `span` seconds before `now`, else the oldest one kept."""
+    if previous.at <= now - span or not previous.recent:
+        return previous.at, previous.devices
+    for at, devices in reversed(previous.recent):
+        if at <= now - span:
+            return at, devices
+    return previous.recent[0]
+
+
+def _waits(measured: VNodeUsage) -> tuple[float, float] | None:
+    if measured.read_wait_seconds is None and measured.write_wait_seconds is None:
+        return None
+    return measured.read_wait_seconds or 0.0, measured.write_wait_seconds or 0.0
+
+
+def _waited(before: tuple[float, float] | None, after: tuple[float, float] | None) -> tuple[float, float] | None:
+    if before is None or after is None or after[0] < before[0] or after[1] < before[1]:
+        return None
+    return after[0] - before[0], after[1] - before[1]

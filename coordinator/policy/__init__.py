@@ -1,0 +1,13 @@
+"""The coordinator's allocation policies: pure functions of numbers, no I/O.
+
+- admission.py: reservations must fit every device together.
+- exact_max_min.py: the exact cluster-wide weighted max-min (bisection of max-flows); the
+  reference the fast path is measured against.
+- water_filling.py: the edges' fluid model, each resource shared by local weights between floors
+  and ceilings, on arrays.
+- local_weights.py: the global weight step, priorities to per-resource local weights whose edge
+  shares add up to the weighted max-min.
+- hysteresis.py: which nodes must be sent new weights or rates.
+
+`static` (Algorithm 1) is vnode_sync.shares.priority_shares.
+"""

@@ -1,0 +1,294 @@
+"""The one usage ledger: every storage node's usage as its agent reported it, booked once per report.
+
+Per (node, user, device): the measured rates, the held flags and the demand of the agent's demand
+estimator (agents/storage/demand.py), from the report's demand summary (only the entries that
+moved: booking costs what changed, not the node's users) or, from an agent without one, derived from
+the cumulative counters every report lists. Per (node, user): the held time, one sample every
+HISTORY_STEP_SECONDS for MAX_WINDOW_SECONDS, made monotonic across agent restarts, so "held for how
+long in the last minutes" is one subtraction (pairs never held keep nothing). Status, the Pressure
+RPC (`vnodectl top`), the metrics and the work-conserving control loop all read this book; "held"
+is stored here once.
+"""
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vnode_sync.wire import vnode_pb2 as pb
+
+HISTORY_STEP_SECONDS = 5.0
+MAX_WINDOW_SECONDS = 3600.0
+# Rates from counters are taken over this many seconds of reports: long enough to smooth a
+# throttle's time slices, short enough to follow a priority change.
+COUNTER_WINDOW_SECONDS = 2.0
+# A node that has not reported for this long moves nothing as far as the book says.
+STALE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One user on one device of one node, as last reported."""
+
+    read_bps: float = 0.0
+    write_bps: float = 0.0
+    read_held: bool = False
+    write_held: bool = False
+    read_demand_bps: float = 0.0
+    write_demand_bps: float = 0.0
+
+    @property
+    def held(self) -> bool:
+        return self.read_held or self.write_held
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A rate measured over `seconds` up to a report, for the cap-only control loop's estimator."""
+
+    user: str
+    device: str
+    read_bps: float
+    write_bps: float
+    seconds: float
+    read_held: bool
+    write_held: bool
+
+
+@dataclass
+class _Held:
+    source: int
+    offset: float = 0.0          # held seconds reported before the agent last restarted
+    reported: float = 0.0        # the agent's last cumulative value
+    now: bool = False
+    since: float = 0.0           # start of the current held stretch (unix seconds)
+    samples: collections.deque = field(default_factory=collections.deque)   # (unix seconds, monotonic total)
+
+    @property
+    def total(self) -> float:
+        return self.offset + self.reported
+
+
+@dataclass
+class _Node:
+    flows: dict[tuple[str, str], Flow] = field(default_factory=dict)
+    held_devices: dict[str, set[str]] = field(default_factory=dict)   # user -> devices where a flow is held
+    # Agents without a demand summary: (user, device) -> recent (sampled_at, read_bytes, write_bytes)
+    counters: dict[tuple[str, str], collections.deque] = field(default_factory=dict)
+    held: dict[str, _Held] = field(default_factory=dict)
+    last_report: float | None = None      # when its previous report was sampled (unix seconds)
+
+
+FlowListener = Callable[[str, bool, dict[tuple[str, str], Flow], list[str]], None]
+
+
+class UsageLedger:
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._nodes: dict[str, _Node] = {}
+        self._listeners: list[FlowListener] = []
+        self.started = clock()
+
+    def on_flows(self, listener: FlowListener) -> None:
+        """`listener(node_id, full, changed, gone)` after each report, with the (user, device) flows it
+        changed (full: the node's only ones) and the users gone from the node: the control loop keeps
+        its arrays current in the cost of what changed."""
+        self._listeners.append(listener)
+
+    def now(self) -> float:
+        return self._clock()
+
+    # ---- booking -------------------------------------------------------------------
+
+    def observe(self, report: pb.UsageReport, known_users: set[str], every_flow: bool = False) -> list[Sample]:
+        """Book one report (users unknown here are ignored); the rates it brings, as samples: of the
+        entries it lists, or with `every_flow` of every (user, device) the node has (a summary lists
+        only what moved; an estimator that counts reports needs one sample of each per report)."""
+        at = report.sampled_at_unix or self._clock()
+        with self._lock:
+            node = self._nodes.setdefault(report.node_id, _Node())
+            previous, node.last_report = node.last_report, at
+            seconds = at - previous if previous is not None and at > previous else 0.0
+            if report.HasField("demand"):
+                samples, present = self._book_summary(node, report.demand, known_users, seconds)
+                if every_flow and seconds > 0:
+                    samples = [Sample(user, device, f.read_bps, f.write_bps, seconds, f.read_held, f.write_held)
+                               for (user, device), f in node.flows.items() if user]
+            else:
+                samples, present = self._book_counters(node, report, known_users, at)
+            self._book_held(node, report, known_users, at, previous, present)
+            if self._listeners:
+                full = not report.HasField("demand") or report.demand.full
+                if full:
+                    changed = dict(node.flows)
+                else:
+                    listed = set(zip((report.demand.users[i] for i in report.demand.user_index),
+                                     (report.demand.devices[i] for i in report.demand.device_index)))
+                    changed = {k: node.flows[k] for k in listed if k in node.flows}
+                gone = list(report.demand.gone) if report.HasField("demand") else []
+                for listener in self._listeners:
+                    listener(report.node_id, full, changed, gone)
+        return samples
+
+    def _book_summary(self, node: _Node, summary: pb.DemandSummary, known: set[str],
+                      seconds: float) -> tuple[list[Sample], set[str] | None]:
+        if summary.full:
+            node.flows.clear()
+            node.held_devices.clear()
+        for user in summary.gone:
+            node.flows = {k: f for k, f in node.flows.items() if k[0] != user}
+            node.held.pop(user, None)
+            node.held_devices.pop(user, None)
+        samples = []
+        for u, d, rb, wb, rh, wh, rd, wd in zip(summary.user_index, summary.device_index, summary.read_bps,
+                                                summary.write_bps, summary.read_held, summary.write_held,
+                                                summary.read_demand_bps, summary.write_demand_bps):
+            user, device = summary.users[u], summary.devices[d]
+            if user and user not in known:
+                continue
+            node.flows[(user, device)] = Flow(rb, wb, rh, wh, rd, wd)
+            held_at = node.held_devices.setdefault(user, set())
+            if rh or wh:
+                held_at.add(device)
+            else:
+                held_at.discard(device)
+            if user and seconds > 0:
+                samples.append(Sample(user, device, rb, wb, seconds, rh, wh))
+        present = {user for user, _ in node.flows} if summary.full else None
+        return samples, present
+
+    @staticmethod
+    def _touched(report: pb.UsageReport) -> set[str] | None:
+        """The users a summary report says something of (None: a full one, or counters: all)."""
+        if not report.HasField("demand") or report.demand.full:
+            return None
+        return set(report.demand.users) | set(report.demand.gone) | {h.user for h in report.held}
+
+    def _book_counters(self, node: _Node, report: pb.UsageReport, known: set[str],
+                       at: float) -> tuple[list[Sample], set[str]]:
+        """An agent without a demand summary lists every VNode's cumulative counters in every report."""
+        samples, flows, counters = [], {}, {}
+        for u in report.usage:
+            if u.user and u.user not in known:
+                continue
+            key = (u.user, u.device)
+            recent = node.counters.get(key, collections.deque())
+            if recent and (u.read_bytes < recent[-1][1] or u.write_bytes < recent[-1][2]):
+                recent.clear()   # counters restarted: the VNode was made anew
+            last = recent[-1] if recent else None
+            recent.append((at, u.read_bytes, u.write_bytes))
+            while len(recent) > 2 and recent[0][0] < at - COUNTER_WINDOW_SECONDS:
+                recent.popleft()
+            counters[key] = recent
+            first = recent[0]
+            span = at - first[0]
+            read = (u.read_bytes - first[1]) / span if span > 0 else 0.0
+            write = (u.write_bytes - first[2]) / span if span > 0 else 0.0
+            # The VNode's held flag, as the agent decided it (it may hold a VNode that moved nothing this time).
+            flows[key] = Flow(read, write, u.held_at_limit, u.held_at_limit, read, write)
+            if u.user and last is not None and at > last[0]:
+                elapsed = at - last[0]
+                rates = ((u.read_bytes - last[1]) / elapsed, (u.write_bytes - last[2]) / elapsed)
+                samples.append(Sample(u.user, u.device, *rates, elapsed, u.held_at_limit and rates[0] > 0,
+                                      u.held_at_limit and rates[1] > 0))
+        node.flows, node.counters = flows, counters
+        node.held_devices = {}
+        for (user, device), flow in flows.items():
+            if flow.held:
+                node.held_devices.setdefault(user, set()).add(device)
+        return samples, {user for user, _ in flows}
+
+    def _book_held(self, node: _Node, report: pb.UsageReport, known: set[str], at: float,
+                   previous: float | None, present: set[str] | None) -> None:
+        """Held time per user; `present`: the users the node has now (None: the report does not say,
+        users it does not list are as before)."""
+        listed = set()
+        for held in report.held:
+            if held.user and held.user not in known:
+                continue
+            listed.add(held.user)
+            entry = node.held.get(held.user)
+            if entry is None:
+                if held.held_seconds <= 0:
+                    continue   # never held: nothing to keep
+                entry = node.held[held.user] = _Held(held.source)
+                if previous is not None:
+                    # Pairs never held are not kept, so a pair first seen held after the node's first
+                    # report was at 0 in the previous one (or had no VNode yet).
+                    entry.samples.append((previous, 0.0))
+            if held.held_seconds < entry.reported:
+                entry.offset += entry.reported   # the agent restarted: its counter began again
+            entry.reported, entry.source = held.held_seconds, held.source
+            if not entry.samples or at - entry.samples[-1][0] >= HISTORY_STEP_SECONDS:
+                entry.samples.append((at, entry.total))
+            while len(entry.samples) > 1 and entry.samples[1][0] <= at - MAX_WINDOW_SECONDS:
+                entry.samples.popleft()
+        touched = self._touched(report)
+        for user in node.held if touched is None else touched & set(node.held):
+            entry, is_held = node.held[user], bool(node.held_devices.get(user))
+            if is_held and not entry.now:
+                entry.since = at
+            entry.now = is_held
+        if present is not None or not report.HasField("demand"):
+            for gone in set(node.held) - (listed if not report.HasField("demand") else present):
+                del node.held[gone]
+
+    # ---- reading -------------------------------------------------------------------
+
+    def flows(self, node_id: str) -> dict[tuple[str, str], Flow]:
+        """(user, device) -> what the node's agent last said of it; nothing from a node gone silent."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            if node is None or node.last_report is None or node.last_report < self._clock() - STALE_SECONDS:
+                return {}
+            return dict(node.flows)
+
+    def rates(self, node_id: str) -> dict[str, tuple[float, float]]:
+        """user -> measured (read, write) bytes/s on the node, summed over its devices; users moving nothing left out."""
+        out: dict[str, list[float]] = {}
+        for (user, _), flow in self.flows(node_id).items():
+            if user and (flow.read_bps or flow.write_bps):
+                total = out.setdefault(user, [0.0, 0.0])
+                total[0] += flow.read_bps
+                total[1] += flow.write_bps
+        return {user: (r, w) for user, (r, w) in out.items()}
+
+    def held_users(self, node_id: str) -> set[str]:
+        """Users held on the node, as its reports last said."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            if node is None or node.last_report is None or node.last_report < self._clock() - STALE_SECONDS:
+                return set()
+            return {user for user, devices in node.held_devices.items() if user and devices}
+
+    def held(self, node_id: str, user: str, window: float, now: float) -> tuple[float, bool, float, int]:
+        """(held seconds within the last `window` s, held now, held since, source) for one pair."""
+        with self._lock:
+            node = self._nodes.get(node_id)
+            entry = node.held.get(user) if node else None
+            if entry is None:
+                return 0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED
+            start = now - window
+            base = entry.samples[0][1] if entry.samples else entry.total
+            for at, total in entry.samples:
+                if at > start:
+                    break
+                base = total
+            return max(0.0, entry.total - base), entry.now, entry.since if entry.now else 0.0, entry.source
+
+    def held_pairs(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(node_id, user) for node_id, node in self._nodes.items() for user in node.held]
+
+    def held_now(self) -> dict[str, int]:
+        """user -> the number of nodes where it is held now."""
+        counts: dict[str, int] = {}
+        with self._lock:
+            for node in self._nodes.values():
+                for user, entry in node.held.items():
+                    if entry.now:
+                        counts[user] = counts.get(user, 0) + 1
+        return counts
+

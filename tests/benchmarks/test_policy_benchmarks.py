@@ -1,0 +1,34 @@
+"""The policy benchmarks' machinery at small sizes: each runs and prints its figures against its baseline."""
+
+import numpy as np
+
+from benchmarks import report_cost, site_simulation, weight_step_cost, weight_step_fairness
+from benchmarks.policy_instances import dense, small
+
+
+def test_fairness_measures_a_cluster_against_the_exact_solver():
+    row = weight_step_fairness.measure(small(np.random.default_rng(4), 8, 10))
+    assert row["step_min"] >= 0.95 and row["step_use"] >= 0.95 and row["exact_cpu"] > 0
+
+
+def test_cost_runs_at_a_small_size(capsys):
+    assert weight_step_cost.targets([(20, 30)], converged_iterations=50)
+    out = capsys.readouterr().out
+    assert all(kind in out for kind in ("skewed", "intense", "hot", "groups"))
+
+
+def test_the_site_simulation_settles_at_a_small_size(capsys):
+    assert site_simulation.run(nodes=60, users=12, seconds=6.0, change_at=3.0, seed=1, fair_iterations=200,
+                               hysteresis=0.02) == 0
+    assert "settled" in capsys.readouterr().out
+
+
+def test_the_report_cost_benchmark_prints_a_row_per_node_size(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["report_cost", "--users", "10", "50"])
+    assert report_cost.main() == 0
+    assert len([line for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("10 ", "50 "))]) == 2
+
+
+def test_dense_clusters_have_demand_everywhere():
+    cluster = dense("groups", 10, 20)
+    assert (cluster.demand > 0).all() and cluster.shape == (10, 20)

@@ -1,0 +1,84 @@
+"""The one usage ledger: reports booked once, from a demand summary or from counters."""
+
+import pytest
+
+from vnode_sync.agents.storage.demand_summary import Entry, packed
+from vnode_sync.coordinator.usage_ledger import STALE_SECONDS, UsageLedger
+from vnode_sync.wire import vnode_pb2 as pb
+
+MB = 1_000_000
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def summary_report(at, entries, full=False, gone=(), held=None):
+    demand = packed({k: Entry(r, w, rh, wh, r * (4 if rh else 1), w * (4 if wh else 1))
+                     for k, (r, w, rh, wh) in entries.items()}, full, list(gone))
+    return pb.UsageReport(node_id="dn1", sampled_at_unix=at, demand=demand,
+                          held=[pb.HeldTime(user=u, held_seconds=s) for u, s in (held or {}).items()])
+
+
+def test_a_summary_changes_only_the_entries_it_lists_a_full_one_replaces_and_gone_users_leave():
+    clock = Clock()
+    ledger = UsageLedger(clock)
+    users = {"alice", "bob", "carol"}
+    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (10 * MB, 0, False, False),
+                                           ("alice", "/d1"): (5 * MB, 0, False, False),
+                                           ("bob", "/d0"): (20 * MB, 0, True, False),
+                                           ("carol", "/d0"): (1 * MB, 0, False, False)}, full=True), users)
+    ledger.observe(summary_report(1001.0, {("alice", "/d0"): (30 * MB, 0, False, False)}, gone=["carol"]), users)
+    clock.now = 1001.0
+    assert ledger.rates("dn1") == {"alice": (35 * MB, 0.0), "bob": (20 * MB, 0.0)}
+    assert ledger.held_users("dn1") == {"bob"}
+    assert ledger.flows("dn1")[("bob", "/d0")].read_demand_bps == 80 * MB
+    ledger.observe(summary_report(1002.0, {("bob", "/d0"): (1 * MB, 0, False, False)}, full=True), users)
+    assert ledger.rates("dn1") == {"bob": (1 * MB, 0.0)}
+
+
+def test_unknown_users_are_not_booked_and_a_silent_node_moves_nothing():
+    clock = Clock()
+    ledger = UsageLedger(clock)
+    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (MB, 0, False, False),
+                                           ("mallory", "/d0"): (MB, 0, False, False)}, full=True), {"alice"})
+    assert set(ledger.rates("dn1")) == {"alice"}
+    clock.now = 1000.0 + STALE_SECONDS + 1
+    assert ledger.rates("dn1") == {}
+
+
+def test_an_agent_without_a_summary_is_booked_from_its_counters_over_a_window():
+    ledger = UsageLedger(Clock(1003.0))
+    for t, total in ((1000.0, 0), (1001.0, 10 * MB), (1002.0, 30 * MB), (1003.0, 50 * MB)):
+        samples = ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=t, usage=[
+            pb.UserUsage(user="alice", device="/d0", read_bytes=total)]), {"alice"})
+    assert ledger.rates("dn1")["alice"][0] == pytest.approx(20 * MB)       # (50 - 10) / 2 s
+    assert [(s.read_bps, s.seconds) for s in samples] == [(20 * MB, 1.0)]  # the last interval
+
+
+def test_every_flow_gives_one_sample_per_user_and_device_per_report_even_unlisted():
+    ledger = UsageLedger(Clock())
+    users = {"alice", "bob"}
+    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (MB, 0, False, False),
+                                           ("bob", "/d0"): (2 * MB, 0, False, False)}, full=True), users)
+    samples = ledger.observe(summary_report(1000.5, {("alice", "/d0"): (0, 0, False, False)}), users,
+                             every_flow=True)
+    assert sorted((s.user, s.read_bps, s.seconds) for s in samples) == [("alice", 0, 0.5), ("bob", 2 * MB, 0.5)]
+
+
+def test_held_time_is_booked_once_per_report_and_kept_for_users_a_partial_report_does_not_list():
+    clock = Clock()
+    ledger = UsageLedger(clock)
+    users = {"alice", "bob"}
+    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (MB, 0, True, False), ("bob", "/d0"): (MB, 0, False, False)},
+                                  full=True, held={"alice": 1.0}), users)
+    ledger.observe(summary_report(1010.0, {}, held={"alice": 11.0}), users)
+    ledger.observe(summary_report(1011.0, {}), users)        # nothing listed: alice is as before
+    assert ledger.held("dn1", "alice", 60.0, 1011.0)[:2] == (pytest.approx(10.0), True)   # 1 s was before the first report
+    assert ledger.held_now() == {"alice": 1}
+    ledger.observe(summary_report(1012.0, {}, gone=["alice"]), users)
+    assert ledger.held_pairs() == []
