@@ -24,18 +24,21 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
                        policy: dict | None = None, backend: str = "blkio-v1",
                        replication: int = 1, block_tokens: bool = True,
-                       agent_settings: dict | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       agent_settings: dict | None = None,
+                       hadoop_version: str | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
     Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
-    tokens on, so the Java agent charges the token's user."""
+    tokens on, so the Java agent charges the token's user. `hadoop_version`: the Hadoop line (default
+    the testbed's)."""
     throttle = backend == "datanode-throttle"
     if throttle and block_tokens:
         # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
         # them a downstream replica's client is the upstream DataNode (the default VNode's).
         hdfs_site = {"dfs.block.access.token.enable": "true", **(hdfs_site or {})}
     with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site,
-                     replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None) as hdfs:
+                     replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None,
+                     hadoop_version=hadoop_version) as hdfs:
         if before_agents is not None:
             before_agents(hdfs)
 

@@ -11,7 +11,7 @@ from vnode_sync import logs
 from vnode_sync.errors import VNodeSyncError
 from testbed.hdfs_cluster.cluster import (DISK_KINDS, PACED_READ_MBPS, STATE_FILE, WORKDIR_PREFIX, HdfsCluster,
                                           _marked_processes, default_workdir, take_down)
-from testbed.hdfs_cluster.runtime import JvmSettings
+from testbed.hdfs_cluster.runtime import HADOOP_VERSION, JvmSettings
 
 
 def _workdir(args: argparse.Namespace) -> str:
@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--heap-mb", type=int, default=256)
     up.add_argument("--dual-stack", action="store_true", help="IPv4+IPv6 sockets (tcp6) instead of IPv4 only")
     up.add_argument("--full-jit", action="store_true", help="C1 and C2 compilers (slower start)")
+    up.add_argument("--hadoop-version", help=f"a line of deploy/hadoop/lines.txt (default {HADOOP_VERSION}, "
+                                               "or $VNODE_SYNC_HADOOP_VERSION)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra hdfs-site property")
     named("down", "stop a cluster started by `up`, even if that process died")
     named("status", "print the state file and which daemons run")
@@ -82,9 +84,9 @@ def _run(args: argparse.Namespace) -> int:
         jvm = JvmSettings(args.heap_mb, quick_jit=not args.full_jit, ipv4_stack=not args.dual_stack)
         cluster = HdfsCluster(args.name or os.path.basename(workdir), workdir, args.datanodes, args.disk_mb,
                               args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk,
-                              disk_read_mbps=args.disk_read_mbps)
+                              disk_read_mbps=args.disk_read_mbps, hadoop_version=args.hadoop_version)
         cluster.start()
-        print(f"HDFS up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
+        print(f"HDFS {cluster.runtime.version} up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
               f"http {cluster.namenode.http_address}, state {cluster.state_path}")
         for dn in cluster.datanodes:
             print(f"  {dn.id}: pid {dn.pid}, {dn.loop_device} ({dn.device_number}), data {dn.xfer_address}")

@@ -21,8 +21,8 @@ from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed.paced_disk import DiskModel, PacedDisk
 from testbed.processes import stop_process, stop_processes
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
-from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime, JvmSettings,
-                                         hadoop_home)
+from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
+                                         JvmSettings)
 from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
 from testbed.zramdev import ZRAM_MARKER, ZramDisk, remove_marked
 
@@ -74,14 +74,15 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None):
+                 datanode_throttle: str | None = None, hadoop_version: str | None = None):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
         "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
-        control socket at `throttle_socket(dn)`."""
+        control socket at `throttle_socket(dn)`. `hadoop_version`: a line of deploy/hadoop/lines.txt
+        (default $VNODE_SYNC_HADOOP_VERSION, else the first), ignored when `runtime` is given."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -94,7 +95,7 @@ class HdfsCluster:
         self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
         self.jvm = jvm
         self.hdfs_site = dict(hdfs_site or {})
-        self.runtime = runtime or HadoopRuntime(hadoop_home())
+        self.runtime = runtime or HadoopRuntime.of(hadoop_version)
         self.namenode: NameNode | None = None
         self.datanodes: list[DataNode] = []
         self.startup_seconds: float | None = None
@@ -116,7 +117,8 @@ class HdfsCluster:
         return self.namenode.rpc_address
 
     def _save(self) -> None:
-        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
+        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home,
+                 "hadoop_version": self.runtime.version, "host": self.host,
                  "replication": self.replication, "disk_mb": self.disk_mb, "disk": self.disk,
                  "disk_read_mbps": self.disk_read_mbps,
                  "namenode": self.namenode.to_json() if self.namenode else None,
@@ -138,7 +140,7 @@ class HdfsCluster:
             raise NotFound(f"no HDFS testbed state in {workdir}") from e
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
-                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
+                      runtime=HadoopRuntime(state["hadoop_home"], state.get("hadoop_version", HADOOP_VERSION)), host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
                       datanode_throttle=state.get("datanode_throttle"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None

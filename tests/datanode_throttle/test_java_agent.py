@@ -7,15 +7,14 @@ import socket
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from testbed.hdfs_cluster import HADOOP_VERSION, HdfsCluster, hadoop_home
+from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
 
 pytestmark = [
     needs_java, needs_kernel, pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
-                       reason=f"needs the Hadoop {HADOOP_VERSION} jars; run scripts/setup.d/hdfs.sh"),
+    pytest.mark.skipif(not has_jars(), reason=f"needs the Hadoop {hadoop_version()} jars; run scripts/setup.d/hdfs.sh"),
     pytest.mark.skipif(not os.path.exists(JAR), reason=f"needs {JAR}; run scripts/setup.d/datanode-throttle.sh"),
 ]
 

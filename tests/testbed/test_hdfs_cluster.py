@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
 from testbed.names import crashed_run_name
-from testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home,
-                                  take_down)
+from testbed.hdfs_cluster import (MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home, hadoop_version,
+                                  has_jars, take_down)
 from testbed.hdfs_cluster.cluster import _last_error
 from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
 from testbed.paced_disk import DiskModel, PacedDisk
@@ -21,8 +21,7 @@ from testbed.paced_disk import DiskModel, PacedDisk
 pytestmark = [needs_kernel, pytest.mark.slow]
 
 needs_hadoop = pytest.mark.skipif(
-    not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
-    reason=f"needs the Hadoop {HADOOP_VERSION} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
+    not has_jars(), reason=f"needs the Hadoop {hadoop_version()} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
 
 MiB = 1 << 20
 ALICE_UID, BOB_UID = 64_201, 64_202  # no passwd entries: clients must not need one
@@ -201,7 +200,7 @@ def test_names_that_are_not_one_path_component_are_refused():
 @needs_java
 @needs_hadoop
 def test_the_client_tool_compiles_into_the_cache():
-    runtime = HadoopRuntime(hadoop_home())
+    runtime = HadoopRuntime.of()
     assert os.path.exists(os.path.join(runtime.tool_dir(), "VnodeSyncHdfsStream.class"))
 
 
