@@ -22,7 +22,10 @@ LINES_FILE = os.path.join(REPO, "deploy", "hadoop", "lines.txt")
 
 
 def supported_lines() -> tuple[str, ...]:
-    """The Hadoop versions setup fetches and the e2e tests run against, newest first."""
+    """The Hadoop versions setup fetches and the e2e tests run against, newest first;
+    $VNODE_SYNC_HADOOP_LINES ("3.2.4 2.10.2") replaces the list, e.g. to try an older line."""
+    if os.environ.get("VNODE_SYNC_HADOOP_LINES", "").strip():
+        return tuple(os.environ["VNODE_SYNC_HADOOP_LINES"].split())
     with open(LINES_FILE) as f:
         return tuple(line.strip() for line in f if line.strip() and not line.startswith("#"))
 
