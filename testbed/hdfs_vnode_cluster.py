@@ -25,12 +25,14 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        policy: dict | None = None, backend: str = "blkio-v1",
                        replication: int = 1, block_tokens: bool = True,
                        agent_settings: dict | None = None,
-                       hadoop_version: str | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       hadoop_version: str | None = None,
+                       kerberos: bool = False) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
     Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
     tokens on, so the Java agent charges the token's user. `hadoop_version`: the Hadoop line (default
-    the testbed's)."""
+    the testbed's). `kerberos`: a secure HDFS (KDC, SASL privacy, block tokens, SPNEGO) where each
+    user is the principal `<name>@REALM` with a ticket cache of its own, made before `before_agents`."""
     throttle = backend == "datanode-throttle"
     if throttle and block_tokens:
         # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
@@ -38,7 +40,9 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
         hdfs_site = {"dfs.block.access.token.enable": "true", **(hdfs_site or {})}
     with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site,
                      replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None,
-                     hadoop_version=hadoop_version) as hdfs:
+                     hadoop_version=hadoop_version, kerberos=kerberos) as hdfs:
+        for user in users if kerberos else ():
+            hdfs.add_user(user.name, user.uid)
         if before_agents is not None:
             before_agents(hdfs)
 

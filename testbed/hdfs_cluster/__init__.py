@@ -11,6 +11,8 @@ Ready means a probe block was written to every DataNode and read back by the nat
 Command line (as root):
 
     python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1] [--hadoop-version 3.3.6]
+                                       [--kerberos]
+    python -m testbed.hdfs_cluster add-user --name demo alice --uid 1001     # secure: alice@REALM
     python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
     python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
     python -m testbed.hdfs_cluster status --name demo
@@ -45,14 +47,23 @@ streams incompressible bytes from memory, the fastest way to make a big file (51
 about 3 s here); `put` copies a local file. `shell()` runs `hdfs dfs` (FsShell), which needs a
 passwd entry for `as_uid`. `block_datanodes()` tells which DataNode holds each block.
 
+Secure HDFS: `HdfsCluster(..., kerberos=True)` starts a KDC of the cluster's own first (MIT
+Kerberos, testbed/kdc.py; realm = the cluster name upper-cased) and runs every daemon with
+Kerberos, block tokens, SASL privacy (AES/CTR) on data transfer and SPNEGO on HTTP
+(kerberos.py). `add_user("alice", uid)` makes alice@REALM, its keytab and ticket cache (owned by
+uid); a client with hdfs_user="alice" then authenticates with that ticket (the uid needs a passwd
+entry there: Java's login module asks for its name). `jmx()` polls with `curl --negotiate`.
+metered.py runs `hdfs dfs -put -` / `-cat` and counts their bytes from the client's side.
+
 Caveats: without libhadoop a DataNode cannot drop its page cache after reads, so a file read
 once is served from memory later (no block I/O, no throttle): call `evict_page_cache()` before
 every measured read, and note that `start_read(seconds=...)` re-reads a short file from cache.
 Sockets are IPv4 (/proc/net/tcp), as `bin/hdfs` sets `-Djava.net.preferIPv4Stack=true`;
 `JvmSettings(ipv4_stack=False)` gives dual-stack (/proc/net/tcp6). HDFS permissions are off.
 
-Modules: runtime (jars, JVM flags, the client tool), site_config (Hadoop's config files),
-daemons (what cluster.json records), cluster (HdfsCluster and take_down), __main__ (the CLI).
+Modules: runtime (Hadoop lines, jars, JVM flags, the client tool), site_config (Hadoop's config
+files), kerberos (the secure cluster's realm and settings), daemons (what cluster.json records),
+cluster (HdfsCluster and take_down), metered (client-side byte counts), __main__ (the CLI).
 """
 
 from testbed.hdfs_cluster.cluster import (DISK_KINDS, MARKER, PACED_READ_MBPS, WORKDIR_PREFIX, HdfsCluster, default_workdir,

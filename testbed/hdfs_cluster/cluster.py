@@ -20,7 +20,10 @@ from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed.paced_disk import DiskModel, PacedDisk
 from testbed.processes import stop_process, stop_processes
+from testbed import kdc
+from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
+from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
                                          JvmSettings)
 from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
@@ -74,7 +77,8 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None, hadoop_version: str | None = None):
+                 datanode_throttle: str | None = None, hadoop_version: str | None = None,
+                 kerberos: bool = False):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -82,7 +86,10 @@ class HdfsCluster:
         "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
         control socket at `throttle_socket(dn)`. `hadoop_version`: a line of deploy/hadoop/lines.txt
-        (default $VNODE_SYNC_HADOOP_VERSION, else the first), ignored when `runtime` is given."""
+        (default $VNODE_SYNC_HADOOP_VERSION, else the first), ignored when `runtime` is given.
+        `kerberos`: a secure cluster (kerberos.py: a KDC of its own, SASL privacy on data transfer,
+        block tokens, SPNEGO); its clients act as the principal of their `hdfs_user`, made by
+        `add_user` (HADOOP_USER_NAME means nothing there)."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -100,6 +107,7 @@ class HdfsCluster:
         self.datanodes: list[DataNode] = []
         self.startup_seconds: float | None = None
         self._processes: dict[int, subprocess.Popen] = {}
+        self.kerberos = HdfsKerberos(self.workdir, realm_for(name)) if kerberos else None
 
     # ---- state file ---------------------------------------------------------
 
@@ -124,7 +132,8 @@ class HdfsCluster:
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
-                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle}
+                 "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
+                 "kerberos": self.kerberos.to_json() if self.kerberos else None}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -146,6 +155,8 @@ class HdfsCluster:
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
+        if state.get("kerberos"):
+            cluster.kerberos = HdfsKerberos.from_json(cluster.workdir, state["kerberos"])
         return cluster
 
     # ---- start ----------------------------------------------------------------
@@ -164,7 +175,7 @@ class HdfsCluster:
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:
-        argv = ["java", *self.jvm.flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        argv = ["java", *self.jvm.flags(), *self._kerberos_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -173,12 +184,16 @@ class HdfsCluster:
         self._processes[process.pid] = process
         return process
 
+    def _kerberos_flags(self) -> list[str]:
+        return self.kerberos.jvm_flags() if self.kerberos else []
+
     def _common_site(self) -> tuple[dict, dict]:
         core = {"fs.defaultFS": self.namenode.rpc_address,
                 "hadoop.tmp.dir": os.path.join(self.workdir, "tmp"),
                 # DataNodes start before the NameNode listens: retry every 200 ms for 20 s,
                 # not 10 tries 1 s apart and then a 5 s sleep (BPServiceActor).
-                "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100}
+                "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100,
+                **self._secure_site()[0]}
         hdfs = {"dfs.namenode.rpc-address": f"{self.host}:{self.namenode.rpc_port}",
                 "dfs.namenode.http-address": self.namenode.http_address,
                 "dfs.replication": self.replication,
@@ -191,7 +206,7 @@ class HdfsCluster:
                 "dfs.client.read.shortcircuit": "false",
                 # Hadoop 3.4 wants a block plus 1 GB free on a volume before it writes there.
                 "dfs.datanode.round-robin-volume-choosing-policy.additional-available-space": 0,
-                **self.hdfs_site}
+                **self._secure_site()[1], **self.hdfs_site}
         return core, hdfs
 
     def _prepare_disks(self) -> None:
@@ -232,7 +247,11 @@ class HdfsCluster:
                          "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
                          "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
                          "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
-        write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address}, hdfs, log4j_properties("WARN"))
+        write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address, **self._secure_site()[0]}, hdfs,
+                   log4j_properties("WARN"))
+
+    def _secure_site(self) -> tuple[dict, dict]:
+        return self.kerberos.site() if self.kerberos else ({}, {})
 
     def _conf_dir(self, role: str) -> str:
         return os.path.join(self.workdir, "conf", role)
@@ -273,6 +292,8 @@ class HdfsCluster:
         os.makedirs(self.workdir, mode=0o755, exist_ok=True)
         os.chmod(self.workdir, 0o755)  # clients run as other uids and read conf/client
         try:
+            if self.kerberos:
+                self.kerberos.start()
             self._prepare_disks()
             self._write_confs()
             self._format_namespace()
@@ -332,19 +353,24 @@ class HdfsCluster:
                 raise Unavailable(f"{role} (pid {pid}) exited with {process.returncode}; "
                                   f"last error in its log: {_last_error(logfile)}")
 
+    def jmx(self, query: str) -> dict:
+        """The NameNode's /jmx?qry=QUERY (with SPNEGO as the admin principal on a secure cluster)."""
+        path = f"/jmx?qry={query}"
+        if self.kerberos:
+            return json.loads(self.kerberos.curl(f"http://{SERVICE_HOST}:{self.namenode.http_port}{path}"))
+        with urllib.request.urlopen(f"http://{self.namenode.http_address}{path}", timeout=2) as response:
+            return json.load(response)
+
     def live_datanodes(self) -> int:
         """NumLiveDataNodes from the NameNode's /jmx; registered is not yet writable."""
-        url = (f"http://{self.namenode.http_address}/jmx"
-               "?qry=Hadoop:service=NameNode,name=FSNamesystemState")
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(json.load(response)["beans"][0]["NumLiveDataNodes"])
+        return int(self.jmx("Hadoop:service=NameNode,name=FSNamesystemState")["beans"][0]["NumLiveDataNodes"])
 
     def _wait_for_live_datanodes(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         live = 0
         while time.monotonic() < deadline:
             self._check_daemons_alive()
-            with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+            with contextlib.suppress(OSError, ValueError, KeyError, IndexError, Unavailable):
                 live = self.live_datanodes()
                 if live == len(self.datanodes):
                     return
@@ -365,20 +391,32 @@ class HdfsCluster:
 
     # ---- clients ----------------------------------------------------------------
 
+    def add_user(self, name: str, uid: int) -> None:
+        """On a secure cluster: principal `name@REALM`, its keytab and a ticket cache, owned by `uid`
+        (gid from passwd, else = uid); clients with hdfs_user=`name` then authenticate as it."""
+        if not self.kerberos:
+            raise InvalidArgument("add_user: this cluster has no Kerberos (HdfsCluster(kerberos=True))")
+        _, gid, _ = _user_ids(uid, name)
+        self.kerberos.add_user(name, kdc.Owner(uid, gid))
+
     def client_command(self, java_class: str, *args: str) -> list[str]:
         """argv of a native-client JVM for this cluster (run it with `user=`/`group=` for another uid)."""
         # No perf data: a client as another uid would leave /tmp/hsperfdata_<user> behind.
-        return ["java", *self.jvm.flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
+        return ["java", *self.jvm.flags(), *self._kerberos_flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
                 "-cp", f"{self.runtime.jars}/*:{self.client_conf_dir}:{self.runtime.tool_dir()}",
                 java_class, *args]
 
-    def _client(self, java_class: str, args: tuple[str, ...], as_uid: int | None,
-                hdfs_user: str | None) -> subprocess.Popen:
+    def _client(self, java_class: str, args: tuple[str, ...], as_uid: int | None, hdfs_user: str | None,
+                stdin: int = subprocess.DEVNULL, text: bool = True) -> subprocess.Popen:
         uid, gid, user = _user_ids(as_uid, hdfs_user)
-        env = dict(os.environ, HADOOP_USER_NAME=user) if user else dict(os.environ)
+        if self.kerberos:  # the principal's ticket, not a name the client claims
+            env = dict(os.environ, **self.kerberos.client_env(user or ADMIN))
+            env.pop("HADOOP_USER_NAME", None)
+        else:
+            env = dict(os.environ, HADOOP_USER_NAME=user) if user else dict(os.environ)
         ids = {"user": uid, "group": gid, "extra_groups": []} if uid is not None else {}
-        return subprocess.Popen(self.client_command(java_class, *args), env=env, cwd="/", text=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **ids)
+        return subprocess.Popen(self.client_command(java_class, *args), env=env, cwd="/", text=text,
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **ids)
 
     def _run_client(self, what: str, java_class: str, *args: str, as_uid: int | None = None,
                     hdfs_user: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -399,9 +437,11 @@ class HdfsCluster:
         return self._run_client(f"hdfs dfs {' '.join(args)}", "org.apache.hadoop.fs.FsShell", *args,
                                 as_uid=as_uid, hdfs_user=hdfs_user, check=check)
 
-    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None) -> subprocess.Popen:
-        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...)."""
-        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user)
+    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None,
+                    stdin: int = subprocess.DEVNULL, text: bool = True) -> subprocess.Popen:
+        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...);
+        stdin=subprocess.PIPE, text=False for `-put -` fed by the caller (metered.py)."""
+        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user, stdin, text)
 
     def put(self, local: str, remote: str, as_uid: int | None = None, hdfs_user: str | None = None) -> Transfer:
         """Copy a local file in, overwriting; `as_uid` must be able to read `local`."""
@@ -497,6 +537,7 @@ def take_down(workdir: str) -> list[str]:
     found = ([f"process {p.pid}" for p in processes] + [f"mount {m}" for m in mounts]
              + [f"loop {loop}" for loop in loops] + ([f"workdir {workdir}"] if os.path.isdir(workdir) else []))
     stop_processes(processes)
+    found += kdc.take_down(os.path.join(workdir, "kerberos", "kdc"))
     for mountpoint in mounts:
         unmount(mountpoint)
     for device in loops:
