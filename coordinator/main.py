@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
-from vnode_sync.coordinator.service import CoordinatorServer
+from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
 from vnode_sync.errors import InvalidSetting, VNodeSyncError
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         store = StateStore(args.state_path or config.state_path)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
-        server.serve(cluster, background=(supervised("job-expiry", cluster.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
+        server.serve(cluster, background=(supervised("job-expiry", cluster.commands.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
                                                      server.store_call),))
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)

@@ -53,7 +53,7 @@ class CoordinatorCollector(Collector):
         pushed = dict(allocator.updates) if allocator else {}
         streams = 0
         for node in cluster.config.storage_nodes:
-            runtime = cluster.node_runtime(node.node_id)
+            runtime = cluster.runtime.node_runtime(node.node_id)
             streams += runtime.streams > 0
             labels = [node.node_id]
             connected.add_metric(labels, 1 if runtime.streams > 0 else 0)
@@ -73,7 +73,7 @@ class CoordinatorCollector(Collector):
         yield from self._users()
 
     def _users(self) -> Iterator[Metric]:
-        users = self.cluster.snapshot().users
+        users = self.cluster.publishing.snapshot().users
         held = self.cluster.pressure.held_now()
         active = GaugeMetricFamily("vnode_sync_coordinator_user_active", "1 while the user has a share (active)",
                                    labels=["user"])

@@ -9,7 +9,7 @@ import pytest
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.server import create_server
 from testbed.names import TEST_PREFIX, unique_name  # noqa: F401 (re-exported for tests)
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups

@@ -44,7 +44,7 @@ def test_reports_naming_unknown_users_are_ignored_and_bump_nothing(coordinator):
         pb.UserUsage(user="nobody", device="/dev/loop7", read_bytes=5)]), timeout=5)
     time.sleep(1.5)  # past any batching of connection reports into one generation
     assert cluster.generation() == before
-    assert "nobody" not in cluster.measured_rates("dn1")
+    assert "nobody" not in cluster.runtime.measured_rates("dn1")
 
 
 def _state(cluster):

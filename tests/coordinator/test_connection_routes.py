@@ -108,5 +108,5 @@ def test_a_storage_end_that_is_not_a_normalised_address_is_refused_and_changes_n
                 link.ReportConnections(pb.ConnectionReport(reporter="c1", connections=[owner(40001, server, port)]),
                                        timeout=5)
             assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "storage end" in e.value.details()
-        assert not cluster.connections_changed()
-        assert not cluster.desired_state("dn1").connections
+        assert not cluster.runtime.connections_changed()
+        assert not cluster.publishing.desired_state("dn1").connections

@@ -227,13 +227,13 @@ FAILING_COORDINATOR = """
 import sys
 from vnode_sync import supervision
 from vnode_sync.coordinator import main
-from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.commands import Commands
 
 supervision.FIRST_RETRY_SECONDS = 0.05
 supervision.FAILURES_BEFORE_GIVING_UP = 4
 main.JOB_EXPIRY_CHECK_SECONDS = 0.05
 failures_left = int(sys.argv[1])
-real_expire = Cluster.expire_jobs
+real_expire = Commands.expire_jobs
 
 def expire_jobs(self):
     global failures_left
@@ -242,7 +242,7 @@ def expire_jobs(self):
         raise OSError("disk I/O error (injected)")
     return real_expire(self)
 
-Cluster.expire_jobs = expire_jobs
+Commands.expire_jobs = expire_jobs
 sys.exit(main.main(sys.argv[2:]))
 """
 

@@ -1,8 +1,11 @@
 """The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
 
+import threading
+
 import grpc
 import pytest
 
+from vnode_sync.coordinator.status_encoding import StatusAnswer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -36,6 +39,28 @@ def test_status_shows_algorithm_1_targets(coordinator):
     status = admin(channel).Status(pb.StatusRequest(), timeout=5)
     targets = {u.user.name: (u.nodes[0].target_read_bps, u.nodes[0].target_write_bps) for u in status.users}
     assert targets == {"alice": (20 * MB, 10 * MB), "bob": (40 * MB, 20 * MB)}
+
+
+def test_a_set_priority_does_not_wait_behind_a_status_being_encoded(coordinator, monkeypatch):
+    """Status is read on the store thread and encoded off it: while one is encoding (held here
+    until released), an admin change is answered."""
+    _, channel, _ = coordinator
+    encoding, release = threading.Event(), threading.Event()
+    real_encode = StatusAnswer.encode
+
+    def held_encode(self):
+        encoding.set()
+        release.wait(30)
+        return real_encode(self)
+    monkeypatch.setattr(StatusAnswer, "encode", held_encode)
+    status = admin(channel).Status.future(pb.StatusRequest(), timeout=30)
+    try:
+        assert encoding.wait(10)
+        assert admin(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=7), timeout=5).priority == 7
+        assert not status.done()
+    finally:
+        release.set()
+    assert {u.user.name: u.user.priority for u in status.result().users} == {"alice": 4, "bob": 8}  # as read
 
 
 def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator):
@@ -99,7 +124,7 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
                               usage=[pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=t * MB)])
                for t in range(1, 4)]
     assert link.StreamUsage(iter(reports), timeout=5).generation == generation
-    assert cluster.node_runtime("dn1").applied_generation == generation
+    assert cluster.runtime.node_runtime("dn1").applied_generation == generation
     for bad, code in ((pb.UsageReport(node_id="dn9"), grpc.StatusCode.NOT_FOUND),):
         with pytest.raises(grpc.RpcError) as e:
             link.StreamUsage(iter([reports[0], bad]), timeout=5)

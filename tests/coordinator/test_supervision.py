@@ -5,11 +5,11 @@ import logging
 
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync import supervision
-from vnode_sync.coordinator import cluster as cluster_module
+from vnode_sync.coordinator import publishing as publishing_module
 from vnode_sync.coordinator import main as coordinator_main
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.server import create_server
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -61,8 +61,8 @@ def test_a_loop_that_cannot_continue_fails_the_server(monkeypatch, tmp_path):
 def test_each_nodes_desired_state_is_built_once_per_generation_for_every_stream(coordinator, monkeypatch):
     cluster, channel, _ = coordinator
     builds = []
-    real_build = cluster_module.build_desired_state
-    monkeypatch.setattr(cluster_module, "build_desired_state", lambda *a, **k: builds.append(a[0]) or real_build(*a, **k))
+    real_build = publishing_module.build_desired_state
+    monkeypatch.setattr(publishing_module, "build_desired_state", lambda *a, **k: builds.append(a[0]) or real_build(*a, **k))
     link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)
     streams = [link.WatchDesiredState(pb.WatchRequest(node_id="dn1")) for _ in range(10)]
     first = [next(s) for s in streams]
@@ -76,8 +76,8 @@ def test_each_nodes_desired_state_is_built_once_per_generation_for_every_stream(
 
 
 def test_a_stop_that_gRPC_or_a_task_never_finishes_still_returns_and_says_which(monkeypatch, tmp_path, caplog):
-    from vnode_sync.coordinator import service
-    monkeypatch.setattr(service, "STOP_STEP_SECONDS", 0.2)
+    from vnode_sync.coordinator import server as server_module
+    monkeypatch.setattr(server_module, "STOP_STEP_SECONDS", 0.2)
 
     async def deaf_to_cancel():
         while True:

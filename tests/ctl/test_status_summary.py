@@ -27,7 +27,7 @@ def site(tmp_path):
         now = time.time()
         for node, read_bytes in (("dn1", 2 * MB), ("dn2", 4 * MB)):   # alice reads 2 and 4 MB/s there
             for t, scale in ((now - 1.0, 0), (now, 1)):
-                cluster.report_usage(pb.UsageReport(node_id=node, applied_generation=cluster.generation(),
+                cluster.runtime.report_usage(pb.UsageReport(node_id=node, applied_generation=cluster.generation(),
                                                     sampled_at_unix=t, usage=[pb.UserUsage(
                                                         user="alice", device="/dev/loop7",
                                                         read_bytes=10 * MB + scale * read_bytes,

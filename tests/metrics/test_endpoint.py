@@ -15,7 +15,7 @@ from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
-from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.server import create_server
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.config_loading import parse
 from vnode_sync.errors import ConfigError, Unavailable

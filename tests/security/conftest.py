@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.service import create_server
+from vnode_sync.coordinator.server import create_server
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.security import certs
 from vnode_sync.security.tls import TlsFiles, secure_channel, server_credentials

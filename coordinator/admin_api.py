@@ -1,0 +1,138 @@
+"""The Admin service (vnodectl, batch hooks): every call authorized and run on the store thread."""
+
+from vnode_sync import validation
+from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.pressure import rank, window_of
+from vnode_sync.coordinator.rpc import store_rpc
+from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, user_message
+from vnode_sync.errors import NotFound
+from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+
+def _priority(value: int) -> int:
+    return validation.priority(value)
+
+
+class AdminService(pb_grpc.AdminServicer):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, store_thread: StoreThread,
+                 encoding_threads: EncodingThreads):
+        self.cluster = cluster
+        self.commands = cluster.commands
+        self.access = access
+        self.store_thread = store_thread
+        self.encoding_threads = encoding_threads
+
+    @store_rpc
+    def AddUser(self, request, caller):
+        return user_message(self.commands.add_user(request.user, request.uid, _priority(request.priority),
+                                                   request.active, caller.actor))
+
+    @store_rpc
+    def SetPriority(self, request, caller):
+        return user_message(self.commands.set_priority(request.user, _priority(request.priority), caller.actor))
+
+    @store_rpc
+    def SetReservation(self, request, caller):
+        return user_message(self.commands.set_reservation(request.user, request.bps, caller.actor))
+
+    @store_rpc
+    def SetLimit(self, request, caller):
+        return user_message(self.commands.set_limit(request.user, request.bps, caller.actor))
+
+    @store_rpc
+    def SetActive(self, request, caller):
+        return user_message(self.commands.set_active(request.user, request.active, caller.actor))
+
+    @store_rpc
+    def RemoveUser(self, request, caller):
+        self.commands.remove_user(request.user, caller.actor)
+        return pb.RemoveUserResponse(user=request.user)
+
+    @store_rpc
+    def ListUsers(self, request, caller):
+        return pb.ListUsersResponse(users=[user_message(u) for u in readable_by(caller, self.cluster.users())],
+                                    generation=self.cluster.generation())
+
+    def _nodes(self) -> list[pb.StorageNode]:
+        nodes = []
+        updates = self.cluster.allocator.updates if self.cluster.allocator else {}
+        for node in self.cluster.config.storage_nodes:
+            runtime = self.cluster.runtime.node_runtime(node.node_id)
+            registered = {d.name: d for d in runtime.devices}
+            devices = [pb.Device(name=d.name, major=registered.get(d.name, pb.Device()).major,
+                                 minor=registered.get(d.name, pb.Device()).minor, read_bps=d.read_bps,
+                                 write_bps=d.write_bps, read_iops=d.read_iops, write_iops=d.write_iops)
+                       for d in node.devices]
+            nodes.append(pb.StorageNode(node_id=node.node_id, devices=devices, backend=runtime.backend,
+                                        applied_generation=runtime.applied_generation,
+                                        last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
+                                        limitations=runtime.limitations, errors=runtime.errors,
+                                        allocation_updates=updates.get(node.node_id, 0)))
+        return nodes
+
+    @store_rpc
+    def ListNodes(self, request, caller):
+        return pb.ListNodesResponse(nodes=self._nodes(), generation=self.cluster.generation())
+
+    @store_rpc
+    def Status(self, request, caller) -> StatusAnswer:
+        """Every (user, node) entry, or, above `request.max_entries`, one summary per user; read here,
+        encoded off the store thread."""
+        users = readable_by(caller, self.cluster.users())
+        if request.user:
+            validation.user_name(request.user)
+            users = [u for u in users if u.name == request.user]
+            if not users:
+                raise NotFound(f"unknown user {request.user!r}")
+        nodes = self.cluster.config.storage_nodes
+        if request.node:
+            nodes = [n for n in nodes if n.node_id == request.node]
+            if not nodes:
+                raise NotFound(f"unknown storage node {request.node!r}")
+        publishing, runtime, allocator = self.cluster.publishing, self.cluster.runtime, self.cluster.allocator
+        publishing.refresh_snapshot()
+        views = [NodeView(node.node_id, runtime.node_runtime(node.node_id), publishing.targets(node.node_id),
+                          runtime.measured_rates(node.node_id),
+                          allocator.status(node.node_id) if allocator else {}) for node in nodes]
+        summarise = not (request.user or request.node) and (
+            request.summarise or 0 < request.max_entries < len(users) * len(views))
+        policy = self.cluster.config.policy
+        shown = {n.node_id for n in nodes}
+        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode,
+                                 nodes=[n for n in self._nodes() if n.node_id in shown],
+                                 allocation=policy.allocation)
+        return StatusAnswer(head, users, views, summarise)
+
+    @store_rpc
+    def Pressure(self, request, caller):
+        window = window_of(request.window_seconds)
+        snapshot = self.cluster.publishing.refresh_snapshot()
+        users = [(u.name, u.effective_priority) for u in readable_by(caller, snapshot.users)]
+        book = self.cluster.pressure
+        now = book.now()
+        return pb.PressureResponse(generation=self.cluster.generation(),
+                                   allocation=self.cluster.config.policy.allocation, window_seconds=window,
+                                   covered_seconds=min(window, now - book.started), sampled_at_unix=now,
+                                   users=rank(users, self.cluster.share_views(), book, window, request.limit, now))
+
+    @store_rpc
+    def StartJob(self, request, caller):
+        record, priority = self.commands.start_job(request.job_id, request.user, request.uid, request.node,
+                                                   request.account, request.queue, request.requested_priority,
+                                                   caller.actor, request.reservation_bps, request.limit_bps)
+        return pb.JobResponse(user=user_message(record), effective_priority=priority,
+                              generation=self.cluster.generation())
+
+    @store_rpc
+    def EndJob(self, request, caller):
+        record = self.commands.end_job(request.job_id, request.node, caller.actor)
+        return pb.JobResponse(user=user_message(record) if record else None,
+                              generation=self.cluster.generation())
+
+    @store_rpc
+    def ReconcileJobs(self, request, caller):
+        dropped = self.commands.reconcile_jobs(request.source, set(request.job_ids), caller.actor)
+        return pb.RunningJobsResponse(expired_job_ids=dropped)

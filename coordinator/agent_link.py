@@ -1,0 +1,79 @@
+"""The AgentLink service (storage and compute agents), answered on the event loop.
+
+A storage agent's long-lived desired-state stream holds no thread: it waits on its node's event
+(fan-out) and sends bytes serialized once per node and generation. Usage and connection reports
+are kept in memory.
+"""
+
+import logging
+
+from vnode_sync import validation
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.rpc import abort, loop_rpc, refuse_missing
+from vnode_sync.errors import VNodeSyncError
+from vnode_sync.security.authorization import AccessPolicy, OpenAccess
+from vnode_sync.security.identity import caller_of
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class AgentLinkService(pb_grpc.AgentLinkServicer):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, fan_out: FanOut):
+        self.publishing = cluster.publishing
+        self.runtime = cluster.runtime
+        self.access = access
+        self.fan_out = fan_out
+
+    @loop_rpc
+    def Register(self, request, caller):
+        validation.node_id(request.node_id)
+        generation = self.runtime.register_node(request.node_id, list(request.devices), request.backend,
+                                                list(request.limitations))
+        log.info("node %s registered (backend %s)", request.node_id, request.backend)
+        return pb.RegisterResponse(generation=generation)
+
+    async def WatchDesiredState(self, request, context):
+        await refuse_missing(context, request, "WatchDesiredState")
+        try:
+            self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
+            validation.node_id(request.node_id)
+            self.runtime.stream_opened(request.node_id)
+        except VNodeSyncError as e:
+            await abort(context, "WatchDesiredState", e)
+        node_id, sent = request.node_id, None
+        try:
+            while not self.fan_out.closing:
+                changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
+                message = self.publishing.stream_message(node_id)
+                if message is not sent:
+                    await context.write(message)
+                    sent = message
+                await changed.wait()
+        finally:
+            self.runtime.stream_closed(node_id)
+
+    @loop_rpc
+    def ReportUsage(self, request, caller):
+        return pb.ReportAck(generation=self.runtime.report_usage(request))
+
+    async def StreamUsage(self, reports, context):
+        """Usage reports on one call; each is authorized and taken as a ReportUsage call is."""
+        caller, peer = caller_of(context), context.peer()
+        generation = self.publishing.generation()
+        async for report in reports:
+            await refuse_missing(context, report, "StreamUsage", "UsageReport")
+            try:
+                self.access.authorize("ReportUsage", caller, report, peer)
+                generation = self.runtime.report_usage(report)
+            except VNodeSyncError as e:
+                await abort(context, "StreamUsage", e)
+        return pb.ReportAck(generation=generation)
+
+    @loop_rpc
+    def ReportConnections(self, request, caller):
+        generation = self.runtime.report_connections(request.reporter, list(request.connections))
+        self.fan_out.connections_reported()
+        return pb.ReportAck(generation=generation)

@@ -1,0 +1,182 @@
+"""Each storage node's desired state, built and serialized once per generation.
+
+Every durable change bumps the generation (`published`) and tells the listeners (the server's
+event loop), which refresh one snapshot of the users per generation, off the loop; a node's
+desired state is then built once per generation for all nodes with the same devices, however
+many times it is asked for. Connections are not part of the durable state: each node's
+connection part is appended to its desired state, and `publish_connections` re-sends the state
+of only the nodes whose part changed, at the same generation.
+"""
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from vnode_sync.coordinator.allocation import Allocator
+from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
+from vnode_sync.coordinator.desired_state import build_desired_state
+from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.errors import NotFound
+from vnode_sync.wire import vnode_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What every node's desired state of one generation is built from (read once per generation)."""
+
+    generation: int
+    users: tuple[UserRecord, ...]
+    names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
+
+
+class StorageNodes:
+    """The configured storage nodes by id; an unknown id is refused in one line that lists some known ones."""
+
+    def __init__(self, config: CoordinatorConfig):
+        self._configured = config.storage_nodes
+        self._by_id = {n.node_id: n for n in config.storage_nodes}
+
+    def __getitem__(self, node_id: str) -> StorageNodeConfig:
+        node = self._by_id.get(node_id)
+        if node is None:
+            known = ", ".join(n.node_id for n in self._configured[:20]) or "none"
+            raise NotFound(f"storage node {node_id!r} is not configured on the coordinator (configured: {known}"
+                           f"{', ...' if len(self._configured) > 20 else ''})")
+        return node
+
+
+class Publishing:
+    """The generation, its snapshot, and every node's serialized desired state of it."""
+
+    def __init__(self, config: CoordinatorConfig, store: StateStore, allocator: Allocator | None):
+        self.config = config
+        self.store = store
+        self.allocator = allocator
+        self.nodes = StorageNodes(config)
+        self._lock = threading.RLock()
+        self._listeners: list[Callable[[int], None]] = []
+        self._store_id = store.store_id()
+        self._generation = store.generation()
+        self._snapshot = Snapshot(-1, ())
+        # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
+        self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
+        self._node_states: dict[str, tuple[int, bytes]] = {}
+        # node_id -> (state bytes, connection part, allocation sequence, the message a stream sends)
+        self._messages: dict[str, tuple[bytes, bytes, int, bytes]] = {}
+        self._node_id_parts = {n.node_id: pb.DesiredState(node_id=n.node_id).SerializeToString()
+                               for n in config.storage_nodes}
+        self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
+        self._routes = ConnectionRoutes(config.storage_nodes)
+        self._connection_parts = ConnectionParts()
+
+    # ---- the generation ------------------------------------------------------
+
+    def generation(self) -> int:
+        with self._lock:
+            return self._generation
+
+    def add_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(generation)` is called (from the thread that made the change) after every bump."""
+        self._listeners.append(listener)
+
+    def published(self, generation: int) -> int:
+        """A durable change made `generation` current: tell the listeners (once per new generation)."""
+        with self._lock:
+            if generation <= self._generation:
+                return self._generation
+            self._generation = generation
+        for listener in self._listeners:
+            listener(generation)
+        return generation
+
+    def refresh_snapshot(self) -> Snapshot:
+        """Read users once for the current generation (a blocking store read: call it off the event loop)."""
+        generation = self.generation()
+        if self._snapshot.generation == generation:
+            return self._snapshot
+        users = tuple(self.store.users())
+        with self._lock:
+            if generation > self._snapshot.generation:
+                self._snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
+                self._templates = {k: v for k, v in self._templates.items() if k[0] == generation}
+            return self._snapshot
+
+    def snapshot(self) -> Snapshot:
+        """The latest snapshot read (in memory: safe on the event loop); it may trail `generation()`."""
+        with self._lock:
+            return self._snapshot
+
+    # ---- desired states --------------------------------------------------------
+
+    def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
+        """Nodes with the same devices share one desired state apart from node_id: built once."""
+        key = (snapshot.generation, node.devices)
+        with self._lock:
+            if key not in self._templates:
+                template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}),
+                                               snapshot.users, self.config.policy)
+                template.store_id = self._store_id
+                self._templates[key] = (template, template.SerializeToString())
+            return self._templates[key]
+
+    def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:
+        """This node's serialized desired state of the latest snapshot: built once per generation."""
+        node = self.nodes[node_id]
+        with self._lock:
+            snapshot = self._snapshot
+            cached = self._node_states.get(node_id)
+            if cached and cached[0] == snapshot.generation:
+                return cached
+            _, template = self._template(snapshot, node)
+            # A serialized protobuf message followed by another is their merge: the template plus node_id.
+            state = (snapshot.generation, template + self._node_id_parts[node_id])
+            self._node_states[node_id] = state
+            return state
+
+    def stream_message(self, node_id: str) -> bytes:
+        """What the node's stream sends: its desired state with its connections and the current
+        allocation appended. The same object is returned until one of them changes, so a stream
+        tells "nothing new" by identity."""
+        _, state = self.desired_state_bytes(node_id)
+        with self._lock:
+            connections = self._routes.part(self._connection_parts, node_id)
+        sequence, allocation = self.allocator.node_allocation(node_id) if self.allocator else (0, b"")
+        cached = self._messages.get(node_id)
+        if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
+            return cached[3]
+        message = state + connections + allocation
+        self._messages[node_id] = (state, connections, sequence, message)
+        return message
+
+    def desired_state(self, node_id: str) -> pb.DesiredState:
+        self.refresh_snapshot()
+        return pb.DesiredState.FromString(self.stream_message(node_id))
+
+    def targets(self, node_id: str) -> dict[str, tuple[int, int]]:
+        """user -> (read, write) bytes/s this node's desired state gives them, of the latest snapshot;
+        computed once per generation for all nodes with the same devices."""
+        snapshot = self.snapshot()
+        node = self.nodes[node_id]
+        key = (snapshot.generation, node.devices)
+        with self._lock:
+            cached = self._targets.get(key)
+        if cached is None:
+            template, _ = self._template(snapshot, node)
+            cached = {v.user: (sum(s.read_bps for s in v.shares), sum(s.write_bps for s in v.shares))
+                      for v in template.vnodes}
+            with self._lock:
+                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
+                self._targets[key] = cached
+        return cached
+
+    # ---- connections -----------------------------------------------------------
+
+    def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str] | None:
+        """Every reported connection, at once: the nodes whose connection part changed (None: every
+        node). No durable transaction and no new generation: connections are runtime state,
+        re-sent to the nodes they concern."""
+        parts = self._routes.parts(connections)
+        with self._lock:
+            old, self._connection_parts = self._connection_parts, parts
+        return self._routes.changed(old, parts)

@@ -1,0 +1,209 @@
+"""The coordinator's gRPC server: its lifecycle (bind, serve, start, stop) on its own event loop thread.
+
+Served by grpc.aio on one event loop; calls that touch the durable store run one at a time on one
+store thread, in arrival order. Binding comes first, before any state is opened, so a second
+coordinator on a taken address refuses having changed nothing.
+"""
+
+import asyncio
+import errno
+import logging
+import socket
+import threading
+from collections.abc import Awaitable, Callable
+
+import grpc
+from grpc import aio
+
+from vnode_sync.coordinator.admin_api import AdminService
+from vnode_sync.coordinator.agent_link import AgentLinkService
+from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
+from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.control_loop import allocation_loop
+from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.rpc import service_handlers
+from vnode_sync.errors import Unavailable
+from vnode_sync.security.authorization import AccessPolicy, OpenAccess
+
+log = logging.getLogger(__name__)
+
+# How long each step of a stop (background tasks ending, gRPC confirming the shutdown) may take.
+STOP_STEP_SECONDS = 5.0
+SERVER_OPTIONS = (
+    # A second process may not bind the same address (gRPC's default allows it).
+    ("grpc.so_reuseport", 0),
+    # Calls that arrived but that the server has not yet taken up wait in gRPC core's pending queue;
+    # beyond 1,000 it cancels new calls at random and beyond 3,000 all of them (its defaults). A
+    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, ReportUsage) exceed
+    # that from ~1,000 nodes on: with the defaults, 10,000 agents never all connected (every retried
+    # Register was cancelled, and so were admin calls). They wait instead; gRPC still cancels any
+    # call pending 30 s.
+    ("grpc.server.max_pending_requests", 100_000),
+    ("grpc.server.max_pending_requests_hard_limit", 100_000),
+)
+
+Task = Callable[[], Awaitable[None]]
+
+
+def _refuse_if_taken(address: str) -> None:
+    """A taken address is refused here, in one line, before gRPC core logs its own bind error
+    (gRPC, with so_reuseport 0, refuses it too; this only keeps the error to one line)."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError:
+        return  # not resolvable: gRPC says so
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            # As gRPC does: connections of a previous coordinator in TIME_WAIT do not hold the address.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(sockaddr)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise Unavailable(f"cannot listen on {address!r}: in use by another process "
+                                      "(is another coordinator running?)") from None
+
+
+class CoordinatorServer:
+    """The gRPC server on its own event loop thread; start/stop from any thread.
+
+    Binding comes first (`__init__`), before any state is opened, so a second coordinator on a
+    taken address refuses having changed nothing; `serve(cluster)` then adds the services.
+    `background` tasks (e.g. the job expiry loop) run on the same loop; if one ends (it cannot
+    continue), `failed` is set with the reason and the owner should stop the process non-zero.
+    """
+
+    def __init__(self, address: str, credentials: grpc.ServerCredentials | None,
+                 interceptors: tuple[aio.ServerInterceptor, ...] = ()):
+        self.failed = threading.Event()
+        self._interceptors = interceptors
+        self.failure = ""
+        self._credentials = credentials
+        self._background: tuple[Task, ...] = ()
+        self._store_thread = StoreThread()
+        self._encoding_threads = EncodingThreads()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
+        self._thread.start()
+        self._stopped = threading.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._cluster: Cluster | None = None
+        self.fan_out: FanOut | None = None
+        try:
+            self.port = self._call(self._bind(address, credentials))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _call(self, coroutine, timeout: float | None = 30):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
+        _refuse_if_taken(address)
+        self._server = aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
+        try:
+            port = (self._server.add_insecure_port(address) if credentials is None
+                    else self._server.add_secure_port(address, credentials))
+        except RuntimeError:
+            port = 0
+        if port == 0:
+            raise Unavailable(f"cannot listen on {address!r} (in use by another process, or not a host:port)")
+        return port
+
+    def serve(self, cluster: Cluster, background: tuple[Task, ...] = ()) -> None:
+        """Add the Admin and AgentLink services for `cluster` (before `start`)."""
+        self._call(self._add_services(cluster))
+        self._background = background
+
+    async def _add_services(self, cluster: Cluster) -> None:
+        access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
+                               lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
+        self._cluster = cluster
+        self.fan_out = FanOut(cluster, self._store_thread)
+        self._server.add_generic_rpc_handlers((
+            service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),
+                             raw_responses=("Status",)),
+            service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out),
+                             raw_responses=("WatchDesiredState",))))
+
+    def start(self) -> None:
+        self._call(self._start())
+
+    async def store_call(self, fn: Callable, *args):
+        """Run a blocking store call on the store thread, in order with the RPCs' (from the loop)."""
+        return await self._store_thread.run(fn, *args)
+
+    async def _start(self) -> None:
+        await self.fan_out.prime()
+        await self._server.start()
+        cluster, fan_out = self._cluster, self.fan_out
+
+        async def allocation() -> None:
+            await allocation_loop(cluster, fan_out, self._store_thread)
+        allocations = (("allocation", allocation),) if cluster.allocator else ()
+        for name, task in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
+                           *allocations, *((t.__name__, t) for t in self._background)):
+            self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
+
+    async def _watched(self, name: str, task: Task) -> None:
+        try:
+            await task()
+            reason = f"background task {name} ended"
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any error ends the process, logged with its context
+            log.exception("background task %s cannot continue", name)
+            reason = f"background task {name} failed: {e}"
+        self.failure = reason
+        self.failed.set()
+
+    def stop(self, grace: float | None = 1.0) -> threading.Event:
+        """End every stream, stop serving (waiting up to `grace` s for calls in flight); returns a waitable."""
+        if not self._stopped.is_set() and self._thread.is_alive():
+            try:
+                self._call(self._stop(grace), timeout=(grace or 0) + 2 * STOP_STEP_SECONDS + 5)
+            finally:
+                self._close_loop()
+        self._stopped.set()
+        return self._stopped
+
+    async def _stop(self, grace: float | None) -> None:
+        # Each step is bounded: a stop that never returns would hold the process (or a test) forever.
+        if self.fan_out:
+            self.fan_out.close_streams()
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=STOP_STEP_SECONDS)
+            if pending:
+                log.warning("stopping: background tasks %s did not end within %.0f s of being cancelled",
+                            sorted(t.get_name() for t in pending), STOP_STEP_SECONDS)
+        try:
+            async with asyncio.timeout((grace or 0) + STOP_STEP_SECONDS):
+                await self._server.stop(grace)
+        except TimeoutError:
+            log.warning("stopping: gRPC did not confirm the server's shutdown within %.0f s of its grace; "
+                        "going on without it", STOP_STEP_SECONDS)
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._store_thread.close()
+        self._encoding_threads.close()
+
+
+def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
+                  background: tuple[Task, ...] = (),
+                  interceptors: tuple[aio.ServerInterceptor, ...] = ()) -> tuple[CoordinatorServer, int]:
+    """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
+
+    With credentials (mutual TLS) the access policy is enforced; without, every caller may do
+    everything (lab).
+    """
+    server = CoordinatorServer(address, credentials, interceptors)
+    server.serve(cluster, background)
+    return server, server.port
