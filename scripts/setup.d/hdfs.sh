@@ -59,3 +59,30 @@ for version in $lines; do
     chmod -R a+rX "$home"
     echo "hdfs: ready: Hadoop $version, $(ls "$home/jars" | wc -l) jars in $home/jars"
 done
+
+# libhadoop.so (deploy/hadoop/native.txt), loaded only by clusters with short-circuit reads on.
+artifact=$(grep -v '^#' "$repo/deploy/hadoop/native.txt" | head -n 1)
+case "$(uname -m)" in
+    x86_64) arch=Linux-amd64 ;;
+    aarch64) arch=Linux-aarch64 ;;
+    *) arch="" ;;
+esac
+native=$cache/hadoop-native-${artifact##*:}
+if [ -z "$arch" ]; then
+    echo "hdfs: no libhadoop.so for $(uname -m); short-circuit reads will be skipped"
+elif [ -f "$native/libhadoop.so" ]; then
+    echo "hdfs: libhadoop.so already in $native"
+else
+    echo "hdfs: fetching libhadoop.so ($artifact) into $native"
+    mkdir -p "$cache"
+    staging=$(mktemp -d "$cache/native.vnode-sync-partial.XXXXXX")
+    trap 'rm -rf "$staging"' EXIT
+    mvn -q -B -C -Dstyle.color=never -f "$repo/deploy/hadoop/pom.xml" dependency:copy -Dartifact="$artifact" \
+        -Dmdep.stripVersion=true -DoutputDirectory="$staging"
+    (cd "$staging" && jar xf ./*.jar "nativelib/$arch/libhadoop.so" && mv "nativelib/$arch/libhadoop.so" . \
+        && rm -rf nativelib ./*.jar)
+    chmod -R a+rX "$staging"
+    rm -rf "$native"
+    mv "$staging" "$native"
+    trap - EXIT
+fi

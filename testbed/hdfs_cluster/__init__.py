@@ -11,7 +11,7 @@ Ready means a probe block was written to every DataNode and read back by the nat
 Command line (as root):
 
     python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1] [--hadoop-version 3.3.6]
-                                       [--kerberos]
+                                       [--kerberos] [--short-circuit]
     python -m testbed.hdfs_cluster add-user --name demo alice --uid 1001     # secure: alice@REALM
     python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
     python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
@@ -55,6 +55,12 @@ uid); a client with hdfs_user="alice" then authenticates with that ticket (the u
 entry there: Java's login module asks for its name). `jmx()` polls with `curl --negotiate`.
 metered.py runs `hdfs dfs -put -` / `-cat` and counts their bytes from the client's side.
 
+Short-circuit local reads: `HdfsCluster(..., short_circuit=True)` gives each DataNode a domain
+socket (`/run/<workdir name>.sockets/dn.<data port>`: Hadoop refuses one below world-writable
+/tmp) and loads libhadoop.so into the DataNodes and clients (Trino's build of Hadoop's native
+library, deploy/hadoop/native.txt; only then, so other clusters keep running without it). A
+local client then reads block files itself after `requestShortCircuitFds`.
+
 Caveats: without libhadoop a DataNode cannot drop its page cache after reads, so a file read
 once is served from memory later (no block I/O, no throttle): call `evict_page_cache()` before
 every measured read, and note that `start_read(seconds=...)` re-reads a short file from cache.
@@ -70,8 +76,8 @@ from testbed.hdfs_cluster.cluster import (DISK_KINDS, MARKER, PACED_READ_MBPS, W
                                           take_down)
 from testbed.hdfs_cluster.daemons import DataNode, NameNode, Transfer
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_LINES, HADOOP_VERSION, HadoopRuntime, JvmSettings,
-                                         datanode_throttle_jar, hadoop_home, hadoop_version, has_jars)
+                                         datanode_throttle_jar, hadoop_home, hadoop_version, has_jars, has_native)
 
 __all__ = ["DATANODE_CLASS", "DISK_KINDS", "HADOOP_LINES", "HADOOP_VERSION", "MARKER", "PACED_READ_MBPS",
            "WORKDIR_PREFIX", "DataNode", "HadoopRuntime", "HdfsCluster", "JvmSettings", "NameNode", "Transfer",
-           "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "take_down", "datanode_throttle_jar"]
+           "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "has_native", "take_down", "datanode_throttle_jar"]

@@ -25,7 +25,7 @@ from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
 from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
-                                         JvmSettings)
+                                         JvmSettings, has_native, native_dir)
 from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
 from testbed.zramdev import ZRAM_MARKER, ZramDisk, remove_marked
 
@@ -78,7 +78,7 @@ class HdfsCluster:
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, hadoop_version: str | None = None,
-                 kerberos: bool = False):
+                 kerberos: bool = False, short_circuit: bool = False):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -89,7 +89,10 @@ class HdfsCluster:
         (default $VNODE_SYNC_HADOOP_VERSION, else the first), ignored when `runtime` is given.
         `kerberos`: a secure cluster (kerberos.py: a KDC of its own, SASL privacy on data transfer,
         block tokens, SPNEGO); its clients act as the principal of their `hdfs_user`, made by
-        `add_user` (HADOOP_USER_NAME means nothing there)."""
+        `add_user` (HADOOP_USER_NAME means nothing there). `short_circuit`: short-circuit local reads
+        on (`dfs.client.read.shortcircuit`, a domain socket per DataNode under the workdir); the
+        DataNodes and clients then load libhadoop.so (runtime.native_dir()), which they do not
+        otherwise."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -108,6 +111,7 @@ class HdfsCluster:
         self.startup_seconds: float | None = None
         self._processes: dict[int, subprocess.Popen] = {}
         self.kerberos = HdfsKerberos(self.workdir, realm_for(name)) if kerberos else None
+        self.short_circuit = short_circuit
 
     # ---- state file ---------------------------------------------------------
 
@@ -133,7 +137,8 @@ class HdfsCluster:
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
                  "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
-                 "kerberos": self.kerberos.to_json() if self.kerberos else None}
+                 "kerberos": self.kerberos.to_json() if self.kerberos else None,
+                 "short_circuit": self.short_circuit}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -155,6 +160,7 @@ class HdfsCluster:
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
+        cluster.short_circuit = state.get("short_circuit", False)
         if state.get("kerberos"):
             cluster.kerberos = HdfsKerberos.from_json(cluster.workdir, state["kerberos"])
         return cluster
@@ -175,7 +181,7 @@ class HdfsCluster:
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:
-        argv = ["java", *self.jvm.flags(), *self._kerberos_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        argv = ["java", *self.jvm.flags(), *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -184,8 +190,12 @@ class HdfsCluster:
         self._processes[process.pid] = process
         return process
 
-    def _kerberos_flags(self) -> list[str]:
-        return self.kerberos.jvm_flags() if self.kerberos else []
+    def _setting_flags(self) -> list[str]:
+        """Every JVM's flags for the cluster's settings: the realm's krb5.conf, libhadoop's dir."""
+        flags = self.kerberos.jvm_flags() if self.kerberos else []
+        if self.short_circuit:
+            flags.append(f"-Djava.library.path={native_dir()}")
+        return flags
 
     def _common_site(self) -> tuple[dict, dict]:
         core = {"fs.defaultFS": self.namenode.rpc_address,
@@ -251,7 +261,17 @@ class HdfsCluster:
                    log4j_properties("WARN"))
 
     def _secure_site(self) -> tuple[dict, dict]:
-        return self.kerberos.site() if self.kerberos else ({}, {})
+        core, hdfs = self.kerberos.site() if self.kerberos else ({}, {})
+        if self.short_circuit:
+            # _PORT: each DataNode of this host its own socket, named by its data port.
+            hdfs = {**hdfs, "dfs.client.read.shortcircuit": "true",
+                    "dfs.domain.socket.path": os.path.join(self.domain_socket_dir, "dn._PORT")}
+        return core, hdfs
+
+    @property
+    def domain_socket_dir(self) -> str:
+        """Hadoop refuses a domain socket below a world-writable dir such as /tmp, sticky or not."""
+        return domain_socket_dir(self.workdir)
 
     def _conf_dir(self, role: str) -> str:
         return os.path.join(self.workdir, "conf", role)
@@ -292,6 +312,10 @@ class HdfsCluster:
         os.makedirs(self.workdir, mode=0o755, exist_ok=True)
         os.chmod(self.workdir, 0o755)  # clients run as other uids and read conf/client
         try:
+            if self.short_circuit:
+                if not has_native():
+                    raise NotFound(f"no libhadoop.so in {native_dir()}; run scripts/setup.d/hdfs.sh")
+                os.makedirs(self.domain_socket_dir, mode=0o755)
             if self.kerberos:
                 self.kerberos.start()
             self._prepare_disks()
@@ -402,7 +426,7 @@ class HdfsCluster:
     def client_command(self, java_class: str, *args: str) -> list[str]:
         """argv of a native-client JVM for this cluster (run it with `user=`/`group=` for another uid)."""
         # No perf data: a client as another uid would leave /tmp/hsperfdata_<user> behind.
-        return ["java", *self.jvm.flags(), *self._kerberos_flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
+        return ["java", *self.jvm.flags(), *self._setting_flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
                 "-cp", f"{self.runtime.jars}/*:{self.client_conf_dir}:{self.runtime.tool_dir()}",
                 java_class, *args]
 
@@ -508,6 +532,10 @@ class HdfsCluster:
         self.stop()
 
 
+def domain_socket_dir(workdir: str) -> str:
+    return os.path.join("/run", os.path.basename(workdir.rstrip("/")) + ".sockets")
+
+
 def _marked_processes(workdir: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline"]):
@@ -538,6 +566,9 @@ def take_down(workdir: str) -> list[str]:
              + [f"loop {loop}" for loop in loops] + ([f"workdir {workdir}"] if os.path.isdir(workdir) else []))
     stop_processes(processes)
     found += kdc.take_down(os.path.join(workdir, "kerberos", "kdc"))
+    if os.path.isdir(domain_socket_dir(workdir)):
+        found.append(f"sockets {domain_socket_dir(workdir)}")
+        shutil.rmtree(domain_socket_dir(workdir), ignore_errors=True)
     for mountpoint in mounts:
         unmount(mountpoint)
     for device in loops:

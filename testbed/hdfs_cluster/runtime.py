@@ -77,6 +77,20 @@ def hadoop_home(version: str | None = None) -> str:
     return os.path.join(hadoop_cache(), f"hadoop-{hadoop_version(version)}")
 
 
+NATIVE_FILE = os.path.join(REPO, "deploy", "hadoop", "native.txt")
+
+
+def native_dir() -> str:
+    """Where setup.d/hdfs.sh put libhadoop.so (deploy/hadoop/native.txt): short-circuit reads need it."""
+    with open(NATIVE_FILE) as f:
+        artifact = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
+    return os.path.join(hadoop_cache(), f"hadoop-native-{artifact.rsplit(':', 1)[1]}")
+
+
+def has_native() -> bool:
+    return os.path.exists(os.path.join(native_dir(), "libhadoop.so"))
+
+
 def has_jars(version: str | None = None) -> bool:
     version = hadoop_version(version)
     return os.path.exists(os.path.join(hadoop_home(version), "jars", f"hadoop-hdfs-{version}.jar"))

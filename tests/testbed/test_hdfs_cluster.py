@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
 from testbed.names import crashed_run_name
 from testbed.hdfs_cluster import (MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home, hadoop_version,
-                                  has_jars, take_down)
+                                  has_jars, has_native, take_down)
 from testbed.hdfs_cluster.cluster import _last_error
 from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
 from testbed.paced_disk import DiskModel, PacedDisk
@@ -210,3 +210,18 @@ def test_a_daemon_that_died_is_reported_with_the_last_error_of_its_log(tmp_path)
                    "INFO SHUTDOWN_MSG\n")
     assert _last_error(str(log)) == "java.net.BindException: in use"
     assert _last_error(str(tmp_path / "missing.log")) == "(no log)"
+
+
+@needs_java
+@needs_hadoop
+@pytest.mark.skipif(not has_native(), reason="needs libhadoop.so (deploy/hadoop/native.txt); run scripts/setup.d/hdfs.sh")
+def test_short_circuit_reads_get_the_block_files_through_the_domain_socket_and_it_goes_with_the_cluster():
+    with HdfsCluster(unique_name("hdfs-scr"), datanodes=1, disk_mb=256, short_circuit=True) as cluster:
+        cluster.write_file("/alice/a.bin", 8 * MiB, as_uid=ALICE_UID)
+        cluster.read_file("/alice/a.bin", as_uid=BOB_UID)
+        with open(cluster.datanodes[0].log) as f:
+            granted = [line for line in f if "op: REQUEST_SHORT_CIRCUIT_FDS" in line and "success: true" in line]
+        assert granted
+        sockets = cluster.domain_socket_dir
+        assert os.listdir(sockets) == [f"dn.{cluster.datanodes[0].ports.data}"]
+    assert not os.path.exists(sockets)
