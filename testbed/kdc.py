@@ -139,7 +139,8 @@ class MitKdc:
   admin_server = FILE:{self.directory}/kadmin.log
   default = FILE:{self.directory}/krb5lib.log
 """
-        for path, text in ((self.krb5_conf, krb5), (self.kdc_conf, kdc), (os.path.join(self.directory, "kadm5.acl"), "")):
+        acl = os.path.join(self.directory, "kadm5.acl")
+        for path, text in ((self.krb5_conf, krb5), (self.kdc_conf, kdc), (acl, "")):
             with open(path, "w") as f:
                 f.write(text)
         # Clients run as other uids and need the realm's krb5.conf; nothing else here is theirs.
@@ -151,12 +152,14 @@ class MitKdc:
         result = subprocess.run(argv, env=self.env(**env), capture_output=True, text=True, stdin=subprocess.DEVNULL,
                                 timeout=60, cwd="/", **ids)
         if result.returncode != 0:
-            raise Unavailable(f"{what} failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()[:500]}")
+            why = (result.stderr or result.stdout).strip()[:500]
+            raise Unavailable(f"{what} failed (exit {result.returncode}): {why}")
 
     def start(self, timeout: float = 20) -> "MitKdc":
         missing = missing_tools()
         if missing:
-            raise NotFound(f"no {', '.join(missing)}; run scripts/setup.d/hdfs.sh (krb5-kdc, krb5-admin-server, krb5-user)")
+            raise NotFound(f"no {', '.join(missing)}; run scripts/setup.d/hdfs.sh "
+                           "(krb5-kdc, krb5-admin-server, krb5-user)")
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         self.port = self.port or _free_port()
         self._write_confs()

@@ -10,8 +10,8 @@ Ready means a probe block was written to every DataNode and read back by the nat
 
 Command line (as root):
 
-    python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1] [--hadoop-version 3.3.6]
-                                       [--kerberos] [--short-circuit]
+    python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1]
+                                       [--hadoop-version 3.3.6] [--kerberos] [--short-circuit]
     python -m testbed.hdfs_cluster add-user --name demo alice --uid 1001     # secure: alice@REALM
     python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
     python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob

@@ -154,7 +154,8 @@ class HdfsCluster:
             raise NotFound(f"no HDFS testbed state in {workdir}") from e
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
-                      runtime=HadoopRuntime(state["hadoop_home"], state.get("hadoop_version", HADOOP_VERSION)), host=state.get("host", "127.0.0.1"),
+                      runtime=HadoopRuntime(state["hadoop_home"], state.get("hadoop_version", HADOOP_VERSION)),
+                      host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
                       datanode_throttle=state.get("datanode_throttle"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None

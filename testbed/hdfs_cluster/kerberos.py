@@ -122,7 +122,8 @@ class HdfsKerberos:
         result = subprocess.run(["curl", "-sS", "-f", "-4", "--negotiate", "-u", ":", "--max-time", str(timeout), url],
                                 env=dict(os.environ, **self.client_env(user)), capture_output=True, text=True)
         if result.returncode != 0:
-            raise Unavailable(f"curl --negotiate {url} failed (exit {result.returncode}): {result.stderr.strip()[:300]}")
+            raise Unavailable(f"curl --negotiate {url} failed (exit {result.returncode}): "
+                              f"{result.stderr.strip()[:300]}")
         return result.stdout
 
     def to_json(self) -> dict:

@@ -22,7 +22,7 @@ from tests.e2e.test_hdfs_datanode_throttle import free_uids
 from testbed.hdfs_cluster.kerberos import SERVICE_HOST
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
-from testbed.kdc import missing_tools
+from testbed.kdc import kdc_processes, missing_tools
 from testbed.local_cluster import LocalUser
 from testbed.unix_users import unix_users
 from vnode_sync.datanode.channel import ThrottleChannel
@@ -175,3 +175,7 @@ def test_webhdfs_answers_only_spnego_and_charges_the_principal(users):
         assert status["owner"] == alice.name and status["length"] == size, status
         grew = {k: v - before.get(k, 0) for k, v in counted(hdfs, "write").items()}
         assert grew.get(("dn0", alice.name), 0) >= size and grew.get(("dn0", bob.name), 0) == 0, grew
+        kdc_dir = hdfs.kerberos.kdc.directory
+        assert kdc_processes(kdc_dir)
+    # The realm's KDC, database and keytabs went with the cluster.
+    assert not kdc_processes(kdc_dir) and not os.path.exists(hdfs.workdir)
