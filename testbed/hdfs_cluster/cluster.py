@@ -211,6 +211,7 @@ class HdfsCluster:
                 "dfs.namenode.safemode.extension": 0,
                 "dfs.permissions.enabled": "false",
                 "dfs.heartbeat.interval": 1,
+                "dfs.namenode.decommission.interval": 1,  # a decommissioning DataNode is checked every second
                 "dfs.datanode.hostname": self.host,
                 "dfs.namenode.datanode.registration.ip-hostname-check": "false",
                 # Short-circuit reads would bypass the DataNode's handler threads entirely.
@@ -250,7 +251,8 @@ class HdfsCluster:
     def _write_confs(self) -> None:
         core, hdfs = self._common_site()
         write_conf(self._conf_dir("namenode"), core,
-                    {**hdfs, "dfs.namenode.name.dir": self.namenode.name_dir},
+                    {**hdfs, "dfs.namenode.name.dir": self.namenode.name_dir,
+                     "dfs.hosts.exclude": self._exclude_file},
                     log4j_properties("INFO", self.namenode.audit_log))
         for dn in self.datanodes:
             write_conf(self._conf_dir(dn.id), core,
@@ -258,6 +260,8 @@ class HdfsCluster:
                          "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
                          "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
                          "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
+        with open(self._exclude_file, "w"):
+            pass  # no DataNode is being decommissioned
         write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address, **self._secure_site()[0]}, hdfs,
                    log4j_properties("WARN"))
 
@@ -273,6 +277,10 @@ class HdfsCluster:
     def domain_socket_dir(self) -> str:
         """Hadoop refuses a domain socket below a world-writable dir such as /tmp, sticky or not."""
         return domain_socket_dir(self.workdir)
+
+    @property
+    def _exclude_file(self) -> str:
+        return os.path.join(self._conf_dir("namenode"), "dfs.exclude")
 
     def _conf_dir(self, role: str) -> str:
         return os.path.join(self.workdir, "conf", role)
@@ -502,6 +510,28 @@ class HdfsCluster:
         host = re.escape(self.host)
         return [[by_port[int(port)] for port in re.findall(host + r":(\d+)", line) if int(port) in by_port]
                 for line in report.splitlines() if re.match(r"\d+\. BP-", line)]
+
+    def decommission(self, datanodes: list[DataNode]) -> None:
+        """Start decommissioning `datanodes` (and stop it for the others): the exclude file, then
+        `hdfs dfsadmin -refreshNodes`. The NameNode re-replicates their blocks elsewhere."""
+        partial = self._exclude_file + ".partial"
+        with open(partial, "w") as f:
+            f.writelines(f"{dn.xfer_address}\n" for dn in datanodes)
+        os.replace(partial, self._exclude_file)
+        self._run_client("dfsadmin -refreshNodes", "org.apache.hadoop.hdfs.tools.DFSAdmin", "-refreshNodes")
+
+    def admin_states(self) -> dict[str, str]:
+        """DataNode id -> its admin state at the NameNode ("In Service", "Decommission In Progress",
+        "Decommissioned", ...), from /jmx NameNodeInfo."""
+        info = self.jmx("Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
+        by_address = {dn.xfer_address: dn.id for dn in self.datanodes}
+        states = {}
+        for kind in ("LiveNodes", "DeadNodes", "DecomNodes"):
+            for name, node in json.loads(info.get(kind) or "{}").items():
+                address = node.get("xferaddr") or name
+                if address in by_address:
+                    states.setdefault(by_address[address], node.get("adminState", kind))
+        return states
 
     def evict_page_cache(self) -> None:
         """Flush and drop every DataNode block file from the page cache, so the next read is block I/O."""

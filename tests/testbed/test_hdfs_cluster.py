@@ -225,3 +225,19 @@ def test_short_circuit_reads_get_the_block_files_through_the_domain_socket_and_i
         sockets = cluster.domain_socket_dir
         assert os.listdir(sockets) == [f"dn.{cluster.datanodes[0].ports.data}"]
     assert not os.path.exists(sockets)
+
+
+@needs_java
+@needs_hadoop
+def test_a_decommissioned_datanodes_blocks_are_copied_to_the_others():
+    with HdfsCluster(unique_name("hdfs-decom"), datanodes=3, replication=2, disk_mb=256) as cluster:
+        leaving = cluster.datanodes[2]
+        cluster.write_file("/alice/a.bin", 8 * MiB, as_uid=ALICE_UID, on_datanode=leaving)
+        assert cluster.admin_states() == {dn.id: "In Service" for dn in cluster.datanodes}
+        cluster.decommission([leaving])
+        deadline = time.monotonic() + 60
+        while cluster.admin_states()[leaving.id] != "Decommissioned":
+            assert time.monotonic() < deadline, cluster.admin_states()
+            time.sleep(0.5)
+        holders = cluster.block_datanodes("/alice/a.bin")[0]
+        assert {dn.id for dn in holders if dn is not leaving} == {"dn0", "dn1"}, holders
