@@ -144,7 +144,7 @@ def test_down_works_from_the_state_file_after_up_exited(disk):
         up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", disk,
                              "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stderr
-        assert "HDFS up in" in up.stdout
+        assert f"HDFS {hadoop_version()} up in" in up.stdout
         assert len(marked_processes(workdir)) == 2
         attached = HdfsCluster.attach(workdir)
         assert (attached.disk, attached.disk_read_mbps) == (disk, 300)
