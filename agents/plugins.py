@@ -21,7 +21,8 @@ def make_backend(config: AgentConfig) -> LimitEnforcer:
         from vnode_sync.datanode.channel import ThrottleChannel
         from vnode_sync.kernel.devices import device_number
         return DataNodeThrottleBackend(ThrottleChannel(config.datanode_throttle.socket),
-                                       [device_number(d) for d in config.devices])
+                                       [device_number(d) for d in config.devices],
+                                       sharing=config.datanode_throttle.sharing)
     if kind == "lustre-tbf":
         from vnode_sync.kernel.lustre_tbf import LustreTbfBackend
         return LustreTbfBackend.from_settings(config.cgroup_subtree, config.lustre)

@@ -3,7 +3,7 @@
     sudo .venv/bin/python -m benchmarks.datanode_identity [--reads 200] [--size-kib 256]
 
 A real 1-DataNode HDFS whose DataNode loads the Java agent, block access tokens on; users
-alice and bob have rates, the default VNode a low one. Each read is a new WebHDFS request
+alice and bob have ceilings, the default VNode a low one. Each read is a new WebHDFS request
 (the `hdfs` package's client, alternating alice and bob), so the DataNode starts a new read op
 per request. The Java agent decides the op's user at its start, from the block token, before
 the first byte: the bytes charged to the default VNode or to the other user are 0 by
@@ -20,7 +20,7 @@ from hdfs import InsecureClient
 
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
-from vnode_sync.datanode.channel import Rates, ThrottleChannel, ThrottleSettings
+from vnode_sync.datanode.channel import Shares, ThrottleChannel, ThrottleSettings
 
 MB = 1_000_000
 USERS = ("alice", "bob")
@@ -36,7 +36,8 @@ def main() -> int:
                      hdfs_site={"dfs.block.access.token.enable": "true"},
                      datanode_throttle=datanode_throttle_jar()) as hdfs:
         channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
-        channel.apply(ThrottleSettings(1, Rates(1 * MB, 1 * MB), {u: Rates(200 * MB, 200 * MB) for u in USERS}))
+        channel.apply(ThrottleSettings(1, Shares.ceilings(1 * MB, 1 * MB),
+                                       {u: Shares.ceilings(200 * MB, 200 * MB) for u in USERS}))
         url = f"http://{hdfs.namenode.http_address}"
         clients = {u: InsecureClient(url, user=u) for u in USERS}
         for u in USERS:

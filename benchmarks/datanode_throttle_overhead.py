@@ -5,8 +5,12 @@ never bind, against DataNodes without it, alternating in the same run (target: w
         [--disk zram|paced|paced-rw] [--block-tokens]
 
 Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's DataNodes:
-"agent" (every transfer goes through a per-user throttler set to --node-gbps, with a UID line
-per user so every op is charged) and "none". Without --block-tokens each op's user is its
+"agent" (every packet goes through the weighted scheduler as work-conserving sharing runs it:
+each user with a local weight (its priority) and a ceiling, the node's capacity --node-gbps, all
+above what the node can do, and a UID line per user so every op is charged) and "none". The
+agent runs with follow_node=false, so R stays at that capacity: what is measured is the
+per-packet cost of the path, not the few per cent under a saturated node's speed that
+CapacityControl keeps R at on purpose so weights hold (docs/datanode-throttle.md). Without --block-tokens each op's user is its
 client socket's owner, found in /proc/net/tcp (once per connection); with it (on both
 clusters), the block token's user. A trial on one cluster: after a sync, so no earlier trial's
 dirty pages are written back during it, both users write a file at once through the native
@@ -52,7 +56,7 @@ from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Trans
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
 from testbed.processes import exit_on_sigterm
-from vnode_sync.datanode.channel import Rates, ThrottleChannel, ThrottleSettings
+from vnode_sync.datanode.channel import NodeCapacity, Share, Shares, ThrottleChannel, ThrottleSettings
 
 MiB = 1 << 20
 CASES = ("agent", "none")
@@ -156,8 +160,11 @@ def swap_agent(pair: list[HdfsCluster], epoch: int, jar: str, rate: int) -> dict
     clusters["agent"].restart_datanodes(jar)
     clusters["none"].restart_datanodes(None)
     for dn in clusters["agent"].datanodes:
+        def share(weight: float) -> Shares:
+            return Shares(Share(weight, 0, rate), Share(weight, 0, rate))
         ThrottleChannel(clusters["agent"].throttle_socket(dn)).apply(ThrottleSettings(
-            1, Rates(rate, rate), {u.name: Rates(rate, rate) for u in USERS}, {u.uid: u.name for u in USERS}))
+            1, share(1), {u.name: share(u.priority) for u in USERS}, {u.uid: u.name for u in USERS},
+            node=NodeCapacity(rate, rate)))
     return clusters
 
 
@@ -191,7 +198,7 @@ def measure(args: argparse.Namespace) -> int:
     site = {"dfs.block.access.token.enable": "true"} if args.block_tokens else {}
     pair = [HdfsCluster(unique_name(f"dntover-{side}"), datanodes=args.datanodes, disk=args.disk,
                         disk_mb=max(1024, 4 * args.file_mb * len(USERS)), disk_read_mbps=PACED_READ_MBPS,
-                        hdfs_site=site)
+                        hdfs_site=site, datanode_throttle_args=("follow_node=false",))
             for side in ("a", "b")]
     rate_ratios: dict[str, list[float]] = {"write": [], "read": []}
     cpu_ratios: dict[str, list[float]] = {"write": [], "read": []}

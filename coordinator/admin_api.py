@@ -70,7 +70,8 @@ class AdminService(pb_grpc.AdminServicer):
                                         applied_generation=runtime.applied_generation,
                                         last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
                                         limitations=runtime.limitations, errors=runtime.errors,
-                                        allocation_updates=updates.get(node.node_id, 0)))
+                                        allocation_updates=updates.get(node.node_id, 0),
+                                        not_enforcing=runtime.not_enforcing))
         return nodes
 
     @store_rpc

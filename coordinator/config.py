@@ -84,7 +84,8 @@ class Policy(Settings):
     """How shares are computed: the `policy:` section."""
 
     mode: Literal[MODES] = "throttle"
-    """throttle: bytes/s caps (the paper's Algorithm 1); weight: proportional BFQ weights."""
+    """With allocation static: throttle: bytes/s caps (the paper's Algorithm 1); weight: proportional
+    BFQ weights. Work-conserving allocation shares by weight wherever the backend can, whatever the mode."""
     default_vnode_fraction: Annotated[float, at.Gt(0), at.Le(1)] = 0.1
     """Share of each device's BW that the default VNode (unidentified handler threads,
     inactive users) may use. Above 0 so that nothing is unthrottled by accident."""
@@ -102,8 +103,9 @@ class Policy(Settings):
     """A job not confirmed (started again or listed as running) for this long is dropped, so a
     lost epilogue cannot keep a user active forever. A day: longer than a cron reconcile gap."""
     allocation: Literal[ALLOCATIONS] = "static"
-    """static: Algorithm 1 caps per node (the paper's). work-conserving: cluster-wide weighted
-    max-min from measured demand, with reservations and limits (docs/fair-shares.md; throttle mode)."""
+    """static: Algorithm 1 per node (the paper's). work-conserving: each node shares by local weight at
+    every request (BFQ, the DataNode's scheduler) within reservations and limits, and the coordinator
+    gives cap-only backends (Lustre TBF) the cluster-wide weighted max-min rates (docs/fair-shares.md)."""
     control_seconds: Annotated[float, at.Ge(0.05), at.Le(3600.0), Unit("seconds")] = 1.0
     """The allocation loop's period: as often as agents report usage."""
     probe_fraction: Annotated[float, at.Ge(0.0), at.Le(0.5)] = 0.03
@@ -118,8 +120,6 @@ class Policy(Settings):
         if self.job_priority_min > self.job_priority_max:
             raise Refused("job_priority_min", self.job_priority_min,
                           f"at most job_priority_max ({self.job_priority_max})")
-        if self.allocation == "work-conserving" and self.mode != "throttle":
-            raise Refused("mode", self.mode, "throttle with allocation work-conserving (it sets bytes/s limits)")
         return self
 
 

@@ -37,6 +37,7 @@ class NodeRuntime:
     # user -> deque of (sampled_at, read_bytes, write_bytes), summed over devices
     usage: dict[str, collections.deque] = field(default_factory=dict)
     held_at_limit: set[str] = field(default_factory=set)  # users the backend saw at their limit
+    not_enforcing: str = ""   # why the node's backend is not enforcing, as its last report said
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class NodeRuntimes:
             runtime.applied_generation = report.applied_generation
             runtime.last_seen = time.time()
             runtime.errors = list(report.errors)
+            runtime.not_enforcing = report.not_enforcing
             runtime.held_at_limit = {u.user for u in report.usage if u.held_at_limit}
             for user, (read, write) in totals.items():
                 samples = runtime.usage.setdefault(user, collections.deque())
@@ -173,7 +175,7 @@ class NodeRuntimes:
         with self._lock:
             r = self._nodes[node_id]
             return NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation, r.last_seen,
-                               r.streams, list(r.errors), {}, set(r.held_at_limit))
+                               r.streams, list(r.errors), {}, set(r.held_at_limit), r.not_enforcing)
 
     def measured_rates(self, node_id: str) -> dict[str, UserNodeRate]:
         """Every user's measured rate on this node that is not zero."""

@@ -24,22 +24,29 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        before_agents=None, hdfs_site: dict | None = None, write_bw: int | None = None,
                        policy: dict | None = None, backend: str = "blkio-v1",
                        replication: int = 1, block_tokens: bool = True,
-                       agent_settings: dict | None = None,
+                       agent_settings: dict | None = None, disk: str = "loop", disk_read_mbps: float | None = None,
+                       java_agent_args: tuple[str, ...] = (),
+                       throttle_settings: dict | None = None,
                        hadoop_version: str | None = None,
                        kerberos: bool = False) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
     Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
-    tokens on, so the Java agent charges the token's user. `hadoop_version`: the Hadoop line (default
-    the testbed's). `kerberos`: a secure HDFS (KDC, SASL privacy, block tokens, SPNEGO) where each
-    user is the principal `<name>@REALM` with a ticket cache of its own, made before `before_agents`."""
+    tokens on, so the Java agent charges the token's user. `disk`/`disk_read_mbps`: HdfsCluster's
+    (paced disks for timing). `java_agent_args`: more -javaagent arguments (e.g. skip_hook=...);
+    `throttle_settings`: more keys of the agents' datanode_throttle section (e.g. sharing).
+    `hadoop_version`: the Hadoop line (default the testbed's). `kerberos`: a secure HDFS (KDC, SASL
+    privacy, block tokens, SPNEGO) where each user is the principal `<name>@REALM` with a ticket
+    cache of its own, made before `before_agents`."""
     throttle = backend == "datanode-throttle"
     if throttle and block_tokens:
         # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
         # them a downstream replica's client is the upstream DataNode (the default VNode's).
         hdfs_site = {"dfs.block.access.token.enable": "true", **(hdfs_site or {})}
+    paced = {"disk_read_mbps": disk_read_mbps} if disk_read_mbps else {}
     with HdfsCluster(name, datanodes=datanodes, disk_mb=disk_mb, host=host, hdfs_site=hdfs_site,
                      replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None,
+                     datanode_throttle_args=java_agent_args, disk=disk, **paced,
                      hadoop_version=hadoop_version, kerberos=kerberos) as hdfs:
         for user in users if kerberos else ():
             hdfs.add_user(user.name, user.uid)
@@ -49,7 +56,8 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
         def settings(dn: DataNode) -> dict:
             if not throttle:
                 return {}
-            return {"backend": backend, "datanode_throttle": {"socket": hdfs.throttle_socket(dn)}}
+            return {"backend": backend,
+                    "datanode_throttle": {"socket": hdfs.throttle_socket(dn), **(throttle_settings or {})}}
 
         # Each DataNode's data transfer address: compute agents' connection reports reach that node only.
         nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, write_bw or node_bw, {"kind": "hdfs", "pid": dn.pid},

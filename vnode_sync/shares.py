@@ -30,3 +30,23 @@ def priority_shares(bandwidth: int, priorities: Mapping[str, int]) -> dict[str, 
 def bfq_weight(priority: int) -> int:
     """Map priority 1..100 to a BFQ weight 10..1000: proportional, so ratios are kept."""
     return max(BFQ_WEIGHT_MIN, min(BFQ_WEIGHT_MAX, _valid_priority(priority) * 10))
+
+
+def weighted_shares(bandwidth: int, weights: Mapping[str, float]) -> dict[str, int]:
+    """Algorithm 1 with local weights (any positive numbers): `bandwidth * w_i / sum(w)`, rounded down."""
+    if bandwidth < 0:
+        raise ValueError(f"bandwidth must be >= 0, got {bandwidth}")
+    total = sum(w for w in weights.values() if w > 0)
+    if total <= 0:
+        return {user: 0 for user in weights}
+    return {user: int(bandwidth * w // total) if w > 0 else 0 for user, w in weights.items()}
+
+
+def bfq_weights(weights: Mapping[str, float]) -> dict[str, int]:
+    """Local weights of the VNodes on one device as BFQ integers 1..1000 with their ratios kept: the
+    largest becomes 1000 (BFQ compares sibling cgroups' weights, so only ratios matter)."""
+    largest = max((w for w in weights.values() if w > 0), default=0.0)
+    if largest <= 0:
+        return {user: 0 for user in weights}
+    return {user: max(BFQ_WEIGHT_MIN, min(BFQ_WEIGHT_MAX, round(w * BFQ_WEIGHT_MAX / largest))) if w > 0 else 0
+            for user, w in weights.items()}

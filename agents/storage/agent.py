@@ -13,7 +13,7 @@ from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, encode_state_cache, write_atomically
 from vnode_sync.kernel.backend import LimitEnforcer
-from vnode_sync.kernel.types import DeviceNumber
+from vnode_sync.kernel.types import DeviceCapacity, DeviceNumber
 from vnode_sync.supervision import LoopFailed, LoopThreads, PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -27,6 +27,9 @@ class StorageAgent:
         self.backend = backend
         self.discovery = discovery
         self.reconciler = Reconciler(backend, discovery, dict(devices))
+        # Which devices are the node's is known before the first state (a cgroup backend needs them
+        # to tell whether it can share by weight); their capacities come with each state.
+        backend.set_capacities([DeviceCapacity(dev) for dev in sorted(devices.values())])
         self._lock = threading.Lock()
         self.capture = CaptureLoop(self.reconciler, discovery, config.capture_seconds, self._lock)
         self._new_state = threading.Event()
@@ -161,7 +164,7 @@ class StorageAgent:
             if state is not None:
                 self._failed_state = state
                 with self._lock:
-                    self.reconciler.apply(effective_state(state))
+                    self.reconciler.apply(effective_state(state, self.backend.shares_by_weight))
                 self._received = state
                 self._failed_state = None
                 self._save_cached_state(state)
@@ -170,7 +173,7 @@ class StorageAgent:
         elif self._fallback_due(now):
             self._received = static_state(self._received)
             with self._lock:
-                self.reconciler.apply(self._received)
+                self.reconciler.apply(effective_state(self._received, self.backend.shares_by_weight))
             next_resync = now + self.config.resync_seconds
         elif now >= next_resync and self.reconciler.state is not None:
             with self._lock:
@@ -191,8 +194,9 @@ class StorageAgent:
             return False
         if now - since < state.allocation.fallback_seconds:
             return False
-        log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares "
-                    "(allocation %d dropped)", self.config.node_id, now - since, state.allocation.sequence)
+        log.warning("node %s: coordinator out of reach for %.0f s: back to the static shares, or to the "
+                    "priority weights on a backend that shares by weight (allocation %d dropped)",
+                    self.config.node_id, now - since, state.allocation.sequence)
         return True
 
     def _refuse(self, state: pb.DesiredState) -> bool:

@@ -113,6 +113,10 @@ class StorageAgentCollector(Collector):
         yield _one(CounterMetricFamily("vnode_sync_agent_reconcile_errors", "What reconcile passes could not do "
                                        "(one per error found in a pass, and one per pass that failed)",
                                        labels=["node"]), node, reconciler.errors_found + agent.failed_passes)
+        yield _one(GaugeMetricFamily("vnode_sync_agent_enforcing", "1 if the backend enforced the shares at the "
+                                     "last reconcile pass, 0 if not (e.g. a DataNode hook not woven; the reason is "
+                                     "in the log and in vnodectl nodes)", labels=["node"]),
+                   node, 0 if reconciler.not_enforcing else 1)
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",

@@ -16,7 +16,7 @@ from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class Reconciler:
     errors_found: int = 0
     # Called with each handler thread the first time it is placed (capture latency is timed there).
     on_first_placement: Callable[[HandlerThread], None] | None = None
+    # Why the backend did not enforce the shares at the last pass (its own word); None: it did.
+    not_enforcing: str | None = None
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -79,8 +81,17 @@ class Reconciler:
             dev = self._device(share)
             if dev is not None:
                 limits.append(DeviceLimits(dev, share.read_bps, share.write_bps, share.read_iops,
-                                           share.write_iops, share.weight))
+                                           share.write_iops, share.weight, share.read_weight, share.write_weight,
+                                           share.reserve_read_bps, share.reserve_write_bps))
         return limits
+
+    def _capacities(self, state: pb.DesiredState) -> list[DeviceCapacity]:
+        capacities = []
+        for device in state.devices:
+            dev = self._device(pb.DeviceShare(device=device.name))
+            if dev is not None:
+                capacities.append(DeviceCapacity(dev, device.read_bps, device.write_bps))
+        return capacities
 
     def apply(self, state: pb.DesiredState) -> None:
         """A full pass against `state` (also used for periodic resync with the same state)."""
@@ -88,6 +99,8 @@ class Reconciler:
         self.state, self.users = state, user_directory_of(state)
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
+        if state.devices:   # a coordinator before them sends none: the backend keeps what it knew
+            self.backend.set_capacities(self._capacities(state))
         self.backend.setup()
         self.limits = {}
         for vnode, spec in desired.items():
@@ -109,6 +122,7 @@ class Reconciler:
             self.backend.commit(self.users.users_by_uid, self.users.connections)
         except VNodeSyncError as e:
             self.errors.append(f"{self.backend.name}: {e}")
+        self.not_enforcing = self.backend.not_enforcing()
         if self.state.generation != self.applied_generation:
             log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
                      state.generation, len(desired), len(self.placed), len(self.errors))
@@ -240,6 +254,7 @@ class Reconciler:
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
+                              not_enforcing=self.not_enforcing or "",
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
                                     for v, h in sorted(held.items())])

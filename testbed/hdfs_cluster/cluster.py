@@ -77,28 +77,29 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None, hadoop_version: str | None = None,
-                 kerberos: bool = False, short_circuit: bool = False):
+                 datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
+                 hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
         "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
-        control socket at `throttle_socket(dn)`. `hadoop_version`: a line of deploy/hadoop/lines.txt
-        (default $VNODE_SYNC_HADOOP_VERSION, else the first), ignored when `runtime` is given.
-        `kerberos`: a secure cluster (kerberos.py: a KDC of its own, SASL privacy on data transfer,
-        block tokens, SPNEGO); its clients act as the principal of their `hdfs_user`, made by
-        `add_user` (HADOOP_USER_NAME means nothing there). `short_circuit`: short-circuit local reads
-        on (`dfs.client.read.shortcircuit`, a domain socket per DataNode under the workdir); the
-        DataNodes and clients then load libhadoop.so (runtime.native_dir()), which they do not
-        otherwise."""
+        control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it.
+        `hadoop_version`: a line of deploy/hadoop/lines.txt (default $VNODE_SYNC_HADOOP_VERSION, else
+        the first), ignored when `runtime` is given. `kerberos`: a secure cluster (kerberos.py: a KDC of
+        its own, SASL privacy on data transfer, block tokens, SPNEGO); its clients act as the principal
+        of their `hdfs_user`, made by `add_user` (HADOOP_USER_NAME means nothing there).
+        `short_circuit`: short-circuit local reads on (`dfs.client.read.shortcircuit`, a domain socket
+        per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
+        they do not otherwise."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         self.disk, self.disk_read_mbps = disk, disk_read_mbps
         self.datanode_throttle = datanode_throttle
+        self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
         self.host = host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
@@ -137,6 +138,7 @@ class HdfsCluster:
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
                  "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
+                 "datanode_throttle_args": list(self.datanode_throttle_args),
                  "kerberos": self.kerberos.to_json() if self.kerberos else None,
                  "short_circuit": self.short_circuit}
         partial = self.state_path + ".partial"
@@ -157,7 +159,8 @@ class HdfsCluster:
                       runtime=HadoopRuntime(state["hadoop_home"], state.get("hadoop_version", HADOOP_VERSION)),
                       host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
-                      datanode_throttle=state.get("datanode_throttle"))
+                      datanode_throttle=state.get("datanode_throttle"),
+                      datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -178,7 +181,8 @@ class HdfsCluster:
     def _datanode_agent(self, dn: DataNode) -> list[str]:
         if not self.datanode_throttle:
             return []
-        return [f"-javaagent:{self.datanode_throttle}=socket={self.throttle_socket(dn)}"]
+        arguments = ",".join((f"socket={self.throttle_socket(dn)}", *self.datanode_throttle_args))
+        return [f"-javaagent:{self.datanode_throttle}={arguments}"]
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:

@@ -119,12 +119,20 @@ class RecordingBackend:
 
     name = "recording"
     placer = None
+    shares_by_weight = False
 
     def __init__(self):
         self.applied = {}
+        self.capacities = []
 
     def limitations(self):
         return []
+
+    def not_enforcing(self):
+        return None
+
+    def set_capacities(self, capacities):
+        self.capacities = capacities
 
     def setup(self):
         pass
@@ -168,3 +176,70 @@ def test_the_allocation_reaches_any_backend_through_the_limit_enforcer_seam():
     Reconciler(backend, NoThreads(), {"/dev/x": DeviceNumber(7, 9)}).apply(effective_state(state("/dev/x")))
     (limit,) = backend.applied["vnode.alice"]
     assert (limit.read_bps, limit.write_bps) == (ALLOCATED, 2_000_000)
+
+
+def wc_state(allocation: pb.Allocation | None = None) -> pb.DesiredState:
+    """Work-conserving: alice (8) and bob (4) by weight on /dev/x (60 MB/s read, 30 write), bob with a
+    20 MB/s ceiling and a 5 MB/s floor; the default VNode at weight 1 under its 6 MB/s ceiling."""
+    def share(w, ceiling=0, floor=0):
+        return pb.DeviceShare(device="/dev/x", read_weight=w, write_weight=w, read_bps=ceiling, write_bps=ceiling,
+                              reserve_read_bps=floor, reserve_write_bps=floor)
+    out = pb.DesiredState(generation=5, node_id="n1", mode="throttle", allocation_policy="work-conserving",
+                          devices=[pb.Device(name="/dev/x", read_bps=60_000_000, write_bps=30_000_000)],
+                          vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share(8)]),
+                                  pb.VNodeSpec(user="bob", priority=4, shares=[share(4, 20_000_000, 5_000_000)])],
+                          default_vnode=pb.VNodeSpec(shares=[share(1, 6_000_000)]))
+    if allocation is not None:
+        out.allocation.CopyFrom(allocation)
+    return out
+
+
+RATES = pb.Allocation(sequence=1, fallback_seconds=2, users=[
+    pb.UserAllocation(user="alice", shares=[pb.DeviceShare(device="/dev/x", read_bps=50_000_000, write_bps=1)]),
+    pb.UserAllocation(user="bob", shares=[pb.DeviceShare(device="/dev/x", read_bps=10_000_000, write_bps=2,
+                                                         read_weight=2, write_weight=2)])])
+
+
+def shares(state: pb.DesiredState) -> dict[str, pb.DeviceShare]:
+    return {v.user or "(default)": v.shares[0] for v in [*state.vnodes, state.default_vnode]}
+
+
+def test_a_weight_backend_keeps_weights_floors_and_ceilings_and_ignores_the_allocations_rates():
+    got = shares(effective_state(wc_state(RATES), shares_by_weight=True))
+    assert (got["alice"].read_weight, got["alice"].read_bps) == (8, 0)          # no cap from the tick's rates
+    assert (got["bob"].read_weight, got["bob"].read_bps, got["bob"].reserve_read_bps) == (2, 20_000_000, 5_000_000)
+    # BFQ's integers per device, ratios kept (bob's local weight from the allocation: 2 of alice's 8).
+    assert (got["alice"].weight, got["bob"].weight, got["(default)"].weight) == (1000, 250, 125)
+
+
+def test_a_cap_only_backend_takes_the_allocations_rates_or_until_then_the_weighted_split_under_ceilings():
+    got = shares(effective_state(wc_state(RATES), shares_by_weight=False))
+    assert (got["alice"].read_bps, got["bob"].read_bps) == (50_000_000, 10_000_000)
+    assert (got["alice"].read_weight, got["alice"].weight, got["bob"].reserve_read_bps) == (0, 0, 0)
+    got = shares(effective_state(wc_state(), shares_by_weight=False))
+    assert (got["alice"].read_bps, got["alice"].write_bps) == (40_000_000, 20_000_000)   # 8/12 of 60 and 30
+    assert (got["bob"].read_bps, got["bob"].write_bps) == (20_000_000, 10_000_000)       # 4/12, under 20 MB/s
+    assert got["(default)"].read_bps == 6_000_000
+
+
+def test_without_the_coordinator_a_weight_backend_falls_back_to_the_priority_weights():
+    fallback = effective_state(static_state(wc_state(RATES)), shares_by_weight=True)
+    assert shares(fallback)["bob"].read_weight == 4 and not fallback.HasField("allocation")
+
+
+def test_the_reconciler_hands_local_weights_floors_and_capacities_to_the_backend():
+    from vnode_sync.agents.storage.reconciler import Reconciler
+    from vnode_sync.kernel.types import DeviceCapacity, DeviceNumber
+
+    class NoThreads:
+        name, shared_process = "none", False
+
+        def scan(self, users):
+            return []
+
+    backend = RecordingBackend()
+    Reconciler(backend, NoThreads(), {"/dev/x": DeviceNumber(7, 9)}).apply(
+        effective_state(wc_state(), shares_by_weight=True))
+    (bob,) = backend.applied["vnode.bob"]
+    assert (bob.read_weight, bob.write_weight, bob.reserve_read_bps, bob.read_bps) == (4, 4, 5_000_000, 20_000_000)
+    assert backend.capacities == [DeviceCapacity(DeviceNumber(7, 9), 60_000_000, 30_000_000)]

@@ -10,7 +10,7 @@ from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
-from vnode_sync.datanode.channel import ThrottleChannel
+from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.io_v2 import IoV2Backend
@@ -191,32 +191,41 @@ def test_on_cgroup_v2_a_process_serving_two_users_is_never_moved_and_one_serving
 
 
 def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_pass_sends_the_rates(tmp_path):
-    """datanode-throttle: no cgroup anywhere; a socket that is not there yet is reported, and the
-    next (resync) pass delivers the whole set once it is."""
+    """datanode-throttle: no cgroup anywhere; a socket that is not there yet is reported (and the node
+    as not enforcing), and the next (resync) pass shakes hands and delivers the whole set once it is."""
     path = str(tmp_path / "control.sock")
     backend = DataNodeThrottleBackend(ThrottleChannel(path, timeout=2), [DEV])
     reconciler = Reconciler(backend, ListedThreads(), {DEVICE: DEV})
     reconciler.apply(state(1, {"alice": 5_000_000}))
     assert any("throttle socket" in e for e in reconciler.errors), reconciler.errors
+    assert "throttle socket" in reconciler.not_enforcing
     assert os.listdir(tmp_path) == []
 
     received = []
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
-    server.listen(1)
+    server.listen(2)
+    hooks = " ".join(f"hook.{h}=woven" for h in REQUIRED_HOOKS)
 
     def datanode():
-        conn, _ = server.accept()
-        data = b""
-        while not data.endswith(b"END\n"):
-            data += conn.recv(4096)
-        received.extend(data.decode().splitlines())
-        conn.sendall(f"{received[0].replace('APPLY', 'OK')}\n".encode())
-        conn.close()
+        for _ in range(2):   # the handshake, then the APPLY
+            conn, _ = server.accept()
+            data = b""
+            while not data.endswith(b"END\n") and not data.startswith(b"HELLO"):
+                data += conn.recv(4096)
+            if data.startswith(b"HELLO"):
+                conn.sendall(f"OK protocol=2 agent=vnode-sync-datanode-throttle version=0.2.0 hadoop=3.4.2 "
+                             f"started_ms=1 {hooks}\n".encode())
+            else:
+                received.extend(data.decode().splitlines())
+                conn.sendall(f"{received[0].replace('APPLY', 'OK')}\n".encode())
+            conn.close()
     t = threading.Thread(target=datanode, daemon=True)
     t.start()
     reconciler.apply(reconciler.state)
     t.join(5)
     server.close()
-    assert reconciler.errors == []
-    assert "USER alice 5000000 0" in received and "UID 1001 alice" in received
+    assert reconciler.errors == [] and reconciler.not_enforcing is None
+    assert "USER name=alice read_weight=0 read_floor_bps=0 read_ceiling_bps=5000000 write_weight=0 " \
+           "write_floor_bps=0 write_ceiling_bps=0" in received, received
+    assert "UID uid=1001 name=alice" in received

@@ -208,8 +208,7 @@ def test_estimator_unbounded_at_allocation_else_recent_peak_with_headroom():
 
 @pytest.mark.parametrize("policy,message", [
     ({"allocation": "fair"}, "policy.allocation: got 'fair'; allowed: one of static, work-conserving"),
-    ({"allocation": "work-conserving", "mode": "weight"},
-     "policy.mode: got 'weight'; allowed: throttle with allocation work-conserving (it sets bytes/s limits)"),
+    ({"allocation": "work-conserving", "mode": "shares"}, "policy.mode: got 'shares'; allowed: one of throttle, weight"),
     ({"allocation": "work-conserving", "control_seconds": 0},
      "policy.control_seconds: got 0; allowed: a number from 0.05 to 3600 (seconds)"),
     ({"allocation": "work-conserving", "fallback_seconds": "soon"},
@@ -220,6 +219,11 @@ def test_bad_allocation_settings_are_refused_in_one_line(policy, message):
     with pytest.raises(InvalidSetting) as e:
         parse_config({**CONFIG, "policy": policy}, "c.yaml")
     assert str(e.value) == f"config c.yaml: {message}"
+
+
+def test_work_conserving_no_longer_needs_mode_throttle():
+    """It shares by weight wherever the backend can, so mode weight (BFQ) is accepted with it."""
+    assert parse_config({**CONFIG, "policy": {"allocation": "work-conserving", "mode": "weight"}}).policy.mode == "weight"
 
 
 def test_static_is_the_default_and_makes_no_allocator():

@@ -1,5 +1,6 @@
 """The datanode-throttle backend against a stand-in for the Java agent's channel (the real one is
-exercised by tests/e2e/test_hdfs_datanode_throttle.py): what it sends, when, and what it reports."""
+exercised by tests/datanode_throttle and tests/e2e/test_hdfs_datanode_throttle.py): what it sends,
+when, what it reports, and the handshake that refuses an agent it cannot speak to."""
 
 import socket
 import threading
@@ -7,25 +8,37 @@ import threading
 import pytest
 
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
-from vnode_sync.datanode.channel import Counters, Rates, Stats, ThrottleChannel, ThrottleSettings
-from vnode_sync.errors import InvalidArgument, Unavailable
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares, Stats,
+                                         ThrottleChannel, ThrottleSettings)
+from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
+ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
 
 
 class RecordingChannel:
-    def __init__(self):
+    def __init__(self, hooks=None):
         self.applied: list[ThrottleSettings] = []
         self.counters: dict[str, Counters] = {}
+        self.hooks = dict(ALL_WOVEN if hooks is None else hooks)
+        self.started_ms = 7
+        self.hellos = 0
+        self.fail = None
+
+    def hello(self) -> AgentHello:
+        self.hellos += 1
+        if self.fail:
+            raise self.fail
+        return AgentHello(2, "0.2.0", "3.4.2", self.started_ms, dict(self.hooks))
 
     def apply(self, settings: ThrottleSettings) -> None:
         self.applied.append(settings)
 
     def stats(self) -> Stats:
         generation = self.applied[-1].generation if self.applied else 0
-        return Stats(0, generation, self.counters.pop("", Counters()), dict(self.counters))
+        return Stats(self.started_ms, generation, self.counters.pop("", Counters()), dict(self.counters))
 
 
 @pytest.fixture
@@ -36,24 +49,47 @@ def backend():
     return b
 
 
-def test_a_users_rate_is_the_sum_of_its_device_shares_and_is_sent_once_per_change(backend):
+def test_a_users_weight_floor_and_ceiling_are_the_sums_of_its_device_shares_and_sent_once_per_change(backend):
+    backend.set_capacities([DeviceCapacity(SDB, 60, 50), DeviceCapacity(SDC, 40, 50)])
     backend.ensure_vnode("vnode.alice", 1001)
-    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5), DeviceLimits(SDC, read_bps=20)])
+    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5, read_weight=8, write_weight=8,
+                                                      reserve_read_bps=3),
+                                         DeviceLimits(SDC, read_bps=20, read_weight=8, write_weight=8)])
+    backend.ensure_vnode("vnode.bob", 1002)
+    backend.apply_limits("vnode.bob", [DeviceLimits(SDB, read_weight=4, write_weight=4),
+                                       DeviceLimits(SDC, read_weight=4, write_weight=4)])
     backend.ensure_vnode(DEFAULT_VNODE)
-    backend.apply_limits(DEFAULT_VNODE, [DeviceLimits(SDB, read_bps=1, write_bps=2)])
+    backend.apply_limits(DEFAULT_VNODE, [DeviceLimits(SDB, read_bps=1, write_bps=2, read_weight=1, write_weight=1)])
     assert backend.channel.applied == []                     # buffered until the pass ends
     backend.commit({1001: "alice"}, {("10.0.0.7", 41000): "alice"})
     sent = backend.channel.applied[-1]
-    assert (sent.default, sent.users) == (Rates(1, 2), {"alice": Rates(30, 5)})
-    assert sent.lines()[-3:] == ["UID 1001 alice", "CONN 10.0.0.7 41000 alice", "END"]
+    # Weights scaled so the node's largest is 1000: only ratios matter.
+    assert sent.users["alice"] == Shares(Share(1000, 3, 30), Share(1000, 0, 0))   # one device has no write ceiling
+    assert sent.users["bob"] == Shares(Share(500, 0, 0), Share(500, 0, 0))
+    assert sent.default == Shares(Share(62.5, 0, 1), Share(62.5, 0, 2))
+    assert sent.node == NodeCapacity(100, 100, (SDB, SDC))
+    assert sent.lines()[1] == "NODE read_capacity_bps=100 write_capacity_bps=100 devices=8:16,8:32"
+    assert sent.lines()[-3:] == ["UID uid=1001 name=alice", "CONN ip=10.0.0.7 port=41000 name=alice", "END"]
+    assert "USER name=bob read_weight=500 read_floor_bps=0 read_ceiling_bps=0 write_weight=500" in " ".join(sent.lines())
     backend.commit({1001: "alice"}, {("10.0.0.7", 41000): "alice"})
     assert len(backend.channel.applied) == 1                 # nothing changed: nothing sent
     backend.remove_vnode("vnode.alice")
     backend.commit({}, {})
-    assert backend.channel.applied[-1].users == {} and backend.channel.applied[-1].generation == 2
+    assert "alice" not in backend.channel.applied[-1].users and backend.channel.applied[-1].generation == 2
 
 
-def test_usage_counts_per_user_and_says_who_waited_at_the_limit(backend):
+def test_with_sharing_rates_it_sends_caps_only_as_before(backend):
+    backend.sharing = "rates"
+    assert not backend.shares_by_weight
+    backend.set_capacities([DeviceCapacity(SDB, 60, 60)])
+    backend.ensure_vnode("vnode.alice")
+    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5, read_weight=8, write_weight=8)])
+    backend.commit({}, {})
+    sent = backend.channel.applied[-1]
+    assert sent.users["alice"] == Shares.ceilings(10, 5) and sent.node == NodeCapacity()
+
+
+def test_usage_counts_per_user_and_says_who_waited(backend):
     for vnode in ("vnode.alice", "vnode.bob", DEFAULT_VNODE):
         backend.ensure_vnode(vnode)
     backend.commit({}, {})
@@ -68,48 +104,75 @@ def test_usage_counts_per_user_and_says_who_waited_at_the_limit(backend):
     assert usage["vnode.alice"].held_at_limit and not usage["vnode.bob"].held_at_limit
 
 
-def test_a_datanode_that_restarted_gets_the_rates_again(backend):
+def test_a_datanode_that_restarted_gets_the_shares_again_and_a_new_handshake(backend):
+    backend.setup()
     backend.ensure_vnode("vnode.alice")
     backend.commit({}, {})
     backend.channel.applied.clear()          # the DataNode restarted: it knows no generation
+    backend.channel.started_ms = 8
     backend.usage()
+    backend.setup()
     backend.commit({}, {})
     assert len(backend.channel.applied) == 1
+    assert backend.channel.hellos == 2
 
 
-def test_teardown_lifts_every_limit(backend):
+def test_the_handshake_is_made_once_while_every_hook_holds(backend):
+    for _ in range(3):
+        backend.setup()
+    assert backend.channel.hellos == 1
+    assert backend.not_enforcing() is None
+
+
+def test_a_hook_left_unwoven_makes_the_node_not_enforcing_with_the_reason(backend):
+    backend.channel.hooks["BlockSender.sendBlock"] = "skipped"
+    backend.setup()
+    why = backend.not_enforcing()
+    assert why == ("DataNode throttle agent 0.2.0 (Hadoop 3.4.2): hook BlockSender.sendBlock skipped: reads are "
+                   "not scheduled: the node is not enforcing")
+    backend.setup()
+    assert backend.channel.hellos == 2          # asked again each pass until every hook holds
+    backend.channel.hooks["BlockSender.sendBlock"] = "woven"
+    backend.setup()
+    assert backend.not_enforcing() is None
+
+
+def test_a_required_hook_the_agent_does_not_name_counts_as_missing_and_extra_ones_are_ignored(backend):
+    del backend.channel.hooks["DataXceiver.readBlock"]
+    backend.channel.hooks["DataXceiver.requestShortCircuitFds"] = "not_found"
+    backend.setup()
+    assert "hook DataXceiver.readBlock absent" in backend.not_enforcing()
+    assert "requestShortCircuitFds" not in backend.not_enforcing()
+
+
+def test_an_agent_it_cannot_speak_to_is_not_enforcing_and_the_pass_goes_on(backend):
+    backend.channel.fail = Unsupported("the Java agent on /s is too old")
+    backend.setup()                              # does not raise: the reconcile pass must go on
+    assert backend.not_enforcing() == "DataNode throttle: the Java agent on /s is too old"
+
+
+def test_teardown_lifts_every_share(backend):
     backend.ensure_vnode("vnode.alice")
     backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10)])
     backend.commit({}, {})
     backend.teardown()
-    assert backend.channel.applied[-1].users == {} and backend.channel.applied[-1].default == Rates()
+    assert backend.channel.applied[-1].users == {} and backend.channel.applied[-1].default == Shares()
 
 
-def test_a_bad_user_name_never_reaches_the_wire():
+def test_a_bad_user_name_or_share_never_reaches_the_wire():
     with pytest.raises(InvalidArgument):
-        ThrottleSettings(1, Rates(), {"../etc": Rates()}).lines()
+        ThrottleSettings(1, Shares(), {"../etc": Shares()}).lines()
+    with pytest.raises(InvalidArgument):
+        ThrottleSettings(1, Shares(Share(float("nan")))).lines()
 
 
-def test_the_channel_reports_a_missing_socket_and_a_refusal_in_one_line(tmp_path):
-    with pytest.raises(Unavailable, match="throttle socket .*missing"):
-        ThrottleChannel(str(tmp_path / "missing")).ping()
-    path = str(tmp_path / "s")
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(1)
-
-    def answer():
-        conn, _ = server.accept()
-        conn.recv(4096)
-        conn.sendall(b"ERR user '../etc' is not a POSIX user name; nothing changed\n")
-        conn.close()
-    threading.Thread(target=answer, daemon=True).start()
-    with pytest.raises(InvalidArgument, match="refused: user '../etc'"):
-        ThrottleChannel(path).stats()
-    server.close()
+def test_weights_go_on_the_wire_as_plain_decimals():
+    line = ThrottleSettings(1, Shares(Share(2.5, 0, 0), Share(1e-7, 0, 0))).lines()[2]
+    assert line == ("DEFAULT read_weight=2.5 read_floor_bps=0 read_ceiling_bps=0 write_weight=0.0000001 "
+                    "write_floor_bps=0 write_ceiling_bps=0")
 
 
-def answering(tmp_path, reply: bytes) -> ThrottleChannel:
+def serve_once(tmp_path, reply: bytes) -> ThrottleChannel:
     """A channel to a socket that answers one request with `reply`."""
     path = str(tmp_path / "one.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -126,30 +189,66 @@ def answering(tmp_path, reply: bytes) -> ThrottleChannel:
     return ThrottleChannel(path)
 
 
-def test_stats_are_parsed_into_counters_per_user(tmp_path):
-    stats = answering(tmp_path, b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER alice 10 20 30 40 50 60\nOK 3\n").stats()
-    assert stats == Stats(17, 3, Counters(1, 2, 3, 4, 5, 6), {"alice": Counters(10, 20, 30, 40, 50, 60)})
+def test_the_channel_reports_a_missing_socket_and_a_refusal_in_one_line(tmp_path):
+    with pytest.raises(Unavailable, match="throttle socket .*missing"):
+        ThrottleChannel(str(tmp_path / "missing")).ping()
+    with pytest.raises(InvalidArgument, match="refused: user '../etc'"):
+        serve_once(tmp_path, b"ERR user '../etc' is not a POSIX user name; nothing changed\n").stats()
+
+
+def test_hello_reads_protocol_hadoop_and_hooks_and_skips_keys_it_does_not_know(tmp_path):
+    hello = serve_once(tmp_path, b"OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=0.2.0 "
+                                 b"hadoop=3.3.6 started_ms=17 scheduler=weighted future_key=9 "
+                                 b"hook.BlockSender.sendBlock=woven hook.DataXceiver.readBlock=not_found\n").hello()
+    assert hello == AgentHello(2, "0.2.0", "3.3.6", 17, {"BlockSender.sendBlock": "woven",
+                                                         "DataXceiver.readBlock": "not_found"})
+    assert hello.missing_hooks() == {"DataXceiver.readBlock": "not_found", "DataXceiver.writeBlock": "absent",
+                                     "BlockReceiver.receiveBlock": "absent"}
+
+
+@pytest.mark.parametrize("reply,message", [
+    (b"ERR unknown request 'HELLO protocol=2'\n", "is too old: it does not know HELLO, so it speaks protocol 1"),
+    (b"ERR protocol 2 is not spoken here: this agent (0.3.0) speaks 3..3\n",
+     "cannot speak protocol 2: protocol 2 is not spoken here: this agent \\(0.3.0\\) speaks 3..3"),
+    (b"OK protocol=3 agent=vnode-sync-datanode-throttle version=0.3.0 started_ms=1\n",
+     "answered protocol 3; this storage agent speaks 2"),
+])
+def test_an_agent_that_cannot_speak_protocol_2_is_refused_in_one_line(tmp_path, reply, message):
+    with pytest.raises(Unsupported, match=message) as e:
+        serve_once(tmp_path, reply).hello()
+    assert "\n" not in str(e.value)
+
+
+def test_stats_are_parsed_into_counters_per_user_and_unknown_keys_and_lines_are_skipped(tmp_path):
+    stats = serve_once(tmp_path, b"NODE started_ms=17 read_rate_bps=5 cpu_busy=0.5\n"
+                                 b"DEFAULT read_bytes=1 write_bytes=2 read_wait_ns=3 write_wait_ns=4 read_ops=5 "
+                                 b"write_ops=6 read_held_ns=99\n"
+                                 b"SYSTEM read_bytes=4\n"
+                                 b"USER name=alice read_bytes=10 write_bytes=20\nOK generation=3\n").stats()
+    assert stats == Stats(17, 3, Counters(1, 2, 3, 4, 5, 6), {"alice": Counters(10, 20)},
+                          {"started_ms": 17, "read_rate_bps": 5, "cpu_busy": 0.5})
 
 
 @pytest.mark.parametrize("reply", [
-    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER alice 10 20\nOK 3\n",            # a short line
-    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nUSER ../etc 1 2 3 4 5 6\nOK 3\n",      # a name that is no user name
-    b"STARTED 17\nDEFAULT 1 2 3 4 5 -6\nOK 3\n",                              # a counter below zero
-    b"STARTED 17\nUSER alice 1 2 3 4 5 6\nOK 3\n",                            # no DEFAULT line
-    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nSURPRISE\nOK 3\n",                     # a line the contract does not name
-    b"STARTED 17\nDEFAULT 1 2 3 4 5 6\nOK three\n",
+    b"NODE started_ms=17\nDEFAULT read_bytes=1\nUSER name=../etc read_bytes=1\nOK generation=3\n",   # no user name
+    b"NODE started_ms=17\nDEFAULT read_bytes=-6\nOK generation=3\n",                                   # below zero
+    b"NODE started_ms=17\nDEFAULT read_bytes=x\nOK generation=3\n",                                    # not a number
+    b"NODE started_ms=17\nUSER name=alice\nOK generation=3\n",                                          # no DEFAULT
+    b"DEFAULT read_bytes=1\nOK generation=3\n",                                                        # no NODE
+    b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK generation=three\n",
+    b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK 3\n",                                               # protocol 1
 ])
 def test_a_malformed_stats_reply_is_one_line_error(tmp_path, reply):
     with pytest.raises(Unavailable, match="malformed STATS") as e:
-        answering(tmp_path, reply).stats()
+        serve_once(tmp_path, reply).stats()
     assert "\n" not in str(e.value)
 
 
 def test_an_apply_answered_for_another_generation_is_an_error(tmp_path):
-    with pytest.raises(Unavailable, match="APPLY 4 answered 'OK 3'"):
-        answering(tmp_path, b"OK 3\n").apply(ThrottleSettings(4, Rates()))
+    with pytest.raises(Unavailable, match="APPLY 4 answered 'OK generation=3'"):
+        serve_once(tmp_path, b"OK generation=3\n").apply(ThrottleSettings(4, Shares()))
 
 
 def test_ping_refuses_a_socket_that_is_not_the_java_agent(tmp_path):
     with pytest.raises(Unavailable, match="not vnode-sync's Java agent"):
-        answering(tmp_path, b"OK something else\n").ping()
+        serve_once(tmp_path, b"OK something else\n").ping()

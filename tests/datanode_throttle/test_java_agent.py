@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
+from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
@@ -39,22 +40,33 @@ def talk(path: str, request: str) -> list[str]:
     return data.decode().splitlines()
 
 
+COUNTERS = ("read_bytes", "write_bytes", "read_wait_ns", "write_wait_ns", "read_ops", "write_ops")
+
+
+def fields(line: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
+
+
 def stats(path: str) -> dict[str, list[int]]:
     """name -> [read_bytes, write_bytes, read_wait_ns, write_wait_ns, read_ops, write_ops]."""
     lines = talk(path, "STATS\n")
-    assert lines[-1].startswith("OK "), lines
+    assert lines[-1].startswith("OK generation="), lines
     out = {}
     for line in lines[:-1]:
-        f = line.split()
-        if f[0] == "DEFAULT":
-            out["DEFAULT"] = [int(x) for x in f[1:]]
-        elif f[0] == "USER":
-            out[f[1]] = [int(x) for x in f[2:]]
+        kind, f = line.split()[0], fields(line)
+        if kind == "DEFAULT":
+            out["DEFAULT"] = [int(f.get(c, 0)) for c in COUNTERS]
+        elif kind == "USER":
+            out[f["name"]] = [int(f.get(c, 0)) for c in COUNTERS]
     return out
 
 
 def apply(path: str, generation: int, *lines: str) -> list[str]:
-    return talk(path, f"APPLY {generation}\n" + "".join(line + "\n" for line in lines) + "END\n")
+    return talk(path, f"APPLY generation={generation}\n" + "".join(line + "\n" for line in lines) + "END\n")
+
+
+def ceilings(read: int, write: int) -> str:
+    return f"read_ceiling_bps={read} write_ceiling_bps={write}"
 
 
 def agent_cluster(tokens: bool, datanodes: int, replication: int) -> HdfsCluster:
@@ -75,7 +87,7 @@ def tokens_on():
         cluster.stop()
 
 
-def test_socket_is_private_and_agent_says_it_has_no_rates_yet(tokens_on):
+def test_socket_is_private_and_agent_says_it_has_no_shares_yet(tokens_on):
     cluster = tokens_on
     for dn in cluster.datanodes:
         path = cluster.throttle_socket(dn)
@@ -84,8 +96,16 @@ def test_socket_is_private_and_agent_says_it_has_no_rates_yet(tokens_on):
         assert talk(path, "PING\n")[-1].startswith("OK vnode-sync-datanode-throttle ")
         with open(dn.log) as f:
             log = f.read()
-        assert "per-user rates are unknown" in log
+        assert "shares are unknown until the storage agent sends them" in log
         assert "hooked org.apache.hadoop.hdfs.server.datanode.BlockReceiver" in log
+
+
+def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_start(tokens_on):
+    """The hooked classes are loaded when the agent starts, so the handshake knows before any op."""
+    hello = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).hello()
+    assert (hello.protocol, hello.hadoop) == (2, HADOOP_VERSION)
+    assert hello.hooks == {hook: "woven" for hook in REQUIRED_HOOKS}
+    assert hello.missing_hooks() == {}
 
 
 def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
@@ -94,8 +114,9 @@ def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
     cluster = tokens_on
     for dn in cluster.datanodes:
         # UID lines name the other user: the token must win over the socket owner.
-        assert apply(cluster.throttle_socket(dn), 1, "DEFAULT 0 0", f"USER alice 0 {WRITE_CAP}", "USER bob 0 0",
-                     f"UID {ALICE_UID} bob", f"UID {BOB_UID} alice") == ["OK 1"]
+        assert apply(cluster.throttle_socket(dn), 1, "DEFAULT", f"USER name=alice {ceilings(0, WRITE_CAP)}",
+                     "USER name=bob", f"UID uid={ALICE_UID} name=bob", f"UID uid={BOB_UID} name=alice") == \
+            ["OK generation=1"]
     before = {dn.id: stats(cluster.throttle_socket(dn)) for dn in cluster.datanodes}
     size = 40 * MiB
     alice = cluster.write_file("/alice/capped.bin", size, as_uid=ALICE_UID, hdfs_user="alice")
@@ -138,7 +159,7 @@ def test_webhdfs_charged_to_the_end_user(tokens_on):
         return sum(stats(cluster.throttle_socket(dn)).get(user, [0] * 6)[column] for dn in cluster.datanodes)
 
     for dn in cluster.datanodes:
-        assert apply(cluster.throttle_socket(dn), 2, "USER alice 0 0", "USER bob 0 0") == ["OK 2"]
+        assert apply(cluster.throttle_socket(dn), 2, "USER name=alice", "USER name=bob") == ["OK generation=2"]
     wrote, read = total("alice", 1), total("bob", 0)
     InsecureClient(url, user="alice").write("/alice/web.bin", data, overwrite=True, replication=1)
     with InsecureClient(url, user="bob").read("/alice/web.bin") as reader:
@@ -150,13 +171,14 @@ def test_webhdfs_charged_to_the_end_user(tokens_on):
 def test_garbage_gets_err_and_changes_nothing(tokens_on):
     cluster = tokens_on
     path = cluster.throttle_socket(cluster.datanodes[0])
-    assert apply(path, 7, "DEFAULT 0 0", "USER alice 0 5000000") == ["OK 7"]
-    assert talk(path, "HELLO\n")[-1].startswith("ERR unknown request")
-    reply = apply(path, 8, "USER alice 0 0", "USER bob 1 nonsense")
+    assert apply(path, 7, "DEFAULT", f"USER name=alice {ceilings(0, 5_000_000)}") == ["OK generation=7"]
+    assert talk(path, "HELLO protocol=1\n")[-1].startswith("ERR protocol 1 is not spoken here")
+    assert talk(path, "APPLY 8\nUSER alice 0 0\nEND\n")[-1].startswith("ERR "), "protocol 1's APPLY is refused"
+    reply = apply(path, 8, "USER name=alice", "USER name=bob read_weight=nonsense")
     assert len(reply) == 1 and reply[0].startswith("ERR line 2"), reply
     assert talk(path, "\x00\xff garbage\n")[-1].startswith("ERR")
-    assert talk(path, "STATS\n")[-1] == "OK 7"
-    # The rate set of generation 7 still holds: alice is capped at 5 MB/s on this DataNode.
+    assert talk(path, "STATS\n")[-1] == "OK generation=7"
+    # The set of generation 7 still holds: alice is capped at 5 MB/s on this DataNode.
     alice = cluster.write_file("/alice/g.bin", 12 * MiB, as_uid=ALICE_UID, hdfs_user="alice", replication=1,
                                on_datanode=cluster.datanodes[0])
     assert alice.bytes_per_second <= 1.15 * 5 * MB
@@ -177,7 +199,8 @@ def test_tokens_off_same_host_socket_owner_and_pipeline_falls_to_default():
     try:
         cluster.start()
         for dn in cluster.datanodes:
-            assert apply(cluster.throttle_socket(dn), 1, "USER alice 0 0", f"UID {ALICE_UID} alice") == ["OK 1"]
+            assert apply(cluster.throttle_socket(dn), 1, "USER name=alice", f"UID uid={ALICE_UID} name=alice") == \
+                ["OK generation=1"]
         cluster.write_file("/alice/t.bin", 8 * MiB, as_uid=ALICE_UID, hdfs_user="alice")
         written = [stats(cluster.throttle_socket(dn)) for dn in cluster.datanodes]
         # Which DataNode heads the pipeline is the NameNode's choice: one charges alice, the other DEFAULT.
@@ -185,5 +208,37 @@ def test_tokens_off_same_host_socket_owner_and_pipeline_falls_to_default():
         assert by_alice == [False, True], written
         tail = next(s for s in written if s.get("alice", [0] * 6)[1] < 8 * MiB)
         assert tail["DEFAULT"][1] >= 8 * MiB, written
+    finally:
+        cluster.stop()
+
+
+def test_a_hook_left_unwoven_by_an_agent_setting_is_reported_by_the_handshake_and_the_backend():
+    """skip_hook=BlockSender.sendBlock leaves reads to Hadoop's throttler: the handshake says so, and
+    one reconcile pass of the storage agent's backend reports the node as not enforcing, with why."""
+    from vnode_sync.agents.storage.reconciler import Reconciler
+    from vnode_sync.datanode.backend import DataNodeThrottleBackend
+    from vnode_sync.wire import vnode_pb2 as pb
+
+    class NoThreads:
+        name, shared_process = "none", False
+
+        def scan(self, users):
+            return []
+
+    cluster = HdfsCluster(unique_name("dnt-skip"), datanodes=1, disk_mb=1024, datanode_throttle=JAR,
+                          datanode_throttle_args=("skip_hook=BlockSender.sendBlock",))
+    try:
+        cluster.start()
+        path = cluster.throttle_socket(cluster.datanodes[0])
+        hello = ThrottleChannel(path).hello()
+        assert hello.missing_hooks() == {"BlockSender.sendBlock": "skipped"}
+        reconciler = Reconciler(DataNodeThrottleBackend(ThrottleChannel(path)), NoThreads(), {})
+        reconciler.apply(pb.DesiredState(generation=1, node_id="dn0"))
+        assert reconciler.not_enforcing == (
+            f"DataNode throttle agent {hello.version} (Hadoop {HADOOP_VERSION}): hook BlockSender.sendBlock "
+            "skipped: reads are not scheduled: the node is not enforcing")
+        # Reads still work, with Hadoop's own throttler: the DataNode serves everyone.
+        cluster.write_file("/bob/s.bin", 2 * MiB, as_uid=BOB_UID, hdfs_user="bob")
+        assert cluster.read_file("/bob/s.bin", as_uid=BOB_UID, hdfs_user="bob", seconds=0).bytes >= 2 * MiB
     finally:
         cluster.stop()

@@ -1,7 +1,8 @@
 """Secure HDFS end to end (issue 27, item 1): a KDC of the run's own (MIT Kerberos from Debian),
 `hadoop.security.authentication=kerberos`, block access tokens, SASL `privacy` (AES/CTR) on the data
 transfer protocol, SPNEGO on HTTP; two DataNodes with vnode-sync's DataNode-side throttler,
-replication 2; two principals, alice@REALM and bob@REALM, at priorities 4 and 8.
+replication 2; two principals, alice@REALM and bob@REALM, at priorities 4 and 8. The split test runs
+on every supported Hadoop line.
 
 Every split is measured twice: from the client side (the bytes `hdfs dfs -put -` took from the test
 and `hdfs dfs -cat` gave it, no vnode-sync counter involved) and from the throttlers' counters on
@@ -17,7 +18,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import needs_java, needs_kernel, unique_name
+from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
 from tests.e2e.test_hdfs_datanode_throttle import free_uids
 from testbed.hdfs_cluster.kerberos import SERVICE_HOST
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
@@ -89,12 +90,13 @@ def write_read_files(users: list[LocalUser]):
     return write
 
 
-def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_flip(users):
+@pytest.mark.parametrize("hadoop_line", hadoop_lines())
+def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_flip(users, hadoop_line):
     alice, bob = users
     names = [alice.name, bob.name]
     with hdfs_vnode_cluster(unique_name("krb"), [alice, bob], NODE_BW, backend="datanode-throttle", replication=2,
-                            kerberos=True, disk_mb=2048, before_agents=write_read_files([alice, bob])) as (hdfs,
-                                                                                                        cluster):
+                            kerberos=True, disk_mb=2048, before_agents=write_read_files([alice, bob]),
+                            hadoop_version=hadoop_line) as (hdfs, cluster):
         cluster.wait_for(lambda: all(set(c.stats().users) >= set(names) for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
         # The probe and the read files were written before vnode-sync started: the default's.

@@ -168,9 +168,16 @@ def _print_summaries(status: pb.StatusResponse) -> None:
           "its nodes, measured summed); --user NAME or --node ID for their per-node lines, --per-node for all")
 
 
+def _print_not_enforcing(status: pb.StatusResponse) -> None:
+    for node in status.nodes:
+        if node.not_enforcing:
+            print(f"{node.node_id}: not enforcing: {node.not_enforcing}")
+
+
 def _print_status(status: pb.StatusResponse) -> None:
     if any(us.HasField("summary") for us in status.users[:1]):
         _print_summaries(status)
+        _print_not_enforcing(status)
         return
     rows = []
     fair = status.allocation == "work-conserving"
@@ -191,14 +198,23 @@ def _print_status(status: pb.StatusResponse) -> None:
     if fair:
         head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
     print(render(head, rows))
+    _print_not_enforcing(status)
+
+
+def _enforcing(node: pb.StorageNode) -> str:
+    if not node.backend:
+        return "-"
+    return "NO" if node.not_enforcing else "yes"
 
 
 def _print_nodes(nodes) -> None:
-    rows = [[n.node_id, "yes" if n.connected else "no", n.backend or "-", n.applied_generation,
+    rows = [[n.node_id, "yes" if n.connected else "no", n.backend or "-", _enforcing(n), n.applied_generation,
              ", ".join(f"{d.name}({mb(d.read_bps)}/{mb(d.write_bps)} MB/s)" for d in n.devices)]
             for n in nodes]
-    print(render(["NODE", "CONNECTED", "BACKEND", "APPLIED_GEN", "DEVICES (read/write BW)"], rows))
+    print(render(["NODE", "CONNECTED", "BACKEND", "ENFORCING", "APPLIED_GEN", "DEVICES (read/write BW)"], rows))
     for n in nodes:
+        if n.not_enforcing:
+            print(f"{n.node_id}: not enforcing: {n.not_enforcing}")
         for note in n.limitations:
             print(f"{n.node_id}: cannot: {note}")
         for error in n.errors:
@@ -297,6 +313,7 @@ def node_json(node: pb.StorageNode) -> dict:
             "applied_generation": node.applied_generation, "last_seen_unix": node.last_seen_unix,
             "allocation_updates": node.allocation_updates,
             "limitations": list(node.limitations), "errors": list(node.errors),
+            "enforcing": bool(node.backend) and not node.not_enforcing, "not_enforcing": node.not_enforcing,
             "devices": [{"name": d.name, "major": d.major, "minor": d.minor, "read_bps": d.read_bps,
                          "write_bps": d.write_bps, "read_iops": d.read_iops, "write_iops": d.write_iops}
                         for d in node.devices]}

@@ -1,32 +1,47 @@
-"""The `datanode-throttle` backend: per-user rates enforced inside the DataNode by its Java agent.
+"""The `datanode-throttle` backend: per-user shares enforced inside the DataNode by its Java agent.
 
 A LimitEnforcer with no placer: the Java agent knows the user of each transfer itself (block
 token, else the client socket's owner), so no thread is moved and no cgroup is made or
-written. Buffered writes are throttled too: the throttle sits where the DataNode receives
-the bytes, before the page cache. A user's rate is the sum of its shares over the node's
-devices (the DataNode throttles per node, not per disk); counters are reported on the
-node's first device. Limits are buffered by apply_limits and sent whole by commit().
+written. Buffered writes are held too: the scheduler sits where the DataNode receives the
+bytes, before the page cache. The DataNode schedules per node, not per disk, so a user's
+weight, floor and ceiling there are the sums of its device ones, and the node's capacity the
+sum of its devices'; counters are reported on the node's first device. Shares are buffered by
+apply_limits and sent whole by commit().
+
+With `sharing: weights` (the default) the Java agent shares each direction by local weight at
+every packet (work-conserving by itself), and the coordinator's per-tick rate allocations are
+ignored: read_bps/write_bps are ceilings. `sharing: rates` sends no weights and no capacity, so
+the agent only caps each user at the rates it is given (the allocation, or the static shares):
+how work conservation was done before, kept for comparison.
+
+The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
+otherwise not_enforcing() says why and the storage agent reports the node as not enforcing.
 """
 
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
-from vnode_sync.datanode.channel import Counters, Rates, ThrottleChannel, ThrottleSettings
-from vnode_sync.errors import Unavailable
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares,
+                                         ThrottleChannel, ThrottleSettings)
+from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
 # A user waited at least this share of the last report interval in its throttler: held at its limit.
 HELD_FRACTION = 0.1
+# Weights go to the Java agent scaled so the largest on the node is this (only ratios matter; the
+# scale keeps small ones exact in the decimal on the wire).
+WEIGHT_SCALE = 1000.0
+SHARINGS = ("weights", "rates")
 
 
 class DataNodeThrottleSettings(Settings):
@@ -34,6 +49,9 @@ class DataNodeThrottleSettings(Settings):
 
     socket: Annotated[str, Field(pattern=r"^/"), Allowed("an absolute path")]
     """The Java agent's control socket: its -javaagent socket= argument (docs/datanode-throttle.md)."""
+    sharing: Literal[SHARINGS] = "weights"
+    """weights: the Java agent shares the node by local weight at every packet (work-conserving by
+    itself). rates: it only caps each user at the rates it is sent (the allocation loop's), as before."""
 
 
 @dataclass
@@ -47,23 +65,67 @@ class DataNodeThrottleBackend:
     channel: ThrottleChannel
     devices: list[DeviceNumber] = field(default_factory=list)
     clock: Callable[[], float] = time.monotonic
+    sharing: str = "weights"
 
     name = "datanode-throttle"
     placer = None
 
     def __post_init__(self):
         self._limits: dict[str, list[DeviceLimits]] = {}
+        self._capacities: list[DeviceCapacity] = []
         self._applied: ThrottleSettings | None = None
         self._generation = 0
         self._samples: dict[str, _Sample] = {}
+        self._hello: AgentHello | None = None
+        self._refused: str | None = None
+        self._reported: str | None = None
+
+    @property
+    def shares_by_weight(self) -> bool:
+        return self.sharing == "weights"
 
     def limitations(self) -> list[str]:
-        return ["rates are per DataNode, not per disk: a user's rate is the sum of its device shares",
+        return ["shares are per DataNode, not per disk: a user's weight, floor and ceiling are the sums "
+                "of its device ones",
                 "a client on another host with block access tokens off is charged to the default VNode "
                 "unless a compute agent reports its connection"]
 
     def setup(self) -> None:
-        """Nothing to make: the Java agent holds the throttlers."""
+        """The handshake, once per DataNode start (and until every hook it needs is woven). A DataNode
+        that does not answer or refuses is reported by not_enforcing(); the pass goes on, as it must
+        while a DataNode restarts."""
+        if self._hello is not None and not self._hello.missing_hooks():
+            return
+        try:
+            hello = self.channel.hello()
+        except VNodeSyncError as e:
+            self._hello, self._refused = None, str(e)
+            return
+        if self._hello is None or hello != self._hello:
+            missing = hello.missing_hooks()
+            log.info("DataNode throttle agent %s, protocol %d, Hadoop %s, hooks %s", hello.version, hello.protocol,
+                     hello.hadoop, ", ".join(f"{h}={s}" for h, s in sorted(hello.hooks.items())) or "none")
+            if missing:
+                log.warning("DataNode throttle agent %s: %s", hello.version, _missing_text(missing))
+        self._hello, self._refused = hello, None
+
+    def not_enforcing(self) -> str | None:
+        if self._refused is not None:
+            why = f"DataNode throttle: {self._refused}"
+        elif self._hello is None:
+            why = "DataNode throttle: no handshake with the Java agent yet"
+        elif missing := self._hello.missing_hooks():
+            why = (f"DataNode throttle agent {self._hello.version} (Hadoop {self._hello.hadoop}): "
+                   f"{_missing_text(missing)}")
+        else:
+            why = None
+        if why != self._reported:
+            (log.warning if why else log.info)("%s", why or "DataNode throttle: enforcing again")
+            self._reported = why
+        return why
+
+    def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
+        self._capacities = list(capacities)
 
     def vnodes(self) -> list[str]:
         return sorted(self._limits)
@@ -80,27 +142,49 @@ class DataNodeThrottleBackend:
     def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
         self._limits[vnode] = list(limits)
 
-    def _rates(self, vnode: str) -> Rates:
+    def _shares(self, vnode: str, scale: float) -> Shares:
         limits = self._limits.get(vnode, [])
-        return Rates(sum(l.read_bps for l in limits), sum(l.write_bps for l in limits))
+
+        def share(direction: str) -> Share:
+            ceiling = _node_ceiling([getattr(l, f"{direction}_bps") for l in limits])
+            if not self.shares_by_weight:
+                return Share(ceiling_bps=ceiling)
+            return Share(scale * sum(getattr(l, f"{direction}_weight") for l in limits),
+                         sum(getattr(l, f"reserve_{direction}_bps") for l in limits), ceiling)
+        return Shares(share("read"), share("write"))
+
+    def _weight_scale(self) -> float:
+        largest = max((sum(getattr(l, f"{d}_weight") for l in limits) for limits in self._limits.values()
+                       for d in ("read", "write")), default=0.0)
+        return WEIGHT_SCALE / largest if largest > 0 else 1.0
+
+    def _node(self) -> NodeCapacity:
+        if not self.shares_by_weight:
+            return NodeCapacity()
+        return NodeCapacity(sum(c.read_bps for c in self._capacities), sum(c.write_bps for c in self._capacities),
+                            tuple(self.devices))
 
     def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
         """Send the whole set if it changed; the DataNode applies it at once or not at all."""
-        users = {user_of_vnode(v): self._rates(v) for v in self._limits if v != DEFAULT_VNODE}
-        wanted = ThrottleSettings(self._generation, self._rates(DEFAULT_VNODE), users, dict(uids), dict(connections))
+        scale = self._weight_scale()
+        users = {user_of_vnode(v): self._shares(v, scale) for v in self._limits if v != DEFAULT_VNODE}
+        wanted = ThrottleSettings(self._generation, self._shares(DEFAULT_VNODE, scale), users, dict(uids),
+                                  dict(connections), self._node())
         if self._applied is not None and wanted == self._applied:
             return
         self._generation += 1
-        wanted = ThrottleSettings(self._generation, wanted.default, users, wanted.uids, wanted.connections)
+        wanted = ThrottleSettings(self._generation, wanted.default, users, wanted.uids, wanted.connections, wanted.node)
         self.channel.apply(wanted)
         self._applied = wanted
-        log.info("DataNode throttle: generation %d, default %s, users %s", self._generation, wanted.default,
-                 {u: (r.read_bps, r.write_bps) for u, r in sorted(users.items())})
+        log.info("DataNode throttle: generation %d, capacity %s, default %s, users %s", self._generation,
+                 wanted.node, wanted.default, dict(sorted(users.items())))
 
     def usage(self) -> dict[str, VNodeUsage]:
         stats = self.channel.stats()
         if self._applied is not None and stats.generation < self._applied.generation:
-            self._applied = None  # the DataNode restarted and lost our rates: send them again
+            self._applied = None  # the DataNode restarted and lost our shares: send them again
+        if self._hello is not None and stats.started_ms != self._hello.started_ms:
+            self._hello = None    # another DataNode (perhaps another jar): shake hands again
         now = self.clock()
         counted = {DEFAULT_VNODE: stats.default, **{f"vnode.{u}": c for u, c in stats.users.items()}}
         return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
@@ -120,10 +204,20 @@ class DataNodeThrottleBackend:
         return (wait - previous.wait_ns) / 1e9 >= HELD_FRACTION * (now - previous.at)
 
     def teardown(self) -> None:
-        """Lift every limit in the DataNode (it keeps running); its counters stay."""
+        """Lift every share in the DataNode (it keeps running); its counters stay."""
         self._limits.clear()
         try:
             self._generation += 1
-            self.channel.apply(ThrottleSettings(self._generation, Rates()))
+            self.channel.apply(ThrottleSettings(self._generation, Shares()))
         except Unavailable as e:
-            log.warning("DataNode throttle: could not lift the limits: %s", e)
+            log.warning("DataNode throttle: could not lift the shares: %s", e)
+
+
+def _node_ceiling(device_ceilings: list[int]) -> int:
+    """The node's ceiling from its devices': their sum, or none (0) if any device has none."""
+    return sum(device_ceilings) if device_ceilings and all(device_ceilings) else 0
+
+
+def _missing_text(missing: dict[str, str]) -> str:
+    return "; ".join(f"hook {hook} {state}: {REQUIRED_HOOKS[hook]}" for hook, state in sorted(missing.items())) \
+        + ": the node is not enforcing"

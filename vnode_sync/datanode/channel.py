@@ -1,30 +1,73 @@
-"""The control channel to the DataNode's Java agent: a Unix socket, one line per value.
+"""The control channel to the DataNode's Java agent: a Unix socket, one line per value, protocol 2.
 
+    HELLO protocol=2             -> OK protocol=2 min_protocol=2 agent=... version=... hadoop=...
+                                    started_ms=... hook.<Class.method>=woven|skipped|not_found|failed|pending ...
+    APPLY generation=N ... END   -> OK generation=N | ERR <why>; nothing changes on ERR
+        NODE read_capacity_bps= write_capacity_bps= devices=MAJ:MIN,...
+        DEFAULT / USER name=<user> read_weight= write_weight= read_floor_bps= write_floor_bps=
+                                   read_ceiling_bps= write_ceiling_bps=
+        UID uid= name= / CONN ip= port= name=
+    STATS                        -> NODE ..., DEFAULT <counters>, USER name= <counters>..., OK generation=N
     PING                         -> OK vnode-sync-datanode-throttle <version> started=<ms>
-    APPLY <generation> ... END   -> OK <generation> | ERR <why>; nothing changes on ERR
-        DEFAULT <read_bps> <write_bps> / USER <name> <read_bps> <write_bps>
-        UID <uid> <name> / CONN <client ip> <client port> <name>
-    STATS                        -> STARTED <ms>, DEFAULT <6 counters>, USER <name> <6 counters>..., OK <generation>
 
-Counters are read bytes, write bytes, read and write wait (ns), read and write ops, since
-the DataNode started. Rates are bytes/s, 0 = unlimited.
+Every line is a KIND and key=value fields; both sides skip keys (and line kinds) they do not know,
+so one new counter or setting does not break an older peer; a change that would is a new protocol,
+refused in the handshake. Counters are bytes, wait (ns) and ops per direction since the DataNode
+started; rates are bytes/s, 0 = none; a weight of 0 leaves a user to its ceiling only.
 """
 
 import socket
 from dataclasses import dataclass, field
 
-from vnode_sync.errors import InvalidArgument, Unavailable
+from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
+from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.validation import user_name as validate_user_name
 
 TIMEOUT_SECONDS = 5.0
+PROTOCOL = 2
+# What every op needs for its user's share to hold: who it is (readBlock / writeBlock) and where its
+# packets pass (sendBlock / receiveBlock). A hook the Java agent names and this list does not is
+# ignored (a newer agent may weave more).
+REQUIRED_HOOKS = {
+    "DataXceiver.readBlock": "reads are not charged to their user",
+    "DataXceiver.writeBlock": "writes are not charged to their user",
+    "BlockSender.sendBlock": "reads are not scheduled",
+    "BlockReceiver.receiveBlock": "writes are not scheduled",
+}
+WOVEN = "woven"
 
 
 @dataclass(frozen=True)
-class Rates:
-    """One user's (or the default's) read and write rate, bytes/s; 0 is unlimited."""
+class Share:
+    """One user's share in one direction: local weight (0: none), floor and ceiling in bytes/s (0: none)."""
+
+    weight: float = 0.0
+    floor_bps: int = 0
+    ceiling_bps: int = 0
+
+
+@dataclass(frozen=True)
+class Shares:
+    read: Share = Share()
+    write: Share = Share()
+
+    @classmethod
+    def ceilings(cls, read_bps: int, write_bps: int) -> "Shares":
+        return cls(Share(ceiling_bps=read_bps), Share(ceiling_bps=write_bps))
+
+    def fields(self) -> str:
+        return " ".join(f"{d}_{k}={_number(getattr(getattr(self, d), a))}" for d in ("read", "write")
+                        for k, a in (("weight", "weight"), ("floor_bps", "floor_bps"), ("ceiling_bps", "ceiling_bps")))
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """The DataNode as a whole: what its weights divide per direction (0: weights off), and its data
+    disks, whose busy time tells the Java agent when the node delivers less than that."""
 
     read_bps: int = 0
     write_bps: int = 0
+    devices: tuple[DeviceNumber, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,18 +75,39 @@ class ThrottleSettings:
     """Everything one APPLY replaces."""
 
     generation: int
-    default: Rates
-    users: dict[str, Rates] = field(default_factory=dict)
+    default: Shares
+    users: dict[str, Shares] = field(default_factory=dict)
     uids: dict[int, str] = field(default_factory=dict)
     connections: dict[tuple[str, int], str] = field(default_factory=dict)
+    node: NodeCapacity = NodeCapacity()
 
     def lines(self) -> list[str]:
-        lines = [f"APPLY {self.generation}", f"DEFAULT {self.default.read_bps} {self.default.write_bps}"]
-        for name, rates in sorted(self.users.items()):
-            lines.append(f"USER {validate_user_name(name)} {rates.read_bps} {rates.write_bps}")
-        lines += [f"UID {uid} {validate_user_name(name)}" for uid, name in sorted(self.uids.items())]
-        lines += [f"CONN {ip} {port} {validate_user_name(name)}" for (ip, port), name in sorted(self.connections.items())]
+        devices = ",".join(str(d) for d in self.node.devices)
+        lines = [f"APPLY generation={self.generation}",
+                 f"NODE read_capacity_bps={self.node.read_bps} write_capacity_bps={self.node.write_bps}"
+                 + (f" devices={devices}" if devices else ""),
+                 f"DEFAULT {self.default.fields()}"]
+        for name, shares in sorted(self.users.items()):
+            lines.append(f"USER name={validate_user_name(name)} {shares.fields()}")
+        lines += [f"UID uid={uid} name={validate_user_name(name)}" for uid, name in sorted(self.uids.items())]
+        lines += [f"CONN ip={ip} port={port} name={validate_user_name(name)}"
+                  for (ip, port), name in sorted(self.connections.items())]
         return lines + ["END"]
+
+
+@dataclass(frozen=True)
+class AgentHello:
+    """What the Java agent says of itself in the handshake."""
+
+    protocol: int
+    version: str
+    hadoop: str
+    started_ms: int
+    hooks: dict[str, str]
+
+    def missing_hooks(self) -> dict[str, str]:
+        """Required hooks that are not woven -> their state (skipped, not_found, failed, pending, absent)."""
+        return {hook: self.hooks.get(hook, "absent") for hook in REQUIRED_HOOKS if self.hooks.get(hook) != WOVEN}
 
 
 @dataclass(frozen=True)
@@ -62,6 +126,7 @@ class Stats:
     generation: int
     default: Counters
     users: dict[str, Counters]
+    node: dict[str, float] = field(default_factory=dict)   # the NODE line: capacities, R, busy fractions
 
 
 class ThrottleChannel:
@@ -100,40 +165,85 @@ class ThrottleChannel:
             raise Unavailable(f"DataNode throttle socket {self.path}: not vnode-sync's Java agent ({answer[:80]!r})")
         return answer[3:]
 
+    def hello(self) -> AgentHello:
+        """The handshake: Unsupported, in one line, unless the agent speaks this protocol."""
+        try:
+            answer = self._exchange([f"HELLO protocol={PROTOCOL}"])[-1]
+        except InvalidArgument as e:
+            if "unknown request" in str(e):
+                raise Unsupported(f"the Java agent on {self.path} is too old: it does not know HELLO, so it "
+                                  f"speaks protocol 1 (0.1.x); this storage agent needs protocol {PROTOCOL}: "
+                                  f"install the jar of this release and restart the DataNode") from e
+            raise Unsupported(f"the Java agent on {self.path} cannot speak protocol {PROTOCOL}: "
+                              f"{str(e).removeprefix('DataNode throttle refused: ')}") from e
+        fields = _fields(answer, "OK")
+        if fields.get("agent") != "vnode-sync-datanode-throttle":
+            raise Unavailable(f"DataNode throttle socket {self.path}: not vnode-sync's Java agent ({answer[:80]!r})")
+        try:
+            protocol = int(fields.get("protocol", "0"))
+            started = int(fields.get("started_ms", "0"))
+        except ValueError as e:
+            raise Unavailable(f"DataNode throttle socket {self.path}: malformed HELLO answer: {e}") from e
+        if protocol != PROTOCOL:
+            raise Unsupported(f"the Java agent on {self.path} ({fields.get('version', '?')}) answered protocol "
+                              f"{protocol}; this storage agent speaks {PROTOCOL}: install matching releases")
+        hooks = {k.removeprefix("hook."): v for k, v in fields.items() if k.startswith("hook.")}
+        return AgentHello(protocol, fields.get("version", "?"), fields.get("hadoop", "unknown"), started, hooks)
+
     def apply(self, settings: ThrottleSettings) -> None:
         answer = self._exchange(settings.lines())[-1]
-        if answer != f"OK {settings.generation}":
+        if _fields(answer, "OK").get("generation") != str(settings.generation):
             raise Unavailable(f"DataNode throttle socket {self.path}: APPLY {settings.generation} answered {answer[:80]!r}")
 
     def stats(self) -> Stats:
-        """Every line must be one the contract names with its exact number of fields."""
+        """Keys this side does not know are skipped; a known one must be a number, a user a user name."""
         lines = self._exchange(["STATS"])
-        started, default, users = None, None, {}
+        node, default, users = None, None, {}
         try:
             for line in lines[:-1]:
-                kind, *values = line.split()
-                if kind == "STARTED" and len(values) == 1:
-                    started = int(values[0])
-                elif kind == "DEFAULT" and len(values) == 6:
-                    default = _counters(values)
-                elif kind == "USER" and len(values) == 7:
-                    users[validate_user_name(values[0])] = _counters(values[1:])
-                else:
-                    raise ValueError(f"unexpected line {line[:80]!r}")
-            kind, generation = lines[-1].split()
-            generation = int(generation)
-            if started is None or default is None:
-                raise ValueError("no STARTED or DEFAULT line")
-        except (ValueError, InvalidArgument) as e:
+                kind = line.split(" ", 1)[0]
+                fields = _fields(line, kind)
+                if kind == "NODE":
+                    node = {k: float(v) for k, v in fields.items()}
+                elif kind == "DEFAULT":
+                    default = _counters(fields)
+                elif kind == "USER":
+                    users[validate_user_name(fields.get("name", ""))] = _counters(fields)
+            generation = int(_fields(lines[-1], "OK")["generation"])
+            if node is None or default is None:
+                raise ValueError("no NODE or DEFAULT line")
+        except (ValueError, KeyError, InvalidArgument) as e:
             raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS: {e}") from e
-        return Stats(started, generation, default, users)
+        return Stats(int(node.get("started_ms", 0)), generation, default, users, node)
 
 
-def _counters(values: list[str]) -> Counters:
-    numbers = [int(v) for v in values]
-    if any(n < 0 for n in numbers):
-        raise ValueError(f"negative counter in {' '.join(values)}")
-    return Counters(*numbers)
+def _fields(line: str, kind: str) -> dict[str, str]:
+    """key=value fields after KIND; anything not key=value is skipped, as an unknown key would be."""
+    head, _, rest = line.partition(" ")
+    if head != kind:
+        raise ValueError(f"expected {kind}, got {line[:80]!r}")
+    out = {}
+    for part in rest.split():
+        key, eq, value = part.partition("=")
+        if eq:
+            out[key] = value
+    return out
+
+
+def _counters(fields: dict[str, str]) -> Counters:
+    values = {name: int(fields.get(name, "0")) for name in Counters.__dataclass_fields__}
+    if any(n < 0 for n in values.values()):
+        raise ValueError(f"negative counter in {values}")
+    return Counters(**values)
+
+
+def _number(value: float) -> str:
+    """A plain decimal the Java side parses (no exponent)."""
+    if value < 0 or value != value or value == float("inf"):
+        raise InvalidArgument(f"a share must be a finite number >= 0, got {value}")
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.9f}".rstrip("0").rstrip(".")
 
 
 def _last_line(data: bytes) -> bytes:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 USER_VNODE_PREFIX = "vnode."
 DEFAULT_VNODE = "vnode-default"
@@ -85,8 +85,17 @@ class LimitEnforcer(Protocol):
 
     name: str                         # "blkio-v1", "io-v2", "lustre-tbf", ...
     placer: ThreadPlacer | None
+    # True where the backend shares each device by the VNodes' local weights at every request (BFQ,
+    # iocost, the DataNode's scheduler): work-conserving by itself, so the agent ignores the
+    # coordinator's per-tick rate allocations and read_bps/write_bps are only ceilings.
+    shares_by_weight: bool
 
     def limitations(self) -> list[str]: ...
+    # Why it cannot enforce the shares on this host now (a hook the Java agent could not weave, a
+    # handshake refused); None while it does. Asked after each reconcile pass.
+    def not_enforcing(self) -> str | None: ...
+    # What the node's devices are configured to deliver (the desired state's), before apply_limits.
+    def set_capacities(self, capacities: list[DeviceCapacity]) -> None: ...
     def setup(self) -> None: ...
     def vnodes(self) -> list[str]: ...
     def ensure_vnode(self, vnode: str, uid: int | None = None) -> None: ...

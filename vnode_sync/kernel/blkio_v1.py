@@ -4,11 +4,14 @@ Files: Documentation/admin-guide/cgroup-v1/blkio-controller.rst. Throttle files 
 "MAJ:MIN VALUE" per write; VALUE 0 removes the rule. BFQ's per-device group weight lives in
 blkio.bfq.weight_device ("MAJ:MIN W", 1..1000); the kernel accepts it only while BFQ is
 the device's scheduler (EOPNOTSUPP otherwise) and rejects 0, so a weight is reset by
-writing the default, 100.
+writing the default, 100. BFQ shares a device by weight at every request and is
+work-conserving (Documentation/block/bfq-iosched.rst): with BFQ on every device the backend
+shares by weight, and the throttle files hold only limits.
 """
 
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.cgroup_vnodes import CgroupVNodes
+from vnode_sync.kernel.devices import scheduler
 from vnode_sync.kernel.types import (BlkioLine, DeviceLimits, DeviceNumber, IoCounters, parse_blkio_lines,
                                      parse_io_service_bytes)
 
@@ -30,7 +33,12 @@ class BlkioV1Backend(CgroupVNodes):
 
     def limitations(self) -> list[str]:
         return ["buffered writes flushed by kernel writeback threads are not charged to the VNode "
-                "(cgroup v1); only reads, direct I/O and writeback the thread forces (fsync) are throttled"]
+                "(cgroup v1); only reads, direct I/O and writeback the thread forces (fsync) are throttled",
+                "BFQ has one weight per device for reads and writes (the larger local weight is used) and "
+                "no floors: reservations are not enforced by BFQ weights"]
+
+    def _weighs(self, dev: DeviceNumber) -> bool:
+        return scheduler(dev, self.sys_root) == "bfq"
 
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]:
         fields: dict[DeviceNumber, dict[str, int]] = {}

@@ -10,7 +10,7 @@ import os
 from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import VNodeUsage, is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 
 class CgroupVNodes:
@@ -19,11 +19,28 @@ class CgroupVNodes:
     member_file: str          # "tasks" (v1, one thread) or "cgroup.procs" (v2, one process)
     usage_file: str
 
-    def __init__(self, mount: str, root_name: str, fs: CgroupFS | None = None):
+    def __init__(self, mount: str, root_name: str, fs: CgroupFS | None = None, sys_root: str = "/sys"):
         self.mount = mount
         self.root = os.path.join(mount, root_name)
         self.fs = fs or CgroupFS()
+        self.sys_root = sys_root
         self.placer = self
+        self.devices: list[DeviceNumber] = []
+
+    @property
+    def shares_by_weight(self) -> bool:
+        """Whether every device of the node has a per-request weight scheduler for cgroups here."""
+        return bool(self.devices) and all(self._weighs(dev) for dev in self.devices)
+
+    def _weighs(self, dev: DeviceNumber) -> bool:
+        raise NotImplementedError
+
+    def not_enforcing(self) -> str | None:
+        return None
+
+    def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
+        """The node's devices; capacity itself is the coordinator's business (weights are scale-free)."""
+        self.devices = sorted(c.device for c in capacities)
 
     def _path(self, vnode: str, filename: str = "") -> str:
         return os.path.join(self.root, vnode, filename) if filename else os.path.join(self.root, vnode)
@@ -55,7 +72,7 @@ class CgroupVNodes:
     def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
         """Make the VNode's limits exactly `limits`: set what differs, clear what is not wanted."""
         current = self.limits(vnode)
-        wanted = {l.device: l for l in limits}
+        wanted = {l.device: l.in_kernel() for l in limits}
         for dev in set(current) | set(wanted):
             have = current.get(dev, DeviceLimits(dev))
             want = wanted.get(dev, DeviceLimits(dev))

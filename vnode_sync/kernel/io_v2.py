@@ -27,7 +27,20 @@ class IoV2Backend(CgroupVNodes):
 
     def limitations(self) -> list[str]:
         return ["cgroup v2 io is not threaded: placing a handler thread moves its whole process, "
-                "so one process serving many users (an HDFS DataNode) cannot be split per user"]
+                "so one process serving many users (an HDFS DataNode) cannot be split per user",
+                "per-device io.weight needs iocost enabled for the device (io.cost.qos at the root); "
+                "without it the backend caps rates instead of sharing by weight"]
+
+    def _weighs(self, dev: DeviceNumber) -> bool:
+        """iocost (blk-iocost.c) on for DEV: io.cost.qos at the hierarchy's root says "MAJ:MIN enable=1"."""
+        path = os.path.join(self.mount, "io.cost.qos")
+        if not self.fs.exists(path):
+            return False
+        for line in self.fs.read(path).splitlines():
+            parts = line.split()
+            if parts and parts[0] == str(dev) and "enable=1" in parts[1:]:
+                return True
+        return False
 
     def setup(self) -> None:
         super().setup()

@@ -30,7 +30,7 @@ import yaml
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
@@ -432,6 +432,7 @@ class LustreTbfBackend:
 
     name = "lustre-tbf"
     placer = None  # nothing to move: OSS I/O threads are shared kernel threads; rules match by uid
+    shares_by_weight = False  # TBF caps rates: the coordinator's allocation is what it enforces
 
     def __post_init__(self):
         # Values from the config are checked by LustreSettings; this guards direct construction.
@@ -477,6 +478,12 @@ class LustreTbfBackend:
             "no TBF equivalent and are ignored",
             "rules are per OSS; nothing in Lustre coordinates them across servers, the coordinator does",
         ]
+
+    def not_enforcing(self) -> str | None:
+        return None
+
+    def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
+        """Rates come whole from the desired state; capacity is the coordinator's business."""
 
     # -- reading Lustre ------------------------------------------------------------------------------
 

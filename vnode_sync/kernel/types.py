@@ -19,7 +19,12 @@ class DeviceNumber:
 
 @dataclass(frozen=True)
 class DeviceLimits:
-    """Limits for one device in one VNode. 0 means no limit (or, for weight, the default)."""
+    """What one VNode gets on one device. 0 means none (for weight, the default).
+
+    read_bps/write_bps/iops are limits: static caps (allocation static), or ceilings (allocation
+    work-conserving). read_weight/write_weight are local weights, scale-free (only their ratios among
+    the VNodes on the device matter; 0 = none), and reserve_*_bps floors; weight is BFQ's integer
+    1..1000 as written to the kernel (mode weight, or derived from the local weights)."""
 
     device: DeviceNumber
     read_bps: int = 0
@@ -27,9 +32,27 @@ class DeviceLimits:
     read_iops: int = 0
     write_iops: int = 0
     weight: int = 0
+    read_weight: float = 0.0
+    write_weight: float = 0.0
+    reserve_read_bps: int = 0
+    reserve_write_bps: int = 0
 
     def is_unlimited(self) -> bool:
         return not (self.read_bps or self.write_bps or self.read_iops or self.write_iops or self.weight)
+
+    def in_kernel(self) -> "DeviceLimits":
+        """Only what cgroup files hold (throttles and the BFQ weight): local weights become `weight`
+        before they reach a cgroup backend, and cgroups have no floors."""
+        return DeviceLimits(self.device, self.read_bps, self.write_bps, self.read_iops, self.write_iops, self.weight)
+
+
+@dataclass(frozen=True)
+class DeviceCapacity:
+    """What a device is configured to deliver (the coordinator's BW of Algorithm 1), bytes/s."""
+
+    device: DeviceNumber
+    read_bps: int = 0
+    write_bps: int = 0
 
 
 @dataclass

@@ -53,7 +53,7 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ...) -> None: ...
 
 class StorageNode(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors", "allocation_updates")
+    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors", "allocation_updates", "not_enforcing")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -63,6 +63,7 @@ class StorageNode(_message.Message):
     LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_UPDATES_FIELD_NUMBER: _ClassVar[int]
+    NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
@@ -72,10 +73,11 @@ class StorageNode(_message.Message):
     limitations: _containers.RepeatedScalarFieldContainer[str]
     errors: _containers.RepeatedScalarFieldContainer[str]
     allocation_updates: int
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ...) -> None: ...
+    not_enforcing: str
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ..., not_enforcing: _Optional[str] = ...) -> None: ...
 
 class DeviceShare(_message.Message):
-    __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight")
+    __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight", "read_weight", "write_weight", "reserve_read_bps", "reserve_write_bps")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     MAJOR_FIELD_NUMBER: _ClassVar[int]
     MINOR_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +86,10 @@ class DeviceShare(_message.Message):
     READ_IOPS_FIELD_NUMBER: _ClassVar[int]
     WRITE_IOPS_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    READ_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    WRITE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     device: str
     major: int
     minor: int
@@ -92,7 +98,11 @@ class DeviceShare(_message.Message):
     read_iops: int
     write_iops: int
     weight: int
-    def __init__(self, device: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ..., weight: _Optional[int] = ...) -> None: ...
+    read_weight: float
+    write_weight: float
+    reserve_read_bps: int
+    reserve_write_bps: int
+    def __init__(self, device: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ..., weight: _Optional[int] = ..., read_weight: _Optional[float] = ..., write_weight: _Optional[float] = ..., reserve_read_bps: _Optional[int] = ..., reserve_write_bps: _Optional[int] = ...) -> None: ...
 
 class VNodeSpec(_message.Message):
     __slots__ = ("user", "uid", "priority", "shares")
@@ -121,7 +131,7 @@ class ConnectionOwner(_message.Message):
     def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ...) -> None: ...
 
 class DesiredState(_message.Message):
-    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation")
+    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation", "devices", "allocation_policy")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +141,8 @@ class DesiredState(_message.Message):
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
     STORE_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     generation: int
     node_id: str
     mode: str
@@ -140,7 +152,9 @@ class DesiredState(_message.Message):
     connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
     store_id: int
     allocation: Allocation
-    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ...) -> None: ...
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    allocation_policy: str
+    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., allocation_policy: _Optional[str] = ...) -> None: ...
 
 class UserAllocation(_message.Message):
     __slots__ = ("user", "shares")
@@ -479,20 +493,22 @@ class HeldTime(_message.Message):
     def __init__(self, user: _Optional[str] = ..., held_seconds: _Optional[float] = ..., source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
 
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
+    NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
     usage: _containers.RepeatedCompositeFieldContainer[UserUsage]
     errors: _containers.RepeatedScalarFieldContainer[str]
     held: _containers.RepeatedCompositeFieldContainer[HeldTime]
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ...) -> None: ...
+    not_enforcing: str
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)

@@ -45,6 +45,11 @@ final class Advices {
         static void enter(@Advice.Argument(value = 2, readOnly = false) DataTransferThrottler throttler) {
             throttler = Hooks.forSend(throttler);
         }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit(@Advice.Argument(2) DataTransferThrottler throttler) {
+            Hooks.transferEnd(throttler);
+        }
     }
 
     /** BlockReceiver.receiveBlock(mirrOut, mirrIn, replyOut, mirrAddr, throttler, downstreams, isReplaceBlock). */
@@ -52,6 +57,11 @@ final class Advices {
         @Advice.OnMethodEnter(suppress = Throwable.class)
         static void enter(@Advice.Argument(value = 4, readOnly = false) DataTransferThrottler throttler) {
             throttler = Hooks.forReceive(throttler);
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit(@Advice.Argument(4) DataTransferThrottler throttler) {
+            Hooks.transferEnd(throttler);
         }
     }
 }

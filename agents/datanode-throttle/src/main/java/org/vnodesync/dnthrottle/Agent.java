@@ -1,11 +1,14 @@
 package org.vnodesync.dnthrottle;
 
 import static net.bytebuddy.matcher.ElementMatchers.named;
-import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
 
 import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReference;
@@ -15,13 +18,8 @@ import net.bytebuddy.description.type.TypeDescription;
 import net.bytebuddy.dynamic.DynamicType;
 import net.bytebuddy.utility.JavaModule;
 
-/** -javaagent entry point: per-user throttlers for a DataNode's block reads and writes. */
+/** -javaagent entry point: per-user weighted scheduling of a DataNode's block reads and writes. */
 public final class Agent {
-    private static final String DATANODE = "org.apache.hadoop.hdfs.server.datanode.";
-    // Matched by the argument the advice reads, so a changed signature is left alone instead of misread.
-    private static final String TOKEN = "org.apache.hadoop.security.token.Token";
-    private static final String THROTTLER = "org.apache.hadoop.hdfs.util.DataTransferThrottler";
-
     private Agent() {
     }
 
@@ -37,46 +35,89 @@ public final class Agent {
     private static void start(String arguments, Instrumentation instrumentation) throws Exception {
         AgentArgs args = AgentArgs.parse(arguments);
         args.errors().forEach(error -> AgentLog.warn("vnode-sync throttle agent: " + error));
-        Throttles throttles = new Throttles(new Policy.Rates(args.defaultReadBps(), args.defaultWriteBps()),
+        Throttles throttles = new Throttles(Policy.Shares.ceilings(args.defaultReadBps(), args.defaultWriteBps()),
                 System.currentTimeMillis());
         Hooks.install(throttles, new Identity(new SocketOwners(Path.of("/proc/self/net"))));
-        if (args.socket() != null) {
-            new ControlServer(args.socket(), throttles).start();
+        HookReport report = new HookReport();
+        CapacityLoop capacity = new CapacityLoop(throttles, new ResourceSampler(Path.of("/proc")));
+        weave(instrumentation, args.skipped(), report);
+        if (args.followNode()) {
+            capacity.start();
+        } else {
+            AgentLog.info("vnode-sync throttle agent: follow_node=false: R stays at the configured capacity");
         }
-        AgentLog.info("vnode-sync throttle agent: per-user rates are unknown until the storage agent sends them"
-                + " on " + args.socket() + "; everyone gets the default rates (read " + args.defaultReadBps()
-                + " B/s, write " + args.defaultWriteBps() + " B/s, 0 = unlimited)");
-        Failures listener = new Failures(instrumentation);
-        ClassFileTransformer transformer = new AgentBuilder.Default()
-                .disableClassFormatChanges()
-                .with(listener)
-                .type(named(DATANODE + "DataXceiver"))
-                .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.ReadBlock.class).on(named("readBlock").and(takesArgument(1, named(TOKEN)))))
-                        .visit(Advice.to(Advices.WriteBlock.class).on(named("writeBlock").and(takesArgument(2, named(TOKEN))))))
-                .type(named(DATANODE + "BlockSender"))
-                .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.SendBlock.class).on(named("sendBlock").and(takesArgument(2, named(THROTTLER))))))
-                .type(named(DATANODE + "BlockReceiver"))
-                .transform((builder, type, loader, module, domain) -> builder
-                        .visit(Advice.to(Advices.ReceiveBlock.class).on(named("receiveBlock").and(takesArgument(4, named(THROTTLER))))))
-                .installOn(instrumentation);
-        listener.installed(transformer);
+        if (args.socket() != null) {
+            new ControlServer(args.socket(), throttles,
+                    new Protocol.Environment(report, Agent::hadoopVersion, capacity)).start();
+        }
+        AgentLog.info("vnode-sync throttle agent: shares are unknown until the storage agent sends them on "
+                + args.socket() + "; every op gets the default ceilings (read " + args.defaultReadBps()
+                + " B/s, write " + args.defaultWriteBps() + " B/s, 0 = none); hooks: " + report.fields());
+    }
+
+    private static String hadoopVersion() {
+        return org.apache.hadoop.util.VersionInfo.getVersion();
     }
 
     /**
-     * Logs a failed or successful weaving of the three DataNode classes (each once). Once all three are
-     * woven the transformer is removed: woven classes stay woven, and no later class load of the DataNode
-     * pays for Byte Buddy reading its class file.
+     * Weaves every hook not skipped into its class and loads those classes now (not initialized), so the
+     * handshake says from the start which hooks hold instead of waiting for the first op to load them.
      */
-    private static final class Failures extends AgentBuilder.Listener.Adapter {
-        private static final int HOOKED_CLASSES = 3;
+    static void weave(Instrumentation instrumentation, Set<Hook> skipped, HookReport report) {
+        Map<String, List<Hook>> byClass = new LinkedHashMap<>();
+        for (Hook hook : Hook.values()) {
+            report.set(hook.id(), skipped.contains(hook) ? HookReport.SKIPPED : HookReport.PENDING);
+            if (!skipped.contains(hook)) {
+                byClass.computeIfAbsent(hook.className(), c -> new ArrayList<>()).add(hook);
+            }
+        }
+        Listener listener = new Listener(instrumentation, byClass, report);
+        AgentBuilder builder = new AgentBuilder.Default().disableClassFormatChanges().with(listener);
+        for (Map.Entry<String, List<Hook>> entry : byClass.entrySet()) {
+            List<Hook> hooks = entry.getValue();
+            builder = builder.type(named(entry.getKey())).transform((b, type, loader, module, domain) -> {
+                var out = b;
+                for (Hook hook : hooks) {
+                    if (type.getDeclaredMethods().filter(hook.matcher()).isEmpty()) {
+                        report.set(hook.id(), HookReport.NOT_FOUND);
+                        AgentLog.warn("vnode-sync throttle agent: no " + hook.method + " with a "
+                                + hook.argumentType + " argument " + hook.argument + " in " + type.getName()
+                                + " (another Hadoop?): hook " + hook.id() + " not woven");
+                    } else {
+                        out = out.visit(Advice.to(hook.advice).on(hook.matcher()));
+                    }
+                }
+                return out;
+            });
+        }
+        listener.installed(builder.installOn(instrumentation));
+        for (String className : byClass.keySet()) {
+            try {
+                Class.forName(className, false, ClassLoader.getSystemClassLoader());
+            } catch (Throwable e) {
+                for (Hook hook : byClass.get(className)) {
+                    report.set(hook.id(), HookReport.NOT_FOUND);
+                }
+                AgentLog.warn("vnode-sync throttle agent: no class " + className + " (" + e + "): its hooks are not woven");
+            }
+        }
+    }
+
+    /**
+     * Records each class's weaving (each once). Once every hooked class is done the transformer is
+     * removed: woven classes stay woven, and no later class load of the DataNode pays for Byte Buddy.
+     */
+    private static final class Listener extends AgentBuilder.Listener.Adapter {
         private final Instrumentation instrumentation;
-        private final Set<String> hooked = ConcurrentHashMap.newKeySet();
+        private final Map<String, List<Hook>> byClass;
+        private final HookReport report;
+        private final Set<String> done = ConcurrentHashMap.newKeySet();
         private final AtomicReference<ClassFileTransformer> transformer = new AtomicReference<>();
 
-        Failures(Instrumentation instrumentation) {
+        Listener(Instrumentation instrumentation, Map<String, List<Hook>> byClass, HookReport report) {
             this.instrumentation = instrumentation;
+            this.byClass = byClass;
+            this.report = report;
         }
 
         void installed(ClassFileTransformer installed) {
@@ -87,25 +128,37 @@ public final class Agent {
         @Override
         public void onTransformation(TypeDescription type, ClassLoader loader, JavaModule module, boolean loaded,
                                      DynamicType dynamicType) {
+            for (Hook hook : byClass.getOrDefault(type.getName(), List.of())) {
+                report.setIfPending(hook.id(), HookReport.WOVEN);
+            }
             AgentLog.info("vnode-sync throttle agent: hooked " + type.getName());
-            hooked.add(type.getName());
-            removeWhenDone();
         }
 
-        private void removeWhenDone() {
-            if (hooked.size() < HOOKED_CLASSES) {
-                return;
-            }
-            ClassFileTransformer done = transformer.getAndSet(null);
-            if (done != null && instrumentation.removeTransformer(done)) {
-                AgentLog.info("vnode-sync throttle agent: all " + HOOKED_CLASSES + " classes hooked; transformer removed");
+        @Override
+        public void onComplete(String typeName, ClassLoader loader, JavaModule module, boolean loaded) {
+            if (byClass.containsKey(typeName)) {
+                done.add(typeName);
+                removeWhenDone();
             }
         }
 
         @Override
         public void onError(String typeName, ClassLoader loader, JavaModule module, boolean loaded, Throwable error) {
+            for (Hook hook : byClass.getOrDefault(typeName, List.of())) {
+                report.set(hook.id(), HookReport.FAILED);
+            }
             AgentLog.once("weave-" + typeName, "vnode-sync throttle agent could not hook " + typeName
                     + "; its ops use Hadoop's throttler only", error);
+        }
+
+        private void removeWhenDone() {
+            if (!done.containsAll(byClass.keySet())) {
+                return;
+            }
+            ClassFileTransformer finished = transformer.getAndSet(null);
+            if (finished != null && instrumentation.removeTransformer(finished)) {
+                AgentLog.info("vnode-sync throttle agent: every hooked class done; transformer removed");
+            }
         }
     }
 }

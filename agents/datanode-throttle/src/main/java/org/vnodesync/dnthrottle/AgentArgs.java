@@ -2,16 +2,26 @@ package org.vnodesync.dnthrottle;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.List;
+import java.util.Set;
 
-/** "-javaagent:<jar>=socket=<path>[,default_read_bps=N][,default_write_bps=N]"; bad parts are reported, not fatal. */
-record AgentArgs(Path socket, long defaultReadBps, long defaultWriteBps, List<String> errors) {
+/**
+ * "-javaagent:<jar>=socket=<path>[,default_read_bps=N][,default_write_bps=N][,skip_hook=Class.method]...
+ * [,follow_node=false]"; bad parts are reported, not fatal. skip_hook leaves one hook unwoven on purpose (to
+ * check that the storage agent notices), and may be given more than once. follow_node=false keeps R at the
+ * configured capacity (no CapacityControl): for measuring the per-packet cost alone.
+ */
+record AgentArgs(Path socket, long defaultReadBps, long defaultWriteBps, Set<Hook> skipped, boolean followNode,
+                 List<String> errors) {
 
     static AgentArgs parse(String text) {
         Path socket = null;
         long read = 0;
         long write = 0;
         List<String> errors = new ArrayList<>();
+        Set<Hook> skipped = EnumSet.noneOf(Hook.class);
+        boolean follow = true;
         if (text != null && !text.isEmpty()) {
             for (String part : text.split(",", -1)) {
                 int eq = part.indexOf('=');
@@ -28,6 +38,21 @@ record AgentArgs(Path socket, long defaultReadBps, long defaultWriteBps, List<St
                         }
                         case "default_read_bps" -> read = ApplyParser.number("default_read_bps", value);
                         case "default_write_bps" -> write = ApplyParser.number("default_write_bps", value);
+                        case "follow_node" -> {
+                            if (!value.equals("true") && !value.equals("false")) {
+                                errors.add("follow_node: true or false, got '" + ApplyParser.printable(value) + "'");
+                            } else {
+                                follow = value.equals("true");
+                            }
+                        }
+                        case "skip_hook" -> {
+                            Hook hook = Hook.byId(value);
+                            if (hook == null) {
+                                errors.add("skip_hook: no hook '" + ApplyParser.printable(value) + "'");
+                            } else {
+                                skipped.add(hook);
+                            }
+                        }
                         default -> errors.add("unknown agent argument '" + ApplyParser.printable(key) + "'");
                     }
                 } catch (ApplyParser.BadApply e) {
@@ -38,6 +63,6 @@ record AgentArgs(Path socket, long defaultReadBps, long defaultWriteBps, List<St
         if (socket == null) {
             errors.add("no socket=<path>: the storage agent cannot set per-user rates");
         }
-        return new AgentArgs(socket, read, write, List.copyOf(errors));
+        return new AgentArgs(socket, read, write, Set.copyOf(skipped), follow, List.copyOf(errors));
     }
 }

@@ -2,17 +2,23 @@ package org.vnodesync.dnthrottle;
 
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Pattern;
 
-/** Parses the body of an APPLY (the lines between "APPLY <generation>" and "END") into a Policy, all or nothing. */
+/**
+ * Parses the body of an APPLY (the lines between "APPLY generation=N" and "END") into a Policy, all or
+ * nothing. Lines are KIND key=value...: keys and kinds this agent does not know are skipped (a newer
+ * storage agent may send more), a known key with a bad value refuses the whole set.
+ */
 final class ApplyParser {
     static final Pattern USER_NAME = Pattern.compile("^[a-z_][a-z0-9_-]{0,31}$");
     private static final Pattern DECIMAL = Pattern.compile("^[0-9]{1,19}$");
     private static final Pattern IPV4 = Pattern.compile("^([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})$");
     private static final Pattern IPV6 = Pattern.compile("^[0-9A-Fa-f:.]{2,45}$");
+    private static final Pattern DEVICE = Pattern.compile("^([0-9]{1,9}):([0-9]{1,9})$");
     private static final long MAX_UID = 4_294_967_294L;
 
     static final class BadApply extends Exception {
@@ -21,67 +27,113 @@ final class ApplyParser {
         }
     }
 
+    /** A parsed set and how many lines of kinds this agent does not know it skipped. */
+    record Parsed(Policy policy, int skipped) {
+    }
+
     private ApplyParser() {
     }
 
-    static long generation(String text) throws BadApply {
-        return number("generation", text);
+    /** "generation=N" of the APPLY line. */
+    static long generation(String header) throws BadApply {
+        Fields f = Fields.parse(header);
+        if (!f.kind.equals("APPLY")) {
+            throw new BadApply("usage: APPLY generation=<n>");
+        }
+        return f.number("generation");
     }
 
     /** DEFAULT may be left out: then the -javaagent defaults apply. */
-    static Policy parse(long generation, List<String> lines, Policy.Rates fallbackDefaults) throws BadApply {
-        Policy.Rates defaults = null;
-        Map<String, Policy.Rates> users = new HashMap<>();
+    static Parsed parse(long generation, List<String> lines, Policy.Shares fallbackDefaults) throws BadApply {
+        Policy.Node node = Policy.Node.NONE;
+        Policy.Shares defaults = null;
+        Map<String, Policy.Shares> users = new HashMap<>();
         Map<Long, String> uids = new HashMap<>();
         Map<Policy.Endpoint, String> connections = new HashMap<>();
+        boolean nodeSeen = false;
+        int skipped = 0;
         int lineNo = 0;
         for (String line : lines) {
             lineNo++;
-            String[] f = line.split(" ", -1);
             String where = "line " + lineNo + " '" + printable(line) + "': ";
-            switch (f[0]) {
-                case "DEFAULT" -> {
-                    arity(where, f, 3);
-                    if (defaults != null) {
-                        throw new BadApply(where + "DEFAULT given twice");
+            try {
+                Fields f = Fields.parse(line);
+                switch (f.kind) {
+                    case "NODE" -> {
+                        if (nodeSeen) {
+                            throw new BadApply("NODE given twice");
+                        }
+                        nodeSeen = true;
+                        node = new Policy.Node(f.number("read_capacity_bps", 0), f.number("write_capacity_bps", 0),
+                                devices(f.has("devices") ? f.text("devices") : ""));
                     }
-                    defaults = new Policy.Rates(number(where + "read_bps", f[1]), number(where + "write_bps", f[2]));
+                    case "DEFAULT" -> {
+                        if (defaults != null) {
+                            throw new BadApply("DEFAULT given twice");
+                        }
+                        defaults = shares(f);
+                    }
+                    case "USER" -> {
+                        String name = name(f.text("name"));
+                        if (users.put(name, shares(f)) != null) {
+                            throw new BadApply("user " + name + " given twice");
+                        }
+                    }
+                    case "UID" -> {
+                        long uid = f.number("uid");
+                        if (uid > MAX_UID) {
+                            throw new BadApply("uid out of range");
+                        }
+                        if (uids.put(uid, name(f.text("name"))) != null) {
+                            throw new BadApply("uid " + uid + " given twice");
+                        }
+                    }
+                    case "CONN" -> {
+                        InetAddress address = ipLiteral("", f.text("ip"));
+                        long port = f.number("port");
+                        if (port < 1 || port > 65535) {
+                            throw new BadApply("port out of range");
+                        }
+                        Policy.Endpoint endpoint = new Policy.Endpoint(address, (int) port);
+                        if (connections.put(endpoint, name(f.text("name"))) != null) {
+                            throw new BadApply("connection given twice");
+                        }
+                    }
+                    default -> {
+                        if (!f.kind.matches("^[A-Z][A-Z0-9_]{0,31}$")) {
+                            throw new BadApply("not a line kind: '" + printable(f.kind) + "'");
+                        }
+                        skipped++;  // a kind a newer storage agent knows and this agent does not
+                    }
                 }
-                case "USER" -> {
-                    arity(where, f, 4);
-                    String name = name(where, f[1]);
-                    Policy.Rates rates = new Policy.Rates(number(where + "read_bps", f[2]), number(where + "write_bps", f[3]));
-                    if (users.put(name, rates) != null) {
-                        throw new BadApply(where + "user " + name + " given twice");
-                    }
-                }
-                case "UID" -> {
-                    arity(where, f, 3);
-                    long uid = number(where + "uid", f[1]);
-                    if (uid > MAX_UID) {
-                        throw new BadApply(where + "uid out of range");
-                    }
-                    if (uids.put(uid, name(where, f[2])) != null) {
-                        throw new BadApply(where + "uid " + uid + " given twice");
-                    }
-                }
-                case "CONN" -> {
-                    arity(where, f, 4);
-                    InetAddress address = ipLiteral(where, f[1]);
-                    long port = number(where + "client_port", f[2]);
-                    if (port < 1 || port > 65535) {
-                        throw new BadApply(where + "client_port out of range");
-                    }
-                    Policy.Endpoint endpoint = new Policy.Endpoint(address, (int) port);
-                    if (connections.put(endpoint, name(where, f[3])) != null) {
-                        throw new BadApply(where + "connection given twice");
-                    }
-                }
-                default -> throw new BadApply(where + "expected DEFAULT, USER, UID, CONN or END");
+            } catch (BadApply e) {
+                throw new BadApply(where + e.getMessage());
             }
         }
-        return new Policy(generation, defaults != null ? defaults : fallbackDefaults,
+        Policy policy = new Policy(generation, node, defaults != null ? defaults : fallbackDefaults,
                 Map.copyOf(users), Map.copyOf(uids), Map.copyOf(connections));
+        return new Parsed(policy, skipped);
+    }
+
+    private static Policy.Shares shares(Fields f) throws BadApply {
+        return new Policy.Shares(
+                new Policy.Share(f.real("read_weight", 0), f.number("read_floor_bps", 0), f.number("read_ceiling_bps", 0)),
+                new Policy.Share(f.real("write_weight", 0), f.number("write_floor_bps", 0), f.number("write_ceiling_bps", 0)));
+    }
+
+    private static List<DeviceId> devices(String text) throws BadApply {
+        List<DeviceId> out = new ArrayList<>();
+        if (text.isEmpty()) {
+            return out;
+        }
+        for (String part : text.split(",", -1)) {
+            var m = DEVICE.matcher(part);
+            if (!m.matches()) {
+                throw new BadApply("devices: not MAJ:MIN: '" + printable(part) + "'");
+            }
+            out.add(new DeviceId(Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2))));
+        }
+        return out;
     }
 
     static long number(String what, String text) throws BadApply {
@@ -95,16 +147,9 @@ final class ApplyParser {
         }
     }
 
-    private static void arity(String where, String[] fields, int expected) throws BadApply {
-        if (fields.length != expected) {
-            throw new BadApply(where + "expected " + (expected - 1) + " fields after " + fields[0] + ", got "
-                    + (fields.length - 1));
-        }
-    }
-
-    private static String name(String where, String text) throws BadApply {
+    private static String name(String text) throws BadApply {
         if (!USER_NAME.matcher(text).matches()) {
-            throw new BadApply(where + "not a user name: '" + printable(text) + "'");
+            throw new BadApply("not a user name: '" + printable(text) + "'");
         }
         return text;
     }

@@ -24,11 +24,13 @@ import java.util.Set;
 final class ControlServer {
     private final Path socket;
     private final Throttles throttles;
+    private final Protocol.Environment environment;
     private ServerSocketChannel server;
 
-    ControlServer(Path socket, Throttles throttles) {
+    ControlServer(Path socket, Throttles throttles, Protocol.Environment environment) {
         this.socket = socket;
         this.throttles = throttles;
+        this.environment = environment;
     }
 
     void start() throws IOException {
@@ -74,7 +76,7 @@ final class ControlServer {
         try (channel) {
             InputStream in = new BufferedInputStream(Channels.newInputStream(channel));
             OutputStream out = new BufferedOutputStream(Channels.newOutputStream(channel));
-            new Protocol(throttles).serve(in, out);
+            new Protocol(throttles, environment).serve(in, out);
         } catch (IOException e) {
             // the storage agent hung up; nothing to do
         } catch (Throwable e) {

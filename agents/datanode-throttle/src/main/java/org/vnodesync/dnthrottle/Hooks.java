@@ -65,14 +65,26 @@ public final class Hooks {
     private static DataTransferThrottler forOp(DataTransferThrottler original, Direction direction) {
         try {
             Throttles.Charge charge = CURRENT.get();
-            if (charge == null || original instanceof UserThrottler) {
+            Throttles t = throttles;
+            if (charge == null || t == null || original instanceof UserThrottler) {
                 return original;  // not a client op we saw start (re-replication, balancer): Hadoop's own
             }
-            return new UserThrottler(charge, direction, original, UserThrottler.SYSTEM_CLOCK,
-                    UserThrottler.SYSTEM_SLEEPER);
+            return new UserThrottler(charge, direction, t.scheduler(direction), original,
+                    UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
         } catch (Throwable e) {
             AgentLog.once("throttler-" + direction, "could not make a per-user throttler; Hadoop's is used", e);
             return original;
+        }
+    }
+
+    /** After sendBlock / receiveBlock: the transfer sends no more packets. */
+    public static void transferEnd(DataTransferThrottler throttler) {
+        try {
+            if (throttler instanceof UserThrottler user) {
+                user.close();
+            }
+        } catch (Throwable e) {
+            AgentLog.once("transfer-end", "could not end a per-user transfer cleanly", e);
         }
     }
 

@@ -7,18 +7,31 @@ import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.Supplier;
 
-/** One connection of the control channel: requests in, replies out, one at a time (DATANODE_CHANNEL.md). */
+/**
+ * One connection of the control channel: requests in, replies out, one at a time (docs/datanode-throttle.md).
+ * Protocol 2: a HELLO handshake names the protocol, the agent, Hadoop's version and every hook; lines
+ * are KIND key=value..., and either side skips keys it does not know.
+ */
 final class Protocol {
-    static final String VERSION = "0.1.0";
+    static final String VERSION = "0.2.0";
+    static final int MIN_PROTOCOL = 2;
+    static final int MAX_PROTOCOL = 2;
     static final int MAX_LINE = 4096;
     static final int MAX_APPLY_LINES = 200_000;
     private static final String TOO_LONG = "\u0000too long";
 
-    private final Throttles throttles;
+    /** What the handshake says about the DataNode this agent runs in. */
+    record Environment(HookReport hooks, Supplier<String> hadoopVersion, CapacityLoop capacity) {
+    }
 
-    Protocol(Throttles throttles) {
+    private final Throttles throttles;
+    private final Environment environment;
+
+    Protocol(Throttles throttles, Environment environment) {
         this.throttles = throttles;
+        this.environment = environment;
     }
 
     void serve(InputStream in, OutputStream out) throws IOException {
@@ -38,30 +51,64 @@ final class Protocol {
         if (line.equals("PING")) {
             return "OK vnode-sync-datanode-throttle " + VERSION + " started=" + throttles.startedMs() + "\n";
         }
+        if (line.equals("HELLO") || line.startsWith("HELLO ")) {
+            return hello(line);
+        }
         if (line.equals("STATS")) {
             synchronized (throttles) {
-                return throttles.stats() + "OK " + throttles.policy().generation() + "\n";
+                return node() + throttles.stats() + "OK generation=" + throttles.policy().generation() + "\n";
             }
         }
-        if (line.startsWith("APPLY ") || line.equals("APPLY")) {
+        if (line.equals("APPLY") || line.startsWith("APPLY ")) {
             return apply(line, in);
         }
         return "ERR unknown request '" + ApplyParser.printable(line) + "'\n";
+    }
+
+    private String hello(String line) {
+        try {
+            long asked = Fields.parse(line).number("protocol", MAX_PROTOCOL);
+            if (asked < MIN_PROTOCOL || asked > MAX_PROTOCOL) {
+                return "ERR protocol " + asked + " is not spoken here: this agent (" + VERSION + ") speaks "
+                        + MIN_PROTOCOL + ".." + MAX_PROTOCOL + "\n";
+            }
+        } catch (ApplyParser.BadApply e) {
+            return "ERR " + e.getMessage() + "\n";
+        }
+        String hadoop;
+        try {
+            hadoop = environment.hadoopVersion().get().replaceAll("[^A-Za-z0-9._+-]", "_");
+        } catch (Throwable e) {
+            hadoop = "unknown";
+        }
+        String hooks = environment.hooks().fields();
+        return "OK protocol=" + MAX_PROTOCOL + " min_protocol=" + MIN_PROTOCOL + " agent=vnode-sync-datanode-throttle"
+                + " version=" + VERSION + " hadoop=" + hadoop + " started_ms=" + throttles.startedMs()
+                + " scheduler=weighted" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
+    }
+
+    private String node() {
+        Policy.Node node = throttles.policy().node();
+        CapacityLoop.Last last = environment.capacity() == null ? CapacityLoop.Last.NONE : environment.capacity().last();
+        WeightedScheduler reads = throttles.scheduler(Direction.READ);
+        WeightedScheduler writes = throttles.scheduler(Direction.WRITE);
+        return "NODE started_ms=" + throttles.startedMs()
+                + " read_capacity_bps=" + node.readCapacity() + " read_rate_bps=" + reads.rate()
+                + " read_moved_bps=" + Math.round(last.readBps()) + " read_backlogged=" + reads.backlogged()
+                + " write_capacity_bps=" + node.writeCapacity() + " write_rate_bps=" + writes.rate()
+                + " write_moved_bps=" + Math.round(last.writeBps()) + " write_backlogged=" + writes.backlogged()
+                + String.format(java.util.Locale.ROOT, " cpu_busy=%.3f disk_busy=%.3f", last.cpuBusy(), last.diskBusy()) + "\n";
     }
 
     private String apply(String header, InputStream in) throws IOException {
         // Read up to END whatever happens, so a bad line never desynchronises the conversation.
         String error = null;
         long generation = 0;
-        String[] f = header.split(" ", -1);
-        if (f.length != 2) {
-            error = "usage: APPLY <generation>";
-        } else {
-            try {
-                generation = ApplyParser.generation(f[1]);
-            } catch (ApplyParser.BadApply e) {
-                error = e.getMessage();
-            }
+        try {
+            generation = ApplyParser.generation(header);
+        } catch (ApplyParser.BadApply e) {
+            error = e.getMessage() + " (this agent speaks protocol " + MIN_PROTOCOL + ".." + MAX_PROTOCOL
+                    + ": APPLY generation=<n>)";
         }
         List<String> body = new ArrayList<>();
         String line;
@@ -88,11 +135,14 @@ final class Protocol {
             return "ERR " + error + "; nothing changed\n";
         }
         try {
-            Policy next = ApplyParser.parse(generation, body, throttles.startDefaults());
+            ApplyParser.Parsed parsed = ApplyParser.parse(generation, body, throttles.startDefaults());
+            Policy next = parsed.policy();
             throttles.apply(next);
-            AgentLog.info("rates applied: generation " + generation + ", " + next.users().size() + " users, "
-                    + next.uids().size() + " uids, " + next.connections().size() + " connections");
-            return "OK " + generation + "\n";
+            AgentLog.info("shares applied: generation " + generation + ", capacity read " + next.node().readCapacity()
+                    + " write " + next.node().writeCapacity() + " B/s, " + next.users().size() + " users, "
+                    + next.uids().size() + " uids, " + next.connections().size() + " connections"
+                    + (parsed.skipped() > 0 ? ", " + parsed.skipped() + " lines of kinds this agent does not know" : ""));
+            return "OK generation=" + generation + "\n";
         } catch (ApplyParser.BadApply e) {
             return "ERR " + e.getMessage() + "; nothing changed\n";
         }

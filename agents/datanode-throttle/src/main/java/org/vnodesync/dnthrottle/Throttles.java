@@ -5,31 +5,41 @@ import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The current rate set plus every user's buckets and counters. APPLY swaps the whole Policy with one
- * volatile write; buckets and counters of users that left are kept (counters are monotonic).
+ * The current set plus every user's flows and counters, and the node's two schedulers (reads, writes).
+ * APPLY swaps the whole Policy with one volatile write after moving weights, floors and ceilings;
+ * flows and counters of users that left are kept (counters are monotonic).
  */
 final class Throttles {
     static final String DEFAULT = "DEFAULT";
 
-    /** What one op is charged to: a user (or DEFAULT), its counters and its buckets. */
-    record Charge(String name, UserCounters counters, RateBucket read, RateBucket write) {
-        RateBucket bucket(Direction direction) {
+    /** What one op is charged to: a user (or DEFAULT), its counters and its flow in each direction. */
+    record Charge(String name, UserCounters counters, Flow read, Flow write) {
+        Flow flow(Direction direction) {
             return direction == Direction.READ ? read : write;
         }
     }
 
     private final long startedMs;
-    private final Policy.Rates startDefaults;
+    private final Policy.Shares startDefaults;
     private volatile Policy policy;
     private final Charge defaultCharge;
     private final Map<String, Charge> users = new ConcurrentHashMap<>();
+    private final WeightedScheduler reads = new WeightedScheduler();
+    private final WeightedScheduler writes = new WeightedScheduler();
 
-    Throttles(Policy.Rates defaults, long startedMs) {
+    private final UserThrottler.Clock clock;
+
+    Throttles(Policy.Shares defaults, long startedMs) {
+        this(defaults, startedMs, UserThrottler.SYSTEM_CLOCK);
+    }
+
+    Throttles(Policy.Shares defaults, long startedMs, UserThrottler.Clock clock) {
+        this.clock = clock;
         this.startedMs = startedMs;
         this.startDefaults = defaults;
         this.policy = Policy.initial(defaults);
-        this.defaultCharge = new Charge(DEFAULT, new UserCounters(), new RateBucket(defaults.readBps()),
-                new RateBucket(defaults.writeBps()));
+        this.defaultCharge = newCharge(DEFAULT);
+        share(defaultCharge, defaults);
     }
 
     long startedMs() {
@@ -37,7 +47,7 @@ final class Throttles {
     }
 
     /** The -javaagent defaults: what DEFAULT is when an APPLY leaves it out. */
-    Policy.Rates startDefaults() {
+    Policy.Shares startDefaults() {
         return startDefaults;
     }
 
@@ -45,16 +55,42 @@ final class Throttles {
         return policy;
     }
 
+    WeightedScheduler scheduler(Direction direction) {
+        return direction == Direction.READ ? reads : writes;
+    }
+
     synchronized void apply(Policy next) {
-        defaultCharge.read().setRate(next.defaults().readBps());
-        defaultCharge.write().setRate(next.defaults().writeBps());
-        next.users().forEach((name, rates) -> {
-            Charge charge = users.computeIfAbsent(name, n -> new Charge(n, new UserCounters(),
-                    new RateBucket(rates.readBps()), new RateBucket(rates.writeBps())));
-            charge.read().setRate(rates.readBps());
-            charge.write().setRate(rates.writeBps());
+        long now = clock.nanoTime();
+        for (Direction direction : Direction.values()) {
+            // A new capacity holds at once; CapacityControl moves R below it from there.
+            long capacity = next.node().capacity(direction);
+            WeightedScheduler scheduler = scheduler(direction);
+            if (capacity != policy.node().capacity(direction) || scheduler.rate() > capacity) {
+                scheduler.setRate(capacity, now);
+            }
+        }
+        share(defaultCharge, next.defaults());
+        next.users().forEach((name, shares) -> share(users.computeIfAbsent(name, this::newCharge), shares));
+        users.forEach((name, charge) -> {
+            if (!next.users().containsKey(name)) {
+                share(charge, Policy.Shares.NONE);  // left: its ops still running keep going unscheduled
+            }
         });
         policy = next;
+    }
+
+    private Charge newCharge(String name) {
+        return new Charge(name, new UserCounters(), new Flow(name), new Flow(name));
+    }
+
+    private void share(Charge charge, Policy.Shares shares) {
+        for (Direction direction : Direction.values()) {
+            Policy.Share share = shares.of(direction);
+            Flow flow = charge.flow(direction);
+            flow.ceiling.setRate(share.ceilingBps());
+            flow.floor.setRate(share.floorBps());
+            scheduler(direction).setWeight(flow, share.weight());
+        }
     }
 
     /** The charge of a resolved user name; unknown or unlisted users (and null) get DEFAULT. */
@@ -66,13 +102,12 @@ final class Throttles {
         return charge != null ? charge : defaultCharge;
     }
 
-    /** STATS body lines (without the final OK). */
+    /** STATS body lines for the users (without the NODE line and the final OK). */
     String stats() {
         StringBuilder out = new StringBuilder();
-        out.append("STARTED ").append(startedMs).append('\n');
-        out.append("DEFAULT ").append(defaultCharge.counters().line()).append('\n');
+        out.append("DEFAULT ").append(defaultCharge.counters().fields()).append('\n');
         new TreeMap<>(users).forEach((name, charge) ->
-                out.append("USER ").append(name).append(' ').append(charge.counters().line()).append('\n'));
+                out.append("USER name=").append(name).append(' ').append(charge.counters().fields()).append('\n'));
         return out.toString();
     }
 }

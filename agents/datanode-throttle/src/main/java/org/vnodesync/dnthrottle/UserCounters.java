@@ -23,9 +23,10 @@ final class UserCounters {
         (direction == Direction.READ ? readOps : writeOps).increment();
     }
 
-    /** "<read_bytes> <write_bytes> <read_wait_ns> <write_wait_ns> <read_ops> <write_ops>" */
-    String line() {
-        return readBytes.sum() + " " + writeBytes.sum() + " " + readWaitNs.sum() + " " + writeWaitNs.sum()
-                + " " + readOps.sum() + " " + writeOps.sum();
+    /** "read_bytes=N write_bytes=N read_wait_ns=N write_wait_ns=N read_ops=N write_ops=N" */
+    String fields() {
+        return "read_bytes=" + readBytes.sum() + " write_bytes=" + writeBytes.sum() + " read_wait_ns="
+                + readWaitNs.sum() + " write_wait_ns=" + writeWaitNs.sum() + " read_ops=" + readOps.sum()
+                + " write_ops=" + writeOps.sum();
     }
 }

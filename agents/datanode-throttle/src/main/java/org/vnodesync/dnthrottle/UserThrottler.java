@@ -5,9 +5,9 @@ import org.apache.hadoop.hdfs.util.Canceler;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 
 /**
- * The throttler handed to one op in place of the node-wide one: books the bytes in the user's bucket,
- * counts them and the time slept, then passes them on to the node-wide throttler (if the DataNode has one).
- * The superclass's own bucket is never used.
+ * The throttler handed to one op in place of the node-wide one: schedules each packet's bytes in the
+ * user's flow (WeightedScheduler), counts them and the time slept, then passes them on to the node-wide
+ * throttler (if the DataNode has one). The superclass's own bucket is never used.
  */
 final class UserThrottler extends DataTransferThrottler {
     interface Clock {
@@ -25,13 +25,15 @@ final class UserThrottler extends DataTransferThrottler {
     private final DataTransferThrottler nodeWide;
     private final Clock clock;
     private final Sleeper sleeper;
-    // The op's own counters and bucket, looked up once per op rather than once per packet.
+    // The op's own counters, flow and scheduler, looked up once per op rather than once per packet.
     private final LongAdder counted;
     private final LongAdder waited;
-    private final RateBucket bucket;
+    private final Flow flow;
+    private final WeightedScheduler scheduler;
+    private final WeightedScheduler.Ticket ticket = new WeightedScheduler.Ticket();
 
-    UserThrottler(Throttles.Charge charge, Direction direction, DataTransferThrottler nodeWide, Clock clock,
-                  Sleeper sleeper) {
+    UserThrottler(Throttles.Charge charge, Direction direction, WeightedScheduler scheduler,
+                  DataTransferThrottler nodeWide, Clock clock, Sleeper sleeper) {
         super(Long.MAX_VALUE);
         this.charge = charge;
         this.nodeWide = nodeWide;
@@ -40,7 +42,8 @@ final class UserThrottler extends DataTransferThrottler {
         UserCounters counters = charge.counters();
         this.counted = direction == Direction.READ ? counters.readBytes : counters.writeBytes;
         this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
-        this.bucket = charge.bucket(direction);
+        this.flow = charge.flow(direction);
+        this.scheduler = scheduler;
     }
 
     String user() {
@@ -49,6 +52,11 @@ final class UserThrottler extends DataTransferThrottler {
 
     DataTransferThrottler nodeWide() {
         return nodeWide;
+    }
+
+    /** The transfer is over: what was charged for a packet it will not send is given back. */
+    void close() {
+        scheduler.release(flow, ticket);
     }
 
     @Override
@@ -70,20 +78,26 @@ final class UserThrottler extends DataTransferThrottler {
 
     private void ownThrottle(long bytes, Canceler canceler) {
         counted.add(bytes);
-        if (bucket.unlimited()) {
-            return;
-        }
-        long waitNs = bucket.reserve(bytes, clock.nanoTime());
-        if (waitNs <= 0 || (canceler != null && canceler.isCancelled())) {
-            return;
-        }
         long start = clock.nanoTime();
+        long due = scheduler.admit(flow, bytes, start, ticket);
+        if (due <= start) {
+            ticket.released(start);
+            return;
+        }
+        long now = start;
         try {
-            sleeper.sleepNanos(waitNs);
+            // In slices: V may reach the packet's tag sooner than foreseen (a flow left).
+            while (due > now && (canceler == null || !canceler.isCancelled())) {
+                sleeper.sleepNanos(Math.min(due - now, WeightedScheduler.MAX_SLICE_NS));
+                now = clock.nanoTime();
+                due = scheduler.recheck(flow, now, ticket);
+            }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            waited.add(clock.nanoTime() - start);
+            long end = clock.nanoTime();
+            ticket.released(end);
+            waited.add(end - start);
         }
     }
 }

@@ -8,16 +8,24 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 class ApplyParserTest {
-    private static final Policy.Rates START = new Policy.Rates(7, 8);
+    private static final Policy.Shares START = Policy.Shares.ceilings(7, 8);
+
+    private static Policy parse(String... lines) throws Exception {
+        return ApplyParser.parse(5, List.of(lines), START).policy();
+    }
 
     @Test
     void parsesEveryKindOfLine() throws Exception {
-        Policy p = ApplyParser.parse(5, List.of("DEFAULT 100 200", "USER alice 1000 2000", "USER bob_2 0 0",
-                "UID 64001 alice", "CONN 10.0.0.7 41234 bob_2", "CONN ::1 50000 alice"), START);
+        Policy p = parse("NODE read_capacity_bps=60000000 write_capacity_bps=50000000 devices=8:16,259:0",
+                "DEFAULT read_weight=1 write_weight=1 read_ceiling_bps=100 write_ceiling_bps=200",
+                "USER name=alice read_weight=8 write_weight=2.5 read_floor_bps=1000 write_ceiling_bps=2000",
+                "USER name=bob_2", "UID uid=64001 name=alice", "CONN ip=10.0.0.7 port=41234 name=bob_2",
+                "CONN ip=::1 port=50000 name=alice");
         assertEquals(5, p.generation());
-        assertEquals(new Policy.Rates(100, 200), p.defaults());
-        assertEquals(new Policy.Rates(1000, 2000), p.users().get("alice"));
-        assertEquals(new Policy.Rates(0, 0), p.users().get("bob_2"));
+        assertEquals(new Policy.Node(60_000_000, 50_000_000, List.of(new DeviceId(8, 16), new DeviceId(259, 0))), p.node());
+        assertEquals(new Policy.Shares(new Policy.Share(1, 0, 100), new Policy.Share(1, 0, 200)), p.defaults());
+        assertEquals(new Policy.Shares(new Policy.Share(8, 1000, 0), new Policy.Share(2.5, 0, 2000)), p.users().get("alice"));
+        assertEquals(Policy.Shares.NONE, p.users().get("bob_2"));
         assertEquals("alice", p.uids().get(64001L));
         assertEquals("bob_2", p.connections().get(new Policy.Endpoint(InetAddress.getByName("10.0.0.7"), 41234)));
         assertEquals("alice", p.connections().get(new Policy.Endpoint(InetAddress.getByName("::1"), 50000)));
@@ -25,23 +33,38 @@ class ApplyParserTest {
 
     @Test
     void defaultLeftOutMeansTheAgentArguments() throws Exception {
-        assertEquals(START, ApplyParser.parse(1, List.of("USER alice 1 2"), START).defaults());
+        assertEquals(START, parse("USER name=alice read_weight=1").defaults());
+        assertEquals(Policy.Node.NONE, parse("USER name=alice").node());
+    }
+
+    @Test
+    void keysAndLineKindsItDoesNotKnowAreSkippedSoANewerPeerDoesNotBreakIt() throws Exception {
+        ApplyParser.Parsed parsed = ApplyParser.parse(1, List.of("USER name=alice read_weight=3 read_iops_weight=9",
+                "SYSTEM read_weight=2", "NODE read_capacity_bps=10 future_counter=4"), START);
+        assertEquals(3, parsed.policy().users().get("alice").read().weight());
+        assertEquals(10, parsed.policy().node().readCapacity());
+        assertEquals(1, parsed.skipped());
     }
 
     @Test
     void rejectsBadLines() {
-        for (String bad : List.of("USER Alice 1 2", "USER alice -1 2", "USER alice 1", "USER alice 1 2 3",
-                "USER ../etc 1 2", "DEFAULT 1 x", "UID 4294967295 alice", "UID -1 alice", "CONN host.example 1 a",
-                "CONN 300.0.0.1 1 a", "CONN 10.0.0.1 0 a", "CONN 10.0.0.1 65536 a", "FOO", "", "USER  alice 1 2",
-                "USER alice 99999999999999999999 1", "USER abcdefghijklmnopqrstuvwxyz0123456 1 2")) {
-            assertThrows(ApplyParser.BadApply.class, () -> ApplyParser.parse(1, List.of(bad), START), bad);
+        for (String bad : List.of("USER name=Alice", "USER name=alice read_weight=-1", "USER read_weight=1",
+                "USER name=alice read_weight=1 read_weight=2", "USER name=../etc", "DEFAULT read_ceiling_bps=x",
+                "USER name=alice read_weight=NaN", "USER name=alice read_weight=1e999", "UID uid=4294967295 name=alice",
+                "UID uid=-1 name=alice", "CONN ip=host.example port=1 name=a", "CONN ip=300.0.0.1 port=1 name=a",
+                "CONN ip=10.0.0.1 port=0 name=a", "CONN ip=10.0.0.1 port=65536 name=a", "foo", "",
+                "USER  name=alice", "USER name=alice 5", "NODE devices=8", "NODE devices=8:16,",
+                "USER name=alice read_ceiling_bps=99999999999999999999",
+                "USER name=abcdefghijklmnopqrstuvwxyz0123456")) {
+            assertThrows(ApplyParser.BadApply.class, () -> parse(bad), bad);
         }
     }
 
     @Test
     void rejectsDuplicates() {
-        for (List<String> bad : List.of(List.of("DEFAULT 1 1", "DEFAULT 2 2"), List.of("USER a 1 1", "USER a 2 2"),
-                List.of("UID 1 a", "UID 1 b"), List.of("CONN 1.2.3.4 5 a", "CONN 1.2.3.4 5 b"))) {
+        for (List<String> bad : List.of(List.of("DEFAULT", "DEFAULT"), List.of("NODE", "NODE"),
+                List.of("USER name=a", "USER name=a"), List.of("UID uid=1 name=a", "UID uid=1 name=b"),
+                List.of("CONN ip=1.2.3.4 port=5 name=a", "CONN ip=1.2.3.4 port=5 name=b"))) {
             assertThrows(ApplyParser.BadApply.class, () -> ApplyParser.parse(1, bad, START), bad.toString());
         }
     }

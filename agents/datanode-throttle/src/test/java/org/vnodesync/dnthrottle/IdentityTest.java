@@ -22,8 +22,8 @@ class IdentityTest {
     }
 
     private static Policy policy() throws Exception {
-        return ApplyParser.parse(1, List.of("USER alice 0 0", "USER bob 0 0", "UID 64001 alice", "UID 64002 bob",
-                "CONN 10.0.0.9 40000 bob"), new Policy.Rates(0, 0));
+        return ApplyParser.parse(1, List.of("USER name=alice", "USER name=bob", "UID uid=64001 name=alice",
+                "UID uid=64002 name=bob", "CONN ip=10.0.0.9 port=40000 name=bob"), Policy.Shares.NONE).policy();
     }
 
     @Test
@@ -95,10 +95,10 @@ class IdentityTest {
 
     @Test
     void unknownUsersAreChargedToDefault() throws Exception {
-        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+        Throttles t = new Throttles(Policy.Shares.NONE, 0);
         t.apply(policy());
         assertEquals("alice", t.chargeFor("alice").name());
         assertEquals(Throttles.DEFAULT, t.chargeFor("carol").name());
-        assertEquals(Map.of(), Policy.initial(new Policy.Rates(0, 0)).users());
+        assertEquals(Map.of(), Policy.initial(Policy.Shares.NONE).users());
     }
 }

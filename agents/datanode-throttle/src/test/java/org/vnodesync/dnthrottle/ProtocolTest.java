@@ -10,11 +10,13 @@ import java.nio.charset.StandardCharsets;
 import org.junit.jupiter.api.Test;
 
 class ProtocolTest {
-    private final Throttles throttles = new Throttles(new Policy.Rates(0, 0), 1234);
+    private final Throttles throttles = new Throttles(Policy.Shares.NONE, 1234);
+    private final HookReport hooks = new HookReport();
 
     private String talk(String input) throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
-        new Protocol(throttles).serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out);
+        new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.4.2", null))
+                .serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out);
         return out.toString(StandardCharsets.UTF_8);
     }
 
@@ -24,51 +26,76 @@ class ProtocolTest {
     }
 
     @Test
+    void helloNamesProtocolHadoopAndEveryHook() throws Exception {
+        hooks.set("BlockSender.sendBlock", HookReport.SKIPPED);
+        hooks.set("DataXceiver.readBlock", HookReport.WOVEN);
+        assertEquals("OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=" + Protocol.VERSION
+                + " hadoop=3.4.2 started_ms=1234 scheduler=weighted hook.BlockSender.sendBlock=skipped"
+                + " hook.DataXceiver.readBlock=woven\n", talk("HELLO protocol=2 client=vnode-sync/0.1.0\n"));
+    }
+
+    @Test
+    void helloRefusesAProtocolItDoesNotSpeakInOneLine() throws Exception {
+        assertEquals("ERR protocol 3 is not spoken here: this agent (" + Protocol.VERSION + ") speaks 2..2\n",
+                talk("HELLO protocol=3\n"));
+    }
+
+    @Test
     void applyReplacesTheWholeSet() throws Exception {
-        assertEquals("OK 3\n", talk("APPLY 3\nDEFAULT 10 20\nUSER alice 100 200\nUSER bob 1 2\nEND\n"));
-        assertEquals("OK 4\n", talk("APPLY 4\nUSER bob 5 6\nEND\n"));
+        assertEquals("OK generation=3\n", talk("APPLY generation=3\nNODE read_capacity_bps=60000000\n"
+                + "DEFAULT read_ceiling_bps=10 write_ceiling_bps=20\nUSER name=alice read_weight=8 write_weight=8\n"
+                + "USER name=bob read_weight=4\nEND\n"));
+        assertEquals(60_000_000, throttles.scheduler(Direction.READ).rate());
+        assertEquals("OK generation=4\n", talk("APPLY generation=4\nUSER name=bob read_ceiling_bps=5\nEND\n"));
         Policy p = throttles.policy();
         assertEquals(4, p.generation());
-        assertEquals(new Policy.Rates(0, 0), p.defaults());
+        assertEquals(Policy.Shares.NONE, p.defaults());
         assertEquals(1, p.users().size());
-        assertEquals(5, throttles.chargeFor("bob").read().rate());
+        assertEquals(5, throttles.chargeFor("bob").read().ceiling.rate());
+        assertEquals(0, throttles.scheduler(Direction.READ).rate(), "no NODE line: no capacity, weights off");
         assertSame(throttles.chargeFor(null), throttles.chargeFor("alice"), "alice left: DEFAULT for new ops");
     }
 
     @Test
     void aBadLineChangesNothingAndTheConversationGoesOn() throws Exception {
-        talk("APPLY 1\nUSER alice 100 200\nEND\n");
+        talk("APPLY generation=1\nUSER name=alice read_ceiling_bps=100\nEND\n");
         Policy before = throttles.policy();
-        String reply = talk("APPLY 2\nUSER bob 1 2\nUSER alice 1 x\nUSER carol 1 1\nEND\nPING\n");
+        String reply = talk("APPLY generation=2\nUSER name=bob\nUSER name=alice read_weight=x\nUSER name=carol\nEND\nPING\n");
         String[] lines = reply.split("\n");
         assertTrue(lines[0].startsWith("ERR line 2 "), reply);
         assertTrue(lines[1].startsWith("OK vnode-sync-datanode-throttle"), reply);
         assertSame(before, throttles.policy());
-        assertEquals(100, throttles.chargeFor("alice").read().rate());
+        assertEquals(100, throttles.chargeFor("alice").read().ceiling.rate());
     }
 
     @Test
-    void garbageGetsErr() throws Exception {
-        assertTrue(talk("HELLO\n").startsWith("ERR unknown request 'HELLO'"));
+    void garbageAndTheOldProtocolGetErr() throws Exception {
+        assertTrue(talk("HELLO_THERE\n").startsWith("ERR unknown request 'HELLO_THERE'"));
         assertTrue(talk("APPLY x\nEND\n").startsWith("ERR "));
-        assertTrue(talk("APPLY\nEND\n").startsWith("ERR usage"));
+        assertTrue(talk("APPLY 7\nUSER alice 1 2\nEND\n").startsWith("ERR "), "protocol 1's APPLY is refused");
+        assertTrue(talk("APPLY\nEND\n").startsWith("ERR APPLY needs generation="));
         assertTrue(talk("x".repeat(10000) + "\n").startsWith("ERR unknown request"));
         assertEquals(-1, throttles.policy().generation());
     }
 
     @Test
     void applyCutShortAppliesNothing() throws Exception {
-        assertEquals("", talk("APPLY 9\nUSER alice 1 1\n"));
+        assertEquals("", talk("APPLY generation=9\nUSER name=alice\n"));
         assertEquals(-1, throttles.policy().generation());
     }
 
     @Test
-    void statsListsDefaultAndEveryUserEverSeen() throws Exception {
-        talk("APPLY 1\nUSER bob 0 0\nUSER alice 0 0\nEND\n");
+    void statsListsTheNodeDefaultAndEveryUserEverSeen() throws Exception {
+        talk("APPLY generation=1\nUSER name=bob\nUSER name=alice\nEND\n");
         throttles.chargeFor("alice").counters().addBytes(Direction.WRITE, 42);
         throttles.chargeFor("alice").counters().addOp(Direction.WRITE);
-        talk("APPLY 2\nUSER bob 0 0\nEND\n");
-        assertEquals("STARTED 1234\nDEFAULT 0 0 0 0 0 0\nUSER alice 0 42 0 0 0 1\nUSER bob 0 0 0 0 0 0\nOK 2\n",
-                talk("STATS\n"));
+        talk("APPLY generation=2\nUSER name=bob\nEND\n");
+        String[] lines = talk("STATS\n").split("\n");
+        assertTrue(lines[0].startsWith("NODE started_ms=1234 read_capacity_bps=0 read_rate_bps=0 "), lines[0]);
+        assertEquals("DEFAULT read_bytes=0 write_bytes=0 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=0", lines[1]);
+        assertEquals("USER name=alice read_bytes=0 write_bytes=42 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=1",
+                lines[2]);
+        assertTrue(lines[3].startsWith("USER name=bob "));
+        assertEquals("OK generation=2", lines[4]);
     }
 }

@@ -39,14 +39,19 @@ class ThrottlerTest {
         }
     }
 
+    private static UserThrottler throttler(Throttles t, String user, Direction direction, DataTransferThrottler nodeWide,
+                                           FakeTime time) {
+        return new UserThrottler(t.chargeFor(user), direction, t.scheduler(direction), nodeWide, time, time);
+    }
+
     @Test
-    void holdsTheRateAndCountsBytesAndWait() {
-        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
-        t.apply(new Policy(1, new Policy.Rates(0, 0), java.util.Map.of("alice", new Policy.Rates(0, 10_000_000)),
-                java.util.Map.of(), java.util.Map.of()));
+    void holdsTheCeilingAndCountsBytesAndWait() {
         FakeTime time = new FakeTime();
+        Throttles t = new Throttles(Policy.Shares.NONE, 0, time);
+        t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE,
+                java.util.Map.of("alice", Policy.Shares.ceilings(0, 10_000_000)), java.util.Map.of(), java.util.Map.of()));
         long start = time.now;
-        UserThrottler throttler = new UserThrottler(t.chargeFor("alice"), Direction.WRITE, null, time, time);
+        UserThrottler throttler = throttler(t, "alice", Direction.WRITE, null, time);
         for (int i = 0; i < 1000; i++) {
             throttler.throttle(64 * 1024);
         }
@@ -60,10 +65,10 @@ class ThrottlerTest {
     }
 
     @Test
-    void rateZeroNeverSleepsButCounts() {
-        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
+    void noCeilingAndNoCapacityNeverSleepsButCounts() {
         FakeTime time = new FakeTime();
-        UserThrottler throttler = new UserThrottler(t.chargeFor(null), Direction.READ, null, time, time);
+        Throttles t = new Throttles(Policy.Shares.NONE, 0, time);
+        UserThrottler throttler = throttler(t, null, Direction.READ, null, time);
         for (int i = 0; i < 100; i++) {
             throttler.throttle(1 << 20);
         }
@@ -73,10 +78,10 @@ class ThrottlerTest {
 
     @Test
     void passesBytesOnToTheNodeWideThrottler() {
-        Throttles t = new Throttles(new Policy.Rates(0, 0), 0);
         FakeTime time = new FakeTime();
+        Throttles t = new Throttles(Policy.Shares.NONE, 0, time);
         CountingNodeWide nodeWide = new CountingNodeWide();
-        new UserThrottler(t.chargeFor(null), Direction.READ, nodeWide, time, time).throttle(4096);
+        throttler(t, null, Direction.READ, nodeWide, time).throttle(4096);
         assertEquals(4096, nodeWide.bytes);
     }
 
@@ -116,9 +121,48 @@ class ThrottlerTest {
     }
 
     @Test
+    void aWaitLongerThanASliceIsSleptInSlicesAndEndsWhenItsTagIsReached() {
+        FakeTime time = new FakeTime();
+        Throttles t = new Throttles(Policy.Shares.NONE, 0, time);
+        Policy.Shares w = new Policy.Shares(new Policy.Share(1, 0, 0), new Policy.Share(1, 0, 0));
+        t.apply(new Policy(1, new Policy.Node(1_000_000, 1_000_000, java.util.List.of()), Policy.Shares.NONE,
+                java.util.Map.of("alice", w, "bob", w), java.util.Map.of(), java.util.Map.of()));
+        throttler(t, "bob", Direction.READ, null, time).throttle(100_000);   // bob's next packet: backlogged
+        UserThrottler alice = throttler(t, "alice", Direction.READ, null, time);
+        alice.throttle(100_000);   // starts at V: no wait
+        assertTrue(time.sleeps.isEmpty());
+        long start = time.now;
+        alice.throttle(100_000);   // waits for its tag: 100 kB at half of 1 MB/s
+        assertEquals(200_000_000L, time.now - start);
+        assertTrue(time.sleeps.size() >= 20 && time.sleeps.stream().allMatch(s -> s <= WeightedScheduler.MAX_SLICE_NS),
+                "slices " + time.sleeps);
+    }
+
+    @Test
+    void aFlowAloneForAWhileIsNotPacedAndKeepsNoLead() {
+        FakeTime time = new FakeTime();
+        Throttles t = new Throttles(Policy.Shares.NONE, 0, time);
+        Policy.Shares w = new Policy.Shares(new Policy.Share(1, 0, 0), new Policy.Share(1, 0, 0));
+        t.apply(new Policy(1, new Policy.Node(1_000_000, 1_000_000, java.util.List.of()), Policy.Shares.NONE,
+                java.util.Map.of("alice", w, "bob", w), java.util.Map.of(), java.util.Map.of()));
+        UserThrottler alice = throttler(t, "alice", Direction.READ, null, time);
+        for (int i = 0; i < 100; i++) {
+            alice.throttle(100_000);   // 10 MB at once, ten times R: nobody to share with
+        }
+        assertTrue(time.sleeps.isEmpty());
+        time.now += 1_000_000;
+        UserThrottler bob = throttler(t, "bob", Direction.READ, null, time);
+        bob.throttle(100_000);
+        assertTrue(time.sleeps.isEmpty(), "bob's first packet goes at once");
+        long start = time.now;
+        alice.throttle(100_000);   // alice meets bob at her share: her lead over V was not kept
+        assertTrue(time.now - start <= 200_000_000L, "alice waited " + (time.now - start));
+    }
+
+    @Test
     void hooksLeaveHadoopsThrottlerAloneOutsideAnOp() {
         CountingNodeWide original = new CountingNodeWide();
-        Hooks.install(new Throttles(new Policy.Rates(0, 0), 0), new Identity(new SocketOwners(java.nio.file.Path.of("/nonexistent"))));
+        Hooks.install(new Throttles(Policy.Shares.NONE, 0), new Identity(new SocketOwners(java.nio.file.Path.of("/nonexistent"))));
         Hooks.opEnd();
         assertTrue(Hooks.forSend(original) == original);
         Hooks.opStart(null, "/10.1.1.1:5000", "/10.1.1.2:9866", false);

@@ -1,0 +1,76 @@
+package org.vnodesync.dnthrottle;
+
+/**
+ * Every PERIOD_NS: how busy the node was and what each direction moved, and each direction's R moved by
+ * CapacityControl. It only moves R: no packet ever waits for it.
+ */
+final class CapacityLoop {
+    static final long PERIOD_NS = 100_000_000L;
+
+    /** The last tick's view, for STATS. */
+    record Last(double cpuBusy, double diskBusy, double readBps, double writeBps) {
+        static final Last NONE = new Last(0, 0, 0, 0);
+    }
+
+    private final Throttles throttles;
+    private final ResourceSampler sampler;
+    private final CapacityControl[] controls = {new CapacityControl(), new CapacityControl()};
+    private volatile Last last = Last.NONE;
+    private long lastNs = -1;
+
+    CapacityLoop(Throttles throttles, ResourceSampler sampler) {
+        this.throttles = throttles;
+        this.sampler = sampler;
+    }
+
+    Last last() {
+        return last;
+    }
+
+    void start() {
+        Thread thread = new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(PERIOD_NS / 1_000_000L);
+                    tick(System.nanoTime());
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable e) {
+                    AgentLog.once("capacity", "the capacity control failed; R stays where it is", e);
+                }
+            }
+        }, "vnode-sync-throttle-capacity");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** One step at NOW (ns). */
+    void tick(long now) {
+        sampler.devices(throttles.policy().node().devices());
+        ResourceSampler.Busy busy = sampler.sample(now);
+        tickWith(now, busy.cpu(), busy.disk());
+    }
+
+    /** One step at NOW with the node's CPU and busiest data disk that busy (0..1) since the last one. */
+    void tickWith(long now, double cpuBusy, double diskBusy) {
+        Policy.Node node = throttles.policy().node();
+        double busiest = Math.max(cpuBusy, diskBusy);
+        double seconds = lastNs < 0 ? 0 : (now - lastNs) / 1e9;
+        lastNs = now;
+        double[] moved = new double[2];
+        for (Direction direction : Direction.values()) {
+            WeightedScheduler scheduler = throttles.scheduler(direction);
+            WeightedScheduler.Interval interval = scheduler.takeInterval();
+            if (seconds <= 0) {
+                continue;
+            }
+            moved[direction.ordinal()] = interval.bytes() / seconds;
+            long next = controls[direction.ordinal()].next(node.capacity(direction), scheduler.rate(),
+                    moved[direction.ordinal()], busiest);
+            if (next != scheduler.rate()) {
+                scheduler.setRate(next, now);
+            }
+        }
+        last = new Last(cpuBusy, diskBusy, moved[0], moved[1]);
+    }
+}

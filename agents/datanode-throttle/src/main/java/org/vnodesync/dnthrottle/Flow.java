@@ -1,0 +1,28 @@
+package org.vnodesync.dnthrottle;
+
+/**
+ * One user's (or DEFAULT's) traffic in one direction of one DataNode, as the scheduler sees it: its
+ * local weight, its floor (reservation) and ceiling (limit) buckets, and its place in the virtual
+ * time. Made when an APPLY first names the user, never per packet; kept when the user leaves.
+ */
+final class Flow {
+    final String name;
+    /** Ceiling: the most this flow may move, bytes/s (0 = none). Booked outside the scheduler's lock. */
+    final RateBucket ceiling = new RateBucket(0);
+    /** Floor: what it is owed whatever the weights say, bytes/s (0 = none). Booked under the lock. */
+    final RateBucket floor = new RateBucket(0);
+
+    // Guarded by the scheduler's lock.
+    double weight;          // > 0 to be scheduled by weight; 0: only the ceiling holds it
+    double finish;          // virtual finish tag of its last packet (meaningful only while backlogged)
+    int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
+    double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
+
+    Flow(String name) {
+        this.name = name;
+    }
+
+    boolean backlogged() {
+        return heapIndex >= 0;
+    }
+}

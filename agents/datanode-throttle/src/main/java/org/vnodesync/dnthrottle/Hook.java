@@ -1,0 +1,58 @@
+package org.vnodesync.dnthrottle;
+
+import static net.bytebuddy.matcher.ElementMatchers.named;
+import static net.bytebuddy.matcher.ElementMatchers.takesArgument;
+
+import net.bytebuddy.description.method.MethodDescription;
+import net.bytebuddy.matcher.ElementMatcher;
+
+/**
+ * The points of Hadoop's DataNode the agent weaves advice into. Each is matched by the argument its
+ * advice reads, so a Hadoop whose signature differs is left unhooked (and reported) instead of misread.
+ */
+enum Hook {
+    READ_BLOCK("DataXceiver", "readBlock", 1, Hook.TOKEN, Advices.ReadBlock.class),
+    WRITE_BLOCK("DataXceiver", "writeBlock", 2, Hook.TOKEN, Advices.WriteBlock.class),
+    SEND_BLOCK("BlockSender", "sendBlock", 2, Hook.THROTTLER, Advices.SendBlock.class),
+    RECEIVE_BLOCK("BlockReceiver", "receiveBlock", 4, Hook.THROTTLER, Advices.ReceiveBlock.class);
+
+    static final String DATANODE = "org.apache.hadoop.hdfs.server.datanode.";
+    private static final String TOKEN = "org.apache.hadoop.security.token.Token";
+    private static final String THROTTLER = "org.apache.hadoop.hdfs.util.DataTransferThrottler";
+
+    final String simpleClass;
+    final String method;
+    final int argument;
+    final String argumentType;
+    final Class<?> advice;
+
+    Hook(String simpleClass, String method, int argument, String argumentType, Class<?> advice) {
+        this.simpleClass = simpleClass;
+        this.method = method;
+        this.argument = argument;
+        this.argumentType = argumentType;
+        this.advice = advice;
+    }
+
+    /** "BlockSender.sendBlock": how the handshake and the agent setting skip_hook name it. */
+    String id() {
+        return simpleClass + "." + method;
+    }
+
+    String className() {
+        return DATANODE + simpleClass;
+    }
+
+    ElementMatcher.Junction<MethodDescription> matcher() {
+        return named(method).and(takesArgument(argument, named(argumentType)));
+    }
+
+    static Hook byId(String id) {
+        for (Hook hook : values()) {
+            if (hook.id().equals(id)) {
+                return hook;
+            }
+        }
+        return null;
+    }
+}

@@ -1,0 +1,107 @@
+package org.vnodesync.dnthrottle;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * How busy the node's CPUs and data disks were since the last sample: /proc/stat's first line (time
+ * not idle and not waiting for I/O, over all time) and /proc/diskstats' io_ticks (ms with I/O in
+ * flight) of each data device. Read by one thread; a file it cannot read counts as idle.
+ */
+final class ResourceSampler {
+    /** One sample's answer: fractions 0..1 since the previous sample. */
+    record Busy(double cpu, double disk) {
+        double busiest() {
+            return Math.max(cpu, disk);
+        }
+    }
+
+    private final Path proc;
+    private volatile List<DeviceId> devices = List.of();
+    private long lastCpuBusy = -1;
+    private long lastCpuTotal = -1;
+    private long[] lastTicks = new long[0];
+    private long lastNs;
+
+    ResourceSampler(Path proc) {
+        this.proc = proc;
+    }
+
+    /** The data devices whose io_ticks count (from the storage agent's APPLY). */
+    void devices(List<DeviceId> next) {
+        devices = List.copyOf(next);
+    }
+
+    Busy sample(long nowNs) {
+        double cpu = cpu();
+        double disk = disk(nowNs);
+        lastNs = nowNs;
+        return new Busy(cpu, disk);
+    }
+
+    private double cpu() {
+        String line;
+        try {
+            line = Files.readAllLines(proc.resolve("stat"), StandardCharsets.US_ASCII).get(0);
+        } catch (IOException | RuntimeException e) {
+            return 0;
+        }
+        String[] f = line.trim().split("\\s+");
+        if (f.length < 5 || !f[0].equals("cpu")) {
+            return 0;
+        }
+        long total = 0;
+        long idle = 0;
+        for (int i = 1; i < f.length && i <= 8; i++) {  // user nice system idle iowait irq softirq steal
+            long value = Long.parseLong(f[i]);
+            total += value;
+            if (i == 4 || i == 5) {
+                idle += value;
+            }
+        }
+        long busy = total - idle;
+        double fraction = 0;
+        if (lastCpuTotal >= 0 && total > lastCpuTotal) {
+            fraction = (double) (busy - lastCpuBusy) / (total - lastCpuTotal);
+        }
+        lastCpuBusy = busy;
+        lastCpuTotal = total;
+        return Math.max(0, Math.min(1, fraction));
+    }
+
+    private double disk(long nowNs) {
+        List<DeviceId> wanted = devices;
+        long[] ticks = new long[wanted.size()];
+        java.util.Arrays.fill(ticks, -1);
+        if (!wanted.isEmpty()) {
+            try {
+                for (String line : Files.readAllLines(proc.resolve("diskstats"), StandardCharsets.US_ASCII)) {
+                    String[] f = line.trim().split("\\s+");
+                    if (f.length < 13) {
+                        continue;
+                    }
+                    int index = wanted.indexOf(new DeviceId(Integer.parseInt(f[0]), Integer.parseInt(f[1])));
+                    if (index >= 0) {
+                        ticks[index] = Long.parseLong(f[12]);
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                return 0;
+            }
+        }
+        double busiest = 0;
+        if (lastTicks.length == ticks.length && nowNs > lastNs) {
+            double ms = (nowNs - lastNs) / 1e6;
+            for (int i = 0; i < ticks.length; i++) {
+                if (ticks[i] >= 0 && lastTicks[i] >= 0) {
+                    busiest = Math.max(busiest, (ticks[i] - lastTicks[i]) / ms);
+                }
+            }
+        }
+        lastTicks = ticks;
+        return Math.max(0, Math.min(1, busiest));
+    }
+}

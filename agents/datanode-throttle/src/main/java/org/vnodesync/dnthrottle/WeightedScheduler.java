@@ -1,0 +1,413 @@
+package org.vnodesync.dnthrottle;
+
+/**
+ * One direction of one DataNode: every packet's bytes are scheduled against a virtual server of rate R
+ * (bytes/s) shared by the backlogged flows in proportion to their weights, within each flow's floor and
+ * under its ceiling.
+ *
+ * <p>Virtual time V is that of Generalized Processor Sharing at rate R (Parekh and Gallager): it grows
+ * at R / (sum of the weights of the backlogged flows), and a flow is backlogged while its finish tag is
+ * ahead of V. Hadoop calls the throttler after a packet has moved, so a call is taken as the arrival of
+ * the op's next packet, charged at the size of the one just moved (corrected at the next call, refunded
+ * when the transfer ends): while it is in flight its flow is counted, as GPS counts a packet in
+ * service. The packet gets the start tag S = max(V, F) and F = S + bytes / weight, as in Start-time
+ * Fair Queueing (Goyal, Vin and Cheng, SIGCOMM 1996), and its thread goes on once V reaches S. A flow
+ * whose tag V has passed holds nothing back (it is not in the sum) and its next packet starts at V:
+ * served at once, then at its share, with no loop in between. A flow slower than its share for its own
+ * reasons (a slow client) leaves the sum as soon as V passes its charge and the rest goes to the
+ * others; so does a flow held by its ceiling.
+ *
+ * <p>Floors follow mClock's reservation tags (Gulati, Merchant and Varman, OSDI 2010): a packet whose
+ * floor makes it due before its weight does is released at the floor's pace and not charged to the
+ * weight, and the virtual server spends bytes / R on it (V stands still that long), so the weights share
+ * what the floors leave. Ceilings are mClock's limit tags: a per-flow token bucket outside the lock.
+ *
+ * <p>R is the node's capacity as CapacityControl estimates it; 0 turns the weights off (ceilings only).
+ * A short lock guards the virtual time and the heap of backlogged flows; it is never held across a
+ * sleep, and nothing is allocated per packet: the caller's Ticket carries the packet's tags.
+ */
+final class WeightedScheduler {
+    /** A sleeping thread looks again at least this often, so a flow that left is noticed within it. */
+    static final long MAX_SLICE_NS = 10_000_000L;
+    /** A flow backlogged alone this long goes unpaced. */
+    static final long ALONE_NS = 100_000_000L;
+
+    /** The tags of the packet an op waits for; one per op, reused for each of its packets. */
+    static final class Ticket {
+        double start;        // virtual start tag; valid while weighted
+        boolean weighted;    // waits for V to reach start
+        long epoch;          // the scheduler's epoch the tags belong to
+        long charged;        // bytes charged for the op's next packet (0: none)
+        long ceilingDue;     // when the ceiling lets it go (ns)
+        long arriving;       // bytes of the op's next packet, waiting for its ceiling before it arrives
+        long releasedNs;     // when the op's thread went on with its last packet (0: none yet)
+        double paceNs;       // ns per byte its packets take in flight, smoothed
+        int paces;           // packets that paceNs has seen
+
+        /** The op's thread goes on with its next packet at NOW. */
+        void released(long now) {
+            releasedNs = now;
+        }
+    }
+
+    /** Weight of a new in-flight sample in Ticket.paceNs. */
+    private static final double PACE_SMOOTHING = 0.25;
+    /** An op whose packets take this many times as long as another flow's is slow by itself. */
+    static final double SLOW = 2.0;
+    /** ... once it has moved this many packets (its first ones meet a node still busy with the others). */
+    private static final int PACES_BEFORE_SLOW = 4;
+    /** A slow flow's next packet is charged at least this fraction of its size at arrival. */
+    static final double LEAST_PRECHARGE = 0.1;
+
+    /** Counts over one interval of the capacity control. */
+    record Interval(long bytes, long packets, long heldPackets, long heldNs) {
+    }
+
+    private final Object lock = new Object();
+    private Flow[] heap = new Flow[16];
+    private int size;
+    private double virtualTime;
+    private long epoch;                // grows when V restarts from 0 (nothing backlogged)
+    private long serverNs;             // V is known up to here; beyond now while the server serves floors
+    private boolean started;
+    private double backloggedWeight;
+    private long sharedNs = Long.MIN_VALUE / 2;   // when two flows or more were last backlogged at once
+    private volatile long rate;        // R, bytes/s; 0: no weights
+    private long bytes;
+    private long packets;
+    private long heldPackets;
+    private long heldNs;
+
+    long rate() {
+        return rate;
+    }
+
+    /** R from NOW on (V up to NOW grew at the old one). */
+    void setRate(long bytesPerSecond, long now) {
+        synchronized (lock) {
+            advance(now);
+            rate = Math.max(0, bytesPerSecond);
+        }
+    }
+
+    /** A flow's new weight (0: the flow is not scheduled by weight); keeps its place in the virtual time. */
+    void setWeight(Flow flow, double weight) {
+        synchronized (lock) {
+            double next = weight > 0 && Double.isFinite(weight) ? weight : 0;
+            if (flow.backlogged()) {
+                if (next > 0) {
+                    backloggedWeight += next - flow.weight;
+                } else {
+                    remove(flow);
+                }
+            }
+            flow.weight = next;
+        }
+    }
+
+    /**
+     * FLOW has just moved BYTES at NOW (ns): books them and returns when its thread may go on (ns; NOW or
+     * earlier: at once). TICKET is filled for recheck, which the caller must call after each sleep.
+     * The op's next packet arrives once its ceiling lets it (mClock's limit tags gate eligibility, so a
+     * flow waiting on its ceiling holds no share of anyone's), and then waits for its floor or weight.
+     */
+    long admit(Flow flow, long bytes, long now, Ticket ticket) {
+        ticket.weighted = false;
+        ticket.arriving = 0;
+        long ceilingDue = flow.ceiling.unlimited() ? now : now + flow.ceiling.reserve(bytes, now);
+        ticket.ceilingDue = ceilingDue;
+        synchronized (lock) {
+            this.bytes += bytes;
+            packets++;
+            long r = rate;
+            if (r <= 0 || flow.weight <= 0) {
+                return ceilingDue;
+            }
+            advance(now);
+            // The packet that moved was charged when it arrived, at its predecessor's size.
+            recharge(flow, ticket, bytes);
+            samplePace(flow, ticket, bytes, now);
+            if (ceilingDue > now) {
+                ticket.arriving = bytes;
+                return ceilingDue;
+            }
+            return arrive(flow, bytes, now, ticket, r);
+        }
+    }
+
+    /** After a sleep: when the ticket's packet may go on, as of NOW. */
+    long recheck(Flow flow, long now, Ticket ticket) {
+        if (ticket.arriving == 0 && !ticket.weighted) {
+            return ticket.ceilingDue;
+        }
+        synchronized (lock) {
+            long r = rate;
+            advance(now);
+            if (ticket.arriving > 0) {
+                if (now < ticket.ceilingDue) {
+                    return ticket.ceilingDue;
+                }
+                long bytes = ticket.arriving;
+                ticket.arriving = 0;
+                return r > 0 && flow.weight > 0 ? arrive(flow, bytes, now, ticket, r) : now;
+            }
+            return r > 0 && ticket.epoch == epoch ? dueOf(ticket.start, now, r) : now;
+        }
+    }
+
+    /**
+     * The op's next packet (about BYTES) arrives at NOW: charged, then due by its floor or its weight. A
+     * flow that has been backlogged alone for ALONE_NS is not paced (there is nobody to share with, and R
+     * sits a little under what the node delivers) and keeps no lead over V, so the next flow to arrive
+     * meets it at its share. Only after ALONE_NS: a flow that drops out for a moment because the node is
+     * busy with the other's packets must not hand it the whole node.
+     */
+    private long arrive(Flow flow, long bytes, long now, Ticket ticket, long r) {
+        long charge = precharge(flow, ticket, bytes, r);
+        boolean alone = (size == 0 || (size == 1 && heap[0] == flow)) && now - sharedNs > ALONE_NS;
+        double start = flow.backlogged() && !alone ? Math.max(virtualTime, flow.finish) : virtualTime;
+        flow.finish = start + charge / flow.weight;
+        if (flow.backlogged()) {
+            siftDown(flow.heapIndex);
+            siftUp(flow.heapIndex);
+        } else {
+            push(flow);
+        }
+        if (size > 1) {
+            sharedNs = now;
+        }
+        ticket.charged = charge;
+        ticket.epoch = epoch;
+        long weightDue = alone ? now : dueOf(start, now, r);
+        long floorDue = flow.floor.unlimited() ? Long.MAX_VALUE : now + flow.floor.reserve(bytes, now);
+        if (floorDue < weightDue) {
+            recharge(flow, ticket, 0);
+            serverNs = Math.max(serverNs, now) + nanos(bytes, r);
+            return floorDue;
+        }
+        ticket.weighted = true;
+        ticket.start = start;
+        if (weightDue > now) {
+            heldPackets++;
+            heldNs += weightDue - now;
+        }
+        return weightDue;
+    }
+
+    private void samplePace(Flow flow, Ticket ticket, long bytes, long now) {
+        if (ticket.releasedNs > 0 && now > ticket.releasedNs && bytes > 0) {
+            double pace = (double) (now - ticket.releasedNs) / bytes;
+            ticket.paceNs = ticket.paces == 0 ? pace : ticket.paceNs + PACE_SMOOTHING * (pace - ticket.paceNs);
+            ticket.paces++;
+            flow.paceNs = flow.paceNs == 0 ? pace : flow.paceNs + PACE_SMOOTHING * (pace - flow.paceNs);
+        }
+    }
+
+    /**
+     * What the op's next packet (about BYTES) is charged as it arrives. A packet in flight moves slower
+     * than the flow's share when its client is slow (a slow reader, a slow pipeline): charged whole at
+     * arrival it would hold the flow in the sum for its share's time while it moves far fewer bytes, and
+     * the others would get less than it leaves. But a packet also moves slowly when the node is busy
+     * with everyone's packets, and a flow charged less for that would drop out of the sum and lose its
+     * share to the others, in a spiral. The two are told apart by the other backlogged flows: an op
+     * whose packets take more than SLOW times as long as the fastest other flow's do is slow for its own
+     * reasons, and is charged at arrival only what its share, or SLOW times that flow's pace, would move
+     * while its packet is in flight. The rest is charged when the packet is done if the flow is still
+     * backlogged then (if V has passed it, it was slower than its share and took nothing from anyone).
+     */
+    private long precharge(Flow flow, Ticket ticket, long bytes, long r) {
+        if (ticket.paces < PACES_BEFORE_SLOW) {
+            return bytes;
+        }
+        double weights = backloggedWeight + (flow.backlogged() ? 0 : flow.weight);
+        double fluidPaceNs = 1e9 * weights / (flow.weight * r);
+        if (ticket.paceNs <= fluidPaceNs) {
+            return bytes;  // keeps up with its share: the common case, no scan
+        }
+        double fastest = Double.MAX_VALUE;
+        for (int i = 0; i < size; i++) {
+            if (heap[i] != flow && heap[i].paceNs > 0) {
+                fastest = Math.min(fastest, heap[i].paceNs);
+            }
+        }
+        if (fastest == Double.MAX_VALUE) {
+            return bytes;
+        }
+        double fraction = Math.max(fluidPaceNs, SLOW * fastest) / ticket.paceNs;
+        return Math.max(1, Math.round(bytes * Math.max(LEAST_PRECHARGE, Math.min(1, fraction))));
+    }
+
+    /** The op of TICKET moved its last packet: what was charged for a next one is given back. */
+    void release(Flow flow, Ticket ticket) {
+        if (ticket.charged == 0) {
+            return;
+        }
+        synchronized (lock) {
+            recharge(flow, ticket, 0);
+        }
+    }
+
+    /** The counts since the last call (for the capacity control). */
+    Interval takeInterval() {
+        synchronized (lock) {
+            Interval out = new Interval(bytes, packets, heldPackets, heldNs);
+            bytes = 0;
+            packets = 0;
+            heldPackets = 0;
+            heldNs = 0;
+            return out;
+        }
+    }
+
+    /** Backlogged flows now (tests and STATS). */
+    int backlogged() {
+        synchronized (lock) {
+            return size;
+        }
+    }
+
+    // ---- virtual time; callers hold the lock -----------------------------------------------------
+
+    /** V up to NOW: it grows at R / (backlogged weight), and flows whose tag it passes leave the sum. */
+    private void advance(long now) {
+        if (!started) {
+            started = true;
+            serverNs = now;
+            return;
+        }
+        if (now <= serverNs) {
+            return;
+        }
+        long r = rate;
+        long t = serverNs;
+        while (size > 0 && r > 0) {
+            Flow first = heap[0];
+            double seconds = (first.finish - virtualTime) * backloggedWeight / r;
+            long leaves = t + (long) Math.ceil(seconds * 1e9);
+            if (leaves > now) {
+                virtualTime += (now - t) / 1e9 * r / backloggedWeight;
+                break;
+            }
+            virtualTime = Math.max(virtualTime, first.finish);
+            t = leaves;
+            if (size > 1) {
+                sharedNs = Math.max(sharedNs, t);
+            }
+            removeAt(0);
+        }
+        serverNs = now;
+        if (size == 0) {
+            // Nothing backlogged: V may start again from 0 (a flow not backlogged starts at V anyway),
+            // which keeps its doubles small; tickets of the old epoch are past their start.
+            virtualTime = 0;
+            backloggedWeight = 0;
+            epoch++;
+        }
+    }
+
+    /** When V reaches START, if the backlogged set stays as it is (a flow leaving only makes it sooner). */
+    private long dueOf(double start, long now, long r) {
+        if (start <= virtualTime) {
+            return now;
+        }
+        double seconds = (start - virtualTime) * backloggedWeight / r;
+        return Math.max(serverNs, now) + (long) Math.ceil(seconds * 1e9);
+    }
+
+    /**
+     * What TICKET charged for its op's next packet becomes BYTES: the packet's real size, or 0 (a packet
+     * served by its floor is not charged to its weight; a transfer that ended sends no more). Nothing to
+     * do once V has passed the flow's tag (or started a new epoch): the charge is spent.
+     */
+    private void recharge(Flow flow, Ticket ticket, long bytes) {
+        long charged = ticket.charged;
+        ticket.charged = bytes;
+        if (charged == 0 || charged == bytes || !flow.backlogged() || ticket.epoch != epoch || flow.weight <= 0) {
+            return;
+        }
+        flow.finish += (bytes - charged) / flow.weight;
+        if (flow.finish <= virtualTime) {
+            remove(flow);
+        } else if (bytes < charged) {
+            siftUp(flow.heapIndex);
+        } else {
+            siftDown(flow.heapIndex);
+        }
+    }
+
+    private static long nanos(long bytes, long rate) {
+        return (long) Math.ceil(bytes * 1e9 / rate);
+    }
+
+    // ---- a binary min-heap of the backlogged flows by finish tag ------------------------------------
+
+    private void push(Flow flow) {
+        if (size == heap.length) {
+            heap = java.util.Arrays.copyOf(heap, size * 2);  // grows with the number of users, not per packet
+        }
+        heap[size] = flow;
+        flow.heapIndex = size++;
+        backloggedWeight += flow.weight;
+        siftUp(flow.heapIndex);
+    }
+
+    private void remove(Flow flow) {
+        if (flow.backlogged()) {
+            removeAt(flow.heapIndex);
+        }
+    }
+
+    private void removeAt(int index) {
+        Flow gone = heap[index];
+        backloggedWeight -= gone.weight;
+        gone.heapIndex = -1;
+        Flow last = heap[--size];
+        heap[size] = null;
+        if (index < size) {
+            heap[index] = last;
+            last.heapIndex = index;
+            siftDown(index);
+            siftUp(last.heapIndex);
+        }
+        if (size == 0) {
+            backloggedWeight = 0;
+        }
+    }
+
+    private void siftUp(int index) {
+        Flow flow = heap[index];
+        while (index > 0) {
+            int parent = (index - 1) >>> 1;
+            if (heap[parent].finish <= flow.finish) {
+                break;
+            }
+            place(heap[parent], index);
+            index = parent;
+        }
+        place(flow, index);
+    }
+
+    private void siftDown(int index) {
+        Flow flow = heap[index];
+        while (true) {
+            int child = 2 * index + 1;
+            if (child >= size) {
+                break;
+            }
+            if (child + 1 < size && heap[child + 1].finish < heap[child].finish) {
+                child++;
+            }
+            if (flow.finish <= heap[child].finish) {
+                break;
+            }
+            place(heap[child], index);
+            index = child;
+        }
+        place(flow, index);
+    }
+
+    private void place(Flow flow, int index) {
+        heap[index] = flow;
+        flow.heapIndex = index;
+    }
+}
