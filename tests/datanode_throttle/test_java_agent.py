@@ -103,7 +103,7 @@ def test_socket_is_private_and_agent_says_it_has_no_shares_yet(tokens_on):
 def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_start(tokens_on):
     """The hooked classes are loaded when the agent starts, so the handshake knows before any op."""
     hello = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).hello()
-    assert (hello.protocol, hello.hadoop) == (2, HADOOP_VERSION)
+    assert (hello.protocol, hello.hadoop) == (2, hadoop_version())
     assert hello.hooks == {hook: "woven" for hook in REQUIRED_HOOKS}
     assert hello.missing_hooks() == {}
 
@@ -235,7 +235,7 @@ def test_a_hook_left_unwoven_by_an_agent_setting_is_reported_by_the_handshake_an
         reconciler = Reconciler(DataNodeThrottleBackend(ThrottleChannel(path)), NoThreads(), {})
         reconciler.apply(pb.DesiredState(generation=1, node_id="dn0"))
         assert reconciler.not_enforcing == (
-            f"DataNode throttle agent {hello.version} (Hadoop {HADOOP_VERSION}): hook BlockSender.sendBlock "
+            f"DataNode throttle agent {hello.version} (Hadoop {hadoop_version()}): hook BlockSender.sendBlock "
             "skipped: reads are not scheduled: the node is not enforcing")
         # Reads still work, with Hadoop's own throttler: the DataNode serves everyone.
         cluster.write_file("/bob/s.bin", 2 * MiB, as_uid=BOB_UID, hdfs_user="bob")
