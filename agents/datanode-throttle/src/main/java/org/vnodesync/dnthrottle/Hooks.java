@@ -12,9 +12,13 @@ import org.apache.hadoop.security.token.Token;
  * runs inside Hadoop's classes. Never throws: on any error the op keeps Hadoop's own throttler.
  */
 public final class Hooks {
+    /** The VNode of DataNode-internal traffic (re-replication, decommissioning, balancer, EC reconstruction). */
+    static final String SYSTEM = "system";
+
     private static final ThreadLocal<Throttles.Charge> CURRENT = new ThreadLocal<>();
     private static volatile Throttles throttles;
     private static volatile Identity identity;
+    private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
 
     private Hooks() {
     }
@@ -48,6 +52,48 @@ public final class Hooks {
         }
     }
 
+    /** readBlock / writeBlock: an empty client name means a DataNode asked (re-replication, EC reconstruction). */
+    public static void opStart(Token<?> token, String clientName, String remoteAddress, String localAddress,
+                               boolean write) {
+        if (clientName != null && clientName.isEmpty()) {
+            systemOpStart(write);
+        } else {
+            opStart(token, remoteAddress, localAddress, write);
+        }
+    }
+
+    /** An op no client started: charged to the system VNode if the storage agent named one, else left alone. */
+    public static void systemOpStart(boolean write) {
+        CURRENT.remove();
+        try {
+            Throttles.Charge charge = systemCharge(throttles);
+            if (charge != null) {
+                charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
+                CURRENT.set(charge);
+            }
+        } catch (Throwable e) {
+            AgentLog.once("system-op", "could not charge an internal transfer to the system VNode", e);
+        }
+    }
+
+    private static Throttles.Charge systemCharge(Throttles t) {
+        return t != null && t.policy().users().containsKey(SYSTEM) ? t.chargeFor(SYSTEM) : null;
+    }
+
+    /** requestShortCircuitFdsForRead: null to hand out the block's files, else why not (ShortCircuitGate). */
+    public static String shortCircuitRefusal(Token<?> token, long blockBytes) {
+        Throttles t = throttles;
+        if (t == null) {
+            return null;
+        }
+        try {
+            return SHORT_CIRCUIT.refusal(t, tokenUser(token), blockBytes, System.nanoTime());
+        } catch (Throwable e) {
+            AgentLog.once("short-circuit", "could not decide a short-circuit request; it is refused", e);
+            return "vnode-sync: could not decide; read through the DataNode";
+        }
+    }
+
     public static void opEnd() {
         CURRENT.remove();
     }
@@ -66,8 +112,11 @@ public final class Hooks {
         try {
             Throttles.Charge charge = CURRENT.get();
             Throttles t = throttles;
+            if (charge == null) {
+                charge = systemCharge(t);  // no op started it: re-replication, decommissioning (DataTransfer)
+            }
             if (charge == null || t == null || original instanceof UserThrottler) {
-                return original;  // not a client op we saw start (re-replication, balancer): Hadoop's own
+                return original;  // internal, and no system VNode: Hadoop's own throttler
             }
             return new UserThrottler(charge, direction, t.scheduler(direction), original,
                     UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
