@@ -85,16 +85,31 @@ class MeteredPut(_Metered):
 
 
 class MeteredCat(_Metered):
-    """`hdfs dfs -cat PATHS...` (a path may repeat: read again), its output counted and dropped."""
+    """`hdfs dfs [OPTIONS] -cat PATHS...` (a path may repeat: read again), its output counted and dropped;
+    OPTIONS are generic ones, e.g. ("-Ddfs.client.read.shortcircuit=false",)."""
 
-    def __init__(self, cluster, paths: list[str], as_uid: int | None = None, hdfs_user: str | None = None):
-        super().__init__(cluster.start_shell("-cat", *paths, as_uid=as_uid, hdfs_user=hdfs_user, text=False),
-                         f"cat {paths[0]}")
+    def __init__(self, cluster, paths: list[str], as_uid: int | None = None, hdfs_user: str | None = None,
+                 options: tuple[str, ...] = ()):
+        self.first_byte: float | None = None
+        self.last_byte: float | None = None
+        super().__init__(cluster.start_shell(*options, "-cat", *paths, as_uid=as_uid, hdfs_user=hdfs_user,
+                                             text=False), f"cat {paths[0]}")
 
     def _move(self) -> None:
         out = self.process.stdout
         while chunk := out.read1(CHUNK):
+            now = time.monotonic()
+            self.first_byte = self.first_byte or now
+            self.last_byte = now
             self._count(len(chunk))
+
+    def finish(self, timeout: float = 300) -> float:
+        """Wait for the end; the client's rate from its first byte to its last (JVM start excluded)."""
+        code = self.process.wait(timeout)
+        self._thread.join(10)
+        if code != 0 or self.error:
+            raise Unavailable(f"hdfs dfs -cat failed (exit {code}, {self.error!r}): {self._stderr()}")
+        return self.bytes / (self.last_byte - self.first_byte) if self.bytes and self.last_byte > self.first_byte else 0.0
 
     @property
     def running(self) -> bool:

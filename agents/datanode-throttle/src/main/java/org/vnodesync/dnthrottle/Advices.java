@@ -75,8 +75,9 @@ final class Advices {
      */
     static final class ShortCircuitFds {
         @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class, suppress = Throwable.class)
-        static String enter(@Advice.Argument(0) ExtendedBlock block, @Advice.Argument(1) Token<?> token) {
-            return Hooks.shortCircuitRefusal(token, block.getNumBytes());
+        static String enter(@Advice.This DataNode node, @Advice.Argument(0) ExtendedBlock block,
+                            @Advice.Argument(1) Token<?> token) {
+            return Hooks.shortCircuitRefusal(node, token, block);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)

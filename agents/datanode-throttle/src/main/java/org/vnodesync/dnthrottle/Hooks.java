@@ -3,7 +3,10 @@ package org.vnodesync.dnthrottle;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import org.apache.hadoop.hdfs.ExtendedBlockId;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
@@ -19,6 +22,10 @@ public final class Hooks {
     private static volatile Throttles throttles;
     private static volatile Identity identity;
     private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
+    /** The user of this thread's read op through the DataNode, for the short-circuit gate. */
+    private static final ThreadLocal<String> READING = new ThreadLocal<>();
+    /** The DataNode, seen at its first short-circuit request: its registry revokes grants. */
+    private static volatile DataNode dataNode;
 
     private Hooks() {
     }
@@ -30,7 +37,7 @@ public final class Hooks {
 
     /** At the start of readBlock / writeBlock: decide the user and remember it for this op's thread. */
     public static void opStart(Token<?> token, String remoteAddress, String localAddress, boolean write) {
-        CURRENT.remove();
+        opEnd();
         Throttles t = throttles;
         if (t == null) {
             return;
@@ -40,6 +47,9 @@ public final class Hooks {
             Throttles.Charge charge = t.chargeFor(user);
             charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
             CURRENT.set(charge);
+            if (!write) {
+                readStarted(charge.name());
+            }
         } catch (Throwable e) {
             AgentLog.once("identity", "could not decide an op's user; it runs as DEFAULT", e);
             try {
@@ -64,12 +74,15 @@ public final class Hooks {
 
     /** An op no client started: charged to the system VNode if the storage agent named one, else left alone. */
     public static void systemOpStart(boolean write) {
-        CURRENT.remove();
+        opEnd();
         try {
             Throttles.Charge charge = systemCharge(throttles);
             if (charge != null) {
                 charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
                 CURRENT.set(charge);
+                if (!write) {
+                    readStarted(charge.name());
+                }
             }
         } catch (Throwable e) {
             AgentLog.once("system-op", "could not charge an internal transfer to the system VNode", e);
@@ -80,14 +93,26 @@ public final class Hooks {
         return t != null && t.policy().users().containsKey(SYSTEM) ? t.chargeFor(SYSTEM) : null;
     }
 
+    private static void readStarted(String user) {
+        READING.set(user);
+        DataNode node = dataNode;
+        SHORT_CIRCUIT.readStarted(user, block -> {
+            if (node != null) {
+                node.getShortCircuitRegistry().processBlockInvalidation(block);
+            }
+        });
+    }
+
     /** requestShortCircuitFdsForRead: null to hand out the block's files, else why not (ShortCircuitGate). */
-    public static String shortCircuitRefusal(Token<?> token, long blockBytes) {
+    public static String shortCircuitRefusal(DataNode node, Token<?> token, ExtendedBlock block) {
         Throttles t = throttles;
         if (t == null) {
             return null;
         }
         try {
-            return SHORT_CIRCUIT.refusal(t, tokenUser(token), blockBytes, System.nanoTime());
+            dataNode = node;
+            return SHORT_CIRCUIT.refusal(t, tokenUser(token), ExtendedBlockId.fromExtendedBlock(block),
+                    block.getNumBytes(), System.nanoTime());
         } catch (Throwable e) {
             AgentLog.once("short-circuit", "could not decide a short-circuit request; it is refused", e);
             return "vnode-sync: could not decide; read through the DataNode";
@@ -96,6 +121,11 @@ public final class Hooks {
 
     public static void opEnd() {
         CURRENT.remove();
+        String reading = READING.get();
+        if (reading != null) {
+            READING.remove();
+            SHORT_CIRCUIT.readEnded(reading);
+        }
     }
 
     /** BlockSender.sendBlock's throttler argument for this op. */

@@ -1,11 +1,13 @@
 package org.vnodesync.dnthrottle;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
 import java.util.Map;
+import org.apache.hadoop.hdfs.ExtendedBlockId;
 import org.junit.jupiter.api.Test;
 
 class ShortCircuitGateTest {
@@ -23,20 +25,20 @@ class ShortCircuitGateTest {
     void aUserAloneWithNoCeilingReadsShortCircuitAndItsGrantHoldsOthersOffForTheBlocksTime() {
         Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 0), new Policy.Share(4, 0, 0)));
         ShortCircuitGate gate = new ShortCircuitGate();
-        assertNull(gate.refusal(t, "alice", BLOCK, 0));
-        assertNull(gate.refusal(t, "alice", BLOCK, 1));  // its own grant does not hold it back
-        String bob = gate.refusal(t, "bob", BLOCK, 2);
+        assertNull(gate.refusal(t, "alice", null, BLOCK, 0));
+        assertNull(gate.refusal(t, "alice", null, BLOCK, 1));  // its own grant does not hold it back
+        String bob = gate.refusal(t, "bob", null, BLOCK, 2);
         assertNotNull(bob);
         assertTrue(bob.contains("alice reads short-circuit"), bob);
         // 128 MiB at R = 100 MB/s: 1.34 s after alice's last grant bob may have his own.
-        assertNotNull(gate.refusal(t, "bob", BLOCK, 1_300_000_000L));
-        assertNull(gate.refusal(t, "bob", BLOCK, 1_400_000_000L));
+        assertNotNull(gate.refusal(t, "bob", null, BLOCK, 1_300_000_000L));
+        assertNull(gate.refusal(t, "bob", null, BLOCK, 1_400_000_000L));
     }
 
     @Test
     void aUserWithACeilingIsRefusedWhateverElseHappens() {
         Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 20_000_000), Policy.Share.NONE));
-        String why = new ShortCircuitGate().refusal(t, "alice", BLOCK, 0);
+        String why = new ShortCircuitGate().refusal(t, "alice", null, BLOCK, 0);
         assertNotNull(why);
         assertTrue(why.contains("ceiling"), why);
     }
@@ -46,8 +48,26 @@ class ShortCircuitGateTest {
         Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 0), new Policy.Share(4, 0, 0)));
         Flow bob = t.chargeFor("bob").read();
         t.scheduler(Direction.READ).admit(bob, 1 << 20, 0, new WeightedScheduler.Ticket());
-        String why = new ShortCircuitGate().refusal(t, "alice", BLOCK, 0);
+        String why = new ShortCircuitGate().refusal(t, "alice", null, BLOCK, 0);
         assertNotNull(why);
         assertTrue(why.contains("other users read through"), why);
+    }
+
+    @Test
+    void anotherUsersReadThroughTheDataNodeRefusesAndRevokesTheGrants() {
+        Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 0), new Policy.Share(4, 0, 0)));
+        ShortCircuitGate gate = new ShortCircuitGate();
+        ExtendedBlockId block = new ExtendedBlockId(7, "BP-1");
+        assertNull(gate.refusal(t, "alice", block, BLOCK, 0));
+        List<ExtendedBlockId> revoked = new java.util.ArrayList<>();
+        gate.readStarted("bob", revoked::add);
+        assertEquals(List.of(block), revoked);
+        String why = gate.refusal(t, "alice", null, BLOCK, 10_000_000_000L);
+        assertNotNull(why);
+        assertTrue(why.contains("bob reads through"), why);
+        gate.readEnded("bob");
+        assertNull(gate.refusal(t, "alice", null, BLOCK, 10_000_000_000L));
+        gate.readStarted("alice", revoked::add);  // one's own read revokes nothing of its own
+        assertEquals(1, revoked.size());
     }
 }
