@@ -2,7 +2,6 @@ package org.vnodesync.dnthrottle;
 
 import net.bytebuddy.asm.Advice;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
-import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
@@ -75,7 +74,8 @@ final class Advices {
      */
     static final class ShortCircuitFds {
         @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class, suppress = Throwable.class)
-        static String enter(@Advice.This DataNode node, @Advice.Argument(0) ExtendedBlock block,
+        // The DataNode as Object: naming its class here would make Byte Buddy load it while it is being woven.
+        static String enter(@Advice.This Object node, @Advice.Argument(0) ExtendedBlock block,
                             @Advice.Argument(1) Token<?> token) {
             return Hooks.shortCircuitRefusal(node, token, block);
         }
@@ -83,7 +83,7 @@ final class Advices {
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
         static void exit(@Advice.Enter String refusal, @Advice.Thrown(readOnly = false) Throwable thrown) {
             if (refusal != null) {
-                thrown = new DataNode.ShortCircuitFdsVersionException(refusal);
+                thrown = Hooks.shortCircuitRefused(refusal);
             }
         }
     }

@@ -25,7 +25,10 @@ public final class Hooks {
     /** The user of this thread's read op through the DataNode, for the short-circuit gate. */
     private static final ThreadLocal<String> READING = new ThreadLocal<>();
     /** The DataNode, seen at its first short-circuit request: its registry revokes grants. */
-    private static volatile DataNode dataNode;
+    private static volatile Object dataNode;
+    private static final long SWEEP_MS = 100;
+    private static final java.util.concurrent.atomic.AtomicReference<Thread> SWEEPER =
+            new java.util.concurrent.atomic.AtomicReference<>();
 
     private Hooks() {
     }
@@ -95,22 +98,45 @@ public final class Hooks {
 
     private static void readStarted(String user) {
         READING.set(user);
-        DataNode node = dataNode;
-        SHORT_CIRCUIT.readStarted(user, block -> {
-            if (node != null) {
-                node.getShortCircuitRegistry().processBlockInvalidation(block);
+        SHORT_CIRCUIT.readStarted(user, Hooks::invalidate);
+    }
+
+    /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
+    private static void invalidate(ExtendedBlockId block) {
+        if (dataNode instanceof DataNode dn) {
+            dn.getShortCircuitRegistry().processBlockInvalidation(block);
+        }
+    }
+
+    /** Revokes grants as they run out, every SWEEP_MS while any is held. */
+    private static void startSweeper() {
+        if (SWEEPER.compareAndSet(null, new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(SWEEP_MS);
+                    SHORT_CIRCUIT.sweep(System.nanoTime(), Hooks::invalidate);
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable e) {
+                    AgentLog.once("short-circuit-sweep", "could not revoke a short-circuit grant", e);
+                }
             }
-        });
+        }, "vnode-sync short-circuit sweeper"))) {
+            Thread sweeper = SWEEPER.get();
+            sweeper.setDaemon(true);
+            sweeper.start();
+        }
     }
 
     /** requestShortCircuitFdsForRead: null to hand out the block's files, else why not (ShortCircuitGate). */
-    public static String shortCircuitRefusal(DataNode node, Token<?> token, ExtendedBlock block) {
+    public static String shortCircuitRefusal(Object node, Token<?> token, ExtendedBlock block) {
         Throttles t = throttles;
         if (t == null) {
             return null;
         }
         try {
             dataNode = node;
+            startSweeper();
             return SHORT_CIRCUIT.refusal(t, tokenUser(token), ExtendedBlockId.fromExtendedBlock(block),
                     block.getNumBytes(), System.nanoTime());
         } catch (Throwable e) {
@@ -119,12 +145,17 @@ public final class Hooks {
         }
     }
 
+    /** What a refused requestShortCircuitFdsForRead throws: the client reads that block through the DataNode. */
+    public static Throwable shortCircuitRefused(String why) {
+        return new DataNode.ShortCircuitFdsVersionException(why);
+    }
+
     public static void opEnd() {
         CURRENT.remove();
         String reading = READING.get();
         if (reading != null) {
             READING.remove();
-            SHORT_CIRCUIT.readEnded(reading);
+            SHORT_CIRCUIT.readEnded(reading, System.nanoTime());
         }
     }
 

@@ -1,6 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -22,16 +23,21 @@ class ShortCircuitGateTest {
     }
 
     @Test
-    void aUserAloneWithNoCeilingReadsShortCircuitAndItsGrantHoldsOthersOffForTheBlocksTime() {
+    void aUserAloneWithNoCeilingReadsShortCircuitAndItsGrantRunsOutAfterTheBlocksTime() {
         Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 0), new Policy.Share(4, 0, 0)));
         ShortCircuitGate gate = new ShortCircuitGate();
-        assertNull(gate.refusal(t, "alice", null, BLOCK, 0));
-        assertNull(gate.refusal(t, "alice", null, BLOCK, 1));  // its own grant does not hold it back
+        ExtendedBlockId block = new ExtendedBlockId(7, "BP-1");
+        assertNull(gate.refusal(t, "alice", block, BLOCK, 0));
+        assertNull(gate.refusal(t, "alice", block, BLOCK, 1));  // its own grant does not hold it back
         String bob = gate.refusal(t, "bob", null, BLOCK, 2);
         assertNotNull(bob);
         assertTrue(bob.contains("alice reads short-circuit"), bob);
-        // 128 MiB at R = 100 MB/s: 1.34 s after alice's last grant bob may have his own.
-        assertNotNull(gate.refusal(t, "bob", null, BLOCK, 1_300_000_000L));
+        // 128 MiB at R = 100 MB/s: alice's grant runs out 1.34 s after it was made, and is revoked.
+        List<ExtendedBlockId> revoked = new java.util.ArrayList<>();
+        assertTrue(gate.sweep(1_300_000_000L, revoked::add));
+        assertEquals(List.of(), revoked);
+        assertFalse(gate.sweep(1_400_000_000L, revoked::add));
+        assertEquals(List.of(block), revoked);
         assertNull(gate.refusal(t, "bob", null, BLOCK, 1_400_000_000L));
     }
 
@@ -65,8 +71,9 @@ class ShortCircuitGateTest {
         String why = gate.refusal(t, "alice", null, BLOCK, 10_000_000_000L);
         assertNotNull(why);
         assertTrue(why.contains("bob reads through"), why);
-        gate.readEnded("bob");
-        assertNull(gate.refusal(t, "alice", null, BLOCK, 10_000_000_000L));
+        gate.readEnded("bob", 10_000_000_000L);
+        assertNotNull(gate.refusal(t, "alice", null, BLOCK, 11_000_000_000L));  // bob has just read
+        assertNull(gate.refusal(t, "alice", null, BLOCK, 12_500_000_000L));
         gate.readStarted("alice", revoked::add);  // one's own read revokes nothing of its own
         assertEquals(1, revoked.size());
     }
