@@ -108,9 +108,9 @@ public final class Hooks {
         }
     }
 
-    /** Revokes grants as they run out, every SWEEP_MS while any is held. */
+    /** Revokes grants as they run out, every SWEEP_MS from the DataNode's first short-circuit request on. */
     private static void startSweeper() {
-        if (SWEEPER.compareAndSet(null, new Thread(() -> {
+        if (SWEEPER.get() == null && SWEEPER.compareAndSet(null, new Thread(() -> {
             while (true) {
                 try {
                     Thread.sleep(SWEEP_MS);
