@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
-from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
+from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, ThrottleChannel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
@@ -104,7 +104,7 @@ def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_s
     """The hooked classes are loaded when the agent starts, so the handshake knows before any op."""
     hello = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).hello()
     assert (hello.protocol, hello.hadoop) == (2, hadoop_version())
-    assert hello.hooks == {hook: "woven" for hook in REQUIRED_HOOKS}
+    assert hello.hooks == {hook: "woven" for hook in {**REQUIRED_HOOKS, **OPTIONAL_HOOKS}}
     assert hello.missing_hooks() == {}
 
 
