@@ -26,9 +26,13 @@ public class VnodeSyncHdfsStream {
     }
 
     // read URI PATH SECONDS | write URI PATH BYTES REPLICATION [HOST:PORT] | put URI PATH LOCAL
-    // | probe URI PATH REPLICATION
+    // | probe URI PATH REPLICATION | reads URI GAP_SECONDS PATH... | writes URI GAP_SECONDS BYTES PATH...
     static void run(String[] args) throws Exception {
         DistributedFileSystem fs = (DistributedFileSystem) FileSystem.get(new URI(args[1]), new Configuration());
+        if (args[0].equals("reads") || args[0].equals("writes")) {
+            interactive(fs, args);
+            return;
+        }
         Path path = new Path(args[2]);
         byte[] chunk = new byte[CHUNK];
         long start = System.nanoTime();
@@ -47,6 +51,28 @@ public class VnodeSyncHdfsStream {
         double seconds = (System.nanoTime() - start) / 1e9;
         System.out.printf("{\"bytes\": %d, \"seconds\": %.3f, \"bytes_per_second\": %.1f}%n",
                           bytes, seconds, bytes / seconds);
+    }
+
+    /**
+     * An interactive user: one file after another (read whole, or written with BYTES), idle GAP_SECONDS
+     * between them, in one JVM (so no file pays for a JVM start); one JSON line per file, as it is done.
+     */
+    static void interactive(DistributedFileSystem fs, String[] args) throws Exception {
+        boolean writes = args[0].equals("writes");
+        double gap = Double.parseDouble(args[2]);
+        long size = writes ? Long.parseLong(args[3]) : 0;
+        byte[] chunk = new byte[CHUNK];
+        for (int i = writes ? 4 : 3; i < args.length; i++) {
+            Path path = new Path(args[i]);
+            long start = System.nanoTime();
+            long bytes = writes ? write(fs, path, size, fs.getDefaultReplication(path), null, chunk)
+                                : read(fs, path, 0, chunk);
+            double seconds = (System.nanoTime() - start) / 1e9;
+            System.out.printf("{\"bytes\": %d, \"seconds\": %.4f, \"bytes_per_second\": %.1f}%n",
+                              bytes, seconds, bytes / seconds);
+            System.out.flush();
+            Thread.sleep((long) (gap * 1000));
+        }
     }
 
     /** Reads the file once, or for SECONDS (re-opening it at its end) if SECONDS > 0. */

@@ -34,7 +34,7 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
-DISK_KINDS = ("loop", "zram", "paced", "paced-rw")
+DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "spindle")
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,9 @@ class HdfsCluster:
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
-        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming).
+        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "spindle"
+        (reads and writes paced, one request at a time, BFQ the loop device's scheduler: its cgroup
+        weights decide the order; DiskModel.spindle).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
         control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it.
         `hadoop_version`: a line of deploy/hadoop/lines.txt (default $VNODE_SYNC_HADOOP_VERSION, else
@@ -250,6 +252,9 @@ class HdfsCluster:
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps))
         if self.disk == "paced-rw":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps))
+        if self.disk == "spindle":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
+                                    scheduler="bfq")
         return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
 
     def _write_confs(self) -> None:
@@ -500,6 +505,14 @@ class HdfsCluster:
                    seconds: float = 0) -> subprocess.Popen:
         """A running reader; `Transfer.parse(proc.communicate()[0])` when done. seconds>0 re-reads until then."""
         return self._client(TOOL_CLASS, ("read", self.namenode_uri, remote, str(seconds)), as_uid, hdfs_user)
+
+    def start_interactive(self, remotes: list[str], gap_seconds: float, as_uid: int | None = None,
+                          hdfs_user: str | None = None, write_bytes: int = 0) -> subprocess.Popen:
+        """One client JVM that reads (or, with `write_bytes`, writes) each of `remotes` in turn, idle
+        `gap_seconds` between them; one Transfer JSON line per file on its stdout, as each is done."""
+        mode = ("writes", self.namenode_uri, str(gap_seconds), str(write_bytes)) if write_bytes else \
+            ("reads", self.namenode_uri, str(gap_seconds))
+        return self._client(TOOL_CLASS, (*mode, *remotes), as_uid, hdfs_user)
 
     def read_file(self, remote: str, as_uid: int | None = None, hdfs_user: str | None = None,
                   seconds: float = 0) -> Transfer:

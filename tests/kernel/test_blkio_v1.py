@@ -14,7 +14,7 @@ from testbed.loopdev import loop_device
 from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 
 
 class FakeWorld:
@@ -26,6 +26,11 @@ class FakeWorld:
         self.fs = FakeCgroupFS(self.hierarchy, self.kernel)
         self.device = DeviceNumber(7, 42)
         self._next = 1000
+        # The device's scheduler as sysfs shows it: BFQ's weights hold only while it is the active one.
+        self.sys_root = str(tmp_path / "sys")
+        self._scheduler = os.path.join(self.sys_root, "dev", "block", str(self.device), "queue", "scheduler")
+        os.makedirs(os.path.dirname(self._scheduler))
+        self.use_bfq(False)
 
     def thread(self) -> int:
         self._next += 1
@@ -41,6 +46,8 @@ class FakeWorld:
 
     def use_bfq(self, on: bool) -> None:
         (self.kernel.bfq_devices.add if on else self.kernel.bfq_devices.discard)(self.device)
+        with open(self._scheduler, "w") as f:
+            f.write("none mq-deadline kyber [bfq]\n" if on else "[none] mq-deadline kyber bfq\n")
 
     def close(self):
         pass
@@ -52,6 +59,7 @@ class KernelWorld:
     def __init__(self):
         self.hierarchy = "/sys/fs/cgroup/blkio"
         self.fs = None
+        self.sys_root = "/sys"
         self._stack = contextlib.ExitStack()
         _, self.device = self._stack.enter_context(loop_device(unique_name("loop")))
         self._children = []
@@ -85,7 +93,7 @@ def world(request, tmp_path):
         w = KernelWorld()
     else:
         w = FakeWorld(tmp_path)
-    backend = BlkioV1Backend(w.hierarchy, unique_name("blkio"), w.fs)
+    backend = BlkioV1Backend(w.hierarchy, unique_name("blkio"), w.fs, sys_root=w.sys_root)
     backend.setup()
     yield w, backend
     backend.teardown()
@@ -198,4 +206,44 @@ def test_bfq_weight_needs_bfq_and_is_reset_to_default(world):
         backend.apply_limits("vnode.alice", [])
         assert backend.limits("vnode.alice") == {}
     finally:
+        w.use_bfq(False)
+
+
+def test_it_shares_by_weight_only_while_bfq_is_the_scheduler_of_every_device(world):
+    w, backend = world
+    assert not backend.shares_by_weight                      # no device known yet
+    backend.set_capacities([DeviceCapacity(w.device, 60_000_000, 60_000_000)])
+    w.use_bfq(False)
+    assert not backend.shares_by_weight
+    w.use_bfq(True)
+    try:
+        assert backend.shares_by_weight
+    finally:
+        w.use_bfq(False)
+
+
+def test_work_conserving_weights_and_ceilings_are_written_and_local_weights_and_floors_stay_out(world):
+    """BFQ's integer weight and a limit together; the local weights and floors are not kernel
+    values, so applying the same set again finds nothing to change."""
+    w, backend = world
+    backend.ensure_vnode("vnode.alice")
+    backend.ensure_vnode("vnode.bob")
+    w.use_bfq(True)
+    try:
+        alice = DeviceLimits(w.device, weight=1000, read_weight=8, write_weight=8)
+        bob = DeviceLimits(w.device, read_bps=20_000_000, write_bps=20_000_000, weight=500, read_weight=4,
+                           write_weight=4, reserve_read_bps=5_000_000)
+        backend.apply_limits("vnode.alice", [alice])
+        backend.apply_limits("vnode.bob", [bob])
+        assert backend.limits("vnode.alice") == {w.device: DeviceLimits(w.device, weight=1000)}
+        assert backend.limits("vnode.bob") == {w.device: bob.in_kernel()}
+        path = os.path.join(backend.root, "vnode.bob", "blkio.bfq.weight_device")
+        before = os.stat(path).st_mtime_ns
+        backend.apply_limits("vnode.bob", [bob])            # nothing differs: nothing written
+        assert os.stat(path).st_mtime_ns == before
+        backend.apply_limits("vnode.bob", [DeviceLimits(w.device, weight=250, read_weight=1)])
+        assert backend.limits("vnode.bob") == {w.device: DeviceLimits(w.device, weight=250)}
+    finally:
+        backend.apply_limits("vnode.alice", [])
+        backend.apply_limits("vnode.bob", [])
         w.use_bfq(False)

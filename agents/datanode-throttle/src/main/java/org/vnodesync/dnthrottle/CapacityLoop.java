@@ -66,7 +66,7 @@ final class CapacityLoop {
             }
             moved[direction.ordinal()] = interval.bytes() / seconds;
             long next = controls[direction.ordinal()].next(node.capacity(direction), scheduler.rate(),
-                    moved[direction.ordinal()], busiest);
+                    CapacityControl.Seen.of(interval, seconds, busiest));
             if (next != scheduler.rate()) {
                 scheduler.setRate(next, now);
             }

@@ -17,6 +17,7 @@ final class Flow {
     double finish;          // virtual finish tag of its last packet (meaningful only while backlogged)
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
     double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
+    int interval = -1;      // the scheduler's last interval it had a packet charged whole in
 
     Flow(String name) {
         this.name = name;

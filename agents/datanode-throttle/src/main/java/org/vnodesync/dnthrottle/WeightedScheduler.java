@@ -42,6 +42,7 @@ final class WeightedScheduler {
         long arriving;       // bytes of the op's next packet, waiting for its ceiling before it arrives
         long releasedNs;     // when the op's thread went on with its last packet (0: none yet)
         double paceNs;       // ns per byte its packets take in flight, smoothed
+        boolean whole;       // its last arrival was charged its whole size (not taken for a slow client)
         int paces;           // packets that paceNs has seen
 
         /** The op's thread goes on with its next packet at NOW. */
@@ -60,7 +61,17 @@ final class WeightedScheduler {
     static final double LEAST_PRECHARGE = 0.1;
 
     /** Counts over one interval of the capacity control. */
-    record Interval(long bytes, long packets, long heldPackets, long heldNs) {
+    record Interval(long bytes, long packets, long heldPackets, long heldNs, long continued, long fellBehind,
+                    int wholeFlows) {
+        /** Of the packets that continued an op charged whole, the share whose flow V passed in flight. */
+        double fellBehindFraction() {
+            return continued == 0 ? 0 : (double) fellBehind / continued;
+        }
+
+        /** The share of packets that waited for their weight. */
+        double heldFraction() {
+            return packets == 0 ? 0 : (double) heldPackets / packets;
+        }
     }
 
     private final Object lock = new Object();
@@ -77,6 +88,10 @@ final class WeightedScheduler {
     private long packets;
     private long heldPackets;
     private long heldNs;
+    private long continued;
+    private long fellBehind;
+    private int wholeFlows;            // flows with a packet charged whole in this interval
+    private int intervals;             // intervals taken so far (Flow.interval marks the last it was counted in)
 
     long rate() {
         return rate;
@@ -124,6 +139,19 @@ final class WeightedScheduler {
                 return ceilingDue;
             }
             advance(now);
+            // A continuing op whose packet was charged whole and whose flow V passed while it was in
+            // flight: the packet moved slower than the flow's share although nothing marked the flow
+            // slow. A few of these are noise; many mean R is above what the node delivers.
+            if (ticket.charged > 0 && ticket.whole) {
+                continued++;
+                if (!flow.backlogged() || ticket.epoch != epoch) {
+                    fellBehind++;
+                }
+                if (flow.interval != intervals) {
+                    flow.interval = intervals;
+                    wholeFlows++;
+                }
+            }
             // The packet that moved was charged when it arrived, at its predecessor's size.
             recharge(flow, ticket, bytes);
             samplePace(flow, ticket, bytes, now);
@@ -177,6 +205,7 @@ final class WeightedScheduler {
             sharedNs = now;
         }
         ticket.charged = charge;
+        ticket.whole = charge >= bytes;
         ticket.epoch = epoch;
         long weightDue = alone ? now : dueOf(start, now, r);
         long floorDue = flow.floor.unlimited() ? Long.MAX_VALUE : now + flow.floor.reserve(bytes, now);
@@ -250,7 +279,11 @@ final class WeightedScheduler {
     /** The counts since the last call (for the capacity control). */
     Interval takeInterval() {
         synchronized (lock) {
-            Interval out = new Interval(bytes, packets, heldPackets, heldNs);
+            Interval out = new Interval(bytes, packets, heldPackets, heldNs, continued, fellBehind, wholeFlows);
+            continued = 0;
+            fellBehind = 0;
+            wholeFlows = 0;
+            intervals++;
             bytes = 0;
             packets = 0;
             heldPackets = 0;

@@ -158,30 +158,81 @@ class SchedulerTest {
         assertEquals(50 * MB, r.get("alice"), 1 * MB);
     }
 
+    private static CapacityControl.Seen seen(double moved, double busiest) {
+        return new CapacityControl.Seen(moved, busiest, 0.5, 2);
+    }
+
     @Test
-    void capacityControlKeepsRJustUnderWhatASaturatedNodeDeliversAndRecoversWhenItIsNot() {
+    void capacityControlKeepsRJustUnderWhatASaturatedNodeDeliversProbesBackAndRecovers() {
         long c = CONFIGURED;
         CapacityControl control = new CapacityControl();
-        assertEquals(c, control.next(c, c, 30e6, 0.5));   // not saturated: the configured capacity
-        // Saturation begins: R goes just under the most moved lately, whatever R was.
+        assertEquals(c, control.next(c, c, seen(30e6, 0.5)));        // not saturated: the configured capacity
         long r = Math.round(0.95 * 40e6);
-        assertEquals(r, control.next(c, c, 40e6, 0.99));
-        // Still saturated (or a little less busy, as R under the node leaves it): R stays while flows keep up.
-        assertEquals(r, control.next(c, r, 0.99 * r, 0.99));
-        assertEquals(r, control.next(c, r, r, 0.85));
-        // The node slowed further: R follows once that held for two intervals, not on one short one.
-        assertEquals(r, control.next(c, r, 30e6, 0.99));
-        assertEquals(r, control.next(c, r, r, 0.99));
-        assertEquals(r, control.next(c, r, 30e6, 0.99));
+        assertEquals(r, control.next(c, c, seen(40e6, 0.99)));       // saturation begins: just under the most moved
+        assertTrue(control.held());
+        assertEquals(r, control.next(c, r, seen(0.99 * r, 0.85)));   // a little less busy under R: R stays
+        for (int i = 1; i < CapacityControl.LOWER_INTERVALS; i++) {  // short intervals are noise...
+            assertEquals(r, control.next(c, r, seen(30e6, 0.99)));
+        }
         long slowed = Math.round(0.95 * 30e6);
-        assertEquals(slowed, control.next(c, r, 30e6, 0.99));
+        assertEquals(slowed, control.next(c, r, seen(30e6, 0.99))); // ...many running: the node slowed
+        assertEquals(slowed, control.next(c, slowed, seen(0.85 * slowed, 0.99)));   // less than that never lowers
+        // Competing flows that hardly wait for their weight: R is above what they get: lower.
+        CapacityControl.Seen notHeld = new CapacityControl.Seen(0.99 * slowed, 0.99, 0.01, 2);
+        for (int i = 1; i < CapacityControl.LOWER_INTERVALS; i++) {
+            assertEquals(slowed, control.next(c, slowed, notHeld));
+        }
+        long unheld = Math.round(0.95 * 0.99 * slowed);
+        assertEquals(unheld, control.next(c, slowed, notHeld));
+        assertEquals(slowed, Math.round(control.safe()), "a node that slowed a lot has a new level");
+        // Held under the safe level: probes back up, ever sooner and larger, never past it.
+        long now = unheld;
+        int probes = 0;
+        for (int i = 0; i < 100; i++) {
+            long next = control.next(c, now, seen(now, 0.99));
+            probes += next > now ? 1 : 0;
+            now = next;
+        }
+        assertTrue(probes >= 1, "probes " + probes);
+        assertEquals(slowed, now, "back at the safe level, no higher");
+        // A probe answered by a lowering (flows stopped waiting for their weight): the safe level comes down.
+        for (int i = 0; i < CapacityControl.LOWER_INTERVALS; i++) {
+            now = control.next(c, slowed, notHeld);
+        }
+        long low = now;
+        for (int i = 0; i < CapacityControl.PROBE_INTERVALS - 1; i++) {
+            now = control.next(c, now, seen(now, 0.99));
+        }
+        long probed = control.next(c, now, seen(now, 0.99));
+        assertTrue(probed > low, "probed " + probed);
+        for (int i = 0; i < CapacityControl.LOWER_INTERVALS; i++) {
+            control.next(c, probed, new CapacityControl.Seen(probed, 0.99, 0.01, 2));
+        }
+        assertEquals(low, Math.round(control.safe()));
         // Room again: saturation ends below RELEASED and R recovers quickly, never past the configured capacity.
-        assertEquals(Math.round(slowed * 1.1), control.next(c, slowed, 28e6, 0.5));
-        assertEquals(c, control.next(c, 58_000_000L, 58e6, 0.5));
-        // Idle direction: the configured capacity (a stale low R would hold back the next burst).
-        assertEquals(c, control.next(c, 20_000_000L, 0, 0.99));
-        // Never below the lowest fraction; nothing configured: weights off.
-        assertEquals(Math.round(CapacityControl.LOWEST * c), new CapacityControl().next(c, c, 2e6, 1.0));
-        assertEquals(0, control.next(0, c, 40e6, 0.99));
+        now = Math.round(0.95 * low);
+        assertEquals(Math.round(now * 1.1), control.next(c, now, seen(now, 0.5)));
+        assertEquals(c, control.next(c, 58_000_000L, seen(58e6, 0.5)));
+        assertEquals(c, control.next(c, 20_000_000L, seen(0, 0.99)));   // idle: the configured capacity
+        CapacityControl lowest = new CapacityControl();
+        assertEquals(Math.round(CapacityControl.LOWEST * c), lowest.next(c, c, seen(2e6, 1.0)));   // never below LOWEST
+        assertEquals(0, control.next(0, c, seen(40e6, 0.99)));        // nothing configured: weights off
+    }
+
+    @Test
+    void rFollowsANodeThatSlowsDownAndFindsItAgainWhenItRecovers() {
+        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        node.backlogged("alice");
+        node.backlogged("bob");
+        node.runFor(3 * SimulatedNode.SECOND);
+        node.setServerBps(30 * MB);                                   // e.g. encryption turned on
+        node.runFor(3 * SimulatedNode.SECOND);
+        Map<String, Double> slow = node.rates(5);
+        assertEquals(2.0, slow.get("alice") / slow.get("bob"), 0.1, "slowed: " + slow);
+        node.setServerBps(60 * MB);
+        node.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> back = node.rates(10);
+        assertEquals(2.0, back.get("alice") / back.get("bob"), 0.2, "recovered: " + back);
+        assertTrue(back.get("alice") + back.get("bob") >= 0.85 * 60 * MB, "R found the node again: " + back);
     }
 }

@@ -48,7 +48,7 @@ final class SimulatedNode {
     }
 
     final Throttles throttles;
-    private final double serverBps;
+    private double serverBps;
     private final List<Worker> workers = new ArrayList<>();
     private final Map<String, Long> moved = new HashMap<>();
     private final CapacityLoop capacity;
@@ -68,6 +68,11 @@ final class SimulatedNode {
 
     long now() {
         return now;
+    }
+
+    /** What the node delivers from now on. */
+    void setServerBps(double bps) {
+        serverBps = bps;
     }
 
     Worker backlogged(String user) {

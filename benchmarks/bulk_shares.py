@@ -1,0 +1,226 @@
+"""Bulk transfers on a real HDFS with Hadoop's FsShell: the split while both users move data, how soon an
+idle user's share is lent and taken back, under static caps, the rate re-setting loop, per-packet
+weights, and per-packet weights with the coordinator stopped, in one run.
+
+    sudo .venv/bin/python -m benchmarks.bulk_shares [--direction write|read] [--disk-mbps 60] [--file-mb 1500]
+
+Two DataNodes, each on a paced disk of --disk-mbps (reads and writes: DiskModel.streaming), that
+bandwidth configured, the DataNode-side backend (the Java agent in each DataNode); alice (priority
+8) and bob (4) are Unix users. Writes: `hdfs dfs -put` of a local file each, replication 2, so both
+DataNodes take every byte of both. Reads: Hadoop's client library reads a file each, from the disk
+(the DataNodes drop their page cache behind reads). Rates are taken two ways: the Java agent's
+counters on each DataNode, and the client's own (/proc/PID/io rchar of the FsShell or reader JVM:
+the local file read by -put, the socket read by the reader).
+
+Per policy: both run (split over 5 s); bob stops (seconds until alice has 90 % of every DataNode,
+a 0.5 s sliding window sampled every 50 ms); bob starts again (from his first bytes on both
+DataNodes, seconds until he has 90 % of his weighted share of what the node shares, R as the Java
+agent reports it, or --disk-mbps under static caps).
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+
+from testbed.cpu_priority import cpu_priority
+from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
+from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.names import unique_name
+from testbed.share_watch import ClientBytes, mean_rates, seconds_until
+from testbed.unix_users import unix_users
+from vnode_sync.datanode.channel import ThrottleChannel
+
+MB = 1_000_000
+MiB = 1 << 20
+POLICIES = ("static", "wc-rates", "wc-weights", "wc-weights, coordinator stopped")
+REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
+
+
+class Run:
+    def __init__(self, hdfs: HdfsCluster, users: dict[str, LocalUser], direction: str, bw: float, sources: dict):
+        """`users`: role ("alice", "bob") -> the Unix user playing it."""
+        self.hdfs, self.users, self.direction, self.bw, self.sources = hdfs, users, direction, bw, sources
+        self.channels = {dn.id: ThrottleChannel(hdfs.throttle_socket(dn)) for dn in hdfs.datanodes}
+        self.clients: dict[str, subprocess.Popen] = {}
+        self.client_bytes: dict[str, ClientBytes] = {}
+        self.serial = 0
+
+    def counted(self) -> dict[tuple[str, str], int]:
+        """(DataNode, role) -> bytes the Java agent counted for that role's user."""
+        field = f"{self.direction}_bytes"
+        out = {}
+        for dn, channel in self.channels.items():
+            users = channel.stats().users
+            for role, user in self.users.items():
+                out[(dn, role)] = getattr(users[user.name], field) if user.name in users else 0
+        return out
+
+    def of(self, name: str):
+        return lambda: {dn: v for (dn, u), v in self.counted().items() if u == name}
+
+    def rate_share(self) -> float:
+        """What the DataNodes share in this direction now (the smallest R), or the configured bandwidth."""
+        rates = [c.stats().node.get(f"{self.direction}_rate_bps", 0) for c in self.channels.values()]
+        return min(rates) if rates and min(rates) > 0 else self.bw
+
+    def start(self, name: str) -> None:
+        user = self.users[name]
+        self.serial += 1
+        if self.direction == "write":
+            client = self.hdfs.start_shell("-put", "-f", self.sources[name], f"/{user.name}/bulk-{self.serial}.bin",
+                                           as_uid=user.uid, hdfs_user=user.name)
+        else:
+            client = self.hdfs.start_read(f"/{user.name}/bulk.bin", as_uid=user.uid, hdfs_user=user.name,
+                                          seconds=3600)
+        self.clients[name], self.client_bytes[name] = client, ClientBytes(client.pid, "rchar")
+
+    def stop(self, name: str) -> None:
+        client = self.clients.pop(name, None)
+        if client is not None:
+            client.kill()
+            client.wait()
+
+    def wait_moving(self, names: list[str], timeout: float = 90) -> None:
+        start = self.counted()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            now = self.counted()
+            if all(now[(dn, n)] > start[(dn, n)] for dn in self.channels for n in names):
+                return
+        raise RuntimeError(f"{names} did not move bytes on every DataNode within {timeout} s")
+
+    def scenario(self) -> dict:
+        out = {}
+        self.start("alice")
+        self.start("bob")
+        self.wait_moving(["alice", "bob"])
+        time.sleep(4)
+        both = mean_rates(lambda: {**{("dn", k): v for k, v in self.counted().items()},
+                                   **{("client", n): c() for n, c in self.client_bytes.items()}}, 5.0)
+        out["split"] = both
+        self.stop("bob")
+        out["lent"], out["lent_rates"] = seconds_until(self.of("alice"), 0.9 * self.bw, within=8)
+        time.sleep(2)
+        out["alice_alone_client"] = mean_rates(lambda: {"alice": self.client_bytes["alice"]()}, 2.0)["alice"]
+        self.start("bob")
+        self.wait_moving(["bob"])
+        share = self.rate_share() * 4 / 12
+        out["share"] = share
+        out["reclaimed"], out["reclaim_rates"] = seconds_until(self.of("bob"), 0.9 * share, within=8)
+        time.sleep(1)
+        out["after"] = mean_rates(lambda: {n: c() for n, c in self.client_bytes.items()}, 3.0)
+        self.stop("alice")
+        self.stop("bob")
+        return out
+
+
+@contextlib.contextmanager
+def governed(hdfs: HdfsCluster, name: str, users: list[LocalUser], policy: str, bw: int) -> Iterator[LocalCluster]:
+    nodes = [LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid},
+                       {"backend": "datanode-throttle",
+                        "datanode_throttle": {"socket": hdfs.throttle_socket(dn),
+                                              "sharing": "rates" if policy == "wc-rates" else "weights"}},
+                       (f"{dn.host}:{dn.ports.data}",))
+             for dn in hdfs.datanodes]
+    settings = {"allocation": "static" if policy == "static" else "work-conserving", "control_seconds": CONTROL_SECONDS}
+    with LocalCluster(f"{name}-{policy[:10].replace(' ', '').replace(',', '')}", users, nodes,
+                      agent_settings={"report_seconds": REPORT_SECONDS},
+                      coordinator_settings={"policy": settings}) as cluster:
+        channels = [ThrottleChannel(hdfs.throttle_socket(dn)) for dn in hdfs.datanodes]
+        cluster.wait_for(lambda: all({u.name for u in users} <= set(c.stats().users) for c in channels), 30,
+                         "every user's share in every DataNode")
+        if "stopped" in policy:
+            cluster.stop_coordinator()
+        yield cluster
+
+
+def mbs(value: float) -> str:
+    return f"{value / MB:5.1f}"
+
+
+def report(results: dict, args, dns: list[str]) -> None:
+    print(f"\n{args.direction}s, 2 DataNodes on {args.disk_mbps:.0f} MB/s disks (= configured), alice 8, bob 4; "
+          f"rates from the Java agent (per DataNode) and the clients (rchar); lend: alice to 90 % of "
+          f"{args.disk_mbps:.0f} MB/s on every DataNode; reclaim: bob to 90 % of 4/12 of what the node shares")
+    print(f"{'policy':<32} | {'both: alice / bob per DN (MB/s)':<34} | {'client a/b':>11} | {'ratio':>5} | "
+          f"{'lend s':>6} | {'reclaim s':>9} | {'alice alone client':>18}")
+    for policy, r in results.items():
+        split = r["split"]
+        per_dn = ", ".join(f"{mbs(split[('dn', (dn, 'alice'))])}/{mbs(split[('dn', (dn, 'bob'))])}" for dn in dns)
+        a = sum(split[("dn", (dn, "alice"))] for dn in dns)
+        b = sum(split[("dn", (dn, "bob"))] for dn in dns)
+        client = f"{mbs(split[('client', 'alice')])}/{mbs(split[('client', 'bob')])}"
+        lent = f"{r['lent']:.2f}" if r["lent"] is not None else "never"
+        reclaimed = f"{r['reclaimed']:.2f}" if r["reclaimed"] is not None else "never"
+        print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {lent:>6} | {reclaimed:>9} | "
+              f"{mbs(r['alice_alone_client']):>18}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--direction", choices=("write", "read"), default="write")
+    parser.add_argument("--disk-mbps", type=float, default=60.0)
+    parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
+    parser.add_argument("--policies", default=",".join(POLICIES))
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("bulk_shares: needs root (cgroups, loop devices, FUSE, Unix users)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from tests.e2e.test_hdfs_datanode_throttle import free_uids
+    names = [f"vsb{uuid.uuid4().hex[:5]}" for _ in range(2)]
+    uids = free_uids(2, start=64_751)
+    started = time.monotonic()
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+    bw = int(args.disk_mbps * MB)
+    source_dir = tempfile.mkdtemp(prefix=unique_name("bulk-src") + ".")
+    results = {}
+    try:
+        os.chmod(source_dir, 0o755)
+        with unix_users(names, uids), cpu_priority(unique_name("bulk-cpu")), \
+                HdfsCluster(unique_name("bulk"), datanodes=2, replication=2, disk_mb=8192,
+                            disk="paced-rw", disk_read_mbps=args.disk_mbps,
+                            hdfs_site={"dfs.block.access.token.enable": "true",
+                                       "dfs.datanode.drop.cache.behind.reads": "true"},
+                            datanode_throttle=datanode_throttle_jar()) as hdfs:
+            users = {"alice": LocalUser(names[0], uids[0], 8), "bob": LocalUser(names[1], uids[1], 4)}
+            sources = {}
+            for role, user in users.items():
+                path = os.path.join(source_dir, f"{role}.bin")
+                with open(path, "wb") as f:
+                    f.truncate(args.file_mb * MiB)   # sparse: the client reads zeros at memory speed
+                os.chmod(path, 0o644)
+                sources[role] = path
+                if args.direction == "read":
+                    hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid,
+                                    hdfs_user=user.name)
+            for policy in args.policies.split(","):
+                with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw):
+                    run = Run(hdfs, users, args.direction, bw, sources)
+                    try:
+                        r = run.scenario()
+                    finally:
+                        for name in list(run.clients):
+                            run.stop(name)
+                results[policy] = r
+                print(f"[{time.monotonic() - started:.0f} s] {policy}: {r}", flush=True)
+            dns = [dn.id for dn in hdfs.datanodes]
+    finally:
+        shutil.rmtree(source_dir, ignore_errors=True)
+    report(results, args, dns)
+    print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
