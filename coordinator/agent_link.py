@@ -10,6 +10,7 @@ import logging
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.rpc import abort, loop_rpc, refuse_missing
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
@@ -40,11 +41,14 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         try:
             self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
-            self.runtime.stream_opened(request.node_id)
+            streams = self.runtime.stream_opened(request.node_id)
         except VNodeSyncError as e:
             await abort(context, "WatchDesiredState", e)
+        if streams > 1:
+            log.warning("node %s: %s (the newest from %s)", request.node_id, second_agent(streams), context.peer())
         node_id, sent = request.node_id, None
         try:
+            await self.fan_out.granting.wait()
             while not self.fan_out.closing:
                 changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
                 message = self.publishing.stream_message(node_id)

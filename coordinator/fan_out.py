@@ -21,6 +21,8 @@ class FanOut:
         self.store_thread = store_thread
         self._events: dict[str, asyncio.Event] = {}  # node_id -> what its streams wait on now
         self.closing = False
+        self.granting = asyncio.Event()   # clear while a new leader learns (docs/ha.md): streams wait
+        self.granting.set()
         self._bumped = asyncio.Event()
         self._connections = asyncio.Event()
         self._loop = asyncio.get_running_loop()
@@ -54,6 +56,11 @@ class FanOut:
         if event is None:
             event = self._events[node_id] = asyncio.Event()
         return event
+
+    def learn_for(self, seconds: float) -> None:
+        """Streams send nothing for `seconds` (a new leader learning the demand from usage reports)."""
+        self.granting.clear()
+        self._loop.call_later(seconds, self.granting.set)
 
     def close_streams(self) -> None:
         self.closing = True

@@ -19,6 +19,7 @@ import grpc
 from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import dial
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,8 @@ class CoordinatorLink:
         self.on_state = on_state
         self.on_disconnect = on_disconnect or (lambda: None)
         # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
-        self.channel = (secure_channel(address, credentials, CHANNEL_OPTIONS) if credentials
-                        else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
+        self.channel = dial(address, lambda one: secure_channel(one, credentials, CHANNEL_OPTIONS) if credentials
+                            else grpc.insecure_channel(one, options=CHANNEL_OPTIONS))
         self.stub = pb_grpc.AgentLinkStub(self.channel)
         self._stream = None
         self._stop = threading.Event()
