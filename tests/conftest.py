@@ -44,6 +44,15 @@ WHY_NO_JAVA = _why_no_java()
 needs_java = pytest.mark.skipif(WHY_NO_JAVA is not None, reason=WHY_NO_JAVA or "")
 
 
+def hadoop_lines() -> list:
+    """pytest params: every supported Hadoop line (deploy/hadoop/lines.txt), each skipped, saying why,
+    where setup has not fetched its jars."""
+    from testbed.hdfs_cluster import HADOOP_LINES, hadoop_home, has_jars
+    return [pytest.param(v, id=f"hadoop-{v}", marks=pytest.mark.skipif(
+        not has_jars(v), reason=f"needs the Hadoop {v} jars in {hadoop_home(v)}; run scripts/setup.d/hdfs.sh"))
+        for v in HADOOP_LINES]
+
+
 @pytest.fixture
 def run_name() -> str:
     return unique_name()

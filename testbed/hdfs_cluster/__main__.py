@@ -11,7 +11,7 @@ from vnode_sync import logs
 from vnode_sync.errors import VNodeSyncError
 from testbed.hdfs_cluster.cluster import (DISK_KINDS, PACED_READ_MBPS, STATE_FILE, WORKDIR_PREFIX, HdfsCluster,
                                           _marked_processes, default_workdir, take_down)
-from testbed.hdfs_cluster.runtime import JvmSettings
+from testbed.hdfs_cluster.runtime import HADOOP_VERSION, JvmSettings
 
 
 def _workdir(args: argparse.Namespace) -> str:
@@ -45,8 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--heap-mb", type=int, default=256)
     up.add_argument("--dual-stack", action="store_true", help="IPv4+IPv6 sockets (tcp6) instead of IPv4 only")
     up.add_argument("--full-jit", action="store_true", help="C1 and C2 compilers (slower start)")
+    up.add_argument("--hadoop-version", help=f"a line of deploy/hadoop/lines.txt (default {HADOOP_VERSION}, "
+                                               "or $VNODE_SYNC_HADOOP_VERSION)")
+    up.add_argument("--kerberos", action="store_true",
+                    help="secure HDFS: a KDC of its own, Kerberos, block tokens, SASL privacy, SPNEGO")
+    up.add_argument("--short-circuit", action="store_true",
+                    help="short-circuit local reads through a domain socket (loads libhadoop.so)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra hdfs-site property")
     named("down", "stop a cluster started by `up`, even if that process died")
+    add_user = named("add-user", "secure cluster: principal USER@REALM, its keytab and ticket cache, owned by --uid")
+    add_user.add_argument("user")
+    add_user.add_argument("--uid", type=int, required=True)
     named("status", "print the state file and which daemons run")
     write = named("write", "write a file of SIZE bytes streamed from memory")
     write.add_argument("path")
@@ -82,9 +91,10 @@ def _run(args: argparse.Namespace) -> int:
         jvm = JvmSettings(args.heap_mb, quick_jit=not args.full_jit, ipv4_stack=not args.dual_stack)
         cluster = HdfsCluster(args.name or os.path.basename(workdir), workdir, args.datanodes, args.disk_mb,
                               args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk,
-                              disk_read_mbps=args.disk_read_mbps)
+                              disk_read_mbps=args.disk_read_mbps, hadoop_version=args.hadoop_version,
+                              kerberos=args.kerberos, short_circuit=args.short_circuit)
         cluster.start()
-        print(f"HDFS up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
+        print(f"HDFS {cluster.runtime.version} up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
               f"http {cluster.namenode.http_address}, state {cluster.state_path}")
         for dn in cluster.datanodes:
             print(f"  {dn.id}: pid {dn.pid}, {dn.loop_device} ({dn.device_number}), data {dn.xfer_address}")
@@ -101,6 +111,9 @@ def _run(args: argparse.Namespace) -> int:
             state = json.load(f)
         state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir, exact=True)}
         print(json.dumps(state, indent=2))
+    elif args.command == "add-user":
+        cluster.add_user(args.user, args.uid)
+        print(f"{args.user}@{cluster.kerberos.realm}: ticket cache {cluster.kerberos.ccache(args.user)}")
     elif args.command == "write":
         print(json.dumps(asdict(cluster.write_file(args.path, args.size_mb << 20, args.as_uid, args.hdfs_user))))
     elif args.command == "read":

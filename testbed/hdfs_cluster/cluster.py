@@ -20,9 +20,12 @@ from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed.paced_disk import DiskModel, PacedDisk
 from testbed.processes import stop_process, stop_processes
+from testbed import kdc
+from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
-from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime, JvmSettings,
-                                         hadoop_home)
+from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
+from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
+                                         JvmSettings, has_native, native_dir)
 from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
 from testbed.zramdev import ZRAM_MARKER, ZramDisk, remove_marked
 
@@ -74,7 +77,8 @@ class HdfsCluster:
                  replication: int = 1, jvm: JvmSettings = JvmSettings(),
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
-                 datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = ()):
+                 datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
+                 hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -83,7 +87,14 @@ class HdfsCluster:
         (reads and writes paced, one request at a time, BFQ the loop device's scheduler: its cgroup
         weights decide the order; DiskModel.spindle).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
-        control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it."""
+        control socket at `throttle_socket(dn)` and `datanode_throttle_args` ("key=value") after it.
+        `hadoop_version`: a line of deploy/hadoop/lines.txt (default $VNODE_SYNC_HADOOP_VERSION, else
+        the first), ignored when `runtime` is given. `kerberos`: a secure cluster (kerberos.py: a KDC of
+        its own, SASL privacy on data transfer, block tokens, SPNEGO); its clients act as the principal
+        of their `hdfs_user`, made by `add_user` (HADOOP_USER_NAME means nothing there).
+        `short_circuit`: short-circuit local reads on (`dfs.client.read.shortcircuit`, a domain socket
+        per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
+        they do not otherwise."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -97,11 +108,13 @@ class HdfsCluster:
         self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
         self.jvm = jvm
         self.hdfs_site = dict(hdfs_site or {})
-        self.runtime = runtime or HadoopRuntime(hadoop_home())
+        self.runtime = runtime or HadoopRuntime.of(hadoop_version)
         self.namenode: NameNode | None = None
         self.datanodes: list[DataNode] = []
         self.startup_seconds: float | None = None
         self._processes: dict[int, subprocess.Popen] = {}
+        self.kerberos = HdfsKerberos(self.workdir, realm_for(name)) if kerberos else None
+        self.short_circuit = short_circuit
 
     # ---- state file ---------------------------------------------------------
 
@@ -119,14 +132,17 @@ class HdfsCluster:
         return self.namenode.rpc_address
 
     def _save(self) -> None:
-        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home, "host": self.host,
+        state = {"name": self.name, "workdir": self.workdir, "hadoop_home": self.runtime.home,
+                 "hadoop_version": self.runtime.version, "host": self.host,
                  "replication": self.replication, "disk_mb": self.disk_mb, "disk": self.disk,
                  "disk_read_mbps": self.disk_read_mbps,
                  "namenode": self.namenode.to_json() if self.namenode else None,
                  "datanodes": [dn.to_json() for dn in self.datanodes],
                  "client_conf_dir": self.client_conf_dir, "startup_seconds": self.startup_seconds,
                  "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
-                 "datanode_throttle_args": list(self.datanode_throttle_args)}
+                 "datanode_throttle_args": list(self.datanode_throttle_args),
+                 "kerberos": self.kerberos.to_json() if self.kerberos else None,
+                 "short_circuit": self.short_circuit}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -142,13 +158,17 @@ class HdfsCluster:
             raise NotFound(f"no HDFS testbed state in {workdir}") from e
         jvm = JvmSettings(**{**state["jvm"], "extra": tuple(state["jvm"]["extra"])})
         cluster = cls(state["name"], workdir, len(state["datanodes"]), state["disk_mb"], state["replication"], jvm,
-                      runtime=HadoopRuntime(state["hadoop_home"]), host=state.get("host", "127.0.0.1"),
+                      runtime=HadoopRuntime(state["hadoop_home"], state.get("hadoop_version", HADOOP_VERSION)),
+                      host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
                       datanode_throttle=state.get("datanode_throttle"),
                       datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
+        cluster.short_circuit = state.get("short_circuit", False)
+        if state.get("kerberos"):
+            cluster.kerberos = HdfsKerberos.from_json(cluster.workdir, state["kerberos"])
         return cluster
 
     # ---- start ----------------------------------------------------------------
@@ -168,7 +188,7 @@ class HdfsCluster:
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = ()) -> subprocess.Popen:
-        argv = ["java", *self.jvm.flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        argv = ["java", *self.jvm.flags(), *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -177,25 +197,34 @@ class HdfsCluster:
         self._processes[process.pid] = process
         return process
 
+    def _setting_flags(self) -> list[str]:
+        """Every JVM's flags for the cluster's settings: the realm's krb5.conf, libhadoop's dir."""
+        flags = self.kerberos.jvm_flags() if self.kerberos else []
+        if self.short_circuit:
+            flags.append(f"-Djava.library.path={native_dir()}")
+        return flags
+
     def _common_site(self) -> tuple[dict, dict]:
         core = {"fs.defaultFS": self.namenode.rpc_address,
                 "hadoop.tmp.dir": os.path.join(self.workdir, "tmp"),
                 # DataNodes start before the NameNode listens: retry every 200 ms for 20 s,
                 # not 10 tries 1 s apart and then a 5 s sleep (BPServiceActor).
-                "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100}
+                "ipc.client.connect.retry.interval": 200, "ipc.client.connect.max.retries": 100,
+                **self._secure_site()[0]}
         hdfs = {"dfs.namenode.rpc-address": f"{self.host}:{self.namenode.rpc_port}",
                 "dfs.namenode.http-address": self.namenode.http_address,
                 "dfs.replication": self.replication,
                 "dfs.namenode.safemode.extension": 0,
                 "dfs.permissions.enabled": "false",
                 "dfs.heartbeat.interval": 1,
+                "dfs.namenode.decommission.interval": 1,  # a decommissioning DataNode is checked every second
                 "dfs.datanode.hostname": self.host,
                 "dfs.namenode.datanode.registration.ip-hostname-check": "false",
                 # Short-circuit reads would bypass the DataNode's handler threads entirely.
                 "dfs.client.read.shortcircuit": "false",
                 # Hadoop 3.4 wants a block plus 1 GB free on a volume before it writes there.
                 "dfs.datanode.round-robin-volume-choosing-policy.additional-available-space": 0,
-                **self.hdfs_site}
+                **self._secure_site()[1], **self.hdfs_site}
         return core, hdfs
 
     def _prepare_disks(self) -> None:
@@ -231,7 +260,8 @@ class HdfsCluster:
     def _write_confs(self) -> None:
         core, hdfs = self._common_site()
         write_conf(self._conf_dir("namenode"), core,
-                    {**hdfs, "dfs.namenode.name.dir": self.namenode.name_dir},
+                    {**hdfs, "dfs.namenode.name.dir": self.namenode.name_dir,
+                     "dfs.hosts.exclude": self._exclude_file},
                     log4j_properties("INFO", self.namenode.audit_log))
         for dn in self.datanodes:
             write_conf(self._conf_dir(dn.id), core,
@@ -239,7 +269,27 @@ class HdfsCluster:
                          "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
                          "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
                          "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
-        write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address}, hdfs, log4j_properties("WARN"))
+        with open(self._exclude_file, "w"):
+            pass  # no DataNode is being decommissioned
+        write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address, **self._secure_site()[0]}, hdfs,
+                   log4j_properties("WARN"))
+
+    def _secure_site(self) -> tuple[dict, dict]:
+        core, hdfs = self.kerberos.site() if self.kerberos else ({}, {})
+        if self.short_circuit:
+            # _PORT: each DataNode of this host its own socket, named by its data port.
+            hdfs = {**hdfs, "dfs.client.read.shortcircuit": "true",
+                    "dfs.domain.socket.path": os.path.join(self.domain_socket_dir, "dn._PORT")}
+        return core, hdfs
+
+    @property
+    def domain_socket_dir(self) -> str:
+        """Hadoop refuses a domain socket below a world-writable dir such as /tmp, sticky or not."""
+        return domain_socket_dir(self.workdir)
+
+    @property
+    def _exclude_file(self) -> str:
+        return os.path.join(self._conf_dir("namenode"), "dfs.exclude")
 
     def _conf_dir(self, role: str) -> str:
         return os.path.join(self.workdir, "conf", role)
@@ -280,6 +330,12 @@ class HdfsCluster:
         os.makedirs(self.workdir, mode=0o755, exist_ok=True)
         os.chmod(self.workdir, 0o755)  # clients run as other uids and read conf/client
         try:
+            if self.short_circuit:
+                if not has_native():
+                    raise NotFound(f"no libhadoop.so in {native_dir()}; run scripts/setup.d/hdfs.sh")
+                os.makedirs(self.domain_socket_dir, mode=0o755)
+            if self.kerberos:
+                self.kerberos.start()
             self._prepare_disks()
             self._write_confs()
             self._format_namespace()
@@ -339,19 +395,24 @@ class HdfsCluster:
                 raise Unavailable(f"{role} (pid {pid}) exited with {process.returncode}; "
                                   f"last error in its log: {_last_error(logfile)}")
 
+    def jmx(self, query: str) -> dict:
+        """The NameNode's /jmx?qry=QUERY (with SPNEGO as the admin principal on a secure cluster)."""
+        path = f"/jmx?qry={query}"
+        if self.kerberos:
+            return json.loads(self.kerberos.curl(f"http://{SERVICE_HOST}:{self.namenode.http_port}{path}"))
+        with urllib.request.urlopen(f"http://{self.namenode.http_address}{path}", timeout=2) as response:
+            return json.load(response)
+
     def live_datanodes(self) -> int:
         """NumLiveDataNodes from the NameNode's /jmx; registered is not yet writable."""
-        url = (f"http://{self.namenode.http_address}/jmx"
-               "?qry=Hadoop:service=NameNode,name=FSNamesystemState")
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return int(json.load(response)["beans"][0]["NumLiveDataNodes"])
+        return int(self.jmx("Hadoop:service=NameNode,name=FSNamesystemState")["beans"][0]["NumLiveDataNodes"])
 
     def _wait_for_live_datanodes(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         live = 0
         while time.monotonic() < deadline:
             self._check_daemons_alive()
-            with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+            with contextlib.suppress(OSError, ValueError, KeyError, IndexError, Unavailable):
                 live = self.live_datanodes()
                 if live == len(self.datanodes):
                     return
@@ -372,20 +433,32 @@ class HdfsCluster:
 
     # ---- clients ----------------------------------------------------------------
 
+    def add_user(self, name: str, uid: int) -> None:
+        """On a secure cluster: principal `name@REALM`, its keytab and a ticket cache, owned by `uid`
+        (gid from passwd, else = uid); clients with hdfs_user=`name` then authenticate as it."""
+        if not self.kerberos:
+            raise InvalidArgument("add_user: this cluster has no Kerberos (HdfsCluster(kerberos=True))")
+        _, gid, _ = _user_ids(uid, name)
+        self.kerberos.add_user(name, kdc.Owner(uid, gid))
+
     def client_command(self, java_class: str, *args: str) -> list[str]:
         """argv of a native-client JVM for this cluster (run it with `user=`/`group=` for another uid)."""
         # No perf data: a client as another uid would leave /tmp/hsperfdata_<user> behind.
-        return ["java", *self.jvm.flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
+        return ["java", *self.jvm.flags(), *self._setting_flags(), "-XX:-UsePerfData", f"{MARKER}{self.workdir}",
                 "-cp", f"{self.runtime.jars}/*:{self.client_conf_dir}:{self.runtime.tool_dir()}",
                 java_class, *args]
 
-    def _client(self, java_class: str, args: tuple[str, ...], as_uid: int | None,
-                hdfs_user: str | None) -> subprocess.Popen:
+    def _client(self, java_class: str, args: tuple[str, ...], as_uid: int | None, hdfs_user: str | None,
+                stdin: int = subprocess.DEVNULL, text: bool = True) -> subprocess.Popen:
         uid, gid, user = _user_ids(as_uid, hdfs_user)
-        env = dict(os.environ, HADOOP_USER_NAME=user) if user else dict(os.environ)
+        if self.kerberos:  # the principal's ticket, not a name the client claims
+            env = dict(os.environ, **self.kerberos.client_env(user or ADMIN))
+            env.pop("HADOOP_USER_NAME", None)
+        else:
+            env = dict(os.environ, HADOOP_USER_NAME=user) if user else dict(os.environ)
         ids = {"user": uid, "group": gid, "extra_groups": []} if uid is not None else {}
-        return subprocess.Popen(self.client_command(java_class, *args), env=env, cwd="/", text=True,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **ids)
+        return subprocess.Popen(self.client_command(java_class, *args), env=env, cwd="/", text=text,
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **ids)
 
     def _run_client(self, what: str, java_class: str, *args: str, as_uid: int | None = None,
                     hdfs_user: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -406,9 +479,11 @@ class HdfsCluster:
         return self._run_client(f"hdfs dfs {' '.join(args)}", "org.apache.hadoop.fs.FsShell", *args,
                                 as_uid=as_uid, hdfs_user=hdfs_user, check=check)
 
-    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None) -> subprocess.Popen:
-        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...)."""
-        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user)
+    def start_shell(self, *args: str, as_uid: int | None = None, hdfs_user: str | None = None,
+                    stdin: int = subprocess.DEVNULL, text: bool = True) -> subprocess.Popen:
+        """`hdfs dfs ARGS` (FsShell) left running, e.g. start_shell("-put", local, remote, as_uid=...);
+        stdin=subprocess.PIPE, text=False for `-put -` fed by the caller (metered.py)."""
+        return self._client("org.apache.hadoop.fs.FsShell", args, as_uid, hdfs_user, stdin, text)
 
     def put(self, local: str, remote: str, as_uid: int | None = None, hdfs_user: str | None = None) -> Transfer:
         """Copy a local file in, overwriting; `as_uid` must be able to read `local`."""
@@ -453,6 +528,28 @@ class HdfsCluster:
         return [[by_port[int(port)] for port in re.findall(host + r":(\d+)", line) if int(port) in by_port]
                 for line in report.splitlines() if re.match(r"\d+\. BP-", line)]
 
+    def decommission(self, datanodes: list[DataNode]) -> None:
+        """Start decommissioning `datanodes` (and stop it for the others): the exclude file, then
+        `hdfs dfsadmin -refreshNodes`. The NameNode re-replicates their blocks elsewhere."""
+        partial = self._exclude_file + ".partial"
+        with open(partial, "w") as f:
+            f.writelines(f"{dn.xfer_address}\n" for dn in datanodes)
+        os.replace(partial, self._exclude_file)
+        self._run_client("dfsadmin -refreshNodes", "org.apache.hadoop.hdfs.tools.DFSAdmin", "-refreshNodes")
+
+    def admin_states(self) -> dict[str, str]:
+        """DataNode id -> its admin state at the NameNode ("In Service", "Decommission In Progress",
+        "Decommissioned", ...), from /jmx NameNodeInfo."""
+        info = self.jmx("Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
+        by_address = {dn.xfer_address: dn.id for dn in self.datanodes}
+        states = {}
+        for kind in ("LiveNodes", "DeadNodes", "DecomNodes"):
+            for name, node in json.loads(info.get(kind) or "{}").items():
+                address = node.get("xferaddr") or name
+                if address in by_address:
+                    states.setdefault(by_address[address], node.get("adminState", kind))
+        return states
+
     def evict_page_cache(self) -> None:
         """Flush and drop every DataNode block file from the page cache, so the next read is block I/O."""
         for dn in self.datanodes:
@@ -481,6 +578,10 @@ class HdfsCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def domain_socket_dir(workdir: str) -> str:
+    return os.path.join("/run", os.path.basename(workdir.rstrip("/")) + ".sockets")
 
 
 def _marked_processes(workdir: str) -> list[psutil.Process]:
@@ -512,6 +613,10 @@ def take_down(workdir: str) -> list[str]:
     found = ([f"process {p.pid}" for p in processes] + [f"mount {m}" for m in mounts]
              + [f"loop {loop}" for loop in loops] + ([f"workdir {workdir}"] if os.path.isdir(workdir) else []))
     stop_processes(processes)
+    found += kdc.take_down(os.path.join(workdir, "kerberos", "kdc"))
+    if os.path.isdir(domain_socket_dir(workdir)):
+        found.append(f"sockets {domain_socket_dir(workdir)}")
+        shutil.rmtree(domain_socket_dir(workdir), ignore_errors=True)
     for mountpoint in mounts:
         unmount(mountpoint)
     for device in loops:

@@ -1,18 +1,37 @@
-"""The Hadoop runtime the testbed runs: the cached jars, JVM flags, and the client tool
-(VnodeSyncHdfsStream.java beside this file) compiled once per source version."""
+"""The Hadoop runtime the testbed runs: the cached jars of one Hadoop line, JVM flags, and the
+client tool (VnodeSyncHdfsStream.java beside this file) compiled once per source and Hadoop version.
+
+The supported lines are listed in deploy/hadoop/lines.txt (the first is the default); a run picks
+one with `HdfsCluster(hadoop_version=...)`, `up --hadoop-version`, or for everything it starts
+the environment variable VNODE_SYNC_HADOOP_VERSION."""
 
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from vnode_sync.errors import NotFound
+from vnode_sync.errors import InvalidArgument, NotFound
 
 
-HADOOP_VERSION = "3.4.2"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LINES_FILE = os.path.join(REPO, "deploy", "hadoop", "lines.txt")
+
+
+def supported_lines() -> tuple[str, ...]:
+    """The Hadoop versions setup fetches and the e2e tests run against, newest first;
+    $VNODE_SYNC_HADOOP_LINES ("3.2.4 2.10.2") replaces the list, e.g. to try an older line."""
+    if os.environ.get("VNODE_SYNC_HADOOP_LINES", "").strip():
+        return tuple(os.environ["VNODE_SYNC_HADOOP_LINES"].split())
+    with open(LINES_FILE) as f:
+        return tuple(line.strip() for line in f if line.strip() and not line.startswith("#"))
+
+
+HADOOP_LINES = supported_lines()
+HADOOP_VERSION = HADOOP_LINES[0]  # the default line
 TOOL_CLASS = "VnodeSyncHdfsStream"
 TOOL_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{TOOL_CLASS}.java")
 NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
@@ -21,11 +40,10 @@ DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 
 def datanode_throttle_jar() -> str:
     """vnode-sync's Java agent for DataNodes, built by scripts/setup.d/datanode-throttle.sh."""
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    jar = os.path.join(repo, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
+    jar = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
     if not os.path.exists(jar):
         raise NotFound(f"no {jar}; run scripts/setup.d/datanode-throttle.sh")
-    project = os.path.join(repo, "agents", "datanode-throttle")
+    project = os.path.join(REPO, "agents", "datanode-throttle")
     built = os.path.getmtime(jar)
     for directory, _, files in os.walk(os.path.join(project, "src", "main")):
         for name in files:
@@ -36,14 +54,46 @@ def datanode_throttle_jar() -> str:
     return jar
 
 
-def hadoop_home() -> str:
-    """Where setup.d/hdfs.sh put the jars: readable by every uid, since clients run as other users."""
-    if "VNODE_SYNC_HADOOP_HOME" in os.environ:
-        return os.environ["VNODE_SYNC_HADOOP_HOME"]
+def hadoop_version(version: str | None = None) -> str:
+    """VERSION, else $VNODE_SYNC_HADOOP_VERSION, else the default line; checked to be a version number
+    (it names a directory)."""
+    chosen = version or os.environ.get("VNODE_SYNC_HADOOP_VERSION") or HADOOP_VERSION
+    if not re.fullmatch(r"\d+\.\d+\.\d+", chosen):
+        raise InvalidArgument(f"Hadoop version {chosen!r} is not like 3.4.2")
+    return chosen
+
+
+def hadoop_cache() -> str:
+    """Where setup.d/hdfs.sh puts each line's jars: readable by every uid, since clients run as other users."""
+    if "VNODE_SYNC_HADOOP_CACHE" in os.environ:
+        return os.environ["VNODE_SYNC_HADOOP_CACHE"]
     if os.geteuid() == 0:
-        return f"/var/cache/vnode-sync/hadoop-{HADOOP_VERSION}"
-    cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
-    return os.path.join(cache, "vnode-sync", f"hadoop-{HADOOP_VERSION}")
+        return "/var/cache/vnode-sync"
+    return os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "vnode-sync")
+
+
+def hadoop_home(version: str | None = None) -> str:
+    """The cache dir of one Hadoop line (default: hadoop_version())."""
+    return os.path.join(hadoop_cache(), f"hadoop-{hadoop_version(version)}")
+
+
+NATIVE_FILE = os.path.join(REPO, "deploy", "hadoop", "native.txt")
+
+
+def native_dir() -> str:
+    """Where setup.d/hdfs.sh put libhadoop.so (deploy/hadoop/native.txt): short-circuit reads need it."""
+    with open(NATIVE_FILE) as f:
+        artifact = next(line.strip() for line in f if line.strip() and not line.startswith("#"))
+    return os.path.join(hadoop_cache(), f"hadoop-native-{artifact.rsplit(':', 1)[1]}")
+
+
+def has_native() -> bool:
+    return os.path.exists(os.path.join(native_dir(), "libhadoop.so"))
+
+
+def has_jars(version: str | None = None) -> bool:
+    version = hadoop_version(version)
+    return os.path.exists(os.path.join(hadoop_home(version), "jars", f"hadoop-hdfs-{version}.jar"))
 
 
 @dataclass(frozen=True)
@@ -70,9 +120,15 @@ class JvmSettings:
 
 @dataclass(frozen=True)
 class HadoopRuntime:
-    """The jars, the empty webapps and the compiled client tool, all under one cache dir."""
+    """One Hadoop line's jars, the empty webapps and the compiled client tool, all under one cache dir."""
 
     home: str
+    version: str
+
+    @classmethod
+    def of(cls, version: str | None = None) -> "HadoopRuntime":
+        version = hadoop_version(version)
+        return cls(hadoop_home(version), version)
 
     @property
     def jars(self) -> str:
@@ -88,8 +144,9 @@ class HadoopRuntime:
 
     def prepare(self) -> None:
         """Check the jars and java are there; make the webapps dirs and the client tool if missing."""
-        if not os.path.exists(os.path.join(self.jars, f"hadoop-hdfs-{HADOOP_VERSION}.jar")):
-            raise NotFound(f"no Hadoop {HADOOP_VERSION} jars in {self.jars}; run scripts/setup.d/hdfs.sh")
+        if not os.path.exists(os.path.join(self.jars, f"hadoop-hdfs-{self.version}.jar")):
+            raise NotFound(f"no Hadoop {self.version} jars in {self.jars}; run scripts/setup.d/hdfs.sh "
+                           f"(VNODE_SYNC_HADOOP_LINES={self.version} for a line not in {LINES_FILE})")
         if not shutil.which("java") or not shutil.which("javac"):
             raise NotFound("no java or javac on PATH; the HDFS testbed needs a Java 17 JDK")
         for app in ("hdfs", "datanode", "static"):

@@ -7,16 +7,15 @@ import socket
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from testbed.hdfs_cluster import HADOOP_VERSION, HdfsCluster, hadoop_home
-from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
+from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
+from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, ThrottleChannel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
 
 pytestmark = [
     needs_java, needs_kernel, pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
-                       reason=f"needs the Hadoop {HADOOP_VERSION} jars; run scripts/setup.d/hdfs.sh"),
+    pytest.mark.skipif(not has_jars(), reason=f"needs the Hadoop {hadoop_version()} jars; run scripts/setup.d/hdfs.sh"),
     pytest.mark.skipif(not os.path.exists(JAR), reason=f"needs {JAR}; run scripts/setup.d/datanode-throttle.sh"),
 ]
 
@@ -104,8 +103,8 @@ def test_socket_is_private_and_agent_says_it_has_no_shares_yet(tokens_on):
 def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_start(tokens_on):
     """The hooked classes are loaded when the agent starts, so the handshake knows before any op."""
     hello = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).hello()
-    assert (hello.protocol, hello.hadoop) == (2, HADOOP_VERSION)
-    assert hello.hooks == {hook: "woven" for hook in REQUIRED_HOOKS}
+    assert (hello.protocol, hello.hadoop) == (2, hadoop_version())
+    assert hello.hooks == {hook: "woven" for hook in {**REQUIRED_HOOKS, **OPTIONAL_HOOKS}}
     assert hello.missing_hooks() == {}
 
 
@@ -236,7 +235,7 @@ def test_a_hook_left_unwoven_by_an_agent_setting_is_reported_by_the_handshake_an
         reconciler = Reconciler(DataNodeThrottleBackend(ThrottleChannel(path)), NoThreads(), {})
         reconciler.apply(pb.DesiredState(generation=1, node_id="dn0"))
         assert reconciler.not_enforcing == (
-            f"DataNode throttle agent {hello.version} (Hadoop {HADOOP_VERSION}): hook BlockSender.sendBlock "
+            f"DataNode throttle agent {hello.version} (Hadoop {hadoop_version()}): hook BlockSender.sendBlock "
             "skipped: reads are not scheduled: the node is not enforcing")
         # Reads still work, with Hadoop's own throttler: the DataNode serves everyone.
         cluster.write_file("/bob/s.bin", 2 * MiB, as_uid=BOB_UID, hdfs_user="bob")

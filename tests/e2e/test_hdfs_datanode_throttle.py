@@ -2,7 +2,7 @@
 agent, storage agents with `backend: datanode-throttle` (no cgroup at all), two Unix users at
 priorities 4 and 8 on 60 MB/s per DataNode. Default DataNode settings: writes are buffered,
 which no cgroup v1 throttle can charge; here the split is measured where the DataNode receives
-the bytes, from the Java agent's own counters."""
+the bytes, from the Java agent's own counters. Every test runs on each supported Hadoop line."""
 
 import contextlib
 import glob
@@ -18,7 +18,7 @@ import uuid
 import pytest
 from hdfs import InsecureClient
 
-from tests.conftest import needs_java, needs_kernel, unique_name
+from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
 from testbed.unix_users import unix_users
@@ -99,6 +99,11 @@ def free_uids(count: int, start: int = 64_531) -> list[int]:
     return free
 
 
+@pytest.fixture(params=hadoop_lines())
+def hadoop_line(request) -> str:
+    return request.param
+
+
 @pytest.fixture
 def users():
     names = [f"vst{uuid.uuid4().hex[:6]}" for _ in range(2)]
@@ -136,7 +141,7 @@ def flip(cluster, hdfs, user: LocalUser, priority: int) -> None:
     time.sleep(1.0)  # let the buckets drain what was booked at the old rates
 
 
-def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, readable_dir):
+def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, readable_dir, hadoop_line):
     alice, bob = users
     sources = {}
     # Long enough that both still write through 5 s at 20/40 MB/s, the flip and 3 s at 30/30.
@@ -147,7 +152,7 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
         os.chmod(path, 0o644)
         sources[user.name] = path
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, disk_mb=3072) as (hdfs, cluster):
+                            replication=2, disk_mb=3072, hadoop_version=hadoop_line) as (hdfs, cluster):
         assert no_cgroup_of(cluster)
         at_start = thread_cgroups(hdfs)
         assert len(at_start) == 1, at_start  # one set of cgroups for every thread of both DataNodes
@@ -192,10 +197,10 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
         assert not os.path.ismount(f"/run/vnode-sync/{cluster.cgroup_name('dn0')}.fast-moves")
 
 
-def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates(users):
+def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates(users, hadoop_line):
     alice, bob = users
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, datanodes=1,
-                            backend="datanode-throttle") as (hdfs, cluster):
+                            backend="datanode-throttle", hadoop_version=hadoop_line) as (hdfs, cluster):
         channel = channels(hdfs)["dn0"]
         cluster.wait_for(lambda: alice.name in channel.stats().users, timeout=30, what="the agent's rates")
         before = channel.stats().generation
@@ -210,14 +215,14 @@ def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates
         hdfs.write_file("/after.bin", 8 * MiB, as_uid=alice.uid, hdfs_user=alice.name)
 
 
-def test_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user_with_block_tokens(users):
+def test_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user_with_block_tokens(users, hadoop_line):
     """The `hdfs` package's WebHDFS client as two users: the DataNode's own client acts for the end user,
     and its block token names that user on both DataNodes (replication 2: one of them holds the
     downstream pipeline replica), so nothing lands in the default VNode."""
     alice, bob = users
     size = 16 * MiB
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, block_tokens=True) as (hdfs, cluster):
+                            replication=2, block_tokens=True, hadoop_version=hadoop_line) as (hdfs, cluster):
         cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
         url = f"http://{hdfs.namenode.http_address}"

@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import needs_fuse, needs_java, needs_kernel, unique_name
 from testbed.names import crashed_run_name
-from testbed.hdfs_cluster import (HADOOP_VERSION, MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home,
-                                  take_down)
+from testbed.hdfs_cluster import (MARKER, HadoopRuntime, HdfsCluster, default_workdir, hadoop_home, hadoop_version,
+                                  has_jars, has_native, take_down)
 from testbed.hdfs_cluster.cluster import _last_error
 from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
 from testbed.paced_disk import DiskModel, PacedDisk
@@ -21,8 +21,7 @@ from testbed.paced_disk import DiskModel, PacedDisk
 pytestmark = [needs_kernel, pytest.mark.slow]
 
 needs_hadoop = pytest.mark.skipif(
-    not os.path.exists(os.path.join(hadoop_home(), "jars", f"hadoop-hdfs-{HADOOP_VERSION}.jar")),
-    reason=f"needs the Hadoop {HADOOP_VERSION} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
+    not has_jars(), reason=f"needs the Hadoop {hadoop_version()} jars in {hadoop_home()}; run scripts/setup.d/hdfs.sh")
 
 MiB = 1 << 20
 ALICE_UID, BOB_UID = 64_201, 64_202  # no passwd entries: clients must not need one
@@ -145,7 +144,7 @@ def test_down_works_from_the_state_file_after_up_exited(disk):
         up = subprocess.run([*cli, "up", "--name", name, "--datanodes", "1", "--disk-mb", "256", "--disk", disk,
                              "--disk-read-mbps", "300"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, up.stderr
-        assert "HDFS up in" in up.stdout
+        assert f"HDFS {hadoop_version()} up in" in up.stdout
         assert len(marked_processes(workdir)) == 2
         attached = HdfsCluster.attach(workdir)
         assert (attached.disk, attached.disk_read_mbps) == (disk, 300)
@@ -201,7 +200,7 @@ def test_names_that_are_not_one_path_component_are_refused():
 @needs_java
 @needs_hadoop
 def test_the_client_tool_compiles_into_the_cache():
-    runtime = HadoopRuntime(hadoop_home())
+    runtime = HadoopRuntime.of()
     assert os.path.exists(os.path.join(runtime.tool_dir(), "VnodeSyncHdfsStream.class"))
 
 
@@ -211,3 +210,34 @@ def test_a_daemon_that_died_is_reported_with_the_last_error_of_its_log(tmp_path)
                    "INFO SHUTDOWN_MSG\n")
     assert _last_error(str(log)) == "java.net.BindException: in use"
     assert _last_error(str(tmp_path / "missing.log")) == "(no log)"
+
+
+@needs_java
+@needs_hadoop
+@pytest.mark.skipif(not has_native(), reason="needs libhadoop.so (deploy/hadoop/native.txt); run scripts/setup.d/hdfs.sh")
+def test_short_circuit_reads_get_the_block_files_through_the_domain_socket_and_it_goes_with_the_cluster():
+    with HdfsCluster(unique_name("hdfs-scr"), datanodes=1, disk_mb=256, short_circuit=True) as cluster:
+        cluster.write_file("/alice/a.bin", 8 * MiB, as_uid=ALICE_UID)
+        cluster.read_file("/alice/a.bin", as_uid=BOB_UID)
+        with open(cluster.datanodes[0].log) as f:
+            granted = [line for line in f if "op: REQUEST_SHORT_CIRCUIT_FDS" in line and "success: true" in line]
+        assert granted
+        sockets = cluster.domain_socket_dir
+        assert os.listdir(sockets) == [f"dn.{cluster.datanodes[0].ports.data}"]
+    assert not os.path.exists(sockets)
+
+
+@needs_java
+@needs_hadoop
+def test_a_decommissioned_datanodes_blocks_are_copied_to_the_others():
+    with HdfsCluster(unique_name("hdfs-decom"), datanodes=3, replication=2, disk_mb=256) as cluster:
+        leaving = cluster.datanodes[2]
+        cluster.write_file("/alice/a.bin", 8 * MiB, as_uid=ALICE_UID, on_datanode=leaving)
+        assert cluster.admin_states() == {dn.id: "In Service" for dn in cluster.datanodes}
+        cluster.decommission([leaving])
+        deadline = time.monotonic() + 60
+        while cluster.admin_states()[leaving.id] != "Decommissioned":
+            assert time.monotonic() < deadline, cluster.admin_states()
+            time.sleep(0.5)
+        holders = cluster.block_datanodes("/alice/a.bin")[0]
+        assert {dn.id for dn in holders if dn is not leaving} == {"dn0", "dn1"}, holders

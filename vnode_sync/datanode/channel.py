@@ -34,6 +34,13 @@ REQUIRED_HOOKS = {
     "BlockSender.sendBlock": "reads are not scheduled",
     "BlockReceiver.receiveBlock": "writes are not scheduled",
 }
+# Woven by the same agent but not needed for every node: without them the node still holds each
+# user's share of the ops above (issue 27; docs/datanode-throttle.md).
+OPTIONAL_HOOKS = {
+    "DataXceiver.replaceBlock": "balancer and mover moves are not charged to system",
+    "DataXceiver.copyBlock": "balancer and mover moves are not charged to system",
+    "DataNode.requestShortCircuitFdsForRead": "short-circuit local reads are not governed",
+}
 WOVEN = "woven"
 
 

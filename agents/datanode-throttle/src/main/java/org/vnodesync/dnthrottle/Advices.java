@@ -1,6 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import net.bytebuddy.asm.Advice;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
@@ -9,13 +10,13 @@ final class Advices {
     private Advices() {
     }
 
-    /** DataXceiver.readBlock(block, token, ...). */
+    /** DataXceiver.readBlock(block, token, clientName, ...); an empty client name: another DataNode's. */
     static final class ReadBlock {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(1) Token<?> token,
+        static void enter(@Advice.Argument(1) Token<?> token, @Advice.Argument(2) String clientName,
                           @Advice.FieldValue("remoteAddress") String remote,
                           @Advice.FieldValue("localAddress") String local) {
-            Hooks.opStart(token, remote, local, false);
+            Hooks.opStart(token, clientName, remote, local, false);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
@@ -24,18 +25,66 @@ final class Advices {
         }
     }
 
-    /** DataXceiver.writeBlock(block, storageType, token, ...). */
+    /** DataXceiver.writeBlock(block, storageType, token, clientname, ...); empty clientname: a DataNode's. */
     static final class WriteBlock {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(2) Token<?> token,
+        static void enter(@Advice.Argument(2) Token<?> token, @Advice.Argument(3) String clientName,
                           @Advice.FieldValue("remoteAddress") String remote,
                           @Advice.FieldValue("localAddress") String local) {
-            Hooks.opStart(token, remote, local, true);
+            Hooks.opStart(token, clientName, remote, local, true);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
         static void exit() {
             Hooks.opEnd();
+        }
+    }
+
+    /** DataXceiver.replaceBlock(block, storageType, token, ...): a balancer or mover move, received here. */
+    static final class ReplaceBlock {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter() {
+            Hooks.systemOpStart(true);
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit() {
+            Hooks.opEnd();
+        }
+    }
+
+    /** DataXceiver.copyBlock(block, token): a balancer or mover move, sent from here. */
+    static final class CopyBlock {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter() {
+            Hooks.systemOpStart(false);
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit() {
+            Hooks.opEnd();
+        }
+    }
+
+    /**
+     * DataNode.requestShortCircuitFdsForRead(block, token, maxVersion): skipped, and made to throw
+     * ShortCircuitFdsVersionException, for a user whose share could bind. Hadoop answers that with
+     * ERROR_UNSUPPORTED and a format version, which its client takes as "not for this block" and reads
+     * the block through the DataNode (other errors would turn short-circuit off for the whole socket).
+     */
+    static final class ShortCircuitFds {
+        @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class, suppress = Throwable.class)
+        // The DataNode as Object: naming its class here would make Byte Buddy load it while it is being woven.
+        static String enter(@Advice.This Object node, @Advice.Argument(0) ExtendedBlock block,
+                            @Advice.Argument(1) Token<?> token) {
+            return Hooks.shortCircuitRefusal(node, token, block);
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit(@Advice.Enter String refusal, @Advice.Thrown(readOnly = false) Throwable thrown) {
+            if (refusal != null) {
+                thrown = Hooks.shortCircuitRefused(refusal);
+            }
         }
     }
 

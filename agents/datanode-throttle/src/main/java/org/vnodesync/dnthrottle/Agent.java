@@ -37,7 +37,7 @@ public final class Agent {
         args.errors().forEach(error -> AgentLog.warn("vnode-sync throttle agent: " + error));
         Throttles throttles = new Throttles(Policy.Shares.ceilings(args.defaultReadBps(), args.defaultWriteBps()),
                 System.currentTimeMillis());
-        Hooks.install(throttles, new Identity(new SocketOwners(Path.of("/proc/self/net"))));
+        Hooks.install(throttles, new Identity(sameHostOwners()));
         HookReport report = new HookReport();
         CapacityLoop capacity = new CapacityLoop(throttles, new ResourceSampler(Path.of("/proc")));
         weave(instrumentation, args.skipped(), report);
@@ -53,6 +53,26 @@ public final class Agent {
         AgentLog.info("vnode-sync throttle agent: shares are unknown until the storage agent sends them on "
                 + args.socket() + "; every op gets the default ceilings (read " + args.defaultReadBps()
                 + " B/s, write " + args.defaultWriteBps() + " B/s, 0 = none); hooks: " + report.fields());
+    }
+
+    /** sock_diag by 4-tuple where JNA loads; else the /proc/net/tcp walk (also its fallback on an error). */
+    private static OwnerLookup sameHostOwners() {
+        SocketOwners walk = new SocketOwners(Path.of("/proc/self/net"));
+        Throwable why = SockDiag.unavailable();
+        if (why != null) {
+            AgentLog.warn("vnode-sync throttle agent: no sock_diag (" + why + "); same-host socket owners are"
+                    + " found by walking /proc/net/tcp");
+            return walk;
+        }
+        SockDiag diag = new SockDiag();
+        return (client, server) -> {
+            try {
+                return diag.ownerOf(client, server);
+            } catch (java.io.IOException | RuntimeException e) {
+                AgentLog.once("sock-diag", "sock_diag lookup failed; walking /proc/net/tcp instead", e);
+                return walk.ownerOf(client, server);
+            }
+        };
     }
 
     private static String hadoopVersion() {

@@ -14,7 +14,12 @@ enum Hook {
     READ_BLOCK("DataXceiver", "readBlock", 1, Hook.TOKEN, Advices.ReadBlock.class),
     WRITE_BLOCK("DataXceiver", "writeBlock", 2, Hook.TOKEN, Advices.WriteBlock.class),
     SEND_BLOCK("BlockSender", "sendBlock", 2, Hook.THROTTLER, Advices.SendBlock.class),
-    RECEIVE_BLOCK("BlockReceiver", "receiveBlock", 4, Hook.THROTTLER, Advices.ReceiveBlock.class);
+    RECEIVE_BLOCK("BlockReceiver", "receiveBlock", 4, Hook.THROTTLER, Advices.ReceiveBlock.class),
+    // DataNode-internal transfers (balancer, mover): charged to the system VNode.
+    REPLACE_BLOCK("DataXceiver", "replaceBlock", 2, Hook.TOKEN, Advices.ReplaceBlock.class),
+    COPY_BLOCK("DataXceiver", "copyBlock", 1, Hook.TOKEN, Advices.CopyBlock.class),
+    // Short-circuit local reads: file descriptors only for users whose share cannot bind.
+    SHORT_CIRCUIT_FDS("DataNode", "requestShortCircuitFdsForRead", 1, Hook.TOKEN, Advices.ShortCircuitFds.class);
 
     static final String DATANODE = "org.apache.hadoop.hdfs.server.datanode.";
     private static final String TOKEN = "org.apache.hadoop.security.token.Token";

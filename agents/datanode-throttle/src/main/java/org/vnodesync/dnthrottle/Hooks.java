@@ -3,7 +3,10 @@ package org.vnodesync.dnthrottle;
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
+import org.apache.hadoop.hdfs.ExtendedBlockId;
+import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
@@ -12,9 +15,20 @@ import org.apache.hadoop.security.token.Token;
  * runs inside Hadoop's classes. Never throws: on any error the op keeps Hadoop's own throttler.
  */
 public final class Hooks {
+    /** The VNode of DataNode-internal traffic (re-replication, decommissioning, balancer, EC reconstruction). */
+    static final String SYSTEM = "system";
+
     private static final ThreadLocal<Throttles.Charge> CURRENT = new ThreadLocal<>();
     private static volatile Throttles throttles;
     private static volatile Identity identity;
+    private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
+    /** The user of this thread's read op through the DataNode, for the short-circuit gate. */
+    private static final ThreadLocal<String> READING = new ThreadLocal<>();
+    /** The DataNode, seen at its first short-circuit request: its registry revokes grants. */
+    private static volatile Object dataNode;
+    private static final long SWEEP_MS = 100;
+    private static final java.util.concurrent.atomic.AtomicReference<Thread> SWEEPER =
+            new java.util.concurrent.atomic.AtomicReference<>();
 
     private Hooks() {
     }
@@ -26,7 +40,7 @@ public final class Hooks {
 
     /** At the start of readBlock / writeBlock: decide the user and remember it for this op's thread. */
     public static void opStart(Token<?> token, String remoteAddress, String localAddress, boolean write) {
-        CURRENT.remove();
+        opEnd();
         Throttles t = throttles;
         if (t == null) {
             return;
@@ -36,6 +50,9 @@ public final class Hooks {
             Throttles.Charge charge = t.chargeFor(user);
             charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
             CURRENT.set(charge);
+            if (!write) {
+                readStarted(charge.name());
+            }
         } catch (Throwable e) {
             AgentLog.once("identity", "could not decide an op's user; it runs as DEFAULT", e);
             try {
@@ -48,8 +65,98 @@ public final class Hooks {
         }
     }
 
+    /** readBlock / writeBlock: an empty client name means a DataNode asked (re-replication, EC reconstruction). */
+    public static void opStart(Token<?> token, String clientName, String remoteAddress, String localAddress,
+                               boolean write) {
+        if (clientName != null && clientName.isEmpty()) {
+            systemOpStart(write);
+        } else {
+            opStart(token, remoteAddress, localAddress, write);
+        }
+    }
+
+    /** An op no client started: charged to the system VNode if the storage agent named one, else left alone. */
+    public static void systemOpStart(boolean write) {
+        opEnd();
+        try {
+            Throttles.Charge charge = systemCharge(throttles);
+            if (charge != null) {
+                charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
+                CURRENT.set(charge);
+                if (!write) {
+                    readStarted(charge.name());
+                }
+            }
+        } catch (Throwable e) {
+            AgentLog.once("system-op", "could not charge an internal transfer to the system VNode", e);
+        }
+    }
+
+    private static Throttles.Charge systemCharge(Throttles t) {
+        return t != null && t.policy().users().containsKey(SYSTEM) ? t.chargeFor(SYSTEM) : null;
+    }
+
+    private static void readStarted(String user) {
+        READING.set(user);
+        SHORT_CIRCUIT.readStarted(user, Hooks::invalidate);
+    }
+
+    /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
+    private static void invalidate(ExtendedBlockId block) {
+        if (dataNode instanceof DataNode dn) {
+            dn.getShortCircuitRegistry().processBlockInvalidation(block);
+        }
+    }
+
+    /** Revokes grants as they run out, every SWEEP_MS from the DataNode's first short-circuit request on. */
+    private static void startSweeper() {
+        if (SWEEPER.get() == null && SWEEPER.compareAndSet(null, new Thread(() -> {
+            while (true) {
+                try {
+                    Thread.sleep(SWEEP_MS);
+                    SHORT_CIRCUIT.sweep(System.nanoTime(), Hooks::invalidate);
+                } catch (InterruptedException e) {
+                    return;
+                } catch (Throwable e) {
+                    AgentLog.once("short-circuit-sweep", "could not revoke a short-circuit grant", e);
+                }
+            }
+        }, "vnode-sync short-circuit sweeper"))) {
+            Thread sweeper = SWEEPER.get();
+            sweeper.setDaemon(true);
+            sweeper.start();
+        }
+    }
+
+    /** requestShortCircuitFdsForRead: null to hand out the block's files, else why not (ShortCircuitGate). */
+    public static String shortCircuitRefusal(Object node, Token<?> token, ExtendedBlock block) {
+        Throttles t = throttles;
+        if (t == null) {
+            return null;
+        }
+        try {
+            dataNode = node;
+            startSweeper();
+            return SHORT_CIRCUIT.refusal(t, tokenUser(token), ExtendedBlockId.fromExtendedBlock(block),
+                    block.getNumBytes(), System.nanoTime());
+        } catch (Throwable e) {
+            AgentLog.once("short-circuit", "could not decide a short-circuit request; it is refused", e);
+            return "vnode-sync: could not decide; read through the DataNode";
+        }
+    }
+
+    /** What a refused requestShortCircuitFdsForRead throws: the client reads that block through the DataNode. */
+    public static Throwable shortCircuitRefused(String why) {
+        return new DataNode.ShortCircuitFdsVersionException(why);
+    }
+
     public static void opEnd() {
         CURRENT.remove();
+        String reading = READING.get();
+        if (reading != null) {
+            READING.remove();
+            SHORT_CIRCUIT.readEnded(reading, System.nanoTime());
+        }
     }
 
     /** BlockSender.sendBlock's throttler argument for this op. */
@@ -66,8 +173,11 @@ public final class Hooks {
         try {
             Throttles.Charge charge = CURRENT.get();
             Throttles t = throttles;
+            if (charge == null) {
+                charge = systemCharge(t);  // no op started it: re-replication, decommissioning (DataTransfer)
+            }
             if (charge == null || t == null || original instanceof UserThrottler) {
-                return original;  // not a client op we saw start (re-replication, balancer): Hadoop's own
+                return original;  // internal, and no system VNode: Hadoop's own throttler
             }
             return new UserThrottler(charge, direction, t.scheduler(direction), original,
                     UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);

@@ -6,15 +6,19 @@ import java.util.Objects;
 import java.util.OptionalLong;
 
 /**
- * Decides whom an op serves, before its first byte: the block token's user; else the owner of the client's
- * socket on this host (UID lines); else the remote connection (CONN lines); else nobody (DEFAULT).
+ * Decides whom an op serves, before its first byte: the block token's user; else the remote connection
+ * (CONN lines, from the compute agents: a map lookup); else, for a client on this host only, the owner
+ * of its socket (UID lines), asked of the kernel by 4-tuple (sock_diag, O(1)) or, where that cannot be
+ * done, found by walking /proc/net/tcp; else nobody (DEFAULT). A client on another host that no CONN
+ * line names costs no lookup at all.
  */
 final class Identity {
     /** The socket owner found for one connection: its DataXceiver's address strings and the uid (or none). */
     private record Owner(String remoteAddress, String localAddress, OptionalLong uid) {
     }
 
-    private final SocketOwners owners;
+    private final OwnerLookup owners;
+    private final LocalAddresses local;
     // A DataXceiver thread serves one connection for its whole life (HDFS starts a thread per accepted
     // peer), and a socket's owner cannot change: the connection's later ops (a client's peer cache
     // reuses connections for later blocks) reuse the first op's lookup instead of walking
@@ -22,8 +26,13 @@ final class Identity {
     // (tests do) never gets its answer.
     private final ThreadLocal<Owner> connectionOwner = new ThreadLocal<>();
 
-    Identity(SocketOwners owners) {
+    Identity(OwnerLookup owners) {
+        this(owners, new LocalAddresses());
+    }
+
+    Identity(OwnerLookup owners, LocalAddresses local) {
         this.owners = owners;
+        this.local = local;
     }
 
     /** TOKEN_USER may be null or empty; addresses are DataXceiver's strings like "/127.0.0.1:50010". */
@@ -35,16 +44,19 @@ final class Identity {
         if (client == null) {
             return null;
         }
-        if (!policy.uids().isEmpty()) {
-            OptionalLong uid = ownerOf(client, remoteAddress, localAddress);
-            if (uid.isPresent()) {
-                String user = policy.uids().get(uid.getAsLong());
-                if (user != null) {
-                    return user;
-                }
-            }
+        String reported = policy.connections().get(client);
+        if (reported != null) {
+            return reported;
         }
-        return policy.connections().get(client);
+        if (policy.uids().isEmpty()) {
+            return null;
+        }
+        Policy.Endpoint server = parseAddress(localAddress);
+        if (!local.isLocal(client.address(), server == null ? null : server.address(), System.nanoTime())) {
+            return null;  // another host's socket: nothing here can name its owner
+        }
+        OptionalLong uid = ownerOf(client, remoteAddress, localAddress);
+        return uid.isPresent() ? policy.uids().get(uid.getAsLong()) : null;
     }
 
     private OptionalLong ownerOf(Policy.Endpoint client, String remoteAddress, String localAddress) throws IOException {

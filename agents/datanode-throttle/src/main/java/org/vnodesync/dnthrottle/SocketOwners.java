@@ -16,7 +16,7 @@ import java.util.OptionalLong;
  * Finds the Unix owner of the client end of a TCP connection made on this host, from /proc/net/tcp and
  * /proc/net/tcp6 (a client on another host has no entry here, so "found" also means "same host").
  */
-final class SocketOwners {
+final class SocketOwners implements OwnerLookup {
     private final Path procNet;
     private final boolean littleEndian;
 
@@ -37,7 +37,8 @@ final class SocketOwners {
      * average half the walk. An IPv4 client is looked for in tcp first (tcp6 holds it only when the
      * client's socket is dual-stack); an IPv6 one only in tcp6.
      */
-    OptionalLong ownerOf(Policy.Endpoint client, Policy.Endpoint server) throws IOException {
+    @Override
+    public OptionalLong ownerOf(Policy.Endpoint client, Policy.Endpoint server) throws IOException {
         // A line is parsed only when its local port is the client's (the kernel prints ports as 4
         // upper-case hex digits).
         String port = String.format(":%04X ", client.port());

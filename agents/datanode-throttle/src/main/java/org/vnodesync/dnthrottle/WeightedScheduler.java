@@ -345,6 +345,13 @@ final class WeightedScheduler {
         }
     }
 
+    /** Whether a flow other than FLOW is backlogged now (short-circuit grants). */
+    boolean backloggedBesides(Flow flow) {
+        synchronized (lock) {
+            return size > (flow.backlogged() ? 1 : 0);
+        }
+    }
+
     /** Backlogged flows now (tests and STATS). */
     int backlogged() {
         synchronized (lock) {

@@ -101,4 +101,20 @@ class IdentityTest {
         assertEquals(Throttles.DEFAULT, t.chargeFor("carol").name());
         assertEquals(Map.of(), Policy.initial(Policy.Shares.NONE).users());
     }
+
+    @Test
+    void aReportedConnectionAndAnotherHostsClientCostNoSocketLookup() throws Exception {
+        int[] lookups = {0};
+        OwnerLookup counting = (client, server) -> {
+            lookups[0]++;
+            return owners.ownerOf(client, server);
+        };
+        Identity cheap = new Identity(counting);
+        assertEquals("bob", cheap.resolve(policy(), null, "/10.0.0.9:40000", "/10.0.0.1:9866"));
+        assertNull(cheap.resolve(policy(), null, "/10.0.0.9:40001", "/10.0.0.1:9866"));
+        assertNull(cheap.resolve(policy(), null, "/192.0.2.7:40001", "/10.0.0.1:9866"));
+        assertEquals(0, lookups[0]);
+        assertEquals("alice", cheap.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002"));
+        assertEquals(1, lookups[0]);  // a client on this host: one lookup
+    }
 }
