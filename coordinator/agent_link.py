@@ -44,14 +44,15 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         except VNodeSyncError as e:
             await abort(context, "WatchDesiredState", e)
         node_id, sent = request.node_id, None
+        fan_out, stream_message = self.fan_out, self.publishing.stream_message
         try:
-            while not self.fan_out.closing:
-                changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
-                message = self.publishing.stream_message(node_id)
+            while not fan_out.closing:
+                changed = fan_out.change_of(node_id)  # taken before reading the state: no change is missed
+                message = stream_message(node_id)
                 if message is not sent:
                     await context.write(message)
                     sent = message
-                await changed.wait()
+                await fan_out.wait_for(changed)
         finally:
             self.runtime.stream_closed(node_id)
 
