@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.heap import tune_for_streams
 from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         return 2
     server.start()
+    tune_for_streams()
     if endpoint is not None:
         registry.register(CoordinatorCollector(cluster))
         ProcessCollector(registry=registry)
