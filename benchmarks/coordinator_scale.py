@@ -139,30 +139,59 @@ def set_priority(admin: pb_grpc.AdminStub, i: int, sent: dict[int, float]) -> in
     return generation
 
 
-def wait_idle(process: psutil.Process, timeout: float = 60.0) -> None:
+def wait_idle(process: "CoordinatorCpu", timeout: float = 60.0) -> None:
     """Until `process` used under 2 % of a core over 100 ms (its work of the last round is done)."""
     deadline = time.monotonic() + timeout
-    cpu = sum(process.cpu_times()[:2])
+    cpu = process.seconds()
     while time.monotonic() < deadline:
         time.sleep(IDLE_CHECK_SECONDS)
-        now = sum(process.cpu_times()[:2])
+        now = process.seconds()
         if now - cpu < 0.02 * IDLE_CHECK_SECONDS:
             return
         cpu = now
     raise TimeoutError(f"the coordinator was not idle within {timeout} s after the last round")
 
 
-def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS) -> dict:
+class CoordinatorCpu:
+    """CPU seconds and RSS of the coordinator process and of its fan-out processes (its children)."""
+
+    def __init__(self, pid: int):
+        self.process = psutil.Process(pid)
+
+    def _processes(self) -> list[psutil.Process]:
+        return [self.process, *self.process.children()]
+
+    def by_process(self) -> dict[int, float]:
+        seconds = {}
+        for p in self._processes():
+            try:
+                seconds[p.pid] = sum(p.cpu_times()[:2])
+            except psutil.NoSuchProcess:
+                pass
+        return seconds
+
+    def seconds(self) -> float:
+        return sum(self.by_process().values())
+
+    def rss(self) -> int:
+        return sum(p.memory_info().rss for p in self._processes())
+
+
+def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS, fan_out_processes: int = 1) -> dict:
     nodes = [LocalNode(node_id(i), (DEVICE,), 60 * MB, 60 * MB) for i in range(n_agents)]
-    cluster = LocalCluster(unique_name(f"bench-scale-{n_agents}"), USERS, nodes)
+    cluster = LocalCluster(unique_name(f"bench-scale-{n_agents}"), USERS, nodes,
+                           coordinator_settings={"fan_out_processes": fan_out_processes})
     agents: AgentProcesses | None = None
     try:
         cluster.start_coordinator()
-        coordinator = psutil.Process(cluster.coordinator.pid)
+        coordinator = CoordinatorCpu(cluster.coordinator.pid)
+        if fan_out_processes > 1:
+            cluster.wait_for(lambda: len(coordinator.by_process()) == 1 + fan_out_processes, timeout=60,
+                             what=f"{fan_out_processes} fan-out processes")
         with grpc.insecure_channel(cluster.address) as channel:
             admin = pb_grpc.AdminStub(channel)
             idle_admin = admin_latency(admin)
-            rss_idle = coordinator.memory_info().rss
+            rss_idle = coordinator.rss()
             t_connect = time.perf_counter()
             generation = admin.ListUsers(pb.ListUsersRequest(), timeout=30).generation
             agents = AgentProcesses(cluster.address, n_agents, report_seconds)
@@ -170,22 +199,23 @@ def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS) -> d
             connect_seconds = time.perf_counter() - t_connect
             cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=120, interval=1.0,
                              what=f"the coordinator to list {n_agents} agents connected")
-            rss_streams = coordinator.memory_info().rss
+            rss_streams = coordinator.rss()
             loaded_admin = admin_latency(admin)
-            cpu0 = sum(coordinator.cpu_times()[:2])
+            cpu0 = coordinator.seconds()
             time.sleep(IDLE_CPU_SECONDS)  # with --report-seconds 0 nothing is sent: ~0
-            idle_cpu = (sum(coordinator.cpu_times()[:2]) - cpu0) / IDLE_CPU_SECONDS
+            idle_cpu = (coordinator.seconds() - cpu0) / IDLE_CPU_SECONDS
             # The change's cost: SetPriority until every agent applied it and its report landed, with no
             # poll of the coordinator (the agents tell the benchmark); the CPU window ends once the
             # coordinator is idle again after the last round.
             sent: dict[int, float] = {}
-            cpu0 = sum(coordinator.cpu_times()[:2])
+            cpu0, by_process0 = coordinator.seconds(), coordinator.by_process()
             for i in range(rounds):
                 generation = set_priority(admin, i, sent)
                 agents.wait_all_applied(generation, timeout=120)
                 time.sleep(ROUND_GAP_SECONDS)
             wait_idle(coordinator)
-            round_cpu = (sum(coordinator.cpu_times()[:2]) - cpu0) / rounds
+            round_cpu = (coordinator.seconds() - cpu0) / rounds
+            busiest_cpu = max(t - by_process0.get(pid, 0.0) for pid, t in coordinator.by_process().items()) / rounds
             cluster.wait_for(lambda: all_applied(admin, n_agents, generation), timeout=120, interval=0.25,
                              what=f"generation {generation} listed")
             # Then, in rounds of their own, until ListNodes shows every node at it (polls load the coordinator).
@@ -205,14 +235,15 @@ def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS) -> d
     every_agent = [max(applied[g]) - t0 for g, t0 in sent.items() if len(applied.get(g, ())) == n_agents]
     per_agent = [t - t0 for g, t0 in sent.items() for t in applied.get(g, ())]
     thousands = n_agents / 1000
-    return {"agents": n_agents, "rounds": len(every_agent), "listed_rounds": len(known), "connect_s": connect_seconds,
+    return {"agents": n_agents, "fan_out": fan_out_processes, "rounds": len(every_agent), "listed_rounds": len(known), "connect_s": connect_seconds,
             "p50_ms": 1000 * statistics.median(every_agent), "p99_ms": 1000 * percentile(every_agent, 99),
             "listed_p50_ms": 1000 * statistics.median(known), "listed_p99_ms": 1000 * percentile(known, 99),
             "agent_p50_ms": 1000 * statistics.median(per_agent), "retries": retries,
             "idle_admin_ms": 1000 * idle_admin, "loaded_admin_ms": 1000 * loaded_admin,
             "rss_mb_per_1000": (rss_streams - rss_idle) / MB / thousands, "rss_mb": rss_streams / MB,
             "idle_cpu_pct_per_1000": 100 * idle_cpu / thousands,
-            "round_cpu_ms_per_1000": 1000 * round_cpu / thousands}
+            "round_cpu_ms_per_1000": 1000 * round_cpu / thousands,
+            "busiest_cpu_ms_per_1000": 1000 * busiest_cpu / thousands}
 
 
 def status_seconds(n_users: int, n_nodes: int, times: int = 3) -> dict[str, float]:
@@ -258,33 +289,39 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--report-seconds", type=float, default=REPORT_SECONDS,
                         help="each agent's usage report period (0: only after a new state)")
+    parser.add_argument("--fan-out-processes", type=int, nargs="*", default=[1],
+                        help="run each size with each of these coordinator fan_out_processes settings")
     parser.add_argument("--no-status", action="store_true", help="skip the 10,000 users x 100 nodes status")
     args = parser.parse_args()
     raise_open_files_limit()  # inherited by the coordinator and the agent processes
     results = []
     for n in args.agents:
-        # The largest size runs fewer rounds: the machine's cores are shared.
-        results.append(run(n, args.rounds if n < 10_000 else max(3, args.rounds // 4), args.report_seconds))
-        r = results[-1]
-        print(f"# {n} agents connected and applied in {r['connect_s']:.1f} s; agents' retries: "
-              f"{r['retries'] or 'none'}", flush=True)
+        for processes in args.fan_out_processes:
+            # The largest size runs fewer rounds: the machine's cores are shared.
+            results.append(run(n, args.rounds if n < 10_000 else max(3, args.rounds // 4), args.report_seconds,
+                               processes))
+            r = results[-1]
+            print(f"# {n} agents, {processes} fan-out process(es): connected and applied in {r['connect_s']:.1f} s; "
+                  f"agents' retries: {r['retries'] or 'none'}; load {os.getloadavg()[0]:.1f}", flush=True)
     base = results[0] if results else None
-    print(f"{'agents':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'list p50':>8} {'list p99':>8} {'p50/RTT':>8} "
+    print(f"{'agents':>7} {'fan-out':>7} {'rounds':>6} {'p50 ms':>8} {'p99 ms':>8} {'list p50':>8} {'list p99':>8} {'p50/RTT':>8} "
           f"{'admin idle ms':>13} "
           f"{'admin streams ms':>16} {'streams/idle':>12} {'RSS MB':>7} {'MB/1000':>8} {'idle CPU %/1000':>15} "
-          f"{'CPU ms/change/1000':>18} {'vs first size':>13}")
+          f"{'CPU ms/change/1000':>18} {'busiest process':>15} {'vs first run':>12}")
     for r in results:
-        print(f"{r['agents']:>7} {r['rounds']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
+        print(f"{r['agents']:>7} {r['fan_out']:>7} {r['rounds']:>6} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} "
               f"{r['listed_p50_ms']:>8.1f} {r['listed_p99_ms']:>8.1f} "
               f"{r['p50_ms'] / r['idle_admin_ms']:>8.1f} {r['idle_admin_ms']:>13.2f} {r['loaded_admin_ms']:>16.2f} "
               f"{r['loaded_admin_ms'] / r['idle_admin_ms']:>12.2f} {r['rss_mb']:>7.0f} {r['rss_mb_per_1000']:>8.1f} "
               f"{r['idle_cpu_pct_per_1000']:>15.2f} {r['round_cpu_ms_per_1000']:>18.1f} "
-              f"{r['round_cpu_ms_per_1000'] / base['round_cpu_ms_per_1000']:>13.2f}")
+              f"{r['busiest_cpu_ms_per_1000']:>15.1f} {r['round_cpu_ms_per_1000'] / base['round_cpu_ms_per_1000']:>12.2f}")
     print("(p50/p99: set-priority until every agent had the new state, on the agents' clocks, in rounds where nothing "
           "polls the coordinator; CPU per change: the coordinator's CPU over those rounds (SetPriority, the fan-out, every "
           "agent's report of it) per round per 1,000 agents; list: in further rounds, until ListNodes showed every node "
           "at it, from the agents' reports, polled every 20 ms, 250 ms above 100 agents)")
-    print("(vs first size: CPU per change per 1,000 agents relative to the smallest size: ~1 means flat cost)")
+    print("(fan-out: the coordinator's fan_out_processes; CPU per change sums the coordinator and its fan-out processes, "
+          "busiest process: the one that used the most; vs first run: CPU per change per 1,000 agents relative to the "
+          "first line: ~1 means flat cost)")
     if not args.no_status:
         print(f"status at 10,000 users x 100 nodes (medians of 3; load {os.getloadavg()[0]:.1f}):")
         timings = status_seconds(10_000, 100)

@@ -142,6 +142,11 @@ class CoordinatorConfig(SecuredSettings):
     """Audit lines (who changed what, old and new value) also go to this file; "": the log only."""
     metrics: MetricsSettings | None = None
     """The Prometheus endpoint (docs/metrics.md); none: off."""
+    fan_out_processes: Annotated[int, at.Ge(1), at.Le(64)] = 1
+    """Processes that serve the agents' desired-state streams: 1, the coordinator's own event loop;
+    N > 1, N child processes (one per core) on ephemeral ports of the listen host, each serving the
+    streams of a share of the nodes, with the same TLS identity and access rules; agents are sent
+    there when they register (docs/coordinator-scale: thousands of agents)."""
 
     @model_validator(mode="after")
     def _metrics_transport(self):

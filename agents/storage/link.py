@@ -4,6 +4,10 @@ The agent dials out and listens on nothing, so only the coordinator it was confi
 with can give it instructions. While the coordinator is unreachable the agent keeps
 the last state it had and retries with capped, jittered exponential backoff.
 
+A coordinator with fan-out processes answers Register with the port of the process that serves
+this node's desired-state stream (same host, same TLS identity); the stream is watched there, and
+Register, if that stream breaks, tells the port anew.
+
 Usage reports go on one long-lived StreamUsage call (a report is then one message to the
 coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
 newer one, since each report is the whole current picture.
@@ -56,10 +60,10 @@ class CoordinatorLink:
         self.register = register
         self.on_state = on_state
         self.on_disconnect = on_disconnect or (lambda: None)
-        # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
-        self.channel = (secure_channel(address, credentials, CHANNEL_OPTIONS) if credentials
-                        else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
+        self.credentials = credentials
+        self.channel = self._channel(address)
         self.stub = pb_grpc.AgentLinkStub(self.channel)
+        self._stream_channel: tuple[int, grpc.Channel | None, pb_grpc.AgentLinkStub] = (0, None, self.stub)
         self._stream = None
         self._stop = threading.Event()
         self.known_generation = 0
@@ -71,13 +75,29 @@ class CoordinatorLink:
         self._reporter = threading.Thread(target=self._send_reports, name="usage-reports", daemon=True)
         self._reporter.start()
 
+    def _channel(self, address: str) -> grpc.Channel:
+        # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
+        return (secure_channel(address, self.credentials, CHANNEL_OPTIONS) if self.credentials
+                else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
+
+    def _stream_stub(self, port: int) -> pb_grpc.AgentLinkStub:
+        """Where the desired state is watched: the coordinator (0) or its fan-out process at `port`."""
+        current_port, channel, stub = self._stream_channel
+        if port != current_port:
+            if channel is not None:
+                channel.close()
+            channel = self._channel(f"{self.address.rpartition(':')[0]}:{port}") if port else None
+            stub = pb_grpc.AgentLinkStub(channel) if channel else self.stub
+            self._stream_channel = (port, channel, stub)
+        return stub
+
     def run(self) -> None:
         backoff = Backoff()
         while not self._stop.is_set():
             request = self.register()
             try:
-                self.stub.Register(request, timeout=RPC_TIMEOUT_SECONDS)
-                self._stream = self.stub.WatchDesiredState(
+                registered = self.stub.Register(request, timeout=RPC_TIMEOUT_SECONDS)
+                self._stream = self._stream_stub(registered.stream_port).WatchDesiredState(
                     pb.WatchRequest(node_id=request.node_id, known_generation=self.known_generation))
                 for state in self._stream:
                     self.state = CONNECTED
@@ -147,4 +167,6 @@ class CoordinatorLink:
             self._reports.notify_all()
         if self._stream is not None:
             self._stream.cancel()
+        if self._stream_channel[1] is not None:
+            self._stream_channel[1].close()
         self.channel.close()   # ends a report call still open

@@ -17,7 +17,7 @@ storage_nodes:
     devices: [{name: /dev/sdb, read_bps: 60000000, write_bps: 50000000}]
 """
 NODE = "storage_nodes:\n  - {id: dn1, devices: [{name: /dev/sdb, read_bps: 1, write_bps: 1}]}\n"
-KEYS = "keys tls, insecure, listen, state_path, policy, users, storage_nodes, log_format, audit_log, metrics"
+KEYS = "keys tls, insecure, listen, state_path, policy, users, storage_nodes, log_format, audit_log, metrics, fan_out_processes"
 
 
 def write(tmp_path, text):
