@@ -120,7 +120,7 @@ async def simulated_agent(channel: aio.Channel, node: str, device: str, record: 
                                              timeout=RPC_TIMEOUT_SECONDS)
             # A coordinator with fan-out processes serves the stream at another port, as a real agent follows.
             watch = streams.stub(registered.stream_port, index, link) if streams else link
-            step, reports = "WatchDesiredState", link.StreamUsage()
+            step, reports = "WatchDesiredState", watch.StreamUsage()
             applied, wake = [0], asyncio.Event()
             reporter = asyncio.create_task(_reporter(reports, node, applied, wake, report_seconds, record))
             async for state in watch.WatchDesiredState(pb.WatchRequest(node_id=node)):

@@ -1,11 +1,12 @@
-"""A fan-out process of the coordinator: serves the desired-state streams of one share of the
-storage nodes, on an ephemeral port of the coordinator's listen host.
+"""A fan-out process of the coordinator: serves the desired-state streams and usage report
+streams of one share of the storage nodes, on an ephemeral port of the coordinator's listen host.
 
 Started and supervised by the coordinator (fan_out_processes.py), with the coordinator's config:
-the same server certificate and CA (mutual TLS), the same access rule for WatchDesiredState (a
-node's certificate watches only its own node), the same audit log. It serves nothing else. It
-reads its nodes' stream messages, already serialized by the coordinator, as FanOutBatch frames on
-stdin, and tells the coordinator on stdout its port, then each stream opened and closed. It ends
+the same server certificate and CA (mutual TLS), the same access rules for WatchDesiredState and
+StreamUsage (a node's certificate watches and reports only as its own node), the same audit log.
+It serves nothing else. It reads its nodes' stream messages, already serialized by the
+coordinator, as FanOutBatch frames on stdin, and tells the coordinator on stdout its port, each
+stream opened and closed, and the reports taken, in batches (every REPORT_BATCH_SECONDS). It ends
 when stdin closes (the coordinator is gone) or at SIGTERM/SIGINT.
 
     python -m vnode_sync.coordinator.fan_out_process --config FILE --host HOST --index K --of N
@@ -25,7 +26,7 @@ from vnode_sync.coordinator.fan_out import NodeChanges, send_changes
 from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
 from vnode_sync.coordinator.rpc import abort, refuse_missing, service_handlers
 from vnode_sync.coordinator.server import SERVER_OPTIONS
-from vnode_sync.errors import Unavailable, VNodeSyncError
+from vnode_sync.errors import NotFound, Unavailable, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
@@ -37,6 +38,8 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 0.5
+# Reports are handed to the coordinator this often, in one frame: one wake-up of its loop for many.
+REPORT_BATCH_SECONDS = 0.01
 
 
 def _no_user_calls(user: str) -> int:
@@ -44,16 +47,21 @@ def _no_user_calls(user: str) -> int:
 
 
 class StreamsOfShare(pb_grpc.AgentLinkServicer):
-    """WatchDesiredState for the nodes of share `index` of `processes`; every other call is UNIMPLEMENTED."""
+    """WatchDesiredState for the nodes of share `index` of `processes`, StreamUsage for any
+    configured node; every other call is UNIMPLEMENTED."""
 
-    def __init__(self, index: int, processes: int, access: AccessPolicy | OpenAccess, tell):
+    def __init__(self, index: int, processes: int, nodes: frozenset[str], access: AccessPolicy | OpenAccess, tell):
         self.index, self.processes = index, processes
+        self.nodes = nodes
         self.access = access
         self.tell = tell     # tell(FanOutEvent): to the coordinator
         self.changes = NodeChanges()
         self.messages: dict[str, bytes] = {}
+        self.generation = 0
+        self._reports: list[pb.UsageReport] = []
 
     def take(self, batch: pb.FanOutBatch) -> None:
+        self.generation = max(self.generation, batch.generation)
         for state in batch.states:
             self.messages[state.node_id] = state.message
         self.changes.wake({state.node_id for state in batch.states})
@@ -73,6 +81,30 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
         finally:
             self.tell(pb.FanOutEvent(closed=request.node_id))
 
+    async def StreamUsage(self, reports, context):
+        """Each report authorized as the coordinator's StreamUsage does, then handed on in a batch;
+        the checks the coordinator would refuse a report for (a node not configured, a name that
+        cannot be a user) are made here, so such a report ends the call here as it would there."""
+        caller, peer = caller_of(context), context.peer()
+        async for report in reports:
+            await refuse_missing(context, report, "StreamUsage", "UsageReport")
+            try:
+                self.access.authorize("ReportUsage", caller, report, peer)
+                if report.node_id not in self.nodes:
+                    raise NotFound(f"storage node {report.node_id!r} is not configured on the coordinator")
+                for name in {u.user for u in report.usage} - {""}:
+                    validation.user_name(name)
+            except VNodeSyncError as e:
+                await abort(context, "StreamUsage", e)
+            if not self._reports:
+                asyncio.get_running_loop().call_later(REPORT_BATCH_SECONDS, self._hand_on_reports)
+            self._reports.append(report)
+        return pb.ReportAck(generation=self.generation)
+
+    def _hand_on_reports(self) -> None:
+        reports, self._reports = self._reports, []
+        self.tell(pb.FanOutEvent(reports=reports))
+
 
 async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     config = load_config(config_path)
@@ -88,7 +120,7 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
         out.write(frame(event.SerializeToString()))
         out.flush()
 
-    streams = StreamsOfShare(index, processes, access, tell)
+    streams = StreamsOfShare(index, processes, frozenset(n.node_id for n in config.storage_nodes), access, tell)
     server = aio.server(options=SERVER_OPTIONS)
     address = f"{host}:0"
     port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)

@@ -5,7 +5,8 @@ Each child (fan_out_process.py) serves the desired-state streams of one share of
 serialized once here (publishing.stream_message), in one FanOutBatch frame on the child's stdin;
 a child that (re)starts first gets all of its nodes'. Register tells an agent the port of its
 node's child (0 while that child is down: the agent then watches on the coordinator itself).
-Reports stay on the coordinator's own address. A child that ends is started again (with backoff);
+The agents' usage reports go there too; each child hands on the reports it authorized in
+batches, which are taken here as the coordinator's own StreamUsage takes them. A child that ends is started again (with backoff);
 the streams it had are counted closed, and their agents, whose streams broke, register again.
 Children end when the coordinator's pipe closes, so none outlives it.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.publishing import Publishing
+from vnode_sync.errors import VNodeSyncError
 from vnode_sync.supervision import PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -75,7 +77,8 @@ class FanOutProcesses:
 
     def _send(self, k: int, nodes: list[str]) -> None:
         message = self.publishing.stream_message
-        batch = pb.FanOutBatch(states=[pb.FanOutState(node_id=n, message=message(n)) for n in nodes])
+        batch = pb.FanOutBatch(states=[pb.FanOutState(node_id=n, message=message(n)) for n in nodes],
+                               generation=self.publishing.generation())
         self._pipes[k].write(frame(batch.SerializeToString()))
 
     async def _supervise(self, k: int) -> None:
@@ -111,6 +114,8 @@ class FanOutProcesses:
                      k + 1, c.processes, child.pid, len(self._shares[k]), self._ports[k])
             while (payload := await read_frame(child.stdout)) is not None:
                 event = pb.FanOutEvent.FromString(payload)
+                for report in event.reports:
+                    self._take(report)
                 if event.opened:
                     self.runtime.stream_opened(event.opened)
                     opened[event.opened] = opened.get(event.opened, 0) + 1
@@ -128,6 +133,12 @@ class FanOutProcesses:
             if child.returncode is None:
                 child.kill()
                 await child.wait()
+
+    def _take(self, report: pb.UsageReport) -> None:
+        try:
+            self.runtime.report_usage(report)
+        except VNodeSyncError as e:   # the child checked what the coordinator's StreamUsage would refuse
+            log.info("usage report from %s (via a fan-out process) not taken: %s", report.node_id, e)
 
     async def stop(self) -> None:
         """Close every child's pipe (it ends its streams and exits); SIGKILL any left after STOP_SECONDS."""

@@ -5,8 +5,8 @@ with can give it instructions. While the coordinator is unreachable the agent ke
 the last state it had and retries with capped, jittered exponential backoff.
 
 A coordinator with fan-out processes answers Register with the port of the process that serves
-this node's desired-state stream (same host, same TLS identity); the stream is watched there, and
-Register, if that stream breaks, tells the port anew.
+this node's streams (same host, same TLS identity); the desired state is watched and usage is
+reported there, and Register, if the stream breaks, tells the port anew.
 
 Usage reports go on one long-lived StreamUsage call (a report is then one message to the
 coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
@@ -89,6 +89,9 @@ class CoordinatorLink:
             channel = self._channel(f"{self.address.rpartition(':')[0]}:{port}") if port else None
             stub = pb_grpc.AgentLinkStub(channel) if channel else self.stub
             self._stream_channel = (port, channel, stub)
+            with self._reports:   # the report call moves there too
+                self._report_call += 1
+                self._reports.notify_all()
         return stub
 
     def run(self) -> None:
@@ -153,7 +156,7 @@ class CoordinatorLink:
                 call = self._report_call
                 self._reports.notify_all()   # the previous call's iterator ends
             try:
-                self.stub.StreamUsage(self._reports_of_call(call))
+                self._stream_channel[2].StreamUsage(self._reports_of_call(call))   # where the stream is
                 backoff.reset()
             except grpc.RpcError as e:
                 if self._stop.is_set():

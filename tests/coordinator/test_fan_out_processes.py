@@ -103,6 +103,19 @@ def register(pki, port: int, node: str) -> pb.RegisterResponse:
         return pb_grpc.AgentLinkStub(channel).Register(pb.RegisterRequest(node_id=node, backend="test"), timeout=5)
 
 
+def listed_at(pki, port: int, generation: int, timeout: float = 20.0) -> bool:
+    """Until ListNodes shows every node connected and at `generation` (from their reports)."""
+    deadline = time.monotonic() + timeout
+    with secure_channel(f"127.0.0.1:{port}", files(pki, "admin-root")) as channel:
+        admin = pb_grpc.AdminStub(channel)
+        while time.monotonic() < deadline:
+            nodes = admin.ListNodes(pb.ListNodesRequest(), timeout=5).nodes
+            if all(n.connected and n.applied_generation >= generation for n in nodes):
+                return True
+            time.sleep(0.05)
+    return False
+
+
 def test_streams_are_served_by_the_fan_out_processes_under_the_same_tls_and_access_rules(coordinator, pki):
     process, port = coordinator
     children(process)
@@ -117,11 +130,18 @@ def test_streams_are_served_by_the_fan_out_processes_under_the_same_tls_and_acce
         assert agents.all_have(1)
         generation = set_priority(pki, port, 9)
         assert agents.all_have(generation), agents.generations
+        # Reports taken by the fan-out processes reach the coordinator.
+        for link in agents.links:
+            link.report(pb.UsageReport(node_id=link.register().node_id, applied_generation=generation))
+        assert listed_at(pki, port, generation)
         shard = f"127.0.0.1:{ports['dn1']}"
         # A node's certificate watches only its own node's state, there as on the coordinator.
         with secure_channel(shard, files(pki, "node-dn1")) as channel:
             with pytest.raises(grpc.RpcError) as e:
                 next(pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn2"), timeout=5))
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            with pytest.raises(grpc.RpcError) as e:
+                pb_grpc.AgentLinkStub(channel).StreamUsage(iter([pb.UsageReport(node_id="dn2")]), timeout=5)
             assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
         # Nothing but the streams is served there, to an administrator either.
         with secure_channel(shard, files(pki, "admin-root")) as channel:

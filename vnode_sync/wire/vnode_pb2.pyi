@@ -519,17 +519,21 @@ class FanOutState(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., message: _Optional[bytes] = ...) -> None: ...
 
 class FanOutBatch(_message.Message):
-    __slots__ = ("states",)
+    __slots__ = ("states", "generation")
     STATES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedCompositeFieldContainer[FanOutState]
-    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ...) -> None: ...
+    generation: int
+    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class FanOutEvent(_message.Message):
-    __slots__ = ("port", "opened", "closed")
+    __slots__ = ("port", "opened", "closed", "reports")
     PORT_FIELD_NUMBER: _ClassVar[int]
     OPENED_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
     port: int
     opened: str
     closed: str
-    def __init__(self, port: _Optional[int] = ..., opened: _Optional[str] = ..., closed: _Optional[str] = ...) -> None: ...
+    reports: _containers.RepeatedCompositeFieldContainer[UsageReport]
+    def __init__(self, port: _Optional[int] = ..., opened: _Optional[str] = ..., closed: _Optional[str] = ..., reports: _Optional[_Iterable[_Union[UsageReport, _Mapping]]] = ...) -> None: ...
