@@ -61,10 +61,14 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
         self._reports: list[pb.UsageReport] = []
 
     def take(self, batch: pb.FanOutBatch) -> None:
+        """New messages: only the streams of nodes whose message changed send (as on the coordinator)."""
         self.generation = max(self.generation, batch.generation)
+        changed = set()
         for state in batch.states:
-            self.messages[state.node_id] = state.message
-        self.changes.wake({state.node_id for state in batch.states})
+            if self.messages.get(state.node_id) != state.message:
+                self.messages[state.node_id] = state.message
+                changed.add(state.node_id)
+        self.changes.wake(changed)
 
     async def WatchDesiredState(self, request, context):
         await refuse_missing(context, request, "WatchDesiredState")

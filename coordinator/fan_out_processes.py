@@ -21,11 +21,16 @@ from dataclasses import dataclass
 from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.publishing import Publishing
+from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.supervision import PassSupervisor
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+_STATES = pb.FanOutBatch.DESCRIPTOR.fields_by_name["states"].number
+_NODE_ID = pb.FanOutState.DESCRIPTOR.fields_by_name["node_id"].number
+_MESSAGE = pb.FanOutState.DESCRIPTOR.fields_by_name["message"].number
 
 START_SECONDS = 30.0     # a child that has not told its port by then is killed and started again
 STOP_SECONDS = 0.7       # at stop, children get this long to end after their pipe closes, then SIGKILL
@@ -54,6 +59,8 @@ class FanOutProcesses:
         self._shares: list[list[str]] = [[] for _ in range(n)]
         for node in publishing.config.storage_nodes:
             self._shares[share_of(node.node_id, n)].append(node.node_id)
+        self._node_parts = {node.node_id: field_entry(_NODE_ID, node.node_id.encode())
+                            for node in publishing.config.storage_nodes}
         self._ports = [0] * n
         self._pipes: list[asyncio.StreamWriter | None] = [None] * n
         self._children: list[asyncio.subprocess.Process | None] = [None] * n
@@ -76,10 +83,12 @@ class FanOutProcesses:
                     self._send(k, share)
 
     def _send(self, k: int, nodes: list[str]) -> None:
-        message = self.publishing.stream_message
-        batch = pb.FanOutBatch(states=[pb.FanOutState(node_id=n, message=message(n)) for n in nodes],
-                               generation=self.publishing.generation())
-        self._pipes[k].write(frame(batch.SerializeToString()))
+        """One FanOutBatch, written as serialized pieces (no message object per node: the batch of
+        10,000 nodes is built at every change)."""
+        message, node_part = self.publishing.stream_message, self._node_parts
+        batch = [field_entry(_STATES, node_part[n] + field_entry(_MESSAGE, message(n))) for n in nodes]
+        batch.append(pb.FanOutBatch(generation=self.publishing.generation()).SerializeToString())
+        self._pipes[k].write(frame(b"".join(batch)))
 
     async def _supervise(self, k: int) -> None:
         supervisor = PassSupervisor(f"fan-out process {k + 1}", "coordinator")
