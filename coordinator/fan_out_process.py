@@ -118,11 +118,12 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     credentials = server_credentials(config.security.tls) if config.security.tls else None
     access = (AccessPolicy([n.node_id for n in config.storage_nodes], _no_user_calls) if credentials
               else OpenAccess())
-    out = sys.stdout.buffer
+    loop = asyncio.get_running_loop()
+    # Buffered on the loop: a coordinator busy for a moment does not stall this process's streams.
+    out, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout.buffer)
 
     def tell(event: pb.FanOutEvent) -> None:
         out.write(frame(event.SerializeToString()))
-        out.flush()
 
     streams = StreamsOfShare(index, processes, frozenset(n.node_id for n in config.storage_nodes), access, tell)
     server = aio.server(options=SERVER_OPTIONS)
@@ -133,7 +134,6 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     tell(pb.FanOutEvent(port=port))
     log.info("fan-out process %d of %d serving streams on port %d", index + 1, processes, port)
 
-    loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 30)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
     stop = asyncio.Event()
