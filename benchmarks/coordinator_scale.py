@@ -1,10 +1,11 @@
 """The coordinator at 100, 1,000 and 10,000 storage agents, and `vnodectl status` at 10,000 users x 100 nodes.
 
-    .venv/bin/python -m benchmarks.coordinator_scale [--agents 100 1000 10000] [--rounds 20]
+    .venv/bin/python -m benchmarks.coordinator_scale [--agents 100 1000 10000] [--rounds 20] [--fan-out-processes 1 2]
 
 A real coordinator process; simulated storage agents (benchmarks.simulated_agents: real gRPC
 streams, no cgroup work) spread over several client processes, each an asyncio loop holding
-many streams. Per size it prints:
+many streams. Per size, and per coordinator `fan_out_processes` setting (1: its own event loop
+serves every stream; N: N child processes do), it prints:
   - set-priority -> every agent applied: p50/p99 over rounds of the time from sending SetPriority
     until the last agent had the new generation (agents' own clocks, same host; the agents tell
     the benchmark, which does not poll the coordinator in these rounds), and as a ratio to one idle
