@@ -15,5 +15,5 @@ def test_a_small_run_measures_every_round_with_no_retries(fan_out_processes):
     assert result["listed_rounds"] == 3 and 0 < result["listed_p50_ms"] <= result["listed_p99_ms"]
     assert result["retries"] == {}, "every agent registered and held its stream at the first try"
     assert result["loaded_admin_ms"] > 0 and result["idle_admin_ms"] > 0
-    # The total counts the fan-out processes too (20 agents may use under a clock tick of them).
-    assert result["round_cpu_ms_per_1000"] >= result["main_cpu_ms_per_1000"] > 0
+    # The total counts the fan-out processes too (20 agents over 2 rounds may use under a clock tick).
+    assert result["round_cpu_ms_per_1000"] >= result["main_cpu_ms_per_1000"] >= 0
