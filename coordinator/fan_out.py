@@ -4,7 +4,8 @@ A bump (made on the store thread) wakes `publisher`, which reads the new snapsho
 loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
 wakes only the nodes whose connections changed, at most once per CONNECTIONS_PUBLISH_SECONDS.
 With fan-out processes (fan_out_processes.py), every wake also hands the woken nodes' messages
-to the processes that serve their streams.
+to the processes that serve their streams; when one of them (re)starts, the streams of its nodes
+served here meanwhile are ended, so their agents register again and move there.
 
 A node's streams await a bare future (not an asyncio.Event, whose wait makes a future, finds the
 running loop and keeps a list of waiters each time): at 10,000 streams per change that was about
@@ -26,7 +27,17 @@ class NodeChanges:
 
     def __init__(self):
         self._changes: dict[str, asyncio.Future] = {}  # node_id -> what its streams wait on now
+        self._moves: dict[str, int] = {}  # node_id -> times its streams here were ended (`move`)
         self.closing = False
+
+    def moves_of(self, node_id: str) -> int:
+        return self._moves.get(node_id, 0)
+
+    def move(self, nodes: list[str]) -> None:
+        """End the streams of `nodes` open now (their agents register again and are sent elsewhere)."""
+        for node in nodes:
+            self._moves[node] = self._moves.get(node, 0) + 1
+        self.wake(set(nodes))
 
     def change_of(self, node_id: str) -> asyncio.Future:
         change = self._changes.get(node_id)
@@ -65,8 +76,8 @@ class NodeChanges:
 async def send_changes(context, node_id: str, changes: NodeChanges, message_of: Callable[[str], bytes | None]) -> None:
     """A desired-state stream: the node's message, then each new one, until `changes` closes.
     `message_of` returns the same object until the message changes (None: none yet)."""
-    sent = None
-    while not changes.closing:
+    sent, moves = None, changes.moves_of(node_id)
+    while not changes.closing and changes.moves_of(node_id) == moves:
         changed = changes.change_of(node_id)  # taken before reading the message: no change is missed
         message = message_of(node_id)
         if message is not None and message is not sent:

@@ -65,10 +65,21 @@ class FanOutProcesses:
         self._pipes: list[asyncio.StreamWriter | None] = [None] * n
         self._children: list[asyncio.subprocess.Process | None] = [None] * n
         self._stopping = False
+        # Called with a child's nodes once it serves: their streams served meanwhile by the coordinator end.
+        self.on_ready: Callable[[list[str]], None] = lambda nodes: None
 
     def port_for(self, node_id: str) -> int:
         """The port of the child serving this node's streams; 0 while it is down."""
         return self._ports[share_of(node_id, self.command.processes)]
+
+    async def wait_ready(self, timeout: float = START_SECONDS) -> bool:
+        """Until every child serves (True) or `timeout` (False: the coordinator serves the others' streams)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not all(self._ports):
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
 
     def supervisors(self) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
         """(name, task) for each child, to run on the server's loop as its background tasks."""
@@ -119,6 +130,7 @@ class FanOutProcesses:
             self._send(k, self._shares[k])
             self._ports[k] = pb.FanOutEvent.FromString(hello).port
             supervisor.succeeded()
+            self.on_ready(self._shares[k])
             log.info("fan-out process %d of %d (pid %d) serves the streams of %d nodes on port %d",
                      k + 1, c.processes, child.pid, len(self._shares[k]), self._ports[k])
             while (payload := await read_frame(child.stdout)) is not None:

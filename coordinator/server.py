@@ -43,6 +43,10 @@ SERVER_OPTIONS = (
     ("grpc.server.max_pending_requests_hard_limit", 100_000),
 )
 
+# At start, the fan-out processes get this long to serve before the coordinator does (it serves
+# their nodes' streams itself meanwhile, and hands them over when they come).
+FAN_OUT_READY_SECONDS = 10.0
+
 Task = Callable[[], Awaitable[None]]
 
 
@@ -132,6 +136,7 @@ class CoordinatorServer:
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
             self.fan_out.on_wake = self.fan_out_processes.publish
+            self.fan_out_processes.on_ready = self.fan_out.changes.move
             stream_port = self.fan_out_processes.port_for
         self._server.add_generic_rpc_handlers((
             service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),
@@ -148,15 +153,19 @@ class CoordinatorServer:
 
     async def _start(self) -> None:
         await self.fan_out.prime()
-        await self._server.start()
         cluster, fan_out = self._cluster, self.fan_out
+        processes = self.fan_out_processes.supervisors() if self.fan_out_processes else ()
+        for name, task in processes:
+            self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
+        if self.fan_out_processes and not await self.fan_out_processes.wait_ready(FAN_OUT_READY_SECONDS):
+            log.warning("not every fan-out process serves yet: the coordinator serves their nodes' streams meanwhile")
+        await self._server.start()
 
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)
         allocations = (("allocation", allocation),) if cluster.allocator else ()
-        processes = self.fan_out_processes.supervisors() if self.fan_out_processes else ()
         for name, task in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
-                           *allocations, *processes, *((t.__name__, t) for t in self._background)):
+                           *allocations, *((t.__name__, t) for t in self._background)):
             self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
 
     async def _watched(self, name: str, task: Task) -> None:

@@ -80,6 +80,11 @@ class CoordinatorLink:
         return (secure_channel(address, self.credentials, CHANNEL_OPTIONS) if self.credentials
                 else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
 
+    @property
+    def stream_port(self) -> int:
+        """The port the desired state is watched at: 0, the coordinator's address; else a fan-out process's."""
+        return self._stream_channel[0]
+
     def _stream_stub(self, port: int) -> pb_grpc.AgentLinkStub:
         """Where the desired state is watched: the coordinator (0) or its fan-out process at `port`."""
         current_port, channel, stub = self._stream_channel

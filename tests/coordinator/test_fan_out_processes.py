@@ -53,6 +53,14 @@ class Agents:
         for thread in self.threads:
             thread.start()
 
+    def all_watch_fan_out_processes(self, timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while not all(link.stream_port for link in self.links):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def all_have(self, generation: int, timeout: float = 20.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -162,6 +170,7 @@ def test_a_killed_fan_out_process_is_started_again_and_sigterm_ends_all_within_2
     agents = Agents(f"127.0.0.1:{port}", pki)
     try:
         assert agents.all_have(1)
+        assert agents.all_watch_fan_out_processes(), "the coordinator started serving once its processes did"
         killed = children(process)[0]
         killed.kill()
         deadline = time.monotonic() + 30
@@ -170,6 +179,8 @@ def test_a_killed_fan_out_process_is_started_again_and_sigterm_ends_all_within_2
             time.sleep(0.05)
         generation = set_priority(pki, port, 11)
         assert agents.all_have(generation), agents.generations
+        # The agents that the coordinator served meanwhile are sent back to the restarted process.
+        assert agents.all_watch_fan_out_processes(), [link.stream_port for link in agents.links]
         left = children(process)
         t0 = time.monotonic()
         process.send_signal(signal.SIGTERM)
