@@ -24,6 +24,7 @@ from vnode_sync import validation
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.coordinator.fan_out import NodeChanges, send_changes
 from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
+from vnode_sync.coordinator.heap import tune_for_streams
 from vnode_sync.coordinator.rpc import abort, refuse_missing, service_handlers
 from vnode_sync.coordinator.server import SERVER_OPTIONS
 from vnode_sync.errors import NotFound, Unavailable, VNodeSyncError
@@ -131,6 +132,7 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)
     server.add_generic_rpc_handlers((service_handlers("AgentLink", streams, raw_responses=("WatchDesiredState",)),))
     await server.start()
+    tune_for_streams()   # as the coordinator: thousands of streams, a burst of objects per change
     tell(pb.FanOutEvent(port=port))
     log.info("fan-out process %d of %d serving streams on port %d", index + 1, processes, port)
 
