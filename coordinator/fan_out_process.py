@@ -76,6 +76,8 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
         try:
             self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
+            if request.node_id not in self.nodes:
+                raise NotFound(f"storage node {request.node_id!r} is not configured on the coordinator")
             if share_of(request.node_id, self.processes) != self.index:
                 raise Unavailable(f"node {request.node_id!r} is not served by this fan-out process: register again")
         except VNodeSyncError as e:

@@ -137,10 +137,10 @@ class FanOutProcesses:
                 event = pb.FanOutEvent.FromString(payload)
                 for report in event.reports:
                     self._take(report)
-                if event.opened:
+                if event.opened in self._node_parts:   # a configured node (the child checked; so does this)
                     self.runtime.stream_opened(event.opened)
                     opened[event.opened] = opened.get(event.opened, 0) + 1
-                elif event.closed:
+                elif opened.get(event.closed):
                     self.runtime.stream_closed(event.closed)
                     opened[event.closed] -= 1
             code = await child.wait()

@@ -12,7 +12,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.coordinator.test_process import start
+from tests.coordinator.test_process import start, write_config
 from testbed.processes import stop_process
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.coordinator.fan_out_pipe import share_of
@@ -190,3 +190,26 @@ def test_a_killed_fan_out_process_is_started_again_and_sigterm_ends_all_within_2
         assert not alive, f"fan-out processes outlived the coordinator: {alive}"
     finally:
         agents.stop()
+
+
+def test_without_tls_an_unconfigured_node_is_refused_by_a_fan_out_process_which_keeps_serving(tmp_path):
+    process, port = start(write_config(tmp_path, fan_out_processes=PROCESSES), tmp_path / "coordinator.log")
+    try:
+        coordinator = psutil.Process(process.pid)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            link = pb_grpc.AgentLinkStub(channel)
+            deadline = time.monotonic() + 30
+            while not (stream_port := link.Register(pb.RegisterRequest(node_id="dn1"), timeout=5).stream_port):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        before = {c.pid for c in children(coordinator)}
+        with grpc.insecure_channel(f"127.0.0.1:{stream_port}") as channel:
+            with pytest.raises(grpc.RpcError) as e:
+                next(pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="zz9"), timeout=5))
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
+            assert next(pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"),
+                                                                         timeout=5)).node_id == "dn1"
+        time.sleep(0.5)
+        assert {c.pid for c in children(coordinator)} == before, "no fan-out process ended"
+    finally:
+        stop_process(process)
