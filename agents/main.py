@@ -1,17 +1,20 @@
 """vnode-agent: enforce the coordinator's shares on this node (storage role) or place jobs (compute role)."""
 
 import argparse
+import atexit
 import logging
 import signal
 import sys
 import threading
 
+import grpc
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
+from vnode_sync.agents.storage.node_lock import hold_node_lock
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
@@ -19,8 +22,9 @@ from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
-from vnode_sync.security.tls import client_channel, tls_for_coordinator
+from vnode_sync.security.tls import secure_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
+from vnode_sync.wire.leader import dial
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +74,15 @@ def main(argv: list[str] | None = None) -> int:
         config = load_agent_config(args.config)
         devices = {} if args.teardown else _block_devices(args.config, config)
         configure(f"agent {config.node_id}", config.log_format)
+        if config.role == "storage":   # held until the process ends (see node_lock)
+            atexit.register(hold_node_lock(config.run_dir, config.cgroup_subtree, config.node_id).release)
         metrics = AgentMetrics(config) if config.metrics is not None and not args.teardown else None
         if config.role == "compute":
             from vnode_sync.agents.compute.main import run_compute_agent
             from vnode_sync.agents.compute.metrics import ComputeAgentCollector
-            channel = client_channel(config.coordinator, config.security, f"compute {config.node_id}", log)
+            files = tls_for_coordinator(config.security, config.coordinator, f"compute {config.node_id}", log)
+            channel = dial(config.coordinator,
+                           lambda one: secure_channel(one, files) if files else grpc.insecure_channel(one))
             try:
                 return run_compute_agent(config, channel, lambda agent: metrics and metrics.serve(
                     ComputeAgentCollector(agent)))

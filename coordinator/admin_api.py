@@ -3,6 +3,7 @@
 from vnode_sync import validation
 from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.rpc import store_rpc
 from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, user_message
@@ -66,10 +67,11 @@ class AdminService(pb_grpc.AdminServicer):
                                  minor=registered.get(d.name, pb.Device()).minor, read_bps=d.read_bps,
                                  write_bps=d.write_bps, read_iops=d.read_iops, write_iops=d.write_iops)
                        for d in node.devices]
+            errors = runtime.errors + ([second_agent(runtime.streams)] if runtime.streams > 1 else [])
             nodes.append(pb.StorageNode(node_id=node.node_id, devices=devices, backend=runtime.backend,
                                         applied_generation=runtime.applied_generation,
                                         last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
-                                        limitations=runtime.limitations, errors=runtime.errors,
+                                        limitations=runtime.limitations, errors=errors,
                                         allocation_updates=updates.get(node.node_id, 0)))
         return nodes
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.rpc import abort, loop_rpc, refuse_missing
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
@@ -43,9 +44,11 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         try:
             self.access.authorize("WatchDesiredState", caller_of(context), request, context.peer())
             validation.node_id(request.node_id)
-            self.runtime.stream_opened(request.node_id)
+            streams = self.runtime.stream_opened(request.node_id)
         except VNodeSyncError as e:
             await abort(context, "WatchDesiredState", e)
+        if streams > 1:
+            log.warning("node %s: %s (the newest from %s)", request.node_id, second_agent(streams), context.peer())
         try:
             await self.fan_out.send(context, request.node_id)
         finally:

@@ -7,7 +7,7 @@
 """
 
 from vnode_sync.coordinator.allocation import Allocator
-from vnode_sync.coordinator.commands import Commands, seed_users
+from vnode_sync.coordinator.commands import Commands
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView, PressureBook
@@ -19,9 +19,6 @@ class Cluster:
     def __init__(self, config: CoordinatorConfig, store: StateStore):
         self.config = config
         self.store = store
-        # The YAML seeds a new store only; afterwards the database is the truth (no silent reseed).
-        if store.created:
-            seed_users(config, store)
         # The work-conserving policy's in-memory allocations (None: Algorithm 1 only, as the paper).
         self.allocator = Allocator(config) if config.policy.allocation == "work-conserving" else None
         self.pressure = PressureBook()   # held time per (node, user), for the Pressure RPC and metrics

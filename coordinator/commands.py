@@ -20,13 +20,6 @@ log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
 
 
-def seed_users(config: CoordinatorConfig, store: StateStore) -> None:
-    """The YAML's users into a new store (afterwards the database is the truth: no silent reseed)."""
-    for seed in config.users:
-        if store.seed_user(seed.name, seed.uid, seed.priority, seed.active):
-            log.info("user %s created from config (priority %d)", seed.name, seed.priority)
-
-
 class Commands:
     def __init__(self, config: CoordinatorConfig, store: StateStore, publishing: Publishing):
         self.config = config

@@ -15,7 +15,7 @@ from vnode_sync import validation
 from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
                                        checked_by, load, parse)
 from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
-from vnode_sync.security.tls import SecuredSettings
+from vnode_sync.security.tls import SecuredSettings, TlsFiles
 
 MODES = ("throttle", "weight")
 ALLOCATIONS = ("static", "work-conserving")
@@ -123,6 +123,54 @@ class Policy(Settings):
         return self
 
 
+class ZooKeeperSettings(Settings):
+    """The `zookeeper:` section: state in an existing ZooKeeper ensemble, and several coordinators of
+    which one leads (docs/ha.md). Without it, state is the SQLite file and one coordinator serves."""
+
+    hosts: Annotated[str, at.MinLen(1), at.MaxLen(4096)]
+    """The ensemble's client addresses, comma-separated: zk1:2181,zk2:2181,zk3:2181."""
+    root: Annotated[str, at.MinLen(2), at.MaxLen(256)] = "/vnode-sync"
+    """The znode everything lives under (state, the leader election); one per vnode-sync site."""
+    advertise: Annotated[str, at.MinLen(1), at.MaxLen(256)]
+    """host:port at which agents, vnodectl and batch hooks reach this coordinator: standbys name
+    the leader by it."""
+    session_timeout_seconds: Annotated[float, at.Ge(2.0), at.Le(60.0), Unit("seconds")] = 10.0
+    """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
+    a standby takes over once ZooKeeper has expired the session (this long too)."""
+    learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds")] = 3.0
+    """Under the work-conserving policy, a new leader learns the demand from the agents' usage reports
+    this long before it sends any node its state (as Doorman's new master learns for a lease before
+    it grants): each node then gets one state with an allocation, not the static shares first and
+    an allocation later. Agents keep their last allocation meanwhile (below policy.fallback_seconds)."""
+    tls: TlsFiles | None = None
+    """TLS to ZooKeeper (its secureClientPort): the CA the servers chain to, and this client's
+    certificate and key (servers that require client certificates check them)."""
+    digest_user: Annotated[str, at.MaxLen(64)] = ""
+    """With digest_password_file: the coordinators authenticate as this digest user, and every
+    znode they create carries an ACL that lets this user alone read or change it."""
+    digest_password_file: str = ""
+    """File holding the digest user's password (one line; mode 0600, readable by the coordinator)."""
+    sasl_user: Annotated[str, at.MaxLen(64)] = ""
+    """Instead of a digest identity: authenticate by SASL DIGEST-MD5 as this user (an ensemble that
+    requires SASL); every znode the coordinators create is readable and writable by sasl:<user> alone."""
+    sasl_password_file: str = ""
+    """File holding the SASL user's password (one line; mode 0600)."""
+
+    @model_validator(mode="after")
+    def _root_and_credentials(self):
+        if not self.root.startswith("/") or self.root.endswith("/") or "//" in self.root:
+            raise Refused("root", self.root, "an absolute znode path without a trailing '/', e.g. /vnode-sync")
+        if bool(self.digest_user) != bool(self.digest_password_file):
+            raise Refused("digest_user", self.digest_user, "set together with digest_password_file")
+        if ":" in self.digest_user:
+            raise Refused("digest_user", self.digest_user, "a name without ':'")
+        if bool(self.sasl_user) != bool(self.sasl_password_file):
+            raise Refused("sasl_user", self.sasl_user, "set together with sasl_password_file")
+        if self.sasl_user and self.digest_user:
+            raise Refused("sasl_user", self.sasl_user, "unset when digest_user is set (one identity)")
+        return self
+
+
 class CoordinatorConfig(SecuredSettings):
     """The coordinator's file (`vnode-coordinator --config`)."""
 
@@ -142,11 +190,22 @@ class CoordinatorConfig(SecuredSettings):
     """Audit lines (who changed what, old and new value) also go to this file; "": the log only."""
     metrics: MetricsSettings | None = None
     """The Prometheus endpoint (docs/metrics.md); none: off."""
+    zookeeper: ZooKeeperSettings | None = None
+    """State in ZooKeeper and one leader among several coordinators (docs/ha.md); none: state_path
+    (SQLite), one coordinator."""
     fan_out_processes: Annotated[int, at.Ge(1), at.Le(64)] = 1
-    """Processes that serve the agents' desired-state streams: 1, the coordinator's own event loop;
-    N > 1, N child processes (one per core) on ephemeral ports of the listen host, each serving the
-    streams of a share of the nodes, with the same TLS identity and access rules; agents are sent
-    there when they register (docs/coordinator-scale: thousands of agents)."""
+    """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
+    own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,
+    each serving the streams of a share of the nodes, with the same TLS identity and access rules;
+    agents are sent there when they register (benchmarks/results/coordinator-scale.md). Not yet
+    with `zookeeper` (a standby's pause does not reach the processes' streams)."""
+
+    @model_validator(mode="after")
+    def _fan_out_without_zookeeper(self):
+        if self.fan_out_processes > 1 and self.zookeeper is not None:
+            raise Refused("fan_out_processes", self.fan_out_processes, "1 with a zookeeper section (not yet: a "
+                          "standby's pause of the streams does not reach fan-out processes)")
+        return self
 
     @model_validator(mode="after")
     def _metrics_transport(self):

@@ -94,6 +94,8 @@ class FanOut:
         self.changes = NodeChanges()
         # Told of every wake: the fan-out processes, if any (nodes None: every node).
         self.on_wake: Callable[[set[str] | None], None] = lambda nodes: None
+        self.granting = asyncio.Event()   # clear while a new leader learns (docs/ha.md): streams wait
+        self.granting.set()
         self._bumped = asyncio.Event()
         self._connections = asyncio.Event()
         self._loop = asyncio.get_running_loop()
@@ -102,6 +104,10 @@ class FanOut:
     @property
     def closing(self) -> bool:
         return self.changes.closing
+
+    @closing.setter
+    def closing(self, closing: bool) -> None:   # resumed after a pause (docs/ha.md)
+        self.changes.closing = closing
 
     async def prime(self) -> None:
         await self.store_thread.run(self.publishing.refresh_snapshot)
@@ -128,7 +134,13 @@ class FanOut:
 
     async def send(self, context, node_id: str) -> None:
         """The node's desired-state stream served here."""
+        await self.granting.wait()
         await send_changes(context, node_id, self.changes, self.publishing.stream_message)
+
+    def learn_for(self, seconds: float) -> None:
+        """Streams send nothing for `seconds` (a new leader learning the demand from usage reports)."""
+        self.granting.clear()
+        self._loop.call_later(seconds, self.granting.set)
 
     def close_streams(self) -> None:
         self.changes.close()

@@ -64,6 +64,10 @@ def store_command(args: argparse.Namespace) -> int:
     """Run an admin command on the state file (the coordinator must be stopped: the file is locked)."""
     try:
         config = load_config(args.config)
+        if config.zookeeper is not None:
+            raise InvalidSetting(args.config, "zookeeper", "a zookeeper section",
+                                 f"none for `{args.store_command}`: it acts on the SQLite state file; with a "
+                                 "zookeeper section the state is in ZooKeeper (docs/ha.md)")
         print(run_store_command(config, args.state_path or config.state_path, args.store_command,
                                 args.store_path, args.force))
     except VNodeSyncError as e:
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.store_command:
         return store_command(args)
+    ha = None
     try:
         config = load_config(args.config)
         configure("coordinator", config.log_format)
@@ -93,12 +98,31 @@ def main(argv: list[str] | None = None) -> int:
             send_audit_to(config.audit_log)
         registry = CollectorRegistry()
         rpc_metrics = (RpcMetrics(registry),) if config.metrics is not None else ()
+        if config.zookeeper is not None:   # imported only then: the single coordinator needs no ZooKeeper client
+            from vnode_sync.coordinator.ha import HighAvailability
+            ha = HighAvailability(config)
         # The addresses first: a second coordinator on them refuses before touching any state.
-        server = CoordinatorServer(args.listen or config.listen, credentials, rpc_metrics)
+        server = CoordinatorServer(args.listen or config.listen, credentials,
+                                   (*rpc_metrics, ha.gate) if ha else rpc_metrics)
         port = server.port
         endpoint = (MetricsEndpoint(config.metrics.listen, registry, endpoint_tls(config.metrics, config.security))
                     if config.metrics is not None else None)
-        store = StateStore(args.state_path or config.state_path)
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        if ha is not None:
+            ha.standby(server)
+            log.info("standby on port %d; leader: %s", port, ha.election.leader() or "none yet")
+            if args.print_port:
+                print(port, flush=True)
+            store = ha.lead(server, stop)
+            if store is None:
+                ha.close()
+                server.stop(grace=0)
+                return 0
+        else:
+            # The YAML seeds a new store only, in the step that makes it; afterwards the database is the truth.
+            store = StateStore(args.state_path or config.state_path, seed_users=config.users)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
         fan_out = FanOutCommand(os.path.abspath(args.config), listen_host(args.listen or config.listen),
@@ -107,9 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                                                      server.store_call),), fan_out_command=fan_out)
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
+        if ha is not None:
+            ha.close()
         return 2
     server.start()
     tune_for_streams()
+    if ha is not None:
+        ha.serving(server)
     if endpoint is not None:
         registry.register(CoordinatorCollector(cluster))
         ProcessCollector(registry=registry)
@@ -118,14 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     if config.security.insecure:
         log.warning(INSECURE_WARNING, args.listen or config.listen)
     log.info("serving on port %d (%s), state in %s, generation %d, mode %s", port,
-             "mutual TLS" if credentials else "plaintext", args.state_path or config.state_path,
-             cluster.generation(), config.policy.mode)
-    if args.print_port:
+             "mutual TLS" if credentials else "plaintext", store.path, cluster.generation(), config.policy.mode)
+    if args.print_port and ha is None:
         print(port, flush=True)
-
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(0.2) and not server.failed.is_set():
         pass
     if server.failed.is_set():
@@ -137,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     if endpoint is not None:
         endpoint.stop()
     store.close()
+    if ha is not None:
+        ha.close()
     return EXIT_LOOP_FAILED if server.failed.is_set() else 0
 
 

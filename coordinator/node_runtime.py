@@ -45,6 +45,12 @@ class UserNodeRate:
     write_bps: float
 
 
+def second_agent(streams: int) -> str:
+    """What a node with more than one live desired-state stream is flagged with (log, vnodectl nodes)."""
+    return (f"{streams} agents hold a desired-state stream as this node: is a second vnode-agent running with "
+            "this node id? (one per host is enforced by a lock; another host is not)")
+
+
 class NodeRuntimes:
     """Every storage node's runtime and every reporter's connections; one owner: `self._lock`."""
 
@@ -77,11 +83,13 @@ class NodeRuntimes:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
         return self.publishing.generation()
 
-    def stream_opened(self, node_id: str) -> None:
+    def stream_opened(self, node_id: str) -> int:
+        """Returns the node's live streams: more than one means two agents run as this node."""
         self.publishing.nodes[node_id]
         with self._lock:
             self._nodes[node_id].streams += 1
             self._nodes[node_id].last_seen = time.time()
+            return self._nodes[node_id].streams
 
     def stream_closed(self, node_id: str) -> None:
         with self._lock:

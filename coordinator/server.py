@@ -50,6 +50,25 @@ FAN_OUT_READY_SECONDS = 10.0
 Task = Callable[[], Awaitable[None]]
 
 
+def address_in_use(address: str) -> Unavailable:
+    return Unavailable(f"cannot listen on {address!r}: in use by another process (is another coordinator running?)")
+
+
+class _Services(grpc.GenericRpcHandler):
+    """The services' handlers, registered before the server starts and filled in by `serve`: a standby
+    (docs/ha.md) listens before it has state to serve, and its gate refuses every call until then."""
+
+    def __init__(self):
+        self.handlers: tuple[grpc.GenericRpcHandler, ...] = ()
+
+    def service(self, handler_call_details):
+        for handlers in self.handlers:
+            found = handlers.service(handler_call_details)
+            if found is not None:
+                return found
+        return None
+
+
 def _refuse_if_taken(address: str) -> None:
     """A taken address is refused here, in one line, before gRPC core logs its own bind error
     (gRPC, with so_reuseport 0, refuses it too; this only keeps the error to one line)."""
@@ -69,8 +88,7 @@ def _refuse_if_taken(address: str) -> None:
                 probe.bind(sockaddr)
             except OSError as e:
                 if e.errno == errno.EADDRINUSE:
-                    raise Unavailable(f"cannot listen on {address!r}: in use by another process "
-                                      "(is another coordinator running?)") from None
+                    raise address_in_use(address) from None
 
 
 class CoordinatorServer:
@@ -97,6 +115,7 @@ class CoordinatorServer:
         self._stopped = threading.Event()
         self._tasks: list[asyncio.Task] = []
         self._cluster: Cluster | None = None
+        self._listening = False
         self.fan_out: FanOut | None = None
         self.fan_out_processes: FanOutProcesses | None = None
         try:
@@ -111,13 +130,16 @@ class CoordinatorServer:
     async def _bind(self, address: str, credentials: grpc.ServerCredentials | None) -> int:
         _refuse_if_taken(address)
         self._server = aio.server(options=SERVER_OPTIONS, interceptors=self._interceptors)
+        self._services = _Services()
+        self._server.add_generic_rpc_handlers((self._services,))
         try:
             port = (self._server.add_insecure_port(address) if credentials is None
                     else self._server.add_secure_port(address, credentials))
         except RuntimeError:
             port = 0
         if port == 0:
-            raise Unavailable(f"cannot listen on {address!r} (in use by another process, or not a host:port)")
+            _refuse_if_taken(address)   # taken since the check above (a second coordinator won the race): same words
+            raise Unavailable(f"cannot listen on {address!r} (not a host:port this host can listen on)")
         return port
 
     def serve(self, cluster: Cluster, background: tuple[Task, ...] = (),
@@ -138,14 +160,45 @@ class CoordinatorServer:
             self.fan_out.on_wake = self.fan_out_processes.publish
             self.fan_out_processes.on_ready = self.fan_out.changes.move
             stream_port = self.fan_out_processes.port_for
-        self._server.add_generic_rpc_handlers((
+        self._services.handlers = (
             service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),
                              raw_responses=("Status",)),
             service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out, stream_port),
-                             raw_responses=("WatchDesiredState",))))
+                             raw_responses=("WatchDesiredState",)))
 
     def start(self) -> None:
         self._call(self._start())
+
+    def listen(self) -> None:
+        """Start answering calls before `serve` (a standby: its gate refuses them)."""
+        self._call(self._listen())
+
+    async def _listen(self) -> None:
+        if not self._listening:
+            self._listening = True
+            await self._server.start()
+
+    def pause_streams(self) -> None:
+        """End every agent stream and open no new one until `resume_streams` (from any thread)."""
+        self._loop.call_soon_threadsafe(lambda: self.fan_out and self.fan_out.close_streams())
+
+    def learn_for(self, seconds: float) -> None:
+        """Streams send nothing for `seconds` (from any thread; before the gate opens)."""
+        self._call(self._learn_for(seconds))
+
+    async def _learn_for(self, seconds: float) -> None:
+        self.fan_out.learn_for(seconds)
+
+    def resume_streams(self) -> None:
+        def resume():
+            if self.fan_out:
+                self.fan_out.closing = False
+        self._loop.call_soon_threadsafe(resume)
+
+    def fail(self, reason: str) -> None:
+        """Stop the process as a failed background task does (from any thread)."""
+        self.failure = reason
+        self.failed.set()
 
     async def store_call(self, fn: Callable, *args):
         """Run a blocking store call on the store thread, in order with the RPCs' (from the loop)."""
@@ -159,7 +212,7 @@ class CoordinatorServer:
             self._tasks.append(asyncio.create_task(self._watched(name, task), name=name))
         if self.fan_out_processes and not await self.fan_out_processes.wait_ready(FAN_OUT_READY_SECONDS):
             log.warning("not every fan-out process serves yet: the coordinator serves their nodes' streams meanwhile")
-        await self._server.start()
+        await self._listen()
 
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)

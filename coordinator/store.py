@@ -5,14 +5,20 @@ transaction, so a crash leaves either the old state or the new one, never half.
 """
 
 import fcntl
+import logging
 import os
 import secrets
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
+from vnode_sync.durable import replace_durably
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
@@ -45,6 +51,10 @@ ADDED_COLUMNS = (
 # read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
 # Made after ADDED_COLUMNS, whose reservation_bps and limit_bps it holds.
 INDEXES = "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, limit_bps, job_id)"
+
+
+# A new store is made under this suffix and renamed to the state path once whole (see StateStore).
+UNFINISHED_SUFFIX = ".creating"
 
 
 class StoreUnusable(VNodeSyncError):
@@ -122,44 +132,121 @@ def store_failure(path: str, error: Exception) -> Unavailable:
     return Unavailable(f"state store {path} cannot record the change ({error}); nothing was changed")
 
 
-class StateStore:
-    """`create`: make a new store if the file does not exist (never over an existing one)."""
+class UserSeed(Protocol):
+    """A user of the config file, made when a new store is made (coordinator.config.SeedUser)."""
 
-    def __init__(self, path: str, create: bool = True):
+    name: str
+    uid: int
+    priority: int
+    active: bool
+
+
+def _add_columns(db: sqlite3.Connection) -> None:
+    for table, column, kind in ADDED_COLUMNS:
+        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    db.execute(INDEXES)
+
+
+def _build(db: sqlite3.Connection, seed_users: Iterable[UserSeed]) -> list[UserSeed]:
+    """Schema, identity and the seed users in one transaction; returns the users seeded."""
+    db.executescript("BEGIN IMMEDIATE;" + SCHEMA)
+    _add_columns(db)
+    db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
+    seeded = list(seed_users)
+    db.executemany("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, ?)",
+                   [(seed.name, seed.uid, seed.priority, int(seed.active)) for seed in seeded])
+    # One generation per seeded user, as when they were seeded one by one.
+    db.execute("UPDATE meta SET value = value + ? WHERE key = 'generation'", (len(seeded),))
+    db.execute("COMMIT")
+    return seeded
+
+
+def _remove(*paths: str) -> bool:
+    removed = False
+    for path in paths:
+        try:
+            os.remove(path)
+            removed = True
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+class StateStore:
+    """`create`: make a new store if the file does not exist (never over an existing one), with
+    `seed_users` in it.
+
+    A new store is made whole (schema, identity, seed users: one transaction) in `<path>.creating`,
+    fsynced, and only then renamed to `path`: the state file's presence is its completion mark. A
+    `.creating` file is a first start that did not finish (killed, power lost) and is made again;
+    a state file that is empty, damaged or lacks a part was complete once, and is refused.
+    """
+
+    def __init__(self, path: str, create: bool = True, seed_users: Iterable[UserSeed] = ()):
         self.path = path
         self.created = False
         self._lock_fd = None
-        if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._lock_fd = lock_state_file(path)
-            exists = os.path.exists(path)
-            if exists and os.path.getsize(path) == 0:
-                self._unlock()
-                raise StoreUnusable(f"state file {path} is empty; {restore_hint(path)}")
-            if not exists and not create:
-                self._unlock()
-                raise StoreUnusable(f"state file {path} does not exist; {restore_hint(path)}")
-            self.created = not exists
-        else:
-            self.created = True
         self._lock = threading.RLock()
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA foreign_keys = ON")
-            if self.created:
-                self._db.execute("PRAGMA journal_mode = WAL")
-                self._db.executescript(SCHEMA)
-                self._add_columns()
-                self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?)",
-                                 (secrets.randbits(62) | 1,))
-            else:
-                self._check()
+            if path == ":memory:":
+                self._db = self._connect(path)
+                self._log_seeded(_build(self._db, seed_users))
+                self.created = True
+                return
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self._lock_fd = lock_state_file(path)
+            unfinished = path + UNFINISHED_SUFFIX
+            if _remove(unfinished, unfinished + "-journal", unfinished + "-wal", unfinished + "-shm"):
+                log.warning("removed %s: a first start that did not finish; making the store again", unfinished)
+            exists = os.path.exists(path)
+            if exists and os.path.getsize(path) == 0:
+                raise StoreUnusable(f"state file {path} is empty; {restore_hint(path)}")
+            if not exists and not create:
+                raise StoreUnusable(f"state file {path} does not exist; {restore_hint(path)}")
+            if not exists:
+                self._make(unfinished, seed_users)
+                self.created = True
+            self._db = self._connect(path)
+            self._check()
         except sqlite3.Error as e:
             self._unlock()
             raise StoreUnusable(f"state file {path} is damaged or unreadable ({e}); {restore_hint(path)}") from e
-        except StoreUnusable:
+        except BaseException:
             self._unlock()
             raise
+
+    @staticmethod
+    def _connect(path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA foreign_keys = ON")
+        return db
+
+    def _make(self, unfinished: str, seed_users: Iterable[UserSeed]) -> None:
+        # A journal left by a store that is gone must not be replayed into the new one.
+        _remove(self.path + "-wal", self.path + "-shm")
+        try:
+            db = sqlite3.connect(unfinished, isolation_level=None)
+            try:
+                # The unfinished file is thrown away after a crash: no journal on disk, one fsync at the end.
+                db.execute("PRAGMA journal_mode = MEMORY")
+                db.execute("PRAGMA synchronous = OFF")
+                seeded = _build(db, seed_users)
+                db.execute("PRAGMA journal_mode = WAL")
+            finally:
+                db.close()
+            replace_durably(unfinished, self.path)
+        except (sqlite3.Error, OSError) as e:
+            _remove(unfinished, unfinished + "-journal", unfinished + "-wal", unfinished + "-shm")
+            raise StoreUnusable(f"cannot make a new state file {self.path} ({e}); nothing was left in its place") \
+                from e
+        self._log_seeded(seeded)
+
+    @staticmethod
+    def _log_seeded(seeded: list[UserSeed]) -> None:
+        for seed in seeded:
+            log.info("user %s created from config (priority %d)", seed.name, seed.priority)
 
     def _check(self) -> None:
         """An existing store must be whole: integrity, tables, a generation and an identity."""
@@ -178,14 +265,7 @@ class StateStore:
         if "store_id" not in meta:  # a store from before identities: give it one, once
             self._db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
         self._db.execute("PRAGMA journal_mode = WAL")
-        self._add_columns()
-
-    def _add_columns(self) -> None:
-        for table, column, kind in ADDED_COLUMNS:
-            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            if column not in present:
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-        self._db.execute(INDEXES)
+        _add_columns(self._db)
 
     def store_id(self) -> int:
         """This store's identity, made at initialise: a restored or re-made store is told apart."""
@@ -295,16 +375,6 @@ class StateStore:
             db.execute("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, ?)",
                        (name, uid, priority, int(active)))
             return self._bump(db)
-
-    def seed_user(self, name: str, uid: int, priority: int, active: bool) -> bool:
-        """Create a user from the config file unless it exists (the database wins)."""
-        with self._transaction() as db:
-            if db.execute("SELECT 1 FROM users WHERE name = ?", (name,)).fetchone():
-                return False
-            db.execute("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, ?)",
-                       (name, uid, priority, int(active)))
-            self._bump(db)
-            return True
 
     def _update_user(self, name: str, column: str, value) -> tuple[int, object]:
         with self._transaction() as db:

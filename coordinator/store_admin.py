@@ -8,21 +8,20 @@ import shutil
 
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.store import StateStore, StoreUnusable, lock_state_file
+from vnode_sync.durable import replace_durably
 
 log = logging.getLogger(__name__)
 
 STORE_COMMANDS = ("init", "backup", "restore")
 
 
-def _remove_store_files(path: str) -> None:
-    for suffix in ("", "-wal", "-shm"):
+def _remove_store_files(path: str, suffixes: tuple[str, ...] = ("", "-wal", "-shm")) -> None:
+    for suffix in suffixes:
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
 
 
 def init_store(config: CoordinatorConfig, path: str, force: bool) -> str:
-    from vnode_sync.coordinator.cluster import Cluster  # the seeding rules live with the cluster
-
     if os.path.exists(path) and os.path.getsize(path) > 0 and not force:
         raise StoreUnusable(f"state file {path} exists; `init` would replace it (back it up, then add --force)")
     lock = lock_state_file(path)
@@ -30,9 +29,8 @@ def init_store(config: CoordinatorConfig, path: str, force: bool) -> str:
         _remove_store_files(path)
     finally:
         os.close(lock)
-    store = StateStore(path)
+    store = StateStore(path, seed_users=config.users)
     try:
-        Cluster(config, store)  # seeds the users of the YAML into the new store
         return f"initialised {path}: store {store.store_id():x}, generation {store.generation()}"
     finally:
         store.close()
@@ -57,9 +55,10 @@ def restore_store(path: str, source: str) -> str:
             os.remove(source + ".lock")
     lock = lock_state_file(path)
     try:
-        _remove_store_files(path)
         shutil.copyfile(source, path + ".restoring")
-        os.replace(path + ".restoring", path)
+        # The old store's journal must not be replayed into the restored one; the rename is the switch.
+        _remove_store_files(path, suffixes=("-wal", "-shm"))
+        replace_durably(path + ".restoring", path)
     finally:
         os.close(lock)
     return f"restored {path} from {source}: store {store_id:x}, generation {generation}"

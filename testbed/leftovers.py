@@ -3,8 +3,8 @@
 Everything this project's tests, demos and benchmarks make carries a run name in its
 name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 (`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
-loop-device backing files, mount points, work dirs, daemons' command lines and network
-namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
+loop-device backing files, mount points, work dirs, daemons' command lines (a ZooKeeper
+ensemble's JVMs name their config in the run's work dir) and network namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
 testbed without one (`hdfs_cluster up --name demo`), while its daemons run; a name that records
 neither cannot be shown dead and counts as live. What a live run owns is listed but kept unless
 --include-live. Production agents' subtrees

@@ -73,7 +73,10 @@ class LocalCluster(StartedService):
         return path
 
     def coordinator_config(self) -> str:
-        return self._write("coordinator.yaml", {
+        return self._write("coordinator.yaml", self.coordinator_document())
+
+    def coordinator_document(self) -> dict:
+        return {
             "listen": self.address,
             "insecure": True,  # a single-host lab; the warning in coordinator.log says so
             "state_path": os.path.join(self.workdir, "coordinator.sqlite"),
@@ -85,7 +88,7 @@ class LocalCluster(StartedService):
                 **({"endpoints": list(n.endpoints)} if n.endpoints else {})}
                 for n in self.nodes],
             **{k: v for k, v in self.coordinator_settings.items() if k != "policy"},   # e.g. metrics
-        })
+        }
 
     def agent_config(self, node: LocalNode) -> str:
         return self._write(f"agent-{node.node_id}.yaml", {

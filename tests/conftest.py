@@ -59,7 +59,8 @@ COORDINATOR_CONFIG = {
 @contextlib.contextmanager
 def served_coordinator(raw_config: dict, state_dir):
     """A coordinator from `raw_config` served on a real loopback port; yields (cluster, channel, port)."""
-    cluster = Cluster(parse_config(raw_config), StateStore(str(state_dir / "state.sqlite")))
+    config = parse_config(raw_config)
+    cluster = Cluster(config, StateStore(str(state_dir / "state.sqlite"), seed_users=config.users))
     server, port = create_server(cluster, "127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")

@@ -11,7 +11,7 @@ from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, encode_state_cache, write_atomically
+from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, save_state_cache
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.supervision import LoopFailed, LoopThreads, PassSupervisor
@@ -102,7 +102,7 @@ class StorageAgent:
         if not self.config.state_cache:
             return
         try:
-            write_atomically(self.config.state_cache, encode_state_cache(state))
+            save_state_cache(self.config.state_cache, state)
         except OSError as e:  # enforcement goes on; only a restart without the coordinator loses
             log.error("node %s: cannot write state cache %s: %s", self.config.node_id, self.config.state_cache, e)
 

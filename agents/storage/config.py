@@ -39,7 +39,7 @@ class AgentConfig(SecuredSettings):
     role: Literal[ROLES] = "storage"
     """storage: enforce shares on this node; compute: report connections and place jobs."""
     coordinator: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
-    """host:port of the coordinator."""
+    """host:port of the coordinator; several coordinators (docs/ha.md): comma-separated, the leader is followed."""
     backend: Literal[BACKENDS] = "auto"
     """How limits are enforced; auto: cgroup v1 blkio if mounted, else cgroup v2 io."""
     cgroup_root: Annotated[str, at.MinLen(1)] = "/sys/fs/cgroup"
@@ -63,6 +63,8 @@ class AgentConfig(SecuredSettings):
     thread does not wait for an RCU grace period (vnode_sync/kernel/fast_moves.py)."""
     state_cache: str = ""
     """Last desired state, so a restart enforces it even while the coordinator is down; "": none."""
+    run_dir: Annotated[str, at.MinLen(1)] = "/run/vnode-sync"
+    """Where a storage agent holds its lock: one agent per cgroup subtree (so per node id) on a host."""
     teardown_on_exit: bool = False
     """Remove every VNode on exit (demos, tests). Production keeps enforcing across restarts."""
     log_format: LogFormat = "plain"

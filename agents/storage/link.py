@@ -23,6 +23,7 @@ import grpc
 from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import dial, split_addresses
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,8 @@ class CoordinatorLink:
         self.on_state = on_state
         self.on_disconnect = on_disconnect or (lambda: None)
         self.credentials = credentials
-        self.channel = self._channel(address)
+        # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
+        self.channel = dial(address, self._channel)
         self.stub = pb_grpc.AgentLinkStub(self.channel)
         self._stream_channel: tuple[int, grpc.Channel | None, pb_grpc.AgentLinkStub] = (0, None, self.stub)
         self._stream = None
@@ -88,6 +90,8 @@ class CoordinatorLink:
     def _stream_stub(self, port: int) -> pb_grpc.AgentLinkStub:
         """Where the desired state is watched: the coordinator (0) or its fan-out process at `port`."""
         current_port, channel, stub = self._stream_channel
+        if len(split_addresses(self.address)) > 1:
+            return self.stub   # several coordinators (docs/ha.md) serve no fan-out processes
         if port != current_port:
             if channel is not None:
                 channel.close()

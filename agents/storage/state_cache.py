@@ -5,9 +5,9 @@ Layout: magic, payload length (8 bytes, big-endian), SHA-256 of the payload, pay
 """
 
 import hashlib
-import os
 import struct
 
+from vnode_sync.durable import write_atomically
 from vnode_sync.wire import vnode_pb2 as pb
 
 MAGIC = b"VNSCACHE1\n"
@@ -43,18 +43,6 @@ def decode_state_cache(data: bytes) -> pb.DesiredState:
     return state
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Write next to `path`, fsync, rename: a reader sees the old file or the new one."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def save_state_cache(path: str, state: pb.DesiredState) -> None:
+    """Replace the cache atomically and durably: a restart finds the old state or the new one."""
+    write_atomically(path, encode_state_cache(state), mode=0o600)

@@ -87,3 +87,33 @@ def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path)
             _, err = agent.communicate(timeout=20)
         assert "unreachable" in err and "enforcing the last state" in err
         assert not os.path.exists(os.path.join(HostCgroups().blkio_v1, name))
+
+
+@needs_kernel
+def test_a_second_agent_for_the_same_node_refuses_in_one_line_and_the_first_runs_on(tmp_path):
+    name = unique_name("twice")
+    lock = f"/run/vnode-sync/{name}.agent.lock"
+    with loop_device(name) as (device, _):
+        config = tmp_path / "agent.yaml"
+        config.write_text(yaml.safe_dump({"node_id": "n1", "coordinator": "127.0.0.1:1", "cgroup_name": name,
+                                          "devices": [device], "teardown_on_exit": True}))
+        first = subprocess.Popen([sys.executable, "-m", "vnode_sync.agents.main", "--config", str(config)],
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and not (os.path.exists(lock) and open(lock).read().strip()):
+                time.sleep(0.05)
+            second = run_agent(config)
+            assert second.returncode == 2
+            assert second.stderr.strip().splitlines() == [
+                f"vnode-agent: error: node n1 (cgroup subtree {name}) is already served by another vnode-agent on this "
+                f"host (pid {first.pid}, lock {lock}); stop it first"]
+            teardown = run_agent(config, "--teardown")
+            assert teardown.returncode == 2 and "already served" in teardown.stderr, "nor is its subtree torn down"
+            time.sleep(0.5)
+            assert first.poll() is None, "the first agent runs on"
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=20)
+        assert not os.path.exists(lock), "the agent removes its lock file at exit"
+        assert run_agent(config, "--teardown").returncode == 0, "the node is free again"

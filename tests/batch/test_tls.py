@@ -23,7 +23,8 @@ def tls_coordinator(tmp_path):
     ca = certs.create_ca(ca_dir)
     served = certs.issue(ca_dir, "coordinator")
     compute = certs.issue(ca_dir, "compute", "cn1")
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    config = parse_config(dict(COORDINATOR_CONFIG))
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
     server, port = create_server(cluster, "127.0.0.1:0",
                                  credentials=server_credentials(TlsFiles(ca=ca.cert, cert=served.cert, key=served.key)))
     server.start()

@@ -1,5 +1,6 @@
 """The coordinator over a real gRPC channel: validation, status codes, the desired-state stream."""
 
+import socket
 import threading
 import time
 
@@ -160,3 +161,66 @@ def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
     with pytest.raises(grpc.RpcError) as e:
         garbage(iter([b"\xff\xff\xff"]), timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_taken_address_is_refused_in_the_same_words_whoever_wins_the_race_to_bind(monkeypatch):
+    """Two coordinators started at once: the loser's first check may still find the address free and
+    gRPC's bind then fails. Both paths give the one wording (they gave two, picked by the race)."""
+    from vnode_sync.coordinator import server
+    from vnode_sync.errors import Unavailable
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    address = f"127.0.0.1:{holder.getsockname()[1]}"
+    words = f"cannot listen on '{address}': in use by another process (is another coordinator running?)"
+    try:
+        with pytest.raises(Unavailable) as checked:
+            server.CoordinatorServer(address, None)
+        assert str(checked.value) == words
+
+        real_check, checks = server._refuse_if_taken, []
+
+        def free_at_first_check(address_):   # the other coordinator binds right after this check
+            checks.append(address_)
+            if len(checks) > 1:
+                real_check(address_)
+
+        monkeypatch.setattr(server, "_refuse_if_taken", free_at_first_check)
+        with pytest.raises(Unavailable) as raced:
+            server.CoordinatorServer(address, None)
+        assert len(checks) == 2, "gRPC's bind failed after the first check passed"
+        assert str(raced.value) == words
+    finally:
+        holder.close()
+
+
+def test_a_node_streamed_by_two_agents_at_once_is_flagged_in_the_log_and_in_vnodectl_nodes(coordinator, caplog):
+    import subprocess
+    import sys
+    import time
+
+    _, channel, port = coordinator
+
+    def flags() -> list[str]:
+        nodes = admin(channel).ListNodes(pb.ListNodesRequest(), timeout=5).nodes
+        return [e for n in nodes if n.node_id == "dn1" for e in n.errors if "agents hold a desired-state stream" in e]
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as second_channel:
+        first = pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=30)
+        next(first)
+        assert flags() == [], "one agent: nothing to flag"
+        second = pb_grpc.AgentLinkStub(second_channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=30)
+        next(second)
+        assert flags() == ["2 agents hold a desired-state stream as this node: is a second vnode-agent running with "
+                           "this node id? (one per host is enforced by a lock; another host is not)"]
+        assert "node dn1: 2 agents hold a desired-state stream" in caplog.text
+        listed = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                                 "nodes"], capture_output=True, text=True, timeout=30)
+        assert "dn1: error: 2 agents hold a desired-state stream as this node" in listed.stdout, listed.stdout
+        second.cancel()
+        deadline = time.monotonic() + 10
+        while flags() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flags() == [], "the second agent gone: the flag goes too"
+        first.cancel()

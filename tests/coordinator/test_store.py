@@ -1,8 +1,11 @@
 """SQLite state: changes are whole or absent, and survive a restart."""
 
+import re
+import sqlite3
+
 import pytest
 
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.store import UNFINISHED_SUFFIX, StateStore, StoreUnusable
 from vnode_sync.errors import InvalidArgument, NotFound
 
 
@@ -58,3 +61,59 @@ def test_jobs_not_confirmed_in_time_expire(tmp_path):
     assert store.expire_jobs(older_than=0) == []
     assert store.expire_jobs(older_than=2**40) == [("10", "c1")]
     assert not store.user("bob").active
+
+
+class Seed:
+    def __init__(self, name, uid, priority, active=False):
+        self.name, self.uid, self.priority, self.active = name, uid, priority, active
+
+
+def test_a_new_store_holds_its_seed_users_identity_and_generation_from_its_first_moment(tmp_path):
+    path = tmp_path / "state.sqlite"
+    store = StateStore(str(path), seed_users=[Seed("alice", 1001, 4, True), Seed("bob", 1002, 2)])
+    assert store.created and store.store_id() != 0
+    assert [(u.name, u.priority, u.active) for u in store.users()] == [("alice", 4, True), ("bob", 2, False)]
+    assert store.generation() == 3, "one generation per seeded user, as before"
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.sqlite", "state.sqlite.lock"]
+    again = StateStore(str(path), seed_users=[Seed("carol", 1003, 5)])
+    assert not again.created and [u.name for u in again.users()] == ["alice", "bob"], "the YAML seeds a new store only"
+
+
+def test_a_first_start_that_fails_midway_leaves_no_state_file_and_the_next_one_makes_it_whole(tmp_path):
+    path = tmp_path / "state.sqlite"
+    with pytest.raises(StoreUnusable, match="cannot make a new state file .* nothing was left in its place"):
+        StateStore(str(path), seed_users=[Seed("alice", 1001, 4), Seed("bob", 1002, 101)])  # CHECK fails on bob
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.sqlite.lock"]
+    store = StateStore(str(path), seed_users=[Seed("alice", 1001, 4), Seed("bob", 1002, 3)])
+    assert [u.name for u in store.users()] == ["alice", "bob"]
+
+
+def test_an_unfinished_first_start_is_made_again_and_a_finished_store_is_never_remade(tmp_path, caplog):
+    path = tmp_path / "state.sqlite"
+    unfinished = tmp_path / ("state.sqlite" + UNFINISHED_SUFFIX)
+    unfinished.write_bytes(b"SQLite format 3\0 half a store")   # a first start killed before its rename
+    store = StateStore(str(path), seed_users=[Seed("alice", 1001, 4)])
+    assert store.created and [u.name for u in store.users()] == ["alice"]
+    assert not unfinished.exists() and "a first start that did not finish" in caplog.text
+    identity = store.store_id()
+    store.close()
+    again = StateStore(str(path), seed_users=[Seed("alice", 1001, 4)])
+    assert not again.created and again.store_id() == identity
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("DROP TABLE meta", "lacks tables ['meta']"),
+    ("DELETE FROM meta WHERE key = 'generation'", "has no generation"),
+])
+def test_a_store_that_was_complete_and_lost_a_part_is_refused_not_remade(tmp_path, damage, message):
+    path = tmp_path / "state.sqlite"
+    StateStore(str(path), seed_users=[Seed("alice", 1001, 4)]).close()
+    db = sqlite3.connect(path)
+    db.execute(damage)
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreUnusable, match=re.escape(message)):
+        StateStore(str(path), seed_users=[Seed("alice", 1001, 4)])
+    assert path.read_bytes() == before

@@ -47,7 +47,8 @@ def test_a_loop_that_cannot_continue_fails_the_server(monkeypatch, tmp_path):
     def one_pass():
         raise OSError("database disk image is malformed")
 
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    config = parse_config(dict(COORDINATOR_CONFIG))
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
     server, _ = create_server(cluster, "127.0.0.1:0",
                               background=(coordinator_main.supervised("job-expiry", one_pass, 0.01, _direct),))
     server.start()
@@ -86,7 +87,8 @@ def test_a_stop_that_gRPC_or_a_task_never_finishes_still_returns_and_says_which(
             except asyncio.CancelledError:
                 pass
 
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    config = parse_config(dict(COORDINATOR_CONFIG))
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
     server, _ = create_server(cluster, "127.0.0.1:0", background=(deaf_to_cancel,))
     server.start()
     real_stop = server._server.stop

@@ -1,6 +1,7 @@
 """vnodectl as an admin runs it: real process, real coordinator over gRPC."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -34,6 +35,22 @@ def test_status_json_keeps_its_shape_and_summaries_are_asked_for(coordinator):
     assert "one line per user" in table and "HELD_NODES" in table
     by_user = json.loads(vnodectl(port, "status", "--json", "--summary", "--user", "alice").stdout)["users"]
     assert [u["nodes"][0]["node_id"] for u in by_user] == ["dn1"], "a user asked for: its entries"
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "--json"), ("users",), ("nodes",)])
+def test_a_reader_that_closed_the_pipe_ends_vnodectl_quietly_like_any_unix_tool(coordinator, args):
+    """`vnodectl status | head -1`: head has its line and closes the pipe; vnodectl's next write fails.
+    Here the reader is closed before vnodectl writes at all, so the write always meets a closed pipe."""
+    _, _, port = coordinator
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                                 *args], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=30)
+    finally:
+        os.close(write_end)
+    assert result.stderr == "", "no traceback, no error line"
+    assert result.returncode == 141, "what a shell reports for a tool that SIGPIPE ended (128 + 13)"
 
 
 def test_human_status_is_an_aligned_table(coordinator):

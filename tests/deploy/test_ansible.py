@@ -121,6 +121,11 @@ def test_site_playbook_brings_up_a_coordinator_and_a_storage_agent_and_a_rerun_c
     second = playbook(inventory)
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-2000:]
     assert recap(second.stdout)["changed"] == 0, second.stdout[-4000:]
+    if not systemd_is_pid1():   # vnode-supervise logs every start of a service
+        for service in (settings["vnode_coordinator_service"], settings["vnode_storage_agent_service"],
+                        settings["vnode_monitoring_service"]):
+            log = (tmp_path / "log" / f"{service}.log").read_text()
+            assert log.count(f"{service} started (pid") == 1, f"{service} started more than once:\n{log[-3000:]}"
 
     for key in ("ca/ca.key", "ca/coordinator.key", "ca/issued/admin-root.key",
                 f"etc/pki/node-{settings['vnode_storage_agent_node_id']}.key"):

@@ -1,6 +1,7 @@
 """vnode-supervise, the roles' stand-in for systemd where systemd is not PID 1."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,3 +60,26 @@ def test_restart_replaces_the_child_and_stop_takes_it_down(tmp_path):
         supervise("stop", "--pidfile", pidfile)
     second_child = int(open(log).read().split("started (pid ")[2].split(")")[0])
     assert not os.path.exists(f"/proc/{second_child}")
+
+
+def test_starts_at_once_start_the_service_once(tmp_path):
+    """Two `start`s at the same moment (a playbook and an admin, two handlers) used to find no supervisor
+    each and both start one: the service ran twice."""
+    for round_ in range(15):   # without the start lock, 7 rounds in 20 started it more than once here
+        pidfile, log = str(tmp_path / f"svc{round_}.pid"), str(tmp_path / f"svc{round_}.log")
+        command = [sys.executable, SUPERVISE, "start", "--name", "svc", "--pidfile", pidfile, "--log", log, "--",
+                   "sleep", "300"]
+        starts = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(6)]
+        outputs = [p.communicate(timeout=60)[0] for p in starts]
+        try:
+            assert sum(o.startswith("svc started (pid ") for o in outputs) == 1, outputs
+            assert sum(o.startswith("svc running (pid ") for o in outputs) == 5, outputs
+            assert wait_for(lambda: open(log).read().count("started (pid") == 1)
+        finally:
+            for supervisor in {int(o.split("(pid ")[1].split(")")[0]) for o in outputs if "(pid " in o}:
+                try:
+                    os.kill(supervisor, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        assert wait_for(lambda: not os.path.exists(pidfile))
+

@@ -52,3 +52,38 @@ def test_every_rendered_config_loads(tmp_path, insecure):
         assert settings.security.insecure is insecure and (settings.security.tls is None) is insecure
     assert load_agent_config(str(tmp_path / "compute-agent.yaml")).compute.endpoints == ((None, 9866),)
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).discovery.kind == "hdfs"
+
+
+@pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
+def test_two_coordinators_on_zookeeper_render_a_zookeeper_section_and_every_client_gets_both_addresses(tmp_path):
+    """docs/ha.md: with vnode_coordinator_zookeeper_hosts set, each coordinator's config has the
+    zookeeper section (TLS, digest identity); vnodectl and agents are given every coordinator."""
+    defaults = [os.path.join(ROLES, role, "defaults", "main.yml")
+                for role in ("vnode_common", "vnode_coordinator", "vnode_storage_agent", "vnode_compute_agent")]
+    play = [{"hosts": "c1.example.org", "connection": "local", "gather_facts": False, "vars_files": defaults,
+             "tasks": [{"name": f"render {out}", "ansible.builtin.template": {
+                 "src": os.path.join(ROLES, role, "templates", template), "dest": str(tmp_path / out)}}
+                 for out, (role, template, _) in TEMPLATES.items()]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    inventory = {"all": {"children": {"vnode_coordinator": {"hosts": {
+        "c1.example.org": {"ansible_host": "10.0.0.1"}, "c2.example.org": {"ansible_host": "10.0.0.2"}}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    site = {**EXAMPLE_SITE, "vnode_common_insecure": False,
+            "vnode_coordinator_zookeeper_hosts": "zk1:2281,zk2:2281,zk3:2281",
+            "vnode_coordinator_zookeeper_tls_ca": "/etc/vnode-sync/pki/zk-ca.crt",
+            "vnode_coordinator_zookeeper_tls_cert": "/etc/vnode-sync/pki/zk-client.crt",
+            "vnode_coordinator_zookeeper_tls_key": "/etc/vnode-sync/pki/zk-client.key",
+            "vnode_coordinator_zookeeper_digest_user": "vnode-sync", "vnode_coordinator_zookeeper_digest_password": "x"}
+    (tmp_path / "site.yml").write_text(yaml.safe_dump(site))
+    result = subprocess.run(["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "-e", f"@{tmp_path / 'site.yml'}",
+                             str(tmp_path / "play.yml")], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    assert result.returncode == 0, result.stdout[-2000:]
+    zookeeper = load_config(str(tmp_path / "coordinator.yaml")).zookeeper
+    assert (zookeeper.hosts, zookeeper.advertise, zookeeper.digest_user) == ("zk1:2281,zk2:2281,zk3:2281",
+                                                                             "10.0.0.1:7070", "vnode-sync")
+    assert zookeeper.tls.ca == "/etc/vnode-sync/pki/zk-ca.crt"
+    both = "10.0.0.1:7070,10.0.0.2:7070"
+    assert load_ctl_settings(str(tmp_path / "vnodectl.yaml")).coordinator == both
+    assert load_agent_config(str(tmp_path / "storage-agent.yaml")).coordinator == both
+    assert load_agent_config(str(tmp_path / "compute-agent.yaml")).coordinator == both

@@ -56,7 +56,7 @@ with open(pid_file, "w") as f:
 node = LocalNode("guest", ("/dev/vda",), 10_000_000, 10_000_000,
                  discovery={"kind": "hdfs", "pid_file": pid_file, "data_port": port})
 cluster = LocalCluster(f"vnode-sync-guest-refusal.{os.getpid()}", USERS, [node], workdir=workdir,
-                       agent_settings={"backend": "io-v2"})
+                       agent_settings={"backend": "io-v2", "run_dir": workdir})   # the guest's /run is read-only
 exit_code = 1
 try:
     before = cgroup_of(server.pid)

@@ -1,33 +1,9 @@
 """The io-v2 backend on a real cgroup-v2 kernel: one qemu guest boot runs tests/kernel/test_io_v2.py
 against the guest's cgroup2, measures an io.max read cap set through the backend, runs the storage
 agent's reconcile pass against a real process serving two users, and then a real vnode-coordinator
-and vnode-agent (io-v2) against such a process."""
+and vnode-agent (io-v2) against such a process (the boot: tests/kernel/conftest.py)."""
 
-import os
 import re
-
-import pytest
-
-from testbed import cgroup_v2_guest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def guest_run():
-    why = cgroup_v2_guest.missing()
-    if why:
-        pytest.skip(f"no cgroup-v2 guest here: {why}")
-    command = (
-        "export PYTHONPATH=. VNODE_SYNC_REAL_CGROUP2=/sys/fs/cgroup VNODE_SYNC_REAL_IO_DEVICE=$GUEST_DISK_DEV\n"
-        "echo '== pytest'; .venv/bin/python -m pytest -p no:cacheprovider -q -rs tests/kernel/test_io_v2.py; echo \"PYTEST_RC=$?\"\n"
-        "echo '== io.max'; .venv/bin/python tests/kernel/guest_io_max.py; echo \"IO_MAX_RC=$?\"\n"
-        "echo '== shared process'; .venv/bin/python tests/kernel/guest_shared_process.py\n"
-        "echo '== agent refusal'; .venv/bin/python tests/kernel/guest_agent_refusal.py\n")
-    result = cgroup_v2_guest.run(command, cwd=REPO, timeout=600)
-    print(f"guest boot {result.boot_seconds:.1f}s, whole run {result.total_seconds:.1f}s\n{result.output}")
-    assert result.returncode == 0, result.console[-3000:]
-    return result
 
 
 def test_io_v2_backend_tests_pass_on_the_real_kernel(guest_run):

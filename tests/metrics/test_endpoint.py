@@ -31,7 +31,8 @@ from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 def scraped(tmp_path):
     """A coordinator served on loopback with its metrics on a plaintext loopback endpoint."""
     registry = CollectorRegistry()
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    config = parse_config(dict(COORDINATOR_CONFIG))
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
     server, port = create_server(cluster, "127.0.0.1:0", interceptors=(RpcMetrics(registry),))
     server.start()
     registry.register(CoordinatorCollector(cluster))

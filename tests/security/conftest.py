@@ -68,7 +68,8 @@ class TlsCoordinator:
 
 @pytest.fixture
 def tls_coordinator(tmp_path, pki):
-    cluster = Cluster(parse_config(dict(COORDINATOR_CONFIG)), StateStore(str(tmp_path / "state.sqlite")))
+    config = parse_config(dict(COORDINATOR_CONFIG))
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
     server, port = create_server(cluster, "127.0.0.1:0", credentials=server_credentials(pki.files("coordinator")))
     server.start()
     yield TlsCoordinator(cluster, port, pki)

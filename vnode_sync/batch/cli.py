@@ -41,6 +41,7 @@ from vnode_sync.batch.jobs import local_node_name
 from vnode_sync.batch.running import RunningJobs, pbs_running_jobs, slurm_running_jobs
 from vnode_sync.batch.settings import BatchSettings, load_settings
 from vnode_sync.batch.spool import EventSpool
+from vnode_sync.durable import write_atomically
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.logs import configure
 
@@ -70,11 +71,8 @@ def install_hooks(directory: str, wrappers: dict[str, str], config: str | None,
     written = []
     for filename, hook in wrappers.items():
         path = os.path.join(directory, filename)
-        temporary = path + ".vnode-sync.tmp"
-        with open(temporary, "w") as f:
-            f.write(wrapper_text(hook, os.path.abspath(python), os.path.abspath(config) if config else None))
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+        text = wrapper_text(hook, os.path.abspath(python), os.path.abspath(config) if config else None)
+        write_atomically(path, text.encode(), mode)
         written.append(path)
     return written
 

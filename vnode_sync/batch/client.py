@@ -8,7 +8,8 @@ import grpc
 
 from vnode_sync.batch.jobs import JobEvent, JobPhase
 from vnode_sync.errors import InvalidArgument, Unavailable, VNodeSyncError
-from vnode_sync.security.tls import TransportSecurity, client_channel
+from vnode_sync.security.tls import TransportSecurity, secure_channel, tls_for_coordinator
+from vnode_sync.wire.leader import dial
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -44,7 +45,8 @@ class CoordinatorClient:
     def __init__(self, address: str, security: TransportSecurity | None = None):
         """Raises ConfigError if `security` does not allow this address or its certificate is unusable."""
         self.address = address
-        self._channel = client_channel(address, security or TransportSecurity(), "batch hook", log)
+        files = tls_for_coordinator(security or TransportSecurity(), address, "batch hook", log)
+        self._channel = dial(address, lambda one: secure_channel(one, files) if files else grpc.insecure_channel(one))
         self._admin = pb_grpc.AdminStub(self._channel)
 
     def close(self) -> None:

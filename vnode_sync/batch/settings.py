@@ -46,7 +46,7 @@ class BatchSettings(SecuredSettings):
     """The batch hooks' file; the certificate names this host as compute:<node>."""
 
     coordinator: Annotated[str, at.MinLen(1)] = DEFAULT_COORDINATOR
-    """host:port of the coordinator; $VNODE_COORDINATOR wins."""
+    """host:port of the coordinator (several, comma-separated: the leader is followed); $VNODE_COORDINATOR wins."""
     timeout_seconds: Annotated[float, at.Gt(0), at.Le(120), Unit("seconds")] = 5.0
     """Bound on one hook's whole run. Slurm drains the node when its prolog fails or passes
     PrologEpilogTimeout, pbs_mom kills it after $prologalarm (300 s): stay far below."""

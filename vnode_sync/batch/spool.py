@@ -12,6 +12,7 @@ import os
 import re
 
 from vnode_sync.batch.jobs import JobEvent, JobPhase
+from vnode_sync.durable import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,8 @@ class EventSpool:
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         path = self._path(event.job_id, event.node)
         record = {**dataclasses.asdict(event), "phase": event.phase.value}
-        temporary = path + ".tmp"
-        with open(temporary, "w") as f:
-            json.dump(record, f)
-        os.replace(temporary, path)   # a hook killed mid-write leaves the old event, not half a file
+        # Durable before the hook returns: a power loss must not lose an event the coordinator never got.
+        write_atomically(path, json.dumps(record).encode(), mode=0o600)
         return path
 
     def forget(self, event: JobEvent) -> None:

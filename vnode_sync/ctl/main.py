@@ -25,9 +25,13 @@ from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import dial, split_addresses
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
 RPC_TIMEOUT_SECONDS = 10.0
+# Given several coordinators (docs/ha.md), a call waits out a failover: a killed leader's session
+# expires (10 s by default), a standby is elected and serves.
+FAILOVER_TIMEOUT_SECONDS = 30.0
 # Status of 10,000 users x 100 nodes is ~14 MB; gRPC's default receive limit is 4 MB.
 STATUS_SIZE_OPTIONS = [("grpc.max_receive_message_length", 256 << 20)]
 # Above this many (user, node) lines the `status` table is one line per user (a million lines is no
@@ -37,6 +41,8 @@ STATUS_LINES_MAX = 10_000
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_NOT_FOUND, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 EXIT_DENIED = 5
+# What a shell reports for a tool that SIGPIPE ended (128 + 13): `vnodectl status | head -1` stops like `yes | head -1`.
+EXIT_BROKEN_PIPE = 141
 _EXIT_OF_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: EXIT_INVALID, grpc.StatusCode.NOT_FOUND: EXIT_NOT_FOUND,
                    grpc.StatusCode.PERMISSION_DENIED: EXIT_DENIED, grpc.StatusCode.UNAUTHENTICATED: EXIT_DENIED,
                    grpc.StatusCode.UNAVAILABLE: EXIT_UNAVAILABLE,
@@ -101,7 +107,7 @@ def _rate_arg(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="vnodectl", description=__doc__.splitlines()[0])
-    parser.add_argument("--coordinator", help="coordinator host:port")
+    parser.add_argument("--coordinator", help="coordinator host:port (several, comma-separated: the leader is followed)")
     parser.add_argument("--config", help=f"vnodectl YAML (default {DEFAULT_CONFIG})")
     parser.add_argument("--ca", help="CA certificate (PEM) the coordinator's certificate must chain to")
     parser.add_argument("--cert", help="this admin's or user's certificate (PEM)")
@@ -205,8 +211,8 @@ def _print_nodes(nodes) -> None:
             print(f"{n.node_id}: error: {error}")
 
 
-def run(args, stub: pb_grpc.AdminStub) -> None:
-    t = RPC_TIMEOUT_SECONDS
+def run(args, stub: pb_grpc.AdminStub, timeout: float = RPC_TIMEOUT_SECONDS) -> None:
+    t = timeout
     if args.command == "set-priority":
         print(_user_line(stub.SetPriority(pb.SetPriorityRequest(user=args.user, priority=args.priority), timeout=t)))
     elif args.command in ("set-reservation", "set-limit"):
@@ -308,12 +314,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "certs":
             run_certs(args)
-            return EXIT_OK
-        address = coordinator_address(args.coordinator, args.config)
-        tls = client_tls(args, address)
-        with (secure_channel(address, tls, STATUS_SIZE_OPTIONS) if tls
-              else grpc.insecure_channel(address, options=STATUS_SIZE_OPTIONS)) as channel:
-            run(args, pb_grpc.AdminStub(channel))
+        else:
+            address = coordinator_address(args.coordinator, args.config)
+            tls = client_tls(args, address)
+            with dial(address, lambda one: secure_channel(one, tls, STATUS_SIZE_OPTIONS) if tls
+                      else grpc.insecure_channel(one, options=STATUS_SIZE_OPTIONS)) as channel:
+                run(args, pb_grpc.AdminStub(channel),
+                    FAILOVER_TIMEOUT_SECONDS if len(split_addresses(address)) > 1 else RPC_TIMEOUT_SECONDS)
+        sys.stdout.flush()   # here, not at exit, so a closed reader is caught below
+    except BrokenPipeError:
+        # The reader is gone: no traceback, and no second error from the flush at interpreter exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
         return EXIT_INVALID

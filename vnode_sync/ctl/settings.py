@@ -17,7 +17,8 @@ class CtlSettings(SecuredSettings):
     """Where vnodectl finds the coordinator and with which certificate; flags and $VNODE_* win."""
 
     coordinator: str = ""
-    """host:port of the coordinator; "": 127.0.0.1:7070, a coordinator on this host."""
+    """host:port of the coordinator; "": 127.0.0.1:7070, a coordinator on this host. Several coordinators
+    (docs/ha.md): their addresses comma-separated; calls go to the leader."""
 
 
 def load_ctl_settings(path: str | None) -> CtlSettings:

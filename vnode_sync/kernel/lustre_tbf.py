@@ -20,13 +20,13 @@ import logging
 import os
 import re
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import yaml
 
+from vnode_sync.durable import write_atomically
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
@@ -381,13 +381,8 @@ class RuleLedger:
     def _save(self) -> None:
         if not self.path:
             return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tbf-ledger.")
-        with os.fdopen(fd, "w") as f:
-            json.dump({n: {"vnode": r.vnode, "uid": r.uid, "match": str(r.match)}
-                       for n, r in sorted(self.rules.items())}, f, indent=1)
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps({n: {"vnode": r.vnode, "uid": r.uid, "match": str(r.match)}
+                                                for n, r in sorted(self.rules.items())}, indent=1).encode(), 0o600)
 
 
 # ---- the backend -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from vnode_sync.durable import write_atomically
 from vnode_sync.errors import ConfigError, InvalidArgument
 from vnode_sync.security.identity import COORDINATOR, COORDINATOR_SERVER_NAME, identity
 
@@ -33,15 +34,6 @@ class IssuedFiles:
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
-
-
-def _write(path: str, data: bytes, mode: int) -> None:
-    temporary = f"{path}.tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -68,8 +60,8 @@ def create_ca(directory: str, common_name: str = "vnode-sync CA", days: int = CA
                                          crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
-    _write(files.key, _key_pem(key), 0o600)
-    _write(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomically(files.key, _key_pem(key), 0o600)
+    write_atomically(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return files
 
 
@@ -135,8 +127,8 @@ def issue(directory: str, role: str, name: str = "", hosts: tuple[str, ...] = ()
     os.makedirs(target, mode=0o700, exist_ok=True)
     stem = role if role == COORDINATOR else f"{role}-{name}"
     files = IssuedFiles(os.path.join(target, f"{stem}.crt"), os.path.join(target, f"{stem}.key"))
-    _write(files.key, _key_pem(key), 0o600)
-    _write(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+    write_atomically(files.key, _key_pem(key), 0o600)
+    write_atomically(files.cert, cert.public_bytes(serialization.Encoding.PEM), 0o644)
     return files
 
 

@@ -98,7 +98,10 @@ def secure_channel(address: str, files: TlsFiles, options: list[tuple] = ()) -> 
 
 
 def is_loopback(address: str) -> bool:
-    """True for 127.0.0.0/8, [::1] and localhost addresses (host:port or unix:)."""
+    """True for 127.0.0.0/8, [::1] and localhost addresses (host:port or unix:); of several
+    (comma-separated, HA coordinators), True if every one is."""
+    if "," in address:
+        return all(is_loopback(part.strip()) for part in address.split(",") if part.strip())
     if address.startswith("unix:"):
         return True
     host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
@@ -128,9 +131,3 @@ def tls_for_coordinator(security: TransportSecurity, address: str, component: st
                           "set tls: {ca, cert, key} or insecure: true (lab only)")
     return None
 
-
-def client_channel(address: str, security: TransportSecurity, component: str,
-                   log: logging.Logger) -> grpc.Channel:
-    """A channel to the coordinator for compute agents and batch hooks, as `security` says."""
-    files = tls_for_coordinator(security, address, component, log)
-    return secure_channel(address, files) if files else grpc.insecure_channel(address)
