@@ -6,9 +6,11 @@ serialized once here (publishing.stream_message), in one FanOutBatch frame on th
 a child that (re)starts first gets all of its nodes'. Register tells an agent the port of its
 node's child (0 while that child is down: the agent then watches on the coordinator itself).
 The agents' usage reports go there too; each child hands on the reports it authorized in
-batches, which are taken here as the coordinator's own StreamUsage takes them. A child that ends is started again (with backoff);
-the streams it had are counted closed, and their agents, whose streams broke, register again.
-Children end when the coordinator's pipe closes, so none outlives it.
+batches, which are taken here as the coordinator's own StreamUsage takes them. A child that ends
+is started again (with backoff); the streams it had are counted closed, and their agents, whose
+streams broke, register again; once it serves, the coordinator ends its own streams of the
+child's nodes, so they move back. Children end when the coordinator's pipe closes, so none
+outlives it.
 """
 
 import asyncio
