@@ -88,19 +88,42 @@ async def _reporter(reports, node: str, applied: list[int], wake: asyncio.Event,
         record.retries["StreamUsage failed"] += 1
 
 
+class StreamChannels:
+    """Channels to the coordinator's fan-out processes (by port), STREAMS_PER_CHANNEL streams each."""
+
+    def __init__(self, address: str):
+        self.host = address.rpartition(":")[0]
+        self._channels: dict[tuple[int, int], aio.Channel] = {}
+
+    def stub(self, port: int, agent: int, default: pb_grpc.AgentLinkStub) -> pb_grpc.AgentLinkStub:
+        if not port:
+            return default
+        key = (port, agent // STREAMS_PER_CHANNEL)
+        if key not in self._channels:
+            self._channels[key] = aio.insecure_channel(f"{self.host}:{port}", options=CHANNEL_OPTIONS)
+        return pb_grpc.AgentLinkStub(self._channels[key])
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+
+
 async def simulated_agent(channel: aio.Channel, node: str, device: str, record: Record,
-                          report_seconds: float = 0.0) -> None:
+                          report_seconds: float = 0.0, streams: StreamChannels | None = None, index: int = 0) -> None:
     link = pb_grpc.AgentLinkStub(channel)
     delay = RETRY_FIRST_SECONDS
     while True:
         step, reports, reporter = "Register", None, None
         try:
-            await link.Register(pb.RegisterRequest(node_id=node, backend="simulated",
-                                                   devices=[pb.Device(name=device)]), timeout=RPC_TIMEOUT_SECONDS)
-            step, reports = "WatchDesiredState", link.StreamUsage()
+            registered = await link.Register(pb.RegisterRequest(node_id=node, backend="simulated",
+                                                                devices=[pb.Device(name=device)]),
+                                             timeout=RPC_TIMEOUT_SECONDS)
+            # A coordinator with fan-out processes serves the stream at another port, as a real agent follows.
+            watch = streams.stub(registered.stream_port, index, link) if streams else link
+            step, reports = "WatchDesiredState", watch.StreamUsage()
             applied, wake = [0], asyncio.Event()
             reporter = asyncio.create_task(_reporter(reports, node, applied, wake, report_seconds, record))
-            async for state in link.WatchDesiredState(pb.WatchRequest(node_id=node)):
+            async for state in watch.WatchDesiredState(pb.WatchRequest(node_id=node)):
                 record.agent_applied(node, state.generation)
                 delay = RETRY_FIRST_SECONDS
                 applied[0] = state.generation
@@ -122,8 +145,9 @@ async def run_agents(address: str, device: str, nodes: list[str], until: asyncio
     """Run the agents until `until` is done; returns what they saw."""
     record = Record(len(nodes))
     channels = [aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(0, len(nodes), STREAMS_PER_CHANNEL)]
+    streams = StreamChannels(address)
     agents = [asyncio.create_task(simulated_agent(channels[i // STREAMS_PER_CHANNEL], node, device, record,
-                                                  report_seconds))
+                                                  report_seconds, streams, i))
               for i, node in enumerate(nodes)]
     await until
     for agent in agents:
@@ -131,6 +155,7 @@ async def run_agents(address: str, device: str, nodes: list[str], until: asyncio
     await asyncio.gather(*agents, return_exceptions=True)
     for channel in channels:
         await channel.close()
+    await streams.close()
     return record
 
 

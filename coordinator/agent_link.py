@@ -6,6 +6,7 @@ are kept in memory.
 """
 
 import logging
+from collections.abc import Callable
 
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
@@ -22,11 +23,13 @@ log = logging.getLogger(__name__)
 
 
 class AgentLinkService(pb_grpc.AgentLinkServicer):
-    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, fan_out: FanOut):
+    def __init__(self, cluster: Cluster, access: AccessPolicy | OpenAccess, fan_out: FanOut,
+                 stream_port: Callable[[str], int] = lambda node_id: 0):
         self.publishing = cluster.publishing
         self.runtime = cluster.runtime
         self.access = access
         self.fan_out = fan_out
+        self.stream_port = stream_port   # node_id -> the port of the fan-out process serving its streams (0: here)
 
     @loop_rpc
     def Register(self, request, caller):
@@ -34,7 +37,7 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         generation = self.runtime.register_node(request.node_id, list(request.devices), request.backend,
                                                 list(request.limitations), request.shares_by_weight)
         log.info("node %s registered (backend %s)", request.node_id, request.backend)
-        return pb.RegisterResponse(generation=generation)
+        return pb.RegisterResponse(generation=generation, stream_port=self.stream_port(request.node_id))
 
     async def WatchDesiredState(self, request, context):
         await refuse_missing(context, request, "WatchDesiredState")
@@ -46,18 +49,10 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
             await abort(context, "WatchDesiredState", e)
         if streams > 1:
             log.warning("node %s: %s (the newest from %s)", request.node_id, second_agent(streams), context.peer())
-        node_id, sent = request.node_id, None
         try:
-            await self.fan_out.granting.wait()
-            while not self.fan_out.closing:
-                changed = self.fan_out.event_of(node_id)  # taken before reading the state: no change is missed
-                message = self.publishing.stream_message(node_id)
-                if message is not sent:
-                    await context.write(message)
-                    sent = message
-                await changed.wait()
+            await self.fan_out.send(context, request.node_id)
         finally:
-            self.runtime.stream_closed(node_id)
+            self.runtime.stream_closed(request.node_id)
 
     @loop_rpc
     def ReportUsage(self, request, caller):

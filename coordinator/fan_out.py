@@ -1,12 +1,20 @@
-"""Change fan-out on the event loop: one event per node that its streams wait on.
+"""Change fan-out on the event loop: one future per node that its streams wait on.
 
 A bump (made on the store thread) wakes the publisher, which reads the new snapshot once, off the
 loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
 wakes only the nodes whose connections changed, at most once per CONNECTIONS_PUBLISH_SECONDS.
 Both publishers are supervised loops: a failed pass is retried (its change kept) after a backoff.
+With fan-out processes (fan_out_processes.py), every wake also hands the woken nodes' messages
+to the processes that serve their streams; when one of them (re)starts, the streams of its nodes
+served here meanwhile are ended, so their agents register again and move there.
+
+A node's streams await a bare future (not an asyncio.Event, whose wait makes a future, finds the
+running loop and keeps a list of waiters each time): at 10,000 streams per change that was about
+a tenth of the loop's time.
 """
 
 import asyncio
+from collections.abc import Callable
 
 from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
@@ -16,13 +24,78 @@ from vnode_sync.supervision import run_passes_async
 CONNECTIONS_PUBLISH_SECONDS = 0.05
 
 
+class NodeChanges:
+    """Per node, the future that its next change completes; shared by the node's streams."""
+
+    def __init__(self):
+        self._changes: dict[str, asyncio.Future] = {}  # node_id -> what its streams wait on now
+        self._moves: dict[str, int] = {}  # node_id -> times its streams here were ended (`move`)
+        self.closing = False
+
+    def moves_of(self, node_id: str) -> int:
+        return self._moves.get(node_id, 0)
+
+    def move(self, nodes: list[str]) -> None:
+        """End the streams of `nodes` open now (their agents register again and are sent elsewhere)."""
+        for node in nodes:
+            self._moves[node] = self._moves.get(node, 0) + 1
+        self.wake(set(nodes))
+
+    def change_of(self, node_id: str) -> asyncio.Future:
+        change = self._changes.get(node_id)
+        if change is None or change.done():
+            change = self._changes[node_id] = asyncio.get_running_loop().create_future()
+        return change
+
+    @staticmethod
+    async def wait_for(change: asyncio.Future) -> None:
+        """Until `change` is done. A stream that is cancelled while waiting cancels the shared future
+        too; another stream of the same node that sees that goes on (its next `change_of` is new)."""
+        try:
+            await change
+        except asyncio.CancelledError:
+            if not change.cancelled() or asyncio.current_task().cancelling():
+                raise
+
+    def wake(self, nodes: set[str] | None = None) -> None:
+        """Wake the streams of `nodes` (None: every node's)."""
+        if nodes is None:
+            woken, self._changes = self._changes, {}
+            for change in woken.values():
+                if not change.done():
+                    change.set_result(None)
+            return
+        for node in nodes:
+            change = self._changes.pop(node, None)
+            if change is not None and not change.done():
+                change.set_result(None)
+
+    def close(self) -> None:
+        self.closing = True
+        self.wake()
+
+
+async def send_changes(context, node_id: str, changes: NodeChanges, message_of: Callable[[str], bytes | None]) -> None:
+    """A desired-state stream: the node's message, then each new one, until `changes` closes.
+    `message_of` returns the same object until the message changes (None: none yet)."""
+    sent, moves = None, changes.moves_of(node_id)
+    while not changes.closing and changes.moves_of(node_id) == moves:
+        changed = changes.change_of(node_id)  # taken before reading the message: no change is missed
+        message = message_of(node_id)
+        if message is not None and message is not sent:
+            await context.write(message)
+            sent = message
+        await changes.wait_for(changed)
+
+
 class FanOut:
     def __init__(self, cluster: Cluster, store_thread: StoreThread):
         self.publishing = cluster.publishing
         self.runtime = cluster.runtime
         self.store_thread = store_thread
-        self._events: dict[str, asyncio.Event] = {}  # node_id -> what its streams wait on now
-        self.closing = False
+        self.changes = NodeChanges()
+        # Told of every wake: the fan-out processes, if any (nodes None: every node).
+        self.on_wake: Callable[[set[str] | None], None] = lambda nodes: None
         self.granting = asyncio.Event()   # clear while a new leader learns (docs/ha.md): streams wait
         self.granting.set()
         self._bumped = asyncio.Event()
@@ -30,6 +103,14 @@ class FanOut:
         self._connections_published = 0   # the version of the connections the streams have
         self._loop = asyncio.get_running_loop()
         self.publishing.add_listener(lambda _generation: self._loop.call_soon_threadsafe(self._bumped.set))
+
+    @property
+    def closing(self) -> bool:
+        return self.changes.closing
+
+    @closing.setter
+    def closing(self, closing: bool) -> None:   # resumed after a pause (docs/ha.md)
+        self.changes.closing = closing
 
     async def prime(self) -> None:
         await self.store_thread.run(self.publishing.refresh_snapshot)
@@ -67,11 +148,10 @@ class FanOut:
             self._connections_published = version
         return CONNECTIONS_PUBLISH_SECONDS
 
-    def event_of(self, node_id: str) -> asyncio.Event:
-        event = self._events.get(node_id)
-        if event is None:
-            event = self._events[node_id] = asyncio.Event()
-        return event
+    async def send(self, context, node_id: str) -> None:
+        """The node's desired-state stream served here."""
+        await self.granting.wait()
+        await send_changes(context, node_id, self.changes, self.publishing.stream_message)
 
     def learn_for(self, seconds: float) -> None:
         """Streams send nothing for `seconds` (a new leader learning the demand from usage reports)."""
@@ -79,17 +159,9 @@ class FanOut:
         self._loop.call_later(seconds, self.granting.set)
 
     def close_streams(self) -> None:
-        self.closing = True
-        self.wake()
+        self.changes.close()
 
     def wake(self, nodes: set[str] | None = None) -> None:
-        """Wake the streams of `nodes` (None: every node's)."""
-        if nodes is None:
-            woken, self._events = self._events, {}
-            for event in woken.values():
-                event.set()
-            return
-        for node in nodes:
-            event = self._events.pop(node, None)
-            if event is not None:
-                event.set()
+        """Wake the streams of `nodes` (None: every node's), here and in the fan-out processes."""
+        self.changes.wake(nodes)
+        self.on_wake(nodes)

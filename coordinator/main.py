@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -10,6 +11,8 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.fan_out_processes import FanOutCommand, listen_host
+from vnode_sync.coordinator.heap import tune_for_streams
 from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
@@ -117,14 +120,17 @@ def main(argv: list[str] | None = None) -> int:
             store = StateStore(args.state_path or config.state_path, seed_users=config.users)
         cluster = Cluster(config, store)
         # The job expiry pass runs on the store thread, in order with every other store call.
+        fan_out = FanOutCommand(os.path.abspath(args.config), listen_host(args.listen or config.listen),
+                                config.fan_out_processes)
         server.serve(cluster, background=(supervised("job-expiry", cluster.commands.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
-                                                     server.store_call),))
+                                                     server.store_call),), fan_out_command=fan_out)
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         if ha is not None:
             ha.close()
         return 2
     server.start()
+    tune_for_streams()
     if ha is not None:
         ha.serving(server)
     if endpoint is not None:

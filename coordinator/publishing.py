@@ -65,14 +65,17 @@ class Publishing:
         self._store_id = store.store_id()
         self._generation = store.generation()
         self._snapshot = Snapshot(-1, ())
-        # (generation, devices) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
-        self._templates: dict[tuple[int, tuple], tuple[pb.DesiredState, bytes]] = {}
+        # (generation, device class) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
+        self._templates: dict[tuple[int, int], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
         # node_id -> (state bytes, connection part, allocation sequence, the message a stream sends)
         self._messages: dict[str, tuple[bytes, bytes, int, bytes]] = {}
         self._node_id_parts = {n.node_id: pb.DesiredState(node_id=n.node_id).SerializeToString()
                                for n in config.storage_nodes}
-        self._targets: dict[tuple[int, tuple], dict[str, tuple[int, int]]] = {}
+        self._targets: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
+        # node_id -> its devices' class: nodes with equal devices share one (compared once, here)
+        classes: dict[tuple, int] = {}
+        self._device_class = {n.node_id: classes.setdefault(n.devices, len(classes)) for n in config.storage_nodes}
         self._routes = ConnectionRoutes(config.storage_nodes)
         self._device_sets = list({n.devices: n for n in config.storage_nodes}.values())   # a node of each
         self._connection_parts = ConnectionParts()
@@ -127,7 +130,7 @@ class Publishing:
 
     def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
         """Nodes with the same devices share one desired state apart from node_id: built once."""
-        key = (snapshot.generation, node.devices)
+        key = (snapshot.generation, self._device_class[node.node_id])
         with self._lock:
             if key not in self._templates:
                 self._templates[key] = self._build_template(snapshot, node)
@@ -135,12 +138,14 @@ class Publishing:
 
     def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:
         """This node's serialized desired state of the latest snapshot: built once per generation."""
-        node = self.nodes[node_id]
         with self._lock:
             snapshot = self._snapshot
             cached = self._node_states.get(node_id)
             if cached and cached[0] == snapshot.generation:
                 return cached
+        node = self.nodes[node_id]
+        with self._lock:
+            snapshot = self._snapshot
             _, template = self._template(snapshot, node)
             # A serialized protobuf message followed by another is their merge: the template plus node_id.
             state = (snapshot.generation, template + self._node_id_parts[node_id])
@@ -161,7 +166,7 @@ class Publishing:
         cached = self._messages.get(node_id)
         if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
             return cached[3]
-        message = state + connections + allocation
+        message = state + connections + allocation if connections or allocation else state
         self._messages[node_id] = (state, connections, sequence, message)
         return message
 
@@ -174,7 +179,7 @@ class Publishing:
         computed once per generation for all nodes with the same devices."""
         snapshot = self.snapshot()
         node = self.nodes[node_id]
-        key = (snapshot.generation, node.devices)
+        key = (snapshot.generation, self._device_class[node_id])
         with self._lock:
             cached = self._targets.get(key)
         if cached is None:

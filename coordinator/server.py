@@ -21,6 +21,7 @@ from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.control_loop import allocation_loop
 from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.fan_out_processes import FanOutCommand, FanOutProcesses
 from vnode_sync.coordinator.rpc import service_handlers
 from vnode_sync.errors import Unavailable
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
@@ -42,6 +43,10 @@ SERVER_OPTIONS = (
     ("grpc.server.max_pending_requests", 100_000),
     ("grpc.server.max_pending_requests_hard_limit", 100_000),
 )
+
+# At start, the fan-out processes get this long to serve before the coordinator does (it serves
+# their nodes' streams itself meanwhile, and hands them over when they come).
+FAN_OUT_READY_SECONDS = 10.0
 
 Task = Callable[[], Awaitable[None]]
 
@@ -118,6 +123,7 @@ class CoordinatorServer:
         self._cluster: Cluster | None = None
         self._listening = False
         self.fan_out: FanOut | None = None
+        self.fan_out_processes: FanOutProcesses | None = None
         try:
             self.port = self._call(self._bind(address, credentials))
         except BaseException:
@@ -146,20 +152,28 @@ class CoordinatorServer:
             raise Unavailable(f"cannot listen on {address!r} (not a host:port this host can listen on)")
         return port
 
-    def serve(self, cluster: Cluster, background: tuple[Task, ...] = ()) -> None:
-        """Add the Admin and AgentLink services for `cluster` (before `start`)."""
-        self._call(self._add_services(cluster))
+    def serve(self, cluster: Cluster, background: tuple[Task, ...] = (),
+              fan_out_command: FanOutCommand | None = None) -> None:
+        """Add the Admin and AgentLink services for `cluster` (before `start`); with a command for more
+        than one fan-out process, the agents' streams are served by those processes."""
+        self._call(self._add_services(cluster, fan_out_command))
         self._background = background
 
-    async def _add_services(self, cluster: Cluster) -> None:
+    async def _add_services(self, cluster: Cluster, fan_out_command: FanOutCommand | None = None) -> None:
         access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
                                lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
+        stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
+        if fan_out_command is not None and fan_out_command.processes > 1:
+            self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
+            self.fan_out.on_wake = self.fan_out_processes.publish
+            self.fan_out_processes.on_ready = self.fan_out.changes.move
+            stream_port = self.fan_out_processes.port_for
         self._services.handlers = (
             service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),
                              raw_responses=("Status",)),
-            service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out),
+            service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out, stream_port),
                              raw_responses=("WatchDesiredState",)))
 
     def start(self) -> None:
@@ -201,8 +215,13 @@ class CoordinatorServer:
 
     async def _start(self) -> None:
         await self.fan_out.prime()
-        await self._listen()
         cluster, fan_out = self._cluster, self.fan_out
+        processes = self.fan_out_processes.supervisors() if self.fan_out_processes else ()
+        for name, task in processes:
+            self.loops.start_task(name, task)
+        if self.fan_out_processes and not await self.fan_out_processes.wait_ready(FAN_OUT_READY_SECONDS):
+            log.warning("not every fan-out process serves yet: the coordinator serves their nodes' streams meanwhile")
+        await self._listen()
 
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)
@@ -226,6 +245,8 @@ class CoordinatorServer:
         self.loops.stopping()
         if self.fan_out:
             self.fan_out.close_streams()
+        # The fan-out processes end their streams while this server ends its own.
+        processes_stopped = asyncio.create_task(self.fan_out_processes.stop()) if self.fan_out_processes else None
         tasks = self.loops.tasks
         for task in tasks:
             task.cancel()
@@ -240,6 +261,8 @@ class CoordinatorServer:
         except TimeoutError:
             log.warning("stopping: gRPC did not confirm the server's shutdown within %.0f s of its grace; "
                         "going on without it", STOP_STEP_SECONDS)
+        if processes_stopped is not None:
+            await processes_stopped
 
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -251,12 +274,13 @@ class CoordinatorServer:
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,
                   background: tuple[Task, ...] = (),
                   interceptors: tuple[aio.ServerInterceptor, ...] = (),
-                  slow_callback_seconds: float | None = None) -> tuple[CoordinatorServer, int]:
+                  slow_callback_seconds: float | None = None,
+                  fan_out_command: FanOutCommand | None = None) -> tuple[CoordinatorServer, int]:
     """A server bound to `address` (port 0 picks one), not yet started; returns (server, port).
 
     With credentials (mutual TLS) the access policy is enforced; without, every caller may do
     everything (lab).
     """
     server = CoordinatorServer(address, credentials, interceptors, slow_callback_seconds)
-    server.serve(cluster, background)
+    server.serve(cluster, background, fan_out_command)
     return server, server.port

@@ -4,6 +4,10 @@ The agent dials out and listens on nothing, so only the coordinator it was confi
 with can give it instructions. While the coordinator is unreachable the agent keeps
 the last state it had and retries with capped, jittered exponential backoff.
 
+A coordinator with fan-out processes answers Register with the port of the process that serves
+this node's streams (same host, same TLS identity); the desired state is watched and usage is
+reported there, and Register, if the stream breaks, tells the port anew.
+
 Usage reports go on one long-lived StreamUsage call (a report is then one message to the
 coordinator, not a call), from a thread of their own; a report not yet sent is replaced by a
 newer one (its counters are newer), which takes in the older one's demand summary entries.
@@ -20,7 +24,7 @@ from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.supervision import Backoff
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
-from vnode_sync.wire.leader import dial
+from vnode_sync.wire.leader import dial, split_addresses
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +50,11 @@ class CoordinatorLink:
         self.register = register
         self.on_state = on_state
         self.on_disconnect = on_disconnect or (lambda: None)
+        self.credentials = credentials
         # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
-        self.channel = dial(address, lambda one: secure_channel(one, credentials, CHANNEL_OPTIONS) if credentials
-                            else grpc.insecure_channel(one, options=CHANNEL_OPTIONS))
+        self.channel = dial(address, self._channel)
         self.stub = pb_grpc.AgentLinkStub(self.channel)
+        self._stream_channel: tuple[int, grpc.Channel | None, pb_grpc.AgentLinkStub] = (0, None, self.stub)
         self._stream = None
         self._stop = threading.Event()
         self.known_generation = 0
@@ -62,6 +67,32 @@ class CoordinatorLink:
     def _backoff(self) -> Backoff:
         return Backoff(first=RECONNECT_FIRST_SECONDS, cap=RECONNECT_CAP_SECONDS)
 
+    def _channel(self, address: str) -> grpc.Channel:
+        # With TLS, only a peer whose certificate the CA issued for the coordinator is believed.
+        return (secure_channel(address, self.credentials, CHANNEL_OPTIONS) if self.credentials
+                else grpc.insecure_channel(address, options=CHANNEL_OPTIONS))
+
+    @property
+    def stream_port(self) -> int:
+        """The port the desired state is watched at: 0, the coordinator's address; else a fan-out process's."""
+        return self._stream_channel[0]
+
+    def _stream_stub(self, port: int) -> pb_grpc.AgentLinkStub:
+        """Where the desired state is watched: the coordinator (0) or its fan-out process at `port`."""
+        current_port, channel, stub = self._stream_channel
+        if len(split_addresses(self.address)) > 1:
+            return self.stub   # several coordinators (docs/ha.md) serve no fan-out processes
+        if port != current_port:
+            if channel is not None:
+                channel.close()
+            channel = self._channel(f"{self.address.rpartition(':')[0]}:{port}") if port else None
+            stub = pb_grpc.AgentLinkStub(channel) if channel else self.stub
+            self._stream_channel = (port, channel, stub)
+            with self._reports:   # the report call moves there too
+                self._report_call += 1
+                self._reports.notify_all()
+        return stub
+
     def run(self) -> None:
         """Register and follow the desired-state stream until stopped, reconnecting with backoff
         whenever the coordinator is out of reach (never giving up: the last state stays in force)."""
@@ -69,8 +100,8 @@ class CoordinatorLink:
         while not self._stop.is_set():
             request = self.register()
             try:
-                self.stub.Register(request, timeout=RPC_TIMEOUT_SECONDS)
-                self._stream = self.stub.WatchDesiredState(
+                registered = self.stub.Register(request, timeout=RPC_TIMEOUT_SECONDS)
+                self._stream = self._stream_stub(registered.stream_port).WatchDesiredState(
                     pb.WatchRequest(node_id=request.node_id, known_generation=self.known_generation))
                 for state in self._stream:
                     self.state = CONNECTED
@@ -130,7 +161,7 @@ class CoordinatorLink:
                 call = self._report_call
                 self._reports.notify_all()   # the previous call's iterator ends
             try:
-                self.stub.StreamUsage(self._reports_of_call(call))
+                self._stream_channel[2].StreamUsage(self._reports_of_call(call))   # where the stream is
                 backoff.reset()
             except grpc.RpcError as e:
                 if self._stop.is_set():
@@ -144,4 +175,6 @@ class CoordinatorLink:
             self._reports.notify_all()
         if self._stream is not None:
             self._stream.cancel()
+        if self._stream_channel[1] is not None:
+            self._stream_channel[1].close()
         self.channel.close()   # ends a report call still open

@@ -17,7 +17,8 @@ storage_nodes:
     devices: [{name: /dev/sdb, read_bps: 60000000, write_bps: 50000000}]
 """
 NODE = "storage_nodes:\n  - {id: dn1, devices: [{name: /dev/sdb, read_bps: 1, write_bps: 1}]}\n"
-KEYS = "keys tls, insecure, listen, state_path, policy, users, storage_nodes, log_format, audit_log, metrics, zookeeper"
+KEYS = ("keys tls, insecure, listen, state_path, policy, users, storage_nodes, log_format, audit_log, metrics, "
+        "zookeeper, fan_out_processes")
 
 
 def write(tmp_path, text):
@@ -113,6 +114,10 @@ def test_a_good_config_loads(tmp_path):
     ("tls: {ca: a, cert: b, key: c}\ninsecure: true",
      "insecure: got True; allowed: false when a tls section is given (keep one of the two)"),
     ("tls: {ca: a, cert: b}", "tls.key: got nothing; allowed: non-empty text (required)"),
+    ("fan_out_processes: 0", "fan_out_processes: got 0; allowed: a whole number from 1 to 64"),
+    ("fan_out_processes: 2\nzookeeper: {hosts: 'zk1:2181', advertise: 'c1:7070'}",
+     "fan_out_processes: got 2; allowed: 1 with a zookeeper section (not yet: a standby's pause of the streams "
+     "does not reach fan-out processes)"),
 ])
 def test_bad_configs_fail_with_a_one_line_error(tmp_path, text, message):
     path = write(tmp_path, text)

@@ -2,6 +2,7 @@
 
 import socket
 import threading
+import time
 
 import grpc
 import pytest
@@ -78,6 +79,31 @@ def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator)
     assert second.generation > first.generation
     assert {v.user: v.shares[0].read_bps for v in second.vnodes} == {"bob": 60 * MB}
     stream.cancel()
+
+
+def test_a_cancelled_stream_leaves_the_other_stream_of_its_node_waiting(coordinator):
+    """A node's streams share one future per change: one cancelled while waiting (an agent gone)
+    does not end the other (its restarted agent), which gets the next generation."""
+    cluster, channel, _ = coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+    old, new = (link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10) for _ in range(2))
+    first, _ = next(old), next(new)
+    old.cancel()
+    assert wait_until(lambda: cluster.runtime.node_runtime("dn1").streams == 1)
+    admin(channel).SetPriority(pb.SetPriorityRequest(user="alice", priority=7), timeout=5)
+    assert next(new).generation > first.generation
+    new.cancel()
+
+
+def wait_until(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def test_an_unconfigured_node_or_device_is_refused(coordinator):

@@ -453,10 +453,12 @@ class RegisterRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ..., shares_by_weight: _Optional[bool] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
-    __slots__ = ("generation",)
+    __slots__ = ("generation", "stream_port")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    STREAM_PORT_FIELD_NUMBER: _ClassVar[int]
     generation: int
-    def __init__(self, generation: _Optional[int] = ...) -> None: ...
+    stream_port: int
+    def __init__(self, generation: _Optional[int] = ..., stream_port: _Optional[int] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("node_id", "known_generation")
@@ -555,3 +557,31 @@ class ConnectionReport(_message.Message):
     reporter: str
     connections: _containers.RepeatedCompositeFieldContainer[ConnectionOwner]
     def __init__(self, reporter: _Optional[str] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ...) -> None: ...
+
+class FanOutState(_message.Message):
+    __slots__ = ("node_id", "message")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    message: bytes
+    def __init__(self, node_id: _Optional[str] = ..., message: _Optional[bytes] = ...) -> None: ...
+
+class FanOutBatch(_message.Message):
+    __slots__ = ("states", "generation")
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedCompositeFieldContainer[FanOutState]
+    generation: int
+    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class FanOutEvent(_message.Message):
+    __slots__ = ("port", "opened", "closed", "reports")
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    opened: str
+    closed: str
+    reports: _containers.RepeatedCompositeFieldContainer[UsageReport]
+    def __init__(self, port: _Optional[int] = ..., opened: _Optional[str] = ..., closed: _Optional[str] = ..., reports: _Optional[_Iterable[_Union[UsageReport, _Mapping]]] = ...) -> None: ...
