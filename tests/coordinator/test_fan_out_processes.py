@@ -49,7 +49,8 @@ class Agents:
         self.links = [CoordinatorLink(address, lambda node=node: pb.RegisterRequest(node_id=node, backend="test"),
                                       lambda state, node=node: self.generations[node].append(state.generation),
                                       files(pki, f"node-{node}")) for node in NODES]
-        self.threads = [threading.Thread(target=link.run, daemon=True) for link in self.links]
+        self.threads = [threading.Thread(target=loop, daemon=True)
+                        for link in self.links for loop in (link.run, link.send_reports)]
         for thread in self.threads:
             thread.start()
 
