@@ -108,7 +108,8 @@ class Publishing:
         users = tuple(self.store.users())
         snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
         # Built here, off the event loop: a stream then only joins bytes.
-        templates = {(generation, node.devices): self._build_template(snapshot, node) for node in self._device_sets}
+        templates = {(generation, self._device_class[node.node_id]): self._build_template(snapshot, node)
+                     for node in self._device_sets}
         with self._lock:
             if generation > self._snapshot.generation:
                 self._snapshot = snapshot
