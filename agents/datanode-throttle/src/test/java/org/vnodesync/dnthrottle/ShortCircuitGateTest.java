@@ -53,7 +53,13 @@ class ShortCircuitGateTest {
     void aUserIsRefusedWhileAnotherIsBackloggedInTheReadScheduler() {
         Throttles t = throttles(new Policy.Shares(new Policy.Share(4, 0, 0), new Policy.Share(4, 0, 0)));
         Flow bob = t.chargeFor("bob").read();
-        t.scheduler(Direction.READ).admit(bob, 1 << 20, 0, new WeightedScheduler.Ticket());
+        WeightedScheduler reads = t.scheduler(Direction.READ);
+        // A flow back from a pause is first served from its burst of credit, unqueued: bob is
+        // backlogged once that is spent.
+        for (int packet = 0; packet < 1000 && reads.backlogged() == 0; packet++) {
+            reads.admit(bob, 64 << 10, 0, new WeightedScheduler.Ticket());
+        }
+        assertEquals(1, reads.backlogged());
         String why = new ShortCircuitGate().refusal(t, "alice", null, BLOCK, 0);
         assertNotNull(why);
         assertTrue(why.contains("other users read through"), why);
