@@ -41,6 +41,13 @@ TOLERANCE = 1e-4
 MIN_ITERATIONS = 25
 MAX_ITERATIONS = 200
 WORK_PER_STEP = 4e7
+# Where users want several resources alike, many splits of the same totals are max-min and the step
+# ends in whichever its history leads to. When the split the edges make with no center (every user's
+# global weight on every resource it wants) gives each user at least this much less than the step's
+# total, the step's weights split each global weight by that allocation instead: it does not depend on
+# the last steps, and a replicated write, whose pipeline moves at the pace of its slowest node, gets
+# its share on every node rather than more on one and less on another.
+PLAIN_SLACK = 0.01
 # A user's weight on a resource where the optimum gives it nothing (it is better served elsewhere)
 # stays at this fraction of its mean local weight, so it can come back there within a few steps.
 TRACE = 1e-3
@@ -129,8 +136,31 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         if moved <= tolerance:
             converged = True
             break
+    even_given, _ = _even_split(weight, ceiling, trace, capacity, floor, scratch)
+    if np.all(even_given.sum(axis=1) >= (1 - PLAIN_SLACK) * totals):
+        even = _split_by(weight, even_given, trace)
+        even_given, even_level = water_fill(even, capacity, ceiling, floor, scratch=scratch)
+        if np.all(even_given.sum(axis=1) >= (1 - PLAIN_SLACK) * totals):
+            local, given, level, totals = even, even_given, even_level, even_given.sum(axis=1)
     return WeightStep(_with_standby(local, ceiling, level, weight, totals, capacity, held), given, level,
                       iterations, converged, ceiling, floor, capacity)
+
+
+def _even_split(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
+                floor: np.ndarray | None, scratch) -> tuple[np.ndarray, np.ndarray]:
+    """What the edges give with every user's global weight on every resource it wants (its trace
+    elsewhere), as the edges share with no center: (allocation, level)."""
+    plain = (ceiling > 0) * weight.astype(ceiling.dtype)[:, None]
+    np.maximum(plain, trace, out=plain)
+    return water_fill(plain, capacity, ceiling, floor, scratch=scratch)
+
+
+def _split_by(weight: np.ndarray, given: np.ndarray, trace: np.ndarray) -> np.ndarray:
+    """Each user's global weight split over the resources in proportion to what it is given there
+    (Pisces' local weights; the step's fixed point has this form)."""
+    totals = given.sum(axis=1)
+    local = given * (weight / np.maximum(totals, 1e-30)).astype(given.dtype)[:, None]
+    return np.maximum(local, trace, out=local)
 
 
 def iteration_budget(pairs: int) -> int:

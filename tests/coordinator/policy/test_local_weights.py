@@ -32,6 +32,17 @@ def test_skew_alice_on_one_node_bob_on_both_get_equal_totals_not_per_node_shares
     assert step.weight[0, 0] > 30 * step.weight[1, 0]   # on dn0, alice's weight dwarfs bob's
 
 
+def test_users_wanting_every_node_alike_get_their_priorities_on_each_whatever_the_last_step_found():
+    """Any split of 80 and 40 over two nodes is max-min; a lopsided one from earlier steps (alice mostly
+    on dn0, bob on dn1) would leave a replicated writer, whose pipeline crosses both, at its worse node's pace."""
+    demand = np.full((2, 2), INF)
+    lopsided = np.array([[8.0, 1.0], [1.0, 8.0]])
+    step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT,
+                         previous=lopsided)
+    assert step.weight[0] / step.weight[1] == pytest.approx([2, 2], rel=1e-4)
+    assert step.allocation == pytest.approx(np.array([[40 * MB, 40 * MB], [20 * MB, 20 * MB]]), rel=1e-3)
+
+
 def test_a_finite_demand_is_met_and_its_user_keeps_a_standby_weight_for_more():
     """a reads 5 MB/s on r0 beside b and c, and without pause on r1 beside d, e, f (all weight 1)."""
     demand = np.array([[5 * MB, INF], [INF, 0], [INF, 0], [0, INF], [0, INF], [0, INF]])

@@ -27,6 +27,10 @@ import java.util.Arrays;
  *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
  *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
  *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
+ *   <li>held, when the flows that kept sending did not share by weight (their bytes per weight
+ *       SKEWED apart, smoothed; WeightedScheduler.Interval.skew), R is above what some of them can
+ *       take (a transfer thread has one core to encrypt on; a disk slowed) and what they leave goes
+ *       to the others: MARGIN of what moved, after LOWER_INTERVALS, or at once when LOPSIDED;</li>
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
  *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
  *       down to where the probe started. R is never probed above the safe level, where a split that
@@ -35,7 +39,9 @@ import java.util.Arrays;
  *       resource stays under SATURATED for ROOM_INTERVALS (the utilization law: the node has room),
  *       R and the safe level rise by ROOM_STEP: the level was found while the node was slower (a
  *       JVM warming up, a moment's other work). As iocost raises its vrate while the device is not
- *       saturated and there is demand;</li>
+ *       saturated and there is demand. Not while the flows are skewed; a rise answered by a
+ *       lowering was no room (one thread per core leaves the node idle, not free), and the next
+ *       waits twice as long;</li>
  *   <li>held ends once the busiest resource stays below RELEASED for RELEASE_INTERVALS (hysteresis: R
  *       held just under the node leaves its resources a little less busy, and writers changing blocks
  *       leave them idle for a moment): R then recovers quickly toward the configured capacity, and the
@@ -52,6 +58,15 @@ final class CapacityControl {
     static final double MARGIN = 0.95;
     /** Fewer packets than this waited for their weight while flows competed: R is not binding. */
     static final double UNHELD = 0.05;
+    /**
+     * Flows that kept sending moved bytes per weight this far apart (WeightedScheduler.Interval.skew):
+     * some could not keep up with their shares of R (one thread per core, a disk slower than it was),
+     * what they left went to the others, and the split leans to the node's own. R is too high.
+     */
+    static final double SKEWED = 1.08;
+    static final double SKEW_SMOOTHING = 0.3;
+    /** Skewed this far, R is lowered at once: it is well above what some flows can take. */
+    static final double LOPSIDED = 1.25;
     static final int LOWER_INTERVALS = 5;
     static final double RECOVER = 0.10;
     /** Below this fraction of the configured capacity a direction is taken as idle. */
@@ -78,18 +93,21 @@ final class CapacityControl {
     static final double FOLLOW_SMOOTHING = 0.2;
     static final int ROOM_INTERVALS = 3;
     static final double ROOM_STEP = 0.05;
+    /** Weighted service this even (Interval.skew) is what room may raise R from. */
+    static final double EVEN = 1.05;
+    static final int MOST_ROOM_WAIT = 600;
     /** Intervals after a probe within which a lowering counts against it. */
     static final int PROBE_ANSWER_INTERVALS = 8;
 
     /** What one interval of a direction showed. */
-    record Seen(double movedBps, double busiest, double held, int competing, double disk) {
+    record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew) {
         Seen(double movedBps, double busiest, double held, int competing) {
-            this(movedBps, busiest, held, competing, 0);
+            this(movedBps, busiest, held, competing, 0, 0);
         }
 
         static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
             return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
-                    interval.wholeFlows(), disk);
+                    interval.wholeFlows(), disk, interval.skew());
         }
     }
 
@@ -113,6 +131,10 @@ final class CapacityControl {
     private double beforeProbe;
     private double follows;        // what moved over R, smoothed
     private int room;              // intervals running with flows taking all of R and room on the node
+    private int roomIn;            // intervals before room may raise R again
+    private int roomWait;          // that wait, doubled each time a raise was answered by a lowering
+    private boolean roomAnswered;  // the last raise was for room (not a probe)
+    private double skew = 1;       // Seen.skew, smoothed (1 with fewer than two flows to compare)
 
     boolean held() {
         return held;
@@ -184,16 +206,26 @@ final class CapacityControl {
     private double heldStep(long current, double moved, double mean, Seen seen) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
         boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
-        lower = unheld ? lower + 1 : 0;
+        skew = seen.skew() == 0 ? 1 : skew + SKEW_SMOOTHING * (seen.skew() - skew);
+        boolean skewed = skew >= SKEWED;
+        boolean lopsided = skew >= LOPSIDED;
+        lower = unheld || skewed || lopsided ? lower + 1 : 0;
         loweredMoved = lower == 1 ? moved : loweredMoved + moved;
-        if (lower >= LOWER_INTERVALS) {
+        if (lower >= LOWER_INTERVALS || lopsided) {
             if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
+                if (roomAnswered) {
+                    roomWait = Math.min(MOST_ROOM_WAIT, Math.max(ROOM_INTERVALS, 2 * roomWait));
+                    roomIn = roomWait;
+                }
             }
+            roomAnswered = false;
+            double over = loweredMoved / lower;
             resetProbes();
             // What they moved over those intervals, not the last one's: a write pipeline changing
-            // blocks stalls for a moment.
-            return MARGIN * Math.min(current, loweredMoved / LOWER_INTERVALS);
+            // blocks stalls for a moment. Lopsided, at once: the last ones' (the skew is smoothed).
+            skew = lopsided ? 1 : skew;
+            return MARGIN * Math.min(current, over);
         }
         if (lower > 0) {
             return current;
@@ -211,11 +243,21 @@ final class CapacityControl {
             return Math.min(current, safe);
         }
         follows += FOLLOW_SMOOTHING * (Math.min(1.5, moved / current) - follows);
-        room = follows >= FOLLOWS && busy < SATURATED ? room + 1 : 0;
+        boolean roomy = follows >= FOLLOWS && busy < SATURATED && skew < EVEN;
+        if (roomy && roomIn > 0) {
+            roomIn--;   // waiting out a rise that was answered by a lowering
+            roomy = false;
+        }
+        room = roomy ? room + 1 : 0;
         if (room >= ROOM_INTERVALS) {
             room = 0;
             safe = Math.max(safe, current * (1 + ROOM_STEP));
             resetProbes();
+            // Answered like a probe: flows that then cannot keep up bring the safe level back down,
+            // and the next such step waits twice as long (the node's room was in one thread's core).
+            beforeProbe = current;
+            sinceProbe = 0;
+            roomAnswered = true;
             return current * (1 + ROOM_STEP);
         }
         if (current >= safe || --probeIn > 0) {

@@ -60,7 +60,7 @@ final class CapacityLoop {
         double[] moved = new double[2];
         for (Direction direction : Direction.values()) {
             WeightedScheduler scheduler = throttles.scheduler(direction);
-            WeightedScheduler.Interval interval = scheduler.takeInterval();
+            WeightedScheduler.Interval interval = scheduler.takeInterval(now);
             if (seconds <= 0) {
                 continue;
             }

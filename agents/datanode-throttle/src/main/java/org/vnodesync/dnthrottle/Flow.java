@@ -21,6 +21,9 @@ final class Flow {
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
     double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
     int interval = -1;      // the scheduler's last interval it had a packet charged whole in
+    long intervalBytes;     // bytes of its packets that continued an op charged whole, in that interval
+    long intervalHeldNs;    // how long those packets waited for its weight
+    boolean capped;         // in that interval, a packet of it waited for its ceiling
 
     Flow(String name) {
         this.name = name;

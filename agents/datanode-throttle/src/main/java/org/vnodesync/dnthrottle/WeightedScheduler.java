@@ -59,6 +59,8 @@ final class WeightedScheduler {
         }
     }
 
+    /** A flow that waited for its weight this share of an interval was not short of R. */
+    static final double WAITED = 0.1;
     /** Weight of a new in-flight sample in Ticket.paceNs. */
     private static final double PACE_SMOOTHING = 0.25;
     /** An op whose packets take this many times as long as another flow's is slow by itself. */
@@ -70,7 +72,7 @@ final class WeightedScheduler {
 
     /** Counts over one interval of the capacity control. */
     record Interval(long bytes, long packets, long heldPackets, long heldNs, long continued, long fellBehind,
-                    int wholeFlows) {
+                    int wholeFlows, double skew) {
         /** Of the packets that continued an op charged whole, the share whose flow V passed in flight. */
         double fellBehindFraction() {
             return continued == 0 ? 0 : (double) fellBehind / continued;
@@ -101,6 +103,8 @@ final class WeightedScheduler {
     private long continued;
     private long fellBehind;
     private int wholeFlows;            // flows with a packet charged whole in this interval
+    private Flow[] counted = new Flow[16];   // those flows
+    private long intervalStartNs;
     private int intervals;             // intervals taken so far (Flow.interval marks the last it was counted in)
 
     long rate() {
@@ -175,8 +179,16 @@ final class WeightedScheduler {
                 }
                 if (flow.interval != intervals) {
                     flow.interval = intervals;
-                    wholeFlows++;
+                    flow.intervalBytes = 0;
+                    flow.intervalHeldNs = 0;
+                    flow.capped = false;
+                    if (wholeFlows == counted.length) {
+                        counted = java.util.Arrays.copyOf(counted, 2 * counted.length);   // grows with users
+                    }
+                    counted[wholeFlows++] = flow;
                 }
+                flow.intervalBytes += bytes;
+                flow.capped |= ceilingDue > now;
             }
             // The packet that moved was charged when it arrived, at its predecessor's size.
             recharge(flow, ticket, bytes);
@@ -185,7 +197,11 @@ final class WeightedScheduler {
                 ticket.arriving = bytes;
                 return ceilingDue;
             }
-            return arrive(flow, bytes, now, ticket, r);
+            long due = arrive(flow, bytes, now, ticket, r);
+            if (due > now && flow.interval == intervals) {
+                flow.intervalHeldNs += due - now;
+            }
+            return due;
         }
     }
 
@@ -329,10 +345,13 @@ final class WeightedScheduler {
         }
     }
 
-    /** The counts since the last call (for the capacity control). */
-    Interval takeInterval() {
+    /** The counts since the last call, at NOW (for the capacity control). */
+    Interval takeInterval(long now) {
         synchronized (lock) {
-            Interval out = new Interval(bytes, packets, heldPackets, heldNs, continued, fellBehind, wholeFlows);
+            Interval out = new Interval(bytes, packets, heldPackets, heldNs, continued, fellBehind, wholeFlows,
+                    skew(now));
+            intervalStartNs = now;
+            java.util.Arrays.fill(counted, 0, wholeFlows, null);
             continued = 0;
             fellBehind = 0;
             wholeFlows = 0;
@@ -343,6 +362,39 @@ final class WeightedScheduler {
             heldNs = 0;
             return out;
         }
+    }
+
+    /**
+     * Over this interval's flows that kept sending whole packets, held by no ceiling and with no floor: the
+     * most bytes per weight any of them moved over the least (1: the weights held; 0: fewer than two).
+     * Above 1 they did not share by weight although all kept asking, and the one served least hardly
+     * waited for its weight: R is above what the node gives it.
+     */
+    private double skew(long now) {
+        double most = 0;
+        Flow least = null;
+        int flows = 0;
+        for (int i = 0; i < wholeFlows; i++) {
+            Flow flow = counted[i];
+            if (flow.capped || flow.weight <= 0 || !flow.floor.unlimited()) {   // a floor's bytes are not by weight
+                continue;
+            }
+            double perWeight = flow.intervalBytes / flow.weight;
+            most = Math.max(most, perWeight);
+            if (least == null || perWeight < least.intervalBytes / least.weight) {
+                least = flow;
+            }
+            flows++;
+        }
+        if (flows < 2 || least.intervalBytes <= 0) {
+            return 0;
+        }
+        // The flow served least spent a good part of the interval waiting for its weight: R gave it
+        // its share and something else (the CPU it shares with the others' threads) held it back.
+        if (least.intervalHeldNs >= WAITED * (now - intervalStartNs)) {
+            return 1;
+        }
+        return most / (least.intervalBytes / least.weight);
     }
 
     /** Whether a flow other than FLOW is backlogged now (short-circuit grants). */

@@ -58,6 +58,20 @@ class SchedulerTest {
     }
 
     @Test
+    void oneThreadPerUserOnACoreEachStillSharesByWeight() {
+        // A CPU-bound node of two cores: each transfer thread can use one, half the node, so 2:1 can
+        // only hold with bob held under what his thread could take and the node a quarter idle.
+        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        double core = 30 * MB;
+        node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"), core, 0, 0, node.now()));
+        node.add(new SimulatedNode.Worker(node.throttles.chargeFor("bob"), core, 0, 0, node.now()));
+        node.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> r = node.rates(20);
+        assertEquals(2.0, r.get("alice") / r.get("bob"), 0.2, "alice/bob " + r);
+        assertTrue(r.get("alice") >= 0.85 * core, "alice near her core's speed: " + r);
+    }
+
+    @Test
     void manyThreadsPerUserStillShareByWeight() {
         SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
@@ -257,6 +271,34 @@ class SchedulerTest {
         CapacityControl lowest = new CapacityControl();
         assertEquals(Math.round(CapacityControl.LOWEST * c), lowest.next(c, c, seen(2e6, 1.0)));   // never below LOWEST
         assertEquals(0, control.next(0, c, seen(40e6, 0.99)));        // nothing configured: weights off
+    }
+
+    @Test
+    void flowsThatDoNotShareByWeightLowerRAfterAWhileAndALopsidedSplitAtOnce() {
+        long c = CONFIGURED;
+        CapacityControl control = new CapacityControl();
+        long r = c;
+        while (!control.held()) {
+            r = control.next(c, c, seen(40e6, 0.99));
+        }
+        CapacityControl.Seen skewed = new CapacityControl.Seen(r, 0.95, 0.5, 2, 0, 1.12);
+        long now = r;
+        int intervals = 0;
+        while (now == r && intervals < 50) {
+            now = control.next(c, r, skewed);
+            intervals++;
+        }
+        assertTrue(now < r && intervals >= CapacityControl.LOWER_INTERVALS, "lowered to " + now + " after " + intervals);
+        CapacityControl.Seen even = new CapacityControl.Seen(now, 0.95, 0.5, 2, 0, 1.0);
+        for (int i = 0; i < 50; i++) {
+            assertTrue(control.next(c, now, even) >= now, "an even split never lowers R");
+        }
+        CapacityControl lopsided = new CapacityControl();
+        r = c;
+        while (!lopsided.held()) {
+            r = lopsided.next(c, c, seen(40e6, 0.99));
+        }
+        assertEquals(Math.round(0.95 * 30e6), lopsided.next(c, r, new CapacityControl.Seen(30e6, 0.95, 0.5, 2, 0, 2.0)));
     }
 
     @Test
