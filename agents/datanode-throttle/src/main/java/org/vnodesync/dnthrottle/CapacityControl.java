@@ -105,6 +105,11 @@ final class CapacityControl {
             this(movedBps, busiest, held, competing, 0, 0);
         }
 
+        /** The same without the skew (it says nothing about R here). */
+        Seen withoutSkew() {
+            return new Seen(movedBps, busiest, held, competing, disk, 0);
+        }
+
         static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
             return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
                     interval.wholeFlows(), disk, interval.skew());
@@ -135,6 +140,8 @@ final class CapacityControl {
     private int roomWait;          // that wait, doubled each time a raise was answered by a lowering
     private boolean roomAnswered;  // the last raise was for room (not a probe)
     private double skew = 1;       // Seen.skew, smoothed (1 with fewer than two flows to compare)
+    private double skewSum;        // raw skew over the intervals that asked for R lower
+    private final SkewAnswer answer = new SkewAnswer();
 
     boolean held() {
         return held;
@@ -206,11 +213,25 @@ final class CapacityControl {
     private double heldStep(long current, double moved, double mean, Seen seen) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
         boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
-        skew = seen.skew() == 0 ? 1 : skew + SKEW_SMOOTHING * (seen.skew() - skew);
-        boolean skewed = skew >= SKEWED;
-        boolean lopsided = skew >= LOPSIDED;
+        double raw = seen.skew() == 0 ? 1 : seen.skew();
+        skew += SKEW_SMOOTHING * (raw - skew);
+        if (answer.pending()) {
+            double back = answer.judge(raw);
+            if (back > 0) {
+                // Lowering R did not even the split out: the skew is not R's to fix (a write pipeline
+                // paced by its other nodes). R goes back, and skew lowers it again only after a wait.
+                safe = Math.max(safe, back);
+                resetProbes();
+                skew = 1;
+                return back;
+            }
+        }
+        boolean byWeight = answer.mayLower();
+        boolean skewed = byWeight && skew >= SKEWED;
+        boolean lopsided = byWeight && skew >= LOPSIDED;
         lower = unheld || skewed || lopsided ? lower + 1 : 0;
         loweredMoved = lower == 1 ? moved : loweredMoved + moved;
+        skewSum = lower == 1 ? raw : skewSum + raw;
         if (lower >= LOWER_INTERVALS || lopsided) {
             if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
@@ -221,10 +242,14 @@ final class CapacityControl {
             }
             roomAnswered = false;
             double over = loweredMoved / lower;
+            double skewBefore = lopsided ? raw : skewSum / lower;
             resetProbes();
             // What they moved over those intervals, not the last one's: a write pipeline changing
             // blocks stalls for a moment. Lopsided, at once: the last ones' (the skew is smoothed).
             skew = lopsided ? 1 : skew;
+            if (!unheld) {
+                answer.lowered(current, skewBefore);
+            }
             return MARGIN * Math.min(current, over);
         }
         if (lower > 0) {

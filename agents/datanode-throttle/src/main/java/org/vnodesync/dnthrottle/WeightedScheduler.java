@@ -59,6 +59,12 @@ final class WeightedScheduler {
         }
     }
 
+    /**
+     * A flow whose packets take this many times as long in flight as the fastest flow's is held by
+     * something of its own (its client, the rest of its pipeline), not by the node: lowering R would
+     * not speed it up, only slow the others. Flows held by the node move their packets alike.
+     */
+    static final double UNEVEN_PACE = 1.25;
     /** A flow that waited for its weight this share of an interval was not short of R. */
     static final double WAITED = 0.1;
     /** Weight of a new in-flight sample in Ticket.paceNs. */
@@ -365,18 +371,26 @@ final class WeightedScheduler {
     }
 
     /**
-     * Over this interval's flows that kept sending whole packets, held by no ceiling and with no floor: the
+     * Over this interval's flows that kept sending whole packets, held by no ceiling, with no floor and
+     * moving their packets about as fast as the fastest (UNEVEN_PACE): the
      * most bytes per weight any of them moved over the least (1: the weights held; 0: fewer than two).
      * Above 1 they did not share by weight although all kept asking, and the one served least hardly
      * waited for its weight: R is above what the node gives it.
      */
     private double skew(long now) {
+        double fastest = Double.MAX_VALUE;
+        for (int i = 0; i < wholeFlows; i++) {
+            if (counted[i].paceNs > 0) {
+                fastest = Math.min(fastest, counted[i].paceNs);
+            }
+        }
         double most = 0;
         Flow least = null;
         int flows = 0;
         for (int i = 0; i < wholeFlows; i++) {
             Flow flow = counted[i];
-            if (flow.capped || flow.weight <= 0 || !flow.floor.unlimited()) {   // a floor's bytes are not by weight
+            if (flow.capped || flow.weight <= 0 || !flow.floor.unlimited()   // a floor's bytes are not by weight
+                    || flow.paceNs > UNEVEN_PACE * fastest) {   // slower in flight than the node makes the others
                 continue;
             }
             double perWeight = flow.intervalBytes / flow.weight;

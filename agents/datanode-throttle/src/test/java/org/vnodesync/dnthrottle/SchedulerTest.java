@@ -72,6 +72,20 @@ class SchedulerTest {
     }
 
     @Test
+    void aFlowHeldOutsideTheNodeDoesNotDragRDownWithIt() {
+        // alice's client (or the rest of her write pipeline) takes 25 MB/s, less than her share but
+        // not so much slower than bob's packets that she reads as a slow client: the split is skewed
+        // whatever R is, so R must not keep coming down for it.
+        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"), 25 * MB, 0, 0, node.now()));
+        node.backlogged("bob");
+        node.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> r = node.rates(30);
+        assertTrue(r.get("alice") >= 0.95 * 25 * MB, "alice at her client's pace: " + r);
+        assertTrue(r.get("alice") + r.get("bob") >= 0.85 * 60 * MB, "the node used: " + r);
+    }
+
+    @Test
     void manyThreadsPerUserStillShareByWeight() {
         SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
