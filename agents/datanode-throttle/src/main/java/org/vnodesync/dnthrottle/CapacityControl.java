@@ -16,7 +16,9 @@ import java.util.Arrays;
  *       busy fraction when a data disk is the busiest, so flows paced under the disk do not read as a
  *       slower disk; or the last interval's, up to R, if that is more: R was climbing and the flows
  *       kept up), just under what the node delivers, whatever holds it (encryption, checksums, a
- *       disk); that level is remembered as safe, and R is held;</li>
+ *       disk); that level is remembered as safe, and R is held. Begun by one flow alone, R keeps
+ *       all but MARGIN of what it was (a transfer's first interval says little of the node) and the
+ *       safe level waits for a second flow, as after a climb;</li>
  *   <li>held, while fewer than two flows compete, the one alone is paced at R and shows only R: while
  *       it keeps up (KEEPS_UP of R, LONE_INTERVALS running) R climbs by CLIMB an interval, so a flow
  *       left alone gets what the node delivers now; when a second flow arrives R comes back to MARGIN
@@ -194,6 +196,15 @@ final class CapacityControl {
             rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
             resetProbes();
             follows = 0;
+            if (seen.competing() < 2) {
+                // One flow: nothing to share yet, and its first interval (a transfer starting, a
+                // client warming up) says little of the node. It keeps R but the margin; a second
+                // flow meets R just under what the lone one moved (shared()), as after a climb.
+                rate = MARGIN * current;
+                climbed = true;
+                lone = 1;
+                loneMoved = moved;
+            }
         } else if (held && (busy >= RELEASED || ++idle < RELEASE_INTERVALS)) {
             if (busy >= RELEASED) {
                 idle = 0;
