@@ -24,6 +24,8 @@ final class Flow {
     long intervalBytes;     // bytes of its packets that continued an op charged whole, in that interval
     long intervalHeldNs;    // how long those packets waited for its weight
     boolean capped;         // in that interval, a packet of it waited for its ceiling
+    boolean throughout;     // it had such packets in the interval before that one too
+    long lastContinuedNs;   // when the last of them moved
 
     Flow(String name) {
         this.name = name;

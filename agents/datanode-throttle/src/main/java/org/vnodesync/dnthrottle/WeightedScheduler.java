@@ -65,6 +65,8 @@ final class WeightedScheduler {
      * not speed it up, only slow the others. Flows held by the node move their packets alike.
      */
     static final double UNEVEN_PACE = 1.25;
+    /** A flow whose last packet is older than this at an interval's end ended in it (its bytes are part of one). */
+    static final long LIVE_NS = 20_000_000L;
     /** A flow that waited for its weight this share of an interval was not short of R. */
     static final double WAITED = 0.1;
     /** Weight of a new in-flight sample in Ticket.paceNs. */
@@ -184,6 +186,7 @@ final class WeightedScheduler {
                     fellBehind++;
                 }
                 if (flow.interval != intervals) {
+                    flow.throughout = flow.interval == intervals - 1;
                     flow.interval = intervals;
                     flow.intervalBytes = 0;
                     flow.intervalHeldNs = 0;
@@ -194,6 +197,7 @@ final class WeightedScheduler {
                     counted[wholeFlows++] = flow;
                 }
                 flow.intervalBytes += bytes;
+                flow.lastContinuedNs = now;
                 flow.capped |= ceilingDue > now;
             }
             // The packet that moved was charged when it arrived, at its predecessor's size.
@@ -371,8 +375,8 @@ final class WeightedScheduler {
     }
 
     /**
-     * Over this interval's flows that kept sending whole packets, held by no ceiling, with no floor and
-     * moving their packets about as fast as the fastest (UNEVEN_PACE): the
+     * Over this interval's flows that kept sending whole packets from before it to its end, held by no
+     * ceiling, with no floor and moving their packets about as fast as the fastest (UNEVEN_PACE): the
      * most bytes per weight any of them moved over the least (1: the weights held; 0: fewer than two).
      * Above 1 they did not share by weight although all kept asking, and the one served least hardly
      * waited for its weight: R is above what the node gives it.
@@ -390,7 +394,8 @@ final class WeightedScheduler {
         for (int i = 0; i < wholeFlows; i++) {
             Flow flow = counted[i];
             if (flow.capped || flow.weight <= 0 || !flow.floor.unlimited()   // a floor's bytes are not by weight
-                    || flow.paceNs > UNEVEN_PACE * fastest) {   // slower in flight than the node makes the others
+                    || flow.paceNs > UNEVEN_PACE * fastest     // slower in flight than the node makes the others
+                    || !flow.throughout || now - flow.lastContinuedNs > LIVE_NS) {   // began or ended in it
                 continue;
             }
             double perWeight = flow.intervalBytes / flow.weight;
