@@ -162,7 +162,9 @@ def test_vnodectl_top_shows_the_capped_user_first(observed):
     rows = [line.split() for line in top.splitlines()[3:] if line and not line.startswith(" ")]
     assert [row[0] for row in rows] == ["alice", "bob"], top
     alice, bob = top_json["users"]
-    assert alice["user"] == "alice" and alice["nodes_held"] >= 1 and alice["pressure"] >= 0.9, (top, top_json)
+    # Pressure is held time over all the coordinator has seen, which includes the readers' start-up
+    # (longer on a loaded host): the held seconds over the window say how long she was capped.
+    assert alice["user"] == "alice" and alice["nodes_held"] >= 1 and alice["pressure"] >= 0.5, (top, top_json)
     assert alice["held_seconds"] >= 0.8 * 20, (top, top_json)
     assert {n["node_id"] for n in alice["nodes"]} == {"node1", "node2"}
     assert all(n["held_source"] == "estimated" for n in alice["nodes"])
