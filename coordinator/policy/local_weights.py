@@ -47,7 +47,7 @@ WORK_PER_STEP = 4e7
 # total, the step's weights split each global weight by that allocation instead: it does not depend on
 # the last steps, and a replicated write, whose pipeline moves at the pace of its slowest node, gets
 # its share on every node rather than more on one and less on another.
-PLAIN_SLACK = 0.01
+EVEN_SPLIT_SLACK = 0.01
 # A user's weight on a resource where the optimum gives it nothing (it is better served elsewhere)
 # stays at this fraction of its mean local weight, so it can come back there within a few steps.
 TRACE = 1e-3
@@ -136,23 +136,24 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         if moved <= tolerance:
             converged = True
             break
-    even_given, _ = _even_split(weight, ceiling, trace, capacity, floor, scratch)
-    if np.all(even_given.sum(axis=1) >= (1 - PLAIN_SLACK) * totals):
+    enough = (1 - EVEN_SPLIT_SLACK) * totals
+    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch)
+    if np.all(even_given.sum(axis=1) >= enough):
         even = _split_by(weight, even_given, trace)
         even_given, even_level = water_fill(even, capacity, ceiling, floor, scratch=scratch)
-        if np.all(even_given.sum(axis=1) >= (1 - PLAIN_SLACK) * totals):
+        if np.all(even_given.sum(axis=1) >= enough):
             local, given, level, totals = even, even_given, even_level, even_given.sum(axis=1)
     return WeightStep(_with_standby(local, ceiling, level, weight, totals, capacity, held), given, level,
                       iterations, converged, ceiling, floor, capacity)
 
 
 def _even_split(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                floor: np.ndarray | None, scratch) -> tuple[np.ndarray, np.ndarray]:
+                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """What the edges give with every user's global weight on every resource it wants (its trace
-    elsewhere), as the edges share with no center: (allocation, level)."""
+    elsewhere), as the edges share with no center."""
     plain = (ceiling > 0) * weight.astype(ceiling.dtype)[:, None]
     np.maximum(plain, trace, out=plain)
-    return water_fill(plain, capacity, ceiling, floor, scratch=scratch)
+    return water_fill(plain, capacity, ceiling, floor, scratch=scratch)[0]
 
 
 def _split_by(weight: np.ndarray, given: np.ndarray, trace: np.ndarray) -> np.ndarray:

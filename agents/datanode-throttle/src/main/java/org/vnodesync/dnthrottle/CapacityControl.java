@@ -97,7 +97,8 @@ final class CapacityControl {
     static final double ROOM_STEP = 0.05;
     /** Weighted service this even (Interval.skew) is what room may raise R from. */
     static final double EVEN = 1.05;
-    static final int MOST_ROOM_WAIT = 600;
+    /** The longest a room raise or a skew lowering that proved wrong waits to be tried again (Backoff). */
+    static final int MOST_WAIT = 600;
     /** Intervals after a probe within which a lowering counts against it. */
     static final int PROBE_ANSWER_INTERVALS = 8;
 
@@ -138,8 +139,7 @@ final class CapacityControl {
     private double beforeProbe;
     private double follows;        // what moved over R, smoothed
     private int room;              // intervals running with flows taking all of R and room on the node
-    private int roomIn;            // intervals before room may raise R again
-    private int roomWait;          // that wait, doubled each time a raise was answered by a lowering
+    private final Backoff roomWait = new Backoff(ROOM_INTERVALS, MOST_WAIT);   // after a raise a lowering answered
     private boolean roomAnswered;  // the last raise was for room (not a probe)
     private double skew = 1;       // Seen.skew, smoothed (1 with fewer than two flows to compare)
     private double skewSum;        // raw skew over the intervals that asked for R lower
@@ -247,8 +247,7 @@ final class CapacityControl {
             if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
                 if (roomAnswered) {
-                    roomWait = Math.min(MOST_ROOM_WAIT, Math.max(ROOM_INTERVALS, 2 * roomWait));
-                    roomIn = roomWait;
+                    roomWait.lengthen();
                 }
             }
             roomAnswered = false;
@@ -279,11 +278,7 @@ final class CapacityControl {
             return Math.min(current, safe);
         }
         follows += FOLLOW_SMOOTHING * (Math.min(1.5, moved / current) - follows);
-        boolean roomy = follows >= FOLLOWS && busy < SATURATED && skew < EVEN;
-        if (roomy && roomIn > 0) {
-            roomIn--;   // waiting out a rise that was answered by a lowering
-            roomy = false;
-        }
+        boolean roomy = follows >= FOLLOWS && busy < SATURATED && skew < EVEN && !roomWait.waiting();
         room = roomy ? room + 1 : 0;
         if (room >= ROOM_INTERVALS) {
             room = 0;

@@ -5,7 +5,7 @@ package org.vnodesync.dnthrottle;
  * not keep up with their shares of R; it does not when what holds them is outside the node (a write
  * pipeline moves at the pace of its slowest node and of its client), and then each lowering would
  * only cost the node's throughput. A lowering that did not help is undone, and skew may lower R again
- * only after a wait that doubles each time (up to MOST_WAIT), as the probes' and room's do.
+ * only after a wait that doubles each time (Backoff), as room's does.
  */
 final class SkewAnswer {
     /** Intervals after a lowering over which the split is judged. */
@@ -13,15 +13,13 @@ final class SkewAnswer {
     /** The mean skew must come down this much (or under SKEWED) for the lowering to count as a help. */
     static final double IMPROVED = 0.02;
     static final int LEAST_WAIT = 20;
-    static final int MOST_WAIT = 600;
 
     private int judgeIn;           // intervals left to judge the last lowering (0: none pending)
     private double from;           // R before it
     private double before;         // the mean skew that asked for it
     private double sum;            // skew since
     private int count;
-    private int waitIn;            // intervals before skew may lower R again
-    private int wait;
+    private final Backoff wait = new Backoff(LEAST_WAIT, CapacityControl.MOST_WAIT);
 
     boolean pending() {
         return judgeIn > 0;
@@ -29,11 +27,7 @@ final class SkewAnswer {
 
     /** Skew may lower R now (not while a lowering is judged, nor during a wait). */
     boolean mayLower() {
-        if (waitIn > 0) {
-            waitIn--;
-            return false;
-        }
-        return judgeIn == 0;
+        return !wait.waiting() && judgeIn == 0;
     }
 
     /** R was lowered from FROM for a mean skew of BEFORE. */
@@ -54,11 +48,10 @@ final class SkewAnswer {
         }
         double after = sum / count;
         if (after >= CapacityControl.SKEWED && after > before - IMPROVED) {
-            wait = Math.min(MOST_WAIT, Math.max(LEAST_WAIT, 2 * wait));
-            waitIn = wait;
+            wait.lengthen();
             return from;
         }
-        wait = 0;
+        wait.reset();
         return 0;
     }
 }

@@ -79,13 +79,7 @@ final class WeightedScheduler {
     static final double LEAST_PRECHARGE = 0.1;
 
     /** Counts over one interval of the capacity control. */
-    record Interval(long bytes, long packets, long heldPackets, long heldNs, long continued, long fellBehind,
-                    int wholeFlows, double skew) {
-        /** Of the packets that continued an op charged whole, the share whose flow V passed in flight. */
-        double fellBehindFraction() {
-            return continued == 0 ? 0 : (double) fellBehind / continued;
-        }
-
+    record Interval(long bytes, long packets, long heldPackets, long heldNs, int wholeFlows, double skew) {
         /** The share of packets that waited for their weight. */
         double heldFraction() {
             return packets == 0 ? 0 : (double) heldPackets / packets;
@@ -108,8 +102,6 @@ final class WeightedScheduler {
     private long packets;
     private long heldPackets;
     private long heldNs;
-    private long continued;
-    private long fellBehind;
     private int wholeFlows;            // flows with a packet charged whole in this interval
     private Flow[] counted = new Flow[16];   // those flows
     private long intervalStartNs;
@@ -177,14 +169,8 @@ final class WeightedScheduler {
                 return ceilingDue;
             }
             advance(now);
-            // A continuing op whose packet was charged whole and whose flow V passed while it was in
-            // flight: the packet moved slower than the flow's share although nothing marked the flow
-            // slow. A few of these are noise; many mean R is above what the node delivers.
+            // A continuing op whose packet was charged whole: its flow's bytes this interval (skew()).
             if (ticket.charged > 0 && ticket.whole) {
-                continued++;
-                if (!flow.backlogged() || ticket.epoch != epoch) {
-                    fellBehind++;
-                }
                 if (flow.interval != intervals) {
                     flow.throughout = flow.interval == intervals - 1;
                     flow.interval = intervals;
@@ -358,12 +344,9 @@ final class WeightedScheduler {
     /** The counts since the last call, at NOW (for the capacity control). */
     Interval takeInterval(long now) {
         synchronized (lock) {
-            Interval out = new Interval(bytes, packets, heldPackets, heldNs, continued, fellBehind, wholeFlows,
-                    skew(now));
+            Interval out = new Interval(bytes, packets, heldPackets, heldNs, wholeFlows, skew(now));
             intervalStartNs = now;
             java.util.Arrays.fill(counted, 0, wholeFlows, null);
-            continued = 0;
-            fellBehind = 0;
             wholeFlows = 0;
             intervals++;
             bytes = 0;
