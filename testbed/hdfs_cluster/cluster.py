@@ -35,6 +35,7 @@ STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
 DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "spindle")
+DEFAULT_BLOCK_BYTES = 128 << 20  # dfs.blocksize's default
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
 log = logging.getLogger(__name__)
@@ -350,6 +351,7 @@ class HdfsCluster:
             self._wait_for_live_datanodes(timeout=90)
             log.info("%s: %d DataNodes live after %.1f s", self.name, len(self.datanodes), time.monotonic() - began)
             self._probe()
+            self._wait_until_writable(timeout=30)
             self.startup_seconds = round(time.monotonic() - began, 2)
             self._save()
             log.info("%s: probe written to every DataNode and read back; ready after %.1f s",
@@ -374,6 +376,7 @@ class HdfsCluster:
         self._save()
         self._wait_for_data_ports(timeout=90)
         self._probe(attempts=20)  # the NameNode may still hand out a DataNode that re-registers
+        self._wait_until_writable(timeout=30)
 
     def _wait_for_data_ports(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -419,6 +422,27 @@ class HdfsCluster:
             time.sleep(0.2)
         raise Unavailable(f"{live} of {len(self.datanodes)} DataNodes live after {timeout}s; "
                           f"see the logs in {self.workdir}")
+
+    def _wait_until_writable(self, timeout: float) -> None:
+        """Until the NameNode sees room for a whole block on every DataNode.
+
+        A DataNode reports a block's full size as used while it writes one, and the NameNode
+        counts a block it handed out until the DataNode reports it: for a heartbeat after the
+        probe, a small volume looks full and the next write finds no DataNode to take it."""
+        block = _size_bytes(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES))
+        deadline = time.monotonic() + timeout
+        nodes: dict = {}
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, KeyError, IndexError, Unavailable):
+                info = self.jmx("Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
+                nodes = json.loads(info.get("LiveNodes") or "{}")
+            if len(nodes) == len(self.datanodes) and all(
+                    node["remaining"] >= block and node["blockScheduled"] == 0 for node in nodes.values()):
+                return
+            time.sleep(0.2)
+        room = {name: (node.get("remaining"), node.get("blockScheduled")) for name, node in nodes.items()}
+        raise Unavailable(f"DataNodes without room for a {block}-byte block after {timeout}s "
+                          f"(remaining, blocks scheduled): {room}")
 
     def _probe(self, attempts: int = 3) -> None:
         error = ""
@@ -626,3 +650,10 @@ def take_down(workdir: str) -> list[str]:
             remove_marked(os.path.join(directory, ZRAM_MARKER))
     shutil.rmtree(workdir, ignore_errors=True)
     return found
+
+
+def _size_bytes(value: object) -> int:
+    """A Hadoop size setting (134217728, "128m", "1g") in bytes."""
+    text = str(value).strip().lower()
+    shift = {"k": 10, "m": 20, "g": 30, "t": 40}.get(text[-1:], 0)
+    return int(text[:-1] if shift else text) << shift
