@@ -96,7 +96,7 @@ def alice_files(policy: str, phase: str, size_mb: int, count: int) -> list[str]:
 def write_files(hdfs: HdfsCluster, args) -> set[str]:
     """alice's files (reads) and bob's; returns bob's block files."""
     if args.direction == "read":
-        for policy in POLICIES:
+        for policy in args.policies:
             for phase in PHASES:
                 for size in args.sizes:
                     for path in alice_files(policy, phase, size, args.rounds + 1):
@@ -175,7 +175,8 @@ def report(results: dict[str, dict], args) -> None:
           + (f"; BFQ {', '.join(f'{k}={v}' for k, v in args.bfq.items())}" if args.bfq else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
-    for policy in POLICIES[1:]:
+    compared = [policy for policy in args.policies if policy != "static"]
+    for policy in compared:
         head += f" {policy + ' p50/p99 ms':>22} {'x p50':>6} {'x p99':>6} |"
     print(head)
     for phase in PHASES:
@@ -183,14 +184,22 @@ def report(results: dict[str, dict], args) -> None:
             base = results["static"][(phase, size)]
             b50, b99 = statistics.median(base), percentile(base, 99)
             line = f"{phase:<11} {size:>4} | {b50 * 1000:>8.0f} / {b99 * 1000:>7.0f} |"
-            for policy in POLICIES[1:]:
+            for policy in compared:
                 t = results[policy][(phase, size)]
                 p50, p99 = statistics.median(t), percentile(t, 99)
                 line += f" {p50 * 1000:>10.0f} / {p99 * 1000:>9.0f} {p50 / b50:>6.2f} {p99 / b99:>6.2f} |"
             print(line)
     print("\nthe DataNode with bob alone (MB/s, 2 s before alice's transfers beside him): "
-          + ", ".join(f"{policy} {results[policy]['delivered'] / MB:.1f}" for policy in POLICIES)
+          + ", ".join(f"{policy} {results[policy]['delivered'] / MB:.1f}" for policy in args.policies)
           + f"; alice's weighted share is 2/3 of it (static caps give her {share / MB:.0f} whatever it delivers)")
+
+
+def _policies(text: str) -> list[str]:
+    named = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(named) - set(POLICIES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    return [policy for policy in POLICIES if policy == "static" or policy in named]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-mbps", type=float, default=60.0)
     parser.add_argument("--bfq", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
+    parser.add_argument("--policies", type=_policies, default=list(POLICIES),
+                        help=f"comma-separated, of {', '.join(POLICIES)}; static, the baseline, always runs")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("interactive_shares: needs root (cgroups, loop devices, FUSE)", file=sys.stderr)
@@ -219,14 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     jar = datanode_throttle_jar() if args.backend == "datanode-throttle" else None
     site = {"dfs.block.access.token.enable": "true"}
     results = {}
-    alice_mb = len(POLICIES) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
+    alice_mb = len(args.policies) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
     with cpu_priority(unique_name("inter-cpu")), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk=disk,
                         disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar) as hdfs:
         bob_blocks = write_files(hdfs, args)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
-        for policy in POLICIES:
+        for policy in args.policies:
             results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
             print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)
     report(results, args)

@@ -1,0 +1,158 @@
+"""Where an interactive user's time goes beside a backlogged one: R and each user's MB/s every 0.1 s.
+
+benchmarks.interactive_shares gives the transfer times; this shows their inside. bob reads one
+large file without pause; alice reads N files of one size with idle gaps between them; a
+sampler reads the DataNode's Java agent (STATS) every 0.1 s. Per policy it prints the trace
+and, over alice's transfers, what she and bob moved in each transfer's first 0.2 s and after,
+so a slow start (her first packets queued in the disk behind bob's) is told from a wrong
+steady split. static is the baseline, run first on the same cluster.
+
+    .venv/bin/python -m benchmarks.interactive_trace --size 4 --transfers 5
+    .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
+
+Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup.d).
+"""
+
+import argparse
+import os
+import signal
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, governed,
+                                           moved_bytes)
+from testbed.cpu_priority import cpu_priority
+from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
+from testbed.names import unique_name
+from testbed.share_watch import CacheDropper, block_files
+from vnode_sync.datanode.channel import ThrottleChannel
+
+POLICIES = ("static", "wc-weights")
+SAMPLE_SECONDS = 0.1
+START_SAMPLES = 2   # a transfer's first 0.2 s
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float      # since the sampler started
+    rate_mbps: float    # the read scheduler's R (0: weights off)
+    alice_mbps: float
+    bob_mbps: float
+    disk_busy: float
+
+
+def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sample]) -> None:
+    began, last = time.monotonic(), None
+    while not stop.is_set():
+        stats, now = channel.stats(), time.monotonic()
+        users = stats.users
+        moved = (now, *(users[name].read_bytes if name in users else 0 for name in (ALICE.name, BOB.name)))
+        if last is not None:
+            seconds = moved[0] - last[0]
+            into.append(Sample(now - began, stats.node.get("read_rate_bps", 0) / MB,
+                               (moved[1] - last[1]) / seconds / MB, (moved[2] - last[2]) / seconds / MB,
+                               stats.node.get("disk_busy", 0)))
+        last = moved
+        time.sleep(SAMPLE_SECONDS)
+
+
+def transfers_in(samples: list[Sample]) -> list[list[Sample]]:
+    """Runs of samples in which alice moved something: one per transfer."""
+    runs, run = [], []
+    for sample in samples:
+        if sample.alice_mbps > 0.5:
+            run.append(sample)
+        elif run:
+            runs.append(run)
+            run = []
+    return runs + ([run] if run else [])
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args, bob_blocks: set[str]) -> None:
+    channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
+    with governed(hdfs, name, policy, "datanode-throttle", int(args.disk_mbps * MB), {}):
+        bob = hdfs.start_read("/bob/big.bin", as_uid=BOB.uid, hdfs_user=BOB.name, seconds=3600)
+        try:
+            with CacheDropper(bob_blocks):
+                time.sleep(5)   # past bob's JVM start and first blocks
+                before, t0 = moved_bytes(hdfs, "read"), time.monotonic()
+                time.sleep(2)
+                bob_alone = (moved_bytes(hdfs, "read") - before) / (time.monotonic() - t0) / MB
+                samples: list[Sample] = []
+                stop = threading.Event()
+                sampler = threading.Thread(target=sample_until, args=(channel, stop, samples), daemon=True)
+                sampler.start()
+                try:
+                    times = alice_transfers(hdfs, files, args.size, args.gap, "read")
+                finally:
+                    stop.set()
+                    sampler.join()
+        finally:
+            bob.kill()
+            bob.wait()
+    runs = transfers_in(samples)
+    start = [s for run in runs for s in run[:START_SAMPLES]]
+    rest = [s for run in runs for s in run[START_SAMPLES:]]
+    print(f"\n{policy}: alice's {args.size} MiB transfers (ms): {' '.join(f'{t * 1000:.0f}' for t in times)}; "
+          f"bob alone before them {bob_alone:.1f} MB/s")
+    print(f"  each transfer's first {START_SAMPLES * SAMPLE_SECONDS:.1f} s: alice {mean([s.alice_mbps for s in start]):.1f} "
+          f"MB/s, bob {mean([s.bob_mbps for s in start]):.1f}; after: alice {mean([s.alice_mbps for s in rest]):.1f}, "
+          f"bob {mean([s.bob_mbps for s in rest]):.1f} ({len(runs)} transfers seen)")
+    print("  trace (s, R, alice, bob MB/s, disk busy), alice's transfers and 0.2 s either side:")
+    near = {i for i, s in enumerate(samples) if s.alice_mbps > 0.5}
+    shown = sorted({j for i in near for j in range(i - 2, i + 3) if 0 <= j < len(samples)})
+    for i in shown:
+        s = samples[i]
+        print(f"    {s.seconds:5.1f}  R {s.rate_mbps:5.1f}  alice {s.alice_mbps:5.1f}  bob {s.bob_mbps:5.1f}  "
+              f"disk {s.disk_busy:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=16, help="alice's file size, MiB")
+    parser.add_argument("--transfers", type=int, default=5)
+    parser.add_argument("--gap", type=float, default=1.5, help="alice's idle seconds between transfers")
+    parser.add_argument("--disk-mbps", type=float, default=60.0)
+    parser.add_argument("--readahead", type=int, default=None,
+                        help="dfs.datanode.readahead.bytes (default: Hadoop's, 4 MiB)")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        print("interactive_trace: needs root (loop devices, FUSE, cgroups)", file=sys.stderr)
+        return 2
+    if args.size < 1 or args.transfers < 1 or args.gap < 0:
+        print("interactive_trace: --size and --transfers must be >= 1, --gap >= 0", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    name = unique_name("itrace")
+    site = {"dfs.block.access.token.enable": "true"}
+    if args.readahead is not None:
+        site["dfs.datanode.readahead.bytes"] = args.readahead
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
+          f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}", flush=True)
+    alice_mb = len(POLICIES) * (args.transfers + 1) * args.size
+    with cpu_priority(unique_name("itrace-cpu")), \
+            HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk="paced",
+                        disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=datanode_throttle_jar()) as hdfs:
+        files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in POLICIES}
+        for path in (p for paths in files.values() for p in paths):
+            hdfs.write_file(path, args.size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
+        before = block_files(hdfs)
+        hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
+        bob_blocks = block_files(hdfs) - before
+        hdfs.evict_page_cache()
+        for policy in POLICIES:
+            run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
+    print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk = configured bandwidth; "
+          f"her static share {args.disk_mbps * 8 / 12:.0f} MB/s, her weighted share 2/3 of R")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
