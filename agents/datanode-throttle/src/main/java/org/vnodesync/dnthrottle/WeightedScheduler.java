@@ -35,7 +35,7 @@ final class WeightedScheduler {
      * hundreds of MB/s would cost more than the packet (a park's timer slack is 50 us or more).
      */
     static final long LEAST_SLEEP_NS = 1_000_000L;
-    /** What a flow back from a pause may take at once: at most this long at R (as RateBucket's burst). */
+    /** What a flow back from a pause may take at once: this long at its share (as RateBucket's burst). */
     static final long CREDIT_NS = RateBucket.BURST_NS;
     /** Another flow's packet arrived within this: the arriving one is a second active flow. */
     static final long SECOND_FLOW_NS = 50_000_000L;
@@ -241,17 +241,11 @@ final class WeightedScheduler {
                 rate = r = sharedRate;
             }
             start = virtualTime;
-            long idleNs = now - flow.lastArrivalNs;
-            if (idleNs >= CREDIT_NS) {
+            if (now - flow.lastArrivalNs >= CREDIT_NS) {
                 // Back after a pause (no packet for CREDIT_NS; a flow that only fell behind for a moment
-                // gets nothing): what its share would have moved while it was idle is its to take at
-                // once, up to CREDIT_NS at all of R, as a token bucket filled at its share with a burst
-                // of the node's: over any stretch it gets no more than its share, and a short transfer
-                // after an idle spell goes at the node's speed, as it does under a cap the others keep
-                // to (measured: 4 MiB beside a backlogged reader took 122-217 ms at CREDIT_NS of its
-                // share, 73-127 under static caps).
-                double share = r * flow.weight / (backloggedWeight + flow.weight);
-                flow.credit = (long) (Math.min(idleNs / 1e9 * share, CREDIT_NS / 1e9 * r));
+                // gets nothing): CREDIT_NS at its share is its to take at once, as a token bucket's
+                // burst is, so a short transfer after an idle spell is no slower than under a cap.
+                flow.credit = (long) (CREDIT_NS / 1e9 * r * flow.weight / (backloggedWeight + flow.weight));
             }
         }
         flow.lastArrivalNs = now;

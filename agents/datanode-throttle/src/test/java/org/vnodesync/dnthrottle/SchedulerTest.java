@@ -154,42 +154,6 @@ class SchedulerTest {
         assertEquals(now, node.throttles.scheduler(Direction.READ).admit(alice, SimulatedNode.PACKET, now, ticket));
     }
 
-    /** Bytes alice (8) moves at once, bob (4) backlogged at R = 60 MB/s, after she was idle IDLE_NS. */
-    private static long movedAtOnceAfterIdle(long idleNs) {
-        WeightedScheduler scheduler = new WeightedScheduler();
-        Flow alice = new Flow("alice");
-        Flow bob = new Flow("bob");
-        scheduler.setWeight(alice, 8);
-        scheduler.setWeight(bob, 4);
-        scheduler.setRate(CONFIGURED, 0);
-        long now = 1_000_000_000L;
-        scheduler.admit(alice, SimulatedNode.PACKET, now, new WeightedScheduler.Ticket());   // her last transfer
-        WeightedScheduler.Ticket bobs = new WeightedScheduler.Ticket();
-        long back = now + idleNs;
-        while (now < back) {   // bob keeps the node busy meanwhile
-            now = Math.max(now + 1000, scheduler.admit(bob, SimulatedNode.PACKET, now, bobs));
-        }
-        scheduler.admit(bob, SimulatedNode.PACKET, now, bobs);   // backlogged as she comes back
-        WeightedScheduler.Ticket hers = new WeightedScheduler.Ticket();
-        long moved = 0;
-        while (scheduler.admit(alice, SimulatedNode.PACKET, now, hers) <= now) {
-            moved += SimulatedNode.PACKET;
-        }
-        return moved;
-    }
-
-    @Test
-    void aFlowBackFromIdleTakesWhatItsShareWouldHaveMovedUpToABurstOfTheWholeNode() {
-        // Earned at her share (40 of 60 MB/s) while idle, as a token bucket fills; at most 100 ms at
-        // all of R, so a short transfer goes at the node's speed, as it does under a cap bob keeps to.
-        double share = CONFIGURED * 8.0 / 12;
-        long afterLongIdle = movedAtOnceAfterIdle(2_000_000_000L);
-        assertEquals(WeightedScheduler.CREDIT_NS / 1e9 * CONFIGURED, afterLongIdle, 2 * SimulatedNode.PACKET,
-                "after 2 s idle: 100 ms of the whole node");
-        long afterShortIdle = movedAtOnceAfterIdle(120_000_000L);
-        assertEquals(0.12 * share, afterShortIdle, 2 * SimulatedNode.PACKET, "after 120 ms idle: 120 ms of her share");
-    }
-
     @Test
     void aSecondFlowMeetsTheSharedRAtItsFirstPacket() {
         WeightedScheduler scheduler = new WeightedScheduler();
