@@ -22,17 +22,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, governed,
-                                           moved_bytes)
+from benchmarks.interactive_shares import ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, bob_busy, governed
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
-from testbed.share_watch import CacheDropper, block_files
+from testbed.share_watch import block_files
 from vnode_sync.datanode.channel import ThrottleChannel
 
 POLICIES = ("static", "wc-weights")
 SAMPLE_SECONDS = 0.1
 START_SAMPLES = 2   # a transfer's first 0.2 s
+MOVING_MBPS = 0.5   # alice moved more than this in a sample: it belongs to one of her transfers
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def transfers_in(samples: list[Sample]) -> list[list[Sample]]:
     """Runs of samples in which alice moved something: one per transfer."""
     runs, run = [], []
     for sample in samples:
-        if sample.alice_mbps > 0.5:
+        if sample.alice_mbps > MOVING_MBPS:
             run.append(sample)
         elif run:
             runs.append(run)
@@ -77,36 +77,28 @@ def mean(values: list[float]) -> float:
 
 def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args, bob_blocks: set[str]) -> None:
     channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
-    with governed(hdfs, name, policy, "datanode-throttle", int(args.disk_mbps * MB), {}):
-        bob = hdfs.start_read("/bob/big.bin", as_uid=BOB.uid, hdfs_user=BOB.name, seconds=3600)
+    bob_alone: list[float] = []
+    samples: list[Sample] = []
+    with governed(hdfs, name, policy, "datanode-throttle", int(args.disk_mbps * MB), {}), \
+            bob_busy(hdfs, "read", bob_blocks, bob_alone):
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_until, args=(channel, stop, samples), daemon=True)
+        sampler.start()
         try:
-            with CacheDropper(bob_blocks):
-                time.sleep(5)   # past bob's JVM start and first blocks
-                before, t0 = moved_bytes(hdfs, "read"), time.monotonic()
-                time.sleep(2)
-                bob_alone = (moved_bytes(hdfs, "read") - before) / (time.monotonic() - t0) / MB
-                samples: list[Sample] = []
-                stop = threading.Event()
-                sampler = threading.Thread(target=sample_until, args=(channel, stop, samples), daemon=True)
-                sampler.start()
-                try:
-                    times = alice_transfers(hdfs, files, args.size, args.gap, "read")
-                finally:
-                    stop.set()
-                    sampler.join()
+            times = alice_transfers(hdfs, files, args.size, args.gap, "read")
         finally:
-            bob.kill()
-            bob.wait()
+            stop.set()
+            sampler.join()
     runs = transfers_in(samples)
     start = [s for run in runs for s in run[:START_SAMPLES]]
     rest = [s for run in runs for s in run[START_SAMPLES:]]
     print(f"\n{policy}: alice's {args.size} MiB transfers (ms): {' '.join(f'{t * 1000:.0f}' for t in times)}; "
-          f"bob alone before them {bob_alone:.1f} MB/s")
+          f"bob alone before them {bob_alone[0] / MB:.1f} MB/s")
     print(f"  each transfer's first {START_SAMPLES * SAMPLE_SECONDS:.1f} s: alice {mean([s.alice_mbps for s in start]):.1f} "
           f"MB/s, bob {mean([s.bob_mbps for s in start]):.1f}; after: alice {mean([s.alice_mbps for s in rest]):.1f}, "
           f"bob {mean([s.bob_mbps for s in rest]):.1f} ({len(runs)} transfers seen)")
     print("  trace (s, R, alice, bob MB/s, disk busy), alice's transfers and 0.2 s either side:")
-    near = {i for i, s in enumerate(samples) if s.alice_mbps > 0.5}
+    near = {i for i, s in enumerate(samples) if s.alice_mbps > MOVING_MBPS}
     shown = sorted({j for i in near for j in range(i - 2, i + 3) if 0 <= j < len(samples)})
     for i in shown:
         s = samples[i]

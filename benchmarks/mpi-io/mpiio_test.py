@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 from mpi4py import MPI
 
-from benchmarks.mpiio.sizes import parse_size
+from testbed.sizes import parse_size
 
 MB = 1_000_000
 FOREGROUND_DONE = 77

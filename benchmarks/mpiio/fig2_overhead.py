@@ -11,7 +11,7 @@ from benchmarks.mpiio import launch
 from benchmarks.mpiio import report
 from benchmarks.mpiio.bench_vnodes import VNodeSpec
 from benchmarks.mpiio.experiment import clear_files, command_line, common_options, log, testbed
-from benchmarks.mpiio.sizes import parse_size
+from testbed.sizes import parse_size
 
 PROCESS_COUNTS = (1, 2, 4, 8)
 OBJECT_SIZES = ("16K", "16M")

@@ -18,7 +18,7 @@ from benchmarks.mpiio import report
 from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, VNodeSpec, bench_vnodes
 from benchmarks.mpiio.experiment import MB, command_line, log, prepare_run
 from benchmarks.mpiio.machine import describe
-from benchmarks.mpiio.sizes import parse_size
+from testbed.sizes import parse_size
 
 PLACEMENTS = ("co-located", "hdfs-placed")
 

@@ -22,7 +22,7 @@ from benchmarks.mpiio import report
 from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes
 from benchmarks.mpiio.experiment import MB, command_line, log, prepare_run
 from benchmarks.mpiio.machine import describe
-from benchmarks.mpiio.sizes import parse_size
+from testbed.sizes import parse_size
 from vnode_sync.errors import KernelError
 
 # The paper's rates, then higher: this DataNode's disk is a fast loop device, not an HDD.

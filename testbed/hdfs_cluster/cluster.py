@@ -20,6 +20,7 @@ from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed.paced_disk import DiskModel, PacedDisk
 from testbed.processes import stop_process, stop_processes
+from testbed.sizes import parse_size
 from testbed import kdc
 from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
@@ -429,7 +430,7 @@ class HdfsCluster:
         A DataNode reports a block's full size as used while it writes one, and the NameNode
         counts a block it handed out until the DataNode reports it: for a heartbeat after the
         probe, a small volume looks full and the next write finds no DataNode to take it."""
-        block = _size_bytes(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES))
+        block = parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
         deadline = time.monotonic() + timeout
         nodes: dict = {}
         while time.monotonic() < deadline:
@@ -651,9 +652,3 @@ def take_down(workdir: str) -> list[str]:
     shutil.rmtree(workdir, ignore_errors=True)
     return found
 
-
-def _size_bytes(value: object) -> int:
-    """A Hadoop size setting (134217728, "128m", "1g") in bytes."""
-    text = str(value).strip().lower()
-    shift = {"k": 10, "m": 20, "g": 30, "t": 40}.get(text[-1:], 0)
-    return int(text[:-1] if shift else text) << shift

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from benchmarks.mpiio.launch import PROGRAM
-from benchmarks.mpiio.sizes import parse_size
+from testbed.sizes import parse_size
 
 
 def _why_no_mpi() -> str | None:

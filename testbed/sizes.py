@@ -1,5 +1,6 @@
-"""Byte sizes as people write them ("16K", "16M", "2G"); kept apart from mpiio_test.py because
-importing mpi4py's MPI makes a process an MPI singleton, which breaks a later mpirun."""
+"""Byte sizes as people and Hadoop's settings write them ("16K", "16M", "2G", "128m"); a module of its
+own, so mpiio_test.py can import it without the harness (importing mpi4py's MPI makes a process an MPI
+singleton, which breaks a later mpirun)."""
 
 SIZE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
