@@ -4,6 +4,13 @@
 # (HDFS jars from Maven Central, Slurm and MPI from Debian) and receives the venv path as $1.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+
+# One setup at a time on a machine: clones set up side by side (CI beside a developer's checkout)
+# share apt's lock and /var/cache/vnode-sync, and apt refuses a second apt-get at once. flock -o
+# keeps the lock in flock itself, so no daemon a package starts inherits it.
+if [ -z "${VNODE_SETUP_LOCKED:-}" ]; then
+  exec env VNODE_SETUP_LOCKED=1 flock -o /run/lock/vnode-sync-setup.lock bash "$0" "$@"
+fi
 venv="${VNODE_VENV:-$repo/.venv}"
 
 apt_packages=(util-linux e2fsprogs iproute2 procps)
