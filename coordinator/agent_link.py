@@ -35,7 +35,8 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     def Register(self, request, caller):
         validation.node_id(request.node_id)
         generation = self.runtime.register_node(request.node_id, list(request.devices), request.backend,
-                                                list(request.limitations), request.shares_by_weight)
+                                                list(request.limitations), request.shares_by_weight,
+                                                request.shares_per_node)
         log.info("node %s registered (backend %s)", request.node_id, request.backend)
         return pb.RegisterResponse(generation=generation, stream_port=self.stream_port(request.node_id))
 

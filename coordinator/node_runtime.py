@@ -69,7 +69,7 @@ class NodeRuntimes:
     # ---- storage agents ----------------------------------------------------------
 
     def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str],
-                      shares_by_weight: bool = False) -> int:
+                      shares_by_weight: bool = False, shares_per_node: bool = False) -> int:
         node = self.publishing.nodes[node_id]
         configured = {d.name for d in node.devices}
         for device in devices:
@@ -83,7 +83,7 @@ class NodeRuntimes:
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
         if self.weights is not None:
-            self.weights.shares_by_weight(node_id, shares_by_weight)
+            self.weights.shares_by_weight(node_id, shares_by_weight, shares_per_node)
         return self.publishing.generation()
 
     def stream_opened(self, node_id: str) -> int:

@@ -1,13 +1,20 @@
 """The work-conserving control loop for nodes whose edges share by weight (docs/fair-shares.md).
 
 Each tick: every active user's priority (global weight), reservation and limit, and its demand on
-every (node, device, direction) of those nodes as the usage ledger has it from the agents' demand
-summaries, go to the global weight step (policy.local_weights, on arrays, warm-started from the
-last tick's weights); a node is sent its new local weights only when, for the demands known, some
-user's rate there would move beyond the hysteresis (policy.hysteresis). The edges lend and reclaim
-at every packet by themselves; this loop only moves weight to where each user's demand is, so that
-users' cluster-wide totals approach the weighted max-min. Nodes whose backend can only cap keep the
-rate allocator (allocation.py).
+every resource of those nodes as the usage ledger has it from the agents' demand summaries, go to
+the global weight step (policy.local_weights, on arrays, warm-started from the last tick's
+weights); a node is sent its new local weights only when, for the demands known, some user's rate
+there would move beyond the hysteresis (policy.hysteresis). The edges lend and reclaim at every
+packet by themselves; this loop only moves weight to where each user's demand is, so that users'
+cluster-wide totals approach the weighted max-min. Nodes whose backend can only cap keep the rate
+allocator (allocation.py).
+
+A resource is one (node, device, direction) where the edge weighs each device (BFQ), and one
+(node, direction) of all the node's devices' capacity where it weighs the node as a whole (the
+DataNode's scheduler, which also reports all its bytes on one device). Everything per pair is done
+on arrays indexed by the configured columns, fixed for the coordinator's life: a tick at 10,000
+nodes runs no Python loop over users x resources, and a node's message is its slice of the weights
+written as a packed WeightTable.
 
 Weights are in memory, like allocations: no store transaction, no generation; a node's serialized
 Allocation is appended to its desired state and only changed nodes' streams send.
@@ -16,27 +23,75 @@ Allocation is appended to its desired state and only changed nodes' streams send
 import math
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
+from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 
 DIRECTIONS = ("read", "write")
-# The wire fields the edge's weights travel in (issue 30's DeviceShare.read_weight/write_weight).
-WIRE_HAS_WEIGHTS = "read_weight" in pb.DeviceShare.DESCRIPTOR.fields_by_name
+_ALLOCATION_WEIGHTS = pb.Allocation.DESCRIPTOR.fields_by_name["weights"].number
+_DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].number
+_TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
+          for name in ("users", "devices", "read_weights", "write_weights")}
 
 
-@dataclass(frozen=True)
-class Resource:
-    node_id: str
-    device: str
-    direction: int       # 0 read, 1 write
+class _Columns:
+    """Every configured (node, device, direction), node by node, devices in configured order, read then
+    write: the demand book's columns. Each node's columns are one contiguous block."""
+
+    def __init__(self, config: CoordinatorConfig):
+        nodes = config.storage_nodes
+        self.node_ids = [n.node_id for n in nodes]
+        self.node_index = {node_id: i for i, node_id in enumerate(self.node_ids)}
+        self.devices = [tuple(d.name for d in n.devices) for n in nodes]
+        self.start = np.cumsum([0] + [2 * len(n.devices) for n in nodes])[:-1]
+        self.of = {(n.node_id, d.name, k): int(self.start[i]) + 2 * e + k
+                   for i, n in enumerate(nodes) for e, d in enumerate(n.devices) for k in (0, 1)}
+        self.node = np.repeat(np.arange(len(nodes)), [2 * len(n.devices) for n in nodes])
+        self.direction = np.tile([0, 1], len(self.node) // 2)
+        self.device = np.concatenate([np.repeat(np.arange(len(n.devices)), 2) for n in nodes]) \
+            if nodes else np.zeros(0, dtype=int)
+        self.capacity = np.array([float(getattr(d, f"{direction}_bps")) for n in nodes for d in n.devices
+                                  for direction in DIRECTIONS])
+        node_capacity = np.zeros((len(nodes), 2))
+        np.add.at(node_capacity, (self.node, self.direction), self.capacity)
+        self.node_capacity = node_capacity
+        # The devices part of each node's WeightTable, written once.
+        self.devices_part = [string_entries(_TABLE["devices"], list(names)) for names in self.devices]
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+class _Layout:
+    """One tick's resources: the book columns of the nodes weighed by device, then (node, direction)
+    pairs of the nodes weighed as a whole; their capacity, their node, each node's block of them, and
+    a key per resource that stays the same from tick to tick (its book column, or for a whole node
+    its first device's) to carry weights over."""
+
+    def __init__(self, columns: _Columns, managed: np.ndarray, per_node: np.ndarray):
+        by_device = managed & ~per_node
+        self.device_columns = np.flatnonzero(by_device[columns.node])
+        self.node_columns = np.flatnonzero(np.repeat(managed & per_node, 2))     # 2 * node + direction
+        whole_node, direction = self.node_columns // 2, self.node_columns % 2
+        self.key = np.concatenate([self.device_columns, columns.start[whole_node] + direction])
+        self.node = np.concatenate([columns.node[self.device_columns], whole_node])
+        self.capacity = np.concatenate([columns.capacity[self.device_columns],
+                                        columns.node_capacity.ravel()[self.node_columns]])
+        starts = np.flatnonzero(np.r_[True, self.node[1:] != self.node[:-1]]) if len(self.node) else self.node
+        ends = np.r_[starts[1:], len(self.node)]
+        self.block = {int(self.node[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
+        self.nodes = np.flatnonzero(managed)
+        self.per_node = per_node
+
+    def __len__(self) -> int:
+        return len(self.key)
 
 
 class WeightControl:
@@ -46,155 +101,177 @@ class WeightControl:
         self.ledger = ledger
         self._next_sequence = next_sequence
         self._lock = threading.Lock()
-        self._weight_nodes: set[str] = set()
+        self._book_columns = _Columns(config)
+        self._managed = np.zeros(len(self._book_columns.node_ids), dtype=bool)
+        self._per_node = np.zeros(len(self._book_columns.node_ids), dtype=bool)
         self._users: list[str] = []
-        self._resources: list[Resource] = []
-        self._weights: np.ndarray | None = None      # the last step's, users x resources
+        self._layout: _Layout | None = None
+        self._weights: np.ndarray | None = None      # the last step's, users x the layout's resources
         self._sent: np.ndarray | None = None         # what each node has now (NaN: never sent)
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
-        # Every configured (node, device, direction) is a column of the demand book, every user that
-        # ever reported a row; the ledger's listener writes what each report changed.
-        self._columns = {(n.node_id, d.name, k): j for j, (n, d, k) in enumerate(
-            (n, d, k) for n in config.storage_nodes for d in n.devices for k in (0, 1))}
-        self._node_columns = {n.node_id: np.array([self._columns[(n.node_id, d.name, k)] for d in n.devices
-                                                   for k in (0, 1)]) for n in config.storage_nodes}
+        # Every user that ever reported is a row of the demand book; the ledger's listener writes what
+        # each report changed.
         self._rows: dict[str, int] = {}
-        self._demand = np.zeros((0, len(self._columns)), dtype=np.float32)
-        self._held = np.zeros((0, len(self._columns)), dtype=bool)
+        self._demand = np.zeros((0, len(self._book_columns)), dtype=np.float32)
+        self._held = np.zeros((0, len(self._book_columns)), dtype=bool)
+        # The same per (node, direction), summed over its devices (held: on any): what a node weighed
+        # as a whole wants, kept as reports come so a tick reads it without adding up a site's disks.
+        self._node_demand = np.zeros((0, 2 * len(self._book_columns.node_ids)), dtype=np.float32)
+        self._node_held = np.zeros((0, 2 * len(self._book_columns.node_ids)), dtype=bool)
         ledger.on_flows(self._book)
 
     def _book(self, node_id: str, full: bool, changed: dict[tuple[str, str], Flow], gone: list[str]) -> None:
-        columns = self._node_columns.get(node_id)
-        if columns is None:
+        columns = self._book_columns
+        i = columns.node_index.get(node_id)
+        if i is None:
             return
+        block = slice(int(columns.start[i]), int(columns.start[i]) + 2 * len(columns.devices[i]))
         with self._lock:
             if full:
-                self._demand[:, columns] = 0.0
-                self._held[:, columns] = False
-            for user in gone:
-                if user in self._rows:
-                    self._demand[self._rows[user], columns] = 0.0
-                    self._held[self._rows[user], columns] = False
+                self._demand[:, block] = 0.0
+                self._held[:, block] = False
+            touched = [self._rows[user] for user in gone if user in self._rows]
+            self._demand[touched, block] = 0.0
+            self._held[touched, block] = False
             for (user, device), flow in changed.items():
                 if not user:
                     continue
                 row = self._row(user)
+                touched.append(row)
                 for direction, (want, held) in enumerate(((flow.read_demand_bps, flow.read_held),
                                                           (flow.write_demand_bps, flow.write_held))):
-                    j = self._columns.get((node_id, device, direction))
+                    j = columns.of.get((node_id, device, direction))
                     if j is not None:
                         self._demand[row, j], self._held[row, j] = want, held
+            self._sum_node(i, slice(None) if full else touched)
+
+    def _sum_node(self, i: int, rows) -> None:
+        """Node i's (node, direction) book for these rows, from its devices' (the lock held)."""
+        start, devices = int(self._book_columns.start[i]), len(self._book_columns.devices[i])
+        block, pair = slice(start, start + 2 * devices), slice(2 * i, 2 * i + 2)
+        self._node_demand[rows, pair] = self._demand[rows, block].reshape(-1, devices, 2).sum(axis=1)
+        self._node_held[rows, pair] = self._held[rows, block].reshape(-1, devices, 2).any(axis=1)
 
     def _row(self, user: str) -> int:
         row = self._rows.get(user)
         if row is None:
             row = self._rows[user] = len(self._rows)
             if row >= self._demand.shape[0]:
-                grown = max(16, 2 * self._demand.shape[0])
-                self._demand = np.vstack([self._demand, np.zeros((grown - self._demand.shape[0],
-                                                                  self._demand.shape[1]), dtype=np.float32)])
-                self._held = np.vstack([self._held, np.zeros((grown - self._held.shape[0], self._held.shape[1]),
-                                                             dtype=bool)])
+                grown = max(16, 2 * self._demand.shape[0]) - self._demand.shape[0]
+                self._demand, self._held, self._node_demand, self._node_held = (
+                    np.vstack([book, np.zeros((grown, book.shape[1]), dtype=book.dtype)])
+                    for book in (self._demand, self._held, self._node_demand, self._node_held))
         return row
 
-    def shares_by_weight(self, node_id: str, yes: bool) -> None:
-        """A node registered: does its backend share by weight (this loop) or only cap (the allocator)?"""
+    def shares_by_weight(self, node_id: str, yes: bool, per_node: bool = False) -> None:
+        """A node registered: does its backend share by weight (this loop) or only cap (the allocator),
+        and by device or as a whole node?"""
+        i = self._book_columns.node_index[node_id]
         with self._lock:
-            if yes and WIRE_HAS_WEIGHTS:
-                self._weight_nodes.add(node_id)
-            else:
-                self._weight_nodes.discard(node_id)
+            self._managed[i] = yes
+            self._per_node[i] = yes and per_node
+            if not yes:
                 self._node_bytes.pop(node_id, None)
 
     def manages(self, node_id: str) -> bool:
+        i = self._book_columns.node_index.get(node_id)
         with self._lock:
-            return node_id in self._weight_nodes
+            return i is not None and bool(self._managed[i])
 
     # ---- the tick ----------------------------------------------------------------
 
     def tick(self, users: Sequence[UserRecord]) -> set[str]:
         """One control step; the nodes whose weights changed (their streams must send)."""
         with self._lock:
-            nodes = [n for n in self.config.storage_nodes if n.node_id in self._weight_nodes]
+            layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy())
         active = [u for u in users if u.active]
-        if not nodes or not active:
+        if not len(layout.nodes) or not active:
             return set()
         names = [u.name for u in active]
-        resources = [Resource(n.node_id, d.name, k) for n in nodes for d in n.devices for k in (0, 1)]
-        capacity = np.array([float(getattr(d, f"{direction}_bps")) for n in nodes for d in n.devices
-                             for direction in DIRECTIONS])
-        demand, held = self._booked(names, resources)
+        demand, held = self._booked(names, layout)
         weight = np.array([float(u.effective_priority) for u in active])
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
-        previous = self._aligned(self._weights, names, resources, weight)
-        step = local_weights(capacity, weight, demand, reservation, limit, previous=previous, held=held)
-        sent = self._aligned(self._sent, names, resources, None)
+        previous = self._aligned(self._weights, names, layout, weight)
+        step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held)
+        sent = self._aligned(self._sent, names, layout, None)
         never = np.isnan(sent)
         realised = step.realised(np.where(never, step.weight, sent))
         realised[never] = np.nan
-        node_index = {n.node_id: i for i, n in enumerate(nodes)}
-        node_of = np.array([node_index[r.node_id] for r in resources])
-        changed_nodes = nodes_to_send(rates_moved(realised, step.allocation, self.policy.hysteresis), node_of,
-                                      len(nodes))
-        on_changed = np.isin(node_of, changed_nodes)
+        changed_nodes = nodes_to_send(rates_moved(realised, step.allocation, self.policy.hysteresis), layout.node,
+                                      len(self._book_columns.node_ids))
+        on_changed = np.isin(layout.node, changed_nodes)
         sent[:, on_changed] = step.weight[:, on_changed]
-        changed = {nodes[i].node_id for i in changed_nodes}
-        messages = {node_id: self._message(node_id, names, resources, sent) for node_id in changed}
+        users_part = string_entries(_TABLE["users"], names)
+        messages = {self._book_columns.node_ids[i]: self._message(int(i), layout, users_part, sent)
+                    for i in changed_nodes}
         with self._lock:
-            self._users, self._resources, self._weights, self._sent = names, resources, step.weight, sent
+            self._users, self._layout, self._weights, self._sent = names, layout, step.weight, sent
             self.last_step = step
             for node_id, message in messages.items():
                 self._node_bytes[node_id] = message
                 self.updates[node_id] = self.updates.get(node_id, 0) + 1
-        return changed
+        return set(messages)
 
-    def _booked(self, names: list[str], resources: list[Resource]) -> tuple[np.ndarray, np.ndarray]:
-        """The booked demand and held flags of these users on these resources (numpy gathers)."""
-        columns = np.array([self._columns[(r.node_id, r.device, r.direction)] for r in resources])
+    def _booked(self, names: list[str], layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
+        """The booked demand and held flags of these users on the layout's resources (columns are
+        gathered before rows: a site's book is far wider than it is tall)."""
         with self._lock:
-            rows = np.array([self._rows.get(name, -1) for name in names])
-            known = rows >= 0
-            demand = np.zeros((len(names), len(resources)), dtype=np.float64)
+            rows = np.array([self._rows.get(name, -1) for name in names], dtype=int)
+            known = np.flatnonzero(rows >= 0)
+            demand = np.zeros((len(names), len(layout)), dtype=np.float64)
             held = np.zeros(demand.shape, dtype=bool)
-            if known.any():
-                demand[known] = self._demand[np.ix_(rows[known], columns)]
-                held[known] = self._held[np.ix_(rows[known], columns)]
+            by_device = len(layout.device_columns)
+            if len(known):
+                for out, book, node_book in ((demand, self._demand, self._node_demand),
+                                             (held, self._held, self._node_held)):
+                    out[known, :by_device] = book[:, layout.device_columns][rows[known]]
+                    out[known, by_device:] = node_book[:, layout.node_columns][rows[known]]
         return demand, held
 
-    def _aligned(self, matrix: np.ndarray | None, names: list[str], resources: list[Resource],
+    def _aligned(self, matrix: np.ndarray | None, names: list[str], layout: _Layout,
                  fill: np.ndarray | None) -> np.ndarray | None:
         """The last tick's matrix for these users and resources: rows and columns it had are kept, new
         ones are `fill` (a value per user) or NaN (None: no matrix without a previous one)."""
-        shape = (len(names), len(resources))
-        if matrix is None:
+        shape = (len(names), len(layout))
+        if matrix is None or self._layout is None:
             return None if fill is not None else np.full(shape, np.nan)
-        rows = {name: i for i, name in enumerate(self._users)}
-        columns = {r: j for j, r in enumerate(self._resources)}
+        same_users = names == self._users
+        if same_users and np.array_equal(layout.key, self._layout.key):
+            return matrix.copy()
+        old_column = np.full(len(self._book_columns), -1)
+        old_column[self._layout.key] = np.arange(len(self._layout))
+        old_of_new = old_column[layout.key]
+        new_columns = np.flatnonzero(old_of_new >= 0)
         out = np.full(shape, np.nan) if fill is None else np.repeat(fill[:, None], shape[1], axis=1)
+        if same_users:
+            out[:, new_columns] = matrix[:, old_of_new[new_columns]]
+            return out
+        rows = {name: i for i, name in enumerate(self._users)}
         new_rows = [i for i, name in enumerate(names) if name in rows]
-        new_columns = [j for j, r in enumerate(resources) if r in columns]
-        if new_rows and new_columns:
+        if new_rows and len(new_columns):
             old_rows = [rows[names[i]] for i in new_rows]
-            old_columns = [columns[resources[j]] for j in new_columns]
-            out[np.ix_(new_rows, new_columns)] = matrix[np.ix_(old_rows, old_columns)]
+            out[np.ix_(new_rows, new_columns)] = matrix[np.ix_(old_rows, old_of_new[new_columns])]
         return out
 
-    def _message(self, node_id: str, names: list[str], resources: list[Resource],
-                 sent: np.ndarray) -> tuple[int, bytes]:
-        columns = [(j, r) for j, r in enumerate(resources) if r.node_id == node_id]
-        per_user = []
-        for i, name in enumerate(names):
-            shares: dict[str, dict[str, float]] = {}
-            for j, r in columns:
-                shares.setdefault(r.device, {})[f"{DIRECTIONS[r.direction]}_weight"] = float(sent[i, j])
-            per_user.append(pb.UserAllocation(user=name, shares=[pb.DeviceShare(device=device, **fields)
-                                                                 for device, fields in sorted(shares.items())]))
+    def _message(self, node: int, layout: _Layout, users_part: bytes, sent: np.ndarray) -> tuple[int, bytes]:
+        """The node's weights as a serialized DesiredState holding only its Allocation (a WeightTable)."""
+        first, last = layout.block[node]
+        devices = len(self._book_columns.devices[node])
+        block = sent[:, first:last].reshape(len(sent), -1, 2)
+        if layout.per_node[node]:
+            block = np.repeat(block, devices, axis=1)   # the node's weight on each device: the edge sums them
+        table = [users_part, self._book_columns.devices_part[node],
+                 *packed_floats(_TABLE["read_weights"], block[:, :, 0]),
+                 *packed_floats(_TABLE["write_weights"], block[:, :, 1])]
+        table_length = sum(map(len, table))
         sequence = self._next_sequence()
-        allocation = pb.Allocation(sequence=sequence, fallback_seconds=self.policy.fallback_seconds, users=per_user)
-        return sequence, pb.DesiredState(allocation=allocation).SerializeToString()
+        head = (pb.Allocation(sequence=sequence, fallback_seconds=self.policy.fallback_seconds).SerializeToString()
+                + field_head(_ALLOCATION_WEIGHTS, table_length))
+        # Joined once: a site's message is ~100 kB, and every concatenation would copy it again.
+        return sequence, b"".join([field_head(_DESIRED_ALLOCATION, len(head) + table_length), head, *table])
 
     # ---- output --------------------------------------------------------------------
 
@@ -207,16 +284,14 @@ class WeightControl:
         """user -> (read, write bytes/s the step expects the node's edge to give it, read, write demand),
         summed over the node's devices."""
         with self._lock:
-            step, names, resources = self.last_step, self._users, self._resources
-        if step is None:
+            step, names, layout = self.last_step, self._users, self._layout
+        node = self._book_columns.node_index.get(node_id)
+        if step is None or node not in layout.block:
             return {}
-        columns = [j for j, r in enumerate(resources) if r.node_id == node_id]
-        out = {}
-        for i, name in enumerate(names):
-            given, wanted = [0.0, 0.0], [0.0, 0.0]
-            for j in columns:
-                given[resources[j].direction] += float(step.allocation[i, j])
-                wanted[resources[j].direction] += float(step.ceiling[i, j])
-            if any(given) or any(wanted):
-                out[name] = (*given, *wanted)
-        return out
+        first, last = layout.block[node]
+        given = step.allocation[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
+        wanted = step.ceiling[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
+        listed = np.flatnonzero((given != 0).any(axis=1) | (wanted != 0).any(axis=1))
+        return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]))
+                for i in listed}
+

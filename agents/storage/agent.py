@@ -59,6 +59,7 @@ class StorageAgent:
             node_id=self.config.node_id, backend=self.backend.name,
             limitations=self.backend.limitations(),
             shares_by_weight=bool(getattr(self.backend, "shares_by_weight", False)),
+            shares_per_node=bool(getattr(self.backend, "shares_per_node", False)),
             devices=[pb.Device(name=name, major=dev.major, minor=dev.minor)
                      for name, dev in sorted(self.reconciler.devices.items())])
 

@@ -24,14 +24,32 @@ DIRECTIONS = ("read", "write")
 
 
 def has_allocation(state: pb.DesiredState) -> bool:
-    return state.HasField("allocation") and len(state.allocation.users) > 0
+    allocation = state.allocation
+    return state.HasField("allocation") and (len(allocation.users) > 0 or len(allocation.weights.users) > 0)
+
+
+def allocated_shares(allocation: pb.Allocation) -> dict[str, dict[str, pb.DeviceShare]]:
+    """user -> device -> what the allocation gives it there: its per-pair shares, and its WeightTable's
+    local weights (the form the center sends to nodes that share by weight)."""
+    given = {u.user: {s.device: s for s in u.shares} for u in allocation.users}
+    table = allocation.weights
+    devices = list(table.devices)
+    read, write = list(table.read_weights), list(table.write_weights)
+    if len(read) != len(table.users) * len(devices) or len(write) != len(read):
+        return given   # a table that does not add up is no allocation (never half-applied)
+    for u, user in enumerate(table.users):
+        shares = given.setdefault(user, {})
+        for d, device in enumerate(devices):
+            at = u * len(devices) + d
+            shares[device] = pb.DeviceShare(device=device, read_weight=read[at], write_weight=write[at])
+    return given
 
 
 def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> pb.DesiredState:
     """`state` as the backend enforces it (see the module's docstring)."""
     out = pb.DesiredState()
     out.CopyFrom(state)
-    given = {u.user: {s.device: s for s in u.shares} for u in state.allocation.users} if has_allocation(state) else {}
+    given = allocated_shares(state.allocation) if has_allocation(state) else {}
     if state.allocation_policy != WORK_CONSERVING:
         _apply_rates(out, given)
         return out

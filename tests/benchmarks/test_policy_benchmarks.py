@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from benchmarks import report_cost, site_simulation, weight_step_cost, weight_step_fairness
+from benchmarks import report_cost, site_simulation, weight_control_tick, weight_step_cost, weight_step_fairness
 from benchmarks.policy_instances import dense, small
 
 
@@ -32,3 +32,9 @@ def test_the_report_cost_benchmark_prints_a_row_per_node_size(monkeypatch, capsy
 def test_dense_clusters_have_demand_everywhere():
     cluster = dense("groups", 10, 20)
     assert (cluster.demand > 0).all() and cluster.shape == (10, 20)
+
+
+def test_the_tick_benchmark_sends_each_node_once_then_none_and_times_the_per_pair_baseline():
+    row = weight_control_tick.run(nodes=40, disks=3, users=12, per_node=True, seed=2)
+    assert row["first"][0] == 40 and row["steady"][0] == 0
+    assert row["old_per_node"] > 0 and row["old_size"] > row["size"] > 0

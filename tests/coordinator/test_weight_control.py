@@ -1,17 +1,14 @@
 """The work-conserving loop for nodes whose edges share by weight: the weight step fed by the usage
-ledger, each node sent its local weights only when a user's rate there would move.
-
-The wire fields the weights travel in (DeviceShare.read_weight/write_weight) come with the edge's
-work (issue 30); until they are in the protocol these tests read the weights the loop decided, not
-the message it serializes."""
+ledger, each node sent its local weights only when a user's rate there would move, as a packed
+WeightTable that the storage agent reads back (agents.storage.allocation)."""
 
 import itertools
 import time
 
 import pytest
 
+from vnode_sync.agents.storage.allocation import allocated_shares, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
-from vnode_sync.coordinator import weight_control
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
@@ -29,23 +26,40 @@ def user(name, priority):
     return UserRecord(name, 1000 + priority, priority, True, 0, None, False, 0, 0)
 
 
+class Sent(dict):
+    """node -> {(user, direction): weight on /dev/sdb}, read back from each node's last message."""
+
+    def __init__(self, control):
+        super().__init__()
+        self.control = control
+
+    def refresh(self):
+        self.clear()
+        for node in ("dn0", "dn1", "dn2"):
+            sequence, message = self.control.node_allocation(node)
+            if sequence:
+                given = allocated_shares(pb.DesiredState.FromString(message).allocation)
+                self[node] = {(name, k): getattr(shares["/dev/sdb"], f"{d}_weight")
+                              for name, shares in given.items() for k, d in enumerate(("read", "write"))}
+
+
 @pytest.fixture
-def control(monkeypatch):
-    """A WeightControl over dn0 and dn1 (their backends share by weight; dn2 only caps), whose
-    messages are the weights it decided per node."""
-    monkeypatch.setattr(weight_control, "WIRE_HAS_WEIGHTS", True)
-    sent = {}
-
-    def message(self, node_id, names, resources, weights):
-        sent[node_id] = {(name, r.direction): float(weights[i, j]) for i, name in enumerate(names)
-                         for j, r in enumerate(resources) if r.node_id == node_id}
-        return 1, b""
-
-    monkeypatch.setattr(WeightControl, "_message", message)
+def control():
+    """A WeightControl over dn0 and dn1 (their backends share by weight; dn2 only caps), and what it
+    sent each node (refreshed by tick())."""
     ledger = UsageLedger()
     control = WeightControl(parse_config(CONFIG), ledger, itertools.count(1).__next__)
     for node, yes in (("dn0", True), ("dn1", True), ("dn2", False)):
         control.shares_by_weight(node, yes)
+    sent = Sent(control)
+    tick = control.tick
+
+    def tick_and_read(users):
+        changed = tick(users)
+        sent.refresh()
+        return changed
+
+    control.tick = tick_and_read
     return control, ledger, sent
 
 
@@ -98,3 +112,44 @@ def test_a_user_given_all_it_asked_keeps_a_standby_weight_and_an_idle_one_too(co
     assert weights[("alice", 0)] == pytest.approx(8)                # all it asked: its whole weight
     assert weights[("carol", 0)] == pytest.approx(2)                # idle everywhere: its priority
     assert weights[("bob", 0)] < 4                                  # bob's weight is spread over two nodes
+
+
+WHOLE_NODES = {"policy": {"allocation": "work-conserving"},
+               "storage_nodes": [{"id": dn, "devices": [{"name": f"/dev/sd{d}", "read_bps": BW, "write_bps": BW}
+                                                       for d in "bcd"]} for dn in ("dn0", "dn1")]}
+
+
+def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_its_weight_on_each():
+    """The DataNode's scheduler shares the node (3 disks, 180 MB/s) as a whole and reports all its
+    bytes on one device. alice (8) reads on dn0 only, bob (4) on both: her max-min total is all of
+    dn0 but a trace, which the center can see only if dn0 counts as 180 MB/s, not one disk's 60."""
+    ledger = UsageLedger()
+    control = WeightControl(parse_config(WHOLE_NODES), ledger, itertools.count(1).__next__)
+    for node in ("dn0", "dn1"):
+        control.shares_by_weight(node, True, per_node=True)
+    for node, flows in (("dn0", {"alice": 120 * MB, "bob": 60 * MB}), ("dn1", {"bob": 180 * MB})):
+        entries = {(u, "/dev/sdc"): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
+        ledger.observe(pb.UsageReport(node_id=node, sampled_at_unix=time.time(), demand=packed(entries, True, [])),
+                       {"alice", "bob"})
+    users = [user("alice", 8), user("bob", 4)]
+    assert control.tick(users) == {"dn0", "dn1"}
+    assert control.given("dn0")["alice"][0] == pytest.approx(175 * MB, rel=0.03)
+    assert control.given("dn1")["bob"][0] == pytest.approx(180 * MB, rel=0.01)
+    given = allocated_shares(pb.DesiredState.FromString(control.node_allocation("dn0")[1]).allocation)
+    assert set(given["alice"]) == {"/dev/sdb", "/dev/sdc", "/dev/sdd"}
+    alice = {s.read_weight for s in given["alice"].values()}
+    bob = {s.read_weight for s in given["bob"].values()}
+    assert len(alice) == 1 and len(bob) == 1 and alice.pop() > 10 * bob.pop()
+
+
+def test_the_agent_applies_a_weight_table_and_ignores_one_that_does_not_add_up():
+    share = pb.DeviceShare(device="/dev/sdb", read_weight=8.0, write_weight=8.0)
+    state = pb.DesiredState(allocation_policy="work-conserving",
+                            vnodes=[pb.VNodeSpec(user="alice", shares=[share])])
+    table = pb.WeightTable(users=["alice"], devices=["/dev/sdb"], read_weights=[3.5], write_weights=[2.5])
+    state.allocation.CopyFrom(pb.Allocation(sequence=1, weights=table))
+    applied = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
+    assert (applied.read_weight, applied.write_weight) == (3.5, 2.5)
+    del state.allocation.weights.write_weights[:]
+    untouched = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
+    assert (untouched.read_weight, untouched.write_weight) == (8.0, 8.0)

@@ -80,6 +80,8 @@ class DataNodeThrottleBackend:
         self._refused: str | None = None
         self._reported: str | None = None
 
+    shares_per_node = True   # one scheduler per direction for the whole DataNode
+
     @property
     def shares_by_weight(self) -> bool:
         return self.sharing == "weights"

@@ -89,6 +89,9 @@ class LimitEnforcer(Protocol):
     # iocost, the DataNode's scheduler): work-conserving by itself, so the agent ignores the
     # coordinator's per-tick rate allocations and read_bps/write_bps are only ceilings.
     shares_by_weight: bool
+    # True where that sharing is per node, not per device (the DataNode's one scheduler per direction):
+    # the center then weighs the node as one resource per direction.
+    shares_per_node: bool
 
     def limitations(self) -> list[str]: ...
     # Why it cannot enforce the shares on this host now (a hook the Java agent could not weave, a

@@ -27,6 +27,8 @@ class CgroupVNodes:
         self.placer = self
         self.devices: list[DeviceNumber] = []
 
+    shares_per_node = False   # BFQ weighs each device on its own
+
     @property
     def shares_by_weight(self) -> bool:
         """Whether every device of the node has a per-request weight scheduler for cgroups here."""

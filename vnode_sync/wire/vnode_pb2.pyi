@@ -165,14 +165,28 @@ class UserAllocation(_message.Message):
     def __init__(self, user: _Optional[str] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
 
 class Allocation(_message.Message):
-    __slots__ = ("sequence", "users", "fallback_seconds")
+    __slots__ = ("sequence", "users", "fallback_seconds", "weights")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     users: _containers.RepeatedCompositeFieldContainer[UserAllocation]
     fallback_seconds: float
-    def __init__(self, sequence: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserAllocation, _Mapping]]] = ..., fallback_seconds: _Optional[float] = ...) -> None: ...
+    weights: WeightTable
+    def __init__(self, sequence: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserAllocation, _Mapping]]] = ..., fallback_seconds: _Optional[float] = ..., weights: _Optional[_Union[WeightTable, _Mapping]] = ...) -> None: ...
+
+class WeightTable(_message.Message):
+    __slots__ = ("users", "devices", "read_weights", "write_weights")
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    READ_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    read_weights: _containers.RepeatedScalarFieldContainer[float]
+    write_weights: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., read_weights: _Optional[_Iterable[float]] = ..., write_weights: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class SetPriorityRequest(_message.Message):
     __slots__ = ("user", "priority")
@@ -439,18 +453,20 @@ class PressureResponse(_message.Message):
     def __init__(self, generation: _Optional[int] = ..., allocation: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "limitations", "shares_by_weight")
+    __slots__ = ("node_id", "devices", "backend", "limitations", "shares_by_weight", "shares_per_node")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     LIMITATIONS_FIELD_NUMBER: _ClassVar[int]
     SHARES_BY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SHARES_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
     limitations: _containers.RepeatedScalarFieldContainer[str]
     shares_by_weight: bool
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ..., shares_by_weight: _Optional[bool] = ...) -> None: ...
+    shares_per_node: bool
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., limitations: _Optional[_Iterable[str]] = ..., shares_by_weight: _Optional[bool] = ..., shares_per_node: _Optional[bool] = ...) -> None: ...
 
 class RegisterResponse(_message.Message):
     __slots__ = ("generation", "stream_port")
