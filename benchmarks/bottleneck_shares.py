@@ -26,7 +26,7 @@ from benchmarks.bulk_shares import Run, governed
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
-from testbed.processes import exit_on_sigterm
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import local_users
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bottleneck_shares: needs root", file=sys.stderr)
         return 2
-    exit_on_sigterm()   # a kill or Ctrl-C still removes the cpu cgroup, HDFS and the coordinator's work dirs
+    exit_once_on_signals()   # a kill or Ctrl-C still removes the cpu cgroup, HDFS and the coordinator's work dirs
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     bw = int(args.configured_mbps * MB)

@@ -46,7 +46,7 @@ def stop_processes(processes: list[psutil.Process], grace_seconds: float = 10) -
     psutil.wait_procs(alive, timeout=5)
 
 
-def exit_on_sigterm() -> None:
+def exit_once_on_signals() -> None:
     """A SIGTERM (a kill, `timeout`) becomes SystemExit(143) and a SIGINT (Ctrl-C) stays
     KeyboardInterrupt, so `finally` blocks stop what a run started. After the first, further SIGTERMs
     and SIGINTs are ignored: `pkill` and `timeout` may both send one, Ctrl-C is often pressed twice,

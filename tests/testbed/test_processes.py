@@ -1,4 +1,4 @@
-"""testbed.processes.exit_on_sigterm: a benchmark stopped by a signal cleans up whole, even when a
+"""testbed.processes.exit_once_on_signals: a benchmark stopped by a signal cleans up whole, even when a
 second signal comes during its clean-up (pkill and `timeout` both sending one, Ctrl-C pressed twice)."""
 
 import os
@@ -14,8 +14,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BENCHMARK = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a terminal, even if pytest runs in the background
-from testbed.processes import exit_on_sigterm
-exit_on_sigterm()
+from testbed.processes import exit_once_on_signals
+exit_once_on_signals()
 os.mkdir(sys.argv[1])
 try:
     print("running", flush=True)
