@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import (CacheDropper, ClientBytes, block_files, interval_rates, mean_rates, seconds_until,
                                  steady_ratio)
 from testbed.unix_users import local_users
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bulk_shares: needs root (cgroups, loop devices, FUSE, Unix users)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     bw = int(args.disk_mbps * MB)
