@@ -18,19 +18,17 @@ fractions it saw are printed beside.
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import time
-import uuid
 
 from benchmarks.bulk_shares import Run, governed
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
-from testbed.local_cluster import LocalUser
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
-from testbed.unix_users import unix_users
+from testbed.unix_users import local_users
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -76,21 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bottleneck_shares: needs root", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from tests.e2e.test_hdfs_datanode_throttle import free_uids
-    names = [f"vsn{uuid.uuid4().hex[:5]}" for _ in range(2)]
-    uids = free_uids(2, start=64_771)
+    exit_once_on_signals()   # a kill or Ctrl-C still removes the cpu cgroup, HDFS and the coordinator's work dirs
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     bw = int(args.configured_mbps * MB)
     results = {}
     disk = args.disk if args.direction == "read" or args.disk == "zram" else "paced-rw"
-    with unix_users(names, uids), cpu_priority(unique_name("neck-cpu")), \
+    with local_users("vsn", (8, 4), first_uid=64_771) as (alice, bob), cpu_priority(unique_name("neck-cpu")), \
             HdfsCluster(unique_name("neck"), datanodes=1, disk_mb=max(4096, 3 * args.file_mb), disk=disk,
                         disk_read_mbps=args.disk_mbps,
                         hdfs_site={"dfs.block.access.token.enable": "true"},
                         datanode_throttle=datanode_throttle_jar()) as hdfs:
-        users = {"alice": LocalUser(names[0], uids[0], 8), "bob": LocalUser(names[1], uids[1], 4)}
+        users = {"alice": alice, "bob": bob}
         if args.direction == "read":
             for user in users.values():
                 hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid, hdfs_user=user.name)

@@ -24,21 +24,20 @@ import argparse
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import (CacheDropper, ClientBytes, block_files, interval_rates, mean_rates, seconds_until,
                                  steady_ratio)
-from testbed.unix_users import unix_users
+from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
 MB = 1_000_000
@@ -183,10 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bulk_shares: needs root (cgroups, loop devices, FUSE, Unix users)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from tests.e2e.test_hdfs_datanode_throttle import free_uids
-    names = [f"vsb{uuid.uuid4().hex[:5]}" for _ in range(2)]
-    uids = free_uids(2, start=64_751)
+    exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     bw = int(args.disk_mbps * MB)
@@ -194,12 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     try:
         os.chmod(source_dir, 0o755)
-        with unix_users(names, uids), cpu_priority(unique_name("bulk-cpu")), \
+        with local_users("vsb", (8, 4), first_uid=64_751) as (alice, bob), cpu_priority(unique_name("bulk-cpu")), \
                 HdfsCluster(unique_name("bulk"), datanodes=2, replication=2, disk_mb=8192,
                             disk="paced-rw", disk_read_mbps=args.disk_mbps,
                             hdfs_site={"dfs.block.access.token.enable": "true"},
                             datanode_throttle=datanode_throttle_jar()) as hdfs:
-            users = {"alice": LocalUser(names[0], uids[0], 8), "bob": LocalUser(names[1], uids[1], 4)}
+            users = {"alice": alice, "bob": bob}
             sources = {}
             for role, user in users.items():
                 path = os.path.join(source_dir, f"{role}.bin")

@@ -55,7 +55,7 @@ from testbed.local_cluster import LocalUser
 from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
-from testbed.processes import exit_on_sigterm
+from testbed.processes import exit_once_on_signals
 from vnode_sync.datanode.channel import NodeCapacity, Share, Shares, ThrottleChannel, ThrottleSettings
 
 MiB = 1 << 20
@@ -169,7 +169,7 @@ def swap_agent(pair: list[HdfsCluster], epoch: int, jar: str, rate: int) -> dict
 
 
 def main() -> int:
-    exit_on_sigterm()  # a kill still stops HDFS and unmounts its disks
+    exit_once_on_signals()  # a kill still stops HDFS and unmounts its disks
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--file-mb", type=int, default=512, help="MiB each user writes per trial")

@@ -30,7 +30,6 @@ Scenarios (the issue's list):
 import argparse
 import contextlib
 import os
-import signal
 import statistics
 import sys
 import time
@@ -43,6 +42,7 @@ from testbed.hdfs_cluster.daemons import Transfer
 from testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -408,8 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("fair_shares: needs root (cgroups, loop devices, FUSE)", file=sys.stderr)
         return 2
-    # SIGTERM unwinds like Ctrl-C: every context manager removes what it made (daemons, cgroups, disks).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     capacity = int(args.disk_mbps * MB)
     only = set(filter(None, args.only.split(",")))
     name = unique_name("fair")

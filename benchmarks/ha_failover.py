@@ -49,7 +49,7 @@ import grpc
 from testbed.ha_coordinators import HACoordinators, HALocalCluster
 from testbed.local_cluster import LocalNode, LocalUser
 from testbed.loopdev import loop_device
-from testbed.processes import exit_on_sigterm
+from testbed.processes import exit_once_on_signals
 from testbed.zookeeper_ensemble import ZooKeeperEnsemble
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.wire import vnode_pb2 as pb
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-seconds", type=float, default=10.0,
                         help="ZooKeeper session timeout of the coordinators (the config's default: 10)")
     args = parser.parse_args(argv)
-    exit_on_sigterm()
+    exit_once_on_signals()
     if args.scenario == "kills":
         args.kills = args.kills or 20
         result = kills(args)

@@ -78,7 +78,7 @@ from vnode_sync.kernel.types import DeviceNumber
 from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer
 from testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.processes import exit_on_sigterm
+from testbed.processes import exit_once_on_signals
 
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
 SETTLE_SECONDS = 3
@@ -307,7 +307,7 @@ def target_verdict(median_ratio: float, interval_low: float, rounds: int) -> str
 
 
 def main() -> int:
-    exit_on_sigterm()  # a kill still stops HDFS and unmounts its disks
+    exit_once_on_signals()  # a kill still stops HDFS and unmounts its disks
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--file-mb", type=int, default=512)

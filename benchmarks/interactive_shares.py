@@ -33,7 +33,6 @@ are ~1/(delivered/configured) of static's at best).
 import argparse
 import contextlib
 import os
-import signal
 import statistics
 import sys
 import time
@@ -44,6 +43,7 @@ from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, block_files
 from vnode_sync.datanode.channel import ThrottleChannel
 from vnode_sync.kernel.devices import set_scheduler
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("interactive_shares: needs root (cgroups, loop devices, FUSE)", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     if args.backend == "blkio-v1" and args.direction == "write":
         print("interactive_shares: blkio-v1 does not charge buffered writes (cgroup v1); use datanode-throttle",
               file=sys.stderr)

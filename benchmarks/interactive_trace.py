@@ -15,7 +15,6 @@ Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup
 
 import argparse
 import os
-import signal
 import statistics
 import sys
 import threading
@@ -26,6 +25,7 @@ from benchmarks.interactive_shares import ALICE, BOB, BOB_FILE_MB, MB, MiB, alic
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
+from testbed.processes import exit_once_on_signals
 from testbed.share_watch import block_files
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.size < 1 or args.transfers < 1 or args.gap < 0:
         print("interactive_trace: --size and --transfers must be >= 1, --gap >= 0", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     name = unique_name("itrace")
     site = {"dfs.block.access.token.enable": "true"}
     if args.readahead is not None:

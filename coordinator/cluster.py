@@ -16,7 +16,7 @@ from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 
 
@@ -33,7 +33,7 @@ class AllocationSequence:
 
 
 class Cluster:
-    def __init__(self, config: CoordinatorConfig, store: StateStore):
+    def __init__(self, config: CoordinatorConfig, store: Store):
         self.config = config
         self.store = store
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time

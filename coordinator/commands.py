@@ -12,7 +12,7 @@ from vnode_sync import validation
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
 
@@ -21,7 +21,7 @@ audit = logging.getLogger(AUDIT_LOGGER)
 
 
 class Commands:
-    def __init__(self, config: CoordinatorConfig, store: StateStore, publishing: Publishing):
+    def __init__(self, config: CoordinatorConfig, store: Store, publishing: Publishing):
         self.config = config
         self.store = store
         self._published = publishing.published

@@ -17,7 +17,7 @@ from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.desired_state import build_desired_state
-from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -53,7 +53,7 @@ class StorageNodes:
 class Publishing:
     """The generation, its snapshot, and every node's serialized desired state of it."""
 
-    def __init__(self, config: CoordinatorConfig, store: StateStore, allocator: Allocator | None,
+    def __init__(self, config: CoordinatorConfig, store: Store, allocator: Allocator | None,
                  weights: "WeightControl | None" = None):
         self.config = config
         self.store = store

@@ -1,4 +1,5 @@
-"""The coordinator's durable state in SQLite: users, jobs, the generation counter.
+"""The coordinator's durable state in SQLite: users, jobs, the generation counter. `Store` names
+what the rest of the coordinator uses of it, which zookeeper_store.py keeps in ZooKeeper alike.
 
 Every change runs in one transaction and bumps the generation in the same
 transaction, so a crash leaves either the old state or the new one, never half.
@@ -11,9 +12,10 @@ import secrets
 import sqlite3
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from vnode_sync.durable import replace_durably
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
@@ -111,6 +113,71 @@ def _user_record(row) -> UserRecord:
     return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res, job_lim)
 
 
+@runtime_checkable
+class Store(Protocol):
+    """The coordinator's durable state as the rest of the coordinator uses it (the state-storage seam):
+    `StateStore` keeps it in SQLite, `zookeeper_store.ZooKeeperStore` in ZooKeeper, for several
+    coordinators of which one leads. Every change is whole or absent and returns the generation after
+    it; a change that changes nothing keeps the generation."""
+
+    path: str       # named in messages and logs
+    created: bool   # this open made the store (and seeded its users)
+
+    @property
+    def rows_written(self) -> int:
+        """Rows (znodes) this store has inserted, changed or deleted since it was opened."""
+
+    def store_id(self) -> int: ...
+    def generation(self) -> int: ...
+    def users(self) -> list[UserRecord]: ...
+    def user(self, name: str) -> UserRecord: ...
+    def holder_of_uid(self, uid: int, other_than: str) -> str | None: ...
+    def jobs_of(self, user: str) -> list[tuple[str, str]]: ...
+    def add_user(self, name: str, uid: int, priority: int, active: bool) -> int: ...
+    def set_priority(self, name: str, priority: int) -> tuple[int, int]: ...
+    def set_reservation(self, name: str, bps: int) -> tuple[int, int]: ...
+    def set_limit(self, name: str, bps: int) -> tuple[int, int]: ...
+    def set_active(self, name: str, active: bool) -> tuple[int, bool]: ...
+    def remove_user(self, name: str) -> int: ...
+
+    def start_job(self, job_id: str, node: str, user: str, uid: int, priority: int | None,
+                  new_user_priority: int, reservation_bps: int = 0, limit_bps: int = 0) -> int: ...
+
+    def end_job(self, job_id: str, node: str) -> tuple[int, str | None]: ...
+    def confirm_running_jobs(self, node: str, running: set[str]) -> list[str]: ...
+    def expire_jobs(self, older_than: float) -> list[tuple[str, str]]: ...
+    def touch(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class UserSettings(ABC):
+    """A user's settings (priority, reservation, limit, active flag), changed the same way in both
+    stores: one field each, through the store's own `_update_user`."""
+
+    @abstractmethod
+    def _update_user(self, name: str, column: str, value) -> tuple[int, object]:
+        """Set one field of user `name` in one change; returns (generation, old value). NotFound for an
+        unknown user; an unchanged value changes nothing and keeps the generation."""
+
+    def set_priority(self, name: str, priority: int) -> tuple[int, int]:
+        """Returns (generation, old priority)."""
+        return self._update_user(name, "priority", priority)
+
+    def set_reservation(self, name: str, bps: int) -> tuple[int, int]:
+        """Returns (generation, old reservation)."""
+        return self._update_user(name, "reservation_bps", bps)
+
+    def set_limit(self, name: str, bps: int) -> tuple[int, int]:
+        """Returns (generation, old limit)."""
+        return self._update_user(name, "limit_bps", bps)
+
+    def set_active(self, name: str, active: bool) -> tuple[int, bool]:
+        """Returns (generation, old flag). SQLite keeps the flag as 0 or 1 (a bool binds as one), ZooKeeper
+        as JSON true or false."""
+        generation, old = self._update_user(name, "active", bool(active))
+        return generation, bool(old)
+
+
 def lock_state_file(path: str):
     """An exclusive lock on `path`.lock held for the life of the returned file: one coordinator per state."""
     lock_path = path + ".lock"
@@ -174,7 +241,7 @@ def _remove(*paths: str) -> bool:
     return removed
 
 
-class StateStore:
+class StateStore(UserSettings):
     """`create`: make a new store if the file does not exist (never over an existing one), with
     `seed_users` in it.
 
@@ -385,21 +452,6 @@ class StateStore:
                 return self.generation(), row[0]
             db.execute(f"UPDATE users SET {column} = ? WHERE name = ?", (value, name))
             return self._bump(db), row[0]
-
-    def set_priority(self, name: str, priority: int) -> tuple[int, int]:
-        """Returns (generation, old priority)."""
-        return self._update_user(name, "priority", priority)
-
-    def set_reservation(self, name: str, bps: int) -> tuple[int, int]:
-        """Returns (generation, old reservation)."""
-        return self._update_user(name, "reservation_bps", bps)
-
-    def set_limit(self, name: str, bps: int) -> tuple[int, int]:
-        return self._update_user(name, "limit_bps", bps)
-
-    def set_active(self, name: str, active: bool) -> tuple[int, bool]:
-        generation, old = self._update_user(name, "active", int(active))
-        return generation, bool(old)
 
     def remove_user(self, name: str) -> int:
         with self._transaction() as db:

@@ -30,7 +30,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
                               RolledBackError, ZookeeperError)
 from kazoo.handlers.threading import KazooTimeoutError
 
-from vnode_sync.coordinator.store import StoreUnusable, UserRecord
+from vnode_sync.coordinator.store import StoreUnusable, UserRecord, UserSettings
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def _user_fields(uid: int, priority: int, active: bool) -> dict:
     return {"uid": uid, "priority": priority, "active": bool(active), "reservation_bps": 0, "limit_bps": 0}
 
 
-class ZooKeeperStore:
+class ZooKeeperStore(UserSettings):
     """`create`: make the store under `root` if there is none (never over an existing one), with
     `seed_users` (objects with name, uid, priority, active) in it, in the same transaction.
     `fence`: a znode path (the leader's election node) every change checks is still there, unchanged."""
@@ -351,19 +351,6 @@ class ZooKeeperStore:
             change.set(f"users/{_encode(name)}", {**fields, column: value}, version)
             return change, old
         return self._change(plan)
-
-    def set_priority(self, name: str, priority: int) -> tuple[int, int]:
-        """Returns (generation, old priority)."""
-        return self._update_user(name, "priority", priority)
-
-    def set_reservation(self, name: str, bps: int) -> tuple[int, int]:
-        return self._update_user(name, "reservation_bps", bps)
-
-    def set_limit(self, name: str, bps: int) -> tuple[int, int]:
-        return self._update_user(name, "limit_bps", bps)
-
-    def set_active(self, name: str, active: bool) -> tuple[int, bool]:
-        return self._update_user(name, "active", bool(active))
 
     def remove_user(self, name: str) -> int:
         """The user and its jobs, at once."""

@@ -46,11 +46,17 @@ def stop_processes(processes: list[psutil.Process], grace_seconds: float = 10) -
     psutil.wait_procs(alive, timeout=5)
 
 
-def exit_on_sigterm() -> None:
-    """A SIGTERM (a kill, `timeout`) becomes SystemExit(143), so `finally` blocks stop what a run
-    started. Further SIGTERMs are ignored: `pkill` and `timeout` may both send one, and a second
-    exit in the middle of the clean-up would leave daemons and disks behind."""
-    def handler(*_):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        sys.exit(143)
-    signal.signal(signal.SIGTERM, handler)
+def exit_once_on_signals() -> None:
+    """A SIGTERM (a kill, `timeout`) becomes SystemExit(143) and a SIGINT (Ctrl-C) stays
+    KeyboardInterrupt, so `finally` blocks stop what a run started. After the first, further SIGTERMs
+    and SIGINTs are ignored: `pkill` and `timeout` may both send one, Ctrl-C is often pressed twice,
+    and a second exit in the middle of the clean-up would leave daemons, cgroups and disks behind."""
+    def stopping(exit_with):
+        def handler(*_):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            raise exit_with()
+        return handler
+    signal.signal(signal.SIGTERM, stopping(lambda: SystemExit(143)))
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not where SIGINT is ignored (nohup, &)
+        signal.signal(signal.SIGINT, stopping(KeyboardInterrupt))

@@ -3,20 +3,13 @@
 import grpc
 import pytest
 
+from tests.fakes.clock import Clock
 from vnode_sync.coordinator.pressure import NodeShareView, rank
 from vnode_sync.coordinator.usage_ledger import HISTORY_STEP_SECONDS, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
 MB = 1_000_000
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def report(node: str, at: float, held: dict[str, float], now_held: set[str] = frozenset(),

@@ -2,19 +2,12 @@
 
 import pytest
 
+from tests.fakes.clock import Clock
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.usage_ledger import STALE_SECONDS, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1_000_000
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def summary_report(at, entries, full=False, gone=(), held=None):

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
 from tests.conftest import unique_name
-from vnode_sync.coordinator.store import StateStore, StoreUnusable
+from vnode_sync.coordinator.store import StateStore, Store, StoreUnusable
 from vnode_sync.coordinator.zookeeper_store import LostLeadership, ZooKeeperStore
 from vnode_sync.errors import InvalidArgument, NotFound
 
@@ -49,6 +49,10 @@ def store(request, tmp_path):
 
 
 # ---- the same behaviours as the SQLite store's -------------------------------------------------
+
+def test_both_stores_offer_the_seam_the_coordinator_uses(store):
+    assert isinstance(store, Store)
+
 
 def test_every_change_bumps_the_generation_and_no_op_changes_do_not(store):
     g0 = store.generation()

@@ -8,12 +8,10 @@ import contextlib
 import glob
 import json
 import os
-import pwd
 import shutil
 import signal
 import tempfile
 import time
-import uuid
 
 import pytest
 from hdfs import InsecureClient
@@ -21,7 +19,7 @@ from hdfs import InsecureClient
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
-from testbed.unix_users import unix_users
+from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
 # Root for useradd and the testbed's loop disks; Java for HDFS and the agent.
@@ -87,18 +85,6 @@ def default_bytes(hdfs, direction: str) -> int:
     return sum(getattr(c.stats().default, f"{direction}_bytes") for c in channels(hdfs).values())
 
 
-def free_uids(count: int, start: int = 64_531) -> list[int]:
-    """Uids no passwd entry holds (another run of these tests may hold the first ones)."""
-    free, uid = [], start
-    while len(free) < count:
-        try:
-            pwd.getpwuid(uid)
-        except KeyError:
-            free.append(uid)
-        uid += 1
-    return free
-
-
 @pytest.fixture(params=hadoop_lines())
 def hadoop_line(request) -> str:
     return request.param
@@ -106,10 +92,8 @@ def hadoop_line(request) -> str:
 
 @pytest.fixture
 def users():
-    names = [f"vst{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = free_uids(2)
-    with unix_users(names, uids):
-        yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
+    with local_users("vst", (4, 8), first_uid=64_531) as made:
+        yield made
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import os
 import shutil
 import tempfile
 import time
-import uuid
 
 import pytest
 
@@ -23,6 +22,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
 from testbed.local_cluster import LocalUser
 from testbed.share_watch import ClientBytes, interval_rates, seconds_until, steady_ratio
+from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 from vnode_sync.kernel.backend import vnode_name
 
@@ -40,12 +40,8 @@ def cpu_first():
 @pytest.fixture
 def dn_users():
     """Two Unix users (the DataNode-side backend names users by their HDFS identity and uid)."""
-    from tests.e2e.test_hdfs_datanode_throttle import free_uids
-    from testbed.unix_users import unix_users
-    names = [f"vsf{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = free_uids(2, start=64_541)
-    with unix_users(names, uids):
-        yield LocalUser(names[0], uids[0], 8), LocalUser(names[1], uids[1], 4)
+    with local_users("vsf", (8, 4), first_uid=64_541) as made:
+        yield made
 
 
 def test_an_idle_users_share_is_lent_and_taken_back():

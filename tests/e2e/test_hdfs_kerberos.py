@@ -14,18 +14,16 @@ import json
 import os
 import subprocess
 import time
-import uuid
 
 import pytest
 
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
-from tests.e2e.test_hdfs_datanode_throttle import free_uids
 from testbed.hdfs_cluster.kerberos import SERVICE_HOST
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.kdc import kdc_processes, missing_tools
 from testbed.local_cluster import LocalUser
-from testbed.unix_users import unix_users
+from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow,
@@ -42,10 +40,8 @@ TOLERANCE = 0.10
 @pytest.fixture
 def users():
     """Unix users with passwd entries: a Kerberos client's JVM needs its uid's name."""
-    names = [f"vsk{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = free_uids(2, start=64_561)
-    with unix_users(names, uids):
-        yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
+    with local_users("vsk", (4, 8), first_uid=64_561) as made:
+        yield made
 
 
 def channels(hdfs) -> dict[str, ThrottleChannel]:

@@ -8,17 +8,13 @@ another user's read starts; a refused client reads that block through the DataNo
 scheduler holds it. So a user alone keeps short-circuit speed, and two users at once are split by
 their weights, the bytes counted by the throttler."""
 
-import uuid
-
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from tests.e2e.test_hdfs_datanode_throttle import free_uids
 from testbed.hdfs_cluster import has_native
 from testbed.hdfs_cluster.metered import MeteredCat, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
-from testbed.local_cluster import LocalUser
-from testbed.unix_users import unix_users
+from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow,
@@ -34,10 +30,8 @@ SCR_OFF = ("-Ddfs.client.read.shortcircuit=false",)
 
 @pytest.fixture
 def users():
-    names = [f"vss{uuid.uuid4().hex[:6]}" for _ in range(2)]
-    uids = free_uids(2, start=64_611)
-    with unix_users(names, uids):
-        yield LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
+    with local_users("vss", (4, 8), first_uid=64_611) as made:
+        yield made
 
 
 def granted(hdfs, success: bool) -> int:

@@ -12,11 +12,10 @@ import uuid
 import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
-from tests.e2e.test_hdfs_datanode_throttle import free_uids
 from testbed.hdfs_cluster.metered import MeteredCat, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
-from testbed.unix_users import unix_users
+from testbed.unix_users import free_uids, unix_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]

@@ -8,6 +8,7 @@ pure value types and arithmetic.
 
 import pytest
 
+from tests.fakes.clock import Clock
 from tests.lustre_standin import SERVICE, StandInOss
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.errors import InvalidArgument, Unsupported
@@ -143,14 +144,6 @@ def oss(tmp_path, monkeypatch):
     standin = StandInOss(tmp_path, partitions=4)
     monkeypatch.setenv("VNODE_LCTL_STANDIN_STATE", standin.state_path)
     return standin
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 def make_backend(oss, tmp_path, **kw):
@@ -381,7 +374,7 @@ def test_standin_usage_of_every_user_costs_one_job_stats_read_per_ost(oss, tmp_p
 
 
 def test_standin_user_held_at_the_limit_is_reported(oss, tmp_path):
-    clock = FakeClock()
+    clock = Clock()
     backend = make_backend(oss, tmp_path, clock=clock)
     backend.setup()
     for user, uid in (("alice", 500), ("bob", 501)):

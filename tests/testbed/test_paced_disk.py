@@ -12,28 +12,21 @@ import time
 import pytest
 
 from tests.conftest import needs_fuse, unique_name
+from tests.fakes.clock import Clock
 from vnode_sync.errors import InvalidArgument
 from testbed import paced_fuse as fuse
 from testbed.loopdev import stale_loops, stale_mounts
 from testbed.paced_disk import DIRTY_MB, IMAGE_NAME, DiskModel, PacedDisk
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_pacer_serves_reads_one_after_another_at_its_rate():
-    clock = FakeClock()
+    clock = Clock(now=0.0)
     pacer = fuse.Pacer(rate=1e6, burst_seconds=0.005, clock=clock)
     assert [pacer.done_at(1_000_000) for _ in range(3)] == [1.0, 2.0, 3.0]  # queued behind each other
 
 
 def test_the_pacer_credits_idle_time_only_up_to_its_burst():
-    clock = FakeClock()
+    clock = Clock(now=0.0)
     pacer = fuse.Pacer(rate=1e6, burst_seconds=0.005, clock=clock)
     pacer.done_at(1_000_000)
     clock.now = 10.0  # idle for 9 s: a disk does not bank them
@@ -41,7 +34,7 @@ def test_the_pacer_credits_idle_time_only_up_to_its_burst():
 
 
 def test_a_spindle_pays_its_seek_only_for_a_request_that_does_not_continue_the_last():
-    clock = FakeClock()
+    clock = Clock(now=0.0)
     pacer = fuse.Pacer(rate=1e6, burst_seconds=0.0, seek_seconds=0.01, clock=clock)
     first = pacer.done_at(1_000_000, offset=0)              # the head starts nowhere: one seek
     sequential = pacer.done_at(1_000_000, offset=1_000_000)
