@@ -7,7 +7,6 @@ daemon, tmpfs image and bench cgroups are removed however a run ends.
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from benchmarks.mpiio import report
 from benchmarks.mpiio.machine import TestbedRecord, record
 from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings, emulated_disk
 from testbed.leftovers import remove_crashed
+from testbed.processes import exit_once_on_signals
 
 MB = 1_000_000
 
@@ -44,25 +44,16 @@ def common_options(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-def unwind_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so every context manager's cleanup runs."""
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-
-
 def command_line() -> str:
     module = "benchmarks.mpiio." + os.path.splitext(os.path.basename(sys.argv[0]))[0]
     return " ".join(["sudo .venv/bin/python -m", module, *sys.argv[1:]])
 
 
 def prepare_run(why_root: str) -> float:
-    """Root check, SIGTERM unwinding, earlier runs' VNodes removed; returns the start time."""
+    """Root check, signals that unwind once, earlier runs' VNodes removed; returns the start time."""
     if os.geteuid() != 0:
         raise SystemExit(why_root)
-    unwind_on_sigterm()
+    exit_once_on_signals()   # SIGTERM or Ctrl-C unwinds once: every context manager's cleanup runs
     for leftover in remove_crashed(BENCH_PREFIX):
         print(f"removed leftover {leftover}", file=sys.stderr)
     return time.monotonic()
