@@ -18,7 +18,6 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from tests.e2e.test_hdfs import MB, MiB, NODE_BW, wait_until_every_user_reads_from_every_datanode
-from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
 from testbed.local_cluster import LocalUser
 from testbed.share_watch import ClientBytes, interval_rates, seconds_until, steady_ratio
@@ -27,14 +26,6 @@ from vnode_sync.datanode.channel import ThrottleChannel
 from vnode_sync.kernel.backend import vnode_name
 
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
-
-
-@pytest.fixture(autouse=True)
-def cpu_first():
-    """What is measured is the sharing, not the host's other load: this test and everything it starts
-    (daemons, clients) get the CPU first, as the benchmarks do (testbed/cpu_priority.py)."""
-    with cpu_priority(unique_name("fair-cpu")):
-        yield
 
 
 @pytest.fixture
