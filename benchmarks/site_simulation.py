@@ -13,7 +13,10 @@ What is simulated, and how:
   - the center: every CONTROL_SECONDS the real weight step (policy.local_weights, warm-started from
     its last weights), then only nodes where some share moved beyond the hysteresis
     (policy.hysteresis: a user's rate there, for the demands the center knows, would move by more
-    than --hysteresis) get the new weights, from the next tick on. Its CPU per step is printed.
+    than --hysteresis) get the new weights once the step's own CPU time has passed (from the next
+    tick at the soonest), and the next step comes a period after that, on the rates the agents saw
+    since, as in the coordinator's control loop (coordinator/control_loop.py). Its CPU per step is
+    printed.
 Users: weights 1-10; 60% read without pause from every node, 40% are light (Pareto-distributed
 bytes/s per node). At --change-at seconds, the first half of the users go idle on the first half
 of the nodes.
@@ -125,7 +128,10 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     per_control = int(round(CONTROL_SECONDS / TICK_SECONDS))
     per_print = int(round(PRINT_SECONDS / TICK_SECONDS))
     change_tick = int(round(change_at / TICK_SECONDS))
-    pending: np.ndarray | None = None      # weights decided, applied from the next tick
+    pending: np.ndarray | None = None      # weights decided, applied from tick `applies`
+    applies = 0
+    next_control = per_control
+    last_summary = 0
     step_note = ""
     history = []
     for tick in range(1, ticks + 1):
@@ -135,15 +141,21 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
             fair = site.fair_totals(fair_iterations)
             print(f"# t={change_at:.1f} s: users 0-{users_ // 2 - 1} idle on nodes 0-{nodes // 2 - 1}; new fair totals "
                   f"in {time.process_time() - t0:.1f} s of CPU", flush=True)
-        if pending is not None:
+        if pending is not None and tick >= applies:
             center.weight = pending
             pending = None
+            # The agents' rates are recent (a report's 0.5 s window), not an average over a period
+            # that began under the old weights: the next summary starts here.
+            center.summary(max(tick - last_summary, 1) * TICK_SECONDS)
+            last_summary = tick - 1
         ceiling = site.ceiling()
         served = center.tick(ceiling)
         served_static = baseline.tick(ceiling)
-        if tick % per_control == 0:
-            demand, held = center.summary(CONTROL_SECONDS)
-            baseline.summary(CONTROL_SECONDS)
+        if tick >= next_control and pending is None:
+            period = (tick - last_summary) * TICK_SECONDS
+            last_summary = tick
+            demand, held = center.summary(period)
+            baseline.summary(period)
             t0 = time.process_time()
             step = local_weights(site.capacity, site.weight, demand, no_floor, no_limit, previous=previous, held=held)
             step_cpu = time.process_time() - t0
@@ -151,6 +163,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
             send = nodes_to_send(rates_moved(step.realised(sent), step.allocation, hysteresis), np.arange(nodes), nodes)
             sent[:, send] = step.weight[:, send]
             pending = sent.copy()
+            applies = tick + max(1, int(np.ceil(step_cpu / TICK_SECONDS)))
+            next_control = applies + per_control     # the loop waits a period after each tick (control_loop.py)
             step_note = f"{step_cpu:.2f} s CPU, {step.iterations} it, {len(send)} nodes sent"
         if tick % per_print == 0:
             now = tick * TICK_SECONDS
