@@ -1,6 +1,6 @@
 """Site simulation: 10,000 storage nodes x 1,000 users, the edges in-process, the center's weight step for real.
 
-    .venv/bin/python -m benchmarks.site_simulation [--nodes 10000] [--users 1000] [--seconds 20]
+    .venv/bin/python -m benchmarks.site_simulation [--nodes 10000] [--users 1000] [--seconds 20] [--step-iterations N]
 
 What is simulated, and how:
   - the edges: every node's read bandwidth (one resource per node, 60-200 MB/s) is shared at every
@@ -109,7 +109,7 @@ def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarra
 
 
 def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fair_iterations: int,
-        hysteresis: float) -> int:
+        hysteresis: float, step_iterations: int | None = None) -> int:
     site = Site(nodes, users, seed)
     users_ = len(site.weight)
     static = np.broadcast_to(site.weight[:, None], (users_, nodes))
@@ -157,7 +157,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
             demand, held = center.summary(period)
             baseline.summary(period)
             t0 = time.process_time()
-            step = local_weights(site.capacity, site.weight, demand, no_floor, no_limit, previous=previous, held=held)
+            step = local_weights(site.capacity, site.weight, demand, no_floor, no_limit, previous=previous, held=held,
+                                 max_iterations=step_iterations)
             step_cpu = time.process_time() - t0
             previous = step.weight
             send = nodes_to_send(rates_moved(step.realised(sent), step.allocation, hysteresis), np.arange(nodes), nodes)
@@ -194,11 +195,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--hysteresis", type=float, default=THRESHOLD,
                         help="a node gets new weights when a user's rate there would move by more than this fraction")
+    parser.add_argument("--step-iterations", type=int, default=None,
+                        help="iterations of each center step (default: the policy's own budget)")
     args = parser.parse_args()
     print(f"# {machine()}")
     print(f"$ python -m benchmarks.site_simulation --nodes {args.nodes} --users {args.users} --seconds {args.seconds} "
-          f"--change-at {args.change_at} --hysteresis {args.hysteresis}", flush=True)
-    code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis)
+          f"--change-at {args.change_at} --hysteresis {args.hysteresis}"
+          + (f" --step-iterations {args.step_iterations}" if args.step_iterations else ""), flush=True)
+    code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis,
+               args.step_iterations)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return code
 
