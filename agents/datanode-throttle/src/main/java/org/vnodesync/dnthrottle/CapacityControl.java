@@ -35,8 +35,13 @@ import java.util.Arrays;
  *       to the others: MARGIN of what moved, after LOWER_INTERVALS, or at once when LOPSIDED;</li>
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
  *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
- *       down to where the probe started. R is never probed above the safe level, where a split that
+ *       down to where the probe started. R is not probed above the safe level, where a split that
  *       looks right may tip over later (a fraction of a per cent above the node is enough);</li>
+ *   <li>held with the CPU saturated and the busiest resource, a safe level is trusted only for
+ *       SAFE_LIFETIME to SAFE_MOST: other processes may have taken the CPU when it was found, and
+ *       neither room nor release sees them go. Then R goes to the edge, and the first interval in
+ *       which the flows stop waiting gives the new level (MARGIN of what moved since); flows that keep
+ *       up there have the node back;</li>
  *   <li>held while the flows take all R lets through (FOLLOWS of it, smoothed) and yet the busiest
  *       resource stays under SATURATED for ROOM_INTERVALS (the utilization law: the node has room),
  *       R and the safe level rise by ROOM_STEP: the level was found while the node was slower (a
@@ -101,6 +106,15 @@ final class CapacityControl {
     static final int MOST_WAIT = 600;
     /** Intervals after a probe within which a lowering counts against it. */
     static final int PROBE_ANSWER_INTERVALS = 8;
+    /**
+     * Intervals a safe level found by measuring (saturation beginning, a probe's answer) is trusted
+     * while the CPU is the saturated, busiest resource; longer (up to SAFE_MOST) after the node is
+     * found no faster. /proc/stat counts every process: with others keeping the CPU busy, release and room are
+     * blind, and a level found while they took it (two busy loops, a GC, a moment's other work) would
+     * stay for good. SAFE_MOST bounds the recovery; each look costs an interval or two above the node.
+     */
+    static final int SAFE_LIFETIME = 20;
+    static final int SAFE_MOST = 30;
 
     /** What one interval of a direction showed. */
     record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew) {
@@ -124,6 +138,9 @@ final class CapacityControl {
     private int idle;              // intervals running with it under RELEASED
     private double disk;           // the busiest data disk's, smoothed
     private double safe;           // the highest R known to hold since saturation began
+    private final Backoff safeWait = new Backoff(SAFE_LIFETIME, SAFE_MOST);   // while the safe level is trusted
+    private boolean beyond;        // R was put at the edge past a safe level no longer trusted
+    private double beyondMoved;    // what moved since, summed
     private int lower;             // intervals running that asked for R lower
     private double loweredMoved;   // what moved over them
     private final double[] recent = new double[RECENT_INTERVALS];
@@ -194,6 +211,7 @@ final class CapacityControl {
             // flows kept up with it (the mean would still hold the climb's lower values).
             held = true;
             rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
+            safeWait.lengthen();
             resetProbes();
             follows = 0;
             if (seen.competing() < 2) {
@@ -209,7 +227,7 @@ final class CapacityControl {
             if (busy >= RELEASED) {
                 idle = 0;
             }
-            rate = heldStep(current, moved, mean, seen);
+            rate = heldStep(configured, current, moved, mean, seen);
         } else {
             held = false;
             idle = 0;
@@ -221,9 +239,39 @@ final class CapacityControl {
         return Math.round(Math.max(LOWEST * configured, Math.min(most, rate)));
     }
 
-    private double heldStep(long current, double moved, double mean, Seen seen) {
+    private double heldStep(long configured, long current, double moved, double mean, Seen seen) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
+        boolean fresh = safeWait.waiting();
         boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
+        if (beyond) {
+            beyondMoved += moved;
+            if (seen.competing() < 2) {
+                safeWait.lengthen();   // no answer from a flow alone: back where R held, to look later
+                resetProbes();
+                return beforeProbe;
+            }
+            if (unheld || seen.skew() >= LOPSIDED) {
+                // The flows stopped waiting (or some could not keep up): what they moved since is what
+                // the node delivers now. The first such interval answers: each one tips the split.
+                double found = MARGIN * Math.min(current, beyondMoved / sinceProbe);
+                if (found > beforeProbe * (1 + FIRST_PROBE_STEP)) {
+                    safeWait.reset();   // faster than the old level: the next look comes soon again
+                }
+                safeWait.lengthen();
+                safe = found;
+                resetProbes();
+                return found;
+            }
+            if (sinceProbe > PROBE_ANSWER_INTERVALS) {
+                safe = Math.max(safe, current);   // the node keeps up at the edge again
+                safeWait.reset();
+                beyond = false;
+            }
+        }
+        if (roomAnswered && sinceProbe > PROBE_ANSWER_INTERVALS) {
+            roomAnswered = false;
+            roomWait.reset();   // the raise held: the next waits the least again, not ever longer
+        }
         double raw = seen.skew() == 0 ? 1 : seen.skew();
         skew += SKEW_SMOOTHING * (raw - skew);
         if (answer.pending()) {
@@ -246,6 +294,7 @@ final class CapacityControl {
         if (lower >= LOWER_INTERVALS || lopsided) {
             if (sinceProbe <= PROBE_ANSWER_INTERVALS) {
                 safe = Math.min(safe, beforeProbe);   // the probe found the node: it is no faster than that
+                safeWait.lengthen();                  // (for now: others may have taken the CPU)
                 if (roomAnswered) {
                     roomWait.lengthen();
                 }
@@ -291,6 +340,17 @@ final class CapacityControl {
             roomAnswered = true;
             return current * (1 + ROOM_STEP);
         }
+        boolean cpuSaturated = busy >= SATURATED && disk < busy - 0.01;   // room is blind
+        if (current >= safe - 1 && !fresh && cpuSaturated && current < MARGIN * configured) {
+            // At a safe level no longer trusted: R to the edge, and what the node then moves is the new
+            // level (a ladder of probes would take seconds more to climb back from half).
+            beforeProbe = current;
+            sinceProbe = 0;
+            roomAnswered = false;
+            beyond = true;
+            beyondMoved = 0;
+            return MARGIN * configured;
+        }
         if (current >= safe || --probeIn > 0) {
             return current;
         }
@@ -318,6 +378,7 @@ final class CapacityControl {
     }
 
     private void resetProbes() {
+        beyond = false;
         probeStep = FIRST_PROBE_STEP;
         probeWait = PROBE_INTERVALS;
         probeIn = PROBE_INTERVALS;

@@ -22,7 +22,7 @@ final class SimulatedNode {
     /** What one thread does: packets back to back, or files with idle gaps between them. */
     static final class Worker {
         final Throttles.Charge charge;
-        final Direction direction = Direction.READ;
+        final Direction direction;
         final double clientBps;          // the client's own speed (infinity: none)
         final long fileBytes;            // 0: never pauses
         final long gapNs;
@@ -39,7 +39,13 @@ final class SimulatedNode {
         boolean stopped;
 
         Worker(Throttles.Charge charge, double clientBps, long fileBytes, long gapNs, long startAt) {
+            this(charge, Direction.READ, clientBps, fileBytes, gapNs, startAt);
+        }
+
+        Worker(Throttles.Charge charge, Direction direction, double clientBps, long fileBytes, long gapNs,
+                long startAt) {
             this.charge = charge;
+            this.direction = direction;
             this.clientBps = clientBps;
             this.fileBytes = fileBytes;
             this.gapNs = gapNs;
@@ -49,6 +55,7 @@ final class SimulatedNode {
 
     final Throttles throttles;
     private double serverBps;
+    private double otherCpu;         // the CPU's busy fraction from other processes
     private final List<Worker> workers = new ArrayList<>();
     private final Map<String, Long> moved = new HashMap<>();
     private final CapacityLoop capacity;
@@ -75,8 +82,28 @@ final class SimulatedNode {
         serverBps = bps;
     }
 
+    /**
+     * Other processes keep the node's CPU this busy (0..1) from now on: /proc/stat counts the whole
+     * machine, so the CPU reads at least this busy whatever the flows do.
+     */
+    void setOtherCpu(double busy) {
+        otherCpu = busy;
+    }
+
     Worker backlogged(String user) {
-        return add(new Worker(throttles.chargeFor(user), Double.POSITIVE_INFINITY, 0, 0, now));
+        return backlogged(user, Direction.READ);
+    }
+
+    Worker backlogged(String user, Direction direction) {
+        return add(new Worker(throttles.chargeFor(user), direction, Double.POSITIVE_INFINITY, 0, 0, now));
+    }
+
+    /** A stopped worker goes on from NOW (its op's next packet). */
+    void restart(Worker worker) {
+        worker.stopped = false;
+        worker.startAt = now;
+        worker.ticket.releasedNs = 0;   // a new op
+        worker.ticket.paces = 0;
     }
 
     Worker add(Worker worker) {
@@ -214,8 +241,9 @@ final class SimulatedNode {
 
     private void tick() {
         if (controlCapacity) {
-            // Busy as a disk's io_ticks or a CPU's time: the share of the server's capacity in use.
-            capacity.tickWith(now, 0, servedBytes / (serverBps * (now - lastTick) / 1e9));
+            // Busy as a disk's io_ticks: the share of the server's capacity in use; the CPU as busy as
+            // other processes keep it.
+            capacity.tickWith(now, otherCpu, servedBytes / (serverBps * (now - lastTick) / 1e9));
         }
         servedBytes = 0;
         lastTick = now;
