@@ -95,9 +95,13 @@ class Edges:
         rate = self.moved / seconds
         held = self.moved < HELD * self.asked
         demand = rate * np.where(held, HELD_GROWTH, HEADROOM)
+        self.restart()
+        return demand, held
+
+    def restart(self) -> None:
+        """The next summary counts from here."""
         self.moved[:] = 0
         self.asked[:] = 0
-        return demand, held
 
 
 def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarray) -> tuple[float, float, float]:
@@ -146,8 +150,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
             pending = None
             # The agents' rates are recent (a report's 0.5 s window), not an average over a period
             # that began under the old weights: the next summary starts here.
-            center.summary(max(tick - last_summary, 1) * TICK_SECONDS)
-            last_summary = tick - 1
+            center.restart()
+            last_summary = tick - 1   # this tick's bytes are the first counted
         ceiling = site.ceiling()
         served = center.tick(ceiling)
         served_static = baseline.tick(ceiling)

@@ -51,7 +51,7 @@ def site(nodes: int, disks: int, users: int, per_node: bool, seed: int):
     rows = np.array([control._row(r.name) for r in records])
     on = rng.random((users, nodes)) < 0.3
     columns = control._book_columns
-    per_disk = np.where(per_node, columns.device == 0, True)
+    per_disk = np.where(per_node, device_index(columns) == 0, True)
     # Each user on a node wants 0.2-3x an equal share of it there: most nodes are oversubscribed.
     share = columns.capacity * (disks if per_node else 1) / (0.3 * users)
     wanted = np.where(on[:, columns.node] & per_disk, rng.uniform(0.2, 3.0, (users, len(columns))) * share, 0.0)
@@ -65,6 +65,11 @@ def resum(control: WeightControl) -> None:
     """The per-node book after the demand book was written directly."""
     for i in range(len(control._book_columns.node_ids)):
         control._sum_node(i, slice(None))
+
+
+def device_index(columns) -> np.ndarray:
+    """Each book column's device, as its index among its node's devices."""
+    return (np.arange(len(columns)) - columns.start[columns.node]) // 2
 
 
 def cpu(call):
@@ -106,7 +111,8 @@ def baseline_per_node(control: WeightControl, names: list[str], sample: list[str
     """CPU and bytes of the per-pair message per node, over SAMPLE, with the last step's weights spread
     over every (node, disk, direction) as dd46e60 kept them."""
     columns = control._book_columns
-    resources = [(columns.node_ids[columns.node[j]], columns.devices[columns.node[j]][columns.device[j]],
+    device = device_index(columns)
+    resources = [(columns.node_ids[columns.node[j]], columns.devices[columns.node[j]][device[j]],
                   int(columns.direction[j])) for j in range(len(columns))]
     layout = control._layout
     spread = np.zeros((len(names), len(columns)), dtype=np.float32)

@@ -55,8 +55,6 @@ class _Columns:
                    for i, n in enumerate(nodes) for e, d in enumerate(n.devices) for k in (0, 1)}
         self.node = np.repeat(np.arange(len(nodes)), [2 * len(n.devices) for n in nodes])
         self.direction = np.tile([0, 1], len(self.node) // 2)
-        self.device = np.concatenate([np.repeat(np.arange(len(n.devices)), 2) for n in nodes]) \
-            if nodes else np.zeros(0, dtype=int)
         self.capacity = np.array([float(getattr(d, f"{direction}_bps")) for n in nodes for d in n.devices
                                   for direction in DIRECTIONS])
         node_capacity = np.zeros((len(nodes), 2))
@@ -67,6 +65,11 @@ class _Columns:
 
     def __len__(self) -> int:
         return len(self.node)
+
+    def block(self, i: int) -> slice:
+        """Node i's columns."""
+        start = int(self.start[i])
+        return slice(start, start + 2 * len(self.devices[i]))
 
 
 class _Layout:
@@ -127,7 +130,7 @@ class WeightControl:
         i = columns.node_index.get(node_id)
         if i is None:
             return
-        block = slice(int(columns.start[i]), int(columns.start[i]) + 2 * len(columns.devices[i]))
+        block = columns.block(i)
         with self._lock:
             if full:
                 self._demand[:, block] = 0.0
@@ -149,8 +152,8 @@ class WeightControl:
 
     def _sum_node(self, i: int, rows) -> None:
         """Node i's (node, direction) book for these rows, from its devices' (the lock held)."""
-        start, devices = int(self._book_columns.start[i]), len(self._book_columns.devices[i])
-        block, pair = slice(start, start + 2 * devices), slice(2 * i, 2 * i + 2)
+        block, pair = self._book_columns.block(i), slice(2 * i, 2 * i + 2)
+        devices = len(self._book_columns.devices[i])
         self._node_demand[rows, pair] = self._demand[rows, block].reshape(-1, devices, 2).sum(axis=1)
         self._node_held[rows, pair] = self._held[rows, block].reshape(-1, devices, 2).any(axis=1)
 
