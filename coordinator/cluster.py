@@ -55,6 +55,10 @@ class Cluster:
         changed = self.weights.tick(users)
         return changed | self.allocator.tick(users)
 
+    def awaiting_reports(self) -> bool:
+        """Whether the last tick's weights have yet to be measured by some node they were sent to."""
+        return self.weights is not None and self.weights.awaiting_reports()
+
     def allocation_updates(self) -> dict[str, int]:
         """Weights or allocations pushed to each node since the coordinator started."""
         out = dict(self.allocator.updates) if self.allocator else {}

@@ -1,14 +1,23 @@
-"""The work-conserving control loop: a tick every policy.control_seconds, and at once after an
-admin change (a new generation) or a report of a user back from idle; only the streams of nodes
-whose weights or allocation changed send. The tick (the weight step, and the rate allocator for
-cap-only nodes) runs off the event loop; a failed pass is retried after a backoff (supervised)."""
+"""The work-conserving control loop: a tick every policy.control_seconds, counted from the last
+tick's start (a tick that took longer is followed at once: at site size the weight step's own time
+would otherwise add to every round of lending weight), and at once after an admin change (a new
+generation) or a report of a user back from idle; only the streams of nodes whose weights or
+allocation changed send. After a tick that sent weights, the next also waits until every node sent
+them has reported rates measured under them, at most weight_control.AWAIT_PERIODS periods: a step
+on older rates answers its own past and swings (benchmarks/site_simulation.py). The tick (the
+weight step, and the rate allocator for cap-only nodes) runs off the event loop; a failed pass is
+retried after a backoff (supervised)."""
 
 import asyncio
 
 from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.weight_control import AWAIT_PERIODS
 from vnode_sync.supervision import run_passes_async, set_within
+
+# How often a tick waiting for reports under the last weights looks again (the check is a dict's size).
+AWAIT_POLL_SECONDS = 0.05
 
 
 async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: StoreThread) -> None:
@@ -17,11 +26,18 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
     cluster.publishing.add_listener(lambda _generation: loop.call_soon_threadsafe(poke.set))
     cluster.runtime.allocation_wanted = lambda: loop.call_soon_threadsafe(poke.set)
     period = cluster.config.policy.control_seconds
+    began = loop.time()
 
     async def tick() -> None:
-        if await set_within(poke, period):
+        nonlocal began
+        poked = await set_within(poke, max(0.0, began + period - loop.time()))
+        limit = began + AWAIT_PERIODS * period
+        while not poked and cluster.awaiting_reports() and loop.time() < limit:
+            poked = await set_within(poke, min(AWAIT_POLL_SECONDS, limit - loop.time()))
+        if poked:
             await store_thread.run(cluster.publishing.refresh_snapshot)   # the change's users
         poke.clear()
+        began = loop.time()
         users = cluster.publishing.snapshot().users
         changed = await loop.run_in_executor(None, cluster.control_tick, users)
         if changed:

@@ -120,6 +120,8 @@ class NodeRuntimes:
         samples = self.ledger.observe(report, known, every_flow=self.allocator is not None)
         if self.allocator is not None and self.allocator.observe(report.node_id, samples):
             self.allocation_wanted()
+        if self.weights is not None:
+            self.weights.measured(report.node_id, report.measured_allocation)
         with self._lock:
             runtime = self._nodes[report.node_id]
             runtime.applied_generation = report.applied_generation

@@ -37,6 +37,14 @@ from vnode_sync.wire import vnode_pb2 as pb
 DIRECTIONS = ("read", "write")
 _ALLOCATION_WEIGHTS = pb.Allocation.DESCRIPTOR.fields_by_name["weights"].number
 _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].number
+# The weight step's iterations stop after this share of the control period (CPU time; the step's
+# fixed passes come on top, about 0.5 s at 10^7 user x resource pairs on this VM): at site size a
+# step then ends about when the next is due, and the next resumes from its weights.
+STEP_SHARE = 0.5
+# After a tick that sent nodes new weights, the next waits until each of them has reported an interval
+# measured wholly under them (a step on reports from before its last weights acts on its own past
+# and swings), but at most this many control periods (an agent may be gone).
+AWAIT_PERIODS = 3.0
 _TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
 
@@ -110,10 +118,14 @@ class WeightControl:
         self._users: list[str] = []
         self._layout: _Layout | None = None
         self._weights: np.ndarray | None = None      # the last step's, users x the layout's resources
+        self._level: np.ndarray | None = None        # the last step's level per resource
         self._sent: np.ndarray | None = None         # what each node has now (NaN: never sent)
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
+        # Nodes sent weights by the last tick that have not yet reported an interval measured under
+        # them: node id -> the sequence sent (AWAIT_PERIODS).
+        self._awaited: dict[str, int] = {}
         # Every user that ever reported is a row of the demand book; the ledger's listener writes what
         # each report changed.
         self._rows: dict[str, int] = {}
@@ -178,6 +190,17 @@ class WeightControl:
             if not yes:
                 self._node_bytes.pop(node_id, None)
 
+    def measured(self, node_id: str, allocation: int) -> None:
+        """A report from the node whose interval was measured wholly under allocation `allocation`."""
+        with self._lock:
+            if node_id in self._awaited and allocation >= self._awaited[node_id]:
+                del self._awaited[node_id]
+
+    def awaiting_reports(self) -> bool:
+        """Whether a node sent weights by the last tick has yet to report an interval under them."""
+        with self._lock:
+            return bool(self._awaited)
+
     def manages(self, node_id: str) -> bool:
         i = self._book_columns.node_index.get(node_id)
         with self._lock:
@@ -198,7 +221,9 @@ class WeightControl:
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
         previous = self._aligned(self._weights, names, layout, weight)
-        step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held)
+        step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
+                             previous_level=self._aligned_level(layout),
+                             seconds=STEP_SHARE * self.policy.control_seconds)
         sent = self._aligned(self._sent, names, layout, None)
         never = np.isnan(sent)
         realised = step.realised(np.where(never, step.weight, sent))
@@ -212,10 +237,12 @@ class WeightControl:
                     for i in changed_nodes}
         with self._lock:
             self._users, self._layout, self._weights, self._sent = names, layout, step.weight, sent
+            self._level = step.level
             self.last_step = step
             for node_id, message in messages.items():
                 self._node_bytes[node_id] = message
                 self.updates[node_id] = self.updates.get(node_id, 0) + 1
+            self._awaited = {node_id: sequence for node_id, (sequence, _) in messages.items()}
         return set(messages)
 
     def _booked(self, names: list[str], layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
@@ -244,9 +271,7 @@ class WeightControl:
         same_users = names == self._users
         if same_users and np.array_equal(layout.key, self._layout.key):
             return matrix.copy()
-        old_column = np.full(len(self._book_columns), -1)
-        old_column[self._layout.key] = np.arange(len(self._layout))
-        old_of_new = old_column[layout.key]
+        old_of_new = self._old_columns(layout)
         new_columns = np.flatnonzero(old_of_new >= 0)
         out = np.full(shape, np.nan) if fill is None else np.repeat(fill[:, None], shape[1], axis=1)
         if same_users:
@@ -258,6 +283,19 @@ class WeightControl:
             old_rows = [rows[names[i]] for i in new_rows]
             out[np.ix_(new_rows, new_columns)] = matrix[np.ix_(old_rows, old_of_new[new_columns])]
         return out
+
+    def _aligned_level(self, layout: _Layout) -> np.ndarray | None:
+        """The last tick's level of each of these resources (NaN where it had none: a cold start there)."""
+        if self._level is None or self._layout is None:
+            return None
+        old_of_new = self._old_columns(layout)
+        return np.where(old_of_new >= 0, self._level[np.maximum(old_of_new, 0)], np.nan)
+
+    def _old_columns(self, layout: _Layout) -> np.ndarray:
+        """Per resource of `layout`, its column in the last tick's layout (-1: it had none)."""
+        old_column = np.full(len(self._book_columns), -1)
+        old_column[self._layout.key] = np.arange(len(self._layout))
+        return old_column[layout.key]
 
     def _message(self, node: int, layout: _Layout, users_part: bytes, sent: np.ndarray) -> tuple[int, bytes]:
         """The node's weights as a serialized DesiredState holding only its Allocation (a WeightTable)."""

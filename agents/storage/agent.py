@@ -11,6 +11,7 @@ from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.agents.storage.report_interval import ReportInterval, next_report_in
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, save_state_cache
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceCapacity, DeviceNumber
@@ -47,6 +48,7 @@ class StorageAgent:
         self._received: pb.DesiredState | None = None   # the last state applied, as the coordinator sent it
         self.failed_passes = 0   # reconcile passes that raised (retried with backoff), for metrics
         self._next_resync = self._next_report = 0.0   # monotonic: when the next resync, the next report is due
+        self._interval = ReportInterval()              # what the next report is measured under
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
 
@@ -177,11 +179,16 @@ class StorageAgent:
         if applied_new or now >= self._next_report:
             with self._lock:
                 report = self.reconciler.usage_report(self.config.node_id)
+            report.measured_allocation = self._interval.close(now, self._allocation_in_force())
             if self.refusal:
                 report.errors.insert(0, self.refusal)
             self.link.report(report)
-            self._next_report = now + self.config.report_seconds
+            self._next_report = now + next_report_in(applied_new, self.config.report_seconds)
         return max(0.0, min(self._next_resync, self._next_report) - time.monotonic())
+
+    def _allocation_in_force(self) -> int:
+        state = self._received
+        return state.allocation.sequence if state is not None and has_allocation(state) else 0
 
     def _fallback_due(self, now: float) -> bool:
         state, since = self._received, self._cut_off_since

@@ -26,6 +26,7 @@ at that weight at once, and what it does not use goes to the others meanwhile.
 """
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,7 +79,8 @@ class WeightStep:
 def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, reservation: np.ndarray,
                   limit: np.ndarray, previous: np.ndarray | None = None, held: np.ndarray | None = None,
                   max_iterations: int | None = None, tolerance: float = TOLERANCE,
-                  dtype: type = np.float32) -> WeightStep:
+                  dtype: type = np.float32, previous_level: np.ndarray | None = None,
+                  seconds: float | None = None) -> WeightStep:
     """One step of the center.
 
     `capacity[r]` bytes/s of each resource (a (node, device, direction)); `weight[u]` each user's
@@ -87,8 +89,15 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     (inf = none). `previous`: the weights the last step returned for the same users and resources
     (a warm start). `held[u, r]`: the user was held there (it had bytes waiting while others were
     served), so its demand is only a lower bound: it gets no standby weight there, or it would take
-    more than the step planned. `max_iterations`: None = iteration_budget(users x resources)."""
+    more than the step planned. `max_iterations`: None = iteration_budget(users x resources).
+    `previous_level`: the last step's levels for the same resources (a warm start for the first fill).
+    `seconds`: the iterations stop once they have used this much CPU time of the calling thread (after
+    one at least; the passes before and after them come on top): a control loop's step then ends in
+    time at any size, and the next resumes from its weights. CPU rather than wall time, so a
+    descheduled step on a busy host still does its work."""
     capacity, weight, demand, reservation, limit = _checked(capacity, weight, demand, reservation, limit, previous)
+    if previous_level is not None and np.shape(previous_level) != capacity.shape:
+        raise InvalidArgument(f"previous levels {np.shape(previous_level)} must be one per resource {capacity.shape}")
     if max_iterations is None:
         max_iterations = iteration_budget(demand.size)
     ceiling = np.minimum(demand, capacity, dtype=dtype)
@@ -102,12 +111,13 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         local = ceiling * (weight / np.maximum(ceiling.sum(axis=1), 1e-30)).astype(dtype)[:, None]
         np.maximum(local, trace, out=local)
     scratch = (np.empty_like(ceiling), np.empty_like(ceiling))
-    given, level = water_fill(local, capacity, ceiling, floor, scratch=scratch)
+    given, level = water_fill(local, capacity, ceiling, floor, previous_level, scratch=scratch)
     spare, stretch = np.empty_like(ceiling), np.empty_like(ceiling)
     extrapolated, momentum = given, 1.0
     totals = given.sum(axis=1)
     objective = _objective(weight, totals)
     scale = max(float(capacity.max(initial=0.0)), 1.0)
+    began = time.thread_time()
     converged = False
     iterations = 0
     for iterations in range(1, max_iterations + 1):
@@ -136,24 +146,48 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         if moved <= tolerance:
             converged = True
             break
-    enough = (1 - EVEN_SPLIT_SLACK) * totals
-    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch)
-    if np.all(even_given.sum(axis=1) >= enough):
-        even = _split_by(weight, even_given, trace)
-        even_given, even_level = water_fill(even, capacity, ceiling, floor, scratch=scratch)
-        if np.all(even_given.sum(axis=1) >= enough):
-            local, given, level, totals = even, even_given, even_level, even_given.sum(axis=1)
+        if seconds is not None and time.thread_time() - began >= seconds:
+            break
+    # A step cut short by its time budget is mid-way (the next resumes it): the even split, which costs
+    # two more fills, is tried by steps that got to their end.
+    if converged or iterations == max_iterations:
+        local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, scratch,
+                                                       (local, given, level, totals))
     return WeightStep(_with_standby(local, ceiling, level, weight, totals, capacity, held), given, level,
                       iterations, converged, ceiling, floor, capacity)
 
 
+def _even_if_as_fair(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
+                     floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray],
+                     step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
+    """The step's (weights, allocation, level, totals), or those of the even split (EVEN_SPLIT_SLACK)."""
+    local, _, level, totals = step
+    enough = (1 - EVEN_SPLIT_SLACK) * totals
+    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch, level, local)
+    if not np.all(even_given.sum(axis=1) >= enough):
+        return step
+    even = _split_by(weight, even_given, trace)
+    even_given, even_level = water_fill(even, capacity, ceiling, floor, _rescaled(level, local, even), scratch=scratch)
+    even_totals = even_given.sum(axis=1)
+    return (even, even_given, even_level, even_totals) if np.all(even_totals >= enough) else step
+
+
 def _even_split(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray],
+                level: np.ndarray, local: np.ndarray) -> np.ndarray:
     """What the edges give with every user's global weight on every resource it wants (its trace
-    elsewhere), as the edges share with no center."""
+    elsewhere), as the edges share with no center. `level` under the `local` weights: a warm start."""
     plain = (ceiling > 0) * weight.astype(ceiling.dtype)[:, None]
     np.maximum(plain, trace, out=plain)
-    return water_fill(plain, capacity, ceiling, floor, scratch=scratch)[0]
+    return water_fill(plain, capacity, ceiling, floor, _rescaled(level, local, plain), scratch=scratch)[0]
+
+
+def _rescaled(level: np.ndarray, weight: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """A guess at each resource's level under `other` weights from its level under `weight`: the
+    same bytes over the other column's total weight (exact where no one is at a floor or ceiling).
+    A fill warm-started from it settles in a pass or two rather than the six of a cold one."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return level * (weight.sum(axis=0, dtype=np.float64) / other.sum(axis=0, dtype=np.float64))
 
 
 def _split_by(weight: np.ndarray, given: np.ndarray, trace: np.ndarray) -> np.ndarray:
@@ -172,14 +206,16 @@ def iteration_budget(pairs: int) -> int:
 def _with_standby(local: np.ndarray, ceiling: np.ndarray, level: np.ndarray, weight: np.ndarray,
                   totals: np.ndarray, capacity: np.ndarray, held: np.ndarray | None) -> np.ndarray:
     """The step's weights, raised to the standby weight where a user is at its ceiling (all it wants,
-    or nothing): that changes nothing the edges give while the demands hold."""
+    or nothing): that changes nothing the edges give while the demands hold. A user held where it
+    moved nothing (its bound is 0: it waited the whole span) keeps its standby weight too, or the
+    trace weight the step gives it there would keep it moving nothing, held, for good."""
     standby = np.multiply.outer((1 / np.maximum(totals, 1e-30)).astype(local.dtype), capacity.astype(local.dtype))
     np.minimum(standby, 1.0, out=standby)
     standby *= weight.astype(local.dtype)[:, None]
     with np.errstate(invalid="ignore", over="ignore"):
         settled = local * level >= ceiling
     if held is not None:
-        settled &= ~held
+        settled &= ~(held & (ceiling > 0))
     np.multiply(standby, settled, out=standby)
     return np.maximum(local, standby, out=standby)
 

@@ -102,6 +102,26 @@ def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_mo
     assert control.updates == {"dn0": 2, "dn1": 1}
 
 
+def test_the_next_tick_is_owed_reports_measured_under_the_weights_sent_until_each_node_has_one(control):
+    control, ledger, sent = control
+    users = [user("alice", 8), user("bob", 4)]
+    assert not control.awaiting_reports()
+    report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    report(ledger, "dn1", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
+    assert control.tick(users) == {"dn0", "dn1"}
+    sequences = {node: control.node_allocation(node)[0] for node in ("dn0", "dn1")}
+    assert control.awaiting_reports()
+    control.measured("dn0", sequences["dn0"] - 1)    # the report sent as it applied them: the old weights'
+    control.measured("dn1", 0)                       # a span that reaches back past the change
+    control.measured("dn2", 10**6)                   # a node that was sent nothing
+    assert control.awaiting_reports()
+    control.measured("dn0", sequences["dn0"])
+    assert control.awaiting_reports()
+    control.measured("dn1", sequences["dn1"])
+    assert not control.awaiting_reports()
+    assert control.tick(users) == set() and not control.awaiting_reports()
+
+
 def test_a_user_given_all_it_asked_keeps_a_standby_weight_and_an_idle_one_too(control):
     control, ledger, sent = control
     users = [user("alice", 8), user("bob", 4), user("carol", 2)]

@@ -541,7 +541,7 @@ class DemandSummary(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., device_index: _Optional[_Iterable[int]] = ..., read_bps: _Optional[_Iterable[float]] = ..., write_bps: _Optional[_Iterable[float]] = ..., read_held: _Optional[_Iterable[bool]] = ..., write_held: _Optional[_Iterable[bool]] = ..., read_demand_bps: _Optional[_Iterable[float]] = ..., write_demand_bps: _Optional[_Iterable[float]] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand", "measured_allocation")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
@@ -550,6 +550,7 @@ class UsageReport(_message.Message):
     HELD_FIELD_NUMBER: _ClassVar[int]
     NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
@@ -558,7 +559,8 @@ class UsageReport(_message.Message):
     held: _containers.RepeatedCompositeFieldContainer[HeldTime]
     not_enforcing: str
     demand: DemandSummary
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ...) -> None: ...
+    measured_allocation: int
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ..., measured_allocation: _Optional[int] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)

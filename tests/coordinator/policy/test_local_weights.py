@@ -124,6 +124,21 @@ def test_a_warm_start_from_the_last_weights_settles_in_fewer_steps():
     assert warm.totals() == pytest.approx(cold.totals(), rel=0.01)
 
 
+def test_the_last_levels_only_warm_start_the_fills_and_a_time_budget_ends_the_step_after_one_iteration():
+    rng = np.random.default_rng(7)
+    capacity, weight, demand, reservation, limit = _random_cluster(rng, 30, 40)
+    last = local_weights(capacity, weight, demand, reservation, limit, max_iterations=200)
+    moved = demand * rng.uniform(0.8, 1.2, demand.shape)
+    plain = local_weights(capacity, weight, moved, reservation, limit, previous=last.weight, max_iterations=200)
+    leveled = local_weights(capacity, weight, moved, reservation, limit, previous=last.weight, max_iterations=200,
+                            previous_level=last.level)
+    assert leveled.totals() == pytest.approx(plain.totals(), rel=0.01)
+    timed = local_weights(capacity, weight, moved, reservation, limit, previous=last.weight, seconds=0.0)
+    assert timed.iterations == 1 and not timed.converged
+    with pytest.raises(InvalidArgument, match="previous levels"):
+        local_weights(capacity, weight, demand, reservation, limit, previous_level=last.level[:-1])
+
+
 @pytest.mark.parametrize("change,message", [
     ({"weight": np.array([1.0, 0.0])}, "global weights"),
     ({"demand": np.array([[1.0, -1.0], [0.0, 0.0]])}, "demand"),
@@ -148,3 +163,13 @@ def test_a_held_users_demand_is_a_lower_bound_so_it_gets_no_standby_weight():
     assert step.allocation == pytest.approx(free.allocation, rel=1e-3)
     assert step.weight[0, 0] == pytest.approx(5 / 16.25, rel=1e-2)      # its part of its total, as planned
     assert free.weight[0, 0] == pytest.approx(1, rel=1e-3)              # standby
+
+
+def test_a_user_held_where_it_moved_nothing_keeps_its_standby_weight_there_rather_than_a_trace():
+    """bob waited a whole span on dn0 and moved nothing (held, demand bound 0): at a trace weight
+    he would move nothing again, held, for good; at his standby weight the edge serves him."""
+    demand = np.array([[INF, INF], [0.0, INF]])
+    held = np.array([[True, True], [True, True]])
+    step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT, held=held)
+    assert step.weight[1, 0] == pytest.approx(4.0, rel=1e-3)
+    assert step.weight[1, 0] > 0.2 * step.weight[0, 0]

@@ -1,0 +1,23 @@
+"""A usage report names the allocation its rates were measured under, and the report after new
+weights comes a rate span later."""
+
+from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
+from vnode_sync.agents.storage.report_interval import ReportInterval, next_report_in
+
+
+def test_a_report_names_the_allocation_in_force_over_its_whole_rate_span_or_none():
+    interval = ReportInterval()
+    assert interval.close(100.0, in_force=0) == 0          # the first: no interval yet
+    assert interval.close(101.0, in_force=7) == 0          # measured with no allocation; 7 applied now
+    assert interval.close(101.0 + FLOW_SPAN_SECONDS, in_force=7) == 7
+    assert interval.close(102.0, in_force=9) == 7          # the report as 9 is applied measures 7
+    # Reports more often than the rate span: 9 is named once the span lies wholly after it took force.
+    assert interval.close(102.0 + FLOW_SPAN_SECONDS / 2, in_force=9) == 0
+    assert interval.close(102.0 + FLOW_SPAN_SECONDS, in_force=9) == 9
+    assert interval.close(102.0 + 1.5 * FLOW_SPAN_SECONDS, in_force=9) == 9
+
+
+def test_after_new_weights_the_next_report_is_a_rate_span_away_else_the_configured_period():
+    assert next_report_in(applied_new=True, report_seconds=1.0) == FLOW_SPAN_SECONDS
+    assert next_report_in(applied_new=True, report_seconds=0.2) == 0.2
+    assert next_report_in(applied_new=False, report_seconds=1.0) == 1.0
