@@ -7,16 +7,21 @@ What is simulated, and how:
     tick (TICK_SECONDS) by weighted water-filling of the users' true demands with the node's current
     local weights (policy.water_filling): the fluid limit of a per-packet weighted scheduler,
     work-conserving at once;
-  - the agents: each control period they send the center a demand summary per (user, node): held
-    (served less than it asked: it wants at least HELD_GROWTH times what it moved, a lower bound that
-    gets no standby weight) or what it moved (given all it asked, its standby weight lets it grow at once);
-  - the center: every CONTROL_SECONDS the real weight step (policy.local_weights, warm-started from
-    its last weights), then only nodes where some share moved beyond the hysteresis
-    (policy.hysteresis: a user's rate there, for the demands the center knows, would move by more
-    than --hysteresis) get the new weights once the step's own CPU time has passed (from the next
-    tick at the soonest), and the next step comes a period after that, on the rates the agents saw
-    since, as in the coordinator's control loop (coordinator/control_loop.py). Its CPU per step is
-    printed.
+  - the agents (agents/storage/agent.py): each node's agent reports every --report-seconds (1 s,
+    the agents' default; the nodes' reports spread over the period), and at once when it applies new
+    weights, with the next report a rate span (0.5 s) after those (agents/storage/report_interval.py);
+    a report gives, per user, the rate since the node's last report and whether it was held (served
+    less than it asked: it wants at least HELD_GROWTH times what it moved, a lower bound that gets no
+    standby weight) or not (given all it asked: its rate, and its standby weight lets it grow at
+    once). The center has each node's last report;
+  - the center: the real weight step (policy.local_weights, warm-started from its last weights and
+    levels, its iterations within STEP_SHARE of the period as in coordinator/weight_control.py), then
+    only nodes where some share moved beyond the hysteresis (policy.hysteresis: a user's rate there,
+    for the demands the center knows, would move by more than --hysteresis) get the new weights once
+    the step's own CPU time has passed (from the next tick at the soonest). As the coordinator's
+    control loop runs (coordinator/control_loop.py), the next step begins a period after this one
+    began (at once if it took longer), and not before every node sent weights has reported an
+    interval measured under them (at most AWAIT_PERIODS periods). Its CPU per step is printed.
 Users: weights 1-10; 60% read without pause from every node, 40% are light (Pareto-distributed
 bytes/s per node). At --change-at seconds, the first half of the users go idle on the first half
 of the nodes.
@@ -36,13 +41,16 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import MB, machine
+from vnode_sync.agents.storage.report_interval import next_report_in
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
+from vnode_sync.coordinator.weight_control import AWAIT_PERIODS, STEP_SHARE
 
 TICK_SECONDS = 0.1
 CONTROL_SECONDS = 1.0
 PRINT_SECONDS = 0.5
+REPORT_SECONDS = 1.0   # agents/storage/config.py's report_seconds
 HELD = 0.98            # served below this fraction of what it asked: held, it would take more
 HEADROOM = 1.0        # a user given all it wants is counted at what it moved: its standby weight lets it grow at once
 HELD_GROWTH = 4.0      # a held user is taken to want four times what it moved (a lower bound, no standby weight)
@@ -80,28 +88,56 @@ class Edges:
         self.site = site
         self.weight = weight.astype(np.float32)
         self.level = None
-        self.moved = np.zeros_like(self.weight)      # bytes over the control period, per (user, node)
-        self.asked = np.zeros_like(self.weight)      # bytes they would have taken (held if more than moved)
         self.served = None
 
     def tick(self, ceiling: np.ndarray) -> np.ndarray:
         self.served, self.level = water_fill(self.weight, self.site.capacity, ceiling, level=self.level)
-        self.moved += self.served * TICK_SECONDS
-        self.asked += ceiling * TICK_SECONDS
         return self.served
 
-    def summary(self, seconds: float) -> tuple[np.ndarray, np.ndarray]:
-        """The agents' demand summaries for the last period, (demand, held); resets the counters."""
-        rate = self.moved / seconds
-        held = self.moved < HELD * self.asked
-        demand = rate * np.where(held, HELD_GROWTH, HEADROOM)
-        self.restart()
-        return demand, held
 
-    def restart(self) -> None:
-        """The next summary counts from here."""
-        self.moved[:] = 0
-        self.asked[:] = 0
+class Agents:
+    """Every node's agent (agents/storage/agent.py): counts each user's bytes and reports every
+    `report_seconds` (the nodes' first reports spread over a period), and at once when new weights
+    are applied, after which its next report is a period away; each report gives (demand, held) over
+    the interval since the node's last one. `demand` and `held` are what the center has: each node's
+    last report."""
+
+    def __init__(self, shape: tuple[int, int], report_seconds: float):
+        self.moved = np.zeros(shape, dtype=np.float32)      # bytes since the node's last report, per (user, node)
+        self.asked = np.zeros(shape, dtype=np.float32)      # bytes they would have taken (held if more than moved)
+        self.demand = np.zeros(shape, dtype=np.float32)
+        self.held = np.zeros(shape, dtype=bool)
+        self.per_report = max(1, int(round(report_seconds / TICK_SECONDS)))
+        nodes = shape[1]
+        self.since = np.zeros(nodes, dtype=int)                    # the first tick the next report counts
+        self.due = np.arange(nodes) % self.per_report + 1          # the tick of each node's next report
+        self.applied = np.full(nodes, -1)          # the tick each node's current weights apply from
+        self.measured_from = np.zeros(nodes, dtype=int)   # the first tick of each node's last report
+
+    def measured_under_current(self, nodes: np.ndarray) -> bool:
+        """Whether each of these nodes has reported an interval wholly under its current weights."""
+        return bool((self.measured_from[nodes] >= self.applied[nodes]).all())
+
+    def tick(self, tick: int, served: np.ndarray, ceiling: np.ndarray) -> None:
+        self.moved += served * TICK_SECONDS
+        self.asked += ceiling * TICK_SECONDS
+        self.report(np.flatnonzero(self.due <= tick), tick)
+
+    def report(self, nodes: np.ndarray, through: int, next_in: int | None = None) -> None:
+        """These nodes report the ticks from their last report through `through`, and count anew."""
+        nodes = nodes[self.since[nodes] <= through]
+        if not len(nodes):
+            return
+        moved, asked = self.moved[:, nodes], self.asked[:, nodes]
+        seconds = ((through - self.since[nodes] + 1) * TICK_SECONDS).astype(np.float32)
+        held = moved < HELD * asked
+        self.held[:, nodes] = held
+        self.demand[:, nodes] = moved / seconds * np.where(held, HELD_GROWTH, HEADROOM)
+        self.measured_from[nodes] = self.since[nodes]
+        self.moved[:, nodes] = 0.0
+        self.asked[:, nodes] = 0.0
+        self.since[nodes] = through + 1
+        self.due[nodes] = through + (self.per_report if next_in is None else next_in)
 
 
 def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarray) -> tuple[float, float, float]:
@@ -113,7 +149,7 @@ def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarra
 
 
 def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fair_iterations: int,
-        hysteresis: float, step_iterations: int | None = None) -> int:
+        hysteresis: float, step_iterations: int | None = None, report_seconds: float = REPORT_SECONDS) -> int:
     site = Site(nodes, users, seed)
     users_ = len(site.weight)
     static = np.broadcast_to(site.weight[:, None], (users_, nodes))
@@ -124,7 +160,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     fair = site.fair_totals(fair_iterations)
     print(f"# the fair totals (step to convergence, {fair_iterations} iterations): {time.process_time() - t0:.1f} s of CPU",
           flush=True)
-    previous = None
+    agents = Agents((users_, nodes), report_seconds)
+    previous, level = None, None
     sent = center.weight.copy()
     print(f"{'t s':>5} {'center: min':>11} {'min-max':>8} {'use':>6} | {'static: min':>11} {'min-max':>8} {'use':>6} "
           f"| center step")
@@ -132,10 +169,12 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     per_control = int(round(CONTROL_SECONDS / TICK_SECONDS))
     per_print = int(round(PRINT_SECONDS / TICK_SECONDS))
     change_tick = int(round(change_at / TICK_SECONDS))
+    per_wait = int(round(AWAIT_PERIODS * CONTROL_SECONDS / TICK_SECONDS))
+    after_new_weights = int(round(next_report_in(True, report_seconds) / TICK_SECONDS))
+    sent_nodes = np.arange(0)
     pending: np.ndarray | None = None      # weights decided, applied from tick `applies`
     applies = 0
-    next_control = per_control
-    last_summary = 0
+    next_step = per_control
     step_note = ""
     history = []
     for tick in range(1, ticks + 1):
@@ -148,28 +187,25 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
         if pending is not None and tick >= applies:
             center.weight = pending
             pending = None
-            # The agents' rates are recent (a report's 0.5 s window), not an average over a period
-            # that began under the old weights: the next summary starts here.
-            center.restart()
-            last_summary = tick - 1   # this tick's bytes are the first counted
+            agents.report(sent_nodes, tick - 1, after_new_weights)     # an agent reports as it applies new weights
+            agents.applied[sent_nodes] = tick
         ceiling = site.ceiling()
         served = center.tick(ceiling)
         served_static = baseline.tick(ceiling)
-        if tick >= next_control and pending is None:
-            period = (tick - last_summary) * TICK_SECONDS
-            last_summary = tick
-            demand, held = center.summary(period)
-            baseline.summary(period)
+        agents.tick(tick, served, ceiling)
+        if (tick >= next_step and pending is None
+                and (agents.measured_under_current(sent_nodes) or tick >= applies + per_wait)):
             t0 = time.process_time()
-            step = local_weights(site.capacity, site.weight, demand, no_floor, no_limit, previous=previous, held=held,
-                                 max_iterations=step_iterations)
+            step = local_weights(site.capacity, site.weight, agents.demand, no_floor, no_limit, previous=previous,
+                                 held=agents.held, max_iterations=step_iterations, previous_level=level,
+                                 seconds=None if step_iterations else STEP_SHARE * CONTROL_SECONDS)
             step_cpu = time.process_time() - t0
-            previous = step.weight
+            previous, level = step.weight, step.level
             send = nodes_to_send(rates_moved(step.realised(sent), step.allocation, hysteresis), np.arange(nodes), nodes)
             sent[:, send] = step.weight[:, send]
-            pending = sent.copy()
+            pending, sent_nodes = sent.copy(), send
             applies = tick + max(1, int(np.ceil(step_cpu / TICK_SECONDS)))
-            next_control = applies + per_control     # the loop waits a period after each tick (control_loop.py)
+            next_step = max(tick + per_control, applies)
             step_note = f"{step_cpu:.2f} s CPU, {step.iterations} it, {len(send)} nodes sent"
         if tick % per_print == 0:
             now = tick * TICK_SECONDS
@@ -185,7 +221,7 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     ok = bool(after) and (not unsettled or max(unsettled) < after[-1][0]) and settle <= 5.0
     print(f"settled {settle:.1f} s after the change (min ratio >= {SETTLED} from then on, sampled every "
           f"{PRINT_SECONDS} s; control period {CONTROL_SECONDS} s, edge tick {TICK_SECONDS} s): "
-          f"{'met' if ok else 'NOT met'} (target <= 5 s)")
+          f"{'met' if ok else 'NOT met'} (target <= 5 s; agents report every {report_seconds} s)")
     return 0 if ok else 1
 
 
@@ -200,14 +236,16 @@ def main() -> int:
     parser.add_argument("--hysteresis", type=float, default=THRESHOLD,
                         help="a node gets new weights when a user's rate there would move by more than this fraction")
     parser.add_argument("--step-iterations", type=int, default=None,
-                        help="iterations of each center step (default: the policy's own budget)")
+                        help="iterations of each center step (default: as many as STEP_SHARE of the period allows)")
+    parser.add_argument("--report-seconds", type=float, default=REPORT_SECONDS, help="the agents' report_seconds")
     args = parser.parse_args()
     print(f"# {machine()}")
     print(f"$ python -m benchmarks.site_simulation --nodes {args.nodes} --users {args.users} --seconds {args.seconds} "
           f"--change-at {args.change_at} --hysteresis {args.hysteresis}"
-          + (f" --step-iterations {args.step_iterations}" if args.step_iterations else ""), flush=True)
+          + (f" --step-iterations {args.step_iterations}" if args.step_iterations else "")
+          + f" --report-seconds {args.report_seconds}", flush=True)
     code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis,
-               args.step_iterations)
+               args.step_iterations, args.report_seconds)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return code
 
