@@ -98,9 +98,10 @@ class Edges:
 class Agents:
     """Every node's agent (agents/storage/agent.py): counts each user's bytes and reports every
     `report_seconds` (the nodes' first reports spread over a period), and at once when new weights
-    are applied, after which its next report is a period away; each report gives (demand, held) over
-    the interval since the node's last one. `demand` and `held` are what the center has: each node's
-    last report."""
+    are applied, after which its next report is `next_in` ticks away (a rate span); each report gives
+    (demand, held) over the interval since the node's last one (the agent's rates span 0.5 s at
+    least: with reports under 0.5 s apart this is fresher than the agent). `demand` and `held` are
+    what the center has: each node's last report."""
 
     def __init__(self, shape: tuple[int, int], report_seconds: float):
         self.moved = np.zeros(shape, dtype=np.float32)      # bytes since the node's last report, per (user, node)
