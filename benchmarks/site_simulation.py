@@ -45,7 +45,8 @@ from vnode_sync.agents.storage.report_interval import next_report_in
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
-from vnode_sync.coordinator.weight_control import AWAIT_PERIODS, STEP_SHARE
+from vnode_sync.coordinator.control_loop import AWAIT_PERIODS
+from vnode_sync.coordinator.weight_control import STEP_SHARE
 
 TICK_SECONDS = 0.1
 CONTROL_SECONDS = 1.0

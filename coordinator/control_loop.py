@@ -3,7 +3,7 @@ tick's start (a tick that took longer is followed at once: at site size the weig
 would otherwise add to every round of lending weight), and at once after an admin change (a new
 generation) or a report of a user back from idle; only the streams of nodes whose weights or
 allocation changed send. After a tick that sent weights, the next also waits until every node sent
-them has reported rates measured under them, at most weight_control.AWAIT_PERIODS periods: a step
+them has reported rates measured under them, at most AWAIT_PERIODS periods: a step
 on older rates answers its own past and swings (benchmarks/site_simulation.py). The tick (the
 weight step, and the rate allocator for cap-only nodes) runs off the event loop; a failed pass is
 retried after a backoff (supervised)."""
@@ -13,9 +13,12 @@ import asyncio
 from vnode_sync.coordinator.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
-from vnode_sync.coordinator.weight_control import AWAIT_PERIODS
 from vnode_sync.supervision import run_passes_async, set_within
 
+# After a tick that sent nodes new weights, the next waits until each of them has reported rates
+# measured wholly under them (a step on rates from before its last weights answers its own past and
+# swings), but at most this many control periods (an agent may be gone).
+AWAIT_PERIODS = 3.0
 # How often a tick waiting for reports under the last weights looks again (the check is a dict's size).
 AWAIT_POLL_SECONDS = 0.05
 

@@ -41,10 +41,6 @@ _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].nu
 # fixed passes come on top, about 0.5 s at 10^7 user x resource pairs on this VM): at site size a
 # step then ends about when the next is due, and the next resumes from its weights.
 STEP_SHARE = 0.5
-# After a tick that sent nodes new weights, the next waits until each of them has reported an interval
-# measured wholly under them (a step on reports from before its last weights acts on its own past
-# and swings), but at most this many control periods (an agent may be gone).
-AWAIT_PERIODS = 3.0
 _TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
 
@@ -124,7 +120,7 @@ class WeightControl:
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
         # Nodes sent weights by the last tick that have not yet reported an interval measured under
-        # them: node id -> the sequence sent (AWAIT_PERIODS).
+        # them: node id -> the sequence sent (control_loop.AWAIT_PERIODS).
         self._awaited: dict[str, int] = {}
         # Every user that ever reported is a row of the demand book; the ledger's listener writes what
         # each report changed.
