@@ -125,6 +125,12 @@ class Agents:
         self.asked += ceiling * TICK_SECONDS
         self.report(np.flatnonzero(self.due <= tick), tick)
 
+    def weights_applied(self, nodes: np.ndarray, tick: int, next_in: int) -> None:
+        """New weights take effect on these nodes from `tick`: each reports what it measured before,
+        and its next report, `next_in` ticks later, is the first measured under them."""
+        self.report(nodes, tick - 1, next_in)
+        self.applied[nodes] = tick
+
     def report(self, nodes: np.ndarray, through: int, next_in: int | None = None) -> None:
         """These nodes report the ticks from their last report through `through`, and count anew."""
         nodes = nodes[self.since[nodes] <= through]
@@ -189,8 +195,7 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
         if pending is not None and tick >= applies:
             center.weight = pending
             pending = None
-            agents.report(sent_nodes, tick - 1, after_new_weights)     # an agent reports as it applies new weights
-            agents.applied[sent_nodes] = tick
+            agents.weights_applied(sent_nodes, tick, after_new_weights)
         ceiling = site.ceiling()
         served = center.tick(ceiling)
         served_static = baseline.tick(ceiling)

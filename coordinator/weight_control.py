@@ -119,8 +119,8 @@ class WeightControl:
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
-        # Nodes sent weights by the last tick that have not yet reported an interval measured under
-        # them: node id -> the sequence sent (control_loop.AWAIT_PERIODS).
+        # Nodes sent weights by the last tick that have not yet reported rates measured under them:
+        # node id -> the sequence sent (control_loop.AWAIT_PERIODS).
         self._awaited: dict[str, int] = {}
         # Every user that ever reported is a row of the demand book; the ledger's listener writes what
         # each report changed.
@@ -187,13 +187,13 @@ class WeightControl:
                 self._node_bytes.pop(node_id, None)
 
     def measured(self, node_id: str, allocation: int) -> None:
-        """A report from the node whose interval was measured wholly under allocation `allocation`."""
+        """A report from the node whose rates were measured wholly under allocation `allocation`."""
         with self._lock:
             if node_id in self._awaited and allocation >= self._awaited[node_id]:
                 del self._awaited[node_id]
 
     def awaiting_reports(self) -> bool:
-        """Whether a node sent weights by the last tick has yet to report an interval under them."""
+        """Whether a node sent weights by the last tick has yet to report rates measured under them."""
         with self._lock:
             return bool(self._awaited)
 
