@@ -18,10 +18,12 @@ What is simulated, and how:
     levels, its iterations within STEP_SHARE of the period as in coordinator/weight_control.py), then
     only nodes where some share moved beyond the hysteresis (policy.hysteresis: a user's rate there,
     for the demands the center knows, would move by more than --hysteresis) get the new weights once
-    the step's own CPU time has passed (from the next tick at the soonest). As the coordinator's
-    control loop runs (coordinator/control_loop.py), the next step begins a period after this one
-    began (at once if it took longer), and not before every node sent weights has reported an
-    interval measured under them (at most AWAIT_PERIODS periods). Its CPU per step is printed.
+    the step's own elapsed time has passed (from the next tick at the soonest; its threads work
+    blocks of columns at once, policy.column_shards, so the simulation is otherwise still while it
+    runs). As the coordinator's control loop runs (coordinator/control_loop.py), the next step begins
+    a period after this one began (at once if it took longer), and not before every node sent weights
+    has reported an interval measured under them (at most AWAIT_PERIODS periods). Each step's
+    elapsed time and CPU (all its threads) are printed.
 Users: weights 1-10; 60% read without pause from every node, 40% are light (Pareto-distributed
 bytes/s per node). At --change-at seconds, the first half of the users go idle on the first half
 of the nodes.
@@ -128,10 +130,11 @@ class Agents:
     def weights_applied(self, nodes: np.ndarray, tick: int, next_in: int) -> None:
         """New weights take effect on these nodes from `tick`: each reports what it measured before,
         and its next report, `next_in` ticks later, is the first measured under them."""
-        self.report(nodes, tick - 1, next_in)
+        self.report(nodes, tick - 1)
+        self.due[nodes] = tick - 1 + next_in      # also where the last report came at tick - 1 already
         self.applied[nodes] = tick
 
-    def report(self, nodes: np.ndarray, through: int, next_in: int | None = None) -> None:
+    def report(self, nodes: np.ndarray, through: int) -> None:
         """These nodes report the ticks from their last report through `through`, and count anew."""
         nodes = nodes[self.since[nodes] <= through]
         if not len(nodes):
@@ -145,7 +148,7 @@ class Agents:
         self.moved[:, nodes] = 0.0
         self.asked[:, nodes] = 0.0
         self.since[nodes] = through + 1
-        self.due[nodes] = through + (self.per_report if next_in is None else next_in)
+        self.due[nodes] = through + self.per_report
 
 
 def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarray) -> tuple[float, float, float]:
@@ -157,7 +160,8 @@ def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarra
 
 
 def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fair_iterations: int,
-        hysteresis: float, step_iterations: int | None = None, report_seconds: float = REPORT_SECONDS) -> int:
+        hysteresis: float, step_iterations: int | None = None, report_seconds: float = REPORT_SECONDS,
+        step_share: float = STEP_SHARE) -> int:
     site = Site(nodes, users, seed)
     users_ = len(site.weight)
     static = np.broadcast_to(site.weight[:, None], (users_, nodes))
@@ -202,18 +206,19 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
         agents.tick(tick, served, ceiling)
         if (tick >= next_step and pending is None
                 and (agents.measured_under_current(sent_nodes) or tick >= applies + per_wait)):
-            t0 = time.process_time()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             step = local_weights(site.capacity, site.weight, agents.demand, no_floor, no_limit, previous=previous,
                                  held=agents.held, max_iterations=step_iterations, previous_level=level,
-                                 seconds=None if step_iterations else STEP_SHARE * CONTROL_SECONDS)
-            step_cpu = time.process_time() - t0
+                                 seconds=None if step_iterations else step_share * CONTROL_SECONDS)
+            step_seconds, step_cpu = time.perf_counter() - t0, time.process_time() - cpu0
             previous, level = step.weight, step.level
             send = nodes_to_send(rates_moved(step.realised(sent), step.allocation, hysteresis), np.arange(nodes), nodes)
             sent[:, send] = step.weight[:, send]
             pending, sent_nodes = sent.copy(), send
-            applies = tick + max(1, int(np.ceil(step_cpu / TICK_SECONDS)))
+            applies = tick + max(1, int(np.ceil(step_seconds / TICK_SECONDS)))
             next_step = max(tick + per_control, applies)
-            step_note = f"{step_cpu:.2f} s CPU, {step.iterations} it, {len(send)} nodes sent"
+            step_note = (f"{step_seconds:.2f} s ({step_cpu:.2f} s CPU), {step.iterations} it, "
+                         f"{len(send)} nodes sent")
         if tick % per_print == 0:
             now = tick * TICK_SECONDS
             c = measure(served, fair, site, ceiling)
@@ -245,14 +250,16 @@ def main() -> int:
     parser.add_argument("--step-iterations", type=int, default=None,
                         help="iterations of each center step (default: as many as STEP_SHARE of the period allows)")
     parser.add_argument("--report-seconds", type=float, default=REPORT_SECONDS, help="the agents' report_seconds")
+    parser.add_argument("--step-share", type=float, default=STEP_SHARE,
+                        help="the share of the period the step's iterations may take (weight_control.STEP_SHARE)")
     args = parser.parse_args()
     print(f"# {machine()}")
     print(f"$ python -m benchmarks.site_simulation --nodes {args.nodes} --users {args.users} --seconds {args.seconds} "
           f"--change-at {args.change_at} --hysteresis {args.hysteresis}"
           + (f" --step-iterations {args.step_iterations}" if args.step_iterations else "")
-          + f" --report-seconds {args.report_seconds}", flush=True)
+          + f" --report-seconds {args.report_seconds} --step-share {args.step_share}", flush=True)
     code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis,
-               args.step_iterations, args.report_seconds)
+               args.step_iterations, args.report_seconds, args.step_share)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return code
 

@@ -14,7 +14,8 @@ half the nodes; the seconds spent writing messages, the nodes sent and a message
 Baseline, in the same run: the per-pair message of dd46e60 (a DeviceShare per user and device, each
 node's columns found by a scan over every resource), built for a sample of nodes and scaled to the
 nodes sent. The agent's side is timed too: reading one node's weights back (agents.storage.allocation).
-CPU is the process's (time.process_time): "of one core".
+CPU is the process's (time.process_time), all its threads together: the step works its blocks of
+resources on every core (policy.column_shards), so a tick ends sooner than its CPU here.
 """
 
 import argparse

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.water_filling import water_fill
 from vnode_sync.errors import InvalidArgument
 
@@ -73,14 +74,14 @@ class WeightStep:
     def realised(self, weight: np.ndarray) -> np.ndarray:
         """What the edges give, for the same demands, with other weights (e.g. those a node has now)."""
         return water_fill(weight.astype(self.weight.dtype, copy=False), self.capacity, self.ceiling, self.floor,
-                          self.level)[0]
+                          self.level, shards=ColumnShards(self.weight.shape))[0]
 
 
 def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, reservation: np.ndarray,
                   limit: np.ndarray, previous: np.ndarray | None = None, held: np.ndarray | None = None,
                   max_iterations: int | None = None, tolerance: float = TOLERANCE,
                   dtype: type = np.float32, previous_level: np.ndarray | None = None,
-                  seconds: float | None = None) -> WeightStep:
+                  seconds: float | None = None, shards: ColumnShards | None = None) -> WeightStep:
     """One step of the center.
 
     `capacity[r]` bytes/s of each resource (a (node, device, direction)); `weight[u]` each user's
@@ -94,38 +95,84 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     `seconds`: the iterations stop once they have used this much CPU time of the calling thread (after
     one at least; the passes before and after them come on top): a control loop's step then ends in
     time at any size, and the next resumes from its weights. CPU rather than wall time, so a
-    descheduled step on a busy host still does its work."""
+    descheduled step on a busy host still does its work; the calling thread's, which works one block
+    like every other thread. `shards`: the blocks of resources that threads work at once
+    (column_shards.py; None: one per core, where the arrays are large enough to pay for them)."""
     capacity, weight, demand, reservation, limit = _checked(capacity, weight, demand, reservation, limit, previous)
     if previous_level is not None and np.shape(previous_level) != capacity.shape:
         raise InvalidArgument(f"previous levels {np.shape(previous_level)} must be one per resource {capacity.shape}")
     if max_iterations is None:
         max_iterations = iteration_budget(demand.size)
-    ceiling = np.minimum(demand, capacity, dtype=dtype)
-    np.minimum(ceiling, limit.astype(dtype)[:, None], out=ceiling)
+    shards = shards if shards is not None else ColumnShards(demand.shape)
+    if shards.columns != demand.shape[1]:
+        raise InvalidArgument(f"column shards for {shards.columns} resources, not the {demand.shape[1]} of demand")
+    ceiling = np.empty(demand.shape, dtype=dtype)
+    local = np.empty_like(ceiling)
+    row_limit = limit.astype(dtype)[:, None]
+
+    def bound(columns: slice) -> np.ndarray:
+        """Each user's ceiling on these columns; per user, how many it wants and how much in all."""
+        part = ceiling[:, columns]
+        np.minimum(demand[:, columns], capacity[columns], out=part, casting="unsafe")
+        np.minimum(part, row_limit, out=part)
+        return np.stack([(part > 0).sum(axis=1), part.sum(axis=1, dtype=np.float64)])
+
+    wanted, wanted_bytes = shards.row_sums(bound)
     floor = _floors(ceiling, reservation, capacity, dtype)
-    wanted = (ceiling > 0).sum(axis=1)
     trace = (TRACE * weight / np.maximum(wanted, 1)).astype(dtype)[:, None]
-    if previous is not None:
-        local = np.maximum(previous.astype(dtype, copy=True), trace)
-    else:   # Pisces' start: the global weight split in proportion to demand
-        local = ceiling * (weight / np.maximum(ceiling.sum(axis=1), 1e-30)).astype(dtype)[:, None]
-        np.maximum(local, trace, out=local)
+    # The first weights: the last step's, or Pisces' start (the global weight split in proportion to demand).
+    start_scale = (weight / np.maximum(wanted_bytes, 1e-30)).astype(dtype)[:, None]
+
+    def start(columns: slice) -> None:
+        part = local[:, columns]
+        if previous is not None:
+            np.copyto(part, previous[:, columns], casting="unsafe")
+        else:
+            np.multiply(ceiling[:, columns], start_scale, out=part)
+        np.maximum(part, trace, out=part)
+
+    shards.map(start)
     scratch = (np.empty_like(ceiling), np.empty_like(ceiling))
-    given, level = water_fill(local, capacity, ceiling, floor, previous_level, scratch=scratch)
-    spare, stretch = np.empty_like(ceiling), np.empty_like(ceiling)
-    extrapolated, momentum = given, 1.0
-    totals = given.sum(axis=1)
+    given, spare, stretch = np.empty_like(ceiling), np.empty_like(ceiling), np.empty_like(ceiling)
+    level = np.empty(capacity.shape, dtype=dtype)
+
+    def fill(columns: slice, weights: np.ndarray, out: np.ndarray, start_level: np.ndarray | None) -> np.ndarray:
+        """Water-fill these columns by `weights` into `out` (their levels into `level`); per-user sums."""
+        _, level[columns] = water_fill(weights[:, columns], capacity[columns], ceiling[:, columns],
+                                       None if floor is None else floor[:, columns],
+                                       None if start_level is None else start_level[columns],
+                                       out=out[:, columns], scratch=(scratch[0][:, columns], scratch[1][:, columns]))
+        return out[:, columns].sum(axis=1)
+
+    def respond(columns: slice, extrapolated: np.ndarray, scale: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Proportional response on these columns: every user's weight where it got bytes, then the fill."""
+        part = local[:, columns]
+        np.multiply(extrapolated[:, columns], scale, out=part)
+        np.maximum(part, trace, out=part)
+        return fill(columns, local, out, level)
+
+    def overshoot(columns: slice, new: np.ndarray, old: np.ndarray, beta: np.float32) -> np.ndarray:
+        """Nesterov's extrapolation on these columns, kept within floors and ceilings; per-user sums."""
+        part = stretch[:, columns]
+        np.subtract(new[:, columns], old[:, columns], out=part)
+        part *= beta
+        part += new[:, columns]
+        np.minimum(part, ceiling[:, columns], out=part)
+        np.maximum(part, floor[:, columns] if floor is not None else dtype(0), out=part)
+        return part.sum(axis=1)
+
+    totals = shards.row_sums(lambda columns: fill(columns, local, given, previous_level))
+    extrapolated, extrapolated_totals, momentum = given, totals, 1.0
     objective = _objective(weight, totals)
     scale = max(float(capacity.max(initial=0.0)), 1.0)
     began = time.thread_time()
     converged = False
     iterations = 0
     for iterations in range(1, max_iterations + 1):
-        at = extrapolated.sum(axis=1) / weight        # each user's total per weight
-        np.multiply(extrapolated, (1 / np.maximum(at, 1e-30)).astype(dtype)[:, None], out=local)
-        np.maximum(local, trace, out=local)
-        new, level = water_fill(local, capacity, ceiling, floor, level, out=spare, scratch=scratch)
-        new_totals = new.sum(axis=1)
+        at = extrapolated_totals / weight        # each user's total per weight
+        response = (1 / np.maximum(at, 1e-30)).astype(dtype)[:, None]
+        new_totals = shards.row_sums(lambda columns: respond(columns, extrapolated, response, spare))
+        new = spare
         new_objective = _objective(weight, new_totals)
         moved = float(np.max(np.abs(new_totals - totals) / np.maximum(new_totals, 1e-9 * scale), initial=0.0))
         if new_objective < objective:
@@ -133,14 +180,10 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         following = (1 + math.sqrt(1 + 4 * momentum * momentum)) / 2
         beta = (momentum - 1) / following
         if beta > 0:
-            np.subtract(new, given, out=stretch)
-            stretch *= dtype(beta)
-            stretch += new
-            np.minimum(stretch, ceiling, out=stretch)
-            np.maximum(stretch, floor if floor is not None else dtype(0), out=stretch)
+            extrapolated_totals = shards.row_sums(lambda columns: overshoot(columns, new, given, dtype(beta)))
             extrapolated = stretch
         else:
-            extrapolated = new
+            extrapolated, extrapolated_totals = new, new_totals
         momentum = following
         spare, given, totals, objective = given, new, new_totals, new_objective
         if moved <= tolerance:
@@ -151,35 +194,38 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     # A step cut short by its time budget is mid-way (the next resumes it): the even split, which costs
     # two more fills, is tried by steps that got to their end.
     if converged or iterations == max_iterations:
-        local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, scratch,
+        local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, scratch, shards,
                                                        (local, given, level, totals))
-    return WeightStep(_with_standby(local, ceiling, level, weight, totals, capacity, held), given, level,
-                      iterations, converged, ceiling, floor, capacity)
+    weights = np.empty_like(local)
+    shards.map(lambda columns: _with_standby(columns, weights, local, ceiling, level, weight, totals, capacity, held))
+    return WeightStep(weights, given, level, iterations, converged, ceiling, floor, capacity)
 
 
 def _even_if_as_fair(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                     floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray],
+                     floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray], shards: ColumnShards,
                      step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
     """The step's (weights, allocation, level, totals), or those of the even split (EVEN_SPLIT_SLACK)."""
     local, _, level, totals = step
     enough = (1 - EVEN_SPLIT_SLACK) * totals
-    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch, level, local)
+    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch, shards, level, local)
     if not np.all(even_given.sum(axis=1) >= enough):
         return step
     even = _split_by(weight, even_given, trace)
-    even_given, even_level = water_fill(even, capacity, ceiling, floor, _rescaled(level, local, even), scratch=scratch)
+    even_given, even_level = water_fill(even, capacity, ceiling, floor, _rescaled(level, local, even), scratch=scratch,
+                                        shards=shards)
     even_totals = even_given.sum(axis=1)
     return (even, even_given, even_level, even_totals) if np.all(even_totals >= enough) else step
 
 
 def _even_split(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray],
+                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray], shards: ColumnShards,
                 level: np.ndarray, local: np.ndarray) -> np.ndarray:
     """What the edges give with every user's global weight on every resource it wants (its trace
     elsewhere), as the edges share with no center. `level` under the `local` weights: a warm start."""
     plain = (ceiling > 0) * weight.astype(ceiling.dtype)[:, None]
     np.maximum(plain, trace, out=plain)
-    return water_fill(plain, capacity, ceiling, floor, _rescaled(level, local, plain), scratch=scratch)[0]
+    return water_fill(plain, capacity, ceiling, floor, _rescaled(level, local, plain), scratch=scratch,
+                      shards=shards)[0]
 
 
 def _rescaled(level: np.ndarray, weight: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -203,21 +249,25 @@ def iteration_budget(pairs: int) -> int:
     return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, WORK_PER_STEP // max(pairs, 1))))
 
 
-def _with_standby(local: np.ndarray, ceiling: np.ndarray, level: np.ndarray, weight: np.ndarray,
-                  totals: np.ndarray, capacity: np.ndarray, held: np.ndarray | None) -> np.ndarray:
-    """The step's weights, raised to the standby weight where a user is at its ceiling (all it wants,
-    or nothing): that changes nothing the edges give while the demands hold. A user held where it
-    moved nothing (its bound is 0: it waited the whole span) keeps its standby weight too, or the
-    trace weight the step gives it there would keep it moving nothing, held, for good."""
-    standby = np.multiply.outer((1 / np.maximum(totals, 1e-30)).astype(local.dtype), capacity.astype(local.dtype))
-    np.minimum(standby, 1.0, out=standby)
-    standby *= weight.astype(local.dtype)[:, None]
+def _with_standby(columns: slice, out: np.ndarray, local: np.ndarray, ceiling: np.ndarray, level: np.ndarray,
+                  weight: np.ndarray, totals: np.ndarray, capacity: np.ndarray, held: np.ndarray | None) -> None:
+    """The step's weights on these columns into `out`, raised to the standby weight where a user is at
+    its ceiling (all it wants, or nothing): that changes nothing the edges give while the demands hold.
+    A user held where it moved nothing (its bound is 0: it waited the whole span) keeps its standby
+    weight too, or the trace weight the step gives it there would keep it moving nothing, held, for good."""
+    dtype = local.dtype
+    part, local, ceiling = out[:, columns], local[:, columns], ceiling[:, columns]
     with np.errstate(invalid="ignore", over="ignore"):
-        settled = local * level >= ceiling
+        settled = np.multiply(local, level[columns], out=part) >= ceiling
     if held is not None:
-        settled &= ~(held & (ceiling > 0))
-    np.multiply(standby, settled, out=standby)
-    return np.maximum(local, standby, out=standby)
+        settled &= ~(held[:, columns] & (ceiling > 0))
+    # standby = W[u] * min(1, C[r] / T[u]) = min(W[u], W[u] / T[u] * C[r]), where settled (0 elsewhere)
+    with np.errstate(over="ignore"):    # a user with no total: inf, and the min gives W[u]
+        np.multiply((weight / np.maximum(totals, 1e-30)).astype(dtype)[:, None], capacity[columns].astype(dtype),
+                    out=part)
+    np.minimum(part, weight.astype(dtype)[:, None], out=part)
+    part *= settled
+    np.maximum(part, local, out=part)
 
 
 def _objective(weight: np.ndarray, totals: np.ndarray) -> float:

@@ -16,6 +16,8 @@ start (the previous levels) settles in one to three passes.
 
 import numpy as np
 
+from vnode_sync.coordinator.policy.column_shards import ColumnShards
+
 # A column is settled when its sum is within this fraction of its capacity.
 TOLERANCE = 1e-4
 MAX_ROUNDS = 60
@@ -25,7 +27,8 @@ SUBSET_FRACTION = 8
 
 def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, floor: np.ndarray | None = None,
                level: np.ndarray | None = None, out: np.ndarray | None = None,
-               scratch: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+               scratch: tuple[np.ndarray, np.ndarray] | None = None,
+               shards: ColumnShards | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(allocation[u, r], level[r]) for local weights `weight[u, r]` (> 0 where ceiling > 0).
 
     `capacity[r]`: bytes/s of each resource. `ceiling[u, r]`: the most user u takes there (0 where it
@@ -33,7 +36,10 @@ def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, fl
     None: no floors). `level`: the previous levels, a warm start. A resource whose ceilings all fit
     gives everyone its ceiling; its level is returned as inf. `out` receives the allocation and
     `scratch` is two more arrays of the same shape and type (a caller that fills often reuses them:
-    fresh pages cost as much as a pass)."""
+    fresh pages cost as much as a pass). `shards`: fill their blocks of columns at once (the same
+    result: every column is filled alone)."""
+    if shards is not None and len(shards) > 1:
+        return _fill_blocks(shards, weight, capacity, ceiling, floor, level, out, scratch)
     dtype = weight.dtype
     capacity = capacity.astype(dtype, copy=False)
     full = ceiling.sum(axis=0) > capacity * (1 + TOLERANCE)
@@ -79,3 +85,18 @@ def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, fl
             bisect = np.where(np.isfinite(high), (low + high) / 2, 2 * current)
             current = np.where(pending, np.where(safe, newton, bisect), current).astype(dtype)
     return allocation, current
+
+
+def _fill_blocks(shards: ColumnShards, weight, capacity, ceiling, floor, level, out, scratch):
+    allocation = np.empty_like(weight) if out is None else out
+    scratch = scratch if scratch is not None else (np.empty_like(weight), np.empty_like(weight))
+    levels = np.empty(capacity.shape, dtype=weight.dtype)
+
+    def fill(columns: slice) -> None:
+        _, levels[columns] = water_fill(weight[:, columns], capacity[columns], ceiling[:, columns],
+                                        None if floor is None else floor[:, columns],
+                                        None if level is None else level[columns], out=allocation[:, columns],
+                                        scratch=(scratch[0][:, columns], scratch[1][:, columns]))
+
+    shards.map(fill)
+    return allocation, levels

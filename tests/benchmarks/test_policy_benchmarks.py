@@ -23,6 +23,19 @@ def test_the_site_simulation_settles_at_a_small_size(capsys):
     assert "settled" in capsys.readouterr().out
 
 
+def test_a_simulated_node_reports_a_rate_span_after_new_weights_even_right_after_its_regular_report():
+    """As agents/storage/agent.py does: the report a span after new weights is due whatever came before."""
+    agents = site_simulation.Agents((2, 3), report_seconds=1.0)
+    rates = np.ones((2, 3), dtype=np.float32)
+    agents.tick(1, rates, rates)                   # node 0's regular report, through tick 1
+    agents.weights_applied(np.array([0]), tick=2, next_in=5)
+    for tick in range(2, 6):
+        agents.tick(tick, rates, rates)
+        assert not agents.measured_under_current(np.array([0]))
+    agents.tick(6, rates, rates)                   # ticks 2-6: wholly under the new weights
+    assert agents.measured_under_current(np.array([0]))
+
+
 def test_the_report_cost_benchmark_prints_a_row_per_node_size(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["report_cost", "--users", "10", "50"])
     assert report_cost.main() == 0

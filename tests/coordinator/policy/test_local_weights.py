@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
@@ -137,6 +138,23 @@ def test_the_last_levels_only_warm_start_the_fills_and_a_time_budget_ends_the_st
     assert timed.iterations == 1 and not timed.converged
     with pytest.raises(InvalidArgument, match="previous levels"):
         local_weights(capacity, weight, demand, reservation, limit, previous_level=last.level[:-1])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_blocks_of_resources_worked_on_threads_give_the_step_one_thread_gives(seed):
+    rng = np.random.default_rng(seed)
+    capacity, weight, demand, reservation, limit = _random_cluster(rng, 25, 60)
+    held = rng.random(demand.shape) < 0.2
+    last = local_weights(capacity, weight, demand, reservation, limit, max_iterations=3)
+    args = dict(previous=last.weight, previous_level=last.level, held=held, max_iterations=200)
+    one = local_weights(capacity, weight, demand, reservation, limit, **args)
+    blocks = local_weights(capacity, weight, demand, reservation, limit, **args,
+                           shards=ColumnShards(demand.shape, workers=3, pairs_per_block=1))
+    # Totals, not weights: where users want several resources alike, many splits are max-min, and a
+    # rounding in another order may end in another.
+    assert blocks.totals() == pytest.approx(one.totals(), rel=1e-3, abs=1e-4 * capacity.max())
+    with pytest.raises(InvalidArgument, match="column shards for 59 resources"):
+        local_weights(capacity, weight, demand, reservation, limit, shards=ColumnShards((25, 59)))
 
 
 @pytest.mark.parametrize("change,message", [

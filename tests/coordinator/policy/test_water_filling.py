@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.water_filling import water_fill
 
 MB = 1e6
@@ -76,3 +77,16 @@ def test_a_warm_start_gives_the_same_answer():
     cold, level = water_fill(weight, capacity, ceiling)
     warm, _ = water_fill(weight, capacity, ceiling, level=level * 1.7)
     assert warm == pytest.approx(cold, rel=1e-3)
+
+
+def test_blocks_of_columns_filled_on_threads_give_what_one_fill_gives():
+    rng = np.random.default_rng(11)
+    weight = rng.uniform(0.1, 10, (40, 90)).astype(np.float32)
+    ceiling = np.where(rng.random((40, 90)) < 0.3, rng.uniform(0, 20, (40, 90)) * MB, 60 * MB).astype(np.float32)
+    floor = np.where(rng.random((40, 90)) < 0.1, np.minimum(ceiling, 1 * MB), 0.0).astype(np.float32)
+    capacity = rng.uniform(20, 200, 90) * MB
+    whole, whole_level = water_fill(weight, capacity, ceiling, floor)
+    blocks, block_level = water_fill(weight, capacity, ceiling, floor,
+                                     shards=ColumnShards(weight.shape, workers=3, pairs_per_block=1))
+    assert blocks == pytest.approx(whole, rel=1e-3, abs=1e-3 * capacity.max())
+    assert block_level == pytest.approx(whole_level, rel=1e-3)
