@@ -10,6 +10,8 @@ What is simulated, and how:
   - the agents (agents/storage/agent.py): each node's agent reports every --report-seconds (1 s,
     the agents' default; the nodes' reports spread over the period), and at once when it applies new
     weights, with the next report a rate span (0.5 s) after those (agents/storage/report_interval.py);
+    between reports it looks at its demand every --probe-seconds (0.25 s) and reports at once where a
+    user's moved sharply (stopped, came back, halved or doubled), once its rates are a span old;
     a report gives, per user, the rate since the node's last report and whether it was held (served
     less than it asked: it wants at least HELD_GROWTH times what it moved, a lower bound that gets no
     standby weight) or not (given all it asked: its rate, and its standby weight lets it grow at
@@ -43,7 +45,9 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import MB, machine
-from vnode_sync.agents.storage.report_interval import next_report_in
+from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
+from vnode_sync.agents.storage.demand_summary import FLOOR_BPS, SHARP
+from vnode_sync.agents.storage.report_interval import PROBE_SECONDS, next_report_in
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
@@ -101,17 +105,20 @@ class Edges:
 class Agents:
     """Every node's agent (agents/storage/agent.py): counts each user's bytes and reports every
     `report_seconds` (the nodes' first reports spread over a period), and at once when new weights
-    are applied, after which its next report is `next_in` ticks away (a rate span); each report gives
-    (demand, held) over the interval since the node's last one (the agent's rates span 0.5 s at
-    least: with reports under 0.5 s apart this is fresher than the agent). `demand` and `held` are
-    what the center has: each node's last report."""
+    are applied, after which its next report is `next_in` ticks away (a rate span); between reports
+    it looks every `probe_seconds` (0: never) and reports at once where a user's demand moved sharply
+    (probe). Each report gives (demand, held) over the interval since the node's last one (the
+    agent's rates span 0.5 s at least: with reports under 0.5 s apart this is fresher than the
+    agent). `demand` and `held` are what the center has: each node's last report."""
 
-    def __init__(self, shape: tuple[int, int], report_seconds: float):
+    def __init__(self, shape: tuple[int, int], report_seconds: float, probe_seconds: float = PROBE_SECONDS):
         self.moved = np.zeros(shape, dtype=np.float32)      # bytes since the node's last report, per (user, node)
         self.asked = np.zeros(shape, dtype=np.float32)      # bytes they would have taken (held if more than moved)
         self.demand = np.zeros(shape, dtype=np.float32)
         self.held = np.zeros(shape, dtype=bool)
         self.per_report = max(1, int(round(report_seconds / TICK_SECONDS)))
+        self.per_probe = max(1, int(round(probe_seconds / TICK_SECONDS))) if probe_seconds else 0
+        self.per_span = int(round(FLOW_SPAN_SECONDS / TICK_SECONDS))
         nodes = shape[1]
         self.since = np.zeros(nodes, dtype=int)                    # the first tick the next report counts
         self.due = np.arange(nodes) % self.per_report + 1          # the tick of each node's next report
@@ -126,6 +133,8 @@ class Agents:
         self.moved += served * TICK_SECONDS
         self.asked += ceiling * TICK_SECONDS
         self.report(np.flatnonzero(self.due <= tick), tick)
+        if self.per_probe and tick % self.per_probe == 0:
+            self.probe(tick)
 
     def weights_applied(self, nodes: np.ndarray, tick: int, next_in: int) -> None:
         """New weights take effect on these nodes from `tick`: each reports what it measured before,
@@ -134,16 +143,30 @@ class Agents:
         self.due[nodes] = tick - 1 + next_in      # also where the last report came at tick - 1 already
         self.applied[nodes] = tick
 
+    def probe(self, tick: int) -> None:
+        """Between reports (agents/storage/report_interval.py): a node whose last report and weights are
+        a rate span old or more looks at its demand, and reports at once if a user's moved sharply."""
+        ready = np.flatnonzero((tick + 1 - np.maximum(self.since, self.applied) >= self.per_span) & (self.due > tick))
+        if not len(ready):
+            return
+        demand, _ = self.estimate(ready, tick)
+        old = self.demand[:, ready]
+        sharp = np.abs(demand - old) > np.maximum(SHARP * np.maximum(demand, old), FLOOR_BPS)
+        self.report(ready[sharp.any(axis=0)], tick)
+
+    def estimate(self, nodes: np.ndarray, through: int) -> tuple[np.ndarray, np.ndarray]:
+        """(demand, held) of these nodes over the ticks since their last report through `through`."""
+        moved, asked = self.moved[:, nodes], self.asked[:, nodes]
+        seconds = ((through - self.since[nodes] + 1) * TICK_SECONDS).astype(np.float32)
+        held = moved < HELD * asked
+        return moved / seconds * np.where(held, HELD_GROWTH, HEADROOM), held
+
     def report(self, nodes: np.ndarray, through: int) -> None:
         """These nodes report the ticks from their last report through `through`, and count anew."""
         nodes = nodes[self.since[nodes] <= through]
         if not len(nodes):
             return
-        moved, asked = self.moved[:, nodes], self.asked[:, nodes]
-        seconds = ((through - self.since[nodes] + 1) * TICK_SECONDS).astype(np.float32)
-        held = moved < HELD * asked
-        self.held[:, nodes] = held
-        self.demand[:, nodes] = moved / seconds * np.where(held, HELD_GROWTH, HEADROOM)
+        self.demand[:, nodes], self.held[:, nodes] = self.estimate(nodes, through)
         self.measured_from[nodes] = self.since[nodes]
         self.moved[:, nodes] = 0.0
         self.asked[:, nodes] = 0.0
@@ -161,7 +184,7 @@ def measure(served: np.ndarray, fair: np.ndarray, site: Site, ceiling: np.ndarra
 
 def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fair_iterations: int,
         hysteresis: float, step_iterations: int | None = None, report_seconds: float = REPORT_SECONDS,
-        step_share: float = STEP_SHARE) -> int:
+        step_share: float = STEP_SHARE, probe_seconds: float = PROBE_SECONDS) -> int:
     site = Site(nodes, users, seed)
     users_ = len(site.weight)
     static = np.broadcast_to(site.weight[:, None], (users_, nodes))
@@ -172,7 +195,7 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     fair = site.fair_totals(fair_iterations)
     print(f"# the fair totals (step to convergence, {fair_iterations} iterations): {time.process_time() - t0:.1f} s of CPU",
           flush=True)
-    agents = Agents((users_, nodes), report_seconds)
+    agents = Agents((users_, nodes), report_seconds, probe_seconds)
     previous, level = None, None
     sent = center.weight.copy()
     print(f"{'t s':>5} {'center: min':>11} {'min-max':>8} {'use':>6} | {'static: min':>11} {'min-max':>8} {'use':>6} "
@@ -233,7 +256,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     ok = bool(after) and (not unsettled or max(unsettled) < after[-1][0]) and settle <= 5.0
     print(f"settled {settle:.1f} s after the change (min ratio >= {SETTLED} from then on, sampled every "
           f"{PRINT_SECONDS} s; control period {CONTROL_SECONDS} s, edge tick {TICK_SECONDS} s): "
-          f"{'met' if ok else 'NOT met'} (target <= 5 s; agents report every {report_seconds} s)")
+          f"{'met' if ok else 'NOT met'} (target <= 5 s; agents report every {report_seconds} s, "
+          f"{f'and a sharp move at once (looked at every {probe_seconds} s)' if probe_seconds else 'only then'})")
     return 0 if ok else 1
 
 
@@ -250,6 +274,8 @@ def main() -> int:
     parser.add_argument("--step-iterations", type=int, default=None,
                         help="iterations of each center step (default: as many as STEP_SHARE of the period allows)")
     parser.add_argument("--report-seconds", type=float, default=REPORT_SECONDS, help="the agents' report_seconds")
+    parser.add_argument("--probe-seconds", type=float, default=PROBE_SECONDS,
+                        help="the agents' probe_seconds: a sharp move in demand is reported between reports (0: never)")
     parser.add_argument("--step-share", type=float, default=STEP_SHARE,
                         help="the share of the period the step's iterations may take (weight_control.STEP_SHARE)")
     args = parser.parse_args()
@@ -257,9 +283,10 @@ def main() -> int:
     print(f"$ python -m benchmarks.site_simulation --nodes {args.nodes} --users {args.users} --seconds {args.seconds} "
           f"--change-at {args.change_at} --hysteresis {args.hysteresis}"
           + (f" --step-iterations {args.step_iterations}" if args.step_iterations else "")
-          + f" --report-seconds {args.report_seconds} --step-share {args.step_share}", flush=True)
+          + f" --report-seconds {args.report_seconds} --probe-seconds {args.probe_seconds}"
+          + f" --step-share {args.step_share}", flush=True)
     code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis,
-               args.step_iterations, args.report_seconds, args.step_share)
+               args.step_iterations, args.report_seconds, args.step_share, args.probe_seconds)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return code
 

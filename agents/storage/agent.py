@@ -47,7 +47,8 @@ class StorageAgent:
         self._cut_off_since: float | None = None
         self._received: pb.DesiredState | None = None   # the last state applied, as the coordinator sent it
         self.failed_passes = 0   # reconcile passes that raised (retried with backoff), for metrics
-        self._next_resync = self._next_report = 0.0   # monotonic: when the next resync, the next report is due
+        # monotonic: when the next resync, report, and look for a sharp move in demand are due
+        self._next_resync = self._next_report = self._next_probe = 0.0
         self._interval = ReportInterval()              # what the next report is measured under
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
@@ -179,12 +180,22 @@ class StorageAgent:
         if applied_new or now >= self._next_report:
             with self._lock:
                 report = self.reconciler.usage_report(self.config.node_id)
-            report.measured_allocation = self._interval.close(now, self._allocation_in_force())
-            if self.refusal:
-                report.errors.insert(0, self.refusal)
-            self.link.report(report)
-            self._next_report = now + next_report_in(applied_new, self.config.report_seconds)
-        return max(0.0, min(self._next_resync, self._next_report) - time.monotonic())
+            self._send_report(report, now, next_report_in(applied_new, self.config.report_seconds))
+        elif now >= self._next_probe and self._interval.may_report_early(now):
+            with self._lock:
+                report = self.reconciler.usage_report(self.config.node_id, only_if_sharp=True)
+            if report is not None:
+                self._send_report(report, now, self.config.report_seconds)
+        if now >= self._next_probe:
+            self._next_probe = now + self.config.probe_seconds
+        return max(0.0, min(self._next_resync, self._next_report, self._next_probe) - time.monotonic())
+
+    def _send_report(self, report: pb.UsageReport, now: float, next_in: float) -> None:
+        report.measured_allocation = self._interval.close(now, self._allocation_in_force())
+        if self.refusal:
+            report.errors.insert(0, self.refusal)
+        self.link.report(report)
+        self._next_report = now + next_in
 
     def _allocation_in_force(self) -> int:
         state = self._received

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from vnode_sync.agents.compute.settings import ComputeSettings
 from vnode_sync.agents.handlers.generic import GenericDiscoverySettings
 from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
+from vnode_sync.agents.storage.report_interval import PROBE_SECONDS
 from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refused, Seconds, load, parse,
                                        plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
@@ -56,6 +57,9 @@ class AgentConfig(SecuredSettings):
     """Full reconcile (limits, membership drift, stale VNodes) at least this often."""
     report_seconds: Seconds = 1.0
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
+    probe_seconds: Seconds = PROBE_SECONDS
+    """Between reports, demand is looked at this often, and a user's that moved sharply (stopped, came
+    back, halved or doubled) is reported at once; report_seconds or more: only at reports."""
     capture_seconds: Seconds = 0.5
     """Longest wait between capture passes when the discovery plug-in has no event."""
     fast_thread_moves: bool = True

@@ -16,6 +16,10 @@ from vnode_sync.wire import vnode_pb2 as pb
 THRESHOLD = 0.1
 FLOOR_BPS = 100_000.0
 FULL_SECONDS = 30.0
+# A move this sharp (a user stopped or came back, or its demand more than halved or doubled: the
+# change is above this part of the larger of old and new) is reported between reports
+# (agents/storage/report_interval.py): the center would otherwise lend or give back a period late.
+SHARP = 0.5
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class Entry:
         if (self.read_held, self.write_held) != (sent.read_held, sent.write_held):
             return True
         return any(abs(new - old) > max(THRESHOLD * old, FLOOR_BPS)
+                   for new, old in ((self.read_demand_bps, sent.read_demand_bps),
+                                    (self.write_demand_bps, sent.write_demand_bps)))
+
+
+    def moved_sharply_from(self, sent: "Entry") -> bool:
+        return any(abs(new - old) > max(SHARP * max(new, old), FLOOR_BPS)
                    for new, old in ((self.read_demand_bps, sent.read_demand_bps),
                                     (self.write_demand_bps, sent.write_demand_bps)))
 
@@ -63,6 +73,11 @@ class SummaryBuilder:
             del self._sent[key]
         return packed(changed, full, [] if full else gone)
 
+
+    def moved_sharply(self, entries: dict[tuple[str, str], Entry]) -> bool:
+        """Whether some entry moved sharply (SHARP) from what was last sent (nothing is marked sent)."""
+        quiet = Entry(0.0, 0.0, False, False, 0.0, 0.0)
+        return any(e.moved_sharply_from(self._sent.get(key, quiet)) for key, e in entries.items())
 
     def held_to_send(self, held_seconds: dict[str, float], full: bool) -> set[str]:
         """The users whose held time to list: every one in a full report, else those whose time grew."""

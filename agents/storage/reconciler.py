@@ -235,9 +235,11 @@ class Reconciler:
                 except ThreadGone:
                     continue
 
-    def usage_report(self, node_id: str) -> pb.UsageReport:
+    def usage_report(self, node_id: str, only_if_sharp: bool = False) -> pb.UsageReport | None:
         """The demand summary (what moved since the last report, or every entry when it is full), with
-        the counters of the users it names and the held time of those held since (all when full)."""
+        the counters of the users it names and the held time of those held since (all when full).
+        `only_if_sharp`: None unless some user's demand moved sharply since the last report
+        (demand_summary.SHARP); the demand estimate still takes the sample."""
         names = {dev: name for name, dev in self.devices.items()}
         try:
             measured_by_vnode = self.backend.usage()
@@ -249,6 +251,8 @@ class Reconciler:
         held = {vnode: d for vnode, d in demand.items() if d.source is not None}
         entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
                    for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
+        if only_if_sharp and not self.summaries.moved_sharply(entries):
+            return None
         summary = self.summaries.build(entries, now)
         named = set(summary.users)
         held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},

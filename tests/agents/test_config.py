@@ -50,7 +50,7 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
     # unknown keys, at the top and in each section
     ("colour: red", "colour: got an unknown key (value 'red'); allowed: keys tls, insecure, node_id, role, "
                     "coordinator, backend, cgroup_root, cgroup_name, proc_root, devices, discovery, resync_seconds, "
-                    "report_seconds, capture_seconds, fast_thread_moves, state_cache, run_dir, teardown_on_exit, log_format, "
+                    "report_seconds, probe_seconds, capture_seconds, fast_thread_moves, state_cache, run_dir, teardown_on_exit, log_format, "
                     "lustre, datanode_throttle, compute, metrics"),
     ("discovery: {kind: hdfs, colour: red}", f"discovery.colour: got an unknown key (value 'red'); allowed: {HDFS_KEYS}"),
     ("discovery: {poll_seconds: 1}",

@@ -55,3 +55,16 @@ def test_held_time_is_listed_when_it_grew_and_every_time_in_a_full_report():
     assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, False) == {"alice"}
     assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, False) == set()
     assert builder.held_to_send({"alice": 0.5, "bob": 0.0}, True) == {"alice", "bob"}
+
+
+def test_a_user_that_stopped_came_back_or_more_than_doubled_moved_sharply_and_looking_sends_nothing():
+    builder = SummaryBuilder()
+    builder.build({("alice", "d"): entry(10 * MB), ("bob", "d"): entry(10 * MB)}, 0.0)
+    assert not builder.moved_sharply({("alice", "d"): entry(14 * MB), ("bob", "d"): entry(6 * MB)})
+    assert builder.moved_sharply({("alice", "d"): entry(0.0), ("bob", "d"): entry(10 * MB)})     # stopped
+    assert builder.moved_sharply({("alice", "d"): entry(25 * MB), ("bob", "d"): entry(10 * MB)})  # x2.5
+    assert builder.moved_sharply({("carol", "d"): entry(1 * MB)})                                 # new
+    assert not builder.moved_sharply({("carol", "d"): entry(0.05 * MB)})                          # a trace
+    # Looking marks nothing sent: the next summary still carries alice's stop.
+    assert unpacked(builder.build({("alice", "d"): entry(0.0), ("bob", "d"): entry(10 * MB)}, 1.0)) == {
+        ("alice", "d"): entry(0.0)}

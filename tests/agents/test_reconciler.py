@@ -141,6 +141,27 @@ def test_usage_is_reported_per_user_and_device(world):
     assert report.applied_generation == 3
 
 
+def test_between_reports_only_a_sharp_move_in_demand_makes_a_report(world, monkeypatch):
+    kernel, fs, discovery, new_reconciler = world
+    clock = [100.0]
+    monkeypatch.setattr("vnode_sync.agents.storage.reconciler.time.monotonic", lambda: clock[0])
+    r = new_reconciler()
+    r.apply(state(3, {"alice": 0, "bob": 0}))
+    alice = f"{r.backend.root}/vnode.alice"
+    fs.account_io(alice, DEV, read_bytes=0)
+    r.usage_report("n1")                                   # the first sample: no rates yet
+    for second, moved in ((101.0, 10_000_000), (102.0, 20_000_000), (103.0, 30_000_000)):
+        fs.account_io(alice, DEV, read_bytes=moved)        # the kernel's counter: alice reads 10 MB/s
+        clock[0] = second
+        if second == 101.0:
+            assert r.usage_report("n1").demand.read_demand_bps == [10_000_000.0]
+        else:
+            assert r.usage_report("n1", only_if_sharp=True) is None    # steady: left to the next report
+    clock[0] = 104.0                                       # alice stopped
+    stopped = r.usage_report("n1", only_if_sharp=True)
+    assert list(stopped.demand.users) == ["alice"] and stopped.demand.read_demand_bps == [0.0]
+
+
 def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(world):
     kernel, fs, discovery, new_reconciler = world
     r = new_reconciler()

@@ -21,3 +21,15 @@ def test_after_new_weights_the_next_report_is_a_rate_span_away_else_the_configur
     assert next_report_in(applied_new=True, report_seconds=1.0) == FLOW_SPAN_SECONDS
     assert next_report_in(applied_new=True, report_seconds=0.2) == 0.2
     assert next_report_in(applied_new=False, report_seconds=1.0) == 1.0
+
+
+def test_a_sharp_move_is_reported_early_only_once_its_rates_are_wholly_new_and_under_the_weights_in_force():
+    interval = ReportInterval()
+    interval.close(100.0, in_force=7)                       # 7 applied at 100
+    assert not interval.may_report_early(100.0 + FLOW_SPAN_SECONDS / 2)
+    assert interval.may_report_early(100.0 + FLOW_SPAN_SECONDS)
+    interval.close(101.0, in_force=7)                       # a regular report
+    assert not interval.may_report_early(101.0 + FLOW_SPAN_SECONDS / 2)
+    assert interval.may_report_early(101.0 + FLOW_SPAN_SECONDS)
+    interval.close(102.0, in_force=9)                       # 9 applied
+    assert not interval.may_report_early(102.0 + FLOW_SPAN_SECONDS * 0.9)

@@ -36,6 +36,17 @@ def test_a_simulated_node_reports_a_rate_span_after_new_weights_even_right_after
     assert agents.measured_under_current(np.array([0]))
 
 
+def test_a_simulated_node_reports_a_user_that_stopped_at_its_next_look_rather_than_its_next_report():
+    agents = site_simulation.Agents((1, 1), report_seconds=1.0, probe_seconds=0.2)
+    busy, idle = np.full((1, 1), 1e7, dtype=np.float32), np.zeros((1, 1), dtype=np.float32)
+    for tick in range(1, 12):                      # reports through ticks 1 and 11
+        agents.tick(tick, busy, busy)
+    assert agents.demand[0, 0] == np.float32(1e7)
+    for tick in range(12, 17):                     # stopped: a rate span later, at a look (an even tick)
+        agents.tick(tick, idle, idle)
+        assert agents.demand[0, 0] == (0.0 if tick >= 16 else np.float32(1e7)), tick
+
+
 def test_the_report_cost_benchmark_prints_a_row_per_node_size(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["report_cost", "--users", "10", "50"])
     assert report_cost.main() == 0
