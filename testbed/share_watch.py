@@ -3,6 +3,9 @@
 - `seconds_until(counters, at_least, within)`: seconds until every key's rate over a sliding window
   (counters sampled every 50 ms) was at least `at_least`; disjoint windows would add up to a
   window's length to what is measured.
+- `sampled`, `first_at_least`, `tail_rates`: counters recorded for a while, then read after the fact:
+  how soon each key's windowed rate reached a level that may itself come from the record (what a
+  user moves once it has the node to itself, its own pace rather than the node's).
 - `interval_rates`, `steady_ratio`: rates over consecutive short intervals, and the median ratio of
   two users' rates over those where both moved: the split while both move, not skewed by the moments
   a write pipeline changes blocks and both stall.
@@ -38,6 +41,39 @@ def seconds_until(counters: Callable[[], dict], at_least: float, within: float,
             if rates and all(r >= at_least for r in rates.values()):
                 return now - since, rates
     return None, rates
+
+
+def sampled(counters: Callable[[], dict], seconds: float, step: float = 0.05) -> list[tuple[float, dict]]:
+    """(seconds since the start, counters) every `step` s for `seconds`."""
+    since = time.monotonic()
+    trace = [(0.0, counters())]
+    while trace[-1][0] < seconds:
+        time.sleep(step)
+        trace.append((time.monotonic() - since, counters()))
+    return trace
+
+
+def first_at_least(trace: list[tuple[float, dict]], at_least: dict | float, window: float = 0.5) -> float | None:
+    """The first time in `trace` at which every key's rate over the last `window` s was at least its
+    level (`at_least[key]`, or one level for all), as seconds_until would have seen it; None: never."""
+    first = 0
+    for now, latest in trace[1:]:
+        while first + 1 < len(trace) and now - trace[first + 1][0] >= window:
+            first += 1
+        start, earlier = trace[first]
+        if now - start < window:
+            continue
+        levels = at_least if isinstance(at_least, dict) else dict.fromkeys(latest, at_least)
+        if latest and all((latest[k] - earlier.get(k, 0)) / (now - start) >= levels[k] for k in latest):
+            return now
+    return None
+
+
+def tail_rates(trace: list[tuple[float, dict]], seconds: float) -> dict:
+    """Each key's rate over the last `seconds` of `trace`."""
+    end, last = trace[-1]
+    start, first = next((t, c) for t, c in trace if t >= end - seconds)
+    return {k: (last[k] - first.get(k, 0)) / (end - start) for k in last}
 
 
 def mean_rates(counters: Callable[[], dict], seconds: float) -> dict:

@@ -2,7 +2,7 @@
 
 import itertools
 
-from testbed.share_watch import interval_rates, seconds_until, steady_ratio
+from testbed.share_watch import first_at_least, interval_rates, sampled, seconds_until, steady_ratio, tail_rates
 
 MB = 1_000_000
 
@@ -21,3 +21,14 @@ def test_interval_rates_and_seconds_until_measure_rates_from_counters():
     rates = interval_rates(lambda: {"x": next(counter) * 100_000}, 0.3, step=0.1)
     assert len(rates) == 3 and all(r["x"] > 0 for r in rates)
     assert seconds_until(lambda: {"x": 0}, 1, within=0.3, window=0.1)[0] is None
+
+
+def test_a_record_tells_when_each_key_reached_its_own_level_and_its_pace_at_the_end():
+    # a: 10 MB/s for 1 s, then 50 MB/s; b: 30 MB/s throughout; sampled every 0.1 s for 3 s
+    trace = [(t / 10, {"a": (10 * min(t, 10) + 50 * max(0, t - 10)) * MB / 10, "b": 3 * t * MB}) for t in range(31)]
+    assert tail_rates(trace, 1.0) == {"a": 50 * MB, "b": 30 * MB}
+    # 0.5 s windows: a's reaches 45 MB/s (90 % of its pace at the end) once wholly past 1 s; b's is at 27 from 0.5 s
+    assert first_at_least(trace, {"a": 45 * MB, "b": 27 * MB}) == 1.5
+    assert first_at_least(trace, 55 * MB) is None
+    recorded = sampled(lambda: {"x": 1}, 0.2, step=0.05)
+    assert recorded[0][0] == 0.0 and recorded[-1][0] >= 0.2 and len(recorded) >= 3

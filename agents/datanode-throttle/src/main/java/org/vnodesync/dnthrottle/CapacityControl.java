@@ -27,7 +27,7 @@ import java.util.Arrays;
  *       scheduler switches to as the second flow arrives);</li>
  *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
  *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
- *       MARGIN of what moved. Not on less: flows move less than R for reasons of their own too
+ *       MARGIN of what moved, but never less than LOWER_MOST of R at a time (this and the next). Not on less: flows move less than R for reasons of their own too
  *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
  *   <li>held, when the flows that kept sending did not share by weight (their bytes per weight
  *       SKEWED apart, smoothed; WeightedScheduler.Interval.skew), R is above what some of them can
@@ -75,6 +75,8 @@ final class CapacityControl {
     /** Skewed this far, R is lowered at once: it is well above what some flows can take. */
     static final double LOPSIDED = 1.25;
     static final int LOWER_INTERVALS = 5;
+    /** A lowering keeps at least this much of R. */
+    static final double LOWER_MOST = 0.5;
     static final double RECOVER = 0.10;
     /** Below this fraction of the configured capacity a direction is taken as idle. */
     static final double ACTIVE = 0.02;
@@ -309,7 +311,11 @@ final class CapacityControl {
             if (!unheld) {
                 answer.lowered(current, skewBefore);
             }
-            return MARGIN * Math.min(current, over);
+            // At most halved at a time: a write pipeline between blocks, or a disk flushing what was
+            // written before, can leave flows moving next to nothing for a moment without waiting for
+            // their weights, and R taken down to that stayed low for seconds after they were back
+            // (seen on the testbed: 55 -> 5.5 MB/s). A node that did slow down is reached in steps.
+            return Math.max(MARGIN * Math.min(current, over), LOWER_MOST * current);
         }
         if (lower > 0) {
             return current;

@@ -324,6 +324,36 @@ class SchedulerTest {
     }
 
     @Test
+    void aStallWithoutWaitingForWeightsHalvesRAtMostAndANodeThatSlowedIsReachedInSteps() {
+        long c = CONFIGURED;
+        CapacityControl control = new CapacityControl();
+        long r = c;
+        while (!control.held()) {
+            r = control.next(c, c, seen(56e6, 0.99));
+        }
+        // Writers between blocks, the disk busy flushing: next to nothing moves, and nobody waits.
+        CapacityControl.Seen stalled = new CapacityControl.Seen(2e6, 0.99, 0.0, 2);
+        long now = r;
+        for (int i = 0; i < CapacityControl.LOWER_INTERVALS; i++) {
+            now = control.next(c, now, stalled);
+        }
+        assertEquals(Math.round(CapacityControl.LOWER_MOST * r), now, "halved, not taken to what moved");
+        // A node that slowed to 18 MB/s: R follows in steps (each LOWER_INTERVALS of flows not waiting).
+        CapacityControl.Seen slow = new CapacityControl.Seen(18e6, 0.99, 0.0, 2);
+        for (int i = 0; i < 4 * CapacityControl.LOWER_INTERVALS && now > 0.95 * 18e6 + 1; i++) {
+            now = control.next(c, now, slow);
+        }
+        assertEquals(Math.round(0.95 * 18e6), now, 0.01 * MB);
+        CapacityControl lopsided = new CapacityControl();
+        r = c;
+        while (!lopsided.held()) {
+            r = lopsided.next(c, c, seen(56e6, 0.99));
+        }
+        assertEquals(Math.round(CapacityControl.LOWER_MOST * r),
+                lopsided.next(c, r, new CapacityControl.Seen(3e6, 0.95, 0.5, 2, 0, 2.0)));
+    }
+
+    @Test
     void rHeldLowWhileTheNodeHasRoomRisesAndStaysWhereTheNodeIsSaturated() {
         long c = CONFIGURED;
         CapacityControl control = new CapacityControl();
