@@ -53,6 +53,7 @@ class Cluster:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or
         allocation changed."""
         changed = self.weights.tick(users)
+        self.weights.unreachable(self.runtime.unreachable(changed))   # no report will come from them
         return changed | self.allocator.tick(users)
 
     def awaiting_reports(self) -> bool:

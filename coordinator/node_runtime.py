@@ -97,6 +97,14 @@ class NodeRuntimes:
     def stream_closed(self, node_id: str) -> None:
         with self._lock:
             self._nodes[node_id].streams -= 1
+            gone = self._nodes[node_id].streams <= 0
+        if gone and self.weights is not None:
+            self.weights.unreachable([node_id])
+
+    def unreachable(self, node_ids) -> list[str]:
+        """Those of these nodes with no live stream now."""
+        with self._lock:
+            return [n for n in node_ids if n in self._nodes and self._nodes[n].streams <= 0]
 
     def _known_users(self, names, what: str) -> frozenset[str]:
         """The names among `names` that are users, by the in-memory snapshot (no store read: this

@@ -195,6 +195,13 @@ class WeightControl:
             if node_id in self._awaited and allocation >= self._awaited[node_id]:
                 del self._awaited[node_id]
 
+    def unreachable(self, node_ids) -> None:
+        """These nodes have no live stream: they will not report under the weights sent, and the next
+        step does not wait for them (it would wait AWAIT_PERIODS after every tick that sent them)."""
+        with self._lock:
+            for node_id in node_ids:
+                self._awaited.pop(node_id, None)
+
     def awaiting_reports(self) -> bool:
         """Whether a node sent weights by the last tick has yet to report rates measured under them."""
         with self._lock:

@@ -173,3 +173,30 @@ def test_the_agent_applies_a_weight_table_and_ignores_one_that_does_not_add_up()
     del state.allocation.weights.write_weights[:]
     untouched = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
     assert (untouched.read_weight, untouched.write_weight) == (8.0, 8.0)
+
+
+def test_a_node_whose_agent_is_gone_is_not_awaited_so_the_next_step_does_not_wait_for_it():
+    """A dead agent's node would hold the next step back AWAIT_PERIODS after every tick that sent it
+    weights; its last stream closing, or having none as they are sent, drops it from the wait."""
+    from vnode_sync.coordinator.cluster import Cluster
+    from vnode_sync.coordinator.store import StateStore
+    cluster = Cluster(parse_config(CONFIG), StateStore(":memory:"))
+    nodes = ("dn0", "dn1", "dn2")
+    for node in nodes:
+        cluster.runtime.register_node(node, [pb.Device(name="/dev/sdb")], "datanode-throttle", [],
+                                      shares_by_weight=True)
+        cluster.runtime.stream_opened(node)
+        report(cluster.ledger, node, {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    users = [user("alice", 8), user("bob", 4)]
+    assert cluster.weights.tick(users) == set(nodes) and cluster.awaiting_reports()
+    for node in ("dn1", "dn2"):
+        cluster.weights.measured(node, cluster.weights.node_allocation(node)[0])
+    assert cluster.awaiting_reports()                     # dn0 owes its report...
+    cluster.runtime.stream_closed("dn0")
+    assert not cluster.awaiting_reports()                 # ...until its agent is gone
+    # bob stops on dn2: his weight moves to dn0 and dn1, and dn0 is sent weights with no stream to take them.
+    report(cluster.ledger, "dn2", {"alice": (60 * MB, True), "bob": (0.0, False)})
+    assert {"dn0", "dn1"} <= cluster.control_tick(users)
+    assert cluster.awaiting_reports()                     # dn1's agent is there: its report is owed
+    cluster.weights.measured("dn1", cluster.weights.node_allocation("dn1")[0])
+    assert not cluster.awaiting_reports()                 # and only dn1's
