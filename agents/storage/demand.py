@@ -66,6 +66,8 @@ class _Previous:
     held: frozenset = frozenset()     # (device, direction) held at the last sample
     # (at, devices) of the samples within RATE_SPAN_SECONDS before this one, oldest first
     recent: collections.deque = field(default_factory=collections.deque)
+    # (at, devices) of the looks between reports since this one, oldest first: rates span them, intervals do not
+    looks: list = field(default_factory=list)
 
 
 class DemandEstimator:
@@ -73,8 +75,10 @@ class DemandEstimator:
         self._previous: dict[str, _Previous] = {}
 
     def update(self, usage: dict[str, VNodeUsage], limits: dict[str, list[DeviceLimits]],
-               now: float) -> dict[str, VNodeDemand]:
-        """Every VNode of `usage`, as of `now` (monotonic seconds)."""
+               now: float, keep: bool = True) -> dict[str, VNodeDemand]:
+        """Every VNode of `usage`, as of `now` (monotonic seconds). `keep`: the sample is the next
+        interval's start; a look between reports (False) only adds a sample that later rates may
+        span, so held and held time still count over the intervals between reports."""
         out = {}
         for vnode, measured in usage.items():
             limited = {l.device: l for l in limits.get(vnode, ())
@@ -108,16 +112,21 @@ class DemandEstimator:
                         else interval
             else:   # no interval yet: only the backend's word
                 flows = {dev: (Flow(0.0), Flow(0.0)) for dev in measured.devices}
-            recent = previous.recent if previous else collections.deque()
-            if previous is not None:
-                recent.append((previous.at, previous.devices))
-                while len(recent) > 1 and recent[1][0] <= now - RATE_SPAN_SECONDS:
-                    recent.popleft()
-            self._previous[vnode] = _Previous(now, measured.devices, waits, seconds, frozenset(held), recent)
+            if keep:
+                recent = previous.recent if previous else collections.deque()
+                if previous is not None:
+                    recent.append((previous.at, previous.devices))
+                    recent.extend(previous.looks)
+                    while len(recent) > 1 and recent[1][0] <= now - RATE_SPAN_SECONDS:
+                        recent.popleft()
+                self._previous[vnode] = _Previous(now, measured.devices, waits, seconds, frozenset(held), recent)
+            elif previous is not None and now > previous.at:
+                previous.looks.append((now, measured.devices))
             says_held = measured.held_at_limit and (previous is None or measured.held_source != HELD_MEASURED)
             out[vnode] = VNodeDemand(flows, bool(held) or says_held, seconds, source)
-        for gone in set(self._previous) - set(usage):
-            del self._previous[gone]
+        if keep:
+            for gone in set(self._previous) - set(usage):
+                del self._previous[gone]
         return out
 
 
@@ -149,6 +158,9 @@ def _moved(old: IoCounters | None, new: IoCounters) -> tuple[int, int, int, int]
 
 def _span_start(previous: _Previous, now: float, span: float) -> tuple[float, dict[DeviceNumber, IoCounters]]:
     """The newest sample at least `span` seconds before `now`, else the oldest one kept."""
+    for at, devices in reversed(previous.looks):
+        if at <= now - span:
+            return at, devices
     if previous.at <= now - span or not previous.recent:
         return previous.at, previous.devices
     for at, devices in reversed(previous.recent):

@@ -40,7 +40,6 @@ class Entry:
                    for new, old in ((self.read_demand_bps, sent.read_demand_bps),
                                     (self.write_demand_bps, sent.write_demand_bps)))
 
-
     def moved_sharply_from(self, sent: "Entry") -> bool:
         return any(abs(new - old) > max(SHARP * max(new, old), FLOOR_BPS)
                    for new, old in ((self.read_demand_bps, sent.read_demand_bps),
@@ -72,7 +71,6 @@ class SummaryBuilder:
         for key in set(self._sent) - set(entries):
             del self._sent[key]
         return packed(changed, full, [] if full else gone)
-
 
     def moved_sharply(self, entries: dict[tuple[str, str], Entry]) -> bool:
         """Whether some entry moved sharply (SHARP) from what was last sent (nothing is marked sent)."""

@@ -247,12 +247,14 @@ class Reconciler:
             self.errors.append(f"reading usage: {e}")
             measured_by_vnode = {}
         now = time.monotonic()
-        demand = self.demand.update(measured_by_vnode, self.limits, now)
+        demand = self.demand.update(measured_by_vnode, self.limits, now, keep=not only_if_sharp)
         held = {vnode: d for vnode, d in demand.items() if d.source is not None}
         entries = {(user_of_vnode(vnode) or "", names[dev]): Entry(r.rate, w.rate, r.held, w.held, r.demand, w.demand)
                    for vnode, d in demand.items() for dev, (r, w) in d.devices.items() if dev in names}
-        if only_if_sharp and not self.summaries.moved_sharply(entries):
-            return None
+        if only_if_sharp:
+            if not self.summaries.moved_sharply(entries):
+                return None
+            self.demand.update(measured_by_vnode, self.limits, now)   # reported: the next interval starts here
         summary = self.summaries.build(entries, now)
         named = set(summary.users)
         held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},

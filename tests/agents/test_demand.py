@@ -106,3 +106,21 @@ def test_every_vnode_gets_rates_even_unlimited_and_counters_that_went_back_count
     state = clock.update({"vnode.alice": VNodeUsage(counted(3 * MB))}, {}, 1.0)   # the VNode was made anew
     read, _ = state["vnode.alice"].devices[DEV]
     assert read.rate == 0.0 and not read.held and state["vnode.alice"].source is None
+
+
+def test_a_look_between_reports_leaves_held_as_it_was_and_lends_later_rates_a_fresher_start():
+    """The agent looks at demand every 0.25 s for sharp moves; held and held time still count over the
+    interval between reports, as if it had not looked, and the next rate spans from the look."""
+    looked, plain = DemandEstimator(), DemandEstimator()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)]}
+    for estimate in (looked, plain):
+        estimate.update({"vnode.alice": VNodeUsage(counted(0))}, limits, 100.0)
+    peek = looked.update({"vnode.alice": VNodeUsage(counted(10 * MB))}, limits, 100.5, keep=False)
+    assert peek["vnode.alice"].devices[DEV][0].rate == pytest.approx(20 * MB)
+    assert looked.update({}, limits, 100.6, keep=False) == {}          # a VNode missing from a look is not forgotten
+    after = {e: e.update({"vnode.alice": VNodeUsage(counted(19 * MB))}, limits, 101.0)["vnode.alice"]
+             for e in (looked, plain)}
+    assert after[looked].held and after[plain].held
+    assert after[looked].seconds == after[plain].seconds == pytest.approx(1.0)
+    assert after[looked].devices[DEV][0].rate == pytest.approx(18 * MB)     # 0.5 s from the look
+    assert after[plain].devices[DEV][0].rate == pytest.approx(19 * MB)      # the whole second
