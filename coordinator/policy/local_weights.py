@@ -106,62 +106,16 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     shards = shards if shards is not None else ColumnShards(demand.shape)
     if shards.columns != demand.shape[1]:
         raise InvalidArgument(f"column shards for {shards.columns} resources, not the {demand.shape[1]} of demand")
-    ceiling = np.empty(demand.shape, dtype=dtype)
-    local = np.empty_like(ceiling)
-    row_limit = limit.astype(dtype)[:, None]
-
-    def bound(columns: slice) -> np.ndarray:
-        """Each user's ceiling on these columns; per user, how many it wants and how much in all."""
-        part = ceiling[:, columns]
-        np.minimum(demand[:, columns], capacity[columns], out=part, casting="unsafe")
-        np.minimum(part, row_limit, out=part)
-        return np.stack([(part > 0).sum(axis=1), part.sum(axis=1, dtype=np.float64)])
-
-    wanted, wanted_bytes = shards.row_sums(bound)
-    floor = _floors(ceiling, reservation, capacity, dtype)
-    trace = (TRACE * weight / np.maximum(wanted, 1)).astype(dtype)[:, None]
+    passes = _Passes(capacity, demand, limit, dtype)
+    wanted, wanted_bytes = shards.row_sums(passes.bound)
+    floor = passes.floor = _floors(passes.ceiling, reservation, capacity, dtype)
+    trace = passes.trace = (TRACE * weight / np.maximum(wanted, 1)).astype(dtype)[:, None]
     # The first weights: the last step's, or Pisces' start (the global weight split in proportion to demand).
     start_scale = (weight / np.maximum(wanted_bytes, 1e-30)).astype(dtype)[:, None]
-
-    def start(columns: slice) -> None:
-        part = local[:, columns]
-        if previous is not None:
-            np.copyto(part, previous[:, columns], casting="unsafe")
-        else:
-            np.multiply(ceiling[:, columns], start_scale, out=part)
-        np.maximum(part, trace, out=part)
-
-    shards.map(start)
-    scratch = (np.empty_like(ceiling), np.empty_like(ceiling))
-    given, spare, stretch = np.empty_like(ceiling), np.empty_like(ceiling), np.empty_like(ceiling)
-    level = np.empty(capacity.shape, dtype=dtype)
-
-    def fill(columns: slice, weights: np.ndarray, out: np.ndarray, start_level: np.ndarray | None) -> np.ndarray:
-        """Water-fill these columns by `weights` into `out` (their levels into `level`); per-user sums."""
-        _, level[columns] = water_fill(weights[:, columns], capacity[columns], ceiling[:, columns],
-                                       None if floor is None else floor[:, columns],
-                                       None if start_level is None else start_level[columns],
-                                       out=out[:, columns], scratch=(scratch[0][:, columns], scratch[1][:, columns]))
-        return out[:, columns].sum(axis=1)
-
-    def respond(columns: slice, extrapolated: np.ndarray, scale: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Proportional response on these columns: every user's weight where it got bytes, then the fill."""
-        part = local[:, columns]
-        np.multiply(extrapolated[:, columns], scale, out=part)
-        np.maximum(part, trace, out=part)
-        return fill(columns, local, out, level)
-
-    def overshoot(columns: slice, new: np.ndarray, old: np.ndarray, beta: np.float32) -> np.ndarray:
-        """Nesterov's extrapolation on these columns, kept within floors and ceilings; per-user sums."""
-        part = stretch[:, columns]
-        np.subtract(new[:, columns], old[:, columns], out=part)
-        part *= beta
-        part += new[:, columns]
-        np.minimum(part, ceiling[:, columns], out=part)
-        np.maximum(part, floor[:, columns] if floor is not None else dtype(0), out=part)
-        return part.sum(axis=1)
-
-    totals = shards.row_sums(lambda columns: fill(columns, local, given, previous_level))
+    shards.map(lambda columns: passes.start(columns, previous, start_scale))
+    ceiling, local, level, scratch, stretch = passes.ceiling, passes.local, passes.level, passes.scratch, passes.stretch
+    given, spare = np.empty_like(ceiling), np.empty_like(ceiling)
+    totals = shards.row_sums(lambda columns: passes.fill(columns, local, given, previous_level))
     extrapolated, extrapolated_totals, momentum = given, totals, 1.0
     objective = _objective(weight, totals)
     scale = max(float(capacity.max(initial=0.0)), 1.0)
@@ -171,7 +125,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     for iterations in range(1, max_iterations + 1):
         at = extrapolated_totals / weight        # each user's total per weight
         response = (1 / np.maximum(at, 1e-30)).astype(dtype)[:, None]
-        new_totals = shards.row_sums(lambda columns: respond(columns, extrapolated, response, spare))
+        new_totals = shards.row_sums(lambda columns: passes.respond(columns, extrapolated, response, spare))
         new = spare
         new_objective = _objective(weight, new_totals)
         moved = float(np.max(np.abs(new_totals - totals) / np.maximum(new_totals, 1e-9 * scale), initial=0.0))
@@ -180,7 +134,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         following = (1 + math.sqrt(1 + 4 * momentum * momentum)) / 2
         beta = (momentum - 1) / following
         if beta > 0:
-            extrapolated_totals = shards.row_sums(lambda columns: overshoot(columns, new, given, dtype(beta)))
+            extrapolated_totals = shards.row_sums(lambda columns: passes.overshoot(columns, new, given, dtype(beta)))
             extrapolated = stretch
         else:
             extrapolated, extrapolated_totals = new, new_totals
@@ -199,6 +153,64 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     weights = np.empty_like(local)
     shards.map(lambda columns: _with_standby(columns, weights, local, ceiling, level, weight, totals, capacity, held))
     return WeightStep(weights, given, level, iterations, converged, ceiling, floor, capacity)
+
+
+class _Passes:
+    """The step's passes over users x resources, each over one block of resources (column_shards.py),
+    and the arrays they share, allocated once per step. A pass that returns gives what its block adds
+    to the per-user sums the step needs next."""
+
+    def __init__(self, capacity: np.ndarray, demand: np.ndarray, limit: np.ndarray, dtype: type):
+        self.capacity, self.demand = capacity, demand
+        self.row_limit = limit.astype(dtype)[:, None]
+        self.ceiling = np.empty(demand.shape, dtype=dtype)
+        self.local, self.stretch = np.empty_like(self.ceiling), np.empty_like(self.ceiling)
+        self.scratch = (np.empty_like(self.ceiling), np.empty_like(self.ceiling))
+        self.level = np.empty(capacity.shape, dtype=dtype)
+        self.floor: np.ndarray | None = None
+        self.trace: np.ndarray | None = None
+
+    def bound(self, columns: slice) -> np.ndarray:
+        """Each user's ceiling on these columns; per user, how many it wants and how much in all."""
+        part = self.ceiling[:, columns]
+        np.minimum(self.demand[:, columns], self.capacity[columns], out=part, casting="unsafe")
+        np.minimum(part, self.row_limit, out=part)
+        return np.stack([(part > 0).sum(axis=1), part.sum(axis=1, dtype=np.float64)])
+
+    def start(self, columns: slice, previous: np.ndarray | None, scale: np.ndarray) -> None:
+        """The first weights on these columns: the last step's, else `scale` times the ceilings."""
+        part = self.local[:, columns]
+        if previous is not None:
+            np.copyto(part, previous[:, columns], casting="unsafe")
+        else:
+            np.multiply(self.ceiling[:, columns], scale, out=part)
+        np.maximum(part, self.trace, out=part)
+
+    def fill(self, columns: slice, weights: np.ndarray, out: np.ndarray, start_level: np.ndarray | None) -> np.ndarray:
+        """Water-fill these columns by `weights` into `out` (their levels into `level`); per-user sums."""
+        floor, (first, second) = self.floor, self.scratch
+        _, self.level[columns] = water_fill(weights[:, columns], self.capacity[columns], self.ceiling[:, columns],
+                                            None if floor is None else floor[:, columns],
+                                            None if start_level is None else start_level[columns],
+                                            out=out[:, columns], scratch=(first[:, columns], second[:, columns]))
+        return out[:, columns].sum(axis=1)
+
+    def respond(self, columns: slice, extrapolated: np.ndarray, scale: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Proportional response on these columns: every user's weight where it got bytes, then the fill."""
+        part = self.local[:, columns]
+        np.multiply(extrapolated[:, columns], scale, out=part)
+        np.maximum(part, self.trace, out=part)
+        return self.fill(columns, self.local, out, self.level)
+
+    def overshoot(self, columns: slice, new: np.ndarray, old: np.ndarray, beta: np.floating) -> np.ndarray:
+        """Nesterov's extrapolation on these columns, kept within floors and ceilings; per-user sums."""
+        part = self.stretch[:, columns]
+        np.subtract(new[:, columns], old[:, columns], out=part)
+        part *= beta
+        part += new[:, columns]
+        np.minimum(part, self.ceiling[:, columns], out=part)
+        np.maximum(part, self.floor[:, columns] if self.floor is not None else part.dtype.type(0), out=part)
+        return part.sum(axis=1)
 
 
 def _even_if_as_fair(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
