@@ -284,7 +284,7 @@ def main() -> int:
           f"--change-at {args.change_at} --hysteresis {args.hysteresis}"
           + (f" --step-iterations {args.step_iterations}" if args.step_iterations else "")
           + f" --report-seconds {args.report_seconds} --probe-seconds {args.probe_seconds}"
-          + f" --step-share {args.step_share}", flush=True)
+          + f" --step-share {args.step_share} --seed {args.seed}", flush=True)
     code = run(args.nodes, args.users, args.seconds, args.change_at, args.seed, args.fair_iterations, args.hysteresis,
                args.step_iterations, args.report_seconds, args.step_share, args.probe_seconds)
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
