@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
-from vnode_sync.coordinator.policy.water_filling import water_fill
+from vnode_sync.coordinator.policy.water_filling import fill_columns, water_fill
 from vnode_sync.errors import InvalidArgument
 
 # Stop when no user's total moved by more than this fraction in one iteration.
@@ -188,11 +188,8 @@ class _Passes:
 
     def fill(self, columns: slice, weights: np.ndarray, out: np.ndarray, start_level: np.ndarray | None) -> np.ndarray:
         """Water-fill these columns by `weights` into `out` (their levels into `level`); per-user sums."""
-        floor, (first, second) = self.floor, self.scratch
-        _, self.level[columns] = water_fill(weights[:, columns], self.capacity[columns], self.ceiling[:, columns],
-                                            None if floor is None else floor[:, columns],
-                                            None if start_level is None else start_level[columns],
-                                            out=out[:, columns], scratch=(first[:, columns], second[:, columns]))
+        self.level[columns] = fill_columns(columns, weights, self.capacity, self.ceiling, self.floor, start_level,
+                                           out, self.scratch)
         return out[:, columns].sum(axis=1)
 
     def respond(self, columns: slice, extrapolated: np.ndarray, scale: np.ndarray, out: np.ndarray) -> np.ndarray:

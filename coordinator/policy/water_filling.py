@@ -87,16 +87,22 @@ def water_fill(weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray, fl
     return allocation, current
 
 
+def fill_columns(columns: slice, weight: np.ndarray, capacity: np.ndarray, ceiling: np.ndarray,
+                 floor: np.ndarray | None, level: np.ndarray | None, out: np.ndarray,
+                 scratch: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """water_fill of these columns of the arrays, into the same columns of `out`; their levels."""
+    return water_fill(weight[:, columns], capacity[columns], ceiling[:, columns],
+                      None if floor is None else floor[:, columns], None if level is None else level[columns],
+                      out=out[:, columns], scratch=(scratch[0][:, columns], scratch[1][:, columns]))[1]
+
+
 def _fill_blocks(shards: ColumnShards, weight, capacity, ceiling, floor, level, out, scratch):
     allocation = np.empty_like(weight) if out is None else out
     scratch = scratch if scratch is not None else (np.empty_like(weight), np.empty_like(weight))
     levels = np.empty(capacity.shape, dtype=weight.dtype)
 
     def fill(columns: slice) -> None:
-        _, levels[columns] = water_fill(weight[:, columns], capacity[columns], ceiling[:, columns],
-                                        None if floor is None else floor[:, columns],
-                                        None if level is None else level[columns], out=allocation[:, columns],
-                                        scratch=(scratch[0][:, columns], scratch[1][:, columns]))
+        levels[columns] = fill_columns(columns, weight, capacity, ceiling, floor, level, allocation, scratch)
 
     shards.map(fill)
     return allocation, levels
