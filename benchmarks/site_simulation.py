@@ -107,7 +107,8 @@ class Agents:
     `report_seconds` (the nodes' first reports spread over a period), and at once when new weights
     are applied, after which its next report is `next_in` ticks away (a rate span); between reports
     it looks every `probe_seconds` (0: never) and reports at once where a user's demand moved sharply
-    (probe). Each report gives (demand, held) over the interval since the node's last one (the
+    (probe; its rates are those since the last report, where the agent's span its last 0.5 s and see
+    a stop sooner). Each report gives (demand, held) over the interval since the node's last one (the
     agent's rates span 0.5 s at least: with reports under 0.5 s apart this is fresher than the
     agent). `demand` and `held` are what the center has: each node's last report."""
 
@@ -151,6 +152,7 @@ class Agents:
             return
         demand, _ = self.estimate(ready, tick)
         old = self.demand[:, ready]
+        # demand_summary.Entry.moved_sharply_from, on arrays
         sharp = np.abs(demand - old) > np.maximum(SHARP * np.maximum(demand, old), FLOOR_BPS)
         self.report(ready[sharp.any(axis=0)], tick)
 
