@@ -73,13 +73,15 @@ class _Previous:
 class DemandEstimator:
     def __init__(self):
         self._previous: dict[str, _Previous] = {}
+        self._last_look: dict[str, _Previous] = {}   # what the last look would keep, per VNode
 
     def update(self, usage: dict[str, VNodeUsage], limits: dict[str, list[DeviceLimits]],
                now: float, keep: bool = True) -> dict[str, VNodeDemand]:
         """Every VNode of `usage`, as of `now` (monotonic seconds). `keep`: the sample is the next
         interval's start; a look between reports (False) only adds a sample that later rates may
-        span, so held and held time still count over the intervals between reports."""
-        out = {}
+        span, so held and held time still count over the intervals between reports, unless the
+        look is reported after all (keep_last_look)."""
+        out, sampled = {}, {}
         for vnode, measured in usage.items():
             limited = {l.device: l for l in limits.get(vnode, ())
                        if l.read_bps or l.write_bps or l.read_iops or l.write_iops}
@@ -112,22 +114,39 @@ class DemandEstimator:
                         else interval
             else:   # no interval yet: only the backend's word
                 flows = {dev: (Flow(0.0), Flow(0.0)) for dev in measured.devices}
-            if keep:
-                recent = previous.recent if previous else collections.deque()
-                if previous is not None:
-                    recent.append((previous.at, previous.devices))
-                    recent.extend(previous.looks)
-                    while len(recent) > 1 and recent[1][0] <= now - RATE_SPAN_SECONDS:
-                        recent.popleft()
-                self._previous[vnode] = _Previous(now, measured.devices, waits, seconds, frozenset(held), recent)
-            elif previous is not None and now > previous.at:
-                previous.looks.append((now, measured.devices))
+            sampled[vnode] = _Previous(now, measured.devices, waits, seconds, frozenset(held))
             says_held = measured.held_at_limit and (previous is None or measured.held_source != HELD_MEASURED)
             out[vnode] = VNodeDemand(flows, bool(held) or says_held, seconds, source)
         if keep:
-            for gone in set(self._previous) - set(usage):
-                del self._previous[gone]
+            self._keep(sampled)
+        else:
+            for vnode, sample in sampled.items():
+                previous = self._previous.get(vnode)
+                if previous is not None and sample.at > previous.at:
+                    previous.looks.append((sample.at, sample.devices))
+            self._last_look = sampled
         return out
+
+    def keep_last_look(self) -> None:
+        """The last look is reported after all: it starts the next interval, as if it had been kept."""
+        self._keep(self._last_look)
+
+    def _keep(self, sampled: dict[str, _Previous]) -> None:
+        """Each VNode's sample starts its next interval; the samples before it within RATE_SPAN_SECONDS
+        (the last interval's start, and the looks since, but the sample's own) are its recent ones."""
+        for vnode, sample in sampled.items():
+            previous = self._previous.get(vnode)
+            recent = previous.recent if previous else collections.deque()
+            if previous is not None:
+                recent.append((previous.at, previous.devices))
+                recent.extend(look for look in previous.looks if look[0] < sample.at)
+                while len(recent) > 1 and recent[1][0] <= sample.at - RATE_SPAN_SECONDS:
+                    recent.popleft()
+            sample.recent = recent
+            self._previous[vnode] = sample
+        for gone in set(self._previous) - set(sampled):
+            del self._previous[gone]
+        self._last_look = {}
 
 
 def _held(measured: VNodeUsage, direction: int, moved: tuple[int, int, int, int], last: tuple[int, int, int, int],

@@ -254,7 +254,7 @@ class Reconciler:
         if only_if_sharp:
             if not self.summaries.moved_sharply(entries):
                 return None
-            self.demand.update(measured_by_vnode, self.limits, now)   # reported: the next interval starts here
+            self.demand.keep_last_look()   # reported: the next interval starts here
         summary = self.summaries.build(entries, now)
         named = set(summary.users)
         held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},

@@ -124,3 +124,15 @@ def test_a_look_between_reports_leaves_held_as_it_was_and_lends_later_rates_a_fr
     assert after[looked].seconds == after[plain].seconds == pytest.approx(1.0)
     assert after[looked].devices[DEV][0].rate == pytest.approx(18 * MB)     # 0.5 s from the look
     assert after[plain].devices[DEV][0].rate == pytest.approx(19 * MB)      # the whole second
+
+
+def test_a_look_reported_after_all_starts_the_next_interval_as_a_kept_sample_would():
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=20 * MB)]}
+    looked, kept = DemandEstimator(), DemandEstimator()
+    for estimate in (looked, kept):
+        estimate.update({"vnode.alice": VNodeUsage(counted(0))}, limits, 100.0)
+    looked.update({"vnode.alice": VNodeUsage(counted(19 * MB))}, limits, 101.0, keep=False)
+    looked.keep_last_look()
+    kept.update({"vnode.alice": VNodeUsage(counted(19 * MB))}, limits, 101.0)
+    after = [e.update({"vnode.alice": VNodeUsage(counted(25 * MB))}, limits, 101.5) for e in (looked, kept)]
+    assert after[0] == after[1] and after[0]["vnode.alice"].seconds == pytest.approx(1.5)
