@@ -5,6 +5,8 @@
   reference the fast path is measured against.
 - water_filling.py: the edges' fluid model, each resource shared by local weights between floors
   and ceilings, on arrays.
+- compiled_passes.py: the step's sweeps over users x resources, compiled (numba).
+- column_shards.py: those sweeps spread over cores by blocks of resources.
 - local_weights.py: the global weight step, priorities to per-resource local weights whose edge
   shares add up to the weighted max-min.
 - hysteresis.py: which nodes must be sent new weights or rates.

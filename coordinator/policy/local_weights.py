@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vnode_sync.coordinator.policy import compiled_passes
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.water_filling import fill_columns, water_fill
 from vnode_sync.errors import InvalidArgument
@@ -109,11 +110,11 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     passes = _Passes(capacity, demand, limit, dtype)
     wanted, wanted_bytes = shards.row_sums(passes.bound)
     floor = passes.floor = _floors(passes.ceiling, reservation, capacity, dtype)
-    trace = passes.trace = (TRACE * weight / np.maximum(wanted, 1)).astype(dtype)[:, None]
+    trace = passes.trace = (TRACE * weight / np.maximum(wanted, 1)).astype(dtype)
     # The first weights: the last step's, or Pisces' start (the global weight split in proportion to demand).
     start_scale = (weight / np.maximum(wanted_bytes, 1e-30)).astype(dtype)[:, None]
     shards.map(lambda columns: passes.start(columns, previous, start_scale))
-    ceiling, local, level, scratch, stretch = passes.ceiling, passes.local, passes.level, passes.scratch, passes.stretch
+    ceiling, local, level, stretch = passes.ceiling, passes.local, passes.level, passes.stretch
     given, spare = np.empty_like(ceiling), np.empty_like(ceiling)
     totals = shards.row_sums(lambda columns: passes.fill(columns, local, given, previous_level))
     extrapolated, extrapolated_totals, momentum = given, totals, 1.0
@@ -124,7 +125,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     iterations = 0
     for iterations in range(1, max_iterations + 1):
         at = extrapolated_totals / weight        # each user's total per weight
-        response = (1 / np.maximum(at, 1e-30)).astype(dtype)[:, None]
+        response = (1 / np.maximum(at, 1e-30)).astype(dtype)
         new_totals = shards.row_sums(lambda columns: passes.respond(columns, extrapolated, response, spare))
         new = spare
         new_objective = _objective(weight, new_totals)
@@ -134,7 +135,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         following = (1 + math.sqrt(1 + 4 * momentum * momentum)) / 2
         beta = (momentum - 1) / following
         if beta > 0:
-            extrapolated_totals = shards.row_sums(lambda columns: passes.overshoot(columns, new, given, dtype(beta)))
+            extrapolated_totals = shards.row_sums(lambda columns: passes.overshoot(columns, new, given, beta))
             extrapolated = stretch
         else:
             extrapolated, extrapolated_totals = new, new_totals
@@ -148,7 +149,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     # A step cut short by its time budget is mid-way (the next resumes it): the even split, which costs
     # two more fills, is tried by steps that got to their end.
     if converged or iterations == max_iterations:
-        local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, scratch, shards,
+        local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, shards,
                                                        (local, given, level, totals))
     weights = np.empty_like(local)
     shards.map(lambda columns: _with_standby(columns, weights, local, ceiling, level, weight, totals, capacity, held))
@@ -165,7 +166,6 @@ class _Passes:
         self.row_limit = limit.astype(dtype)[:, None]
         self.ceiling = np.empty(demand.shape, dtype=dtype)
         self.local, self.stretch = np.empty_like(self.ceiling), np.empty_like(self.ceiling)
-        self.scratch = (np.empty_like(self.ceiling), np.empty_like(self.ceiling))
         self.level = np.empty(capacity.shape, dtype=dtype)
         self.floor: np.ndarray | None = None
         self.trace: np.ndarray | None = None
@@ -184,57 +184,46 @@ class _Passes:
             np.copyto(part, previous[:, columns], casting="unsafe")
         else:
             np.multiply(self.ceiling[:, columns], scale, out=part)
-        np.maximum(part, self.trace, out=part)
+        np.maximum(part, self.trace[:, None], out=part)
 
     def fill(self, columns: slice, weights: np.ndarray, out: np.ndarray, start_level: np.ndarray | None) -> np.ndarray:
         """Water-fill these columns by `weights` into `out` (their levels into `level`); per-user sums."""
-        self.level[columns] = fill_columns(columns, weights, self.capacity, self.ceiling, self.floor, start_level,
-                                           out, self.scratch)
-        return out[:, columns].sum(axis=1)
+        self.level[columns], sums = fill_columns(columns, weights, self.capacity, self.ceiling, self.floor,
+                                                 start_level, out)
+        return sums
 
     def respond(self, columns: slice, extrapolated: np.ndarray, scale: np.ndarray, out: np.ndarray) -> np.ndarray:
         """Proportional response on these columns: every user's weight where it got bytes, then the fill."""
-        part = self.local[:, columns]
-        np.multiply(extrapolated[:, columns], scale, out=part)
-        np.maximum(part, self.trace, out=part)
+        compiled_passes.respond(extrapolated, scale, self.trace, self.local, columns.start, columns.stop)
         return self.fill(columns, self.local, out, self.level)
 
-    def overshoot(self, columns: slice, new: np.ndarray, old: np.ndarray, beta: np.floating) -> np.ndarray:
+    def overshoot(self, columns: slice, new: np.ndarray, old: np.ndarray, beta: float) -> np.ndarray:
         """Nesterov's extrapolation on these columns, kept within floors and ceilings; per-user sums."""
-        part = self.stretch[:, columns]
-        np.subtract(new[:, columns], old[:, columns], out=part)
-        part *= beta
-        part += new[:, columns]
-        np.minimum(part, self.ceiling[:, columns], out=part)
-        np.maximum(part, self.floor[:, columns] if self.floor is not None else part.dtype.type(0), out=part)
-        return part.sum(axis=1)
+        return compiled_passes.overshoot(new, old, beta, self.ceiling, self.floor, self.stretch, columns.start,
+                                         columns.stop)
 
 
 def _even_if_as_fair(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                     floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray], shards: ColumnShards,
-                     step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
+                     floor: np.ndarray | None, shards: ColumnShards, step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
     """The step's (weights, allocation, level, totals), or those of the even split (EVEN_SPLIT_SLACK)."""
     local, _, level, totals = step
     enough = (1 - EVEN_SPLIT_SLACK) * totals
-    even_given = _even_split(weight, ceiling, trace, capacity, floor, scratch, shards, level, local)
+    even_given = _even_split(weight, ceiling, trace, capacity, floor, shards, level, local)
     if not np.all(even_given.sum(axis=1) >= enough):
         return step
     even = _split_by(weight, even_given, trace)
-    even_given, even_level = water_fill(even, capacity, ceiling, floor, _rescaled(level, local, even), scratch=scratch,
-                                        shards=shards)
+    even_given, even_level = water_fill(even, capacity, ceiling, floor, _rescaled(level, local, even), shards=shards)
     even_totals = even_given.sum(axis=1)
     return (even, even_given, even_level, even_totals) if np.all(even_totals >= enough) else step
 
 
 def _even_split(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                floor: np.ndarray | None, scratch: tuple[np.ndarray, np.ndarray], shards: ColumnShards,
-                level: np.ndarray, local: np.ndarray) -> np.ndarray:
+                floor: np.ndarray | None, shards: ColumnShards, level: np.ndarray, local: np.ndarray) -> np.ndarray:
     """What the edges give with every user's global weight on every resource it wants (its trace
     elsewhere), as the edges share with no center. `level` under the `local` weights: a warm start."""
     plain = (ceiling > 0) * weight.astype(ceiling.dtype)[:, None]
-    np.maximum(plain, trace, out=plain)
-    return water_fill(plain, capacity, ceiling, floor, _rescaled(level, local, plain), scratch=scratch,
-                      shards=shards)[0]
+    np.maximum(plain, trace[:, None], out=plain)
+    return water_fill(plain, capacity, ceiling, floor, _rescaled(level, local, plain), shards=shards)[0]
 
 
 def _rescaled(level: np.ndarray, weight: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -250,7 +239,7 @@ def _split_by(weight: np.ndarray, given: np.ndarray, trace: np.ndarray) -> np.nd
     (Pisces' local weights; the step's fixed point has this form)."""
     totals = given.sum(axis=1)
     local = given * (weight / np.maximum(totals, 1e-30)).astype(given.dtype)[:, None]
-    return np.maximum(local, trace, out=local)
+    return np.maximum(local, trace[:, None], out=local)
 
 
 def iteration_budget(pairs: int) -> int:
@@ -298,7 +287,8 @@ def _floors(ceiling: np.ndarray, reservation: np.ndarray, capacity: np.ndarray, 
 
 
 def _checked(capacity, weight, demand, reservation, limit, previous):
-    capacity, weight, reservation, limit = (np.asarray(a, dtype=np.float64) for a in (capacity, weight, reservation, limit))
+    capacity, weight, reservation, limit = (np.ascontiguousarray(a, dtype=np.float64)
+                                            for a in (capacity, weight, reservation, limit))
     demand = np.asarray(demand)
     if demand.ndim != 2 or capacity.shape != (demand.shape[1],) or any(
             a.shape != (demand.shape[0],) for a in (weight, reservation, limit)):
