@@ -11,7 +11,7 @@ from vnode_sync.agents.storage.capture import CaptureLoop
 from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.agents.storage.report_interval import ReportInterval, next_report_in
+from vnode_sync.agents.storage.report_interval import ReportInterval, next_look_in, next_report_in
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, save_state_cache
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceCapacity, DeviceNumber
@@ -49,6 +49,7 @@ class StorageAgent:
         self.failed_passes = 0   # reconcile passes that raised (retried with backoff), for metrics
         # monotonic: when the next resync, report, and look for a sharp move in demand are due
         self._next_resync = self._next_report = self._next_probe = 0.0
+        self._look_cpu = 0.0   # CPU of the last look between reports (report_interval.next_look_in)
         self._interval = ReportInterval()              # what the next report is measured under
         self.link = CoordinatorLink(config.coordinator, self._registration, self._from_coordinator, credentials,
                                     on_disconnect=self._disconnected)
@@ -182,12 +183,14 @@ class StorageAgent:
                 report = self.reconciler.usage_report(self.config.node_id)
             self._send_report(report, now, next_report_in(applied_new, self.config.report_seconds))
         elif now >= self._next_probe and self._interval.may_report_early(now):
+            began = time.thread_time()
             with self._lock:
                 report = self.reconciler.usage_report(self.config.node_id, only_if_sharp=True)
+            self._look_cpu = time.thread_time() - began
             if report is not None:
                 self._send_report(report, now, self.config.report_seconds)
         if now >= self._next_probe:
-            self._next_probe = now + self.config.probe_seconds
+            self._next_probe = now + next_look_in(self.config.probe_seconds, self._look_cpu)
         return max(0.0, min(self._next_resync, self._next_report, self._next_probe) - time.monotonic())
 
     def _send_report(self, report: pb.UsageReport, now: float, next_in: float) -> None:

@@ -59,7 +59,8 @@ class AgentConfig(SecuredSettings):
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
     probe_seconds: Seconds = PROBE_SECONDS
     """Between reports, demand is looked at this often, and a user's that moved sharply (stopped, came
-    back, halved or doubled) is reported at once; report_seconds or more: only at reports."""
+    back, halved or doubled) is reported at once; report_seconds or more: only at reports. Less often
+    where looks would take more than 5 % of a core (thousands of VNodes)."""
     capture_seconds: Seconds = 0.5
     """Longest wait between capture passes when the discovery plug-in has no event."""
     fast_thread_moves: bool = True

@@ -10,6 +10,9 @@ Between reports the agent looks at its demand every PROBE_SECONDS and reports at
 moved sharply (demand_summary.SHARP: it stopped, came back, halved or doubled), so the center lends
 and gives back without waiting for the next report: once a rate span has passed since the last
 report and since the weights in force took force (its rates are then new, and measured under them).
+A look reads every VNode's counters, so a node with thousands of VNodes looks less often: looks take
+at most PROBE_CPU_SHARE of one core (benchmarks.probe_cost: ~50 us per VNode here, so every 0.25 s up
+to ~250 VNodes, every second at ~1,000).
 """
 
 import math
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
 
 PROBE_SECONDS = 0.25
+PROBE_CPU_SHARE = 0.05
 
 
 @dataclass
@@ -45,3 +49,8 @@ class ReportInterval:
 def next_report_in(applied_new: bool, report_seconds: float) -> float:
     """Seconds to the next report: a span after new weights, else the configured period."""
     return min(FLOW_SPAN_SECONDS, report_seconds) if applied_new else report_seconds
+
+
+def next_look_in(probe_seconds: float, look_cpu_seconds: float) -> float:
+    """Seconds to the next look between reports, after one that took `look_cpu_seconds` of CPU."""
+    return max(probe_seconds, look_cpu_seconds / PROBE_CPU_SHARE)

@@ -1,8 +1,10 @@
 """A usage report names the allocation its rates were measured under, and the report after new
 weights comes a rate span later."""
 
+import pytest
+
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
-from vnode_sync.agents.storage.report_interval import ReportInterval, next_report_in
+from vnode_sync.agents.storage.report_interval import PROBE_CPU_SHARE, ReportInterval, next_look_in, next_report_in
 
 
 def test_a_report_names_the_allocation_in_force_over_its_whole_rate_span_or_none():
@@ -33,3 +35,9 @@ def test_a_sharp_move_is_reported_early_only_once_its_rates_are_wholly_new_and_u
     assert interval.may_report_early(101.0 + FLOW_SPAN_SECONDS)
     interval.close(102.0, in_force=9)                       # 9 applied
     assert not interval.may_report_early(102.0 + FLOW_SPAN_SECONDS * 0.9)
+
+
+def test_looks_between_reports_come_less_often_where_they_would_take_more_than_their_share_of_a_core():
+    assert next_look_in(0.25, look_cpu_seconds=0.001) == 0.25
+    slow = next_look_in(0.25, look_cpu_seconds=0.05)         # a look at ~1,000 VNodes
+    assert slow > 0.25 and 0.05 / slow == pytest.approx(PROBE_CPU_SHARE)

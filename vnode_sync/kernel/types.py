@@ -112,12 +112,13 @@ def parse_io_service_bytes(text: str) -> dict[DeviceNumber, IoCounters]:
     counters: dict[DeviceNumber, IoCounters] = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) != 3 or ":" not in parts[0]:
+        # Each device also has Sync, Async, Discard and Total lines; read every look (agents/storage), skipped unparsed.
+        if len(parts) != 3 or parts[1] not in ("Read", "Write") or ":" not in parts[0]:
             continue
         c = counters.setdefault(DeviceNumber.parse(parts[0]), IoCounters())
         if parts[1] == "Read":
             c.read_bytes = int(parts[2])
-        elif parts[1] == "Write":
+        else:
             c.write_bytes = int(parts[2])
     return counters
 
