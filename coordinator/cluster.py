@@ -8,6 +8,7 @@
 """
 
 import itertools
+import logging
 import threading
 
 from vnode_sync.coordinator.allocation import Allocator, PairStatus
@@ -18,6 +19,8 @@ from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
+
+log = logging.getLogger(__name__)
 
 
 class AllocationSequence:
@@ -44,6 +47,7 @@ class Cluster:
             from vnode_sync.coordinator.weight_control import WeightControl
             sequence = AllocationSequence()
             self.weights = WeightControl(config, self.ledger, sequence.next)
+            threading.Thread(target=_compile_weight_step, name="weight-step-compile", daemon=True).start()
             self.allocator = Allocator(config, sequence.next, self.weights.manages)
         self.publishing = Publishing(config, store, self.allocator, self.weights)
         self.runtime = NodeRuntimes(self.publishing, self.allocator, self.ledger, self.weights)
@@ -91,3 +95,12 @@ class Cluster:
             rates = {user: (r.read_bps, r.write_bps) for user, r in self.runtime.measured_rates(node.node_id).items()}
             views.append(NodeShareView(node.node_id, rates, allowed))
         return views
+
+
+def _compile_weight_step() -> None:
+    """At start, off every loop: the first tick would otherwise compile the step's passes itself."""
+    from vnode_sync.coordinator.policy.local_weights import compile_passes
+    try:
+        compile_passes()
+    except Exception as e:   # the first tick compiles them then, or fails there with its own error
+        log.warning("compiling the weight step's passes at start failed: %s", e)

@@ -242,6 +242,19 @@ def _split_by(weight: np.ndarray, given: np.ndarray, trace: np.ndarray) -> np.nd
     return np.maximum(local, trace[:, None], out=local)
 
 
+def compile_passes() -> None:
+    """Compile the step's passes (compiled_passes.py) for what the control loop gives them: float32,
+    with floors and without, cold and warm; or load them from numba's cache. A coordinator calls it
+    as it starts, so that its first tick, or a standby's first after a failover, does not spend
+    seconds compiling on a host whose cache is cold."""
+    demand = np.array([[4e6, np.inf, 1e6], [np.inf, 2e6, 3e6], [5e5, 8e6, np.inf]])
+    for reservation in (np.zeros(3), np.full(3, 1e5)):
+        args = (np.full(3, 6e6), np.array([1.0, 2.0, 8.0]), demand, reservation, np.full(3, np.inf))
+        cold = local_weights(*args, max_iterations=MIN_ITERATIONS, tolerance=0.0)
+        warm = local_weights(*args, previous=cold.weight, previous_level=cold.level, max_iterations=3, tolerance=0.0)
+        warm.realised(cold.weight)
+
+
 def iteration_budget(pairs: int) -> int:
     """The iterations a step may take on `pairs` (users x resources)."""
     return int(min(MAX_ITERATIONS, max(MIN_ITERATIONS, WORK_PER_STEP // max(pairs, 1))))

@@ -1,5 +1,8 @@
 """The weight step's compiled passes: each works only its block of columns and gives what numpy would."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -47,3 +50,23 @@ def test_a_fill_writes_only_its_block_and_returns_its_levels_and_per_user_sums()
     assert levels == pytest.approx([30, 15], rel=1e-5)
     assert sums == pytest.approx([45, 75], rel=1e-5)
     assert (out[:, 0] == -1).all()
+
+
+SIGNATURES_AFTER_COMPILING = """
+from numba import types
+from vnode_sync.coordinator.policy import compiled_passes
+from vnode_sync.coordinator.policy.local_weights import compile_passes
+compile_passes()
+for name, floor_at in (("fill", 3), ("overshoot", 4), ("respond", 2)):
+    for sig in getattr(compiled_passes, name).signatures:
+        print(name, sig[0].dtype, isinstance(sig[floor_at], types.NoneType))
+"""
+
+
+def test_compiling_at_start_covers_what_the_control_loop_runs_float32_with_floors_and_without():
+    # A fresh process: this one's kernels are compiled already by the other tests.
+    out = subprocess.run([sys.executable, "-c", SIGNATURES_AFTER_COMPILING], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    for line in ("fill float32 True", "fill float32 False", "overshoot float32 True", "overshoot float32 False",
+                 "respond float32 False"):
+        assert line in out, out
