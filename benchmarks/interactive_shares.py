@@ -3,6 +3,7 @@ never pauses, under static caps, the rate re-setting loop, and per-request weigh
 
     sudo .venv/bin/python -m benchmarks.interactive_shares [--backend datanode-throttle|blkio-v1]
         [--direction read|write] [--rounds 20] [--sizes 1,4,16] [--gap 1.5] [--disk-mbps 60] [--bfq k=v,...]
+        [--hdfs-site k=v,...]
 
 A real HDFS (NameNode and one DataNode) on a paced disk of --disk-mbps (reads; writes too with
 --direction write), the coordinator configured with that bandwidth, one storage agent; alice
@@ -172,7 +173,8 @@ def report(results: dict[str, dict], args) -> None:
     print(f"\nalice (priority 8) {args.direction}s {', '.join(map(str, args.sizes))} MiB files, {args.gap} s idle "
           f"between them, {args.rounds} of each; bob (4) never pauses; backend {args.backend}, "
           f"{args.disk_mbps:.0f} MB/s disk = configured bandwidth; alice's static share {share / MB:.0f} MB/s"
-          + (f"; BFQ {', '.join(f'{k}={v}' for k, v in args.bfq.items())}" if args.bfq else ""))
+          + (f"; BFQ {', '.join(f'{k}={v}' for k, v in args.bfq.items())}" if args.bfq else "")
+          + (f"; hdfs-site {', '.join(f'{k}={v}' for k, v in args.hdfs_site.items())}" if args.hdfs_site else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
     compared = [policy for policy in args.policies if policy != "static"]
@@ -212,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-mbps", type=float, default=60.0)
     parser.add_argument("--bfq", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
+    parser.add_argument("--hdfs-site", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
+                        help="extra hdfs-site.xml settings of the DataNode, e.g. dfs.datanode.readahead.bytes=0")
     parser.add_argument("--policies", type=_policies, default=list(POLICIES),
                         help=f"comma-separated, of {', '.join(POLICIES)}; static, the baseline, always runs")
     args = parser.parse_args(argv)
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     disk = "spindle" if args.backend == "blkio-v1" else ("paced-rw" if args.direction == "write" else "paced")
     jar = datanode_throttle_jar() if args.backend == "datanode-throttle" else None
-    site = {"dfs.block.access.token.enable": "true"}
+    site = {"dfs.block.access.token.enable": "true", **args.hdfs_site}
     results = {}
     alice_mb = len(args.policies) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
     with cpu_priority(unique_name("inter-cpu")), \
