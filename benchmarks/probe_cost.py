@@ -117,11 +117,12 @@ def main() -> int:
     with loop_device(unique_name("probe-disk"), size_mb=64) as (device, _):
         for vnodes in args.vnodes:
             look, reading, report, counted = measure(vnodes, args.looks, device)
-            print(f"{vnodes:>7} {counted:>7} {look * 1e3:>8.2f} {reading * 1e3:>10.2f} {report * 1e3:>9.2f} {look / report:>11.2f} "
-                  + " ".join(f"{look / p:>12.1%} " for p in PROBE_PERIODS)
-                  + f" {next_look_in(PROBE_SECONDS, look):>15.2f} s {look / next_look_in(PROBE_SECONDS, look):>6.1%}",
-                  flush=True)
-    print("counted: VNodes whose counters show the device; look: usage_report(only_if_sharp=True) with nothing moved (the steady state: nothing sent); reading: "
+            period = next_look_in(PROBE_SECONDS, look)
+            print(f"{vnodes:>7} {counted:>7} {look * 1e3:>8.2f} {reading * 1e3:>10.2f} {report * 1e3:>9.2f} "
+                  f"{look / report:>11.2f} " + " ".join(f"{look / p:>12.1%} " for p in PROBE_PERIODS)
+                  + f" {period:>15.2f} s {look / period:>6.1%}", flush=True)
+    print("counted: VNodes whose counters show the device (with the default VNode); look: "
+          "usage_report(only_if_sharp=True) with nothing moved (the steady state: nothing sent); reading: "
           "backend.usage() alone; report: the regular usage_report; 'core at P s': one core's share spent on "
           "looks every P s; 'agent looks every': the period the agent takes with probe_seconds 0.25 (its default)")
     return 0

@@ -14,8 +14,11 @@ Compiled on first use and cached beside this file (numba's `cache=True`), per dt
 import numpy as np
 from numba import njit
 
+# The per-user sums may be added in any order, so their loops vectorise like the rest.
+SUMS_IN_ANY_ORDER = {"reassoc"}
 
-@njit(nogil=True, cache=True, fastmath={"reassoc"})
+
+@njit(nogil=True, cache=True, fastmath=SUMS_IN_ANY_ORDER)
 def fill(weight, capacity, ceiling, floor, level, out, start, stop, tolerance, max_rounds):
     """water_filling.water_fill on columns [start, stop): the allocation into `out` there;
     (their levels, per-user sums of the allocation there). `floor` and `level` may be None.
@@ -101,7 +104,7 @@ def fill(weight, capacity, ceiling, floor, level, out, start, stop, tolerance, m
     return current, sums
 
 
-@njit(nogil=True, cache=True, fastmath={"reassoc"})
+@njit(nogil=True, cache=True, fastmath=SUMS_IN_ANY_ORDER)
 def respond(given, scale, least, out, start, stop):
     """out[u, r] = max(given[u, r] * scale[u], least[u]) on columns [start, stop)."""
     for u in range(given.shape[0]):
@@ -112,14 +115,15 @@ def respond(given, scale, least, out, start, stop):
             out_row[r] = x if x > m else m
 
 
-@njit(nogil=True, cache=True, fastmath={"reassoc"})
+@njit(nogil=True, cache=True, fastmath=SUMS_IN_ANY_ORDER)
 def overshoot(new, old, beta, ceiling, floor, out, start, stop):
     """out = new + beta * (new - old) on columns [start, stop), within floor (None: 0) and ceiling;
     per-user sums there."""
     users = new.shape[0]
     sums = np.zeros(users)
     for u in range(users):
-        new_row, old_row, ceilings, out_row = new[u, start:stop], old[u, start:stop], ceiling[u, start:stop], out[u, start:stop]
+        new_row, old_row, out_row = new[u, start:stop], old[u, start:stop], out[u, start:stop]
+        ceilings = ceiling[u, start:stop]
         total = 0.0
         for r in range(stop - start):
             x = new_row[r] + beta * (new_row[r] - old_row[r])

@@ -204,7 +204,8 @@ class _Passes:
 
 
 def _even_if_as_fair(weight: np.ndarray, ceiling: np.ndarray, trace: np.ndarray, capacity: np.ndarray,
-                     floor: np.ndarray | None, shards: ColumnShards, step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
+                     floor: np.ndarray | None, shards: ColumnShards,
+                     step: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> tuple:
     """The step's (weights, allocation, level, totals), or those of the even split (EVEN_SPLIT_SLACK)."""
     local, _, level, totals = step
     enough = (1 - EVEN_SPLIT_SLACK) * totals
