@@ -3,7 +3,7 @@ never pauses, under static caps, the rate re-setting loop, and per-request weigh
 
     sudo .venv/bin/python -m benchmarks.interactive_shares [--backend datanode-throttle|blkio-v1]
         [--direction read|write] [--rounds 20] [--sizes 1,4,16] [--gap 1.5] [--disk-mbps 60] [--bfq k=v,...]
-        [--hdfs-site k=v,...]
+        [--hdfs-site k=v,...] [--queue k=v,...]
 
 A real HDFS (NameNode and one DataNode) on a paced disk of --disk-mbps (reads; writes too with
 --direction write), the coordinator configured with that bandwidth, one storage agent; alice
@@ -86,6 +86,25 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
                       coordinator_settings={"policy": policy_settings}) as cluster:
         time.sleep(2)   # the first state and allocation in force
         yield cluster
+
+
+@contextlib.contextmanager
+def queue_settings(dev, settings: dict[str, str]) -> Iterator[None]:
+    """The device's /sys block queue files set for the run, and put back as they were (a loop device
+    keeps them for whoever attaches it next)."""
+    before = {}
+    try:
+        for key, value in settings.items():
+            path = f"/sys/dev/block/{dev}/queue/{key}"
+            with open(path) as f:
+                before[path] = f.read().strip()
+            with open(path, "w") as f:
+                f.write(value)
+        yield
+    finally:
+        for path, value in before.items():
+            with contextlib.suppress(OSError), open(path, "w") as f:
+                f.write(value)
 
 
 def alice_files(policy: str, phase: str, size_mb: int, count: int) -> list[str]:
@@ -174,7 +193,8 @@ def report(results: dict[str, dict], args) -> None:
           f"between them, {args.rounds} of each; bob (4) never pauses; backend {args.backend}, "
           f"{args.disk_mbps:.0f} MB/s disk = configured bandwidth; alice's static share {share / MB:.0f} MB/s"
           + (f"; BFQ {', '.join(f'{k}={v}' for k, v in args.bfq.items())}" if args.bfq else "")
-          + (f"; hdfs-site {', '.join(f'{k}={v}' for k, v in args.hdfs_site.items())}" if args.hdfs_site else ""))
+          + (f"; hdfs-site {', '.join(f'{k}={v}' for k, v in args.hdfs_site.items())}" if args.hdfs_site else "")
+          + (f"; disk queue {', '.join(f'{k}={v}' for k, v in args.queue.items())}" if args.queue else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
     compared = [policy for policy in args.policies if policy != "static"]
@@ -216,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
     parser.add_argument("--hdfs-site", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
                         help="extra hdfs-site.xml settings of the DataNode, e.g. dfs.datanode.readahead.bytes=0")
+    parser.add_argument("--queue", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
+                        help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
+                             "(put back as they were at the end)")
     parser.add_argument("--policies", type=_policies, default=list(POLICIES),
                         help=f"comma-separated, of {', '.join(POLICIES)}; static, the baseline, always runs")
     args = parser.parse_args(argv)
@@ -241,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         bob_blocks = write_files(hdfs, args)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
-        for policy in args.policies:
-            results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
-            print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)
+        with queue_settings(hdfs.datanodes[0].device_number, args.queue):
+            for policy in args.policies:
+                results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
+                print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)
     report(results, args)
     print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
