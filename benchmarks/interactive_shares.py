@@ -88,6 +88,11 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
         yield cluster
 
 
+def key_values(text: str) -> dict[str, str]:
+    """'k=v,k2=v2' from the command line."""
+    return dict(item.split("=", 1) for item in text.split(",") if item)
+
+
 @contextlib.contextmanager
 def queue_settings(dev, settings: dict[str, str]) -> Iterator[None]:
     """The device's /sys block queue files set for the run, and put back as they were (a loop device
@@ -192,9 +197,9 @@ def report(results: dict[str, dict], args) -> None:
     print(f"\nalice (priority 8) {args.direction}s {', '.join(map(str, args.sizes))} MiB files, {args.gap} s idle "
           f"between them, {args.rounds} of each; bob (4) never pauses; backend {args.backend}, "
           f"{args.disk_mbps:.0f} MB/s disk = configured bandwidth; alice's static share {share / MB:.0f} MB/s"
-          + (f"; BFQ {', '.join(f'{k}={v}' for k, v in args.bfq.items())}" if args.bfq else "")
-          + (f"; hdfs-site {', '.join(f'{k}={v}' for k, v in args.hdfs_site.items())}" if args.hdfs_site else "")
-          + (f"; disk queue {', '.join(f'{k}={v}' for k, v in args.queue.items())}" if args.queue else ""))
+          + "".join(f"; {label} {', '.join(f'{k}={v}' for k, v in given.items())}"
+                    for label, given in (("BFQ", args.bfq), ("hdfs-site", args.hdfs_site), ("disk queue", args.queue))
+                    if given))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
     compared = [policy for policy in args.policies if policy != "static"]
@@ -232,11 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16], help="MiB")
     parser.add_argument("--gap", type=float, default=1.5, help="alice's idle seconds between transfers")
     parser.add_argument("--disk-mbps", type=float, default=60.0)
-    parser.add_argument("--bfq", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
+    parser.add_argument("--bfq", type=key_values, default={},
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
-    parser.add_argument("--hdfs-site", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
+    parser.add_argument("--hdfs-site", type=key_values, default={},
                         help="extra hdfs-site.xml settings of the DataNode, e.g. dfs.datanode.readahead.bytes=0")
-    parser.add_argument("--queue", type=lambda s: dict(i.split("=", 1) for i in s.split(",") if i), default={},
+    parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
                              "(put back as they were at the end)")
     parser.add_argument("--policies", type=_policies, default=list(POLICIES),
