@@ -8,6 +8,7 @@ that DataNode's DataXceiver threads (found by pid).
 """
 
 import contextlib
+import os
 from collections.abc import Iterator
 
 from vnode_sync.errors import KernelError
@@ -94,3 +95,45 @@ def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
         return node_vnodes(cluster, dn.id).counters(vnode).get(dn.device_number, IoCounters())
     except KernelError:
         return IoCounters()
+
+
+def handler_placement(dn: DataNode) -> list[tuple[int, str, str]]:
+    """(tid, name, blkio cgroup) of each of the DataNode's threads that serve or spawn clients."""
+    placed = []
+    task_dir = f"/proc/{dn.pid}/task"
+    for tid in sorted(int(t) for t in _listing(task_dir)):
+        comm = _text(f"{task_dir}/{tid}/comm").strip()
+        if comm.startswith(("DataXceiver", "PacketResponder", "org.apache.hado")):
+            blkio = next((line.split(":", 2)[2] for line in _text(f"{task_dir}/{tid}/cgroup").splitlines()
+                          if ":blkio:" in line), "?")
+            placed.append((tid, comm, blkio.strip()))
+    return placed
+
+
+def placement_report(cluster: LocalCluster, hdfs: HdfsCluster, readers=()) -> str:
+    """Why a wait for captured handlers may have failed: each reader's state, each DataNode's
+    handler threads and their cgroups, and the tail of each agent's log."""
+    lines = []
+    for reader in readers:
+        code = reader.poll()
+        state = "running" if code is None else f"exited {code}: {(reader.stderr.read() or '')[-800:]!r}"
+        lines.append(f"reader {' '.join(reader.args[-3:])}: {state}")
+    for dn in hdfs.datanodes:
+        lines.append(f"{dn.id} (pid {dn.pid}) handlers: {handler_placement(dn)}")
+        lines.append(f"agent {dn.id} log tail:\n{cluster.agent_log_tail(dn.id)}")
+    return "\n".join(lines)
+
+
+def _listing(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import yaml
@@ -165,7 +166,9 @@ class LocalCluster(StartedService):
         return json.loads(self.vnodectl("status", "--json").stdout)
 
     @staticmethod
-    def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    def wait_for(predicate, timeout: float, what: str, interval: float = 0.1,
+                 explain: Callable[[], str] | None = None):
+        """Poll `predicate` until it is true; on timeout, raise with `explain()`'s account of why."""
         deadline = time.monotonic() + timeout
         last_error = None
         while time.monotonic() < deadline:
@@ -177,4 +180,12 @@ class LocalCluster(StartedService):
                 last_error = e
             time.sleep(interval)
         raise TimeoutError(f"timed out after {timeout}s waiting for {what}"
-                           + (f" (last error: {last_error})" if last_error else ""))
+                           + (f" (last error: {last_error})" if last_error else "")
+                           + (f"\n{explain()}" if explain else ""))
+
+    def agent_log_tail(self, node_id: str, lines: int = 20) -> str:
+        try:
+            with open(os.path.join(self.workdir, f"agent-{node_id}.log"), errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError as e:
+            return f"(no agent log: {e})"

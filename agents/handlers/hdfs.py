@@ -376,8 +376,9 @@ class HdfsDiscovery:
             young = now - h.first_seen < self.settle_seconds
             if young and (h.connection is None or h.how == "elimination" and now >= h.next_check):
                 return True
-            stale = stale or h.connection is None
-        if stale and now >= self._next_relink:  # old unlinked threads: retried once a second
+            # An elimination never confirmed may be wrong, and nothing else would correct it.
+            stale = stale or h.connection is None or h.how == "elimination"
+        if stale and now >= self._next_relink:  # old unlinked or unconfirmed threads: once a second
             self._next_relink = now + 1.0
             return True
         return False

@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import needs_java, needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from testbed.compute_host import ComputeHost
-from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, placement_report, vnode_usage, write_user_files
 from testbed.local_cluster import LocalCluster, LocalUser
 from testbed.processes import stop_process
 from testbed.unix_users import unix_users
@@ -44,7 +44,8 @@ def rates(cluster: LocalCluster, hdfs, users: list[str], seconds: float) -> dict
     return {u: (vnode_read_bytes(cluster, hdfs, u) - start[u]) / elapsed for u in users}
 
 
-def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs, users: list[str]) -> None:
+def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs, users: list[str],
+                                                    readers=()) -> None:
     """Reader JVMs take seconds to start on a loaded 2-core machine: wait for their handlers."""
     def placed_everywhere():
         for dn in hdfs.datanodes:
@@ -53,7 +54,8 @@ def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs,
                     if not f.read().split():
                         return False
         return True
-    cluster.wait_for(placed_everywhere, timeout=60, what="a DataXceiver of every user in its VNode on every DataNode")
+    cluster.wait_for(placed_everywhere, timeout=60, what="a DataXceiver of every user in its VNode on every DataNode",
+                     explain=lambda: placement_report(cluster, hdfs, readers))
     time.sleep(1.0)
 
 
@@ -64,7 +66,7 @@ def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip
         readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                    for u in (alice, bob) for dn in hdfs.datanodes]
         try:
-            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"])
+            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"], readers)
             before = rates(cluster, hdfs, ["alice", "bob"], 6)
             assert before["alice"] == pytest.approx(2 * 20 * MB, rel=0.10), before
             assert before["bob"] == pytest.approx(2 * 40 * MB, rel=0.10), before

@@ -47,7 +47,8 @@ def test_an_idle_users_share_is_lent_and_taken_back():
         readers = {u.name: [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
                             for dn in hdfs.datanodes] for u in (alice, bob)}
         try:
-            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"])
+            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"],
+                                                            [r for group in readers.values() for r in group])
             for reader in readers.pop("bob"):
                 reader.kill()
                 reader.wait()

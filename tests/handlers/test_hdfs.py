@@ -284,3 +284,16 @@ def test_with_events_a_thread_born_with_its_creators_handler_name_waits_for_its_
     assert 110 not in users(next_scan(ThreadChanges(born={110: 2})))  # not taken for a DataXceiver
     proc.thread(DN, 110, "PacketResponder")
     assert HandlerThread(DN, 110, "alice", inherits=True) in next_scan(ThreadChanges(renamed={110: "PacketResponder"}))
+
+
+def test_an_elimination_still_unconfirmed_when_its_thread_settles_is_corrected_later(proc):
+    d = HdfsDiscovery(proc_root=proc.root, pid=DN, data_port=PORT, settle_seconds=0.05)
+    connect(proc, 102, 40001, 64001, 500, 60)  # accepted, its own thread not started yet ...
+    proc.end_thread(DN, 102)
+    proc.thread(DN, 103, "DataXceiver for")     # ... while another connection's thread starts
+    assert users(d.scan(USERS)) == {103: "alice"}
+    time.sleep(0.06)                              # 103 is no longer young, and gave no evidence yet
+    connect(proc, 104, 40002, 64002, 510, 61)
+    proc.end_thread(DN, 104)
+    proc.blocked_in(DN, 103, 40, 61, 70, 0, 65536)  # sendfile(socket fd 61, block file): bob's
+    assert users(d.scan(USERS)) == {103: "bob"}
