@@ -47,7 +47,8 @@ from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, block_files
 from vnode_sync.datanode.channel import ThrottleChannel
-from vnode_sync.kernel.devices import set_scheduler
+from vnode_sync.kernel import disk_queue
+from vnode_sync.kernel.disk_queue import QueueSetting
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -74,11 +75,9 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
         settings = {"backend": backend, "datanode_throttle": {"socket": hdfs.throttle_socket(dn),
                                                               "sharing": "rates" if policy == "wc-rates" else "weights"}}
     else:
-        set_scheduler(dn.device_number, "bfq" if policy == "wc-weights" else "none")
-        if policy == "wc-weights":
-            for key, value in bfq_tunables.items():
-                with open(f"/sys/dev/block/{dn.device_number}/queue/iosched/{key}", "w") as f:
-                    f.write(value)
+        tunables = [QueueSetting(f"iosched/{k}", v) for k, v in bfq_tunables.items()] if policy == "wc-weights" else []
+        disk_queue.apply(dn.loop_device, [QueueSetting("scheduler", "bfq" if policy == "wc-weights" else "none"),
+                                          *tunables])
     node = LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid}, settings)
     policy_settings = {"allocation": "static" if policy == "static" else "work-conserving",
                        "control_seconds": CONTROL_SECONDS}
@@ -94,22 +93,15 @@ def key_values(text: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def queue_settings(dev, settings: dict[str, str]) -> Iterator[None]:
-    """The device's /sys block queue files set for the run, and put back as they were (a loop device
+def queue_settings(device: str, settings: dict[str, str]) -> Iterator[None]:
+    """The device's block queue files set for the run, and put back as they were (a loop device
     keeps them for whoever attaches it next)."""
-    before = {}
+    before = disk_queue.read_settings(device, list(settings))
+    disk_queue.apply(device, [QueueSetting(k, v) for k, v in settings.items()])
     try:
-        for key, value in settings.items():
-            path = f"/sys/dev/block/{dev}/queue/{key}"
-            with open(path) as f:
-                before[path] = f.read().strip()
-            with open(path, "w") as f:
-                f.write(value)
         yield
     finally:
-        for path, value in before.items():
-            with contextlib.suppress(OSError), open(path, "w") as f:
-                f.write(value)
+        disk_queue.apply(device, before)
 
 
 def alice_files(policy: str, phase: str, size_mb: int, count: int) -> list[str]:
@@ -269,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         bob_blocks = write_files(hdfs, args)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
-        with queue_settings(hdfs.datanodes[0].device_number, args.queue):
+        with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in args.policies:
                 results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
                 print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)

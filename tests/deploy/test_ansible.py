@@ -67,6 +67,7 @@ def site(tmp_path):
             {"name": "/dev/vnode-sync-test-none", "read_bps": 60_000_000, "write_bps": 30_000_000}]}],
         "vnode_storage_agent_service": f"vnode-storage-agent-{node_id}", "vnode_storage_agent_node_id": node_id,
         "vnode_storage_agent_cgroup_name": name, "vnode_storage_agent_teardown_on_exit": True,
+        "vnode_storage_agent_udev_rule": str(tmp_path / "etc" / "61-vnode-sync-data-disks.rules"),
         "vnode_coordinator_metrics": True, "vnode_coordinator_metrics_listen": f"127.0.0.1:{coordinator_metrics}",
         "vnode_storage_agent_metrics": True, "vnode_storage_agent_metrics_listen": f"127.0.0.1:{agent_metrics}",
         "vnode_storage_agent_metrics_cert_hosts": ["127.0.0.1"],
