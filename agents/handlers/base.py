@@ -52,6 +52,14 @@ class HandlerDiscovery(Protocol):
 
     def close(self) -> None: ...
 
+    # Optional: `not_enforcing() -> str | None`, what the plug-in saw that keeps shares placed by
+    # thread from holding (e.g. I/O done by threads that serve every user); read by discovery_not_enforcing.
+
+
+def discovery_not_enforcing(discovery: HandlerDiscovery) -> str | None:
+    check = getattr(discovery, "not_enforcing", None)
+    return check() if check is not None else None
+
 
 class PollingWait:
     """Mix-in for plug-ins without an event source: wait_for_change just sleeps."""

@@ -34,6 +34,13 @@ DataNode process (same uid, the client socket among its own fds); the end user i
 in the WebHDFS request and the NameNode audit log, which a thread's sockets cannot show.
 Such threads are marked internal and never placed in a user's VNode.
 
+Read-ahead: a DataNode that loads libhadoop (production ones do) reads ahead of each reader
+(dfs.datanode.readahead.bytes, 4 MiB by default) with posix_fadvise from a pool of its own
+("Readahead Thread #N"). Those threads serve every client, so the disk reads they issue, most of a
+sequential reader's, are charged to no user's VNode and read shares cannot hold; the discovery says
+so (`not_enforcing`). With dfs.datanode.readahead.bytes=0 the kernel reads ahead instead, in each
+handler's own thread, charged to its user.
+
 Write helpers: a DataXceiver receiving a block starts a PacketResponder thread
 ("PacketResponder"), which with dfs.datanode.synconclose does the block's fsync. It is
 returned as inheriting (base.HandlerThread): it keeps the VNode it was born in, and is
@@ -73,6 +80,9 @@ log = logging.getLogger(__name__)
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
 HANDLER_COMM = "DataXceiver for"
 RESPONDER_COMM = "PacketResponder"
+# ReadaheadPool's threads ("Readahead Thread #N"), started where libhadoop is loaded: they read ahead
+# for every client, so no user's VNode can hold them.
+READAHEAD_COMM = "Readahead Threa"
 # Asking a thread for evidence can wait for it to leave the CPU: not more often than this, seconds.
 CHECK_SECONDS = 0.02
 
@@ -227,6 +237,7 @@ class HdfsDiscovery:
         self._pending = ThreadChanges()
         self._pending_lock = Lock()
         self.link_counts: Counter[str] = Counter()  # how handlers got their connection, for benchmarks
+        self.reads_ahead_in_pool: int | None = None  # the DataNode pid seen with ReadaheadPool threads
 
     # ---- the DataNode process ---------------------------------------------
 
@@ -333,6 +344,9 @@ class HdfsDiscovery:
                     # Born with its creator's name: a DataXceiver's own thread (a PacketResponder)
                     # that the JVM has not named yet; its comm record follows.
                     thread.comm = ""
+            if thread.comm.startswith(READAHEAD_COMM) and self.reads_ahead_in_pool != pid:
+                self.reads_ahead_in_pool = pid
+                log.error("hdfs discovery: %s", self.not_enforcing())
             if thread.comm != HANDLER_COMM:
                 thread.handler = None
             elif thread.handler is None:
@@ -505,6 +519,15 @@ class HdfsDiscovery:
                 return None  # a candidate not identified yet: ask again on the next scan
             r.user, r.decided = (users.pop() if len(users) == 1 else None), True
         return r.user
+
+    def not_enforcing(self) -> str | None:
+        """Why shares placed by thread cannot hold on this DataNode, once its threads show it."""
+        if self.reads_ahead_in_pool is None or self.reads_ahead_in_pool != self.pid:
+            return None
+        return (f"DataNode {self.pid} reads ahead in a thread pool that serves every user (libhadoop loaded, "
+                "dfs.datanode.readahead.bytes above 0): its disk reads are charged to no user's VNode, so read "
+                "shares do not hold; set dfs.datanode.readahead.bytes to 0 (the kernel then reads ahead in each "
+                "handler's own thread)")
 
     def close(self) -> None:
         self.events.close()

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory
+from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory, discovery_not_enforcing
 from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
 from vnode_sync.agents.storage.demand_summary import Entry, SummaryBuilder
 from vnode_sync.errors import ThreadGone, VNodeSyncError
@@ -125,7 +125,8 @@ class Reconciler:
             self.backend.commit(self.users.users_by_uid, self.users.connections)
         except VNodeSyncError as e:
             self.errors.append(f"{self.backend.name}: {e}")
-        self.not_enforcing = self.backend.not_enforcing()
+        self.not_enforcing = self.backend.not_enforcing() or (
+            discovery_not_enforcing(self.discovery) if self.backend.placer is not None else None)
         if self.state.generation != self.applied_generation:
             log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
                      state.generation, len(desired), len(self.placed), len(self.errors))

@@ -80,7 +80,8 @@ class HdfsCluster:
                  hdfs_site: dict[str, object] | None = None, runtime: HadoopRuntime | None = None,
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
-                 hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False):
+                 hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
+                 native: bool = False):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -96,7 +97,8 @@ class HdfsCluster:
         of their `hdfs_user`, made by `add_user` (HADOOP_USER_NAME means nothing there).
         `short_circuit`: short-circuit local reads on (`dfs.client.read.shortcircuit`, a domain socket
         per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
-        they do not otherwise."""
+        they do not otherwise. `native`: load it without short-circuit reads, as production DataNodes
+        do (their read-ahead pool and cache drop-behind need it)."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -117,6 +119,7 @@ class HdfsCluster:
         self._processes: dict[int, subprocess.Popen] = {}
         self.kerberos = HdfsKerberos(self.workdir, realm_for(name)) if kerberos else None
         self.short_circuit = short_circuit
+        self.native = native or short_circuit
 
     # ---- state file ---------------------------------------------------------
 
@@ -144,7 +147,7 @@ class HdfsCluster:
                  "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
                  "datanode_throttle_args": list(self.datanode_throttle_args),
                  "kerberos": self.kerberos.to_json() if self.kerberos else None,
-                 "short_circuit": self.short_circuit}
+                 "short_circuit": self.short_circuit, "native": self.native}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -169,6 +172,7 @@ class HdfsCluster:
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
         cluster.short_circuit = state.get("short_circuit", False)
+        cluster.native = state.get("native", cluster.short_circuit)
         if state.get("kerberos"):
             cluster.kerberos = HdfsKerberos.from_json(cluster.workdir, state["kerberos"])
         return cluster
@@ -202,7 +206,7 @@ class HdfsCluster:
     def _setting_flags(self) -> list[str]:
         """Every JVM's flags for the cluster's settings: the realm's krb5.conf, libhadoop's dir."""
         flags = self.kerberos.jvm_flags() if self.kerberos else []
-        if self.short_circuit:
+        if self.native:
             flags.append(f"-Djava.library.path={native_dir()}")
         return flags
 
@@ -332,9 +336,9 @@ class HdfsCluster:
         os.makedirs(self.workdir, mode=0o755, exist_ok=True)
         os.chmod(self.workdir, 0o755)  # clients run as other uids and read conf/client
         try:
+            if self.native and not has_native():
+                raise NotFound(f"no libhadoop.so in {native_dir()}; run scripts/setup.d/hdfs.sh")
             if self.short_circuit:
-                if not has_native():
-                    raise NotFound(f"no libhadoop.so in {native_dir()}; run scripts/setup.d/hdfs.sh")
                 os.makedirs(self.domain_socket_dir, mode=0o755)
             if self.kerberos:
                 self.kerberos.start()

@@ -92,6 +92,47 @@ def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip
                 r.wait()
 
 
+def test_a_datanode_that_loads_libhadoop_reads_ahead_outside_every_vnode_and_its_agent_says_so():
+    """Production DataNodes load libhadoop, and then read ahead from a thread pool that serves every
+    user: most of a reader's disk reads are charged to no VNode. The agent names it (vnodectl nodes)."""
+    alice, bob = LocalUser("alice", 64_501, 4), LocalUser("bob", 64_502, 8)
+    with hdfs_vnode_cluster(unique_name("hdfs-native"), [alice, bob], NODE_BW, datanodes=1, native=True,
+                            before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
+        dn = hdfs.datanodes[0]
+        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name) for u in (alice, bob)]
+        try:
+            def said():
+                (node,) = cluster.status()["nodes"]
+                return node["not_enforcing"] if not node["enforcing"] else None
+            reason = cluster.wait_for(said, timeout=60, what="the agent saying the DataNode reads ahead in a pool")
+            assert f"DataNode {dn.pid} reads ahead in a thread pool" in reason
+            assert "dfs.datanode.readahead.bytes to 0" in reason
+        finally:
+            for r in readers:
+                r.kill()
+                r.wait()
+
+
+def test_with_libhadoop_and_the_datanodes_read_ahead_off_reads_split_by_priority():
+    """The remedy the agent names: the kernel then reads ahead in each handler's thread, charged to its user."""
+    alice, bob = LocalUser("alice", 64_501, 4), LocalUser("bob", 64_502, 8)
+    with hdfs_vnode_cluster(unique_name("hdfs-native"), [alice, bob], NODE_BW, native=True,
+                            hdfs_site={"dfs.datanode.readahead.bytes": "0"},
+                            before_agents=write_user_files([alice, bob], 512 * MiB)) as (hdfs, cluster):
+        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
+                   for u in (alice, bob) for dn in hdfs.datanodes]
+        try:
+            wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"], readers)
+            measured = rates(cluster, hdfs, ["alice", "bob"], 5)
+            assert measured["alice"] == pytest.approx(2 * 20 * MB, rel=0.10), measured
+            assert measured["bob"] == pytest.approx(2 * 40 * MB, rel=0.10), measured
+            assert all(n["enforcing"] for n in cluster.status()["nodes"]), cluster.status()["nodes"]
+        finally:
+            for r in readers:
+                r.kill()
+                r.wait()
+
+
 def test_clients_on_another_host_are_identified_by_the_compute_agent():
     """Readers run in their own network namespace: the storage side cannot see their sockets'
     owners, so only the compute agent's report can tell whose each DataXceiver is."""

@@ -297,3 +297,16 @@ def test_an_elimination_still_unconfirmed_when_its_thread_settles_is_corrected_l
     proc.end_thread(DN, 104)
     proc.blocked_in(DN, 103, 40, 61, 70, 0, 65536)  # sendfile(socket fd 61, block file): bob's
     assert users(d.scan(USERS)) == {103: "bob"}
+
+
+def test_a_datanode_that_reads_ahead_in_a_pool_is_named_as_not_holding_read_shares(proc):
+    d = discovery(proc)
+    connect(proc, 102, 40001, 64001, 500, 60)
+    d.scan(USERS)
+    assert d.not_enforcing() is None
+    proc.thread(DN, 120, "Readahead Threa")   # ReadaheadPool's first thread: libhadoop is loaded
+    assert users(d.scan(USERS)) == {102: "alice"}  # the pool's threads are nobody's handlers
+    assert "dfs.datanode.readahead.bytes to 0" in d.not_enforcing()
+    proc.end_thread(DN, 120)                  # the pool lets idle threads go; the DataNode still reads ahead
+    d.scan(USERS)
+    assert "reads ahead in a thread pool" in d.not_enforcing()
