@@ -191,7 +191,8 @@ def report(results: dict[str, dict], args) -> None:
           f"{args.disk_mbps:.0f} MB/s disk = configured bandwidth; alice's static share {share / MB:.0f} MB/s"
           + "".join(f"; {label} {', '.join(f'{k}={v}' for k, v in given.items())}"
                     for label, given in (("BFQ", args.bfq), ("hdfs-site", args.hdfs_site), ("disk queue", args.queue))
-                    if given))
+                    if given)
+          + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
     compared = [policy for policy in args.policies if policy != "static"]
@@ -233,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
     parser.add_argument("--hdfs-site", type=key_values, default={},
                         help="extra hdfs-site.xml settings of the DataNode, e.g. dfs.datanode.readahead.bytes=0")
+    parser.add_argument("--native", action="store_true",
+                        help="the DataNode loads libhadoop, as production ones do: its own read-ahead "
+                             "(dfs.datanode.readahead.bytes) works only then")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
                              "(put back as they were at the end)")
@@ -257,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     alice_mb = len(args.policies) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
     with cpu_priority(unique_name("inter-cpu")), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk=disk,
-                        disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar) as hdfs:
+                        disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar,
+                        native=args.native) as hdfs:
         bob_blocks = write_files(hdfs, args)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
