@@ -119,7 +119,8 @@ def placement_report(cluster: LocalCluster, hdfs: HdfsCluster, readers=()) -> st
     lines = []
     for reader in readers:
         code = reader.poll()
-        state = "running" if code is None else f"exited {code}: {(reader.stderr.read() or '')[-800:]!r}"
+        said = reader.stderr.read() if code is not None and reader.stderr else ""
+        state = "running" if code is None else f"exited {code}: {(said or '')[-800:]!r}"
         lines.append(f"reader {' '.join(reader.args[-3:])}: {state}")
     for dn in hdfs.datanodes:
         lines.append(f"{dn.id} (pid {dn.pid}) handlers: {handler_placement(dn)}")

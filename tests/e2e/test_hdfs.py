@@ -164,7 +164,8 @@ def test_clients_on_another_host_are_identified_by_the_compute_agent():
                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
                 cluster.wait_for(lambda: all(open(vnode_file(cluster, dn.id, u.name, "tasks")).read().split()
                                              for u in (alice, bob)), timeout=60,
-                                 what="each netns reader's DataXceiver in its user's VNode")
+                                 what="each netns reader's DataXceiver in its user's VNode",
+                                 explain=lambda: placement_report(cluster, hdfs, readers))
                 time.sleep(1.0)
                 measured = rates(cluster, hdfs, [alice.name, bob.name], 4)
                 assert measured[alice.name] == pytest.approx(20 * MB, rel=0.10), measured
