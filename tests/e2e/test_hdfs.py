@@ -2,12 +2,14 @@
 priorities enforced on the DataNodes' disks, a priority flip followed within 3 s, and
 identity from a compute agent for clients on another (network-namespace) host."""
 
+import contextlib
 import os
 import pwd
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -59,17 +61,32 @@ def wait_until_every_user_reads_from_every_datanode(cluster: LocalCluster, hdfs,
     time.sleep(1.0)
 
 
+@contextlib.contextmanager
+def readers_of(hdfs, users: list[LocalUser], datanodes=None) -> Iterator[list[subprocess.Popen]]:
+    """Each user reads its file on each DataNode (`datanodes`, default all) through Hadoop's client;
+    the readers are killed on the way out."""
+    readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
+               for u in users for dn in (datanodes or hdfs.datanodes)]
+    try:
+        yield readers
+    finally:
+        for r in readers:
+            r.kill()
+            r.wait()
+
+
+def assert_split(measured: dict[str, float], expected: dict[str, float]) -> None:
+    for user, rate in expected.items():
+        assert measured[user] == pytest.approx(rate, rel=0.10), measured
+
+
 def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip():
     alice, bob = LocalUser("alice", 64_501, 4), LocalUser("bob", 64_502, 8)
     with hdfs_vnode_cluster(unique_name("hdfs"), [alice, bob], NODE_BW,
                             before_agents=write_user_files([alice, bob], 768 * MiB)) as (hdfs, cluster):
-        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
-                   for u in (alice, bob) for dn in hdfs.datanodes]
-        try:
+        with readers_of(hdfs, [alice, bob]) as readers:
             wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"], readers)
-            before = rates(cluster, hdfs, ["alice", "bob"], 6)
-            assert before["alice"] == pytest.approx(2 * 20 * MB, rel=0.10), before
-            assert before["bob"] == pytest.approx(2 * 40 * MB, rel=0.10), before
+            assert_split(rates(cluster, hdfs, ["alice", "bob"], 6), {"alice": 2 * 20 * MB, "bob": 2 * 40 * MB})
             cluster.vnodectl("set-priority", "alice", "8")
             cluster.vnodectl("set-priority", "bob", "4")
             flipped = time.monotonic()
@@ -80,16 +97,10 @@ def test_two_users_get_their_priority_shares_of_both_datanodes_and_follow_a_flip
                     followed = time.monotonic() - flipped
                     break
             assert followed is not None and followed <= 3.0, f"rates did not follow within 3 s: {now}"
-            after = rates(cluster, hdfs, ["alice", "bob"], 3)
-            assert after["alice"] == pytest.approx(80 * MB, rel=0.10), after
-            assert after["bob"] == pytest.approx(40 * MB, rel=0.10), after
+            assert_split(rates(cluster, hdfs, ["alice", "bob"], 3), {"alice": 80 * MB, "bob": 40 * MB})
             status = {u["name"]: u for u in cluster.status()["users"]}
             assert {n["node_id"]: n["target_read_bps"] for n in status["alice"]["nodes"]} == \
                 {"dn0": 40 * MB, "dn1": 40 * MB}
-        finally:
-            for r in readers:
-                r.kill()
-                r.wait()
 
 
 def test_a_datanode_that_loads_libhadoop_reads_ahead_outside_every_vnode_and_its_agent_says_so():
@@ -98,19 +109,13 @@ def test_a_datanode_that_loads_libhadoop_reads_ahead_outside_every_vnode_and_its
     alice, bob = LocalUser("alice", 64_501, 4), LocalUser("bob", 64_502, 8)
     with hdfs_vnode_cluster(unique_name("hdfs-native"), [alice, bob], NODE_BW, datanodes=1, native=True,
                             before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
-        dn = hdfs.datanodes[0]
-        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name) for u in (alice, bob)]
-        try:
-            def said():
-                (node,) = cluster.status()["nodes"]
-                return node["not_enforcing"] if not node["enforcing"] else None
+        def said():
+            (node,) = cluster.status()["nodes"]
+            return node["not_enforcing"] if not node["enforcing"] else None
+        with readers_of(hdfs, [alice, bob]):
             reason = cluster.wait_for(said, timeout=60, what="the agent saying the DataNode reads ahead in a pool")
-            assert f"DataNode {dn.pid} reads ahead in a thread pool" in reason
-            assert "dfs.datanode.readahead.bytes to 0" in reason
-        finally:
-            for r in readers:
-                r.kill()
-                r.wait()
+        assert f"DataNode {hdfs.datanodes[0].pid} reads ahead in a thread pool" in reason
+        assert "dfs.datanode.readahead.bytes to 0" in reason
 
 
 def test_with_libhadoop_and_the_datanodes_read_ahead_off_reads_split_by_priority():
@@ -119,18 +124,10 @@ def test_with_libhadoop_and_the_datanodes_read_ahead_off_reads_split_by_priority
     with hdfs_vnode_cluster(unique_name("hdfs-native"), [alice, bob], NODE_BW, native=True,
                             hdfs_site={"dfs.datanode.readahead.bytes": "0"},
                             before_agents=write_user_files([alice, bob], 512 * MiB)) as (hdfs, cluster):
-        readers = [hdfs.start_read(f"/{u.name}/on-{dn.id}.bin", as_uid=u.uid, hdfs_user=u.name)
-                   for u in (alice, bob) for dn in hdfs.datanodes]
-        try:
+        with readers_of(hdfs, [alice, bob]) as readers:
             wait_until_every_user_reads_from_every_datanode(cluster, hdfs, ["alice", "bob"], readers)
-            measured = rates(cluster, hdfs, ["alice", "bob"], 5)
-            assert measured["alice"] == pytest.approx(2 * 20 * MB, rel=0.10), measured
-            assert measured["bob"] == pytest.approx(2 * 40 * MB, rel=0.10), measured
+            assert_split(rates(cluster, hdfs, ["alice", "bob"], 5), {"alice": 2 * 20 * MB, "bob": 2 * 40 * MB})
             assert all(n["enforcing"] for n in cluster.status()["nodes"]), cluster.status()["nodes"]
-        finally:
-            for r in readers:
-                r.kill()
-                r.wait()
 
 
 def test_clients_on_another_host_are_identified_by_the_compute_agent():
