@@ -8,12 +8,14 @@ that DataNode's DataXceiver threads (found by pid).
 """
 
 import contextlib
-import os
 from collections.abc import Iterator
 
+from vnode_sync.agents.handlers.generic import thread_comm, threads_of
+from vnode_sync.agents.handlers.hdfs import HANDLER_COMM, RESPONDER_COMM
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
+from vnode_sync.kernel.procfs import read_text
 from vnode_sync.kernel.types import IoCounters
 from testbed.hdfs_cluster import DataNode, HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
@@ -103,13 +105,12 @@ def vnode_usage(cluster: LocalCluster, dn: DataNode, vnode: str) -> IoCounters:
 def handler_placement(dn: DataNode) -> list[tuple[int, str, str]]:
     """(tid, name, blkio cgroup) of each of the DataNode's threads that serve or spawn clients."""
     placed = []
-    task_dir = f"/proc/{dn.pid}/task"
-    for tid in sorted(int(t) for t in _listing(task_dir)):
-        comm = _text(f"{task_dir}/{tid}/comm").strip()
-        if comm.startswith(("DataXceiver", "PacketResponder", "org.apache.hado")):
-            blkio = next((line.split(":", 2)[2] for line in _text(f"{task_dir}/{tid}/cgroup").splitlines()
-                          if ":blkio:" in line), "?")
-            placed.append((tid, comm, blkio.strip()))
+    for tid in threads_of("/proc", dn.pid):
+        comm = thread_comm("/proc", dn.pid, tid) or ""
+        if comm.startswith((HANDLER_COMM, RESPONDER_COMM, "org.apache.hado")):
+            cgroups = read_text(f"/proc/{dn.pid}/task/{tid}/cgroup") or ""
+            blkio = next((line.split(":", 2)[2] for line in cgroups.splitlines() if ":blkio:" in line), "?")
+            placed.append((tid, comm, blkio))
     return placed
 
 
@@ -127,17 +128,3 @@ def placement_report(cluster: LocalCluster, hdfs: HdfsCluster, readers=()) -> st
         lines.append(f"agent {dn.id} log tail:\n{cluster.agent_log_tail(dn.id)}")
     return "\n".join(lines)
 
-
-def _listing(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def _text(path: str) -> str:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""

@@ -11,8 +11,10 @@ import yaml
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.server import create_server
+from testbed.loopdev import loop_device
 from testbed.names import TEST_PREFIX, unique_name  # noqa: F401 (re-exported for tests)
 from vnode_sync.coordinator.store import StateStore
+from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.backend import HostCgroups
 
 
@@ -94,3 +96,16 @@ def coordinator(tmp_path):
     """A coordinator served on a real loopback port; yields (cluster, channel, port)."""
     with served_coordinator(dict(COORDINATOR_CONFIG), tmp_path) as served:
         yield served
+
+
+@pytest.fixture
+def bfq_disk():
+    """A fresh loop device offering BFQ; its scheduler and request size put back after."""
+    if WHY_NO_KERNEL:
+        pytest.skip(WHY_NO_KERNEL)
+    with loop_device(unique_name("diskq")) as (path, _):
+        if "bfq" not in open(disk_queue.queue_dir(path) + "/scheduler").read():
+            pytest.skip("this kernel offers no BFQ for loop devices")
+        before = disk_queue.read_settings(path, ["max_sectors_kb"])
+        yield path
+        disk_queue.apply(path, [disk_queue.QueueSetting("scheduler", "none"), *before])

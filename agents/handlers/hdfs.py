@@ -334,6 +334,7 @@ class HdfsDiscovery:
             thread = self._threads.setdefault(tid, _Thread(tid, now))
             if thread.exiting:
                 continue
+            named = thread.comm
             if tid in changes.renamed:
                 thread.comm = changes.renamed[tid]
             elif (thread.comm is None or tid in changes.born or changes.lost
@@ -344,7 +345,7 @@ class HdfsDiscovery:
                     # Born with its creator's name: a DataXceiver's own thread (a PacketResponder)
                     # that the JVM has not named yet; its comm record follows.
                     thread.comm = ""
-            if thread.comm.startswith(READAHEAD_COMM) and self.reads_ahead_in_pool != pid:
+            if thread.comm != named and thread.comm.startswith(READAHEAD_COMM) and self.reads_ahead_in_pool != pid:
                 self.reads_ahead_in_pool = pid
                 log.error("hdfs discovery: %s", self.not_enforcing())
             if thread.comm != HANDLER_COMM:

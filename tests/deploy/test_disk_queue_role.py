@@ -11,7 +11,6 @@ import sys
 import pytest
 import yaml
 
-from testbed.loopdev import loop_device
 from tests.conftest import needs_kernel, unique_name
 from tests.deploy.test_ansible import ANSIBLE_DIR, WHY_NO_ANSIBLE, recap
 from vnode_sync.kernel import disk_queue
@@ -44,13 +43,8 @@ def run_role(tmp_path, device: str, settings: list[str], rule: str) -> subproces
 
 
 @pytest.fixture
-def disk():
-    with loop_device(unique_name("diskq-role")) as (path, _):
-        if "bfq" not in open(disk_queue.queue_dir(path) + "/scheduler").read():
-            pytest.skip("this kernel offers no BFQ for loop devices")
-        before = disk_queue.read_settings(path, ["max_sectors_kb"])
-        yield path
-        disk_queue.apply(path, [disk_queue.QueueSetting("scheduler", "none"), *before])
+def disk(bfq_disk):
+    return bfq_disk
 
 
 def test_the_storage_role_sets_the_disks_queue_now_and_by_udev_and_a_rerun_changes_nothing(tmp_path, disk):

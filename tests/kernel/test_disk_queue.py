@@ -6,8 +6,6 @@ import sys
 
 import pytest
 
-from testbed.loopdev import loop_device
-from tests.conftest import WHY_NO_KERNEL, unique_name
 from vnode_sync.errors import InvalidArgument, KernelError, NotFound
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.devices import device_number
@@ -19,15 +17,8 @@ KEYS = [s.key for s in INTERACTIVE_BFQ]
 
 
 @pytest.fixture
-def disk():
-    if WHY_NO_KERNEL:
-        pytest.skip(WHY_NO_KERNEL)
-    with loop_device(unique_name("diskq")) as (path, _):
-        if "bfq" not in open(disk_queue.queue_dir(path) + "/scheduler").read():
-            pytest.skip("this kernel offers no BFQ for loop devices")
-        before = disk_queue.read_settings(path, ["max_sectors_kb"])
-        yield path
-        disk_queue.apply(path, [QueueSetting("scheduler", "none"), *before])
+def disk(bfq_disk):
+    return bfq_disk
 
 
 def test_bfq_settings_for_interactive_users_are_written_in_order_and_a_second_run_changes_nothing(disk):

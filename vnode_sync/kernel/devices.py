@@ -23,13 +23,14 @@ def scheduler(dev: DeviceNumber, sys_root: str = "/sys") -> str | None:
     path = os.path.join(sys_root, "dev", "block", str(dev), "queue", "scheduler")
     try:
         with open(path) as f:
-            text = f.read()
+            return chosen_scheduler(f.read())
     except OSError:
         return None
-    for word in text.split():
-        if word.startswith("["):
-            return word.strip("[]")
-    return None
+
+
+def chosen_scheduler(text: str) -> str | None:
+    """The one in force, from a queue/scheduler file: "mq-deadline [bfq] none" -> "bfq"."""
+    return next((word.strip("[]") for word in text.split() if word.startswith("[")), None)
 
 
 def set_scheduler(dev: DeviceNumber, name: str, sys_root: str = "/sys") -> None:

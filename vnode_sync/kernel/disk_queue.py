@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 
 from vnode_sync.errors import InvalidArgument, KernelError, NotFound, VNodeSyncError
-from vnode_sync.kernel.devices import device_number
+from vnode_sync.kernel.devices import chosen_scheduler, device_number
 
 # Files of /sys/dev/block/MAJ:MIN/queue/ that may be set: nothing outside the queue directory.
 _KEY = re.compile(r"scheduler|max_sectors_kb|read_ahead_kb|nr_requests|iosched/[a-z_]{1,40}")
@@ -61,10 +61,7 @@ def read_setting(queue: str, key: str) -> str:
     """The value in force: for the scheduler, the bracketed one of the list the kernel prints."""
     with open(os.path.join(queue, key)) as f:
         text = f.read().strip()
-    if key == "scheduler":
-        chosen = [word.strip("[]") for word in text.split() if word.startswith("[")]
-        return chosen[0] if chosen else text
-    return text
+    return (chosen_scheduler(text) or text) if key == "scheduler" else text
 
 
 def read_settings(device: str, keys: list[str], sys_root: str = "/sys") -> list[QueueSetting]:
