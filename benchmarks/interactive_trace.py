@@ -21,7 +21,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from benchmarks.interactive_shares import ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, bob_busy, governed
+from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, bob_busy, governed,
+                                          key_values, queue_settings)
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-mbps", type=float, default=60.0)
     parser.add_argument("--readahead", type=int, default=None,
                         help="dfs.datanode.readahead.bytes (default: Hadoop's, 4 MiB)")
+    parser.add_argument("--queue", type=key_values, default={},
+                        help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("interactive_trace: needs root (loop devices, FUSE, cgroups)", file=sys.stderr)
@@ -127,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.readahead is not None:
         site["dfs.datanode.readahead.bytes"] = args.readahead
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
-          f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}", flush=True)
+          f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
+          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}", flush=True)
     alice_mb = len(POLICIES) * (args.transfers + 1) * args.size
     with cpu_priority(unique_name("itrace-cpu")), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk="paced",
@@ -139,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
         bob_blocks = block_files(hdfs) - before
         hdfs.evict_page_cache()
-        for policy in POLICIES:
-            run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
+        with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
+            for policy in POLICIES:
+                run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
     print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk = configured bandwidth; "
           f"her static share {args.disk_mbps * 8 / 12:.0f} MB/s, her weighted share 2/3 of R")
     return 0

@@ -24,8 +24,8 @@ final class Throttles {
     private volatile Policy policy;
     private final Charge defaultCharge;
     private final Map<String, Charge> users = new ConcurrentHashMap<>();
-    private final WeightedScheduler reads = new WeightedScheduler();
-    private final WeightedScheduler writes = new WeightedScheduler();
+    private final WeightedScheduler reads = WeightedScheduler.forReads();
+    private final WeightedScheduler writes = WeightedScheduler.forWrites();
 
     private final UserThrottler.Clock clock;
 

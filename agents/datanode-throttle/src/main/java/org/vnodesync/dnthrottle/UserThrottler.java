@@ -51,6 +51,9 @@ final class UserThrottler extends DataTransferThrottler {
         this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
         this.flow = charge.flow(direction);
         this.scheduler = scheduler;
+        if (direction == Direction.READ) {
+            scheduler.openingRead(flow, clock.nanoTime());
+        }
     }
 
     String user() {

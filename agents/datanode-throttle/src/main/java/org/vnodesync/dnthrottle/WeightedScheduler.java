@@ -37,6 +37,20 @@ final class WeightedScheduler {
     static final long LEAST_SLEEP_NS = 1_000_000L;
     /** What a flow back from a pause may take at once: this long at its share (as RateBucket's burst). */
     static final long CREDIT_NS = RateBucket.BURST_NS;
+    /**
+     * While a reader back from a pause spends its credit, the other readers' weighted packets wait
+     * (as a token bucket's burst goes at the node's speed while a cap holds the others): their reads
+     * would otherwise queue in the disk ahead of its own, where the DataNode cannot reorder them.
+     * The wait ends when its credit is spent, its op ends, or no packet of it arrived for this long,
+     * so a flow that trickles holds nobody for more than this after each pause. Writes land in the
+     * page cache, where nothing of the others' is served first: no wait there.
+     */
+    static final long BURST_QUIET_NS = 10_000_000L;
+    /**
+     * A read opened after a pause starts its burst before its first packet is read, and holds the
+     * others at most this long for it (the disk may first serve what they queued before).
+     */
+    static final long BURST_FIRST_NS = 50_000_000L;
     /** Another flow's packet arrived within this: the arriving one is a second active flow. */
     static final long SECOND_FLOW_NS = 50_000_000L;
 
@@ -86,6 +100,7 @@ final class WeightedScheduler {
         }
     }
 
+    private final boolean burstsHold;   // reads: a burst holds the others (BURST_QUIET_NS)
     private final Object lock = new Object();
     private Flow[] heap = new Flow[16];
     private int size;
@@ -96,6 +111,9 @@ final class WeightedScheduler {
     private double backloggedWeight;
     private volatile long rate;        // R, bytes/s; 0: no weights
     private long sharedRate;           // R the moment a second flow is active (<= rate)
+    private volatile Flow burstFlow;   // the flow spending its credit with the others held (null: none)
+    private long burstEndNs;           // when its credit would be spent at R
+    private long burstFirstNs;         // until when the others wait for its first packet (an opened read)
     private Flow lastFlow;             // the flow of the last arrival, and when it was
     private long lastFlowNs;
     private long bytes;
@@ -106,6 +124,18 @@ final class WeightedScheduler {
     private Flow[] counted = new Flow[16];   // those flows
     private long intervalStartNs;
     private int intervals;             // intervals taken so far (Flow.interval marks the last it was counted in)
+
+    private WeightedScheduler(boolean burstsHold) {
+        this.burstsHold = burstsHold;
+    }
+
+    static WeightedScheduler forReads() {
+        return new WeightedScheduler(true);
+    }
+
+    static WeightedScheduler forWrites() {
+        return new WeightedScheduler(false);
+    }
 
     long rate() {
         return rate;
@@ -217,7 +247,10 @@ final class WeightedScheduler {
                 ticket.arriving = 0;
                 return r > 0 && flow.weight > 0 ? arrive(flow, bytes, now, ticket, r) : now;
             }
-            return r > 0 && ticket.epoch == epoch ? dueOf(ticket.start, now, r) : now;
+            if (r <= 0) {
+                return now;
+            }
+            return Math.max(ticket.epoch == epoch ? dueOf(ticket.start, now, r) : now, burstHold(flow, now));
         }
     }
 
@@ -233,20 +266,11 @@ final class WeightedScheduler {
         if (flow.backlogged()) {
             start = Math.max(virtualTime, flow.finish);
         } else {
-            if (sharedRate < r && lastFlow != flow && lastFlow != null && now - lastFlowNs < SECOND_FLOW_NS
-                    && sharedRate > 0) {
-                // A second flow while another is active (a flow alone at an R above what the node
-                // delivers is rarely backlogged: V passes it between its packets): R back at once to
-                // what the node delivers to several.
-                rate = r = sharedRate;
-            }
+            r = comeBack(flow, now, r);
             start = virtualTime;
-            if (now - flow.lastArrivalNs >= CREDIT_NS) {
-                // Back after a pause (no packet for CREDIT_NS; a flow that only fell behind for a moment
-                // gets nothing): CREDIT_NS at its share is its to take at once, as a token bucket's
-                // burst is, so a short transfer after an idle spell is no slower than under a cap.
-                flow.credit = (long) (CREDIT_NS / 1e9 * r * flow.weight / (backloggedWeight + flow.weight));
-            }
+        }
+        if (burstFlow == flow) {
+            burstFirstNs = 0;
         }
         flow.lastArrivalNs = now;
         lastFlow = flow;
@@ -256,6 +280,9 @@ final class WeightedScheduler {
             // Served from its credit: like a floor, outside the weights, and the virtual server spends
             // bytes / R on it, so the others are held back for it and not the other way round.
             flow.credit -= bytes;
+            if (flow.credit <= 0 && burstFlow == flow) {
+                burstFlow = null;
+            }
             serverNs = Math.max(serverNs, now) + nanos(bytes, r);
             ticket.charged = 0;
             ticket.whole = false;
@@ -272,7 +299,7 @@ final class WeightedScheduler {
         ticket.charged = charge;
         ticket.whole = charge >= bytes;
         ticket.epoch = epoch;
-        long weightDue = dueOf(start, now, r);
+        long weightDue = Math.max(dueOf(start, now, r), burstHold(flow, now));
         long floorDue = flow.floor.unlimited() ? Long.MAX_VALUE : now + flow.floor.reserve(bytes, now);
         if (floorDue < weightDue) {
             recharge(flow, ticket, 0);
@@ -286,6 +313,57 @@ final class WeightedScheduler {
             heldNs += weightDue - now;
         }
         return weightDue;
+    }
+
+    /**
+     * FLOW, not backlogged, sends again at NOW: R as it is for several flows, and its credit if it is
+     * back from a pause. Returns R.
+     */
+    private long comeBack(Flow flow, long now, long r) {
+        if (sharedRate < r && lastFlow != flow && lastFlow != null && now - lastFlowNs < SECOND_FLOW_NS
+                && sharedRate > 0) {
+            // A second flow while another is active (a flow alone at an R above what the node
+            // delivers is rarely backlogged: V passes it between its packets): R back at once to
+            // what the node delivers to several.
+            rate = r = sharedRate;
+        }
+        if (now - flow.lastArrivalNs >= CREDIT_NS) {
+            // Back after a pause (no packet for CREDIT_NS; a flow that only fell behind for a moment
+            // gets nothing): CREDIT_NS at its share is its to take at once, as a token bucket's
+            // burst is, so a short transfer after an idle spell is no slower than under a cap.
+            flow.credit = (long) (CREDIT_NS / 1e9 * r * flow.weight / (backloggedWeight + flow.weight));
+            if (flow.credit > 0 && burstsHold) {
+                burstFlow = flow;
+                burstEndNs = now + nanos(flow.credit, r);
+                burstFirstNs = 0;
+            }
+        }
+        return r;
+    }
+
+    /**
+     * FLOW opens a read at NOW, before its first packet is read: a flow back from a pause starts its
+     * burst here, so the others' reads do not queue in the disk ahead of that packet's. (Not for
+     * writes: a write's first packet waits for its client, which the others must not wait for.)
+     */
+    void openingRead(Flow flow, long now) {
+        if (rate <= 0 || flow.weight <= 0) {
+            return;
+        }
+        synchronized (lock) {
+            long r = rate;
+            advance(now);
+            if (r <= 0 || flow.backlogged() || now - flow.lastArrivalNs < CREDIT_NS) {
+                return;
+            }
+            comeBack(flow, now, r);
+            if (burstFlow == flow) {
+                burstFirstNs = now + BURST_FIRST_NS;
+            }
+            flow.lastArrivalNs = now;
+            lastFlow = flow;
+            lastFlowNs = now;
+        }
     }
 
     private void samplePace(Flow flow, Ticket ticket, long bytes, long now) {
@@ -331,13 +409,19 @@ final class WeightedScheduler {
         return Math.max(1, Math.round(bytes * Math.max(LEAST_PRECHARGE, Math.min(1, fraction))));
     }
 
-    /** The op of TICKET moved its last packet: what was charged for a next one is given back. */
+    /**
+     * The op of TICKET moved its last packet: what was charged for a next one is given back, and a
+     * burst of its flow ends (the others go on at once rather than after BURST_QUIET_NS).
+     */
     void release(Flow flow, Ticket ticket) {
-        if (ticket.charged == 0) {
+        if (ticket.charged == 0 && burstFlow != flow) {
             return;
         }
         synchronized (lock) {
             recharge(flow, ticket, 0);
+            if (burstFlow == flow) {
+                burstFlow = null;
+            }
         }
     }
 
@@ -447,6 +531,20 @@ final class WeightedScheduler {
             backloggedWeight = 0;
             epoch++;
         }
+    }
+
+    /** Until when FLOW's weighted packets wait for another flow's burst (NOW or earlier: they do not). */
+    private long burstHold(Flow flow, long now) {
+        Flow bursting = burstFlow;
+        if (bursting == null || bursting == flow) {
+            return now;
+        }
+        long end = Math.min(burstEndNs, Math.max(bursting.lastArrivalNs + BURST_QUIET_NS, burstFirstNs));
+        if (end <= now) {
+            burstFlow = null;
+            return now;
+        }
+        return end;
     }
 
     /** When V reaches START, if the backlogged set stays as it is (a flow leaving only makes it sooner). */

@@ -157,7 +157,7 @@ class SchedulerTest {
 
     @Test
     void aSecondFlowMeetsTheSharedRAtItsFirstPacket() {
-        WeightedScheduler scheduler = new WeightedScheduler();
+        WeightedScheduler scheduler = WeightedScheduler.forReads();
         Flow alice = new Flow("alice");
         Flow bob = new Flow("bob");
         scheduler.setWeight(alice, 8);
@@ -171,6 +171,107 @@ class SchedulerTest {
         assertEquals(66_000_000L, scheduler.rate(), "one flow: R as it climbed");
         scheduler.admit(alice, SimulatedNode.PACKET, now + 1000, new WeightedScheduler.Ticket());
         assertEquals(57_000_000L, scheduler.rate(), "a second flow: the shared R at once");
+    }
+
+    /** bob (4) backlogged alone on a scheduler at R = 60 MB/s until NOW; alice (8) has been idle. */
+    private static final class Burst {
+        final WeightedScheduler scheduler;
+        final Flow alice = new Flow("alice");
+        final Flow bob = new Flow("bob");
+        final WeightedScheduler.Ticket alices = new WeightedScheduler.Ticket();
+        final WeightedScheduler.Ticket bobs = new WeightedScheduler.Ticket();
+        long now = 1_000_000_000L;
+
+        Burst(long bobsFloor) {
+            this(WeightedScheduler.forReads(), bobsFloor);
+        }
+
+        Burst(WeightedScheduler scheduler, long bobsFloor) {
+            this.scheduler = scheduler;
+            scheduler.setWeight(alice, 8);
+            scheduler.setWeight(bob, 4);
+            bob.floor.setRate(bobsFloor);
+            scheduler.setRate(60_000_000L, 0);
+            for (int i = 0; i < 200; i++) {   // past the credit of his own first packets
+                now = Math.max(now + 1000, scheduler.admit(bob, SimulatedNode.PACKET, now, bobs));
+            }
+        }
+    }
+
+    @Test
+    void whileAFlowBackFromAPauseSpendsItsCreditTheOthersWait() {
+        Burst b = new Burst(0);
+        long back = b.now;
+        assertEquals(back, b.scheduler.admit(b.alice, SimulatedNode.PACKET, back, b.alices), "hers go at once");
+        assertEquals(back + WeightedScheduler.BURST_QUIET_NS,
+                b.scheduler.admit(b.bob, SimulatedNode.PACKET, back + 1000, b.bobs), "his wait for her next");
+        long next = back + 1_000_000L;
+        assertEquals(next, b.scheduler.admit(b.alice, SimulatedNode.PACKET, next, b.alices));
+        assertEquals(next + WeightedScheduler.BURST_QUIET_NS, b.scheduler.recheck(b.bob, next + 1000, b.bobs),
+                "each of hers keeps him waiting");
+    }
+
+    @Test
+    void aBurstEndsWhenTheFlowGoesQuietItsOpEndsOrItsCreditIsSpent() {
+        // Quiet: no packet of hers for BURST_QUIET_NS.
+        Burst quiet = new Burst(0);
+        quiet.scheduler.admit(quiet.alice, SimulatedNode.PACKET, quiet.now, quiet.alices);
+        long due = quiet.scheduler.admit(quiet.bob, SimulatedNode.PACKET, quiet.now + 1000, quiet.bobs);
+        long after = quiet.now + WeightedScheduler.BURST_QUIET_NS;
+        assertTrue(quiet.scheduler.recheck(quiet.bob, after, quiet.bobs) < after + WeightedScheduler.LEAST_SLEEP_NS,
+                "after her quiet spell he goes on by his weight; held until " + due);
+
+        // Her op ends: he goes on at once, not after the quiet spell.
+        Burst ended = new Burst(0);
+        ended.scheduler.admit(ended.alice, SimulatedNode.PACKET, ended.now, ended.alices);
+        ended.scheduler.admit(ended.bob, SimulatedNode.PACKET, ended.now + 1000, ended.bobs);
+        ended.scheduler.release(ended.alice, ended.alices);
+        long soon = ended.now + 2_000_000L;
+        assertTrue(ended.scheduler.recheck(ended.bob, soon, ended.bobs) < soon + WeightedScheduler.LEAST_SLEEP_NS,
+                "her transfer is over");
+
+        // Her credit spent: she goes by her weight and he by his, side by side.
+        Burst spent = new Burst(0);
+        long t = spent.now;
+        int packets = 0;
+        while (spent.scheduler.admit(spent.alice, SimulatedNode.PACKET, t, spent.alices) == t) {
+            t += 1_000_000L;
+            packets++;
+        }
+        assertTrue(packets >= 2, "her credit lasted " + packets + " packets");
+        long bobsDue = spent.scheduler.admit(spent.bob, SimulatedNode.PACKET, t + 1000, spent.bobs);
+        assertTrue(bobsDue < t + WeightedScheduler.BURST_QUIET_NS, "held only by weight now: " + (bobsDue - t));
+    }
+
+    @Test
+    void aReadOpenedAfterAPauseHoldsTheOthersForItsFirstPacket() {
+        Burst b = new Burst(0);
+        long opened = b.now;
+        b.scheduler.openingRead(b.alice, opened);
+        long held = b.scheduler.admit(b.bob, SimulatedNode.PACKET, opened + 1000, b.bobs);
+        assertEquals(opened + WeightedScheduler.BURST_FIRST_NS, held, "his wait for her first packet");
+        long first = opened + 20_000_000L;   // read from the disk behind what he had queued
+        assertEquals(first, b.scheduler.admit(b.alice, SimulatedNode.PACKET, first, b.alices), "from her credit");
+        assertEquals(first + WeightedScheduler.BURST_QUIET_NS, b.scheduler.recheck(b.bob, first + 1000, b.bobs),
+                "then as for any burst: until her next packet is late");
+    }
+
+    @Test
+    void aWriterBackFromAPauseHoldsNobody() {
+        Burst b = new Burst(WeightedScheduler.forWrites(), 0);
+        long back = b.now;
+        assertEquals(back, b.scheduler.admit(b.alice, SimulatedNode.PACKET, back, b.alices), "hers go at once");
+        long due = b.scheduler.admit(b.bob, SimulatedNode.PACKET, back + 1000, b.bobs);
+        assertTrue(due < back + WeightedScheduler.BURST_QUIET_NS, "his by weight: " + (due - back));
+    }
+
+    @Test
+    void aBurstDoesNotHoldAFloor() {
+        Burst b = new Burst(30_000_000L);
+        long back = b.now;
+        b.scheduler.admit(b.alice, SimulatedNode.PACKET, back, b.alices);
+        long due = b.scheduler.admit(b.bob, SimulatedNode.PACKET, back + 1000, b.bobs);
+        assertTrue(due < back + WeightedScheduler.BURST_QUIET_NS, "his floor lets him go: " + (due - back));
     }
 
     @Test
