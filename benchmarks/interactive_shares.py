@@ -58,6 +58,7 @@ ALICE, BOB = LocalUser("alice", 64_731, 8), LocalUser("bob", 64_732, 4)
 # rate re-setting loop needs to be at its best.
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 BOB_FILE_MB = 1024
+BOB_WRITE_FILES = 4
 PHASES = ("alone", "beside bob")
 
 
@@ -129,7 +130,9 @@ def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: floa
                                     write_bytes=size_mb * MiB if direction == "write" else 0)
     out, err = client.communicate(timeout=900)
     if client.returncode != 0:
-        raise RuntimeError(f"alice's client failed: {err[-2000:]}")
+        cause = next((line for line in err.splitlines() if "Exception" in line and not line.startswith("\tat ")),
+                     err[-2000:])
+        raise RuntimeError(f"alice's client failed: {cause}")
     times = [Transfer.parse(line).seconds for line in out.splitlines() if line.startswith("{")]
     return times[1:]   # the first one also pays for the client's cold start (class loading, JIT)
 
@@ -151,8 +154,9 @@ def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered:
     if direction == "read":
         bob = hdfs.start_read("/bob/big.bin", as_uid=BOB.uid, hdfs_user=BOB.name, seconds=3600)
     else:
-        bob = hdfs.start_interactive([f"/bob/w{i}.bin" for i in range(1000)], 0, as_uid=BOB.uid, hdfs_user=BOB.name,
-                                     write_bytes=256 * MiB)
+        # Over a few names, each write replacing the one before: a disk that fills up fails the run.
+        bob = hdfs.start_interactive([f"/bob/w{i % BOB_WRITE_FILES}.bin" for i in range(1000)], 0, as_uid=BOB.uid,
+                                     hdfs_user=BOB.name, write_bytes=256 * MiB)
     try:
         with CacheDropper(bob_blocks):
             time.sleep(5)   # past its JVM start and its first blocks
@@ -233,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bfq", type=key_values, default={},
                         help="blkio-v1 wc-weights: BFQ tunables of the loop device, e.g. timeout_sync=16")
     parser.add_argument("--hdfs-site", type=key_values, default={},
-                        help="extra hdfs-site.xml settings of the DataNode, e.g. dfs.datanode.readahead.bytes=0")
+                        help="extra hdfs-site.xml settings of every daemon and client, e.g. dfs.datanode.readahead.bytes=0")
     parser.add_argument("--native", action="store_true",
                         help="the DataNode loads libhadoop, as production ones do: its own read-ahead "
                              "(dfs.datanode.readahead.bytes) works only then")

@@ -343,8 +343,7 @@ final class WeightedScheduler {
 
     /**
      * FLOW opens a read at NOW, before its first packet is read: a flow back from a pause starts its
-     * burst here, so the others' reads do not queue in the disk ahead of that packet's. (Not for
-     * writes: a write's first packet waits for its client, which the others must not wait for.)
+     * burst here, so the others' reads do not queue in the disk ahead of that packet's.
      */
     void openingRead(Flow flow, long now) {
         if (rate <= 0 || flow.weight <= 0) {
