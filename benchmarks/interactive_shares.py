@@ -148,6 +148,14 @@ def moved_bytes(hdfs: HdfsCluster, direction: str) -> int:
     return int(fields[2 if direction == "read" else 6]) * 512
 
 
+def alice_waited_ns(hdfs: HdfsCluster, direction: str) -> int:
+    """What alice's packets have waited in the DataNode's scheduler so far (ns; 0 without its Java agent)."""
+    if not hdfs.datanode_throttle:
+        return 0
+    alice = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0])).stats().users.get(ALICE.name)
+    return getattr(alice, f"{direction}_wait_ns") if alice else 0
+
+
 @contextlib.contextmanager
 def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered: list[float]) -> Iterator[None]:
     """bob moves data without pause; `delivered` gets what the DataNode moved for him alone (bytes/s, 2 s)."""
@@ -179,11 +187,15 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
             with busy:
                 for size in args.sizes:
                     files = alice_files(policy, phase, size, args.rounds + 1)
+                    waited = alice_waited_ns(hdfs, args.direction)
                     times = alice_transfers(hdfs, files, size, args.gap, args.direction)
+                    waited = (alice_waited_ns(hdfs, args.direction) - waited) / len(files)
                     results[(phase, size)] = times
                     print(f"  {policy} {phase} {size} MiB: p50 {statistics.median(times) * 1000:.0f} ms, "
                           f"p99 {percentile(times, 99) * 1000:.0f} ms, "
-                          f"all {' '.join(f'{t * 1000:.0f}' for t in times)}", flush=True)
+                          f"all {' '.join(f'{t * 1000:.0f}' for t in times)}"
+                          + (f"; her packets waited {waited / 1e6:.0f} ms a transfer in the DataNode's scheduler"
+                             if hdfs.datanode_throttle else ""), flush=True)
     results["delivered"] = delivered[0] if delivered else 0.0
     return results
 
