@@ -137,12 +137,16 @@ def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: floa
     return times[1:]   # the first one also pays for the client's cold start (class loading, JIT)
 
 
+def datanode_users(hdfs: HdfsCluster) -> dict:
+    """Each user's counters in the DataNode's Java agent."""
+    return ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0])).stats().users
+
+
 def moved_bytes(hdfs: HdfsCluster, direction: str) -> int:
     """Bytes the DataNode has moved so far in `direction`: its Java agent's count of every user's, or
     (no agent) its disk's as the kernel counts them."""
     if hdfs.datanode_throttle:
-        users = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0])).stats().users.values()
-        return sum(getattr(u, f"{direction}_bytes") for u in users)
+        return sum(getattr(u, f"{direction}_bytes") for u in datanode_users(hdfs).values())
     with open(f"/sys/dev/block/{hdfs.datanodes[0].device_number}/stat") as f:
         fields = f.read().split()
     return int(fields[2 if direction == "read" else 6]) * 512
@@ -152,7 +156,7 @@ def alice_waited_ns(hdfs: HdfsCluster, direction: str) -> int:
     """What alice's packets have waited in the DataNode's scheduler so far (ns; 0 without its Java agent)."""
     if not hdfs.datanode_throttle:
         return 0
-    alice = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0])).stats().users.get(ALICE.name)
+    alice = datanode_users(hdfs).get(ALICE.name)
     return getattr(alice, f"{direction}_wait_ns") if alice else 0
 
 

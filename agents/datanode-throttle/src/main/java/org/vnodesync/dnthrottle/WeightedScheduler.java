@@ -272,9 +272,7 @@ final class WeightedScheduler {
         if (burstFlow == flow) {
             burstFirstNs = 0;
         }
-        flow.lastArrivalNs = now;
-        lastFlow = flow;
-        lastFlowNs = now;
+        arrived(flow, now);
         long charge = precharge(flow, ticket, bytes, r);
         if (flow.credit > 0) {
             // Served from its credit: like a floor, outside the weights, and the virtual server spends
@@ -359,10 +357,15 @@ final class WeightedScheduler {
             if (burstFlow == flow) {
                 burstFirstNs = now + BURST_FIRST_NS;
             }
-            flow.lastArrivalNs = now;
-            lastFlow = flow;
-            lastFlowNs = now;
+            arrived(flow, now);
         }
+    }
+
+    /** FLOW sent at NOW: the last arrival, its own and the node's. */
+    private void arrived(Flow flow, long now) {
+        flow.lastArrivalNs = now;
+        lastFlow = flow;
+        lastFlowNs = now;
     }
 
     private void samplePace(Flow flow, Ticket ticket, long bytes, long now) {
