@@ -26,9 +26,11 @@ import argparse
 import contextlib
 import os
 import shutil
+import json
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 
@@ -47,6 +49,7 @@ MiB = 1 << 20
 POLICIES = ("static", "wc-rates", "wc-weights", "wc-weights, coordinator stopped")
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 LEND_SECONDS = 8.0
+TRACE_SECONDS = 0.5
 
 
 class Run:
@@ -134,6 +137,52 @@ class Run:
         return out
 
 
+class Trace:
+    """With --trace: every TRACE_SECONDS, one JSON line of what each DataNode counted per user (bytes and
+    scheduler waits, the node's R) and, while the coordinator answers, what it gave and took as each
+    user's demand on each node; the agents' and coordinator's logs are kept in FILE.POLICY-logs/. A run that goes
+    wrong (a user starved) can then be read afterwards."""
+
+    def __init__(self, path: str, run: "Run", cluster: LocalCluster, policy: str):
+        self.path, self.run, self.cluster, self.policy = path, run, cluster, policy
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, name="bulk-trace", daemon=True)
+
+    def __enter__(self) -> "Trace":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        logs = f"{self.path}.{self.policy.replace(' ', '').replace(',', '-')}-logs"
+        os.makedirs(logs, exist_ok=True)
+        for name in os.listdir(self.cluster.workdir):   # logs and configs; state files come and go under us
+            if name.endswith((".log", ".yaml")):
+                shutil.copy(os.path.join(self.cluster.workdir, name), logs)
+
+    def _sample(self) -> None:
+        started = time.monotonic()
+        with open(self.path, "a") as out:
+            while not self.done.wait(TRACE_SECONDS):
+                line = {"policy": self.policy, "t": round(time.monotonic() - started, 2), "dn": {}}
+                for dn, channel in self.run.channels.items():
+                    try:
+                        stats = channel.stats()
+                    except Exception as e:   # a DataNode busy or gone: the line says so
+                        line["dn"][dn] = str(e)
+                        continue
+                    line["dn"][dn] = {"node": stats.node, "users": {
+                        role: vars(stats.users[u.name]) for role, u in self.run.users.items() if u.name in stats.users}}
+                if self.cluster.coordinator is not None and self.cluster.coordinator.poll() is None:
+                    try:
+                        line["given"] = {u["name"]: u.get("nodes") for u in self.cluster.status()["users"]}
+                    except Exception as e:
+                        line["given"] = str(e)
+                out.write(json.dumps(line) + "\n")
+                out.flush()
+
+
 @contextlib.contextmanager
 def governed(hdfs: HdfsCluster, name: str, users: list[LocalUser], policy: str, bw: int) -> Iterator[LocalCluster]:
     nodes = [LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid},
@@ -186,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-mbps", type=float, default=60.0)
     parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
+                        "the agents' and coordinator's logs to FILE.POLICY-logs/")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bulk_shares: needs root (cgroups, loop devices, FUSE, Unix users)", file=sys.stderr)
@@ -218,10 +269,12 @@ def main(argv: list[str] | None = None) -> int:
             for user in users.values():
                 hdfs.shell("-mkdir", "-p", f"/{user.name}", hdfs_user=user.name)   # -put makes no parent
             for policy in args.policies.split(","):
-                with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw), CacheDropper(read_blocks):
+                with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw) as cluster, \
+                        CacheDropper(read_blocks):
                     run = Run(hdfs, users, args.direction, bw, sources)
                     try:
-                        r = run.scenario()
+                        with Trace(args.trace, run, cluster, policy) if args.trace else contextlib.nullcontext():
+                            r = run.scenario()
                     finally:
                         for name in list(run.clients):
                             run.stop(name)

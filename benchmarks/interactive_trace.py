@@ -1,24 +1,31 @@
 """Where an interactive user's time goes beside a backlogged one: R and each user's MB/s every 0.1 s.
 
 benchmarks.interactive_shares gives the transfer times; this shows their inside. bob reads one
-large file without pause; alice reads N files of one size with idle gaps between them; a
-sampler reads the DataNode's Java agent (STATS) every 0.1 s. Per policy it prints the trace
-and, over alice's transfers, what she and bob moved in each transfer's first 0.2 s and after,
-so a slow start (her first packets queued in the disk behind bob's) is told from a wrong
-steady split. static is the baseline, run first on the same cluster.
+large file without pause (writes, with --direction write); alice reads (writes) N files of one
+size with idle gaps between them; a sampler reads the DataNode's Java agent (STATS) every 0.1 s.
+Per policy it prints the trace and, over alice's transfers, what she and bob moved in each
+transfer's first 0.2 s and after, so a slow start (her first packets queued in the disk behind
+bob's) is told from a wrong steady split. Writes also show the disk's dirty page cache (the
+kernel's per-device counters in debugfs, mounted for the run if it is not), which the kernel
+paces every writer by alike once it passes the device's limit. static is the baseline, run first
+on the same cluster.
 
     .venv/bin/python -m benchmarks.interactive_trace --size 4 --transfers 5
     .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
+    .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4
 
 Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup.d).
 """
 
 import argparse
+import contextlib
 import os
+import subprocess
 import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, bob_busy, governed,
@@ -43,19 +50,49 @@ class Sample:
     alice_mbps: float
     bob_mbps: float
     disk_busy: float
+    dirty_mb: float | None = None   # the device's dirty and writeback page cache (writes only)
 
 
-def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sample]) -> None:
+DEBUGFS = "/sys/kernel/debug"
+
+
+@contextlib.contextmanager
+def debugfs() -> Iterator[None]:
+    """debugfs mounted for the block of the `with`, unmounted after if it was not mounted before."""
+    mounted = os.path.isdir(os.path.join(DEBUGFS, "bdi"))
+    if not mounted:
+        subprocess.run(["mount", "-t", "debugfs", "debugfs", DEBUGFS], check=True)
+    try:
+        yield
+    finally:
+        if not mounted:
+            subprocess.run(["umount", DEBUGFS], check=False)
+
+
+def dirty_mb(device_number: str) -> float | None:
+    """The device's dirty plus writeback page cache (MB), from the kernel's per-bdi stats."""
+    try:
+        with open(os.path.join(DEBUGFS, "bdi", device_number, "stats")) as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return None
+    kb = sum(int(fields[k].split()[0]) for k in ("BdiDirty", "BdiWriteback") if k in fields)
+    return kb * 1024 / MB
+
+
+def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sample], direction: str,
+                 device_number: str | None) -> None:
     began, last = time.monotonic(), None
     while not stop.is_set():
         stats, now = channel.stats(), time.monotonic()
         users = stats.users
-        moved = (now, *(users[name].read_bytes if name in users else 0 for name in (ALICE.name, BOB.name)))
+        moved = (now, *(getattr(users[name], f"{direction}_bytes") if name in users else 0
+                        for name in (ALICE.name, BOB.name)))
         if last is not None:
             seconds = moved[0] - last[0]
-            into.append(Sample(now - began, stats.node.get("read_rate_bps", 0) / MB,
+            into.append(Sample(now - began, stats.node.get(f"{direction}_rate_bps", 0) / MB,
                                (moved[1] - last[1]) / seconds / MB, (moved[2] - last[2]) / seconds / MB,
-                               stats.node.get("disk_busy", 0)))
+                               stats.node.get("disk_busy", 0), dirty_mb(device_number) if device_number else None))
         last = moved
         time.sleep(SAMPLE_SECONDS)
 
@@ -80,13 +117,15 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
     bob_alone: list[float] = []
     samples: list[Sample] = []
+    device = str(hdfs.datanodes[0].device_number) if args.direction == "write" else None
     with governed(hdfs, name, policy, "datanode-throttle", int(args.disk_mbps * MB), {}), \
-            bob_busy(hdfs, "read", bob_blocks, bob_alone):
+            bob_busy(hdfs, args.direction, bob_blocks, bob_alone):
         stop = threading.Event()
-        sampler = threading.Thread(target=sample_until, args=(channel, stop, samples), daemon=True)
+        sampler = threading.Thread(target=sample_until, args=(channel, stop, samples, args.direction, device),
+                                   daemon=True)
         sampler.start()
         try:
-            times = alice_transfers(hdfs, files, args.size, args.gap, "read")
+            times = alice_transfers(hdfs, files, args.size, args.gap, args.direction)
         finally:
             stop.set()
             sampler.join()
@@ -98,17 +137,19 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     print(f"  each transfer's first {START_SAMPLES * SAMPLE_SECONDS:.1f} s: alice {mean([s.alice_mbps for s in start]):.1f} "
           f"MB/s, bob {mean([s.bob_mbps for s in start]):.1f}; after: alice {mean([s.alice_mbps for s in rest]):.1f}, "
           f"bob {mean([s.bob_mbps for s in rest]):.1f} ({len(runs)} transfers seen)")
-    print("  trace (s, R, alice, bob MB/s, disk busy), alice's transfers and 0.2 s either side:")
+    print(f"  trace (s, R, alice, bob MB/s, disk busy{', dirty MB' if device else ''}), alice's transfers and "
+          f"0.2 s either side:")
     near = {i for i, s in enumerate(samples) if s.alice_mbps > MOVING_MBPS}
     shown = sorted({j for i in near for j in range(i - 2, i + 3) if 0 <= j < len(samples)})
     for i in shown:
         s = samples[i]
         print(f"    {s.seconds:5.1f}  R {s.rate_mbps:5.1f}  alice {s.alice_mbps:5.1f}  bob {s.bob_mbps:5.1f}  "
-              f"disk {s.disk_busy:.2f}")
+              f"disk {s.disk_busy:.2f}" + (f"  dirty {s.dirty_mb:5.1f}" if s.dirty_mb is not None else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--direction", choices=("read", "write"), default="read")
     parser.add_argument("--size", type=int, default=16, help="alice's file size, MiB")
     parser.add_argument("--transfers", type=int, default=5)
     parser.add_argument("--gap", type=float, default=1.5, help="alice's idle seconds between transfers")
@@ -129,15 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     site = {"dfs.block.access.token.enable": "true"}
     if args.readahead is not None:
         site["dfs.datanode.readahead.bytes"] = args.readahead
+    if args.direction == "write":   # as interactive_shares' write runs: the client's 400 ms first retry is not the edge's
+        site["dfs.client.block.write.locateFollowingBlock.initial.delay.ms"] = 20
+    writes = args.direction == "write"
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
           f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}", flush=True)
     alice_mb = len(POLICIES) * (args.transfers + 1) * args.size
-    with cpu_priority(unique_name("itrace-cpu")), \
-            HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk="paced",
-                        disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=datanode_throttle_jar()) as hdfs:
+    with cpu_priority(unique_name("itrace-cpu")), debugfs() if writes else contextlib.nullcontext(), \
+            HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)),
+                        disk="paced-rw" if writes else "paced", disk_read_mbps=args.disk_mbps, hdfs_site=site,
+                        datanode_throttle=datanode_throttle_jar()) as hdfs:
         files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in POLICIES}
-        for path in (p for paths in files.values() for p in paths):
+        for path in (p for paths in files.values() for p in paths if not writes):
             hdfs.write_file(path, args.size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
         before = block_files(hdfs)
         hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)

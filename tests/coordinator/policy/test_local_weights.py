@@ -7,7 +7,7 @@ import pytest
 
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
-from vnode_sync.coordinator.policy.local_weights import local_weights
+from vnode_sync.coordinator.policy.local_weights import HELD_LEAST, local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
 from vnode_sync.errors import InvalidArgument
 
@@ -191,3 +191,13 @@ def test_a_user_held_where_it_moved_nothing_keeps_its_standby_weight_there_rathe
     step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT, held=held)
     assert step.weight[1, 0] == pytest.approx(4.0, rel=1e-3)
     assert step.weight[1, 0] > 0.2 * step.weight[0, 0]
+
+
+def test_a_user_held_where_it_moved_a_trickle_is_counted_on_for_a_part_of_the_resource_not_the_trickle():
+    """bob's writes, just back, moved 20 KB/s on dn1 in the span (his first bytes fell at its end) and
+    waited there: a weight for 20 KB/s would have dn1 serve one 64 KiB packet of his in seconds."""
+    demand = np.array([[INF, INF], [7 * MB, 20_000.0]])
+    held = np.array([[True, True], [False, True]])
+    step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT, held=held)
+    assert step.allocation[1, 1] == pytest.approx(HELD_LEAST * 60 * MB, rel=0.02)
+    assert step.weight[1, 1] / step.weight[0, 1] >= 0.9 * HELD_LEAST / (1 - HELD_LEAST)

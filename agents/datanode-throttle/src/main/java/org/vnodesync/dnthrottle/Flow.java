@@ -16,6 +16,11 @@ final class Flow {
     double weight;          // > 0 to be scheduled by weight; 0: only the ceiling holds it
     double finish;          // virtual finish tag of its last packet
     long finishEpoch = -1;  // the scheduler's epoch that tag belongs to (V restarts from 0 in a new one)
+    // Its weight changes in the scheduler's current epoch, composed: a tag made before them at x is now at
+    // retagScale * x + retagShift (WeightedScheduler.setWeight). Identity while retagEpoch is not the epoch.
+    double retagScale = 1;
+    double retagShift;
+    long retagEpoch = -1;
     long lastArrivalNs = Long.MIN_VALUE / 2;   // when its last packet arrived
     long credit;            // bytes it may still take at once, back from a pause
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged

@@ -39,7 +39,7 @@ final class Throttles {
         this.startDefaults = defaults;
         this.policy = Policy.initial(defaults);
         this.defaultCharge = newCharge(DEFAULT);
-        share(defaultCharge, defaults);
+        share(defaultCharge, defaults, clock.nanoTime());
     }
 
     long startedMs() {
@@ -69,11 +69,11 @@ final class Throttles {
                 scheduler.setRate(capacity, now);
             }
         }
-        share(defaultCharge, next.defaults());
-        next.users().forEach((name, shares) -> share(users.computeIfAbsent(name, this::newCharge), shares));
+        share(defaultCharge, next.defaults(), now);
+        next.users().forEach((name, shares) -> share(users.computeIfAbsent(name, this::newCharge), shares, now));
         users.forEach((name, charge) -> {
             if (!next.users().containsKey(name)) {
-                share(charge, Policy.Shares.NONE);  // left: its ops still running keep going unscheduled
+                share(charge, Policy.Shares.NONE, now);  // left: its ops still running keep going unscheduled
             }
         });
         policy = next;
@@ -83,13 +83,13 @@ final class Throttles {
         return new Charge(name, new UserCounters(), new Flow(name), new Flow(name));
     }
 
-    private void share(Charge charge, Policy.Shares shares) {
+    private void share(Charge charge, Policy.Shares shares, long now) {
         for (Direction direction : Direction.values()) {
             Policy.Share share = shares.of(direction);
             Flow flow = charge.flow(direction);
             flow.ceiling.setRate(share.ceilingBps());
             flow.floor.setRate(share.floorBps());
-            scheduler(direction).setWeight(flow, share.weight());
+            scheduler(direction).setWeight(flow, share.weight(), now);
         }
     }
 

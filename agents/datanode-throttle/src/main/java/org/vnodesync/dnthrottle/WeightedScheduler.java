@@ -57,6 +57,8 @@ final class WeightedScheduler {
     /** The tags of the packet an op waits for; one per op, reused for each of its packets. */
     static final class Ticket {
         double start;        // virtual start tag; valid while weighted
+        double startScale = 1;   // its flow's retag map when the tag was made (Flow.retagScale, retagShift)
+        double startShift;
         boolean weighted;    // waits for V to reach start
         long epoch;          // the scheduler's epoch the tags belong to
         long charged;        // bytes charged for the op's next packet (0: none)
@@ -165,19 +167,52 @@ final class WeightedScheduler {
         }
     }
 
-    /** A flow's new weight (0: the flow is not scheduled by weight); keeps its place in the virtual time. */
-    void setWeight(Flow flow, double weight) {
+    /**
+     * A flow's new weight at NOW (0: the flow is not scheduled by weight). Its tags still ahead of V (its
+     * finish, and the starts its waiting packets were given) are moved to where the new weight puts
+     * them: what it is still owed is served at the new weight from now on. A packet tagged under a
+     * weight the center raised a moment later (a user just back, with a trace weight) would otherwise
+     * wait seconds behind a tag its old weight set, and move nothing meanwhile.
+     */
+    void setWeight(Flow flow, double weight, long now) {
         synchronized (lock) {
+            advance(now);
             double next = weight > 0 && Double.isFinite(weight) ? weight : 0;
             if (flow.backlogged()) {
                 if (next > 0) {
                     backloggedWeight += next - flow.weight;
+                    retag(flow, flow.weight / next);
                 } else {
                     remove(flow);
                 }
             }
             flow.weight = next;
         }
+    }
+
+    /** FLOW's tags ahead of V move to V + (tag - V) * SCALE (a weight change, old / new). */
+    private void retag(Flow flow, double scale) {
+        if (scale == 1) {
+            return;
+        }
+        if (flow.retagEpoch != epoch) {
+            flow.retagScale = 1;
+            flow.retagShift = 0;
+            flow.retagEpoch = epoch;
+        }
+        flow.retagScale *= scale;
+        flow.retagShift = virtualTime + (flow.retagShift - virtualTime) * scale;
+        flow.finish = virtualTime + (flow.finish - virtualTime) * scale;
+        siftDown(flow.heapIndex);
+        siftUp(flow.heapIndex);
+    }
+
+    /** Where TICKET's start tag is now: moved with its flow's tags by every weight change since it was made. */
+    private static double startOf(Flow flow, Ticket ticket) {
+        if (flow.retagEpoch != ticket.epoch) {
+            return ticket.start;
+        }
+        return flow.retagScale * ((ticket.start - ticket.startShift) / ticket.startScale) + flow.retagShift;
     }
 
     /**
@@ -250,7 +285,10 @@ final class WeightedScheduler {
             if (r <= 0) {
                 return now;
             }
-            return Math.max(ticket.epoch == epoch ? dueOf(ticket.start, now, r) : now, burstHold(flow, now));
+            if (flow.weight <= 0) {
+                return now;   // no longer scheduled by weight (setWeight 0)
+            }
+            return Math.max(ticket.epoch == epoch ? dueOf(startOf(flow, ticket), now, r) : now, burstHold(flow, now));
         }
     }
 
@@ -306,6 +344,9 @@ final class WeightedScheduler {
         }
         ticket.weighted = true;
         ticket.start = start;
+        boolean retagged = flow.retagEpoch == epoch;
+        ticket.startScale = retagged ? flow.retagScale : 1;
+        ticket.startShift = retagged ? flow.retagShift : 0;
         if (weightDue > now) {
             heldPackets++;
             heldNs += weightDue - now;
