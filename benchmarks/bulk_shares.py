@@ -2,15 +2,16 @@
 idle user's share is lent and taken back, under static caps, the rate re-setting loop, per-packet
 weights, and per-packet weights with the coordinator stopped, in one run.
 
-    sudo .venv/bin/python -m benchmarks.bulk_shares [--direction write|read] [--disk-mbps 60] [--file-mb 1500]
+    sudo .venv/bin/python -m benchmarks.bulk_shares [--direction write|read] [--disk-mbps 60]
+        [--configured-mbps 50] [--file-mb 1500] [--trace FILE]
 
 Two DataNodes, each on a paced disk of --disk-mbps (reads and writes: DiskModel.streaming), that
-bandwidth configured, the DataNode-side backend (the Java agent in each DataNode); alice (priority
-8) and bob (4) are Unix users. Writes: `hdfs dfs -put` of a local file each, replication 2, so both
-DataNodes take every byte of both. Reads: Hadoop's client library re-reads a file each, from the
-disk (its blocks are kept out of the page cache). Rates are taken two ways: the Java agent's
-counters on each DataNode, and the client's own (/proc/PID/io rchar of the FsShell or reader JVM:
-the local file read by -put, the socket read by the reader).
+bandwidth configured (or --configured-mbps), the DataNode-side backend (the Java agent in each
+DataNode); alice (priority 8) and bob (4) are Unix users. Writes: `hdfs dfs -put` of a local file
+each, replication 2, so both DataNodes take every byte of both. Reads: Hadoop's client library
+re-reads a file each, from the disk (its blocks are kept out of the page cache). Rates are taken two
+ways: the Java agent's counters on each DataNode, and the client's own (/proc/PID/io rchar of the
+FsShell or reader JVM: the local file read by -put, the socket read by the reader).
 
 Per policy: both run (split over 8 s: the ratio of the means, and the median of the ratios of the
 half-seconds where both moved, as the agents count and as the clients see it: a write pipeline
@@ -208,9 +209,10 @@ def mbs(value: float) -> str:
 
 
 def report(results: dict, args, dns: list[str]) -> None:
-    print(f"\n{args.direction}s, 2 DataNodes on {args.disk_mbps:.0f} MB/s disks (= configured), alice 8, bob 4; "
+    configured = f"{args.configured_mbps:.0f} MB/s configured" if args.configured_mbps else "= configured"
+    print(f"\n{args.direction}s, 2 DataNodes on {args.disk_mbps:.0f} MB/s disks ({configured}), alice 8, bob 4; "
           f"rates from the Java agent (per DataNode) and the clients (rchar); lend: alice to 90 % of "
-          f"{args.disk_mbps:.0f} MB/s on every DataNode, and to 90 % of her own pace alone (the least DataNode's "
+          f"{args.configured_mbps or args.disk_mbps:.0f} MB/s on every DataNode, and to 90 % of her own pace alone (the least DataNode's "
           f"over the last 2 of {LEND_SECONDS:.0f} s after bob stopped); reclaim: bob to 90 % of 4/12 of what the node shares")
     print(f"{'policy':<32} | {'both: alice / bob per DN (MB/s)':<34} | {'client a/b':>11} | {'ratio':>5} | "
           f"{'median dn/cl':>12} | {'lend s':>6} | {'to own':>6} | {'reclaim s':>9} | {'alice alone dn / client':>23}")
@@ -233,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--direction", choices=("write", "read"), default="write")
     parser.add_argument("--disk-mbps", type=float, default=60.0)
+    parser.add_argument("--configured-mbps", type=float, default=None,
+                        help="the bandwidth the coordinator is given for each DataNode (default: --disk-mbps)")
     parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
@@ -244,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
-    bw = int(args.disk_mbps * MB)
+    bw = int((args.configured_mbps or args.disk_mbps) * MB)
     source_dir = tempfile.mkdtemp(prefix=unique_name("bulk-src") + ".")
     results = {}
     try:

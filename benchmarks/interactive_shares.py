@@ -126,6 +126,12 @@ def write_files(hdfs: HdfsCluster, args) -> set[str]:
 
 def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str) -> list[float]:
     """alice's transfer times (s) of FILES (read, or written with `size_mb` MiB), `gap` s idle between them."""
+    return [t.seconds for t in alice_transfer_records(hdfs, files, size_mb, gap, direction)]
+
+
+def alice_transfer_records(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float,
+                           direction: str) -> list[Transfer]:
+    """alice_transfers, each as the client reported it (a write's phases too)."""
     client = hdfs.start_interactive(files, gap, as_uid=ALICE.uid, hdfs_user=ALICE.name,
                                     write_bytes=size_mb * MiB if direction == "write" else 0)
     out, err = client.communicate(timeout=900)
@@ -133,8 +139,8 @@ def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: floa
         cause = next((line for line in err.splitlines() if "Exception" in line and not line.startswith("\tat ")),
                      err[-2000:])
         raise RuntimeError(f"alice's client failed: {cause}")
-    times = [Transfer.parse(line).seconds for line in out.splitlines() if line.startswith("{")]
-    return times[1:]   # the first one also pays for the client's cold start (class loading, JIT)
+    transfers = [Transfer.parse(line) for line in out.splitlines() if line.startswith("{")]
+    return transfers[1:]   # the first one also pays for the client's cold start (class loading, JIT)
 
 
 def datanode_users(hdfs: HdfsCluster) -> dict:

@@ -12,7 +12,7 @@ on the same cluster.
 
     .venv/bin/python -m benchmarks.interactive_trace --size 4 --transfers 5
     .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
-    .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4
+    .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4 --kernel-waits
 
 Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup.d).
 """
@@ -20,16 +20,16 @@ Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup
 import argparse
 import contextlib
 import os
-import subprocess
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfers, bob_busy, governed,
-                                          key_values, queue_settings)
+from benchmarks.dirty_pages import debugfs, dirty_mb
+from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
+                                          governed, key_values, queue_settings)
+from benchmarks.kernel_waits import KernelWaits
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
@@ -51,33 +51,6 @@ class Sample:
     bob_mbps: float
     disk_busy: float
     dirty_mb: float | None = None   # the device's dirty and writeback page cache (writes only)
-
-
-DEBUGFS = "/sys/kernel/debug"
-
-
-@contextlib.contextmanager
-def debugfs() -> Iterator[None]:
-    """debugfs mounted for the block of the `with`, unmounted after if it was not mounted before."""
-    mounted = os.path.isdir(os.path.join(DEBUGFS, "bdi"))
-    if not mounted:
-        subprocess.run(["mount", "-t", "debugfs", "debugfs", DEBUGFS], check=True)
-    try:
-        yield
-    finally:
-        if not mounted:
-            subprocess.run(["umount", DEBUGFS], check=False)
-
-
-def dirty_mb(device_number: str) -> float | None:
-    """The device's dirty plus writeback page cache (MB), from the kernel's per-bdi stats."""
-    try:
-        with open(os.path.join(DEBUGFS, "bdi", device_number, "stats")) as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-    except OSError:
-        return None
-    kb = sum(int(fields[k].split()[0]) for k in ("BdiDirty", "BdiWriteback") if k in fields)
-    return kb * 1024 / MB
 
 
 def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sample], direction: str,
@@ -118,22 +91,29 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     bob_alone: list[float] = []
     samples: list[Sample] = []
     device = str(hdfs.datanodes[0].device_number) if args.direction == "write" else None
-    with governed(hdfs, name, policy, "datanode-throttle", int(args.disk_mbps * MB), {}), \
+    with governed(hdfs, name, policy, "datanode-throttle", int(args.configured_mbps * MB), {}), \
             bob_busy(hdfs, args.direction, bob_blocks, bob_alone):
         stop = threading.Event()
         sampler = threading.Thread(target=sample_until, args=(channel, stop, samples, args.direction, device),
                                    daemon=True)
         sampler.start()
         try:
-            times = alice_transfers(hdfs, files, args.size, args.gap, args.direction)
+            with KernelWaits(hdfs.datanodes[0].pid) if args.kernel_waits else contextlib.nullcontext() as waits:
+                transfers = alice_transfer_records(hdfs, files, args.size, args.gap, args.direction)
         finally:
             stop.set()
             sampler.join()
     runs = transfers_in(samples)
     start = [s for run in runs for s in run[:START_SAMPLES]]
     rest = [s for run in runs for s in run[START_SAMPLES:]]
-    print(f"\n{policy}: alice's {args.size} MiB transfers (ms): {' '.join(f'{t * 1000:.0f}' for t in times)}; "
+    print(f"\n{policy}: alice's {args.size} MiB transfers (ms): {' '.join(f'{t.seconds * 1000:.0f}' for t in transfers)}; "
           f"bob alone before them {bob_alone[0] / MB:.1f} MB/s")
+    if any(t.phases for t in transfers):
+        print("  each write's create / hand-over / close (ms): " + ", ".join(
+            "/".join(f"{t.phases[k] * 1000:.0f}" for k in ("create", "write", "close")) for t in transfers if t.phases))
+    if waits is not None:
+        print("  the DataNode's transfer threads (DataXceiver) over alice's transfers, bob's writer among them:\n    "
+              + waits.summary().replace("\n", "\n    "))
     print(f"  each transfer's first {START_SAMPLES * SAMPLE_SECONDS:.1f} s: alice {mean([s.alice_mbps for s in start]):.1f} "
           f"MB/s, bob {mean([s.bob_mbps for s in start]):.1f}; after: alice {mean([s.alice_mbps for s in rest]):.1f}, "
           f"bob {mean([s.bob_mbps for s in rest]):.1f} ({len(runs)} transfers seen)")
@@ -154,11 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transfers", type=int, default=5)
     parser.add_argument("--gap", type=float, default=1.5, help="alice's idle seconds between transfers")
     parser.add_argument("--disk-mbps", type=float, default=60.0)
+    parser.add_argument("--kernel-waits", action="store_true",
+                        help="sample where the DataNode's transfer threads sleep in the kernel (costs CPU)")
+    parser.add_argument("--configured-mbps", type=float, default=None,
+                        help="the bandwidth the coordinator is given for the DataNode (default: --disk-mbps)")
     parser.add_argument("--readahead", type=int, default=None,
                         help="dfs.datanode.readahead.bytes (default: Hadoop's, 4 MiB)")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
     args = parser.parse_args(argv)
+    args.configured_mbps = args.configured_mbps or args.disk_mbps
     if os.geteuid() != 0:
         print("interactive_trace: needs root (loop devices, FUSE, cgroups)", file=sys.stderr)
         return 2
@@ -191,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in POLICIES:
                 run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
-    print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk = configured bandwidth; "
-          f"her static share {args.disk_mbps * 8 / 12:.0f} MB/s, her weighted share 2/3 of R")
+    print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk, {args.configured_mbps:.0f} MB/s "
+          f"configured; her static share {args.configured_mbps * 8 / 12:.0f} MB/s, her weighted share 2/3 of R")
     return 0
 
 

@@ -62,14 +62,17 @@ public class VnodeSyncHdfsStream {
         double gap = Double.parseDouble(args[2]);
         long size = writes ? Long.parseLong(args[3]) : 0;
         byte[] chunk = new byte[CHUNK];
+        long[] phases = new long[3];
         for (int i = writes ? 4 : 3; i < args.length; i++) {
             Path path = new Path(args[i]);
             long start = System.nanoTime();
-            long bytes = writes ? write(fs, path, size, fs.getDefaultReplication(path), null, chunk)
+            long bytes = writes ? write(fs, path, size, fs.getDefaultReplication(path), null, chunk, phases)
                                 : read(fs, path, 0, chunk);
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf("{\"bytes\": %d, \"seconds\": %.4f, \"bytes_per_second\": %.1f}%n",
-                              bytes, seconds, bytes / seconds);
+            String split = !writes ? "" : String.format(", \"phases\": {\"create\": %.4f, \"write\": %.4f, \"close\": %.4f}",
+                    (phases[0] - start) / 1e9, (phases[1] - phases[0]) / 1e9, (phases[2] - phases[1]) / 1e9);
+            System.out.printf("{\"bytes\": %d, \"seconds\": %.4f, \"bytes_per_second\": %.1f%s}%n",
+                              bytes, seconds, bytes / seconds, split);
             System.out.flush();
             Thread.sleep((long) (gap * 1000));
         }
@@ -93,6 +96,15 @@ public class VnodeSyncHdfsStream {
     /** Writes BYTES of incompressible data from memory; FAVORED names a DataNode's data address. */
     static long write(DistributedFileSystem fs, Path path, long size, short replication, String favored,
                       byte[] chunk) throws Exception {
+        return write(fs, path, size, replication, favored, chunk, new long[3]);
+    }
+
+    /**
+     * The same, with when (System.nanoTime) the file was created, its last byte handed to the stream,
+     * and the stream closed (every packet acknowledged and the file completed at the NameNode) into PHASES.
+     */
+    static long write(DistributedFileSystem fs, Path path, long size, short replication, String favored,
+                      byte[] chunk, long[] phases) throws Exception {
         new Random(path.toString().hashCode()).nextBytes(chunk);
         InetSocketAddress[] favoredNodes = null;
         if (favored != null) {
@@ -103,12 +115,15 @@ public class VnodeSyncHdfsStream {
         long written = 0;
         try (FSDataOutputStream out = fs.create(path, permission, true, CHUNK, replication,
                                                 fs.getDefaultBlockSize(path), null, favoredNodes)) {
+            phases[0] = System.nanoTime();
             while (written < size) {
                 int n = (int) Math.min(CHUNK, size - written);
                 out.write(chunk, 0, n);
                 written += n;
             }
+            phases[1] = System.nanoTime();
         }
+        phases[2] = System.nanoTime();
         return written;
     }
 

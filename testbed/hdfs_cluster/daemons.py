@@ -13,6 +13,7 @@ class Transfer:
     bytes: int
     seconds: float
     bytes_per_second: float
+    phases: dict[str, float] | None = None   # writes: seconds to create, to hand over the bytes, to close
 
     @classmethod
     def parse(cls, output: str) -> "Transfer":

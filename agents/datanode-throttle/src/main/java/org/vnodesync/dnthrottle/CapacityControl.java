@@ -53,6 +53,8 @@ import java.util.Arrays;
  *       held just under the node leaves its resources a little less busy, and writers changing blocks
  *       leave them idle for a moment): R then recovers quickly toward the configured capacity, and the
  *       next saturation sets a new safe level;</li>
+ *   <li>writes: R is never lowered below MARGIN of what the data disks wrote (Seen.drainedBps): writers
+ *       the kernel pauses while the disk flushes move little and wait for no weight;</li>
  *   <li>next to nothing moved: R = the configured capacity (nothing to share).</li>
  *   <li>held, R is never above MARGIN of the configured capacity: configured as what the node
  *       delivers, as it is meant to be, that is the edge itself.</li>
@@ -118,20 +120,33 @@ final class CapacityControl {
     static final int SAFE_LIFETIME = 20;
     static final int SAFE_MOST = 30;
 
-    /** What one interval of a direction showed. */
-    record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew) {
+    /**
+     * What one interval of a direction showed. DRAINED_BPS: writes only, what the data disks wrote
+     * meanwhile (0: not known), the least R is lowered to (see next()).
+     */
+    record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew,
+                double drainedBps) {
         Seen(double movedBps, double busiest, double held, int competing) {
-            this(movedBps, busiest, held, competing, 0, 0);
+            this(movedBps, busiest, held, competing, 0, 0, 0);
+        }
+
+        Seen(double movedBps, double busiest, double held, int competing, double disk, double skew) {
+            this(movedBps, busiest, held, competing, disk, skew, 0);
         }
 
         /** The same without the skew (it says nothing about R here). */
         Seen withoutSkew() {
-            return new Seen(movedBps, busiest, held, competing, disk, 0);
+            return new Seen(movedBps, busiest, held, competing, disk, 0, drainedBps);
+        }
+
+        /** The same with the data disks having written DRAINED bytes/s. */
+        Seen withDrained(double drained) {
+            return new Seen(movedBps, busiest, held, competing, disk, skew, drained);
         }
 
         static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
             return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
-                    interval.wholeFlows(), disk, interval.skew());
+                    interval.wholeFlows(), disk, interval.skew(), 0);
         }
     }
 
@@ -146,6 +161,7 @@ final class CapacityControl {
     private int lower;             // intervals running that asked for R lower
     private double loweredMoved;   // what moved over them
     private final double[] recent = new double[RECENT_INTERVALS];
+    private final double[] recentDrained = new double[RECENT_INTERVALS];   // Seen.drainedBps, as `recent`
     private int filled;
     private int next;
     private int lone;              // intervals running with fewer than two flows
@@ -190,14 +206,17 @@ final class CapacityControl {
         if (current <= 0 || moved < ACTIVE * configured) {
             held = false;
             Arrays.fill(recent, 0);
+            Arrays.fill(recentDrained, 0);
             filled = 0;
             next = 0;
             return configured;
         }
         recent[next] = moved;
+        recentDrained[next] = seen.drainedBps();
         next = (next + 1) % recent.length;
         filled = Math.min(recent.length, filled + 1);
         double mean = Arrays.stream(recent).sum() / filled;   // as estimate of what the node delivers
+        double drained = Arrays.stream(recentDrained).sum() / filled;
         // Busy fractions of 100 ms swing with bursty I/O (0.3 and 1.0 in turn on a disk that is kept
         // just under its speed): decisions follow a smoothed one.
         busy = filled == 1 ? seen.busiest() : busy + BUSY_SMOOTHING * (seen.busiest() - busy);
@@ -235,6 +254,11 @@ final class CapacityControl {
             idle = 0;
             rate = current * (1 + RECOVER);
         }
+        // Writes: never lowered below MARGIN of what the data disks wrote. Writers paused by the kernel
+        // (the device's dirty page cache at its limit while the disk flushes) move little and wait for
+        // no weight, which reads as R above the node; taken down to what they moved, R was 10 MB/s on a
+        // disk writing 60 and took 8 s to climb back (measured, bob's writes back beside alice's).
+        rate = Math.max(rate, Math.min(current, MARGIN * drained));
         // Held, R stays MARGIN under the configured capacity too: configured as what the node delivers
         // (as it is meant to be), it is the edge where the split tips over.
         double most = held ? MARGIN * configured : configured;

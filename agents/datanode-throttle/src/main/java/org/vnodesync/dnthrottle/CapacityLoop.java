@@ -48,11 +48,14 @@ final class CapacityLoop {
     void tick(long now) {
         sampler.devices(throttles.policy().node().devices());
         ResourceSampler.Busy busy = sampler.sample(now);
-        tickWith(now, busy.cpu(), busy.disk());
+        tickWith(now, busy.cpu(), busy.disk(), busy.writtenBps());
     }
 
-    /** One step at NOW with the node's CPU and busiest data disk that busy (0..1) since the last one. */
-    void tickWith(long now, double cpuBusy, double diskBusy) {
+    /**
+     * One step at NOW with the node's CPU and busiest data disk that busy (0..1) since the last one,
+     * and its data disks having written DISK_WRITTEN_BPS meanwhile.
+     */
+    void tickWith(long now, double cpuBusy, double diskBusy, double diskWrittenBps) {
         Policy.Node node = throttles.policy().node();
         double busiest = Math.max(cpuBusy, diskBusy);
         double seconds = lastNs < 0 ? 0 : (now - lastNs) / 1e9;
@@ -71,7 +74,7 @@ final class CapacityLoop {
                 // A write packet's time in flight is the client's and the rest of its pipeline's as
                 // much as this node's: a split skewed there is not R's to even out (measured: lowering
                 // R for it cost FsShell writers a fifth of the node and moved the split away from 2).
-                seen = seen.withoutSkew();
+                seen = seen.withoutSkew().withDrained(diskWrittenBps);
             }
             long next = control.next(node.capacity(direction), scheduler.rate(), seen);
             scheduler.setRates(next, control.shared(next), now);

@@ -9,11 +9,12 @@ import java.util.List;
 /**
  * How busy the node's CPUs and data disks were since the last sample: /proc/stat's first line (time
  * not idle and not waiting for I/O, over all time) and /proc/diskstats' io_ticks (ms with I/O in
- * flight) of each data device. Read by one thread; a file it cannot read counts as idle.
+ * flight) of each data device; and what the data devices wrote (diskstats' sectors written). Read by
+ * one thread; a file it cannot read counts as idle.
  */
 final class ResourceSampler {
-    /** One sample's answer: fractions 0..1 since the previous sample. */
-    record Busy(double cpu, double disk) {
+    /** One sample's answer: fractions 0..1 since the previous sample, and the data disks' writes in bytes/s. */
+    record Busy(double cpu, double disk, double writtenBps) {
         double busiest() {
             return Math.max(cpu, disk);
         }
@@ -24,6 +25,8 @@ final class ResourceSampler {
     private long lastCpuBusy = -1;
     private long lastCpuTotal = -1;
     private long[] lastTicks = new long[0];
+    private long[] lastSectors = new long[0];
+    private double writtenBps;
     private long lastNs;
 
     ResourceSampler(Path proc) {
@@ -39,7 +42,7 @@ final class ResourceSampler {
         double cpu = cpu();
         double disk = disk(nowNs);
         lastNs = nowNs;
-        return new Busy(cpu, disk);
+        return new Busy(cpu, disk, writtenBps);
     }
 
     private double cpu() {
@@ -75,6 +78,7 @@ final class ResourceSampler {
     private double disk(long nowNs) {
         List<DeviceId> wanted = devices;
         long[] ticks = new long[wanted.size()];
+        long[] sectors = new long[wanted.size()];
         java.util.Arrays.fill(ticks, -1);
         if (!wanted.isEmpty()) {
             try {
@@ -86,6 +90,7 @@ final class ResourceSampler {
                     int index = wanted.indexOf(new DeviceId(Integer.parseInt(f[0]), Integer.parseInt(f[1])));
                     if (index >= 0) {
                         ticks[index] = Long.parseLong(f[12]);
+                        sectors[index] = Long.parseLong(f[9]);
                     }
                 }
             } catch (IOException | RuntimeException e) {
@@ -93,15 +98,19 @@ final class ResourceSampler {
             }
         }
         double busiest = 0;
+        double written = 0;
         if (lastTicks.length == ticks.length && nowNs > lastNs) {
             double ms = (nowNs - lastNs) / 1e6;
             for (int i = 0; i < ticks.length; i++) {
                 if (ticks[i] >= 0 && lastTicks[i] >= 0) {
                     busiest = Math.max(busiest, (ticks[i] - lastTicks[i]) / ms);
+                    written += Math.max(0, sectors[i] - lastSectors[i]) * 512.0 / (ms / 1e3);
                 }
             }
         }
         lastTicks = ticks;
+        lastSectors = sectors;
+        writtenBps = written;
         return Math.max(0, Math.min(1, busiest));
     }
 }

@@ -485,6 +485,34 @@ class SchedulerTest {
     }
 
     @Test
+    void writersPausedByTheKernelWhileTheDiskFlushesDoNotTakeRBelowWhatTheDiskWrites() {
+        long c = CONFIGURED;
+        CapacityControl control = new CapacityControl();
+        long r = c;
+        while (!control.held()) {
+            r = control.next(c, c, seen(56e6, 0.99).withDrained(56e6));
+        }
+        // Two writers move 8 MB/s between them and wait for no weight: the kernel pauses them while the
+        // disk writes out what they wrote before, at 57 MB/s. Without what the disk wrote, R halves
+        // every LOWER_INTERVALS (the test before this one).
+        CapacityControl.Seen paused = new CapacityControl.Seen(8e6, 0.99, 0.0, 2).withDrained(57e6);
+        long now = r;
+        for (int i = 0; i < 6 * CapacityControl.LOWER_INTERVALS; i++) {
+            now = control.next(c, now, paused);
+        }
+        assertTrue(now >= Math.round(0.95 * Math.min(r, 56e6)) - 1, "R " + now + ", was " + r);
+        CapacityControl blind = new CapacityControl();
+        long without = c;
+        while (!blind.held()) {
+            without = blind.next(c, c, seen(56e6, 0.99));
+        }
+        for (int i = 0; i < 6 * CapacityControl.LOWER_INTERVALS; i++) {
+            without = blind.next(c, without, new CapacityControl.Seen(8e6, 0.99, 0.0, 2));
+        }
+        assertTrue(without < 0.2 * r, "without what the disk wrote R falls to what moved: " + without);
+    }
+
+    @Test
     void rHeldLowWhileTheNodeHasRoomRisesAndStaysWhereTheNodeIsSaturated() {
         long c = CONFIGURED;
         CapacityControl control = new CapacityControl();

@@ -243,7 +243,7 @@ final class SimulatedNode {
         if (controlCapacity) {
             // Busy as a disk's io_ticks: the share of the server's capacity in use; the CPU as busy as
             // other processes keep it.
-            capacity.tickWith(now, otherCpu, servedBytes / (serverBps * (now - lastTick) / 1e9));
+            capacity.tickWith(now, otherCpu, servedBytes / (serverBps * (now - lastTick) / 1e9), 0);
         }
         servedBytes = 0;
         lastTick = now;
