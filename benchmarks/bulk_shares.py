@@ -139,10 +139,11 @@ class Run:
 
 
 class Trace:
-    """With --trace: every TRACE_SECONDS, one JSON line of what each DataNode counted per user (bytes and
-    scheduler waits, the node's R) and, while the coordinator answers, what it gave and took as each
-    user's demand on each node; the agents' and coordinator's logs are kept in FILE.POLICY-logs/. A run that goes
-    wrong (a user starved) can then be read afterwards."""
+    """With --trace: one JSON line per TRACE_SECONDS (and the time `vnodectl status` takes) of what each
+    DataNode counted per user (bytes and scheduler waits, the node's R) and, while the coordinator
+    answers, what it allocated each user on each node and took as its demand there; the agents' and
+    coordinator's logs are kept in FILE.POLICY-logs/. A run that goes wrong (a user starved) can then
+    be read afterwards: `python -m benchmarks.bulk_trace FILE` prints it as a table."""
 
     def __init__(self, path: str, run: "Run", cluster: LocalCluster, policy: str):
         self.path, self.run, self.cluster, self.policy = path, run, cluster, policy

@@ -38,14 +38,14 @@ def rows(lines: list[dict], direction: str) -> list[str]:
                 waited = (u.get(f"{direction}_wait_ns", 0) - v.get(f"{direction}_wait_ns", 0)) / seconds / 1e9
                 parts.append(f"{role[0]} {rate:5.1f} w{waited:4.2f} o{u.get(f'{direction}_ops', 0)}")
             node = this["node"]
-            parts.append(f"R {node.get(f'{direction}_rate_bps', 0) / MB:4.1f} bl{node.get(f'{direction}_backlogged', 0):.0f} "
-                         f"disk {node.get('disk_busy', 0):.2f}")
+            rate, backlogged = node.get(f"{direction}_rate_bps", 0) / MB, node.get(f"{direction}_backlogged", 0)
+            parts.append(f"R {rate:4.1f} bl{backlogged:.0f} disk {node.get('disk_busy', 0):.2f}")
             cells.append(f"{dn}: " + " ".join(parts))
         given = now.get("given")   # absent with the coordinator stopped; an error's text if it did not answer
         for user, nodes in given.items() if isinstance(given, dict) else ():
             if nodes:
-                cells.append(user[-2:] + " " + ",".join(
-                    f"{n[f'allocated_{direction}_bps'] / MB:.1f}/{_mbs(n[f'demand_{direction}_bps']):.1f}" for n in nodes))
+                cells.append(user[-2:] + " " + ",".join(f"{n[f'allocated_{direction}_bps'] / MB:.1f}/"
+                                                        f"{_mbs(n[f'demand_{direction}_bps']):.1f}" for n in nodes))
         out.append(" | ".join(cells))
     return out
 

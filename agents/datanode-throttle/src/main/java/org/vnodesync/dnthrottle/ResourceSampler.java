@@ -94,6 +94,7 @@ final class ResourceSampler {
                     }
                 }
             } catch (IOException | RuntimeException e) {
+                writtenBps = 0;
                 return 0;
             }
         }

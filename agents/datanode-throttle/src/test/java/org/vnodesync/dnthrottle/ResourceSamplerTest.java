@@ -36,7 +36,7 @@ class ResourceSamplerTest {
     }
 
     @Test
-    void aProcItCannotReadCountsAsIdleAndNothingWritten(@TempDir Path proc) {
+    void aProcItCannotReadCountsAsIdleAndNothingWritten(@TempDir Path proc) throws IOException {
         ResourceSampler sampler = new ResourceSampler(proc);
         sampler.devices(List.of(new DeviceId(7, 0)));
         sampler.sample(1_000_000_000L);
@@ -44,5 +44,11 @@ class ResourceSamplerTest {
         assertEquals(0, busy.cpu());
         assertEquals(0, busy.disk());
         assertEquals(0, busy.writtenBps());
+        Files.writeString(proc.resolve("diskstats"), disks(1_000, 500));
+        sampler.sample(1_200_000_000L);
+        Files.writeString(proc.resolve("diskstats"), disks(2_000, 550));
+        assertEquals(1_000 * 512 / 0.1, sampler.sample(1_300_000_000L).writtenBps(), 1);
+        Files.delete(proc.resolve("diskstats"));
+        assertEquals(0, sampler.sample(1_400_000_000L).writtenBps(), "gone: nothing known written, not the last rate");
     }
 }
