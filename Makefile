@@ -11,7 +11,7 @@ demo: setup
 	$(PYTHON) -m testbed.demo
 
 test: setup
-	$(PYTHON) -m pytest -ra
+	$(PYTHON) -m pytest -ra --durations=15
 
 clean-leftovers:
 	$(PYTHON) -m testbed.leftovers --remove

@@ -97,7 +97,8 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     (inf = none). `previous`: the weights the last step returned for the same users and resources
     (a warm start). `held[u, r]`: the user was held there (it had bytes waiting while others were
     served), so its demand is only a lower bound (at least HELD_LEAST of the resource where it moved
-    anything): it gets no standby weight there, or it would take more than the step planned. `max_iterations`: None = iteration_budget(users x resources).
+    anything): it gets no standby weight there, or it would take more than the step planned.
+    `max_iterations`: None = iteration_budget(users x resources).
     `previous_level`: the last step's levels for the same resources (a warm start for the first fill).
     `seconds`: the iterations stop once they have used this much CPU time of the calling thread (after
     one at least; the passes before and after them come on top): a control loop's step then ends in

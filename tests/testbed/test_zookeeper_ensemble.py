@@ -28,7 +28,10 @@ def test_three_servers_elect_a_leader_and_serve_through_a_restart_of_one():
             client.create(path, b"1", makepath=True)
             index = ensemble.servers.index(ensemble.leader())
             ensemble.stop_server(index)
-            client.set(path, b"2")   # the two left elect a new leader; the client moves over
+            # The two left elect a new leader and the client moves over; an op under way as its server
+            # went is lost (ConnectionLoss, ZooKeeper's recoverable error) and is retried, as every
+            # ZooKeeper client must.
+            client.retry(client.set, path, b"2")
             ensemble.start_server(index)
             assert sorted(s.mode() for s in ensemble.servers) == ["follower", "follower", "leader"]
             assert client.get(path)[0] == b"2"
