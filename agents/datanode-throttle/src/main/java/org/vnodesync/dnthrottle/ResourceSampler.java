@@ -26,7 +26,6 @@ final class ResourceSampler {
     private long lastCpuTotal = -1;
     private long[] lastTicks = new long[0];
     private long[] lastSectors = new long[0];
-    private double writtenBps;
     private long lastNs;
 
     ResourceSampler(Path proc) {
@@ -40,9 +39,9 @@ final class ResourceSampler {
 
     Busy sample(long nowNs) {
         double cpu = cpu();
-        double disk = disk(nowNs);
+        Disks disks = disks(nowNs);
         lastNs = nowNs;
-        return new Busy(cpu, disk, writtenBps);
+        return new Busy(cpu, disks.busiest(), disks.writtenBps());
     }
 
     private double cpu() {
@@ -75,7 +74,12 @@ final class ResourceSampler {
         return Math.max(0, Math.min(1, fraction));
     }
 
-    private double disk(long nowNs) {
+    /** The busiest data disk's busy fraction and what the data disks wrote (bytes/s) since the last sample. */
+    private record Disks(double busiest, double writtenBps) {
+        static final Disks IDLE = new Disks(0, 0);
+    }
+
+    private Disks disks(long nowNs) {
         List<DeviceId> wanted = devices;
         long[] ticks = new long[wanted.size()];
         long[] sectors = new long[wanted.size()];
@@ -94,8 +98,7 @@ final class ResourceSampler {
                     }
                 }
             } catch (IOException | RuntimeException e) {
-                writtenBps = 0;
-                return 0;
+                return Disks.IDLE;
             }
         }
         double busiest = 0;
@@ -111,7 +114,6 @@ final class ResourceSampler {
         }
         lastTicks = ticks;
         lastSectors = sectors;
-        writtenBps = written;
-        return Math.max(0, Math.min(1, busiest));
+        return new Disks(Math.max(0, Math.min(1, busiest)), written);
     }
 }
