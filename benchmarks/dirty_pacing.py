@@ -1,19 +1,23 @@
-"""How much the kernel paces one steady writer on the write benchmarks' disk, by its rate.
+"""How much the kernel paces one steady writer on the write benchmarks' disk, by its rate, with
+and without early background writeback.
 
 The HDFS write benchmarks' DataNodes write to a paced disk that may hold at most DIRTY_MB of the page
 cache dirty (DiskModel.streaming: a strict per-device limit). Near that limit the kernel's
 balance_dirty_pages pauses every task that dirties pages for the device, at one rate for all of
 them: a DataNode's transfer threads are then paced by the kernel, not by its scheduler's weights.
-This writes one file at each of several steady rates (one thread, 1 MiB write() calls, sleeping to
-its pace) and prints the share of samples (every 2 ms) its thread slept in balance_dirty_pages, the
-rate it kept, and the device's dirty and writeback page cache at its peak (debugfs, mounted for the
-run if it is not).
+Under the strict limit alone the device's background writeback starts only there, so even a slow
+writer is paused; the testbed starts it early (testbed/early_writeback.py), as a real disk's
+starts far below its pacing point. This writes one file at each of several steady rates (one
+thread, 1 MiB write() calls, sleeping to its pace) on the disk both ways, one after the other,
+and prints the share of samples (every 2 ms) its thread slept in balance_dirty_pages, the rate it
+kept, and the device's dirty and writeback page cache at its peak (debugfs, mounted for the run if
+it is not).
 
     sudo .venv/bin/python -m benchmarks.dirty_pacing [--disk-mbps 60] [--rates 20,30,40,50,58,80]
 """
 
 import argparse
-import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -45,7 +49,19 @@ def paced_writer(path: str, rate_bps: float, stop: threading.Event, out: dict) -
                 time.sleep(ahead)
 
 
-def one_rate(mountpoint: str, device_number: str, rate_mbps: float) -> str:
+@dataclasses.dataclass(frozen=True)
+class Pacing:
+    rate_mbps: float     # asked
+    kept_mbps: float
+    paused: float        # share of samples the writer was in balance_dirty_pages
+    peak_dirty_mb: float
+
+    def row(self) -> str:
+        return f"{self.rate_mbps:6.0f} | {self.kept_mbps:6.1f} | {100 * self.paused:21.0f} % | {self.peak_dirty_mb:8.1f}"
+
+
+def one_rate(mountpoint: str, device_number: str, rate_mbps: float, seconds: float = SECONDS) -> Pacing:
+    """One writer at RATE_MBPS for SECONDS: how often the kernel paused it."""
     path = os.path.join(mountpoint, f"rate-{rate_mbps:g}")
     stop, out = threading.Event(), {}
     writer = threading.Thread(target=paced_writer, args=(path, rate_mbps * MB, stop, out), daemon=True)
@@ -57,7 +73,7 @@ def one_rate(mountpoint: str, device_number: str, rate_mbps: float) -> str:
         peak = 0.0
         began = time.monotonic()
         written_before = out.get("written", 0)
-        while time.monotonic() - began < SECONDS:
+        while time.monotonic() - began < seconds:
             with open(f"/proc/self/task/{out['tid']}/wchan") as f:
                 paused += f.read().strip() == "balance_dirty_pages"
             samples += 1
@@ -69,7 +85,7 @@ def one_rate(mountpoint: str, device_number: str, rate_mbps: float) -> str:
         writer.join()
         os.remove(path)
         os.sync()
-    return (f"{rate_mbps:6.0f} | {kept:6.1f} | {100 * paused / max(samples, 1):21.0f} % | {peak:8.1f}")
+    return Pacing(rate_mbps, kept, paused / max(samples, 1), peak)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,13 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     mountpoint = os.path.join(workdir, "mnt")
     os.makedirs(mountpoint)
     try:
-        with debugfs(), contextlib.ExitStack() as stack:
-            disk = PacedDisk.create(workdir, mountpoint, 4096, DiskModel.streaming(args.disk_mbps))
-            stack.callback(disk.remove)
-            print(f"one writer, 1 MiB writes at a steady rate, on a {disk.model.describe()}; {SECONDS:.0f} s each")
-            print(f"{'MB/s':>6} | {'kept':>6} | {'in balance_dirty_pages':>23} | {'dirty MB':>8}")
-            for rate in rates:
-                print(one_rate(mountpoint, str(disk.device_number), rate), flush=True)
+        with debugfs():
+            for model in (DiskModel.streaming(args.disk_mbps),
+                          dataclasses.replace(DiskModel.streaming(args.disk_mbps), early_writeback=False)):
+                disk = PacedDisk.create(workdir, mountpoint, 4096, model)
+                try:
+                    print(f"one writer, 1 MiB writes at a steady rate, on a {disk.model.describe()}; {SECONDS:.0f} s each")
+                    print(f"{'MB/s':>6} | {'kept':>6} | {'in balance_dirty_pages':>23} | {'dirty MB':>8}")
+                    for rate in rates:
+                        print(one_rate(mountpoint, str(disk.device_number), rate).row(), flush=True)
+                finally:
+                    disk.remove()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -4,10 +4,11 @@ Everything this project's tests, demos and benchmarks make carries a run name in
 name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 (`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
 loop-device backing files, mount points, work dirs, daemons' command lines (a ZooKeeper
-ensemble's JVMs name their config in the run's work dir) and network namespaces are found by it. A run is live while its owner pid runs or, for a named HDFS
-testbed without one (`hdfs_cluster up --name demo`), while its daemons run; a name that records
-neither cannot be shown dead and counts as live. What a live run owns is listed but kept unless
---include-live. Production agents' subtrees
+ensemble's JVMs name their config in the run's work dir), network namespaces and holds on early
+background writeback (testbed/early_writeback.py) are found by it. A run is live while its owner
+pid runs or, for a named HDFS testbed without one (`hdfs_cluster up --name demo`), while its
+daemons run; a name that records neither cannot be shown dead and counts as live. What a live
+run owns is listed but kept unless --include-live. Production agents' subtrees
 (`vnode-sync.<node>`) never match.
 
     python -m testbed.leftovers                      # list
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from testbed import early_writeback
 from testbed.loopdev import detach, loops, mounts, unmount
 from testbed.processes import stop_processes
 from vnode_sync.errors import KernelError
@@ -41,7 +43,7 @@ _RUN = re.compile(r"(?:%s)[A-Za-z0-9._-]*" % "|".join(map(re.escape, PREFIXES)))
 
 @dataclass(frozen=True)
 class Leftover:
-    kind: str      # "process", "mount", "loop device", "cgroup", "network namespace", "work dir"
+    kind: str      # "process", "mount", "loop device", "cgroup", "network namespace", "work dir", "early writeback"
     what: str      # the pid, path, device or name to remove
     run: str       # the run name it carries
     live: bool
@@ -79,6 +81,12 @@ def run_is_live(run: str, tmp: str = tempfile.gettempdir()) -> bool:
     return any(_alive(d.get("pid") or 0) for d in daemons)
 
 
+def holder_is_live(name: str) -> bool:
+    """Whether the run a holder file (testbed/early_writeback.py) is named by may still run."""
+    run = run_of(name)
+    return run is not None and run_is_live(run)
+
+
 def _processes() -> list[tuple[str, str]]:
     found = []
     for entry in os.listdir("/proc"):
@@ -94,7 +102,7 @@ def _processes() -> list[tuple[str, str]]:
     return found
 
 
-def _candidates(hierarchies: tuple[str, ...], tmp: str) -> list[tuple[str, str, str]]:
+def _candidates(hierarchies: tuple[str, ...], tmp: str, writeback_dir: str | None) -> list[tuple[str, str, str]]:
     """(kind, what, text that names the run) of everything that may be a run's."""
     found: list[tuple[str, str, str]] = [("process", pid, cmdline) for pid, cmdline in _processes()]
     found += [("mount", m, m) for m in mounts()]  # latest first: the order to unmount in
@@ -107,14 +115,16 @@ def _candidates(hierarchies: tuple[str, ...], tmp: str) -> list[tuple[str, str, 
     found += [("network namespace", line.split()[0], line.split()[0]) for line in out.splitlines() if line.strip()]
     found += [("work dir", os.path.join(tmp, d), d) for d in sorted(os.listdir(tmp))
               if os.path.isdir(os.path.join(tmp, d))]
+    writeback_dir = writeback_dir or early_writeback.HOLDERS_DIR
+    found += [("early writeback", os.path.join(writeback_dir, h), h) for h in early_writeback.holders(writeback_dir)]
     return found
 
 
-def find(part: str = "", hierarchies: tuple[str, ...] = HIERARCHIES,
-         tmp: str = tempfile.gettempdir()) -> list[Leftover]:
+def find(part: str = "", hierarchies: tuple[str, ...] = HIERARCHIES, tmp: str = tempfile.gettempdir(),
+         writeback_dir: str | None = None) -> list[Leftover]:
     """Everything made by a run whose name starts with one of PREFIXES (and contains `part`)."""
     leftovers, live = [], {}
-    for kind, what, text in _candidates(hierarchies, tmp):
+    for kind, what, text in _candidates(hierarchies, tmp, writeback_dir):
         run = run_of(text)
         if run is None or part not in run:
             continue
@@ -148,7 +158,7 @@ def _remove_zram(workdir: str) -> None:
 
 def remove(leftovers: list[Leftover]) -> None:
     """Processes first, then mounts (latest first), loops, cgroups, namespaces and work dirs."""
-    order = ["process", "mount", "loop device", "cgroup", "network namespace", "work dir"]
+    order = ["process", "mount", "loop device", "cgroup", "network namespace", "work dir", "early writeback"]
     processes = []
     for item in leftovers:
         if item.kind == "process":
@@ -169,6 +179,8 @@ def remove(leftovers: list[Leftover]) -> None:
         elif item.kind == "work dir":
             _remove_zram(item.what)
             shutil.rmtree(item.what, ignore_errors=True)
+        elif item.kind == "early writeback":
+            early_writeback.release(item.what, holder_is_live, os.path.dirname(item.what))
 
 
 def remove_crashed(part: str) -> list[Leftover]:

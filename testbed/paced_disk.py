@@ -18,7 +18,9 @@ them. Two models:
 - `DiskModel.streaming(rate_mbps)`: the HDFS write benchmarks' disk. Reads and writes paced,
   queued as above, and at most DIRTY_MB of the page cache dirty for it (a strict per-device
   limit): a writer runs at the disk's pace, as one does on a real DataNode once a sustained
-  write outgrows its page cache (24 GiB of RAM here would hide the disk for gigabytes).
+  write outgrows its page cache (24 GiB of RAM here would hide the disk for gigabytes). While
+  one exists, background writeback starts early (testbed/early_writeback.py): under the strict
+  limit alone the kernel paces every writer, even one at a third of the disk's speed.
 - `DiskModel.spindle(rate_mbps, seek_ms)`: the paper figures' disk. Reads and writes paced,
   a seek cost for every request that does not continue the previous one, no idle credit; the
   loop device without direct I/O serves one request at a time, so the I/O scheduler above it
@@ -45,7 +47,10 @@ from dataclasses import dataclass
 from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel.devices import device_number, set_scheduler
 from vnode_sync.kernel.types import DeviceNumber
+from testbed import early_writeback
+from testbed.leftovers import holder_is_live, run_of
 from testbed.loopdev import attach, cap_dirty_pages, detach, format_ext4, mount_ext4, stale_loops, stale_mounts, unmount
+from testbed.names import unique_name
 from testbed.paced_fuse import FILE_NAME, PacedFileServer, Pacer
 
 IMAGE_NAME = "disk.raw"
@@ -67,6 +72,7 @@ class DiskModel:
     queued: bool = True           # loop device with direct I/O: requests reach the disk at once
     burst_ms: float = 5.0         # idle time credited, so a lone reader's gaps cost no bandwidth
     dirty_mb: float = 0.0         # page cache this disk may hold dirty; 0: only the kernel's global limits
+    early_writeback: bool = True  # with dirty_mb: background writeback starts early (module docstring)
 
     @classmethod
     def streaming(cls, rate_mbps: float) -> "DiskModel":
@@ -87,7 +93,10 @@ class DiskModel:
         seek = f", {self.seek_ms:g} ms per non-sequential request" if self.seek_ms else ""
         what = "reads and writes" if self.pace_writes else "reads"
         queue = "queued at once (direct I/O)" if self.queued else "one request at a time"
-        dirty = f", at most {self.dirty_mb:g} MB dirty" if self.dirty_mb else ""
+        dirty = ""
+        if self.dirty_mb:
+            writeback = "early background writeback" if self.early_writeback else "the kernel's background writeback"
+            dirty = f", at most {self.dirty_mb:g} MB dirty, {writeback}"
         return f"loop device over a FUSE-served file: {what} at {self.read_mbps:g} MB/s{seek}, {queue}{dirty}"
 
     def arguments(self) -> list[str]:
@@ -108,6 +117,7 @@ class PacedDisk:
     device_number: DeviceNumber
     mountpoint: str
     model: DiskModel
+    writeback_holder: str = ""   # a streaming disk's hold on early background writeback
 
     @classmethod
     def create(cls, directory: str, mountpoint: str, size_mb: int, model: DiskModel,
@@ -125,6 +135,7 @@ class PacedDisk:
             server = subprocess.Popen([sys.executable, "-m", __name__, "serve", image, fuse_dir, *model.arguments()],
                                       stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         backing = os.path.join(fuse_dir, FILE_NAME)
+        holder = ""
         try:
             _wait_mounted(fuse_dir, server)
             device = attach(backing, direct_io=model.queued)
@@ -132,13 +143,17 @@ class PacedDisk:
             set_scheduler(number, scheduler)
             if model.dirty_mb:
                 cap_dirty_pages(device, int(model.dirty_mb * MB))
+            if model.dirty_mb and model.early_writeback:
+                holder = early_writeback.hold(run_of(directory) or unique_name("paced-disk"))
             mount_ext4(device, mountpoint)
         except BaseException:
             _take_down(mountpoint, fuse_dir)
+            if holder:
+                early_writeback.release(holder, holder_is_live)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.wait(5)
             raise
-        return cls(backing, device, number, mountpoint, model)
+        return cls(backing, device, number, mountpoint, model, holder)
 
     def remove(self) -> None:
         """Unmount, detach, unmount FUSE (its server then exits), delete the image; each step skipped if done."""
@@ -147,6 +162,8 @@ class PacedDisk:
         image = os.path.join(os.path.dirname(fuse_dir), IMAGE_NAME)
         if os.path.exists(image):
             os.unlink(image)
+        if self.writeback_holder:
+            early_writeback.release(self.writeback_holder, holder_is_live)
 
 
 def _wait_mounted(fuse_dir: str, server: subprocess.Popen) -> None:

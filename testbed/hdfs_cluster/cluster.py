@@ -18,6 +18,8 @@ import psutil
 
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from testbed import early_writeback
+from testbed.leftovers import holder_is_live
 from testbed.paced_disk import DiskModel, PacedDisk
 from testbed.processes import stop_process, stop_processes
 from testbed.sizes import parse_size
@@ -653,6 +655,8 @@ def take_down(workdir: str) -> list[str]:
     for directory, _, files in os.walk(workdir):
         if ZRAM_MARKER in files:
             remove_marked(os.path.join(directory, ZRAM_MARKER))
+    found += [f"early writeback {h}" for h in early_writeback.release_run(os.path.basename(workdir.rstrip("/")),
+                                                                          holder_is_live)]
     shutil.rmtree(workdir, ignore_errors=True)
     return found
 
