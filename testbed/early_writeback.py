@@ -16,7 +16,7 @@ released by `testbed.leftovers --remove`.
 
     holder = hold("vnode-sync-test.hdfs.4711.9f3c2a1b")
     ...
-    release(holder)
+    release(holder, testbed.leftovers.holder_is_live)   # restores the old values if no live run holds them
 """
 
 import contextlib
