@@ -1,7 +1,6 @@
 """The paced disk: a pacer that serves one queue at a fixed rate, a FUSE server that speaks the
 kernel's protocol for one file, and the real thing (FUSE + loop + ext4) set up and removed."""
 
-import dataclasses
 import errno
 import os
 import socket
@@ -223,27 +222,21 @@ def test_a_streaming_disk_holds_a_buffered_writer_to_its_pace_and_lifts_the_cap_
 
 
 @needs_fuse
-@pytest.mark.parametrize("early", [True, False], ids=["early-writeback", "kernel-writeback"])
-def test_a_writer_at_half_a_streaming_disks_speed_is_not_paced_by_the_kernel_only_with_early_writeback(tmp_path, early):
+def test_a_writer_at_half_a_streaming_disks_speed_is_not_paced_by_the_kernel(tmp_path):
+    """With the kernel's own writeback the same writer is paced 14-30 % of the time (benchmarks.dirty_pacing
+    prints both); that baseline varies with the flusher's timing, so it is measured, not asserted."""
     directory = tmp_path / unique_name("stream")
     directory.mkdir()
     before = {s: _read(f"/proc/sys/vm/{s}") for s in early_writeback.SETTINGS}
-    model = dataclasses.replace(DiskModel.streaming(60), early_writeback=early)
-    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=1024, model=model)
+    disk = PacedDisk.create(str(directory), str(directory / "mnt"), size_mb=1024, model=DiskModel.streaming(60))
     try:
-        assert bool(disk.writeback_holder) == early
-        if early:
-            assert int(_read("/proc/sys/vm/dirty_background_bytes")) == early_writeback.EARLY_BACKGROUND_BYTES
+        assert disk.writeback_holder
+        assert int(_read("/proc/sys/vm/dirty_background_bytes")) == early_writeback.EARLY_BACKGROUND_BYTES
         pacing = one_rate(str(directory / "mnt"), str(disk.device_number), 30, seconds=4)
     finally:
         disk.remove()
     assert pacing.kept_mbps == pytest.approx(30, rel=0.1)
-    # Measured: 0 % with early writeback at up to 58 MB/s; 32 % at 30 MB/s without (the strict limit's
-    # writeback starts only at the free-run point).
-    if early:
-        assert pacing.paused <= 0.03, pacing
-    else:
-        assert pacing.paused >= 0.10, pacing
+    assert pacing.paused <= 0.03, pacing   # measured: 0 % up to 58 MB/s
     if not early_writeback.holders():   # no other run holds it: the setting is back
         assert {s: _read(f"/proc/sys/vm/{s}") for s in early_writeback.SETTINGS} == before
 
