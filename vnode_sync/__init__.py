@@ -5,7 +5,8 @@ import os
 # vnode-sync only forks to exec. gRPC's fork handlers, on by default, restart its poller in the
 # child, which then dies of EBADF when Popen closes descriptors before exec (grpc/grpc#43055,
 # grpcio >= 1.81): a Hadoop client or lctl started beside a live channel crashed with SIGSEGV.
-# Set before gRPC reads its configuration, which it does on first use, after this import.
+# gRPC reads this when it is imported, so this package must load first: tests/, testbed/ and
+# benchmarks/ import it at the top of their packages.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 __version__ = "0.1.0"
