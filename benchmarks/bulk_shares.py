@@ -39,6 +39,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.process_cpu import CpuSpan, cluster_roles
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import (CacheDropper, ClientBytes, block_files, first_at_least, interval_rates, mean_rates,
                                  sampled, seconds_until, steady_ratio, tail_rates)
@@ -47,7 +48,7 @@ from vnode_sync.datanode.channel import ThrottleChannel
 
 MB = 1_000_000
 MiB = 1 << 20
-POLICIES = ("static", "wc-rates", "wc-weights", "wc-weights, coordinator stopped")
+POLICIES = ("static", "wc-rates", "wc-weights", "coordinator stopped")   # the last: wc-weights, then stopped
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 LEND_SECONDS = 8.0
 TRACE_SECONDS = 0.5
@@ -209,14 +210,21 @@ def mbs(value: float) -> str:
     return f"{value / MB:5.1f}"
 
 
+def control_cpu(shares: dict[str, float | None]) -> str:
+    """'4/11 %': the coordinator's and the agents' CPU over the scenario, % of a core ('-': not running)."""
+    return "/".join("-" if shares.get(role) is None else f"{100 * shares[role]:.0f}" for role in ("coordinator", "agents")) + " %"
+
+
 def report(results: dict, args, dns: list[str]) -> None:
     configured = f"{args.configured_mbps:.0f} MB/s configured" if args.configured_mbps else "= configured"
     print(f"\n{args.direction}s, 2 DataNodes on {args.disk_mbps:.0f} MB/s disks ({configured}), alice 8, bob 4; "
           f"rates from the Java agent (per DataNode) and the clients (rchar); lend: alice to 90 % of "
           f"{args.configured_mbps or args.disk_mbps:.0f} MB/s on every DataNode, and to 90 % of her own pace alone (the least DataNode's "
-          f"over the last 2 of {LEND_SECONDS:.0f} s after bob stopped); reclaim: bob to 90 % of 4/12 of what the node shares")
+          f"over the last 2 of {LEND_SECONDS:.0f} s after bob stopped); reclaim: bob to 90 % of 4/12 of what the node shares; coord/agents: "
+          f"the CPU vnode-sync's coordinator and agents took over the scenario, % of one core")
     print(f"{'policy':<32} | {'both: alice / bob per DN (MB/s)':<34} | {'client a/b':>11} | {'ratio':>5} | "
-          f"{'median dn/cl':>12} | {'lend s':>6} | {'to own':>6} | {'reclaim s':>9} | {'alice alone dn / client':>23}")
+          f"{'median dn/cl':>12} | {'lend s':>6} | {'to own':>6} | {'reclaim s':>9} | {'alice alone dn / client':>23} | "
+          f"{'coord/agents':>13}")
     for policy, r in results.items():
         split = r["split"]
         per_dn = ", ".join(f"{mbs(split[('dn', (dn, 'alice'))])}/{mbs(split[('dn', (dn, 'bob'))])}" for dn in dns)
@@ -229,7 +237,16 @@ def report(results: dict, args, dns: list[str]) -> None:
         reclaimed = f"{r['reclaimed']:.2f}" if r["reclaimed"] is not None else "never"
         medians = "/".join(f"{r[f'median_{side}']:.2f}" if r[f"median_{side}"] else "-" for side in ("dn", "client"))
         print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {medians:>12} | {lent:>6} | {lent_own:>6} | "
-              f"{reclaimed:>9} | {alone:>23}")
+              f"{reclaimed:>9} | {alone:>23} | {control_cpu(r['control_cpu']):>13}")
+
+
+def _policies(text: str) -> list[str]:
+    named = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(named) - set(POLICIES))
+    if unknown or not named:
+        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown) or '(none given)'}; "
+                                         f"known: {', '.join(POLICIES)}")
+    return [policy for policy in POLICIES if policy in named]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configured-mbps", type=float, default=None,
                         help="the bandwidth the coordinator is given for each DataNode (default: --disk-mbps)")
     parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
-    parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--policies", type=_policies, default=list(POLICIES),
+                        help=f"comma-separated, of {', '.join(POLICIES)} (run in that order)")
     parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
                         "the agents' and coordinator's logs to FILE.POLICY-logs/")
     args = parser.parse_args(argv)
@@ -273,16 +291,18 @@ def main(argv: list[str] | None = None) -> int:
             read_blocks = block_files(hdfs) if args.direction == "read" else set()
             for user in users.values():
                 hdfs.shell("-mkdir", "-p", f"/{user.name}", hdfs_user=user.name)   # -put makes no parent
-            for policy in args.policies.split(","):
+            for policy in args.policies:
                 with governed(hdfs, unique_name("bulkc"), list(users.values()), policy, bw) as cluster, \
                         CacheDropper(read_blocks):
                     run = Run(hdfs, users, args.direction, bw, sources)
                     try:
-                        with Trace(args.trace, run, cluster, policy) if args.trace else contextlib.nullcontext():
+                        with Trace(args.trace, run, cluster, policy) if args.trace else contextlib.nullcontext(), \
+                                CpuSpan(cluster_roles(cluster)) as cpu:
                             r = run.scenario()
                     finally:
                         for name in list(run.clients):
                             run.stop(name)
+                    r["control_cpu"] = cpu.shares
                 results[policy] = r
                 print(f"[{time.monotonic() - started:.0f} s] {policy}: {r}", flush=True)
             dns = [dn.id for dn in hdfs.datanodes]

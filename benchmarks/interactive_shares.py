@@ -44,6 +44,7 @@ from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
+from testbed.process_cpu import CpuSpan, cluster_roles
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, block_files
 from vnode_sync.datanode.channel import ThrottleChannel
@@ -190,7 +191,8 @@ def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered:
 def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[str]) -> dict:
     results: dict = {}
     delivered: list[float] = []
-    with governed(hdfs, name, policy, args.backend, int(args.disk_mbps * MB), args.bfq):
+    with governed(hdfs, name, policy, args.backend, int(args.disk_mbps * MB), args.bfq) as cluster, \
+            CpuSpan(cluster_roles(cluster)) as cpu:
         for phase in PHASES:
             busy = (bob_busy(hdfs, args.direction, bob_blocks, delivered) if phase == "beside bob"
                     else contextlib.nullcontext())
@@ -207,6 +209,7 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
                           + (f"; her packets waited {waited / 1e6:.0f} ms a transfer in the DataNode's scheduler"
                              if hdfs.datanode_throttle else ""), flush=True)
     results["delivered"] = delivered[0] if delivered else 0.0
+    results["control_cpu"] = cpu.describe()
     return results
 
 
@@ -238,6 +241,8 @@ def report(results: dict[str, dict], args) -> None:
     print("\nthe DataNode with bob alone (MB/s, 2 s before alice's transfers beside him): "
           + ", ".join(f"{policy} {results[policy]['delivered'] / MB:.1f}" for policy in args.policies)
           + f"; alice's weighted share is 2/3 of it (static caps give her {share / MB:.0f} whatever it delivers)")
+    print("vnode-sync's own processes over each policy's phases: "
+          + "; ".join(f"{policy} {results[policy]['control_cpu']}" for policy in args.policies))
 
 
 def _policies(text: str) -> list[str]:
