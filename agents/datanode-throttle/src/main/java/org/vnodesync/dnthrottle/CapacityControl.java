@@ -18,15 +18,20 @@ import java.util.Arrays;
  *       kept up), just under what the node delivers, whatever holds it (encryption, checksums, a
  *       disk); that level is remembered as safe, and R is held. Begun by one flow alone, R keeps
  *       all but MARGIN of what it was (a transfer's first interval says little of the node) and the
- *       safe level waits for a second flow, as after a climb;</li>
+ *       safe level waits for a second flow, as after a climb. Begun by flows that started less than
+ *       YOUNG_INTERVALS ago, R and the safe level keep all but MARGIN of what R was: their first
+ *       intervals say as little, and a level taken from them held two writers at half the node for
+ *       3-6 s while they waited for it (measured; the rules below lower R if they do not wait);</li>
  *   <li>held, while fewer than two flows compete, the one alone is paced at R and shows only R: while
  *       it keeps up (KEEPS_UP of R, LONE_INTERVALS running) R climbs by CLIMB an interval, so a flow
  *       left alone gets what the node delivers now; when a second flow arrives R comes back to MARGIN
  *       of what the lone flow moved at the top (the safe level rises to it if it is higher): the
  *       newcomer meets R just under the node's speed, from its first packet (shared(), which the
- *       scheduler switches to as the second flow arrives);</li>
+ *       scheduler switches to as the second flow arrives). Unless the lone flow moved under SELF_HELD
+ *       of R: then it was held by itself, and R stays;</li>
  *   <li>held, when two flows or more competed and hardly any packet waited for its weight, for
- *       LOWER_INTERVALS running, R is above what they get (the node slowed, or other work takes it):
+ *       LOWER_INTERVALS running (once past their first YOUNG_INTERVALS: starting, they wait for
+ *       nothing), R is above what they get (the node slowed, or other work takes it):
  *       MARGIN of what moved, but never less than LOWER_MOST of R at a time (this and the next). Not on less: flows move less than R for reasons of their own too
  *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
  *   <li>held, when the flows that kept sending did not share by weight (their bytes per weight
@@ -85,6 +90,8 @@ final class CapacityControl {
     /** R never goes below this fraction of the configured capacity. */
     static final double LOWEST = 0.05;
     static final int RECENT_INTERVALS = 10;
+    /** Flows active for fewer intervals than this are still starting (JVMs warming up, pipelines opening). */
+    static final int YOUNG_INTERVALS = RECENT_INTERVALS;
     static final double BUSY_SMOOTHING = 0.2;
     /** Intervals under RELEASED before held ends (a write pipeline changing blocks idles the disk briefly). */
     static final int RELEASE_INTERVALS = 10;
@@ -98,6 +105,12 @@ final class CapacityControl {
     static final double KEEPS_UP = 0.9;
     static final double CLIMB = 0.10;
     static final int LONE_INTERVALS = 3;
+    /**
+     * A flow alone moving under this share of R is held by itself (a client starting: two writers' JVMs
+     * at 13-16 MB/s of 57), and a second flow meeting R at what it moved held both at a third under the
+     * node for 3-6 s (measured). One held by the node moves near R (a reader behind its read-ahead, 80 %).
+     */
+    static final double SELF_HELD = 0.5;
     static final double LONE_SMOOTHING = 0.3;
     /** Flows that move this much of R take all it lets through. */
     static final double FOLLOWS = 0.97;
@@ -193,7 +206,7 @@ final class CapacityControl {
      * climb's end would give (MARGIN of what it moved, not under the safe level); else NEXT.
      */
     long shared(long next) {
-        return climbed ? Math.min(next, Math.round(Math.max(safe, MARGIN * loneMoved))) : next;
+        return climbed && !selfHeld(next) ? Math.min(next, Math.round(Math.max(safe, MARGIN * loneMoved))) : next;
     }
 
     /** The next R (bytes/s) for a direction with capacity CONFIGURED and R now CURRENT, after SEEN. */
@@ -243,6 +256,8 @@ final class CapacityControl {
                 climbed = true;
                 lone = 1;
                 loneMoved = moved;
+            } else if (filled < YOUNG_INTERVALS) {
+                rate = safe = MARGIN * current;
             }
         } else if (held && (busy >= RELEASED || ++idle < RELEASE_INTERVALS)) {
             if (busy >= RELEASED) {
@@ -268,7 +283,9 @@ final class CapacityControl {
     private double heldStep(long configured, long current, double moved, double mean, Seen seen) {
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
         boolean fresh = safeWait.waiting();
-        boolean unheld = busy >= SATURATED && seen.competing() >= 2 && seen.held() < UNHELD;
+        // Flows still starting (fewer than YOUNG_INTERVALS) move less than R for reasons of their own.
+        boolean unheld = filled >= YOUNG_INTERVALS && busy >= SATURATED && seen.competing() >= 2
+                && seen.held() < UNHELD;
         if (beyond) {
             beyondMoved += moved;
             if (seen.competing() < 2) {
@@ -348,6 +365,14 @@ final class CapacityControl {
             return aloneStep(current, moved);
         }
         lone = 0;
+        if (climbed && selfHeld(current)) {
+            // The flow alone moved far under R: held by itself (a client starting), it said nothing of the
+            // node. R stays, and the rules above lower it if the flows do not wait there.
+            climbed = false;
+            safe = Math.max(safe, current);
+            resetProbes();
+            return current;
+        }
         if (climbed) {
             // Competition again after a flow alone climbed: R back to just under what it moved at the
             // top (what the node delivers, or what the flow could take; never under the safe level).
@@ -405,6 +430,11 @@ final class CapacityControl {
             return Math.max(current, Math.min(current * (1 + CLIMB), moved / KEEPS_UP));
         }
         return current;
+    }
+
+    /** The flow alone moved under SELF_HELD of R (RATE): held by itself, not by the node. */
+    private boolean selfHeld(double rate) {
+        return loneMoved < SELF_HELD * rate;
     }
 
     private void resetProbes() {

@@ -23,6 +23,7 @@ final class Flow {
     long retagEpoch = -1;
     long lastArrivalNs = Long.MIN_VALUE / 2;   // when its last packet arrived
     long credit;            // bytes it may still take at once, back from a pause
+    boolean creditAside;    // the credit goes beside the others' shares (a writer back from idle)
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
     double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
     int interval = -1;      // the scheduler's last interval it had a packet charged whole in

@@ -65,6 +65,7 @@ final class Throttles {
             // A new capacity holds at once; CapacityControl moves R below it from there.
             long capacity = next.node().capacity(direction);
             WeightedScheduler scheduler = scheduler(direction);
+            scheduler.setConfigured(capacity);
             if (capacity != policy.node().capacity(direction) || scheduler.rate() > capacity) {
                 scheduler.setRate(capacity, now);
             }

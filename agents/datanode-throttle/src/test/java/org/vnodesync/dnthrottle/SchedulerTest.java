@@ -296,6 +296,51 @@ class SchedulerTest {
     }
 
     @Test
+    void aWriterBackFromAPauseGoesOnAtItsShareOnceItsCreditIsSpent() {
+        for (boolean writes : new boolean[] {true, false}) {
+            Burst b = new Burst(writes ? WeightedScheduler.forWrites() : WeightedScheduler.forReads(), 0);
+            long t = b.now;
+            while (b.scheduler.admit(b.alice, SimulatedNode.PACKET, t, b.alices) == t) {   // her credit, at once
+                t += 10_000L;
+            }
+            long next = b.scheduler.recheck(b.alice, t, b.alices);
+            if (writes) {   // the page cache took the burst: her next packet goes at her share (a packet: 1.6 ms)
+                assertTrue(next < t + 5 * WeightedScheduler.LEAST_SLEEP_NS, "held " + (next - t) + " ns");
+            } else {        // the disk served her burst: the node pays for it before anyone goes on
+                assertTrue(next > t + 20 * WeightedScheduler.LEAST_SLEEP_NS, "held " + (next - t) + " ns");
+            }
+        }
+        // A writer back from a shorter pause (a pipeline between blocks): R pays for its credit too.
+        Burst b = new Burst(WeightedScheduler.forWrites(), 0);
+        b.scheduler.admit(b.alice, SimulatedNode.PACKET, b.now, b.alices);
+        b.scheduler.release(b.alice, b.alices);
+        long t = b.now + WeightedScheduler.IDLE_NS / 2;
+        while (b.scheduler.admit(b.alice, SimulatedNode.PACKET, t, b.alices) == t) {
+            t += 10_000L;
+        }
+        long next = b.scheduler.recheck(b.alice, t, b.alices);
+        assertTrue(next > t + 20 * WeightedScheduler.LEAST_SLEEP_NS, "held " + (next - t) + " ns");
+    }
+
+    @Test
+    void aReturningWritersCreditIsItsShareOfTheConfiguredCapacityAReadersOfR() {
+        for (boolean writes : new boolean[] {true, false}) {
+            Burst b = new Burst(writes ? WeightedScheduler.forWrites() : WeightedScheduler.forReads(), 0);
+            b.scheduler.setConfigured(60_000_000L);
+            b.scheduler.setRate(45_000_000L, b.now);   // the node delivers less than configured
+            long t = b.now;
+            int packets = 0;
+            while (b.scheduler.admit(b.alice, SimulatedNode.PACKET, t, b.alices) == t) {
+                t += 10_000L;
+                packets++;
+            }
+            double base = writes ? 60e6 : 45e6;   // a cap of 8/12 of 60 MB/s bursts 100 ms of 40
+            double credit = WeightedScheduler.CREDIT_NS / 1e9 * base * 8 / 12;
+            assertEquals(credit / SimulatedNode.PACKET, packets, 2.5, writes ? "writes" : "reads");
+        }
+    }
+
+    @Test
     void aBurstDoesNotHoldAFloor() {
         Burst b = new Burst(30_000_000L);
         long back = b.now;
@@ -421,9 +466,74 @@ class SchedulerTest {
         assertEquals(Math.min(c, Math.round(before * 1.1)), now);
         assertEquals(c, control.next(c, 58_000_000L, seen(58e6, 0.5)));
         assertEquals(c, control.next(c, 20_000_000L, seen(0, 0.99)));   // idle: the configured capacity
-        CapacityControl lowest = new CapacityControl();
-        assertEquals(Math.round(CapacityControl.LOWEST * c), lowest.next(c, c, seen(2e6, 1.0)));   // never below LOWEST
+        CapacityControl lowest = started(new CapacityControl(), 2e6);
+        long least = c;
+        while (!lowest.held()) {
+            least = lowest.next(c, c, seen(2e6, 1.0));
+        }
+        assertEquals(Math.round(CapacityControl.LOWEST * c), least);   // never below LOWEST
         assertEquals(0, control.next(0, c, seen(40e6, 0.99)));        // nothing configured: weights off
+    }
+
+    @Test
+    void flowsThatJustStartedOnABusyNodeKeepRNearTheEdgeUntilTheyStopWaitingForIt() {
+        long c = CONFIGURED;
+        long edge = Math.round(0.95 * c);
+        CapacityControl control = new CapacityControl();
+        // Two writers' first interval: little moved (their JVMs and pipelines starting), the disk busy.
+        assertEquals(edge, control.next(c, c, new CapacityControl.Seen(8e6, 0.99, 0.5, 2)));
+        assertTrue(control.held());
+        assertEquals(edge, Math.round(control.safe()));
+        CapacityControl.Seen waiting = new CapacityControl.Seen(0.98 * edge, 0.99, 0.9, 2);
+        for (int i = 0; i < 3 * CapacityControl.RECENT_INTERVALS; i++) {   // they wait for their weights there
+            assertEquals(edge, control.next(c, edge, waiting));
+        }
+        // Starting, they wait for nothing (their clients are slow yet): R stays.
+        CapacityControl young = new CapacityControl();
+        young.next(c, c, new CapacityControl.Seen(8e6, 0.99, 0.5, 2));
+        for (int i = 1; i < CapacityControl.YOUNG_INTERVALS; i++) {
+            assertEquals(edge, young.next(c, edge, new CapacityControl.Seen(8e6, 0.99, 0.0, 2)));
+        }
+        // A node slower than that: the flows stop waiting, and R comes down to what they move.
+        CapacityControl.Seen notHeld = new CapacityControl.Seen(40e6, 0.99, 0.01, 2);
+        for (int i = 1; i < CapacityControl.LOWER_INTERVALS; i++) {
+            assertEquals(edge, control.next(c, edge, notHeld));
+        }
+        assertEquals(Math.round(0.95 * 40e6), control.next(c, edge, notHeld));
+        // Flows that ran a whole window first: what they moved is the level.
+        CapacityControl settled = started(new CapacityControl(), 40e6);
+        long now = c;
+        while (!settled.held()) {
+            now = settled.next(c, c, new CapacityControl.Seen(40e6, 1.0, 0.5, 2));
+        }
+        assertEquals(Math.round(0.95 * 40e6), now);
+    }
+
+    @Test
+    void aSecondFlowMeetsRWhereItWasWhenTheFlowAloneWasHeldByItselfAndJustUnderItWhenByTheNode() {
+        long c = CONFIGURED;
+        long edge = Math.round(0.95 * c);
+        for (double alone : new double[] {15e6, 50e6}) {
+            CapacityControl control = new CapacityControl();
+            long now = c;
+            for (int i = 0; i < 2 * CapacityControl.RECENT_INTERVALS; i++) {   // alone on a busy node
+                now = control.next(c, now, new CapacityControl.Seen(alone, 0.99, 0, 1));
+            }
+            assertEquals(edge, now);
+            boolean self = alone < CapacityControl.SELF_HELD * now;
+            long expected = self ? edge : Math.round(0.95 * alone);
+            assertEquals(expected, control.shared(now), 1, "shared, alone at " + alone);
+            assertEquals(expected, control.next(c, now, new CapacityControl.Seen(alone, 0.99, 0.5, 2)), 1,
+                         "a second flow, alone at " + alone);
+        }
+    }
+
+    /** CONTROL after flows moved MOVED for YOUNG_INTERVALS on a node with room: past their start. */
+    private static CapacityControl started(CapacityControl control, double moved) {
+        for (int i = 0; i < CapacityControl.YOUNG_INTERVALS; i++) {
+            control.next(CONFIGURED, CONFIGURED, seen(moved, 0.5));
+        }
+        return control;
     }
 
     @Test
@@ -457,7 +567,7 @@ class SchedulerTest {
     @Test
     void aStallWithoutWaitingForWeightsHalvesRAtMostAndANodeThatSlowedIsReachedInSteps() {
         long c = CONFIGURED;
-        CapacityControl control = new CapacityControl();
+        CapacityControl control = started(new CapacityControl(), 56e6);
         long r = c;
         while (!control.held()) {
             r = control.next(c, c, seen(56e6, 0.99));
@@ -515,7 +625,7 @@ class SchedulerTest {
     @Test
     void rHeldLowWhileTheNodeHasRoomRisesAndStaysWhereTheNodeIsSaturated() {
         long c = CONFIGURED;
-        CapacityControl control = new CapacityControl();
+        CapacityControl control = started(new CapacityControl(), 30e6);
         long now = c;
         while (!control.held()) {                        // saturation begins while the node is slow (warming up)
             now = control.next(c, c, seen(30e6, 0.99));
