@@ -35,11 +35,12 @@ import threading
 import time
 from collections.abc import Iterator
 
+from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name
-from testbed.process_cpu import CpuSpan, cluster_roles
+from testbed.process_cpu import CpuSpan, cluster_roles, compact
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import (CacheDropper, ClientBytes, block_files, first_at_least, interval_rates, mean_rates,
                                  sampled, seconds_until, steady_ratio, tail_rates)
@@ -210,11 +211,6 @@ def mbs(value: float) -> str:
     return f"{value / MB:5.1f}"
 
 
-def control_cpu(shares: dict[str, float | None]) -> str:
-    """'4/11 %': the coordinator's and the agents' CPU over the scenario, % of a core ('-': not running)."""
-    return "/".join("-" if shares.get(role) is None else f"{100 * shares[role]:.0f}" for role in ("coordinator", "agents")) + " %"
-
-
 def report(results: dict, args, dns: list[str]) -> None:
     configured = f"{args.configured_mbps:.0f} MB/s configured" if args.configured_mbps else "= configured"
     print(f"\n{args.direction}s, 2 DataNodes on {args.disk_mbps:.0f} MB/s disks ({configured}), alice 8, bob 4; "
@@ -237,16 +233,7 @@ def report(results: dict, args, dns: list[str]) -> None:
         reclaimed = f"{r['reclaimed']:.2f}" if r["reclaimed"] is not None else "never"
         medians = "/".join(f"{r[f'median_{side}']:.2f}" if r[f"median_{side}"] else "-" for side in ("dn", "client"))
         print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {medians:>12} | {lent:>6} | {lent_own:>6} | "
-              f"{reclaimed:>9} | {alone:>23} | {control_cpu(r['control_cpu']):>13}")
-
-
-def _policies(text: str) -> list[str]:
-    named = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = sorted(set(named) - set(POLICIES))
-    if unknown or not named:
-        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown) or '(none given)'}; "
-                                         f"known: {', '.join(POLICIES)}")
-    return [policy for policy in POLICIES if policy in named]
+              f"{reclaimed:>9} | {alone:>23} | {compact(r['control_cpu']):>13}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configured-mbps", type=float, default=None,
                         help="the bandwidth the coordinator is given for each DataNode (default: --disk-mbps)")
     parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
-    parser.add_argument("--policies", type=_policies, default=list(POLICIES),
+    parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES), default=list(POLICIES),
                         help=f"comma-separated, of {', '.join(POLICIES)} (run in that order)")
     parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
                         "the agents' and coordinator's logs to FILE.POLICY-logs/")

@@ -47,7 +47,6 @@ import time
 import statistics
 from dataclasses import dataclass
 
-import psutil
 from hdfs import InsecureClient
 
 from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval, round_order
@@ -55,6 +54,7 @@ from testbed.local_cluster import LocalUser
 from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
 from testbed.names import unique_name
+from testbed.process_cpu import cpu_seconds
 from testbed.processes import exit_once_on_signals
 from vnode_sync.datanode.channel import NodeCapacity, Share, Shares, ThrottleChannel, ThrottleSettings
 
@@ -67,7 +67,7 @@ def aggregate_rate(transfers: list[Transfer]) -> float:
 
 
 def datanode_cpu_seconds(hdfs: HdfsCluster) -> float:
-    return sum(sum(psutil.Process(dn.pid).cpu_times()[:2]) for dn in hdfs.datanodes)
+    return sum(cpu_seconds(dn.pid) for dn in hdfs.datanodes)
 
 
 @dataclass(frozen=True)

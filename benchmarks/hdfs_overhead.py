@@ -68,7 +68,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import psutil
 import yaml
 
 from vnode_sync.errors import KernelError
@@ -78,6 +77,7 @@ from vnode_sync.kernel.types import DeviceNumber
 from testbed.hdfs_cluster import PACED_READ_MBPS, HdfsCluster, Transfer
 from testbed.hdfs_vnode_cluster import node_vnodes, vnode_usage
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.process_cpu import cpu_seconds as process_cpu_seconds
 from testbed.processes import exit_once_on_signals
 
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
@@ -182,11 +182,7 @@ class DiskSampler:
 def cpu_seconds(cluster: LocalCluster | None) -> float:
     if cluster is None:
         return 0.0
-    total = 0.0
-    for process in cluster.processes():
-        times = psutil.Process(process.pid).cpu_times()
-        total += times.user + times.system
-    return total
+    return sum(process_cpu_seconds(process.pid) for process in cluster.processes())
 
 
 def machine_cpu() -> dict[str, float]:

@@ -39,6 +39,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
@@ -245,14 +246,6 @@ def report(results: dict[str, dict], args) -> None:
           + "; ".join(f"{policy} {results[policy]['control_cpu']}" for policy in args.policies))
 
 
-def _policies(text: str) -> list[str]:
-    named = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = sorted(set(named) - set(POLICIES))
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
-    return [policy for policy in POLICIES if policy == "static" or policy in named]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("datanode-throttle", "blkio-v1"), default="datanode-throttle")
@@ -271,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
                              "(put back as they were at the end)")
-    parser.add_argument("--policies", type=_policies, default=list(POLICIES),
+    parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES, always=("static",)),
+                        default=list(POLICIES),
                         help=f"comma-separated, of {', '.join(POLICIES)}; static, the baseline, always runs")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:

@@ -24,12 +24,11 @@ import threading
 import time
 import urllib.request
 
-import psutil
-
 from testbed.cpu_priority import cpu_priority
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
 from testbed.names import unique_name
+from testbed.process_cpu import cpu_seconds
 from testbed.prometheus_server import free_port
 
 MB = 1_000_000
@@ -38,11 +37,6 @@ FIRST_UID = 71_000
 
 def users(count: int) -> list[LocalUser]:
     return [LocalUser(f"mu{i:05d}", FIRST_UID + i, 1 + i % 100) for i in range(count)]
-
-
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
 
 
 def scrape(url: str) -> tuple[float, int, int]:

@@ -1,5 +1,5 @@
-"""The CPU that processes took over a span, as a share of one core: what vnode-sync's own coordinator
-and agents take from the DataNodes and clients they run beside on a small testbed.
+"""The CPU that processes took, in seconds or over a span as a share of one core: what vnode-sync's
+own coordinator and agents take from the DataNodes and clients they run beside on a small testbed.
 
     with CpuSpan({"coordinator": [pid], "agents": agent_pids}) as span:
         ...
@@ -11,11 +11,18 @@ import time
 
 import psutil
 
+from testbed.local_cluster import LocalCluster
 
-def _cpu_seconds(pid: int) -> float | None:
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process PID so far (psutil.Error if it is gone)."""
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def _cpu_seconds_if_running(pid: int) -> float | None:
     with contextlib.suppress(psutil.Error):
-        times = psutil.Process(pid).cpu_times()
-        return times.user + times.system
+        return cpu_seconds(pid)
     return None
 
 
@@ -27,7 +34,7 @@ class CpuSpan:
         self._t0 = 0.0
 
     def __enter__(self) -> "CpuSpan":
-        self._start = {pid: _cpu_seconds(pid) for pids in self.roles.values() for pid in pids}
+        self._start = {pid: _cpu_seconds_if_running(pid) for pids in self.roles.values() for pid in pids}
         self._t0 = time.monotonic()
         return self
 
@@ -36,7 +43,7 @@ class CpuSpan:
         for role, pids in self.roles.items():
             used = []
             for pid in pids:
-                start, end = self._start.get(pid), _cpu_seconds(pid)
+                start, end = self._start.get(pid), _cpu_seconds_if_running(pid)
                 if start is not None and end is not None:
                     used.append(end - start)
             self.shares[role] = sum(used) / elapsed if used and elapsed > 0 else None
@@ -48,8 +55,13 @@ class CpuSpan:
         return ", ".join(parts) + " of a core"
 
 
-def cluster_roles(cluster) -> dict[str, list[int]]:
-    """A testbed.local_cluster.LocalCluster's processes that are running, by role."""
+def compact(shares: dict[str, float | None]) -> str:
+    """CpuSpan.shares as '4/11 %' (% of a core per role, in order; '-': not measured), for a table column."""
+    return "/".join("-" if share is None else f"{100 * share:.0f}" for share in shares.values()) + " %"
+
+
+def cluster_roles(cluster: LocalCluster) -> dict[str, list[int]]:
+    """The cluster's processes that are running, by role."""
     coordinator = cluster.coordinator
     running = coordinator is not None and coordinator.poll() is None
     return {"coordinator": [coordinator.pid] if running else [],
