@@ -3,7 +3,7 @@ less than its configured bandwidth, under static caps, the rate re-setting loop 
 weights, in one run.
 
     sudo .venv/bin/python -m benchmarks.bottleneck_shares [--disk zram|paced] [--configured-mbps 1000]
-        [--direction read|write] [--seconds 20]
+        [--direction read|write] [--seconds 20] [--policies static,wc-rates,wc-weights] [--trace FILE]
 
 One DataNode with the Java agent, configured with --configured-mbps, more than it can do:
 - zram: a disk in RAM, so the DataNode's CPU (checksums, copies; clients on the same 2 cores) is
@@ -13,16 +13,21 @@ alice (8) and bob (4) each read (re-read; a paced disk's blocks kept out of the 
 write (the testbed client, one file after another) without pause through Hadoop's client library.
 After 8 s to settle, the split over --seconds from the Java agent's counters and the clients'
 own (/proc/PID/io rchar); target: 1:2 within 10 %. The Java agent's R and the CPU and disk busy
-fractions it saw are printed beside.
+fractions it saw are printed beside. --trace writes, every 0.1 s of each policy's run, R, both users'
+MB/s, the time their threads waited and how much of it they were woken late (seconds per second), the CPU, the share of packets held for their weight, the flows' skew and the rule that set R
+(the NODE line of the agent's STATS).
 """
 
 import argparse
 import os
 import statistics
 import sys
+import threading
 import time
+from typing import TextIO
 
 from benchmarks.bulk_shares import Run, governed
+from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
@@ -33,10 +38,47 @@ from testbed.unix_users import local_users
 MB = 1_000_000
 MiB = 1 << 20
 POLICIES = ("static", "wc-rates", "wc-weights")
+TRACE_SECONDS = 0.1
 
 
-def measure(run: Run, seconds: float) -> dict:
+def trace_until(run: Run, stop: threading.Event, out: TextIO, policy: str) -> None:
+    """Every TRACE_SECONDS until STOP: one line of the agent's view (see --trace)."""
+    channel = next(iter(run.channels.values()))
+    d = run.direction
+    began, last = time.monotonic(), None
+    while not stop.wait(TRACE_SECONDS):
+        stats, now = channel.stats(), time.monotonic()
+        moved = {name: (getattr(c, f"{d}_bytes"), getattr(c, f"{d}_wait_ns"), getattr(c, f"{d}_late_ns"))
+                 for name, c in stats.users.items()}
+        if last is not None:
+            seconds = now - last[0]
+            rates, waits, lates = {}, {}, {}
+            for role, user in run.users.items():
+                (b1, w1, l1), (b0, w0, l0) = moved.get(user.name, (0, 0, 0)), last[1].get(user.name, (0, 0, 0))
+                rates[role], waits[role], lates[role] = (b1 - b0) / seconds / MB, (w1 - w0) / 1e9 / seconds, \
+                    (l1 - l0) / 1e9 / seconds
+            node = stats.node
+            out.write(f"{policy:<11} {now - began:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}  "
+                      f"alice {rates['alice']:7.1f} (waits {waits['alice']:4.2f}, late {lates['alice']:4.2f})  "
+                      f"bob {rates['bob']:7.1f} (waits {waits['bob']:4.2f}, late {lates['bob']:4.2f})  cpu {node.get('cpu_busy', 0):.2f}  "
+                      f"held {node.get(f'{d}_held', 0):.2f}  skew {node.get(f'{d}_skew_seen', 0):.2f}"
+                      f" ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
+                      f"{stats.steps.get(f'{d}_step', '?')}\n")
+        last = (now, moved)
+
+
+def measure(run: Run, seconds: float, trace: TextIO | None = None, policy: str = "") -> dict:
     """Per-second samples of both users' rates (agent and client side) and the agent's NODE line."""
+    stop = threading.Event()
+    if trace is not None:
+        threading.Thread(target=trace_until, args=(run, stop, trace, policy), daemon=True).start()
+    try:
+        return _measure(run, seconds)
+    finally:
+        stop.set()
+
+
+def _measure(run: Run, seconds: float) -> dict:
     for role in ("alice", "bob"):
         if run.direction == "read":
             run.start(role)   # the reader's socket reads are its rchar
@@ -70,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--direction", choices=("read", "write"), default="read")
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--file-mb", type=int, default=1024)
+    parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES), default=list(POLICIES),
+                        help=f"comma-separated, of {', '.join(POLICIES)}")
+    parser.add_argument("--trace", type=argparse.FileType("w"), help="write the 0.1 s trace here")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bottleneck_shares: needs root", file=sys.stderr)
@@ -91,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                 hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid, hdfs_user=user.name)
         # A paced disk's reads are kept its own (out of the page cache); zram is memory either way.
         dropped = block_files(hdfs) if args.direction == "read" and args.disk == "paced" else set()
-        for policy in POLICIES:
+        for policy in args.policies:
             with governed(hdfs, unique_name("neckc"), list(users.values()), policy, bw), CacheDropper(dropped):
                 run = Run(hdfs, users, args.direction, bw, {})
                 try:
-                    results[policy] = measure(run, args.seconds)
+                    results[policy] = measure(run, args.seconds, args.trace, policy)
                 finally:
                     for role in list(run.clients):
                         run.stop(role)

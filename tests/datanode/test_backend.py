@@ -229,6 +229,14 @@ def test_stats_are_parsed_into_counters_per_user_and_unknown_keys_and_lines_are_
                           {"started_ms": 17, "read_rate_bps": 5, "cpu_busy": 0.5})
 
 
+def test_the_rule_that_set_r_last_is_parsed_by_direction(tmp_path):
+    stats = serve_once(tmp_path, b"NODE started_ms=17 read_rate_bps=5 read_step=lowered-skewed read_skew=1.2 "
+                                 b"write_step=idle\nDEFAULT read_bytes=1 read_late_ns=7\nOK generation=3\n").stats()
+    assert stats.steps == {"read_step": "lowered-skewed", "write_step": "idle"}
+    assert stats.node == {"started_ms": 17, "read_rate_bps": 5, "read_skew": 1.2}
+    assert stats.default.read_late_ns == 7
+
+
 @pytest.mark.parametrize("reply", [
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nUSER name=../etc read_bytes=1\nOK generation=3\n",   # no user name
     b"NODE started_ms=17\nDEFAULT read_bytes=-6\nOK generation=3\n",                                   # below zero
@@ -237,6 +245,7 @@ def test_stats_are_parsed_into_counters_per_user_and_unknown_keys_and_lines_are_
     b"DEFAULT read_bytes=1\nOK generation=3\n",                                                        # no NODE
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK generation=three\n",
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK 3\n",                                               # protocol 1
+    b"NODE started_ms=17 read_step=../held\nDEFAULT read_bytes=1\nOK generation=3\n",                 # not a step name
 ])
 def test_a_malformed_stats_reply_is_one_line_error(tmp_path, reply):
     with pytest.raises(Unavailable, match="malformed STATS") as e:

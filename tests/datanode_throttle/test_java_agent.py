@@ -127,14 +127,18 @@ def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):
     assert alice.bytes_per_second >= 0.5 * WRITE_CAP
     # Bob's own speed is this shared machine's; his zero wait below is the proof he is not throttled.
     assert bob.bytes_per_second > 1.15 * WRITE_CAP
+    alice_waited = []
     for dn in cluster.datanodes:
         now = stats(cluster.throttle_socket(dn))
         for user in ("alice", "bob"):
             written = now[user][1] - before[dn.id].get(user, [0] * 6)[1]
             assert written >= size, (dn.id, user, written)
-        assert now["alice"][3] > before[dn.id].get("alice", [0] * 6)[3], "alice waited in her throttler"
+        alice_waited.append(now["alice"][3] - before[dn.id].get("alice", [0] * 6)[3])
         assert now["bob"][3] == before[dn.id].get("bob", [0] * 6)[3], "bob never waited"
         assert now["DEFAULT"][1] == before[dn.id]["DEFAULT"][1], "nothing written was charged to DEFAULT"
+    # The pipeline's first DataNode paces her; the second gets her packets at that pace already and
+    # need not wait (a wait under 1 ms is not slept, so not counted: seen once in a loaded run).
+    assert max(alice_waited) > 0, f"alice waited in her throttler: {alice_waited}"
 
 
 def test_read_charged_to_the_reader(tokens_on):

@@ -125,6 +125,8 @@ class Counters:
     write_wait_ns: int = 0
     read_ops: int = 0
     write_ops: int = 0
+    read_late_ns: int = 0    # how much later than due its threads went on from their waits
+    write_late_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Stats:
     default: Counters
     users: dict[str, Counters]
     node: dict[str, float] = field(default_factory=dict)   # the NODE line: capacities, R, busy fractions
+    steps: dict[str, str] = field(default_factory=dict)    # the NODE line's read/write step: the rule that set R last
 
 
 class ThrottleChannel:
@@ -205,13 +208,14 @@ class ThrottleChannel:
     def stats(self) -> Stats:
         """Keys this side does not know are skipped; a known one must be a number, a user a user name."""
         lines = self._exchange(["STATS"])
-        node, default, users = None, None, {}
+        node, steps, default, users = None, {}, None, {}
         try:
             for line in lines[:-1]:
                 kind = line.split(" ", 1)[0]
                 fields = _fields(line, kind)
                 if kind == "NODE":
-                    node = {k: float(v) for k, v in fields.items()}
+                    steps = {k: _step(v) for k, v in fields.items() if k in _STEP_KEYS}
+                    node = {k: float(v) for k, v in fields.items() if k not in _STEP_KEYS}
                 elif kind == "DEFAULT":
                     default = _counters(fields)
                 elif kind == "USER":
@@ -221,7 +225,16 @@ class ThrottleChannel:
                 raise ValueError("no NODE or DEFAULT line")
         except (ValueError, KeyError, InvalidArgument) as e:
             raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS: {e}") from e
-        return Stats(int(node.get("started_ms", 0)), generation, default, users, node)
+        return Stats(int(node.get("started_ms", 0)), generation, default, users, node, steps)
+
+
+_STEP_KEYS = ("read_step", "write_step")
+
+
+def _step(value: str) -> str:
+    if not value or not all(c.islower() or c == "-" for c in value):
+        raise ValueError(f"step {value[:40]!r} is not a lower-case name")
+    return value
 
 
 def _fields(line: str, kind: str) -> dict[str, str]:

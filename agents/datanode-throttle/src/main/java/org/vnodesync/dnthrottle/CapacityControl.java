@@ -35,8 +35,9 @@ import java.util.Arrays;
  *       MARGIN of what moved, but never less than LOWER_MOST of R at a time (this and the next). Not on less: flows move less than R for reasons of their own too
  *       (readers between blocks, clients short of CPU), and each such lowering would stay;</li>
  *   <li>held, when the flows that kept sending did not share by weight (their bytes per weight
- *       SKEWED apart, smoothed; WeightedScheduler.Interval.skew), R is above what some of them can
- *       take (a transfer thread has one core to encrypt on; a disk slowed) and what they leave goes
+ *       SKEWED apart, smoothed; WeightedScheduler.Interval.skew; on a saturated CPU counting also the
+ *       flows slow in flight, Seen.skewAnyPace), R is above what some of them can take (a transfer
+ *       thread has one core to encrypt on; a disk slowed) and what they leave goes
  *       to the others: MARGIN of what moved, after LOWER_INTERVALS, or at once when LOPSIDED;</li>
  *   <li>held below the safe level, R is probed back up towards it, sooner and in larger steps while
  *       probes hold. A probe followed by a lowering shows the node got slower: the safe level comes
@@ -67,6 +68,17 @@ import java.util.Arrays;
  * Lending and reclaim never wait for this: it moves R only; the scheduler shares R at every packet.
  */
 final class CapacityControl {
+    /** Which rule moved (or kept) R last: shown in STATS, so an operator and a trace can tell why R is where it is. */
+    enum Step {
+        NONE, IDLE, RECOVERING, SATURATED, HELD, LOWERED_UNHELD, LOWERED_SKEWED, LOWERED_LOPSIDED, SKEW_UNDONE,
+        ASKING_LOWER, ALONE, CLIMBING, SELF_HELD, SHARED, ROOM, PROBE, BEYOND, FOUND, DRAINED_FLOOR;
+
+        /** As STATS shows it: lower case, dashes. */
+        String label() {
+            return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
+        }
+    }
+
     static final double SATURATED = 0.90;
     static final double RELEASED = 0.60;
     static final double MARGIN = 0.95;
@@ -134,32 +146,40 @@ final class CapacityControl {
     static final int SAFE_MOST = 30;
 
     /**
-     * What one interval of a direction showed. DRAINED_BPS: writes only, what the data disks wrote
-     * meanwhile (0: not known), the least R is lowered to (see next()).
+     * What one interval of a direction showed. SKEW: over the flows whose packets moved about as fast in
+     * flight (WeightedScheduler.Interval.skew); SKEW_ANY_PACE: over all that kept sending, which R goes
+     * by while the CPU is what saturates the node (a flow's thread is then slow for want of the CPU
+     * the others' threads take, and holding them gives it back). DRAINED_BPS: writes only, what the
+     * data disks wrote meanwhile (0: not known), the least R is lowered to (see next()).
      */
     record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew,
-                double drainedBps) {
+                double skewAnyPace, double drainedBps) {
         Seen(double movedBps, double busiest, double held, int competing) {
-            this(movedBps, busiest, held, competing, 0, 0, 0);
+            this(movedBps, busiest, held, competing, 0, 0, 0, 0);
         }
 
         Seen(double movedBps, double busiest, double held, int competing, double disk, double skew) {
-            this(movedBps, busiest, held, competing, disk, skew, 0);
+            this(movedBps, busiest, held, competing, disk, skew, skew, 0);
+        }
+
+        Seen(double movedBps, double busiest, double held, int competing, double disk, double skew,
+             double skewAnyPace) {
+            this(movedBps, busiest, held, competing, disk, skew, skewAnyPace, 0);
         }
 
         /** The same without the skew (it says nothing about R here). */
         Seen withoutSkew() {
-            return new Seen(movedBps, busiest, held, competing, disk, 0, drainedBps);
+            return new Seen(movedBps, busiest, held, competing, disk, 0, 0, drainedBps);
         }
 
         /** The same with the data disks having written DRAINED bytes/s. */
         Seen withDrained(double drained) {
-            return new Seen(movedBps, busiest, held, competing, disk, skew, drained);
+            return new Seen(movedBps, busiest, held, competing, disk, skew, skewAnyPace, drained);
         }
 
         static Seen of(WeightedScheduler.Interval interval, double seconds, double cpu, double disk) {
             return new Seen(interval.bytes() / seconds, Math.max(cpu, disk), interval.heldFraction(),
-                    interval.wholeFlows(), disk, interval.skew(), 0);
+                    interval.continuingFlows(), disk, interval.skew(), interval.skewAnyPace(), 0);
         }
     }
 
@@ -192,6 +212,22 @@ final class CapacityControl {
     private double skew = 1;       // Seen.skew, smoothed (1 with fewer than two flows to compare)
     private double skewSum;        // raw skew over the intervals that asked for R lower
     private final SkewAnswer answer = new SkewAnswer();
+    private Step step = Step.NONE;
+    private double seenSkew;       // the last interval's skew as R went by it (0: not known)
+
+    Step step() {
+        return step;
+    }
+
+    /** The flows' skew (Seen.skew), smoothed: 1 when even or with fewer than two to compare. */
+    double skew() {
+        return skew;
+    }
+
+    /** The last interval's skew, of the two Seen gives the one R went by (0: fewer than two flows to compare). */
+    double seenSkew() {
+        return seenSkew;
+    }
 
     boolean held() {
         return held;
@@ -211,8 +247,10 @@ final class CapacityControl {
 
     /** The next R (bytes/s) for a direction with capacity CONFIGURED and R now CURRENT, after SEEN. */
     long next(long configured, long current, Seen seen) {
+        seenSkew = 0;
         if (configured <= 0) {
             held = false;
+            step = Step.NONE;
             return 0;
         }
         double moved = seen.movedBps();
@@ -222,6 +260,7 @@ final class CapacityControl {
             Arrays.fill(recentDrained, 0);
             filled = 0;
             next = 0;
+            step = Step.IDLE;
             return configured;
         }
         recent[next] = moved;
@@ -244,6 +283,7 @@ final class CapacityControl {
             // What the node does now: the recent mean, or this interval's if R was recovering and the
             // flows kept up with it (the mean would still hold the climb's lower values).
             held = true;
+            step = Step.SATURATED;
             rate = safe = MARGIN * Math.max(mean, Math.min(current, moved));
             safeWait.lengthen();
             resetProbes();
@@ -267,13 +307,17 @@ final class CapacityControl {
         } else {
             held = false;
             idle = 0;
+            step = Step.RECOVERING;
             rate = current * (1 + RECOVER);
         }
         // Writes: never lowered below MARGIN of what the data disks wrote. Writers paused by the kernel
         // (the device's dirty page cache at its limit while the disk flushes) move little and wait for
         // no weight, which reads as R above the node; taken down to what they moved, R was 10 MB/s on a
         // disk writing 60 and took 8 s to climb back (measured, bob's writes back beside alice's).
-        rate = Math.max(rate, Math.min(current, MARGIN * drained));
+        if (rate < Math.min(current, MARGIN * drained)) {
+            rate = Math.min(current, MARGIN * drained);
+            step = Step.DRAINED_FLOOR;
+        }
         // Held, R stays MARGIN under the configured capacity too: configured as what the node delivers
         // (as it is meant to be), it is the edge where the split tips over.
         double most = held ? MARGIN * configured : configured;
@@ -281,8 +325,12 @@ final class CapacityControl {
     }
 
     private double heldStep(long configured, long current, double moved, double mean, Seen seen) {
+        step = Step.HELD;
         sinceProbe = sinceProbe == Integer.MAX_VALUE ? sinceProbe : sinceProbe + 1;
         boolean fresh = safeWait.waiting();
+        boolean cpuSaturated = busy >= SATURATED && cpuBound();   // room is blind then
+        double observed = cpuSaturated ? seen.skewAnyPace() : seen.skew();
+        seenSkew = observed;
         // Flows still starting (fewer than YOUNG_INTERVALS) move less than R for reasons of their own.
         boolean unheld = filled >= YOUNG_INTERVALS && busy >= SATURATED && seen.competing() >= 2
                 && seen.held() < UNHELD;
@@ -291,9 +339,10 @@ final class CapacityControl {
             if (seen.competing() < 2) {
                 safeWait.lengthen();   // no answer from a flow alone: back where R held, to look later
                 resetProbes();
+                step = Step.ALONE;
                 return beforeProbe;
             }
-            if (unheld || seen.skew() >= LOPSIDED) {
+            if (unheld || observed >= LOPSIDED) {
                 // The flows stopped waiting (or some could not keep up): what they moved since is what
                 // the node delivers now. The first such interval answers: each one tips the split.
                 double found = MARGIN * Math.min(current, beyondMoved / sinceProbe);
@@ -303,6 +352,7 @@ final class CapacityControl {
                 safeWait.lengthen();
                 safe = found;
                 resetProbes();
+                step = Step.FOUND;
                 return found;
             }
             if (sinceProbe > PROBE_ANSWER_INTERVALS) {
@@ -315,7 +365,7 @@ final class CapacityControl {
             roomAnswered = false;
             roomWait.reset();   // the raise held: the next waits the least again, not ever longer
         }
-        double raw = seen.skew() == 0 ? 1 : seen.skew();
+        double raw = observed == 0 ? 1 : observed;
         skew += SKEW_SMOOTHING * (raw - skew);
         if (answer.pending()) {
             double back = answer.judge(raw);
@@ -325,6 +375,7 @@ final class CapacityControl {
                 safe = Math.max(safe, back);
                 resetProbes();
                 skew = 1;
+                step = Step.SKEW_UNDONE;
                 return back;
             }
         }
@@ -352,6 +403,7 @@ final class CapacityControl {
             if (!unheld) {
                 answer.lowered(current, skewBefore);
             }
+            step = lopsided ? Step.LOWERED_LOPSIDED : unheld ? Step.LOWERED_UNHELD : Step.LOWERED_SKEWED;
             // At most halved at a time: a write pipeline between blocks, or a disk flushing what was
             // written before, can leave flows moving next to nothing for a moment without waiting for
             // their weights, and R taken down to that stayed low for seconds after they were back
@@ -359,6 +411,7 @@ final class CapacityControl {
             return Math.max(MARGIN * Math.min(current, over), LOWER_MOST * current);
         }
         if (lower > 0) {
+            step = Step.ASKING_LOWER;
             return current;
         }
         if (seen.competing() < 2) {
@@ -371,6 +424,7 @@ final class CapacityControl {
             climbed = false;
             safe = Math.max(safe, current);
             resetProbes();
+            step = Step.SELF_HELD;
             return current;
         }
         if (climbed) {
@@ -379,6 +433,7 @@ final class CapacityControl {
             climbed = false;
             safe = Math.max(safe, MARGIN * loneMoved);
             resetProbes();
+            step = Step.SHARED;
             return Math.min(current, safe);
         }
         follows += FOLLOW_SMOOTHING * (Math.min(1.5, moved / current) - follows);
@@ -393,9 +448,9 @@ final class CapacityControl {
             beforeProbe = current;
             sinceProbe = 0;
             roomAnswered = true;
+            step = Step.ROOM;
             return current * (1 + ROOM_STEP);
         }
-        boolean cpuSaturated = busy >= SATURATED && disk < busy - 0.01;   // room is blind
         if (current >= safe - 1 && !fresh && cpuSaturated && current < MARGIN * configured) {
             // At a safe level no longer trusted: R to the edge, and what the node then moves is the new
             // level (a ladder of probes would take seconds more to climb back from half).
@@ -404,6 +459,7 @@ final class CapacityControl {
             roomAnswered = false;
             beyond = true;
             beyondMoved = 0;
+            step = Step.BEYOND;
             return MARGIN * configured;
         }
         if (current >= safe || --probeIn > 0) {
@@ -415,6 +471,7 @@ final class CapacityControl {
         probeStep = Math.min(LARGEST_PROBE_STEP, 2 * probeStep);
         probeWait = Math.max(LEAST_PROBE_INTERVALS, probeWait / 2);
         probeIn = probeWait;
+        step = Step.PROBE;
         return probed;
     }
 
@@ -424,12 +481,19 @@ final class CapacityControl {
      * delivers now; once it stops keeping up R stays. Probes wait.
      */
     private double aloneStep(long current, double moved) {
+        step = Step.ALONE;
         loneMoved = lone++ == 0 ? moved : loneMoved + LONE_SMOOTHING * (moved - loneMoved);
         if (lone >= LONE_INTERVALS && moved >= KEEPS_UP * current) {
             climbed = true;
+            step = Step.CLIMBING;
             return Math.max(current, Math.min(current * (1 + CLIMB), moved / KEEPS_UP));
         }
         return current;
+    }
+
+    /** The CPU, not a data disk, is the busiest resource. */
+    private boolean cpuBound() {
+        return disk < busy - 0.01;
     }
 
     /** The flow alone moved under SELF_HELD of R (RATE): held by itself, not by the node. */

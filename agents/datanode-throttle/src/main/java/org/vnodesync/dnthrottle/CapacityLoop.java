@@ -8,8 +8,17 @@ final class CapacityLoop {
     static final long PERIOD_NS = 100_000_000L;
 
     /** The last tick's view, for STATS. */
-    record Last(double cpuBusy, double diskBusy, double readBps, double writeBps) {
-        static final Last NONE = new Last(0, 0, 0, 0);
+    record Last(double cpuBusy, double diskBusy, Side read, Side write) {
+        static final Last NONE = new Last(0, 0, Side.NONE, Side.NONE);
+
+        Side of(Direction direction) {
+            return direction == Direction.READ ? read : write;
+        }
+    }
+
+    /** One direction's last tick: what moved, the share of packets held for their weight, and why R is where it is. */
+    record Side(double movedBps, double held, double skew, double seenSkew, CapacityControl.Step step) {
+        static final Side NONE = new Side(0, 0, 1, 0, CapacityControl.Step.NONE);
     }
 
     private final Throttles throttles;
@@ -60,14 +69,13 @@ final class CapacityLoop {
         double busiest = Math.max(cpuBusy, diskBusy);
         double seconds = lastNs < 0 ? 0 : (now - lastNs) / 1e9;
         lastNs = now;
-        double[] moved = new double[2];
+        Side[] sides = {Side.NONE, Side.NONE};
         for (Direction direction : Direction.values()) {
             WeightedScheduler scheduler = throttles.scheduler(direction);
             WeightedScheduler.Interval interval = scheduler.takeInterval(now);
             if (seconds <= 0) {
                 continue;
             }
-            moved[direction.ordinal()] = interval.bytes() / seconds;
             CapacityControl control = controls[direction.ordinal()];
             CapacityControl.Seen seen = CapacityControl.Seen.of(interval, seconds, cpuBusy, diskBusy);
             if (direction == Direction.WRITE) {
@@ -78,7 +86,9 @@ final class CapacityLoop {
             }
             long next = control.next(node.capacity(direction), scheduler.rate(), seen);
             scheduler.setRates(next, control.shared(next), now);
+            sides[direction.ordinal()] = new Side(interval.bytes() / seconds, interval.heldFraction(), control.skew(),
+                    control.seenSkew(), control.step());
         }
-        last = new Last(cpuBusy, diskBusy, moved[0], moved[1]);
+        last = new Last(cpuBusy, diskBusy, sides[Direction.READ.ordinal()], sides[Direction.WRITE.ordinal()]);
     }
 }

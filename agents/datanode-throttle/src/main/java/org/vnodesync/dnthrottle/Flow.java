@@ -26,8 +26,9 @@ final class Flow {
     boolean creditAside;    // the credit goes beside the others' shares (a writer back from idle)
     int heapIndex = -1;     // its slot in the scheduler's backlogged heap; -1: not backlogged
     double paceNs;          // ns per byte its packets take in flight, smoothed (0: not known yet)
-    int interval = -1;      // the scheduler's last interval it had a packet charged whole in
-    long intervalBytes;     // bytes of its packets that continued an op charged whole, in that interval
+    int interval = -1;      // the scheduler's last interval it had a packet continuing a charged op in
+    long intervalBytes;     // bytes of its packets that continued a charged op, in that interval
+    boolean partial;        // in that interval, one of them was charged only in part (a slow op: precharge)
     long intervalHeldNs;    // how long those packets waited for its weight
     boolean capped;         // in that interval, a packet of it waited for its ceiling
     boolean throughout;     // it had such packets in the interval before that one too

@@ -94,10 +94,16 @@ final class Protocol {
         WeightedScheduler writes = throttles.scheduler(Direction.WRITE);
         return "NODE started_ms=" + throttles.startedMs()
                 + " read_capacity_bps=" + node.readCapacity() + " read_rate_bps=" + reads.rate()
-                + " read_moved_bps=" + Math.round(last.readBps()) + " read_backlogged=" + reads.backlogged()
+                + side("read", last.read()) + " read_backlogged=" + reads.backlogged()
                 + " write_capacity_bps=" + node.writeCapacity() + " write_rate_bps=" + writes.rate()
-                + " write_moved_bps=" + Math.round(last.writeBps()) + " write_backlogged=" + writes.backlogged()
+                + side("write", last.write()) + " write_backlogged=" + writes.backlogged()
                 + String.format(java.util.Locale.ROOT, " cpu_busy=%.3f disk_busy=%.3f", last.cpuBusy(), last.diskBusy()) + "\n";
+    }
+
+    private static String side(String direction, CapacityLoop.Side side) {
+        return String.format(java.util.Locale.ROOT, " %s_moved_bps=%d %s_held=%.3f %s_skew=%.3f %s_skew_seen=%.3f"
+                + " %s_step=%s", direction, Math.round(side.movedBps()), direction, side.held(), direction, side.skew(),
+                direction, side.seenSkew(), direction, side.step().label());
     }
 
     private String apply(String header, InputStream in) throws IOException {

@@ -35,6 +35,7 @@ final class UserThrottler extends DataTransferThrottler {
     // The op's own counters, flow and scheduler, looked up once per op rather than once per packet.
     private final LongAdder counted;
     private final LongAdder waited;
+    private final LongAdder late;
     private final Flow flow;
     private final WeightedScheduler scheduler;
     private final WeightedScheduler.Ticket ticket = new WeightedScheduler.Ticket();
@@ -49,6 +50,7 @@ final class UserThrottler extends DataTransferThrottler {
         UserCounters counters = charge.counters();
         this.counted = direction == Direction.READ ? counters.readBytes : counters.writeBytes;
         this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
+        this.late = direction == Direction.READ ? counters.readLateNs : counters.writeLateNs;
         this.flow = charge.flow(direction);
         this.scheduler = scheduler;
         if (direction == Direction.READ) {
@@ -108,6 +110,7 @@ final class UserThrottler extends DataTransferThrottler {
             long end = clock.nanoTime();
             ticket.released(end);
             waited.add(end - start);
+            late.add(Math.max(0, end - due));
         }
     }
 }

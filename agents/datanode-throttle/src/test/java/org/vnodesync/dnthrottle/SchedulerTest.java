@@ -73,6 +73,37 @@ class SchedulerTest {
     }
 
     @Test
+    void onASaturatedCpuAUserWhoseBytesCostMoreCpuStillGetsItsWeight() {
+        // alice's bytes take 1.6 times the CPU of bob's (her client checks them on the same cores), so
+        // her packets move slower in flight than his, as a slow client's do; but here the node's CPU is
+        // what holds her, and bob held under R gives it back to her.
+        SimulatedNode node = new SimulatedNode(45 * MB, true, true);
+        node.throttles.apply(policy(CONFIGURED, Map.of("alice", weight(8), "bob", weight(4))));
+        node.backlogged("alice").cost = 1.6;
+        node.backlogged("bob");
+        node.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> r = node.rates(20);
+        assertEquals(2.0, r.get("alice") / r.get("bob"), 0.2, "alice/bob " + r);
+        assertTrue(r.get("alice") * 1.6 + r.get("bob") >= 0.8 * 45 * MB, "the CPU used: " + r);
+    }
+
+    @Test
+    void aHeavierWeightKeepsItsShareWhenItsThreadStallsInFlight() {
+        // A fast node (packets in flight for ~20 us) and alice's thread preempted for 0.3 ms every 64th
+        // packet: her packets are due closest together (every ~33 us at her share), and without her
+        // share kept while one is in flight bob took it at each stall (1.85 here).
+        SimulatedNode node = node(6000 * MB, false, Map.of("alice", weight(8), "bob", weight(4)));
+        node.throttles.scheduler(Direction.READ).setRate(3_000_000_000L, node.now());
+        SimulatedNode.Worker alice = node.backlogged("alice");
+        alice.stallEvery = 64;
+        alice.stallNs = 300_000L;
+        node.backlogged("bob");
+        node.runFor(SimulatedNode.SECOND);
+        Map<String, Double> r = node.rates(10);
+        assertEquals(2.0, r.get("alice") / r.get("bob"), 0.1, "alice/bob " + r);
+    }
+
+    @Test
     void aFlowHeldOutsideTheNodeDoesNotDragRDownWithIt() {
         // alice's client (or the rest of her write pipeline) takes 25 MB/s, less than her share but
         // not so much slower than bob's packets that she reads as a slow client: the split is skewed
@@ -552,6 +583,7 @@ class SchedulerTest {
             intervals++;
         }
         assertTrue(now < r && intervals >= CapacityControl.LOWER_INTERVALS, "lowered to " + now + " after " + intervals);
+        assertEquals(CapacityControl.Step.LOWERED_SKEWED, control.step());
         CapacityControl.Seen even = new CapacityControl.Seen(now, 0.95, 0.5, 2, 0, 1.0);
         for (int i = 0; i < 50; i++) {
             assertTrue(control.next(c, now, even) >= now, "an even split never lowers R");
@@ -562,6 +594,26 @@ class SchedulerTest {
             r = lopsided.next(c, c, seen(40e6, 0.99));
         }
         assertEquals(Math.round(0.95 * 30e6), lopsided.next(c, r, new CapacityControl.Seen(30e6, 0.95, 0.5, 2, 0, 2.0)));
+        assertEquals(CapacityControl.Step.LOWERED_LOPSIDED, lopsided.step());
+        assertEquals("lowered-lopsided", lopsided.step().label());
+    }
+
+    @Test
+    void flowsOfUnevenPaceCountInTheSkewOnlyWhereTheCpuIsWhatSaturates() {
+        // Skewed only if the flows slow in flight count (Seen.skewAnyPace): on a saturated disk they
+        // are taken as slow by themselves, on a saturated CPU as short of the CPU the others take.
+        long c = CONFIGURED;
+        for (boolean diskBound : new boolean[] {true, false}) {
+            CapacityControl control = new CapacityControl();
+            double disk = diskBound ? 0.95 : 0;
+            CapacityControl.Seen even = new CapacityControl.Seen(40e6, 0.95, 0.5, 2, disk, 1.0, 1.0);
+            long r = c;
+            for (int i = 0; i < 3 * CapacityControl.YOUNG_INTERVALS; i++) {   // held, the smoothed busy settled
+                r = control.next(c, r, even);
+            }
+            long now = control.next(c, r, new CapacityControl.Seen(30e6, 0.95, 0.5, 2, disk, 0, 2.0));
+            assertEquals(diskBound ? r : Math.round(0.95 * 30e6), now, (diskBound ? "disk-bound " : "CPU-bound ") + control.step() + " from " + r);
+        }
     }
 
     @Test

@@ -26,6 +26,11 @@ final class SimulatedNode {
         final double clientBps;          // the client's own speed (infinity: none)
         final long fileBytes;            // 0: never pauses
         final long gapNs;
+        double cost = 1;                 // server time per byte against a plain packet's (its client on the same CPU)
+        int stallEvery;                  // every this many packets its thread stalls in flight (0: never)
+        long stallNs;                    // for this long (preempted)
+        long packets;
+        long stallUntil;
         long startAt;                    // when its next file (or its first packet) starts
         final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
 
@@ -64,11 +69,19 @@ final class SimulatedNode {
     private double servedBytes;
     private long lastTick;
 
+    private final boolean cpuBound;
+
     /** SERVER_BPS: what the node really delivers; CONTROL: run the CapacityLoop (else R stays as applied). */
     SimulatedNode(double serverBps, boolean control) {
+        this(serverBps, control, false);
+    }
+
+    /** CPU_BOUND: the server is the node's CPU (its busy fraction read as /proc/stat's), not a data disk. */
+    SimulatedNode(double serverBps, boolean control, boolean cpuBound) {
         this.throttles = new Throttles(Policy.Shares.NONE, 0, this::now);
         this.serverBps = serverBps;
         this.controlCapacity = control;
+        this.cpuBound = cpuBound;
         this.capacity = new CapacityLoop(throttles, null);
         this.lastTick = now;
     }
@@ -146,13 +159,18 @@ final class SimulatedNode {
                 }
                 w.inFlight = true;
                 w.remaining = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
+                if (w.stallEvery > 0 && ++w.packets % w.stallEvery == 0) {
+                    w.stallUntil = now + w.stallNs;
+                }
             }
         }
         double[] rates = serviceRates();
         long next = Math.min(end, lastTick + CapacityLoop.PERIOD_NS);
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (w.inFlight && rates[i] > 0) {
+            if (w.inFlight && w.stallUntil > now) {
+                next = Math.min(next, w.stallUntil);
+            } else if (w.inFlight && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.remaining / rates[i] * 1e9)));
             } else if (w.wakeAt != Long.MAX_VALUE) {
                 next = Math.min(next, w.wakeAt);
@@ -165,7 +183,7 @@ final class SimulatedNode {
             Worker w = workers.get(i);
             if (w.inFlight) {
                 w.remaining -= rates[i] * dt / 1e9;
-                servedBytes += rates[i] * dt / 1e9;
+                servedBytes += rates[i] * w.cost * dt / 1e9;
             }
         }
         now = next;
@@ -219,22 +237,26 @@ final class SimulatedNode {
         }
     }
 
-    /** Processor sharing with each thread capped by its client: water-filling over the packets in flight. */
+    /**
+     * Processor sharing with each thread capped by its client: water-filling of the server's time over
+     * the packets in flight (a stalled one takes none); a worker's bytes cost its COST in server time.
+     */
     private double[] serviceRates() {
         double[] rates = new double[workers.size()];
         List<Integer> open = new ArrayList<>();
         for (int i = 0; i < workers.size(); i++) {
-            if (workers.get(i).inFlight) {
+            if (workers.get(i).inFlight && workers.get(i).stallUntil <= now) {
                 open.add(i);
             }
         }
         double left = serverBps;
-        open.sort((a, b) -> Double.compare(workers.get(a).clientBps, workers.get(b).clientBps));
+        open.sort((a, b) -> Double.compare(workers.get(a).clientBps * workers.get(a).cost,
+                workers.get(b).clientBps * workers.get(b).cost));
         for (int k = 0; k < open.size(); k++) {
             double even = left / (open.size() - k);
-            int i = open.get(k);
-            rates[i] = Math.min(even, workers.get(i).clientBps);
-            left -= rates[i];
+            Worker w = workers.get(open.get(k));
+            rates[open.get(k)] = Math.min(even / w.cost, w.clientBps);
+            left -= rates[open.get(k)] * w.cost;
         }
         return rates;
     }
@@ -242,8 +264,13 @@ final class SimulatedNode {
     private void tick() {
         if (controlCapacity) {
             // Busy as a disk's io_ticks: the share of the server's capacity in use; the CPU as busy as
-            // other processes keep it.
-            capacity.tickWith(now, otherCpu, servedBytes / (serverBps * (now - lastTick) / 1e9), 0);
+            // other processes keep it. A CPU-bound node's server is its CPU.
+            double used = servedBytes / (serverBps * (now - lastTick) / 1e9);
+            if (cpuBound) {
+                capacity.tickWith(now, Math.min(1, otherCpu + used), 0, 0);
+            } else {
+                capacity.tickWith(now, otherCpu, used, 0);
+            }
         }
         servedBytes = 0;
         lastTick = now;
