@@ -14,8 +14,9 @@ write (the testbed client, one file after another) without pause through Hadoop'
 After 8 s to settle, the split over --seconds from the Java agent's counters and the clients'
 own (/proc/PID/io rchar); target: 1:2 within 10 %. The Java agent's R and the CPU and disk busy
 fractions it saw are printed beside. --trace writes, every 0.1 s of each policy's run, R, both users'
-MB/s, the time their threads waited and how much of it they were woken late (seconds per second), the CPU, the share of packets held for their weight, the flows' skew and the rule that set R
-(the NODE line of the agent's STATS).
+MB/s, the time their threads waited and how much of it was past the packets' due times (seconds per
+second), the CPU, the share of packets held for their weight, the flows' skew and the rule that set
+R (the agent's STATS).
 """
 
 import argparse
@@ -24,7 +25,7 @@ import statistics
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from benchmarks.bulk_shares import Run, governed
 from benchmarks.policy_names import policy_list
@@ -34,6 +35,7 @@ from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import local_users
+from vnode_sync.datanode.channel import Stats
 
 MB = 1_000_000
 MiB = 1 << 20
@@ -41,30 +43,47 @@ POLICIES = ("static", "wc-rates", "wc-weights")
 TRACE_SECONDS = 0.1
 
 
+class _Counts(NamedTuple):
+    moved: int     # bytes
+    waited: int    # ns its threads waited in the scheduler
+    late: int      # ns of those past the packets' due times
+
+
+def trace_line(policy: str, at: float, seconds: float, stats: Stats, before: dict[str, _Counts],
+               users: dict[str, str], direction: str) -> str:
+    """One --trace line: R, then per role (USERS: role -> user name) MB/s and the seconds per second its
+    threads waited (late), then the CPU, the share of packets held, the skew seen (smoothed) and the step."""
+    d, node = direction, stats.node
+    parts = [f"{policy:<11} {at:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}"]
+    for role, name in users.items():
+        now, then = _counts(stats, name, d), before.get(name, _Counts(0, 0, 0))
+        parts.append(f"{role} {(now.moved - then.moved) / seconds / MB:7.1f} "
+                     f"(waits {(now.waited - then.waited) / 1e9 / seconds:4.2f}, "
+                     f"late {(now.late - then.late) / 1e9 / seconds:4.2f})")
+    parts.append(f"cpu {node.get('cpu_busy', 0):.2f}  held {node.get(f'{d}_held', 0):.2f}  "
+                 f"skew {node.get(f'{d}_skew_seen', 0):.2f} ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
+                 f"{stats.steps.get(f'{d}_step', '?')}")
+    return "  ".join(parts) + "\n"
+
+
+def _counts(stats: Stats, name: str, direction: str) -> _Counts:
+    c = stats.users.get(name)
+    if c is None:
+        return _Counts(0, 0, 0)
+    return _Counts(getattr(c, f"{direction}_bytes"), getattr(c, f"{direction}_wait_ns"),
+                   getattr(c, f"{direction}_late_ns"))
+
+
 def trace_until(run: Run, stop: threading.Event, out: TextIO, policy: str) -> None:
     """Every TRACE_SECONDS until STOP: one line of the agent's view (see --trace)."""
     channel = next(iter(run.channels.values()))
-    d = run.direction
-    began, last = time.monotonic(), None
+    users = {role: user.name for role, user in run.users.items()}
+    began, last, before = time.monotonic(), None, {}
     while not stop.wait(TRACE_SECONDS):
         stats, now = channel.stats(), time.monotonic()
-        moved = {name: (getattr(c, f"{d}_bytes"), getattr(c, f"{d}_wait_ns"), getattr(c, f"{d}_late_ns"))
-                 for name, c in stats.users.items()}
         if last is not None:
-            seconds = now - last[0]
-            rates, waits, lates = {}, {}, {}
-            for role, user in run.users.items():
-                (b1, w1, l1), (b0, w0, l0) = moved.get(user.name, (0, 0, 0)), last[1].get(user.name, (0, 0, 0))
-                rates[role], waits[role], lates[role] = (b1 - b0) / seconds / MB, (w1 - w0) / 1e9 / seconds, \
-                    (l1 - l0) / 1e9 / seconds
-            node = stats.node
-            out.write(f"{policy:<11} {now - began:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}  "
-                      f"alice {rates['alice']:7.1f} (waits {waits['alice']:4.2f}, late {lates['alice']:4.2f})  "
-                      f"bob {rates['bob']:7.1f} (waits {waits['bob']:4.2f}, late {lates['bob']:4.2f})  cpu {node.get('cpu_busy', 0):.2f}  "
-                      f"held {node.get(f'{d}_held', 0):.2f}  skew {node.get(f'{d}_skew_seen', 0):.2f}"
-                      f" ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
-                      f"{stats.steps.get(f'{d}_step', '?')}\n")
-        last = (now, moved)
+            out.write(trace_line(policy, now - began, now - last, stats, before, users, run.direction))
+        last, before = now, {name: _counts(stats, name, run.direction) for name in users.values()}
 
 
 def measure(run: Run, seconds: float, trace: TextIO | None = None, policy: str = "") -> dict:
