@@ -107,10 +107,6 @@ final class WeightedScheduler {
     /** Counts over one interval of the capacity control. */
     record Interval(long bytes, long packets, long heldPackets, long heldNs, int continuingFlows, double skew,
                     double skewAnyPace) {
-        Interval(long bytes, long packets, long heldPackets, long heldNs, int continuingFlows, double skew) {
-            this(bytes, packets, heldPackets, heldNs, continuingFlows, skew, skew);
-        }
-
         /** The share of packets that waited for their weight. */
         double heldFraction() {
             return packets == 0 ? 0 : (double) heldPackets / packets;
