@@ -89,12 +89,15 @@ def trace_until(run: Run, stop: threading.Event, out: TextIO, policy: str) -> No
 def measure(run: Run, seconds: float, trace: TextIO | None = None, policy: str = "") -> dict:
     """Per-second samples of both users' rates (agent and client side) and the agent's NODE line."""
     stop = threading.Event()
+    tracer = threading.Thread(target=trace_until, args=(run, stop, trace, policy), daemon=True)
     if trace is not None:
-        threading.Thread(target=trace_until, args=(run, stop, trace, policy), daemon=True).start()
+        tracer.start()
     try:
         return _measure(run, seconds)
     finally:
         stop.set()
+        if tracer.is_alive():
+            tracer.join()   # its last line before the next policy's first
 
 
 def _measure(run: Run, seconds: float) -> dict:
