@@ -7,7 +7,8 @@ latency is the one value observed as it happens (a histogram), once per new hand
 
 Label values are bounded by the site's configuration: `user` by the coordinator's users (the
 default VNode is user="(default)", which no user name can be), `device` by the agent's devices,
-`node` is this agent's node id; no label per thread, connection or job.
+`node` is this agent's node id, `step` by the Java agent's step names (datanode/channel.py STEPS, any
+other name is "other"); no label per thread, connection or job.
 """
 
 import time
@@ -20,6 +21,7 @@ from prometheus_client.registry import Collector
 from vnode_sync.agents.handlers.base import HandlerThread
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.link import LINK_STATES
+from vnode_sync.datanode.channel import STEPS
 from vnode_sync.kernel.backend import user_of_vnode
 from vnode_sync.kernel.procfs import thread_start_seconds
 
@@ -28,6 +30,9 @@ DEFAULT_USER = "(default)"
 # (benchmarks/capture_latency); /proc's start time has 10 ms resolution (USER_HZ 100).
 CAPTURE_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 DIRECTIONS = (("read", "read_bps"), ("write", "write_bps"))
+# A step this agent's STEPS does not know (a newer Java agent's) shows as this: a series per name the
+# DataNode sends would let a peer grow the page without bound.
+OTHER_STEP = "other"
 
 
 def user_label(vnode: str) -> str:
@@ -58,6 +63,7 @@ class StorageAgentCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         agent, node = self.agent, self.agent.config.node_id
         yield from self._agent(node)
+        yield from self._shared_levels(node)
         sample = agent.reconciler.last_sample
         if sample is None:
             return
@@ -117,6 +123,25 @@ class StorageAgentCollector(Collector):
                                      "last reconcile pass, 0 if not (e.g. a DataNode hook not woven; the reason is "
                                      "in the log and in vnodectl nodes)", labels=["node"]),
                    node, 0 if reconciler.not_enforcing else 1)
+
+    def _shared_levels(self, node: str) -> Iterator[Metric]:
+        """The backend's own node-wide level (the DataNode's R), as its last usage read left it."""
+        levels = self.agent.backend.shared_levels
+        if not levels:
+            return
+        rate = GaugeMetricFamily("vnode_sync_node_shared_level_bytes_per_second",
+                                 "What the node's scheduler estimates the node moves in the direction now (R): "
+                                 "what its weights divide", labels=["node", "direction"])
+        step = GaugeMetricFamily("vnode_sync_node_shared_level_step", "1 for the rule that set (or kept) the "
+                                 "shared level last (the scheduler's step; other: a step this agent does not know)",
+                                 labels=["node", "direction", "step"])
+        for level in levels:
+            rate.add_metric([node, level.direction], level.bytes_per_second)
+            now = level.step if level.step in STEPS else OTHER_STEP
+            for name in STEPS + (OTHER_STEP,):
+                step.add_metric([node, level.direction, name], 1 if name == now else 0)
+        yield rate
+        yield step
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",

@@ -2,20 +2,24 @@
 exercised by tests/datanode_throttle and tests/e2e/test_hdfs_datanode_throttle.py): what it sends,
 when, what it reports, and the handshake that refuses an agent it cannot speak to."""
 
+import os
+import re
 import socket
 import threading
 
 import pytest
 
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
-from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares, Stats,
-                                         ThrottleChannel, ThrottleSettings)
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, STEPS, AgentHello, Counters, NodeCapacity, Share, Shares,
+                                         Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE
+from vnode_sync.kernel.backend import DEFAULT_VNODE, SharedLevel
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JAVA_STEPS = "agents/datanode-throttle/src/main/java/org/vnodesync/dnthrottle/CapacityControl.java"
 
 
 class RecordingChannel:
@@ -25,7 +29,10 @@ class RecordingChannel:
         self.hooks = dict(ALL_WOVEN if hooks is None else hooks)
         self.started_ms = 7
         self.hellos = 0
-        self.fail = None
+        self.fail = None                        # what hello() and stats() raise
+        self.node: dict[str, float] = {}        # the STATS NODE line's numbers and steps
+        self.steps: dict[str, str] = {}
+        self.stats_read = 0
 
     def hello(self) -> AgentHello:
         self.hellos += 1
@@ -37,8 +44,12 @@ class RecordingChannel:
         self.applied.append(settings)
 
     def stats(self) -> Stats:
+        self.stats_read += 1
+        if self.fail:
+            raise self.fail
         generation = self.applied[-1].generation if self.applied else 0
-        return Stats(self.started_ms, generation, self.counters.pop("", Counters()), dict(self.counters))
+        return Stats(self.started_ms, generation, self.counters.pop("", Counters()), dict(self.counters),
+                     dict(self.node), dict(self.steps))
 
 
 @pytest.fixture
@@ -102,6 +113,47 @@ def test_usage_counts_per_user_and_says_who_waited(backend):
     assert usage["vnode.alice"].devices == {SDB: usage["vnode.alice"].devices[SDB]}   # reported on the first disk
     assert usage["vnode.alice"].devices[SDB].read_bytes == 9
     assert usage["vnode.alice"].held_at_limit and not usage["vnode.bob"].held_at_limit
+
+
+def test_usage_keeps_the_nodes_shared_level_per_direction_and_forgets_it_when_stats_fail(backend):
+    assert backend.shared_levels == ()                        # no STATS read yet
+    backend.channel.node = {"read_rate_bps": 52e6, "write_rate_bps": 40e6, "read_held": 0.4, "disk_busy": 0.9}
+    backend.channel.steps = {"read_step": "lowered-skewed", "write_step": "held"}
+    backend.usage()
+    assert backend.shared_levels == (SharedLevel("read", 52_000_000, "lowered-skewed"),
+                                     SharedLevel("write", 40_000_000, "held"))
+    backend.channel.fail = Unavailable("DataNode throttle socket /s: connection refused")
+    with pytest.raises(Unavailable):
+        backend.usage()
+    assert backend.shared_levels == ()                        # not the last level, as if it were current
+
+
+def test_a_direction_without_weights_or_sharing_by_rates_has_no_shared_level(backend):
+    backend.channel.node = {"read_rate_bps": 52e6, "write_rate_bps": 0}   # R 0: no capacity sent for writes
+    backend.channel.steps = {"read_step": "idle", "write_step": "none"}
+    backend.usage()
+    assert backend.shared_levels == (SharedLevel("read", 52_000_000, "idle"),)
+    backend.sharing = "rates"
+    backend.usage()
+    assert backend.shared_levels == ()
+
+
+def test_the_shared_level_is_read_from_the_java_agents_node_line(tmp_path):
+    """The NODE line as Protocol.node() writes it; an agent too old to name its step gives ""."""
+    line = (b"NODE started_ms=7 read_capacity_bps=60000000 read_rate_bps=55100000 read_moved_bps=54000000 "
+            b"read_held=0.420 read_skew=1.100 read_skew_seen=1.080 read_step=probe read_backlogged=2 "
+            b"write_capacity_bps=60000000 write_rate_bps=57000000 write_moved_bps=0 write_held=0.000 "
+            b"write_skew=1.000 write_skew_seen=0.000 write_backlogged=0 cpu_busy=0.310 disk_busy=0.950\n")
+    backend = DataNodeThrottleBackend(serve_once(tmp_path, line + b"DEFAULT read_bytes=1\nOK generation=0\n"))
+    backend.usage()
+    assert backend.shared_levels == (SharedLevel("read", 55_100_000, "probe"), SharedLevel("write", 57_000_000, ""))
+
+
+def test_the_step_names_are_the_java_agents():
+    """STEPS bounds the metrics' step label: it must name every CapacityControl.Step."""
+    with open(os.path.join(REPO, JAVA_STEPS)) as f:
+        enum = re.search(r"enum Step \{([^;]*);", f.read()).group(1)
+    assert STEPS == tuple(name.strip().lower().replace("_", "-") for name in enum.split(","))
 
 
 def test_a_datanode_that_restarted_gets_the_shares_again_and_a_new_handshake(backend):

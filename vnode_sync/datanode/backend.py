@@ -12,7 +12,8 @@ With `sharing: weights` (the default) the Java agent shares each direction by lo
 every packet (work-conserving by itself), and the coordinator's per-tick rate allocations are
 ignored: read_bps/write_bps are ceilings. `sharing: rates` sends no weights and no capacity, so
 the agent only caps each user at the rates it is given (the allocation, or the static shares):
-how work conservation was done before, kept for comparison.
+how work conservation was done before, kept for comparison. With weights, each usage() also keeps
+the node's shared level from STATS (R and the rule that set it, per direction) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
 otherwise not_enforcing() says why and the storage agent reports the node as not enforcing.
@@ -28,10 +29,10 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
-from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares,
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares, Stats,
                                          ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, SharedLevel, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class DataNodeThrottleBackend:
 
     name = "datanode-throttle"
     placer = None
+    shared_levels = ()   # until usage() reads the Java agent's STATS
 
     def __post_init__(self):
         self._limits: dict[str, list[DeviceLimits]] = {}
@@ -182,7 +184,9 @@ class DataNodeThrottleBackend:
                  wanted.node, wanted.default, dict(sorted(users.items())))
 
     def usage(self) -> dict[str, VNodeUsage]:
+        self.shared_levels = ()   # a DataNode that does not answer shows no level rather than its last
         stats = self.channel.stats()
+        self.shared_levels = self._shared_levels(stats)
         if self._applied is not None and stats.generation < self._applied.generation:
             self._applied = None  # the DataNode restarted and lost our shares: send them again
         if self._hello is not None and stats.started_ms != self._hello.started_ms:
@@ -192,6 +196,14 @@ class DataNodeThrottleBackend:
         return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
                                   c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
                 for vnode, c in counted.items() if vnode in self._limits}
+
+    def _shared_levels(self, stats: Stats) -> tuple[SharedLevel, ...]:
+        """R and its step per direction the Java agent shares by weight (R 0: no weights there yet)."""
+        if not self.shares_by_weight:
+            return ()
+        levels = (SharedLevel(d, int(stats.node.get(f"{d}_rate_bps", 0)), stats.steps.get(f"{d}_step", ""))
+                  for d in ("read", "write"))
+        return tuple(level for level in levels if level.bytes_per_second > 0)
 
     def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:
         if not self.devices:

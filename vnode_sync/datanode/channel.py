@@ -229,6 +229,12 @@ class ThrottleChannel:
 
 
 _STEP_KEYS = ("read_step", "write_step")
+# The rules the Java agent names as the one that set R last (CapacityControl.Step, as STATS shows it).
+# Parsing takes any lower-case name, as it skips unknown keys, so a newer agent's step is no error;
+# metrics take their label values from this list only.
+STEPS = ("none", "idle", "recovering", "saturated", "held", "lowered-unheld", "lowered-skewed",
+         "lowered-lopsided", "skew-undone", "asking-lower", "alone", "climbing", "self-held", "shared", "room",
+         "probe", "beyond", "found", "drained-floor")
 
 
 def _step(value: str) -> str:

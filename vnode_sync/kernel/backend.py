@@ -65,6 +65,17 @@ class VNodeUsage:
     write_wait_seconds: float | None = None
 
 
+@dataclass(frozen=True)
+class SharedLevel:
+    """One direction of a node whose backend shares it by weight with a scheduler of its own (the
+    DataNode's): R, what the scheduler estimates the node moves now and its weights divide, and the
+    rule that set (or kept) R last, as the scheduler names it (docs/datanode-throttle.md, STATS)."""
+
+    direction: str            # "read" or "write"
+    bytes_per_second: int     # R
+    step: str                 # e.g. held, saturated, lowered-skewed; "" where the scheduler names none
+
+
 class ThreadPlacer(Protocol):
     """Moves handler threads into VNodes: what cgroup backends do besides enforcing limits."""
 
@@ -92,6 +103,10 @@ class LimitEnforcer(Protocol):
     # True where that sharing is per node, not per device (the DataNode's one scheduler per direction):
     # the center then weighs the node as one resource per direction.
     shares_per_node: bool
+    # Where that sharing is by a scheduler of the backend's own (the DataNode's): its level per
+    # direction as of the last usage() read. () for every other backend, before the first read, and
+    # after a read that failed. Kept for the metrics to read at scrape time.
+    shared_levels: tuple[SharedLevel, ...]
 
     def limitations(self) -> list[str]: ...
     # Why it cannot enforce the shares on this host now (a hook the Java agent could not weave, a

@@ -28,6 +28,7 @@ class CgroupVNodes:
         self.devices: list[DeviceNumber] = []
 
     shares_per_node = False   # BFQ weighs each device on its own
+    shared_levels = ()        # the kernel's schedulers keep no node-wide level
 
     @property
     def shares_by_weight(self) -> bool:
