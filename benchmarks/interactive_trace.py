@@ -7,12 +7,14 @@ Per policy it prints the trace and, over alice's transfers, what she and bob mov
 transfer's first 0.2 s and after, so a slow start (her first packets queued in the disk behind
 bob's) is told from a wrong steady split. Writes also show the disk's dirty page cache (the
 kernel's per-device counters in debugfs, mounted for the run if it is not), which the kernel
-paces every writer by alike once it passes the device's limit. static is the baseline, run first
-on the same cluster.
+paces every writer by alike once it passes the device's limit, and each write's steps as the
+NameNode and DataNode logged them (benchmarks.write_timeline: the DataNode's receiving apart from
+the close at the NameNode). static is the baseline, run first on the same cluster.
 
     .venv/bin/python -m benchmarks.interactive_trace --size 4 --transfers 5
     .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
     .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4 --kernel-waits
+    .venv/bin/python -m benchmarks.interactive_trace --direction write --size 1 --transfers 16 --keep-logs /tmp/logs
 
 Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup.d).
 """
@@ -20,6 +22,7 @@ Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -30,6 +33,7 @@ from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
                                           governed, key_values, queue_settings)
 from benchmarks.kernel_waits import KernelWaits
+from benchmarks.write_timeline import describe, file_writes
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
@@ -111,6 +115,10 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     if any(t.phases for t in transfers):
         print("  each write's create / hand-over / close (ms): " + ", ".join(
             "/".join(f"{t.phases[k] * 1000:.0f}" for k in ("create", "write", "close")) for t in transfers if t.phases))
+    if args.direction == "write":
+        writes = file_writes(_lines(hdfs.namenode.log), _lines(hdfs.datanodes[0].log), f"/alice/{policy}-")
+        print("  each write in the daemons' logs (ms: allocated -> at the DataNode / receiving / -> closed; "
+              "rN: completeFile turned down N times): " + describe(writes))
     if waits is not None:
         print("  the DataNode's transfer threads (DataXceiver) over alice's transfers, bob's writer among them:\n    "
               + waits.summary().replace("\n", "\n    "))
@@ -127,6 +135,17 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
               f"disk {s.disk_busy:.2f}" + (f"  dirty {s.dirty_mb:5.1f}" if s.dirty_mb is not None else ""))
 
 
+def _lines(path: str) -> list[str]:
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def keep_logs(hdfs: HdfsCluster, directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for log in (hdfs.namenode.log, *(dn.log for dn in hdfs.datanodes)):
+        shutil.copy(log, os.path.join(directory, f"{os.path.basename(os.path.dirname(log))}-{os.path.basename(log)}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--direction", choices=("read", "write"), default="read")
@@ -140,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the bandwidth the coordinator is given for the DataNode (default: --disk-mbps)")
     parser.add_argument("--readahead", type=int, default=None,
                         help="dfs.datanode.readahead.bytes (default: Hadoop's, 4 MiB)")
+    parser.add_argument("--keep-logs", metavar="DIR", default=None,
+                        help="copy the NameNode's and DataNode's logs here before the cluster is removed")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
     args = parser.parse_args(argv)
@@ -176,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in POLICIES:
                 run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
+        if args.keep_logs:
+            keep_logs(hdfs, args.keep_logs)
     print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk, {args.configured_mbps:.0f} MB/s "
           f"configured; her static share {args.configured_mbps * 8 / 12:.0f} MB/s, her weighted share 2/3 of R")
     return 0
