@@ -3,7 +3,7 @@ idle user's share is lent and taken back, under static caps, the rate re-setting
 weights, and per-packet weights with the coordinator stopped, in one run.
 
     sudo .venv/bin/python -m benchmarks.bulk_shares [--direction write|read] [--disk-mbps 60]
-        [--configured-mbps 50] [--file-mb 1500] [--trace FILE]
+        [--configured-mbps 50] [--file-mb 1500] [--queue nr_requests=4,...] [--trace FILE]
 
 Two DataNodes, each on a paced disk of --disk-mbps (reads and writes: DiskModel.streaming), that
 bandwidth configured (or --configured-mbps), the DataNode-side backend (the Java agent in each
@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+from benchmarks.interactive_shares import key_values, queue_settings
 from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
@@ -245,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-mb", type=int, default=1500, help="each user's file, MiB")
     parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES), default=list(POLICIES),
                         help=f"comma-separated, of {', '.join(POLICIES)} (run in that order)")
+    parser.add_argument("--queue", type=key_values, default={},
+                        help="every DataNode disk's block queue settings, e.g. nr_requests=4 (put back at the end)")
     parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
                         "the agents' and coordinator's logs to FILE.POLICY-logs/")
     args = parser.parse_args(argv)
@@ -253,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     started = time.monotonic()
-    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; disk queue "
+          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop devices have it'}", flush=True)
     bw = int((args.configured_mbps or args.disk_mbps) * MB)
     source_dir = tempfile.mkdtemp(prefix=unique_name("bulk-src") + ".")
     results = {}
@@ -263,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                 HdfsCluster(unique_name("bulk"), datanodes=2, replication=2, disk_mb=8192,
                             disk="paced-rw", disk_read_mbps=args.disk_mbps,
                             hdfs_site={"dfs.block.access.token.enable": "true"},
-                            datanode_throttle=datanode_throttle_jar()) as hdfs:
+                            datanode_throttle=datanode_throttle_jar()) as hdfs, contextlib.ExitStack() as queues:
+            for dn in hdfs.datanodes:
+                queues.enter_context(queue_settings(dn.loop_device, args.queue))
             users = {"alice": alice, "bob": bob}
             sources = {}
             for role, user in users.items():

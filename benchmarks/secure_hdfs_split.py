@@ -2,11 +2,13 @@
 from the DataNode throttlers' counters, and how fast a priority flip is followed.
 
     sudo .venv/bin/python -m benchmarks.secure_hdfs_split [--node-mbps 12] [--seconds 8] [--hadoop-version 3.3.6]
+        [--allocation work-conserving]
 
 The testbed's secure HDFS (testbed/hdfs_cluster/kerberos.py: a KDC of the run's own, MIT Kerberos
 from Debian; `dfs.data.transfer.protection=privacy` with AES/CTR; SPNEGO), 2 DataNodes with the
 DataNode-side throttler, replication 2; vnode-sync with `backend: datanode-throttle`, --node-mbps per
-DataNode. Two principals, alice@REALM (priority 4) and bob@REALM (8), each a Unix user with a ticket
+DataNode, static caps (or --allocation work-conserving: the DataNodes share by per-packet weights, so a
+--node-mbps above what encryption lets a node move still splits by priority). Two principals, alice@REALM (priority 4) and bob@REALM (8), each a Unix user with a ticket
 cache of its own.
 
 1. Both `hdfs dfs -put -` at once (fed by this process, which counts what each client took): each
@@ -28,6 +30,7 @@ import sys
 import time
 import uuid
 
+from benchmarks.interactive_shares import CONTROL_SECONDS, REPORT_SECONDS
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
@@ -99,10 +102,21 @@ def flip_follow(cluster, hdfs, user: str, priority: int, meters: dict, prioritie
     return applied if applied is not None else float("nan"), followed
 
 
+def policy_settings(allocation: str) -> dict:
+    """hdfs_vnode_cluster's arguments for the allocation: work-conserving ticks and reports as the edge
+    benchmarks run them (benchmarks.interactive_shares)."""
+    if allocation == "static":
+        return {}
+    return {"policy": {"allocation": allocation, "control_seconds": CONTROL_SECONDS},
+            "agent_settings": {"report_seconds": REPORT_SECONDS}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--node-mbps", type=float, default=12, help="node bandwidth per DataNode, MB/s")
     parser.add_argument("--seconds", type=float, default=8, help="each measured window")
+    parser.add_argument("--allocation", choices=("static", "work-conserving"), default="static",
+                        help="the coordinator's allocation (work-conserving: per-packet weights in the DataNodes)")
     parser.add_argument("--hadoop-version", help="a line of deploy/hadoop/lines.txt (default the testbed's)")
     args = parser.parse_args(argv)
     tag = uuid.uuid4().hex[:4]
@@ -122,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         stack.enter_context(unix_users(names, uids))
         hdfs, cluster = stack.enter_context(hdfs_vnode_cluster(
             unique_name("krbsplit"), users, int(args.node_mbps * MB), backend="datanode-throttle", replication=2,
-            kerberos=True, disk_mb=3072, before_agents=write_read_files, hadoop_version=args.hadoop_version))
+            kerberos=True, disk_mb=3072, before_agents=write_read_files, hadoop_version=args.hadoop_version,
+            **policy_settings(args.allocation)))
         datanodes = [dn.id for dn in hdfs.datanodes]
         print(f"secure HDFS {hdfs.runtime.version}: realm {hdfs.kerberos.realm}, data transfer protection "
               f"{hdfs.kerberos.protection} ({hdfs.kerberos.cipher_suites}), block tokens, SPNEGO; "
-              f"{len(datanodes)} DataNodes, replication 2, node bandwidth {args.node_mbps:g} MB/s; "
+              f"{len(datanodes)} DataNodes, replication 2, node bandwidth {args.node_mbps:g} MB/s, allocation "
+              f"{args.allocation}; "
               f"started in {hdfs.startup_seconds} s")
         cluster.wait_for(lambda: all(set(ThrottleChannel(hdfs.throttle_socket(dn)).stats().users) >= set(names)
                                      for dn in hdfs.datanodes), timeout=30, what="the agents' rates")
