@@ -135,13 +135,28 @@ class StorageAgentCollector(Collector):
         step = GaugeMetricFamily("vnode_sync_node_shared_level_step", "1 for the rule that set (or kept) the "
                                  "shared level last (the scheduler's step; other: a step this agent does not know)",
                                  labels=["node", "direction", "step"])
+        seconds = CounterMetricFamily("vnode_sync_node_shared_level_step_seconds", "Seconds each rule held the "
+                                      "shared level since the DataNode started", labels=["node", "direction", "step"])
+        moves = CounterMetricFamily("vnode_sync_node_shared_level_moves", "Times each rule moved the shared level "
+                                    "since the DataNode started", labels=["node", "direction", "step"])
         for level in levels:
             rate.add_metric([node, level.direction], level.bytes_per_second)
-            now = level.step if level.step in STEPS else OTHER_STEP
+            now = _step_label(level.step)
             for name in STEPS + (OTHER_STEP,):
                 step.add_metric([node, level.direction, name], 1 if name == now else 0)
+            held: dict[str, float] = {}
+            moved: dict[str, int] = {}
+            for tally in level.tallies:
+                name = _step_label(tally.step)
+                held[name] = held.get(name, 0.0) + tally.seconds
+                moved[name] = moved.get(name, 0) + tally.moves
+            for name in held:
+                seconds.add_metric([node, level.direction, name], held[name])
+                moves.add_metric([node, level.direction, name], moved[name])
         yield rate
         yield step
+        yield seconds
+        yield moves
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
@@ -183,6 +198,10 @@ class StorageAgentCollector(Collector):
                 if value is not None:
                     wait.add_metric([node, user_label(vnode), direction], value)
         yield wait
+
+
+def _step_label(step: str) -> str:
+    return step if step in STEPS else OTHER_STEP
 
 
 def _one(family, node: str, value: float):

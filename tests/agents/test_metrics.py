@@ -16,6 +16,7 @@ from vnode_sync.agents.storage.metrics import OTHER_STEP, StorageAgentCollector
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.channel import STEPS
 from vnode_sync.errors import Unavailable
+from vnode_sync.kernel.backend import StepTally
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
@@ -23,6 +24,8 @@ from vnode_sync.wire import vnode_pb2 as pb
 SDB = DeviceNumber(8, 16)
 LEVEL = "vnode_sync_node_shared_level_bytes_per_second"
 STEP = "vnode_sync_node_shared_level_step"
+STEP_SECONDS = "vnode_sync_node_shared_level_step_seconds_total"
+MOVES = "vnode_sync_node_shared_level_moves_total"
 
 
 class NoThreads:
@@ -88,6 +91,21 @@ def test_a_step_this_agent_does_not_know_is_other_and_makes_no_new_series(agent_
     assert {s for s, v in read.items() if v} == {OTHER_STEP}
 
 
+def test_how_long_each_rule_held_r_and_how_often_it_moved_it_are_counters_per_direction(agent_of):
+    backend = datanode(read_step="held")
+    backend.channel.tallies = {"read": (StepTally("held", 120.5, 0), StepTally("lowered-skewed", 0.3, 3),
+                                        StepTally("warp-drive", 1.0, 1), StepTally("time-travel", 2.0, 2))}
+    got = scrape(agent_of(backend))
+    read = (("direction", "read"), ("node", "dn1"))
+    assert got[(STEP_SECONDS, read + (("step", "held"),))] == 120.5
+    assert got[(MOVES, read + (("step", "lowered-skewed"),))] == 3      # the lowering a gauge scrape misses
+    assert got[(MOVES, read + (("step", "held"),))] == 0
+    # steps this agent does not know add up under one label, not a series each
+    assert got[(STEP_SECONDS, read + (("step", OTHER_STEP),))] == 3.0
+    assert got[(MOVES, read + (("step", OTHER_STEP),))] == 3
+    assert not [labels for (name, labels), _ in got.items() if name == MOVES and dict(labels)["direction"] == "write"]
+
+
 def test_a_scrape_reads_the_last_stats_and_never_the_socket(agent_of):
     agent = agent_of(datanode())
     read = agent.backend.channel.stats_read
@@ -98,7 +116,7 @@ def test_a_scrape_reads_the_last_stats_and_never_the_socket(agent_of):
 
 
 def no_shared_level(got: dict) -> bool:
-    return not [name for name, _ in got if name in (LEVEL, STEP)]
+    return not [name for name, _ in got if name in (LEVEL, STEP, STEP_SECONDS, MOVES)]
 
 
 def test_backends_without_a_shared_level_serve_neither_gauge(agent_of, tmp_path):

@@ -13,7 +13,7 @@ from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, STEPS, AgentHello, Counters, NodeCapacity, Share, Shares,
                                          Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE, SharedLevel
+from vnode_sync.kernel.backend import DEFAULT_VNODE, SharedLevel, StepTally
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
@@ -32,6 +32,7 @@ class RecordingChannel:
         self.fail = None                        # what hello() and stats() raise
         self.node: dict[str, float] = {}        # the STATS NODE line's numbers and steps
         self.steps: dict[str, str] = {}
+        self.tallies: dict[str, tuple[StepTally, ...]] = {}   # the STEP lines, by direction
         self.stats_read = 0
 
     def hello(self) -> AgentHello:
@@ -49,7 +50,7 @@ class RecordingChannel:
             raise self.fail
         generation = self.applied[-1].generation if self.applied else 0
         return Stats(self.started_ms, generation, self.counters.pop("", Counters()), dict(self.counters),
-                     dict(self.node), dict(self.steps))
+                     dict(self.node), dict(self.steps), dict(self.tallies))
 
 
 @pytest.fixture
@@ -289,7 +290,30 @@ def test_the_rule_that_set_r_last_is_parsed_by_direction(tmp_path):
     assert stats.default.read_late_ns == 7
 
 
+def test_how_long_each_rule_held_r_is_parsed_from_the_step_lines_by_direction(tmp_path):
+    """STEP lines as StepTally.lines() writes them; the backend hands them on with the level."""
+    reply = (b"NODE started_ms=17 read_rate_bps=5 read_step=held write_rate_bps=9 write_step=idle\n"
+             b"STEP direction=read step=held seconds=120.500 moves=0\n"
+             b"STEP direction=read step=lowered-skewed seconds=0.300 moves=3\n"
+             b"STEP direction=write step=idle seconds=4.000 moves=0\n"
+             b"DEFAULT read_bytes=1\nOK generation=3\n")
+    stats = serve_once(tmp_path, reply).stats()
+    assert stats.tallies == {"read": (StepTally("held", 120.5, 0), StepTally("lowered-skewed", 0.3, 3)),
+                             "write": (StepTally("idle", 4.0, 0),)}
+    (tmp_path / "again").mkdir()
+    backend = DataNodeThrottleBackend(serve_once(tmp_path / "again", reply))
+    backend.usage()
+    assert backend.shared_levels[0] == SharedLevel("read", 5, "held", stats.tallies["read"])
+
+
 @pytest.mark.parametrize("reply", [
+    b"NODE started_ms=17\nSTEP direction=sideways step=held seconds=1 moves=0\nDEFAULT read_bytes=1\n"
+    b"OK generation=3\n",                                                                            # no direction
+    b"NODE started_ms=17\nSTEP direction=read step=held seconds=1\nDEFAULT read_bytes=1\nOK generation=3\n",  # no moves
+    b"NODE started_ms=17\nSTEP direction=read step=../x seconds=1 moves=0\nDEFAULT read_bytes=1\n"
+    b"OK generation=3\n",                                                                            # not a step name
+    b"NODE started_ms=17\nSTEP direction=read step=held seconds=-1 moves=0\nDEFAULT read_bytes=1\nOK generation=3\n",
+    b"NODE started_ms=17\nSTEP direction=read step=held seconds=nan moves=0\nDEFAULT read_bytes=1\nOK generation=3\n",
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nUSER name=../etc read_bytes=1\nOK generation=3\n",   # no user name
     b"NODE started_ms=17\nDEFAULT read_bytes=-6\nOK generation=3\n",                                   # below zero
     b"NODE started_ms=17\nDEFAULT read_bytes=x\nOK generation=3\n",                                    # not a number

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
-from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, ThrottleChannel
+from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, STEPS, ThrottleChannel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
@@ -106,6 +106,14 @@ def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_s
     assert (hello.protocol, hello.hadoop) == (2, hadoop_version())
     assert hello.hooks == {hook: "woven" for hook in {**REQUIRED_HOOKS, **OPTIONAL_HOOKS}}
     assert hello.missing_hooks() == {}
+
+
+def test_stats_tell_how_long_each_rule_held_each_directions_level_and_python_reads_them(tokens_on):
+    """The capacity loop ticks from the start (with no capacity sent, each direction's step is none)."""
+    stats = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).stats()
+    assert set(stats.tallies) == {"read", "write"}
+    for direction, tallies in stats.tallies.items():
+        assert {t.step for t in tallies} <= set(STEPS) and sum(t.seconds for t in tallies) > 0, direction
 
 
 def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):

@@ -201,8 +201,8 @@ class DataNodeThrottleBackend:
         """R and its step per direction the Java agent shares by weight (R 0: no weights there yet)."""
         if not self.shares_by_weight:
             return ()
-        levels = (SharedLevel(d, int(stats.node.get(f"{d}_rate_bps", 0)), stats.steps.get(f"{d}_step", ""))
-                  for d in ("read", "write"))
+        levels = (SharedLevel(d, int(stats.node.get(f"{d}_rate_bps", 0)), stats.steps.get(f"{d}_step", ""),
+                              stats.tallies.get(d, ())) for d in ("read", "write"))
         return tuple(level for level in levels if level.bytes_per_second > 0)
 
     def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:

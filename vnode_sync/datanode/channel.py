@@ -16,10 +16,12 @@ refused in the handshake. Counters are bytes, wait (ns) and ops per direction si
 started; rates are bytes/s, 0 = none; a weight of 0 leaves a user to its ceiling only.
 """
 
+import math
 import socket
 from dataclasses import dataclass, field
 
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
+from vnode_sync.kernel.backend import StepTally
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.validation import user_name as validate_user_name
 
@@ -137,6 +139,7 @@ class Stats:
     users: dict[str, Counters]
     node: dict[str, float] = field(default_factory=dict)   # the NODE line: capacities, R, busy fractions
     steps: dict[str, str] = field(default_factory=dict)    # the NODE line's read/write step: the rule that set R last
+    tallies: dict[str, tuple[StepTally, ...]] = field(default_factory=dict)   # STEP lines, by direction
 
 
 class ThrottleChannel:
@@ -209,6 +212,7 @@ class ThrottleChannel:
         """Keys this side does not know are skipped; a known one must be a number, a user a user name."""
         lines = self._exchange(["STATS"])
         node, steps, default, users = None, {}, None, {}
+        tallies: dict[str, list[StepTally]] = {}
         try:
             for line in lines[:-1]:
                 kind = line.split(" ", 1)[0]
@@ -216,6 +220,15 @@ class ThrottleChannel:
                 if kind == "NODE":
                     steps = {k: _step(v) for k, v in fields.items() if k in _STEP_KEYS}
                     node = {k: float(v) for k, v in fields.items() if k not in _STEP_KEYS}
+                elif kind == "STEP":
+                    direction = fields["direction"]
+                    if direction not in _DIRECTIONS:
+                        raise ValueError(f"STEP direction {direction[:20]!r} is not read or write")
+                    tally = StepTally(_step(fields["step"]), float(fields["seconds"]), int(fields["moves"]))
+                    if not 0 <= tally.seconds < math.inf or tally.moves < 0:
+                        raise ValueError(f"STEP {tally.step} seconds={tally.seconds} moves={tally.moves}: "
+                                         "counters are never negative")
+                    tallies.setdefault(direction, []).append(tally)
                 elif kind == "DEFAULT":
                     default = _counters(fields)
                 elif kind == "USER":
@@ -225,10 +238,12 @@ class ThrottleChannel:
                 raise ValueError("no NODE or DEFAULT line")
         except (ValueError, KeyError, InvalidArgument) as e:
             raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS: {e}") from e
-        return Stats(int(node.get("started_ms", 0)), generation, default, users, node, steps)
+        return Stats(int(node.get("started_ms", 0)), generation, default, users, node, steps,
+                     {d: tuple(t) for d, t in tallies.items()})
 
 
 _STEP_KEYS = ("read_step", "write_step")
+_DIRECTIONS = ("read", "write")
 # The rules the Java agent names as the one that set R last (CapacityControl.Step, as STATS shows it).
 # Parsing takes any lower-case name, as it skips unknown keys, so a newer agent's step is no error;
 # metrics take their label values from this list only.

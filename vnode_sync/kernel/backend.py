@@ -66,6 +66,16 @@ class VNodeUsage:
 
 
 @dataclass(frozen=True)
+class StepTally:
+    """One rule of a node's scheduler over the scheduler's life: how long it held R and how many
+    times it moved R (counters: they restart with the scheduler, as its process does)."""
+
+    step: str
+    seconds: float
+    moves: int
+
+
+@dataclass(frozen=True)
 class SharedLevel:
     """One direction of a node whose backend shares it by weight with a scheduler of its own (the
     DataNode's): R, what the scheduler estimates the node moves now and its weights divide, and the
@@ -74,6 +84,7 @@ class SharedLevel:
     direction: str            # "read" or "write"
     bytes_per_second: int     # R
     step: str                 # e.g. held, saturated, lowered-skewed; "" where the scheduler names none
+    tallies: tuple[StepTally, ...] = ()   # every rule that ever held R: the step as a scrape misses it
 
 
 class ThreadPlacer(Protocol):

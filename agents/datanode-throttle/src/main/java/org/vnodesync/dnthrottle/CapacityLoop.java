@@ -24,6 +24,7 @@ final class CapacityLoop {
     private final Throttles throttles;
     private final ResourceSampler sampler;
     private final CapacityControl[] controls = {new CapacityControl(), new CapacityControl()};
+    private final StepTally[] tallies = {new StepTally(), new StepTally()};
     private volatile Last last = Last.NONE;
     private long lastNs = -1;
 
@@ -34,6 +35,10 @@ final class CapacityLoop {
 
     Last last() {
         return last;
+    }
+
+    StepTally tally(Direction direction) {
+        return tallies[direction.ordinal()];
     }
 
     void start() {
@@ -84,8 +89,10 @@ final class CapacityLoop {
                 // R for it cost FsShell writers a fifth of the node and moved the split away from 2).
                 seen = seen.withoutSkew().withDrained(diskWrittenBps);
             }
-            long next = control.next(node.capacity(direction), scheduler.rate(), seen);
+            long current = scheduler.rate();
+            long next = control.next(node.capacity(direction), current, seen);
             scheduler.setRates(next, control.shared(next), now);
+            tallies[direction.ordinal()].add(control.step(), Math.round(seconds * 1e9), current, next);
             sides[direction.ordinal()] = new Side(interval.bytes() / seconds, interval.heldFraction(), control.skew(),
                     control.seenSkew(), control.step());
         }

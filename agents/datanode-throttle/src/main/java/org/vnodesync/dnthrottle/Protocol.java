@@ -56,7 +56,7 @@ final class Protocol {
         }
         if (line.equals("STATS")) {
             synchronized (throttles) {
-                return node() + throttles.stats() + "OK generation=" + throttles.policy().generation() + "\n";
+                return node() + steps() + throttles.stats() + "OK generation=" + throttles.policy().generation() + "\n";
             }
         }
         if (line.equals("APPLY") || line.startsWith("APPLY ")) {
@@ -98,6 +98,12 @@ final class Protocol {
                 + " write_capacity_bps=" + node.writeCapacity() + " write_rate_bps=" + writes.rate()
                 + side("write", last.write()) + " write_backlogged=" + writes.backlogged()
                 + String.format(java.util.Locale.ROOT, " cpu_busy=%.3f disk_busy=%.3f", last.cpuBusy(), last.diskBusy()) + "\n";
+    }
+
+    /** How long each rule held R and how often it moved it, per direction (StepTally). */
+    private String steps() {
+        CapacityLoop capacity = environment.capacity();
+        return capacity == null ? "" : capacity.tally(Direction.READ).lines("read") + capacity.tally(Direction.WRITE).lines("write");
     }
 
     private static String side(String direction, CapacityLoop.Side side) {

@@ -100,4 +100,37 @@ class ProtocolTest {
         assertTrue(lines[3].startsWith("USER name=bob "));
         assertEquals("OK generation=2", lines[4]);
     }
+
+    @Test
+    void statsTellsHowLongEachRuleHeldRAndHowOftenItMovedIt() throws Exception {
+        Throttles node = new Throttles(Policy.Shares.NONE, 1234);
+        CapacityLoop capacity = new CapacityLoop(node, null);
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        Protocol protocol = new Protocol(node, new Protocol.Environment(hooks, () -> "3.4.2", capacity));
+        protocol.serve(new ByteArrayInputStream(("APPLY generation=1\nNODE read_capacity_bps=100000000\n"
+                + "USER name=alice read_weight=1\nEND\n").getBytes(StandardCharsets.UTF_8)), new ByteArrayOutputStream());
+        long now = 1_000_000_000L;
+        capacity.tickWith(now, 0.1, 0, 0);   // the first tick only starts the clock
+        capacity.tickWith(now + CapacityLoop.PERIOD_NS, 0.1, 0, 0);        // nothing moved: idle, R at the configured
+        capacity.tickWith(now + 2 * CapacityLoop.PERIOD_NS, 0.1, 0, 0);
+        protocol.serve(new ByteArrayInputStream("STATS\n".getBytes(StandardCharsets.UTF_8)), out);
+        String[] lines = out.toString(StandardCharsets.UTF_8).split("\n");
+        assertTrue(lines[0].startsWith("NODE "), lines[0]);
+        assertEquals("STEP direction=read step=idle seconds=0.200 moves=0", lines[1]);
+        assertEquals("STEP direction=write step=none seconds=0.200 moves=0", lines[2]);
+        assertTrue(lines[3].startsWith("DEFAULT "), lines[3]);
+    }
+
+    @Test
+    void aStepTallyCountsTimeAndOnlyTheTicksThatMovedR() {
+        StepTally tally = new StepTally();
+        tally.add(CapacityControl.Step.HELD, 100_000_000L, 50, 50);
+        tally.add(CapacityControl.Step.LOWERED_SKEWED, 100_000_000L, 50, 40);
+        tally.add(CapacityControl.Step.HELD, 100_000_000L, 40, 40);
+        assertEquals(200_000_000L, tally.nanos(CapacityControl.Step.HELD));
+        assertEquals(0, tally.moves(CapacityControl.Step.HELD));
+        assertEquals(1, tally.moves(CapacityControl.Step.LOWERED_SKEWED));
+        assertEquals("STEP direction=read step=held seconds=0.200 moves=0\n"
+                + "STEP direction=read step=lowered-skewed seconds=0.100 moves=1\n", tally.lines("read"));
+    }
 }
