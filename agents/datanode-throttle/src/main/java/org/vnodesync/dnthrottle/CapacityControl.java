@@ -167,9 +167,12 @@ final class CapacityControl {
             this(movedBps, busiest, held, competing, disk, skew, skewAnyPace, 0);
         }
 
-        /** The same without the skew (it says nothing about R here). */
-        Seen withoutSkew() {
-            return new Seen(movedBps, busiest, held, competing, disk, 0, 0, drainedBps);
+        /**
+         * The same with only the skew R goes by where the CPU saturates (SKEW_ANY_PACE): elsewhere the
+         * flows' pace is not the node's to even out.
+         */
+        Seen onlyCpuSkew() {
+            return new Seen(movedBps, busiest, held, competing, disk, 0, skewAnyPace, drainedBps);
         }
 
         /** The same with the data disks having written DRAINED bytes/s. */

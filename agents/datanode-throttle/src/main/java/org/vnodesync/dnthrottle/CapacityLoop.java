@@ -86,8 +86,9 @@ final class CapacityLoop {
             if (direction == Direction.WRITE) {
                 // A write packet's time in flight is the client's and the rest of its pipeline's as
                 // much as this node's: a split skewed there is not R's to even out (measured: lowering
-                // R for it cost FsShell writers a fifth of the node and moved the split away from 2).
-                seen = seen.withoutSkew().withDrained(diskWrittenBps);
+                // R for it cost FsShell writers a fifth of the node and moved the split away from 2),
+                // unless this node's CPU is what saturates (encryption: its threads are short of it).
+                seen = seen.onlyCpuSkew().withDrained(diskWrittenBps);
             }
             long current = scheduler.rate();
             long next = control.next(node.capacity(direction), current, seen);

@@ -88,6 +88,19 @@ class SchedulerTest {
     }
 
     @Test
+    void writesOnASaturatedCpuSplitByWeightToo() {
+        // The same for writers (encryption on a node's two cores): a write split skewed by the CPU is the
+        // node's to even out, though a write's pace is its pipeline's elsewhere.
+        SimulatedNode node = new SimulatedNode(45 * MB, true, true);
+        node.throttles.apply(policy(CONFIGURED, Map.of("alice", weight(8), "bob", weight(4))));
+        node.backlogged("alice", Direction.WRITE).cost = 1.6;
+        node.backlogged("bob", Direction.WRITE);
+        node.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> r = node.rates(20);
+        assertEquals(2.0, r.get("alice") / r.get("bob"), 0.2, "alice/bob " + r);
+    }
+
+    @Test
     void aHeavierWeightKeepsItsShareWhenItsThreadStallsInFlight() {
         // A fast node (packets in flight for ~20 us) and alice's thread preempted for 0.3 ms every 64th
         // packet: her packets are due closest together (every ~33 us at her share), and without her
