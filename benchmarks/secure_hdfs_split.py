@@ -7,9 +7,9 @@ from the DataNode throttlers' counters, and how fast a priority flip is followed
 The testbed's secure HDFS (testbed/hdfs_cluster/kerberos.py: a KDC of the run's own, MIT Kerberos
 from Debian; `dfs.data.transfer.protection=privacy` with AES/CTR; SPNEGO), 2 DataNodes with the
 DataNode-side throttler, replication 2; vnode-sync with `backend: datanode-throttle`, --node-mbps per
-DataNode, static caps (or --allocation work-conserving: the DataNodes share by per-packet weights, so a
---node-mbps above what encryption lets a node move still splits by priority). Two principals, alice@REALM (priority 4) and bob@REALM (8), each a Unix user with a ticket
-cache of its own.
+DataNode, static caps (or --allocation work-conserving: the DataNodes share by per-packet weights, so
+a --node-mbps above what encryption lets a node move still splits by priority). Two principals,
+alice@REALM (priority 4) and bob@REALM (8), each a Unix user with a ticket cache of its own.
 
 1. Both `hdfs dfs -put -` at once (fed by this process, which counts what each client took): each
    user's rate per DataNode from the throttlers' counters and from the client, over --seconds.
