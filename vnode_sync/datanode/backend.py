@@ -29,8 +29,8 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
-from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares, Stats,
-                                         ThrottleChannel, ThrottleSettings)
+from vnode_sync.datanode.channel import (DIRECTIONS, REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
+                                         Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, SharedLevel, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
@@ -202,7 +202,7 @@ class DataNodeThrottleBackend:
         if not self.shares_by_weight:
             return ()
         levels = (SharedLevel(d, int(stats.node.get(f"{d}_rate_bps", 0)), stats.steps.get(f"{d}_step", ""),
-                              stats.tallies.get(d, ())) for d in ("read", "write"))
+                              stats.tallies.get(d, ())) for d in DIRECTIONS)
         return tuple(level for level in levels if level.bytes_per_second > 0)
 
     def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:

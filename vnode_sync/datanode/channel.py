@@ -222,7 +222,7 @@ class ThrottleChannel:
                     node = {k: float(v) for k, v in fields.items() if k not in _STEP_KEYS}
                 elif kind == "STEP":
                     direction = fields["direction"]
-                    if direction not in _DIRECTIONS:
+                    if direction not in DIRECTIONS:
                         raise ValueError(f"STEP direction {direction[:20]!r} is not read or write")
                     tally = StepTally(_step(fields["step"]), float(fields["seconds"]), int(fields["moves"]))
                     if not 0 <= tally.seconds < math.inf or tally.moves < 0:
@@ -243,7 +243,7 @@ class ThrottleChannel:
 
 
 _STEP_KEYS = ("read_step", "write_step")
-_DIRECTIONS = ("read", "write")
+DIRECTIONS = ("read", "write")   # as STATS names them (NODE keys read_*, write_*; STEP direction=)
 # The rules the Java agent names as the one that set R last (CapacityControl.Step, as STATS shows it).
 # Parsing takes any lower-case name, as it skips unknown keys, so a newer agent's step is no error;
 # metrics take their label values from this list only.

@@ -93,7 +93,7 @@ final class CapacityLoop {
             long current = scheduler.rate();
             long next = control.next(node.capacity(direction), current, seen);
             scheduler.setRates(next, control.shared(next), now);
-            tallies[direction.ordinal()].add(control.step(), Math.round(seconds * 1e9), current, next);
+            tally(direction).add(control.step(), Math.round(seconds * 1e9), current, next);
             sides[direction.ordinal()] = new Side(interval.bytes() / seconds, interval.heldFraction(), control.skew(),
                     control.seenSkew(), control.step());
         }

@@ -103,7 +103,10 @@ final class Protocol {
     /** How long each rule held R and how often it moved it, per direction (StepTally). */
     private String steps() {
         CapacityLoop capacity = environment.capacity();
-        return capacity == null ? "" : capacity.tally(Direction.READ).lines("read") + capacity.tally(Direction.WRITE).lines("write");
+        if (capacity == null) {
+            return "";
+        }
+        return capacity.tally(Direction.READ).lines("read") + capacity.tally(Direction.WRITE).lines("write");
     }
 
     private static String side(String direction, CapacityLoop.Side side) {
