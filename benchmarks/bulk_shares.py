@@ -15,7 +15,9 @@ FsShell or reader JVM: the local file read by -put, the socket read by the reade
 
 Per policy: both run (split over 8 s: the ratio of the means, and the median of the ratios of the
 half-seconds where both moved, as the agents count and as the clients see it: a write pipeline
-changing blocks stalls both for a moment every few seconds); bob stops (seconds until alice has 90 % of every DataNode,
+changing blocks stalls both for a moment every few seconds; and how long each user waited in the
+DataNode's scheduler, with the split over the half-seconds where both were held there: where a user
+is not held, its client or pipeline sets its pace and its share is rightly lent); bob stops (seconds until alice has 90 % of every DataNode,
 a 0.5 s sliding window sampled every 50 ms; and until she has 90 % of her own pace alone on every DataNode, her
 rate over the last 2 of the LEND_SECONDS recorded: a single writer's pipeline may not fill a node, and then 90 % of
 the node says more of the client than of the lending); bob starts again (from his first bytes on both
@@ -54,6 +56,9 @@ POLICIES = ("static", "wc-rates", "wc-weights", "coordinator stopped")   # the l
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 LEND_SECONDS = 8.0
 TRACE_SECONDS = 0.5
+# A user's threads on a DataNode that waited in its scheduler this part of an interval were held there
+# (backlogged at the edge) rather than paced by their client or pipeline.
+HELD_FRACTION = 0.5
 
 
 class Run:
@@ -65,14 +70,20 @@ class Run:
         self.client_bytes: dict[str, ClientBytes] = {}
         self.serial = 0
 
-    def counted(self) -> dict[tuple[str, str], int]:
-        """(DataNode, role) -> bytes the Java agent counted for that role's user."""
-        field = f"{self.direction}_bytes"
+    def counted(self, field: str = "bytes") -> dict[tuple[str, str], int]:
+        """(DataNode, role) -> what the Java agent counted for that role's user in this direction:
+        its bytes, or (field "wait_ns") how long its threads waited in the DataNode's scheduler."""
+        return {key: counters[field] for key, counters in self.counters().items()}
+
+    def counters(self) -> dict[tuple[str, str], dict[str, int]]:
+        """(DataNode, role) -> {"bytes", "wait_ns"} in this direction, from one STATS per DataNode."""
         out = {}
         for dn, channel in self.channels.items():
             users = channel.stats().users
             for role, user in self.users.items():
-                out[(dn, role)] = getattr(users[user.name], field) if user.name in users else 0
+                counters = users.get(user.name)
+                out[(dn, role)] = {field: getattr(counters, f"{self.direction}_{field}") if counters else 0
+                                   for field in ("bytes", "wait_ns")}
         return out
 
     def of(self, name: str):
@@ -116,9 +127,15 @@ class Run:
         self.start("bob")
         self.wait_moving(["alice", "bob"])
         time.sleep(4)
-        intervals = interval_rates(lambda: {**{("dn", k): v for k, v in self.counted().items()},
-                                            **{("client", n): c() for n, c in self.client_bytes.items()}}, 8.0)
-        out["split"] = {k: sum(i[k] for i in intervals) / len(intervals) for k in intervals[0]}
+        def sample() -> dict:
+            counters = self.counters()
+            return {**{("dn", k): c["bytes"] for k, c in counters.items()},
+                    **{("wait", k): c["wait_ns"] / 1e9 for k, c in counters.items()},
+                    **{("client", n): c() for n, c in self.client_bytes.items()}}
+        intervals = interval_rates(sample, 8.0)
+        out["split"] = {k: sum(i[k] for i in intervals) / len(intervals) for k in intervals[0] if k[0] != "wait"}
+        out["waited"] = {k[1]: sum(i[k] for i in intervals) / len(intervals) for k in intervals[0] if k[0] == "wait"}
+        out["both_held"] = both_held_ratio(intervals, list(self.channels))
         for side in ("dn", "client"):
             per_user = [{n: sum(v for k, v in i.items() if k[0] == side and (k[1] == n or k[1][1:] == (n,)))
                          for n in ("alice", "bob")} for i in intervals]
@@ -139,6 +156,16 @@ class Run:
         self.stop("alice")
         self.stop("bob")
         return out
+
+
+def both_held_ratio(intervals: list[dict], datanodes: list[str]) -> tuple[float | None, int, int]:
+    """alice/bob by the median over the (interval, DataNode)s where both users' threads there waited in
+    the scheduler at least HELD_FRACTION of the interval (both backlogged at the edge, so the split is
+    the scheduler's and not a client's pace); how many those were, of how many."""
+    held = [{n: i[("dn", (dn, n))] for n in ("alice", "bob")} for i in intervals for dn in datanodes
+            if min(i[("wait", (dn, "alice"))], i[("wait", (dn, "bob"))]) >= HELD_FRACTION]
+    median, count = steady_ratio(held, "alice", "bob", least=MB)
+    return median, count, len(intervals) * len(datanodes)
 
 
 class Trace:
@@ -218,10 +245,13 @@ def report(results: dict, args, dns: list[str]) -> None:
           f"rates from the Java agent (per DataNode) and the clients (rchar); lend: alice to 90 % of "
           f"{args.configured_mbps or args.disk_mbps:.0f} MB/s on every DataNode, and to 90 % of her own pace alone (the least DataNode's "
           f"over the last 2 of {LEND_SECONDS:.0f} s after bob stopped); reclaim: bob to 90 % of 4/12 of what the node shares; coord/agents: "
-          f"the CPU vnode-sync's coordinator and agents took over the scenario, % of one core")
+          f"the CPU vnode-sync's coordinator and agents took over the scenario, % of one core; waited: the part of the "
+          f"8 s each user's threads waited in the DataNode's scheduler (mean of the DataNodes; 100 % = one thread "
+          f"always waiting); both held: alice/bob by the median over the half-seconds and DataNodes where both waited "
+          f"at least {HELD_FRACTION:.0%} (the scheduler's split while both are backlogged at the edge), how many of all")
     print(f"{'policy':<32} | {'both: alice / bob per DN (MB/s)':<34} | {'client a/b':>11} | {'ratio':>5} | "
           f"{'median dn/cl':>12} | {'lend s':>6} | {'to own':>6} | {'reclaim s':>9} | {'alice alone dn / client':>23} | "
-          f"{'coord/agents':>13}")
+          f"{'coord/agents':>13} | {'waited a/b':>10} | {'both held':>14}")
     for policy, r in results.items():
         split = r["split"]
         per_dn = ", ".join(f"{mbs(split[('dn', (dn, 'alice'))])}/{mbs(split[('dn', (dn, 'bob'))])}" for dn in dns)
@@ -233,8 +263,11 @@ def report(results: dict, args, dns: list[str]) -> None:
         alone = f"{mbs(min(r['alice_alone_dn'].values()))} / {mbs(r['alice_alone_client'])}"
         reclaimed = f"{r['reclaimed']:.2f}" if r["reclaimed"] is not None else "never"
         medians = "/".join(f"{r[f'median_{side}']:.2f}" if r[f"median_{side}"] else "-" for side in ("dn", "client"))
+        waited = "/".join(f"{100 * sum(r['waited'][(dn, n)] for dn in dns) / len(dns):.0f}" for n in ("alice", "bob"))
+        median, count, of = r["both_held"]
+        held = f"{median:.2f} ({count}/{of})" if median else f"- ({count}/{of})"
         print(f"{policy:<32} | {per_dn:<34} | {client:>11} | {a / b:5.2f} | {medians:>12} | {lent:>6} | {lent_own:>6} | "
-              f"{reclaimed:>9} | {alone:>23} | {compact(r['control_cpu']):>13}")
+              f"{reclaimed:>9} | {alone:>23} | {compact(r['control_cpu']):>13} | {waited + ' %':>10} | {held:>14}")
 
 
 def main(argv: list[str] | None = None) -> int:
