@@ -70,13 +70,13 @@ class Run:
         self.client_bytes: dict[str, ClientBytes] = {}
         self.serial = 0
 
-    def counted(self, field: str = "bytes") -> dict[tuple[str, str], int]:
-        """(DataNode, role) -> what the Java agent counted for that role's user in this direction:
-        its bytes, or (field "wait_ns") how long its threads waited in the DataNode's scheduler."""
-        return {key: counters[field] for key, counters in self.counters().items()}
+    def counted(self) -> dict[tuple[str, str], int]:
+        """(DataNode, role) -> bytes the Java agent counted for that role's user."""
+        return {key: counters["bytes"] for key, counters in self.counters().items()}
 
     def counters(self) -> dict[tuple[str, str], dict[str, int]]:
-        """(DataNode, role) -> {"bytes", "wait_ns"} in this direction, from one STATS per DataNode."""
+        """(DataNode, role) -> that role's user's bytes and scheduler waits (ns) in this direction, from
+        one STATS per DataNode."""
         out = {}
         for dn, channel in self.channels.items():
             users = channel.stats().users
