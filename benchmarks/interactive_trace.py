@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
-                                          governed, key_values, queue_settings)
+                                          WRITE_SITE, governed, key_values, queue_settings)
 from benchmarks.kernel_waits import KernelWaits
 from benchmarks.write_timeline import describe, file_writes
 from testbed.cpu_priority import cpu_priority
@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     site = {"dfs.block.access.token.enable": "true"}
     if args.readahead is not None:
         site["dfs.datanode.readahead.bytes"] = args.readahead
-    if args.direction == "write":   # as interactive_shares' write runs: the client's 400 ms first retry is not the edge's
-        site["dfs.client.block.write.locateFollowingBlock.initial.delay.ms"] = 20
+    if args.direction == "write":   # as interactive_shares': the client's 400 ms first retry is not the edge's
+        site.update(WRITE_SITE)
     writes = args.direction == "write"
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "

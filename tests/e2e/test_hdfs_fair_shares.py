@@ -126,15 +126,6 @@ def one_to_two(ratio: float | None, moving: int) -> bool:
     return moving >= 6 and ratio is not None and abs(ratio - 2.0) <= 2.0 * SPLIT_TOLERANCE
 
 
-# Issue 30 is open on exactly this: on a loaded or unlucky run the center's weight moves (a split
-# frozen skewed when the coordinator stops) and the edge's R control (a reader's reclaim stuck on one
-# DataNode) miss these bounds. The tests run and print their figures every time; a miss is reported
-# as XFAIL with its assertion, a pass as XPASS. benchmarks.bulk_shares measures the same.
-EDGE_NOT_YET_RELIABLE = pytest.mark.xfail(
-    strict=False, reason="issue 30 (open): the DataNode scheduler's split and reclaim are not yet reliable under "
-                         "the center's weight moves and CPU contention; see benchmarks/results/edge/README.md")
-
-
 def assert_split(shares: "DataNodeShares", alice: LocalUser, bob: LocalUser, what: str) -> dict:
     for _ in range(SPLIT_WINDOWS):
         ratio, moving, whole, rates = shares.split(alice.name, bob.name)
@@ -170,7 +161,6 @@ def lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: Loc
     assert_split(shares, alice, bob, f"{what}: after the reclaim")
 
 
-@EDGE_NOT_YET_RELIABLE
 def test_the_datanode_scheduler_lends_and_reclaims_reads_at_once_with_and_without_the_coordinator(dn_users):
     """Readers through Hadoop's client re-read their files (from the page cache after the first pass: the
     DataNodes' CPUs are what holds them, as on a node with encryption on, and the Java agent's R follows
@@ -221,7 +211,6 @@ def sources(dn_users):
     shutil.rmtree(path, ignore_errors=True)
 
 
-@EDGE_NOT_YET_RELIABLE
 def test_the_datanode_scheduler_lends_and_reclaims_fsshell_writes_at_once_with_and_without_the_coordinator(
         dn_users, sources):
     """`hdfs dfs -put` with replication 2 (both DataNodes take every byte of both users) to disks that
