@@ -11,6 +11,7 @@ CPU for 83 MB/s here and could not keep up with the pace it was set.
     server.serve()   # until the mount goes away; the file is MOUNTPOINT/disk.img
 """
 
+import collections
 import ctypes
 import ctypes.util
 import errno
@@ -52,10 +53,16 @@ class Pacer:
     """One queue served at `rate` bytes/s: a request of n bytes is done n/rate after the previous one,
     plus `seek_seconds` when it does not start where the previous one ended (one spindle).
 
-    Up to `burst_seconds` of idle time is credited, so the small gaps between one request's
-    reply and the next request (a lone sequential reader) do not cost bandwidth that a
-    deeper queue would have used.
+    A request that continues one of the last few streams (it starts where one of the last
+    STREAMS requests ended) is credited up to `burst_seconds` of idle time, so the small gaps
+    between one request's reply and the next request (a lone sequential reader) do not cost
+    bandwidth that a deeper queue would have used: as a drive's read-ahead cache keeps streaming.
+    A request elsewhere gets no credit: an idle disk serves it no faster than a busy one would
+    once free (crediting it gave a 1 MiB read 5 ms of the disk's 17 for nothing beside an idle
+    disk, and so a head start over the same read beside a busy one).
     """
+
+    STREAMS = 4
 
     def __init__(self, rate: float, burst_seconds: float = 0.005, seek_seconds: float = 0.0, clock=time.monotonic):
         if rate <= 0:
@@ -65,13 +72,19 @@ class Pacer:
         self.rate, self.burst_seconds, self.seek_seconds, self.clock = rate, burst_seconds, seek_seconds, clock
         self._busy_until = clock()
         self._head: int | None = None
+        self._stream_ends: collections.deque[int] = collections.deque(maxlen=self.STREAMS)
 
     def done_at(self, nbytes: int, offset: int | None = None) -> float:
-        """Reserve the device for `nbytes` at `offset`; returns the clock time the request completes."""
-        start = max(self._busy_until, self.clock() - self.burst_seconds)
+        """Reserve the device for `nbytes` at `offset`; returns the clock time the request completes.
+        Without an offset every request counts as continuing a stream."""
+        continues = offset is None or offset in self._stream_ends
+        start = max(self._busy_until, self.clock() - (self.burst_seconds if continues else 0.0))
         seek = self.seek_seconds if offset is not None and offset != self._head else 0.0
         if offset is not None:
             self._head = offset + nbytes
+            if continues:
+                self._stream_ends.remove(offset)
+            self._stream_ends.append(offset + nbytes)
         self._busy_until = start + seek + nbytes / self.rate
         return self._busy_until
 

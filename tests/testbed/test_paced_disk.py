@@ -35,6 +35,18 @@ def test_the_pacer_credits_idle_time_only_up_to_its_burst():
     assert pacer.done_at(1_000_000) == pytest.approx(10.995)
 
 
+def test_the_pacer_credits_idle_time_only_to_a_request_that_continues_a_recent_stream():
+    clock = Clock(now=0.0)
+    pacer = fuse.Pacer(rate=1e6, burst_seconds=0.005, clock=clock)
+    pacer.done_at(1_000_000, offset=0)
+    pacer.done_at(1_000_000, offset=80_000_000)
+    clock.now = 10.0
+    elsewhere = pacer.done_at(1_000_000, offset=50_000_000)    # another file's first read: no credit
+    clock.now = 20.0
+    continuing = pacer.done_at(1_000_000, offset=1_000_000)    # the first stream, two requests on
+    assert (elsewhere, continuing) == pytest.approx((11.0, 20.995))
+
+
 def test_a_spindle_pays_its_seek_only_for_a_request_that_does_not_continue_the_last():
     clock = Clock(now=0.0)
     pacer = fuse.Pacer(rate=1e6, burst_seconds=0.0, seek_seconds=0.01, clock=clock)
