@@ -15,6 +15,7 @@ the close at the NameNode). static is the baseline, run first on the same cluste
     .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
     .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4 --kernel-waits
     .venv/bin/python -m benchmarks.interactive_trace --direction write --size 1 --transfers 16 --keep-logs /tmp/logs
+    .venv/bin/python -m benchmarks.interactive_trace --size 1 --transfers 16 --block-trace   # her requests on the disk
 
 Needs root (loop devices, FUSE, cgroups) and the Java agent's jar (scripts/setup.d).
 """
@@ -29,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
                                           WRITE_SITE, governed, key_values, queue_settings)
@@ -95,8 +97,9 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     bob_alone: list[float] = []
     samples: list[Sample] = []
     device = str(hdfs.datanodes[0].device_number) if args.direction == "write" else None
+    blocks = BlockTrace(unique_name("itrace-blocks"), hdfs.datanodes[0].device_number) if args.block_trace else None
     with governed(hdfs, name, policy, "datanode-throttle", int(args.configured_mbps * MB), {}), \
-            bob_busy(hdfs, args.direction, bob_blocks, bob_alone):
+            bob_busy(hdfs, args.direction, bob_blocks, bob_alone), blocks or contextlib.nullcontext():
         stop = threading.Event()
         sampler = threading.Thread(target=sample_until, args=(channel, stop, samples, args.direction, device),
                                    daemon=True)
@@ -119,6 +122,9 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
         writes = file_writes(_lines(hdfs.namenode.log), _lines(hdfs.datanodes[0].log), f"/alice/{policy}-")
         print("  each write in the daemons' logs (ms: allocated -> at the DataNode / receiving / -> closed; "
               "rN: completeFile turned down N times): " + describe(writes))
+    if blocks is not None:
+        owners = SectorOwners({"alice": sorted(block_files(hdfs) - bob_blocks), "bob": sorted(bob_blocks)})
+        print("  " + describe_spans(transfer_spans(blocks.requests(), owners.owner, "alice", other="bob")[1:]))
     if waits is not None:
         print("  the DataNode's transfer threads (DataXceiver) over alice's transfers, bob's writer among them:\n    "
               + waits.summary().replace("\n", "\n    "))
@@ -133,6 +139,19 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
         s = samples[i]
         print(f"    {s.seconds:5.1f}  R {s.rate_mbps:5.1f}  alice {s.alice_mbps:5.1f}  bob {s.bob_mbps:5.1f}  "
               f"disk {s.disk_busy:.2f}" + (f"  dirty {s.dirty_mb:5.1f}" if s.dirty_mb is not None else ""))
+
+
+def describe_spans(spans: list[TransferSpan]) -> str:
+    """alice's transfers as the disk served them (her client's first, its cold start, left out)."""
+    if not spans:
+        return "on the disk: none of alice's requests seen"
+    met = [s for s in spans if s.others_in_flight]
+    return (f"on the disk (block trace, {len(spans)} transfers): span p50 {statistics.median(s.span_ms for s in spans):.1f} "
+            f"ms, max {max(s.span_ms for s in spans):.1f}; her first request's wait p50 "
+            f"{statistics.median(s.waits_ms[0] for s in spans):.1f} ms; bob's requests ahead of her first in "
+            f"{len(met)} ({', '.join(f'{s.others_in_flight // 1024} KiB' for s in met) or '-'}); bob's KiB "
+            f"served within her spans: {sum(s.others_during for s in spans) // 1024}\n    spans (ms): "
+            + " ".join(f"{s.span_ms:.0f}" for s in spans))
 
 
 def _lines(path: str) -> list[str]:
@@ -161,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="dfs.datanode.readahead.bytes (default: Hadoop's, 4 MiB)")
     parser.add_argument("--keep-logs", metavar="DIR", default=None,
                         help="copy the NameNode's and DataNode's logs here before the cluster is removed")
+    parser.add_argument("--block-trace", action="store_true",
+                        help="record the data disk's requests (tracefs) and print where alice's met bob's")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
     args = parser.parse_args(argv)

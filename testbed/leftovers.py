@@ -4,8 +4,9 @@ Everything this project's tests, demos and benchmarks make carries a run name in
 name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 (`vnode-sync-test.hdfs.4711.9f3c2a1b`, `vnode-sync-bench.mpiio.4711.fig3`). Cgroup subtrees,
 loop-device backing files, mount points, work dirs, daemons' command lines (a ZooKeeper
-ensemble's JVMs name their config in the run's work dir), network namespaces and holds on early
-background writeback (testbed/early_writeback.py) are found by it. A run is live while its owner
+ensemble's JVMs name their config in the run's work dir), network namespaces, tracefs instances
+(testbed/tracefs.py) and holds on early background writeback (testbed/early_writeback.py) are
+found by it. A run is live while its owner
 pid runs or, for a named HDFS testbed without one (`hdfs_cluster up --name demo`), while its
 daemons run; a name that records neither cannot be shown dead and counts as live. What a live
 run owns is listed but kept unless --include-live. Production agents' subtrees
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from testbed import early_writeback
+from testbed import early_writeback, tracefs
 from testbed.loopdev import detach, loops, mounts, unmount
 from testbed.processes import stop_processes
 from vnode_sync.errors import KernelError
@@ -43,7 +44,8 @@ _RUN = re.compile(r"(?:%s)[A-Za-z0-9._-]*" % "|".join(map(re.escape, PREFIXES)))
 
 @dataclass(frozen=True)
 class Leftover:
-    kind: str      # "process", "mount", "loop device", "cgroup", "network namespace", "work dir", "early writeback"
+    kind: str      # "process", "mount", "loop device", "cgroup", "network namespace", "trace instance",
+                   # "work dir", "early writeback"
     what: str      # the pid, path, device or name to remove
     run: str       # the run name it carries
     live: bool
@@ -113,6 +115,7 @@ def _candidates(hierarchies: tuple[str, ...], tmp: str, writeback_dir: str | Non
                       if os.path.isdir(os.path.join(hierarchy, d))]
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found += [("network namespace", line.split()[0], line.split()[0]) for line in out.splitlines() if line.strip()]
+    found += [("trace instance", path, os.path.basename(path)) for path in tracefs.instances()]
     found += [("work dir", os.path.join(tmp, d), d) for d in sorted(os.listdir(tmp))
               if os.path.isdir(os.path.join(tmp, d))]
     writeback_dir = writeback_dir or early_writeback.HOLDERS_DIR
@@ -157,8 +160,9 @@ def _remove_zram(workdir: str) -> None:
 
 
 def remove(leftovers: list[Leftover]) -> None:
-    """Processes first, then mounts (latest first), loops, cgroups, namespaces and work dirs."""
-    order = ["process", "mount", "loop device", "cgroup", "network namespace", "work dir", "early writeback"]
+    """Processes first, then mounts (latest first), loops, cgroups, namespaces, trace instances and work dirs."""
+    order = ["process", "mount", "loop device", "cgroup", "network namespace", "trace instance", "work dir",
+             "early writeback"]
     processes = []
     for item in leftovers:
         if item.kind == "process":
@@ -176,6 +180,8 @@ def remove(leftovers: list[Leftover]) -> None:
         elif item.kind == "network namespace":
             from testbed.compute_host import ComputeHost
             ComputeHost(item.what).stop()
+        elif item.kind == "trace instance":
+            tracefs.remove_instance(item.what)
         elif item.kind == "work dir":
             _remove_zram(item.what)
             shutil.rmtree(item.what, ignore_errors=True)

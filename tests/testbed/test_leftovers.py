@@ -77,3 +77,19 @@ def test_a_run_filter_that_could_reach_a_path_is_refused():
                             capture_output=True, text=True)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert os.path.exists("/etc")
+
+
+@needs_kernel
+def test_clean_leftovers_removes_a_crashed_runs_trace_instance():
+    from testbed import tracefs
+    crashed = crashed_run_name("trace")
+    with tracefs.TraceInstance(unique_name("trace"), {}):   # tracefs mounted while this runs, if it was not
+        path = os.path.join(tracefs.INSTANCES, crashed)
+        os.mkdir(path)
+        try:
+            result = _remove("vnode-sync-test.trace")
+            assert result.returncode == 0, result.stderr
+            assert f"trace instance: {path}" in result.stdout and not os.path.exists(path)
+        finally:
+            if os.path.exists(path):
+                os.rmdir(path)
