@@ -3,9 +3,10 @@ user's transfers met another's requests there.
 
 The DataNode's scheduler decides the order of packets; the disk's queue decides the order of
 reads already issued, where the DataNode cannot reach. This records the device's requests
-(block_rq_issue, block_rq_complete in a tracefs instance of the run's own, on the monotonic
-clock) and maps them to files by their extents (FIEMAP, through filefrag), so a transfer's time
-on the disk, each of its requests' wait, and the other user's requests ahead of it can be told.
+(block_rq_insert, block_rq_issue, block_rq_complete in a tracefs instance of the run's own, on
+the monotonic clock) and maps them to files by their extents (FIEMAP, through filefrag), so a
+transfer's time on the disk, each of its requests' wait, and the other user's requests ahead of
+it can be told.
 
     with BlockTrace(run_name, device_number) as trace:
         ...                                    # the workload
@@ -25,33 +26,40 @@ from testbed.tracefs import TraceInstance
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.types import DeviceNumber
 
-EVENTS = ("block_rq_issue", "block_rq_complete")
+EVENTS = ("block_rq_insert", "block_rq_issue", "block_rq_complete")
 SECTOR = 512
 # "   java-4711  [001] .....  3313.596123: block_rq_issue: 7,3 R 131072 () 4464640 + 256 [java]"
-_EVENT = re.compile(r"\s(\d+\.\d+): (block_rq_issue|block_rq_complete): \d+,\d+ (\S+) .*?(\d+) \+ (\d+)")
+_EVENT = re.compile(r"\s(\d+\.\d+): (block_rq_insert|block_rq_issue|block_rq_complete): "
+                    r"\d+,\d+ (\S+) .*?(\d+) \+ (\d+)")
 _EXTENT = re.compile(r"^\s*\d+:\s+\d+\.\.\s*\d+:\s+(\d+)\.\.\s*(\d+):")
 
 
 @dataclass(frozen=True)
 class Request:
-    issued: float       # s, monotonic clock
+    issued: float       # s, monotonic clock: handed to the driver
     completed: float
     sector: int
     sectors: int
     operation: str      # the kernel's rwbs: "R", "RA" (read-ahead), "W", "WS", ...
+    inserted: float | None = None   # put in the I/O scheduler's queue (None: went to the driver directly)
 
     @property
     def bytes(self) -> int:
         return self.sectors * SECTOR
 
+    @property
+    def queued(self) -> float:
+        """When it entered the block layer's queue (the scheduler's, or the driver's without one)."""
+        return self.issued if self.inserted is None else min(self.inserted, self.issued)
+
 
 @dataclass(frozen=True)
 class TransferSpan:
     """One burst of a user's requests on the disk and what else the disk served meanwhile."""
-    start: float                    # its first request issued (monotonic s)
+    start: float                    # its first request queued (monotonic s)
     end: float                      # its last request completed
     bytes: int
-    waits_ms: tuple[float, ...]     # each request, issue to completion
+    waits_ms: tuple[float, ...]     # each request, queued to completion
     others_in_flight: int           # bytes of others' requests issued before it and not complete at its start
     others_during: int              # bytes of others' requests completed within its span
 
@@ -61,7 +69,9 @@ class TransferSpan:
 
 
 def parse_requests(lines: list[str]) -> list[Request]:
-    """Requests from a trace's lines: each issue paired with the completion of the same sector."""
+    """Requests from a trace's lines: each issue paired with the completion of the same sector, and
+    with its insertion into the scheduler's queue where one came before it."""
+    inserted: dict[int, float] = {}
     issued: dict[int, tuple[float, int, str]] = {}
     requests = []
     for line in lines:
@@ -69,11 +79,14 @@ def parse_requests(lines: list[str]) -> list[Request]:
         if not match:
             continue
         seconds, event, operation, sector, sectors = match.groups()
-        if event == "block_rq_issue":
+        if event == "block_rq_insert":
+            inserted[int(sector)] = float(seconds)
+        elif event == "block_rq_issue":
             issued[int(sector)] = (float(seconds), int(sectors), operation)
         elif int(sector) in issued:
             start, size, operation = issued.pop(int(sector))
-            requests.append(Request(start, float(seconds), int(sector), size, operation))
+            requests.append(Request(start, float(seconds), int(sector), size, operation,
+                                    inserted.pop(int(sector), None)))
     return requests
 
 
@@ -105,19 +118,19 @@ def transfer_spans(requests: list[Request], owner_of, user: str, other: str | No
                    gap: float = 0.5) -> list[TransferSpan]:
     """`user`'s requests grouped into transfers (apart by more than `gap` s), each with the requests of
     `other` (None: of anyone else) it met. `owner_of(sector)` names a request's owner (None: no file given)."""
-    mine = sorted((r for r in requests if owner_of(r.sector) == user), key=lambda r: r.issued)
+    mine = sorted((r for r in requests if owner_of(r.sector) == user), key=lambda r: r.queued)
     others = [r for r in requests if owner_of(r.sector) != user and (other is None or owner_of(r.sector) == other)]
     groups: list[list[Request]] = []
     for request in mine:
-        if groups and request.issued - groups[-1][-1].issued <= gap:
+        if groups and request.queued - groups[-1][-1].queued <= gap:
             groups[-1].append(request)
         else:
             groups.append([request])
     spans = []
     for group in groups:
-        start, end = group[0].issued, max(r.completed for r in group)
+        start, end = group[0].queued, max(r.completed for r in group)
         spans.append(TransferSpan(
-            start, end, sum(r.bytes for r in group), tuple((r.completed - r.issued) * 1000 for r in group),
+            start, end, sum(r.bytes for r in group), tuple((r.completed - r.queued) * 1000 for r in group),
             sum(r.bytes for r in others if r.issued < start < r.completed),
             sum(r.bytes for r in others if start <= r.completed <= end)))
     return spans

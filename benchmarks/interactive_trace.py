@@ -146,10 +146,11 @@ def describe_spans(spans: list[TransferSpan]) -> str:
     if not spans:
         return "on the disk: none of alice's requests seen"
     met = [s for s in spans if s.others_in_flight]
-    return (f"on the disk (block trace, {len(spans)} transfers): span p50 {statistics.median(s.span_ms for s in spans):.1f} "
-            f"ms, max {max(s.span_ms for s in spans):.1f}; her first request's wait p50 "
-            f"{statistics.median(s.waits_ms[0] for s in spans):.1f} ms; bob's requests ahead of her first in "
-            f"{len(met)} ({', '.join(f'{s.others_in_flight // 1024} KiB' for s in met) or '-'}); bob's KiB "
+    span_p50, span_max = statistics.median(s.span_ms for s in spans), max(s.span_ms for s in spans)
+    return (f"on the disk (block trace, {len(spans)} transfers): span p50 {span_p50:.1f} ms, max {span_max:.1f}; "
+            f"her first request's wait p50 {statistics.median(s.waits_ms[0] for s in spans):.1f} ms; bob's "
+            f"requests ahead of her first in {len(met)} "
+            f"({', '.join(f'{s.others_in_flight // 1024} KiB' for s in met) or '-'}); bob's KiB "
             f"served within her spans: {sum(s.others_during for s in spans) // 1024}\n    spans (ms): "
             + " ".join(f"{s.span_ms:.0f}" for s in spans))
 

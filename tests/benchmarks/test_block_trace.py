@@ -10,6 +10,7 @@ from testbed import tracefs
 from testbed.loopdev import format_ext4, loop_device, mount_ext4, unmount
 
 LINES = [
+    "           java-4711    [001] ..... 33171.499000: block_rq_insert: 7,3 R 131072 () 1000 + 256 [java]",
     "           java-4711    [001] ..... 33171.500000: block_rq_issue: 7,3 R 131072 () 1000 + 256 [java]",
     "  kworker/1:1-99      [000] ..... 33171.501000: block_rq_issue: 7,3 RA 262144 () 5000 + 512 [kworker]",
     "          <idle>-0       [001] ..s1. 33171.502500: block_rq_complete: 7,3 R () 1000 + 256 [0]",
@@ -18,8 +19,8 @@ LINES = [
 ]
 
 
-def test_requests_are_each_issue_paired_with_the_completion_of_its_sector():
-    assert parse_requests(LINES) == [Request(33171.5, 33171.5025, 1000, 256, "R"),
+def test_requests_are_each_issue_paired_with_the_completion_of_its_sector_and_its_insertion():
+    assert parse_requests(LINES) == [Request(33171.5, 33171.5025, 1000, 256, "R", inserted=33171.499),
                                      Request(33171.501, 33171.51, 5000, 512, "RA")]
 
 
