@@ -136,19 +136,12 @@ def transfer_spans(requests: list[Request], owner_of, user: str, other: str | No
     return spans
 
 
-class BlockTrace:
+class BlockTrace(TraceInstance):
     """The device's requests while in use (a tracefs instance named `run`)."""
 
     def __init__(self, run: str, device: DeviceNumber):
         kernel_dev = (device.major << 20) | device.minor   # dev_t as the block tracepoints hold it
-        self._trace = TraceInstance(run, {f"block/{event}": f"dev == {kernel_dev}" for event in EVENTS})
-
-    def __enter__(self) -> "BlockTrace":
-        self._trace.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._trace.__exit__(*exc)
+        super().__init__(run, {f"block/{event}": f"dev == {kernel_dev}" for event in EVENTS})
 
     def requests(self) -> list[Request]:
-        return parse_requests(self._trace.lines)
+        return parse_requests(self.lines)

@@ -6,11 +6,10 @@ name: one of PREFIXES followed by dot-separated fields, usually the owner's pid
 loop-device backing files, mount points, work dirs, daemons' command lines (a ZooKeeper
 ensemble's JVMs name their config in the run's work dir), network namespaces, tracefs instances
 (testbed/tracefs.py) and holds on early background writeback (testbed/early_writeback.py) are
-found by it. A run is live while its owner
-pid runs or, for a named HDFS testbed without one (`hdfs_cluster up --name demo`), while its
-daemons run; a name that records neither cannot be shown dead and counts as live. What a live
-run owns is listed but kept unless --include-live. Production agents' subtrees
-(`vnode-sync.<node>`) never match.
+found by it. A run is live while its owner pid runs or, for a named HDFS testbed without one
+(`hdfs_cluster up --name demo`), while its daemons run; a name that records neither cannot be
+shown dead and counts as live. What a live run owns is listed but kept unless --include-live.
+Production agents' subtrees (`vnode-sync.<node>`) never match.
 
     python -m testbed.leftovers                      # list
     python -m testbed.leftovers --remove             # remove what no live run owns

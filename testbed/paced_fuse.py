@@ -58,8 +58,8 @@ class Pacer:
     between one request's reply and the next request (a lone sequential reader) do not cost
     bandwidth that a deeper queue would have used: as a drive's read-ahead cache keeps streaming.
     A request elsewhere gets no credit: an idle disk serves it no faster than a busy one would
-    once free (crediting it gave a 1 MiB read 5 ms of the disk's 17 for nothing beside an idle
-    disk, and so a head start over the same read beside a busy one).
+    once free (crediting any request made a capped reader's 256 KB requests free beside an
+    interactive one: benchmarks/results/edge/README.md).
     """
 
     STREAMS = 4
