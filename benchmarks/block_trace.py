@@ -118,8 +118,9 @@ def transfer_spans(requests: list[Request], owner_of, user: str, other: str | No
                    gap: float = 0.5) -> list[TransferSpan]:
     """`user`'s requests grouped into transfers (apart by more than `gap` s), each with the requests of
     `other` (None: of anyone else) it met. `owner_of(sector)` names a request's owner (None: no file given)."""
-    mine = sorted((r for r in requests if owner_of(r.sector) == user), key=lambda r: r.queued)
-    others = [r for r in requests if owner_of(r.sector) != user and (other is None or owner_of(r.sector) == other)]
+    owned = [(owner_of(r.sector), r) for r in requests]
+    mine = sorted((r for owner, r in owned if owner == user), key=lambda r: r.queued)
+    others = [r for owner, r in owned if owner != user and (other is None or owner == other)]
     groups: list[list[Request]] = []
     for request in mine:
         if groups and request.queued - groups[-1][-1].queued <= gap:

@@ -71,17 +71,16 @@ class Pacer:
             raise InvalidArgument(f"seek time {seek_seconds} s must not be negative")
         self.rate, self.burst_seconds, self.seek_seconds, self.clock = rate, burst_seconds, seek_seconds, clock
         self._busy_until = clock()
-        self._head: int | None = None
-        self._stream_ends: collections.deque[int] = collections.deque(maxlen=self.STREAMS)
+        self._stream_ends: collections.deque[int] = collections.deque(maxlen=self.STREAMS)   # the last is the head
 
     def done_at(self, nbytes: int, offset: int | None = None) -> float:
         """Reserve the device for `nbytes` at `offset`; returns the clock time the request completes.
         Without an offset every request counts as continuing a stream."""
         continues = offset is None or offset in self._stream_ends
         start = max(self._busy_until, self.clock() - (self.burst_seconds if continues else 0.0))
-        seek = self.seek_seconds if offset is not None and offset != self._head else 0.0
+        head = self._stream_ends[-1] if self._stream_ends else None
+        seek = self.seek_seconds if offset is not None and offset != head else 0.0
         if offset is not None:
-            self._head = offset + nbytes
             if continues:
                 self._stream_ends.remove(offset)
             self._stream_ends.append(offset + nbytes)
