@@ -11,8 +11,9 @@ from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.disk_queue import QueueSetting
 
-INTERACTIVE_BFQ = [QueueSetting("scheduler", "bfq"), QueueSetting("iosched/timeout_sync", "10"),
-                   QueueSetting("iosched/strict_guarantees", "1"), QueueSetting("max_sectors_kb", "512")]
+INTERACTIVE_BFQ = [QueueSetting("scheduler", "bfq"), QueueSetting("iosched/timeout_sync", "20"),   # docs/fair-shares.md
+                   QueueSetting("iosched/max_budget", "65536"), QueueSetting("iosched/strict_guarantees", "1"),
+                   QueueSetting("max_sectors_kb", "512")]
 KEYS = [s.key for s in INTERACTIVE_BFQ]
 
 
@@ -24,8 +25,9 @@ def disk(bfq_disk):
 def test_bfq_settings_for_interactive_users_are_written_in_order_and_a_second_run_changes_nothing(disk):
     assert disk_queue.apply(disk, INTERACTIVE_BFQ) == KEYS
     held = {s.key: s.value for s in disk_queue.read_settings(disk, KEYS)}
-    assert 10 <= int(held.pop("iosched/timeout_sync")) < 20   # BFQ keeps it in jiffies: 12 ms at HZ=250
-    assert held == {"scheduler": "bfq", "iosched/strict_guarantees": "1", "max_sectors_kb": "512"}
+    assert 20 <= int(held.pop("iosched/timeout_sync")) < 30   # BFQ keeps it in jiffies
+    assert held == {"scheduler": "bfq", "iosched/max_budget": "65536", "iosched/strict_guarantees": "1",
+                    "max_sectors_kb": "512"}
     assert disk_queue.apply(disk, INTERACTIVE_BFQ) == []
 
 

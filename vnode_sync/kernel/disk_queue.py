@@ -5,7 +5,7 @@ The agents never change a disk's queue: it is the site's. The storage role appli
 site asks (docs/fair-shares.md, "BFQ hosts with interactive users"):
 
     python -m vnode_sync.kernel.disk_queue --device /dev/sdb --device /dev/sdc scheduler=bfq \\
-        iosched/timeout_sync=10 iosched/strict_guarantees=1 max_sectors_kb=512
+        iosched/timeout_sync=20 iosched/max_budget=65536 iosched/strict_guarantees=1 max_sectors_kb=512
 
 Settings are written in the order given (a scheduler's tunables exist only once it is selected). If
 the kernel refuses one, those already written, on every disk, are put back, and the error names the
