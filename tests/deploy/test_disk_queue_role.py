@@ -17,8 +17,8 @@ from vnode_sync.kernel import disk_queue
 
 pytestmark = [needs_kernel, pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")]
 
-INTERACTIVE_BFQ = ["scheduler=bfq", "iosched/timeout_sync=20", "iosched/max_budget=65536", "iosched/strict_guarantees=1",
-                   "max_sectors_kb=512"]   # docs/fair-shares.md
+INTERACTIVE_BFQ = ["scheduler=bfq", "iosched/timeout_sync=20", "iosched/max_budget=65536",   # docs/fair-shares.md
+                   "iosched/strict_guarantees=1", "max_sectors_kb=512"]
 ROLE = os.path.join(ANSIBLE_DIR, "roles", "vnode_storage_agent")
 TASKS = os.path.join(ROLE, "tasks", "disk_queue.yml")
 
@@ -59,8 +59,9 @@ def test_the_storage_role_sets_the_disks_queue_now_and_by_udev_and_a_rerun_chang
     lines = [line for line in open(rule).read().splitlines() if line and not line.startswith("#")]
     name = os.path.basename(disk)
     assert lines == [f'ACTION=="add|change", SUBSYSTEM=="block", ENV{{DEVTYPE}}=="disk", KERNEL=="{name}", '
-                     'ATTR{queue/scheduler}="bfq", ATTR{queue/iosched/timeout_sync}="20", ATTR{queue/iosched/max_budget}="65536", '
-                     'ATTR{queue/iosched/strict_guarantees}="1", ATTR{queue/max_sectors_kb}="512"'], lines
+                     'ATTR{queue/scheduler}="bfq", ATTR{queue/iosched/timeout_sync}="20", '
+                     'ATTR{queue/iosched/max_budget}="65536", ATTR{queue/iosched/strict_guarantees}="1", '
+                     'ATTR{queue/max_sectors_kb}="512"'], lines
 
     second = run_role(tmp_path, disk, INTERACTIVE_BFQ, rule)
     assert second.returncode == 0, second.stdout[-3000:]
