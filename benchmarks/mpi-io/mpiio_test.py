@@ -244,7 +244,7 @@ def run_phase(work: Workload, op: str, comm: MPI.Comm, vnode: str) -> RankResult
 
 def join_vnode(hierarchy: str, root_name: str, vnode: str) -> None:
     from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-    BlkioV1Backend(hierarchy=hierarchy, root_name=root_name).place(vnode, threading.get_native_id())
+    BlkioV1Backend(mount=hierarchy, root_name=root_name).place(vnode, threading.get_native_id())
 
 
 def summarise(op: str, results: list[RankResult]) -> PhaseResult:

@@ -63,7 +63,7 @@ class BenchVNodes:
 @contextlib.contextmanager
 def bench_vnodes(hierarchy: str = HIERARCHY) -> Iterator[BenchVNodes]:
     root_name = f"{BENCH_PREFIX}.{os.getpid()}"
-    backend = BlkioV1Backend(hierarchy=hierarchy, root_name=root_name)
+    backend = BlkioV1Backend(mount=hierarchy, root_name=root_name)
     backend.setup()
     try:
         yield BenchVNodes(backend, root_name)

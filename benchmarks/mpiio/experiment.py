@@ -18,6 +18,8 @@ from benchmarks.mpiio.machine import TestbedRecord, record
 from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings, emulated_disk
 from testbed.leftovers import remove_crashed
 from testbed.processes import exit_once_on_signals
+from vnode_sync.errors import InvalidArgument
+from vnode_sync.kernel import disk_queue
 
 MB = 1_000_000
 
@@ -40,8 +42,18 @@ def common_options(description: str) -> argparse.ArgumentParser:
     p.add_argument("--seek-ms", type=float, default=SpindleSettings.seek_ms,
                    help="emulated cost of a non-sequential request (default %(default)s)")
     p.add_argument("--scheduler", default="bfq", choices=("bfq", "mq-deadline", "kyber", "none"))
+    p.add_argument("--queue", action="append", default=[], type=queue_setting, metavar="KEY=VALUE",
+                   help="a setting of the emulated disk's queue, set after the scheduler, e.g. "
+                        "iosched/timeout_sync=20 (repeat for more; docs/fair-shares.md)")
     p.add_argument("--out", default=report.RESULTS_DIR, help="results directory (default benchmarks/results)")
     return p
+
+
+def queue_setting(text: str) -> disk_queue.QueueSetting:
+    try:
+        return disk_queue.QueueSetting.parse(text)
+    except InvalidArgument as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def command_line() -> str:
@@ -64,7 +76,8 @@ def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
     started = prepare_run("experiments need root: cgroups, loop devices, mounts, drop_caches")
     model = SpindleSettings(args.rate_mbps, args.seek_ms)
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
-        yield Testbed(disk, vnodes, record(disk), started)
+        disk_queue.apply(disk.loop_path, args.queue)   # the loop device, and with it these, goes at exit
+        yield Testbed(disk, vnodes, record(disk, args.queue), started)
 
 
 def clear_files(directory: str) -> None:

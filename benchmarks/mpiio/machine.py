@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from benchmarks.mpiio.slow_disk import MountedDisk
+from vnode_sync.kernel.disk_queue import QueueSetting
 
 
 @dataclass(frozen=True)
@@ -62,5 +63,7 @@ def describe(device: str, scheduler: str, emulation: str) -> TestbedRecord:
                          load_at_start=load_average())
 
 
-def record(disk: MountedDisk) -> TestbedRecord:
-    return describe(f"{disk.loop_path} ({disk.device}), ext4", disk.scheduler, disk.model.describe())
+def record(disk: MountedDisk, queue: list[QueueSetting] = ()) -> TestbedRecord:
+    settings = ", ".join(f"{s.key}={s.value}" for s in queue)
+    scheduler = f"{disk.scheduler} ({settings})" if settings else disk.scheduler
+    return describe(f"{disk.loop_path} ({disk.device}), ext4", scheduler, disk.model.describe())

@@ -105,3 +105,45 @@ def test_emulated_disk_reads_at_its_modelled_rate():
         # Never faster than the model; per-request overhead costs some (about 20 % at 1 MiB).
         assert 20 < mbps <= 42, mbps
     assert not os.path.exists(disk.mountpoint)
+
+
+def test_the_experiments_take_the_disks_queue_settings_and_name_them_in_the_record(capsys):
+    from benchmarks.mpiio.experiment import common_options
+    from benchmarks.mpiio.machine import record
+    from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings
+    from vnode_sync.kernel.disk_queue import QueueSetting
+    parser = common_options("an experiment")
+    args = parser.parse_args(["--queue", "iosched/timeout_sync=20", "--queue", "max_sectors_kb=512"])
+    assert args.queue == [QueueSetting("iosched/timeout_sync", "20"), QueueSetting("max_sectors_kb", "512")]
+    disk = MountedDisk("/dev/loop9", 7, 9, "/tmp/nowhere", "bfq", SpindleSettings())
+    assert record(disk, args.queue).scheduler == "bfq (iosched/timeout_sync=20, max_sectors_kb=512)"
+    assert record(disk).scheduler == "bfq"
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(["--queue", "iosched/../../x=1"])
+    assert refused.value.code == 2 and "queue setting" in capsys.readouterr().err
+
+
+def test_the_experiments_vnodes_weigh_and_cap_the_disk_hold_a_process_and_leave_nothing(bfq_disk):
+    """The figures' VNodes on the real blkio hierarchy (bfq_disk skips, saying why, where there is none)."""
+    from benchmarks.mpiio.bench_vnodes import VNodeSpec, bench_vnodes
+    from vnode_sync.kernel import disk_queue
+    from vnode_sync.kernel.devices import device_number
+    disk_queue.apply(bfq_disk, [disk_queue.QueueSetting("scheduler", "bfq")])
+    device = device_number(bfq_disk)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with bench_vnodes() as vnodes:
+            root = os.path.join("/sys/fs/cgroup/blkio", vnodes.root_name)
+            assert vnodes.configure(device, [VNodeSpec("vnode.bench0", read_bps=10_000_000, weight=500)]) == \
+                ["vnode.bench0"]
+            group = os.path.join(root, "vnode.bench0")
+            assert f"{device} 10000000" in open(os.path.join(group, "blkio.throttle.read_bps_device")).read()
+            assert f"{device} 500" in open(os.path.join(group, "blkio.bfq.weight_device")).read()
+            assert vnodes.place_process("vnode.bench0", sleeper.pid) == 1
+            assert str(sleeper.pid) in open(os.path.join(group, "tasks")).read().split()
+            sleeper.kill()
+            sleeper.wait()
+        assert not os.path.exists(root)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
