@@ -30,6 +30,15 @@ def _run(*argv: str) -> str:
     return result.stdout.strip()
 
 
+def select_fresh_scheduler(dev: DeviceNumber, name: str) -> None:
+    """`name`, with its tunables at their defaults. A loop device keeps its scheduler, and the
+    scheduler its tunables (BFQ's timeout_sync, max_budget, ...), after it is detached, and selecting
+    the one in force again changes nothing: "none" first makes the kernel start `name` afresh."""
+    set_scheduler(dev, "none")
+    if name != "none":
+        set_scheduler(dev, name)
+
+
 @dataclass(frozen=True)
 class LoopDisk:
     backing_file: str
@@ -52,7 +61,7 @@ class LoopDisk:
         device = attach(backing_file, direct_io=True)
         try:
             number = device_number(device)
-            set_scheduler(number, scheduler)
+            select_fresh_scheduler(number, scheduler)
             make_ext4(device, mountpoint)
         except BaseException:
             detach(device)

@@ -45,11 +45,12 @@ import time
 from dataclasses import dataclass
 
 from vnode_sync.errors import InvalidArgument, KernelError
-from vnode_sync.kernel.devices import device_number, set_scheduler
+from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import DeviceNumber
 from testbed import early_writeback
 from testbed.leftovers import holder_is_live, run_of
-from testbed.loopdev import attach, cap_dirty_pages, detach, format_ext4, mount_ext4, stale_loops, stale_mounts, unmount
+from testbed.loopdev import (attach, cap_dirty_pages, detach, format_ext4, mount_ext4, select_fresh_scheduler, stale_loops,
+                             stale_mounts, unmount)
 from testbed.names import unique_name
 from testbed.paced_fuse import FILE_NAME, PacedFileServer, Pacer
 
@@ -140,7 +141,7 @@ class PacedDisk:
             _wait_mounted(fuse_dir, server)
             device = attach(backing, direct_io=model.queued)
             number = device_number(device)
-            set_scheduler(number, scheduler)
+            select_fresh_scheduler(number, scheduler)
             if model.dirty_mb:
                 cap_dirty_pages(device, int(model.dirty_mb * MB))
             if model.dirty_mb and model.early_writeback:
