@@ -46,7 +46,7 @@ def read_bytes(pid: int) -> int:
 def one_round(disk: MountedDisk, vnodes: BenchVNodes, files: dict[str, str], settings: list[QueueSetting],
               seconds: float) -> dict[str, float]:
     """MB/s each VNode's reader moved over `seconds`, after 2 s to get going."""
-    select_fresh_scheduler(disk.device_number, "bfq")
+    select_fresh_scheduler(disk.device_number, "bfq")   # also the kernel's request size: no set's is left
     disk_queue.apply(disk.loop_path, settings)
     vnodes.configure(disk.device_number, [VNodeSpec(name, weight=weight) for name, weight in WEIGHTS.items()])
     subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"], check=True)
@@ -88,18 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, float]]] = {label: [] for label in sets}
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.bfq-split", SpindleSettings(rate_mbps=args.disk_mbps)) as disk, \
             bench_vnodes() as vnodes:
-        files = {}
+        files: dict[str, str] = {}
         for name in WEIGHTS:
             files[name] = os.path.join(disk.mountpoint, name)
             subprocess.run(["dd", "if=/dev/zero", f"of={files[name]}", "bs=4M", f"count={FILE_MIB // 4}",
                             "oflag=direct"], check=True, capture_output=True)
-        for round_no in range(args.rounds):
-            for label, settings in sets.items():
-                rates = one_round(disk, vnodes, files, settings, args.seconds)
-                results[label].append(rates)
-                heavy, light = rates["vnode.heavy"], rates["vnode.light"]
-                print(f"  round {round_no} {label}: heavy (800) {heavy:.1f} MB/s, light (400) {light:.1f}, "
-                      f"split {heavy / max(light, 0.01):.2f}, total {heavy + light:.1f}", flush=True)
+        try:
+            for round_no in range(args.rounds):
+                for label, settings in sets.items():
+                    rates = one_round(disk, vnodes, files, settings, args.seconds)
+                    results[label].append(rates)
+                    heavy, light = rates["vnode.heavy"], rates["vnode.light"]
+                    print(f"  round {round_no} {label}: heavy (800) {heavy:.1f} MB/s, light (400) {light:.1f}, "
+                          f"split {heavy / max(light, 0.01):.2f}, total {heavy + light:.1f}", flush=True)
+        finally:
+            select_fresh_scheduler(disk.device_number, "none")   # the loop device keeps what it had
     base_total = statistics.median(sum(r.values()) for r in results["defaults"])
     print(f"\ntwo backlogged buffered readers, BFQ weights 800 : 400, on a {args.disk_mbps:g} MB/s emulated spindle; "
           f"{args.rounds} rounds of {args.seconds:g} s; target split 2.0 within 10 %\n")

@@ -37,11 +37,12 @@ import threading
 import time
 from collections.abc import Iterator
 
-from benchmarks.interactive_shares import key_values, queue_settings
+from benchmarks.interactive_shares import key_values
 from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.loopdev import queue_settings
 from testbed.names import unique_name
 from testbed.process_cpu import CpuSpan, cluster_roles, compact
 from testbed.processes import exit_once_on_signals

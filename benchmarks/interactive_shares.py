@@ -45,6 +45,7 @@ from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
+from testbed.loopdev import queue_settings
 from testbed.names import unique_name
 from testbed.process_cpu import CpuSpan, cluster_roles
 from testbed.processes import exit_once_on_signals
@@ -98,18 +99,6 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
 def key_values(text: str) -> dict[str, str]:
     """'k=v,k2=v2' from the command line."""
     return dict(item.split("=", 1) for item in text.split(",") if item)
-
-
-@contextlib.contextmanager
-def queue_settings(device: str, settings: dict[str, str]) -> Iterator[None]:
-    """The device's block queue files set for the run, and put back as they were (a loop device
-    keeps them for whoever attaches it next)."""
-    before = disk_queue.read_settings(device, list(settings))
-    disk_queue.apply(device, [QueueSetting(k, v) for k, v in settings.items()])
-    try:
-        yield
-    finally:
-        disk_queue.apply(device, before)
 
 
 def alice_files(policy: str, phase: str, size_mb: int, count: int) -> list[str]:

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
-                                          WRITE_SITE, governed, key_values, queue_settings)
+                                          WRITE_SITE, governed, key_values)
 from benchmarks.kernel_waits import KernelWaits
 from benchmarks.write_timeline import describe, file_writes
 from testbed.cpu_priority import cpu_priority
+from testbed.loopdev import queue_settings
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals

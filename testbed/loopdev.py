@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from vnode_sync.errors import KernelError
+from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.devices import device_number, set_scheduler
+from vnode_sync.kernel.disk_queue import QueueSetting
 from vnode_sync.kernel.types import DeviceNumber
 
 
@@ -30,13 +32,29 @@ def _run(*argv: str) -> str:
     return result.stdout.strip()
 
 
-def select_fresh_scheduler(dev: DeviceNumber, name: str) -> None:
-    """`name`, with its tunables at their defaults. A loop device keeps its scheduler, and the
-    scheduler its tunables (BFQ's timeout_sync, max_budget, ...), after it is detached, and selecting
-    the one in force again changes nothing: "none" first makes the kernel start `name` afresh."""
-    set_scheduler(dev, "none")
+def select_fresh_scheduler(dev: DeviceNumber, name: str, sys_root: str = "/sys") -> None:
+    """`name`, with its tunables at their defaults, and the kernel's request size. A loop device
+    keeps its scheduler, the scheduler its tunables (BFQ's timeout_sync, max_budget, ...) and the
+    queue an earlier run's max_sectors_kb after it is detached, and selecting the scheduler in force
+    again changes nothing: "none" first makes the kernel start `name` afresh."""
+    set_scheduler(dev, "none", sys_root)
     if name != "none":
-        set_scheduler(dev, name)
+        set_scheduler(dev, name, sys_root)
+    with contextlib.suppress(OSError):   # 0 = the kernel's own limit (6.x); older kernels refuse it
+        with open(os.path.join(sys_root, "dev", "block", str(dev), "queue", "max_sectors_kb"), "w") as f:
+            f.write("0")
+
+
+@contextlib.contextmanager
+def queue_settings(device: str, settings: dict[str, str]) -> Iterator[None]:
+    """The device's block queue files set for a run, and put back as they were after (a loop device
+    keeps them for whoever attaches it next)."""
+    before = disk_queue.read_settings(device, list(settings))
+    disk_queue.apply(device, [QueueSetting(k, v) for k, v in settings.items()])
+    try:
+        yield
+    finally:
+        disk_queue.apply(device, before)
 
 
 @dataclass(frozen=True)
@@ -179,7 +197,7 @@ def loop_device(name: str, size_mb: int = 256) -> Iterator[tuple[str, DeviceNumb
     path = attach(backing, direct_io=False)
     dev = device_number(path)
     try:
-        set_scheduler(dev, "none")
+        select_fresh_scheduler(dev, "none")
         yield path, dev
     finally:
         with contextlib.suppress(KernelError, OSError):

@@ -17,6 +17,7 @@ from benchmarks.mpiio import report
 from benchmarks.mpiio.machine import TestbedRecord, record
 from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings, emulated_disk
 from testbed.leftovers import remove_crashed
+from testbed.loopdev import queue_settings
 from testbed.processes import exit_once_on_signals
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel import disk_queue
@@ -76,8 +77,8 @@ def testbed(args: argparse.Namespace, name: str) -> Iterator[Testbed]:
     started = prepare_run("experiments need root: cgroups, loop devices, mounts, drop_caches")
     model = SpindleSettings(args.rate_mbps, args.seek_ms)
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.{name}", model, args.scheduler) as disk, bench_vnodes() as vnodes:
-        disk_queue.apply(disk.loop_path, args.queue)   # the loop device, and with it these, goes at exit
-        yield Testbed(disk, vnodes, record(disk, args.queue), started)
+        with queue_settings(disk.loop_path, {s.key: s.value for s in args.queue}):
+            yield Testbed(disk, vnodes, record(disk, args.queue), started)
 
 
 def clear_files(directory: str) -> None:
