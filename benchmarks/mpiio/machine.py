@@ -4,6 +4,7 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from benchmarks.mpiio.slow_disk import MountedDisk
@@ -63,7 +64,7 @@ def describe(device: str, scheduler: str, emulation: str) -> TestbedRecord:
                          load_at_start=load_average())
 
 
-def record(disk: MountedDisk, queue: list[QueueSetting] = ()) -> TestbedRecord:
+def record(disk: MountedDisk, queue: Sequence[QueueSetting] = ()) -> TestbedRecord:
     settings = ", ".join(f"{s.key}={s.value}" for s in queue)
     scheduler = f"{disk.scheduler} ({settings})" if settings else disk.scheduler
     return describe(f"{disk.loop_path} ({disk.device}), ext4", scheduler, disk.model.describe())
