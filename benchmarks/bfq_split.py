@@ -22,6 +22,7 @@ import time
 from benchmarks.mpiio.bench_vnodes import BENCH_PREFIX, BenchVNodes, VNodeSpec, bench_vnodes
 from benchmarks.mpiio.slow_disk import MountedDisk, SpindleSettings, emulated_disk
 from testbed.loopdev import select_fresh_scheduler
+from testbed.share_watch import ClientBytes
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.disk_queue import QueueSetting
 
@@ -36,11 +37,6 @@ def tunables(text: str) -> list[QueueSetting]:
     """'timeout_sync=20,max_sectors_kb=512': BFQ's own names, or the queue's max_sectors_kb."""
     return [QueueSetting.parse(item if item.startswith("max_sectors_kb") else f"iosched/{item}")
             for item in text.split(",") if item]
-
-
-def read_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/io") as f:
-        return int(next(line for line in f if line.startswith("read_bytes")).split()[1])
 
 
 def one_round(disk: MountedDisk, vnodes: BenchVNodes, files: dict[str, str], settings: list[QueueSetting],
@@ -61,10 +57,11 @@ def one_round(disk: MountedDisk, vnodes: BenchVNodes, files: dict[str, str], set
         for reader in readers.values():
             reader.stdin.write(b"go\n")
             reader.stdin.flush()
+        disk_bytes = {name: ClientBytes(reader.pid, "read_bytes") for name, reader in readers.items()}
         time.sleep(2)
-        before = {name: read_bytes(reader.pid) for name, reader in readers.items()}
+        before = {name: count() for name, count in disk_bytes.items()}
         time.sleep(seconds)
-        return {name: (read_bytes(reader.pid) - before[name]) / seconds / MB for name, reader in readers.items()}
+        return {name: (count() - before[name]) / seconds / MB for name, count in disk_bytes.items()}
     finally:
         for reader in readers.values():
             reader.kill()
@@ -84,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sets = {"defaults": [], **{text: tunables(text) for text in args.sets.split(";") if text}}
     started = time.monotonic()
-    print(f"load average at start: {' '.join(open('/proc/loadavg').read().split()[:3])}", flush=True)
+    print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     results: dict[str, list[dict[str, float]]] = {label: [] for label in sets}
     with emulated_disk(f"{BENCH_PREFIX}.{os.getpid()}.bfq-split", SpindleSettings(rate_mbps=args.disk_mbps)) as disk, \
             bench_vnodes() as vnodes:
@@ -112,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         total = statistics.median(sum(r.values()) for r in rounds)
         print(f"{label:72} | {statistics.median(splits):.2f} ({min(splits):.2f}-{max(splits):.2f})        | "
               f"{total:.1f}, {total / base_total:.2f}x")
-    print(f"\nran {time.monotonic() - started:.0f} s; load average at end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(f"\nran {time.monotonic() - started:.0f} s; load average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0
 
 
