@@ -102,6 +102,25 @@ def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_mo
     assert control.updates == {"dn0": 2, "dn1": 1}
 
 
+def test_a_new_priority_reaches_every_node_though_no_rate_would_move(control):
+    """Both read 15 MB/s of 60 on dn0 and dn1, given all they ask: at the configured capacity any
+    weights give them that. A node that delivers less (encryption holds it at 30) splits by the weights
+    it has, standby ones too (where she wants nothing now), so alice's new priority goes to both."""
+    control, ledger, sent = control
+    report(ledger, "dn0", {"alice": (15 * MB, False), "bob": (15 * MB, False)})
+    report(ledger, "dn1", {"alice": (15 * MB, False), "bob": (15 * MB, False)})
+    control.tick([user("alice", 8), user("bob", 8)])
+    assert sent["dn0"][("alice", 0)] == pytest.approx(sent["dn0"][("bob", 0)])
+    assert control.tick([user("alice", 8), user("bob", 8)]) == set()
+    assert control.tick([user("alice", 4), user("bob", 8)]) == {"dn0", "dn1"}
+    for node in ("dn0", "dn1"):
+        assert sent[node][("bob", 0)] == pytest.approx(2 * sent[node][("alice", 0)])
+    assert control.tick([user("alice", 4), user("bob", 8)]) == set()
+    report(ledger, "dn1", {"bob": (15 * MB, False)})
+    assert control.tick([user("alice", 6), user("bob", 8)]) == {"dn0", "dn1"}
+    assert sent["dn1"][("bob", 0)] == pytest.approx(8 / 6 * sent["dn1"][("alice", 0)])
+
+
 def test_the_next_tick_is_owed_reports_measured_under_the_weights_sent_until_each_node_has_one(control):
     control, ledger, sent = control
     users = [user("alice", 8), user("bob", 4)]
