@@ -119,7 +119,7 @@ class WeightControl:
         self._weights: np.ndarray | None = None      # the last step's, users x the layout's resources
         self._level: np.ndarray | None = None        # the last step's level per resource
         self._sent: np.ndarray | None = None         # what each node has now (NaN: never sent)
-        self._priorities: dict[str, float] = {}      # each user's global weight at the last tick
+        self._sent_priority: np.ndarray | None = None   # the priority each user had when its node was sent (0: never)
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
@@ -235,18 +235,25 @@ class WeightControl:
         never = np.isnan(sent)
         realised = step.realised(np.where(never, step.weight, sent))
         realised[never] = np.nan
-        moved = rates_moved(realised, step.allocation, self.policy.hysteresis)
-        if self._reweighed(names, weight):
-            moved[:] = True
+        # Rates are judged at the configured capacity, where users given all they want get it whatever
+        # their weights; a node that delivers less (encryption, a slow disk) splits what it has by the
+        # weights it holds. So a user's new priority goes to every node where it wants something.
+        priority = weight.astype(np.uint8)   # 1..100 (the store's check)
+        sent_priority = self._aligned(self._sent_priority, names, layout, np.zeros(len(names), dtype=np.uint8))
+        if sent_priority is None:
+            sent_priority = np.zeros(sent.shape, dtype=np.uint8)
+        reweighed = ((sent_priority != priority[:, None]) & (step.ceiling > 0)).any(axis=0)
+        moved = rates_moved(realised, step.allocation, self.policy.hysteresis) | reweighed
         changed_nodes = nodes_to_send(moved, layout.node, len(self._book_columns.node_ids))
         on_changed = np.isin(layout.node, changed_nodes)
         sent[:, on_changed] = step.weight[:, on_changed]
+        sent_priority[:, on_changed] = priority[:, None]
         users_part = string_entries(_TABLE["users"], names)
         messages = {self._book_columns.node_ids[i]: self._message(int(i), layout, users_part, sent)
                     for i in changed_nodes}
         with self._lock:
             self._users, self._layout, self._weights, self._sent = names, layout, step.weight, sent
-            self._priorities = dict(zip(names, weight.tolist()))
+            self._sent_priority = sent_priority
             self._level = step.level
             self.last_step = step
             for node_id, message in messages.items():
@@ -254,15 +261,6 @@ class WeightControl:
                 self.updates[node_id] = self.updates.get(node_id, 0) + 1
             self._awaited = {node_id: sequence for node_id, (sequence, _) in messages.items()}
         return set(messages)
-
-    def _reweighed(self, names: list[str], weight: np.ndarray) -> bool:
-        """Did some user's priority change since the last tick? Rates are judged at the configured
-        capacity, where users given all they want get it whatever their weights; a node that delivers
-        less (encryption, a slow disk) splits what it has by the weights it holds, standby ones too.
-        So a new priority goes to every node, as a user's first weights do."""
-        with self._lock:
-            before = self._priorities
-        return any(before.get(name, value) != value for name, value in zip(names, weight.tolist()))
 
     def _booked(self, names: list[str], layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
         """The booked demand and held flags of these users on the layout's resources (columns are

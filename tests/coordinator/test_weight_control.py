@@ -102,10 +102,11 @@ def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_mo
     assert control.updates == {"dn0": 2, "dn1": 1}
 
 
-def test_a_new_priority_reaches_every_node_though_no_rate_would_move(control):
+def test_a_new_priority_reaches_every_node_where_its_user_wants_something_though_no_rate_would_move(control):
     """Both read 15 MB/s of 60 on dn0 and dn1, given all they ask: at the configured capacity any
     weights give them that. A node that delivers less (encryption holds it at 30) splits by the weights
-    it has, standby ones too (where she wants nothing now), so alice's new priority goes to both."""
+    it has, so alice's new priority goes to both nodes; to a node where she wants nothing only once
+    she does."""
     control, ledger, sent = control
     report(ledger, "dn0", {"alice": (15 * MB, False), "bob": (15 * MB, False)})
     report(ledger, "dn1", {"alice": (15 * MB, False), "bob": (15 * MB, False)})
@@ -117,7 +118,10 @@ def test_a_new_priority_reaches_every_node_though_no_rate_would_move(control):
         assert sent[node][("bob", 0)] == pytest.approx(2 * sent[node][("alice", 0)])
     assert control.tick([user("alice", 4), user("bob", 8)]) == set()
     report(ledger, "dn1", {"bob": (15 * MB, False)})
-    assert control.tick([user("alice", 6), user("bob", 8)]) == {"dn0", "dn1"}
+    assert control.tick([user("alice", 6), user("bob", 8)]) == {"dn0"}
+    assert control.tick([user("alice", 6), user("bob", 8)]) == set()
+    report(ledger, "dn1", {"alice": (15 * MB, False), "bob": (15 * MB, False)})
+    assert control.tick([user("alice", 6), user("bob", 8)]) == {"dn1"}
     assert sent["dn1"][("bob", 0)] == pytest.approx(8 / 6 * sent["dn1"][("alice", 0)])
 
 
