@@ -170,17 +170,30 @@ def test_bad_input_is_refused_in_one_line(change, message):
         local_weights(**args)
 
 
-def test_a_held_users_demand_is_a_lower_bound_so_it_gets_no_standby_weight():
-    """Held at 5 MB/s (it had bytes waiting): 5 MB/s is all the step may count on, and with a standby
-    weight the edge would hand it everything the others leave before the step has seen it want that."""
+def test_a_held_users_demand_is_at_least_its_weighted_share_so_a_corner_cannot_hold_it_to_a_trickle():
+    """alice and bob (8 : 8) read from dn0 and dn1. The step began at a corner (alice 0.58 : 7.42 on dn0,
+    the reverse on dn1: equal totals, which max-min allows); held at 0.58, alice moved ~2 MB/s on dn0,
+    and 4x that (7 MB/s) as her demand there kept her weight there small. Counted on for her weighted
+    share there instead, the step leaves the corner at once: 30 each on each node."""
+    demand = np.array([[7 * MB, 200 * MB], [200 * MB, 7 * MB]])
+    held = np.ones((2, 2), dtype=bool)
+    corner = np.array([[0.585, 7.415], [7.415, 0.585]])
+    step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 8.0]), demand, NONE, NO_LIMIT,
+                         previous=corner, held=held)
+    assert step.allocation == pytest.approx(np.full((2, 2), 30 * MB), rel=0.02)
+    assert step.weight[0, 0] == pytest.approx(step.weight[1, 0], rel=0.05)
+
+
+def test_a_held_user_is_counted_on_for_its_weighted_share_and_gets_no_standby_weight():
+    """Held at 5 MB/s beside two others on resource 0 (all at weight 1): the step counts on its share
+    there (20 of 60), not the 5 it moved, and plans a weight for it rather than a standby one."""
     demand = np.array([[5 * MB, INF], [INF, 0], [INF, 0], [0, INF], [0, INF], [0, INF]])
     held = np.zeros((6, 2), dtype=bool)
     held[0, 0] = True
-    free = local_weights(np.array([60 * MB, 60 * MB]), np.ones(6), demand, np.zeros(6), np.full(6, INF))
     step = local_weights(np.array([60 * MB, 60 * MB]), np.ones(6), demand, np.zeros(6), np.full(6, INF), held=held)
-    assert step.allocation == pytest.approx(free.allocation, rel=1e-3)
-    assert step.weight[0, 0] == pytest.approx(5 / 16.25, rel=1e-2)      # its part of its total, as planned
-    assert free.weight[0, 0] == pytest.approx(1, rel=1e-3)              # standby
+    assert step.allocation[0, 0] == pytest.approx(20 * MB, rel=1e-2)
+    assert step.allocation[1:3, 0] == pytest.approx([20 * MB, 20 * MB], rel=1e-2)
+    assert step.weight[0, 0] == pytest.approx(step.weight[1, 0], rel=1e-2)
 
 
 def test_a_user_held_where_it_moved_nothing_keeps_its_standby_weight_there_rather_than_a_trace():
@@ -193,11 +206,14 @@ def test_a_user_held_where_it_moved_nothing_keeps_its_standby_weight_there_rathe
     assert step.weight[1, 0] > 0.2 * step.weight[0, 0]
 
 
-def test_a_user_held_where_it_moved_a_trickle_is_counted_on_for_a_part_of_the_resource_not_the_trickle():
+def test_a_user_held_where_it_moved_a_trickle_is_counted_on_for_its_weighted_share_not_the_trickle():
     """bob's writes, just back, moved 20 KB/s on dn1 in the span (his first bytes fell at its end) and
-    waited there: a weight for 20 KB/s would have dn1 serve one 64 KiB packet of his in seconds."""
+    waited there: a weight for 20 KB/s would have dn1 serve one 64 KiB packet of his in seconds. He is
+    counted on for his weighted share there (4 of 12), never less than HELD_LEAST of the resource."""
     demand = np.array([[INF, INF], [7 * MB, 20_000.0]])
     held = np.array([[True, True], [False, True]])
     step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT, held=held)
-    assert step.allocation[1, 1] == pytest.approx(HELD_LEAST * 60 * MB, rel=0.02)
-    assert step.weight[1, 1] / step.weight[0, 1] >= 0.9 * HELD_LEAST / (1 - HELD_LEAST)
+    assert step.allocation[1, 1] == pytest.approx(20 * MB, rel=0.02)
+    many = local_weights(np.array([60 * MB]), np.array([4.0] + [8.0] * 29), np.vstack([[20_000.0], np.full((29, 1), INF)]),
+                         np.zeros(30), np.full(30, INF), held=np.ones((30, 1), dtype=bool))
+    assert many.ceiling[0, 0] == pytest.approx(HELD_LEAST * 60 * MB, rel=0.02)   # his share, 4 of 236, is less
