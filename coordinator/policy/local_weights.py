@@ -54,17 +54,15 @@ EVEN_SPLIT_SLACK = 0.01
 # A user's weight on a resource where the optimum gives it nothing (it is better served elsewhere)
 # stays at this fraction of its mean local weight, so it can come back there within a few steps.
 TRACE = 1e-3
-# A held user's demand is a lower bound (what it moved, grown): where it moved only a trickle (a
-# writer just back, whose first bytes fell at the end of the span) the step counts on at least this
-# part of the resource. A weight that gives it only its trickle would have the edge serve one 64 KiB
-# packet of it in seconds (measured: 1/3,157 of the other writer's weight, a packet held 3.7 s), and it
-# would move next to nothing again; at 5 % of 60 MB/s a packet takes 22 ms.
-HELD_LEAST = 0.05
-# It is also taken to want at least its weighted share of the resource among the users that want it
-# there. Held at a small local weight it moves little, and a demand of 4x that little kept the weight
-# small: proportional response holds such a corner, which max-min allows where users want several
-# resources alike (measured: two readers on two DataNodes, each at 0.58 : 7.42 on one and the reverse
-# on the other, one of them moving ~2 MB/s there for ~6 s).
+# A held user's demand is a lower bound (what it moved, grown), and the step counts on at least its
+# weighted share of the resource among the users that want it there. Where it moved only a trickle
+# (a writer just back, its first bytes at the end of the span), a weight for the trickle would have
+# the edge serve one 64 KiB packet of it in seconds (measured: 1/3,157 of the other writer's weight, a
+# packet held 3.7 s); and held at a small local weight it moves little, so a demand of 4x that little
+# kept the weight small: proportional response holds such a corner, which max-min allows where users
+# want several resources alike (measured: two readers on two DataNodes, 0.58 : 7.42 on one and the
+# reverse on the other, one moving ~2 MB/s there for ~6 s). A fixed part of the resource (5 %, tried
+# first) was far above a user's share at a node with many users, and the site no longer settled.
 
 
 @dataclass(frozen=True)
@@ -101,8 +99,8 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     `reservation[u]` a floor on each resource where it has demand; `limit[u]` a ceiling on each
     (inf = none). `previous`: the weights the last step returned for the same users and resources
     (a warm start). `held[u, r]`: the user was held there (it had bytes waiting while others were
-    served), so its demand is only a lower bound (at least HELD_LEAST of the resource where it moved
-    anything): it gets no standby weight there, or it would take more than the step planned.
+    served), so its demand is only a lower bound (at least its weighted share of the resource where it
+    moved anything): it gets no standby weight there, or it would take more than the step planned.
     `max_iterations`: None = iteration_budget(users x resources).
     `previous_level`: the last step's levels for the same resources (a warm start for the first fill).
     `seconds`: the iterations stop once they have used this much CPU time of the calling thread (after
@@ -187,11 +185,11 @@ class _Passes:
         """Each user's ceiling on these columns; per user, how many it wants and how much in all."""
         part = self.ceiling[:, columns]
         np.minimum(self.demand[:, columns], self.capacity[columns], out=part, casting="unsafe")
-        if self.held is not None:   # a held user: HELD_LEAST, and its weighted share there
+        if self.held is not None:   # a held user: at least its weighted share there
             wants = part > 0
             weight = self.weight.astype(part.dtype)
             share = weight[:, None] / np.maximum(weight @ wants, 1e-30).astype(part.dtype)
-            least = np.maximum(share, HELD_LEAST) * self.capacity[columns].astype(part.dtype)
+            least = share * self.capacity[columns].astype(part.dtype)
             np.maximum(part, least, out=part, where=self.held[:, columns] & wants)
         np.minimum(part, self.row_limit, out=part)
         return np.stack([(part > 0).sum(axis=1), part.sum(axis=1, dtype=np.float64)])

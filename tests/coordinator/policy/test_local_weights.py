@@ -7,7 +7,7 @@ import pytest
 
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
-from vnode_sync.coordinator.policy.local_weights import HELD_LEAST, local_weights
+from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
 from vnode_sync.errors import InvalidArgument
 
@@ -209,11 +209,11 @@ def test_a_user_held_where_it_moved_nothing_keeps_its_standby_weight_there_rathe
 def test_a_user_held_where_it_moved_a_trickle_is_counted_on_for_its_weighted_share_not_the_trickle():
     """bob's writes, just back, moved 20 KB/s on dn1 in the span (his first bytes fell at its end) and
     waited there: a weight for 20 KB/s would have dn1 serve one 64 KiB packet of his in seconds. He is
-    counted on for his weighted share there (4 of 12), never less than HELD_LEAST of the resource."""
+    counted on for his weighted share there (4 of 12); at a node with many users, for his share there."""
     demand = np.array([[INF, INF], [7 * MB, 20_000.0]])
     held = np.array([[True, True], [False, True]])
     step = local_weights(np.array([60 * MB, 60 * MB]), np.array([8.0, 4.0]), demand, NONE, NO_LIMIT, held=held)
     assert step.allocation[1, 1] == pytest.approx(20 * MB, rel=0.02)
     many = local_weights(np.array([60 * MB]), np.array([4.0] + [8.0] * 29), np.vstack([[20_000.0], np.full((29, 1), INF)]),
                          np.zeros(30), np.full(30, INF), held=np.ones((30, 1), dtype=bool))
-    assert many.ceiling[0, 0] == pytest.approx(HELD_LEAST * 60 * MB, rel=0.02)   # his share, 4 of 236, is less
+    assert many.ceiling[0, 0] == pytest.approx(4 / 236 * 60 * MB, rel=0.02)
