@@ -188,9 +188,10 @@ class _Passes:
         if self.held is not None:   # a held user: at least its weighted share there
             wants = part > 0
             weight = self.weight.astype(part.dtype)
-            share = weight[:, None] / np.maximum(weight @ wants, 1e-30).astype(part.dtype)
-            least = share * self.capacity[columns].astype(part.dtype)
-            np.maximum(part, least, out=part, where=self.held[:, columns] & wants)
+            wanted_weight = (weight @ wants).astype(part.dtype)   # 0 where nobody wants the resource
+            per_weight = np.divide(self.capacity[columns].astype(part.dtype), wanted_weight,
+                                   out=np.zeros_like(wanted_weight), where=wanted_weight > 0)
+            np.maximum(part, weight[:, None] * per_weight, out=part, where=self.held[:, columns] & wants)
         np.minimum(part, self.row_limit, out=part)
         return np.stack([(part > 0).sum(axis=1), part.sum(axis=1, dtype=np.float64)])
 
