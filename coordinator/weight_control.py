@@ -119,7 +119,7 @@ class WeightControl:
         self._weights: np.ndarray | None = None      # the last step's, users x the layout's resources
         self._level: np.ndarray | None = None        # the last step's level per resource
         self._sent: np.ndarray | None = None         # what each node has now (NaN: never sent)
-        self._sent_priority: np.ndarray | None = None   # the priority each user had when its node was sent (0: never)
+        self._sent_priority: np.ndarray | None = None   # users x nodes: each user's priority when the node was last sent (0: never)
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
@@ -239,15 +239,16 @@ class WeightControl:
         # their weights; a node that delivers less (encryption, a slow disk) splits what it has by the
         # weights it holds. So a user's new priority goes to every node where it wants something.
         priority = weight.astype(np.uint8)   # 1..100 (the store's check)
-        sent_priority = self._aligned(self._sent_priority, names, layout, np.zeros(len(names), dtype=np.uint8))
-        if sent_priority is None:
-            sent_priority = np.zeros(sent.shape, dtype=np.uint8)
-        reweighed = ((sent_priority != priority[:, None]) & (step.ceiling > 0)).any(axis=0)
-        moved = rates_moved(realised, step.allocation, self.policy.hysteresis) | reweighed
+        sent_priority = self._priority_rows(names)
+        moved = rates_moved(realised, step.allocation, self.policy.hysteresis)
+        stale = np.flatnonzero((sent_priority != priority[:, None]).any(axis=1))   # few: priorities seldom change
+        if len(stale):
+            behind = sent_priority[np.ix_(stale, layout.node)] != priority[stale, None]
+            moved |= (behind & (step.ceiling[stale] > 0)).any(axis=0)
         changed_nodes = nodes_to_send(moved, layout.node, len(self._book_columns.node_ids))
         on_changed = np.isin(layout.node, changed_nodes)
         sent[:, on_changed] = step.weight[:, on_changed]
-        sent_priority[:, on_changed] = priority[:, None]
+        sent_priority[:, changed_nodes] = priority[:, None]
         users_part = string_entries(_TABLE["users"], names)
         messages = {self._book_columns.node_ids[i]: self._message(int(i), layout, users_part, sent)
                     for i in changed_nodes}
@@ -261,6 +262,16 @@ class WeightControl:
                 self.updates[node_id] = self.updates.get(node_id, 0) + 1
             self._awaited = {node_id: sequence for node_id, (sequence, _) in messages.items()}
         return set(messages)
+
+    def _priority_rows(self, names: list[str]) -> np.ndarray:
+        """The priorities last sent to each node, one row per user of `names` (0: never sent)."""
+        out = np.zeros((len(names), len(self._book_columns.node_ids)), dtype=np.uint8)
+        if self._sent_priority is None:
+            return out
+        rows = {name: i for i, name in enumerate(self._users)}
+        new_rows = [i for i, name in enumerate(names) if name in rows]
+        out[new_rows] = self._sent_priority[[rows[names[i]] for i in new_rows]]
+        return out
 
     def _booked(self, names: list[str], layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
         """The booked demand and held flags of these users on the layout's resources (columns are
