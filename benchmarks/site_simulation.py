@@ -13,9 +13,10 @@ What is simulated, and how:
     between reports it looks at its demand every --probe-seconds (0.25 s) and reports at once where a
     user's moved sharply (stopped, came back, halved or doubled), once its rates are a span old;
     a report gives, per user, the rate since the node's last report and whether it was held (served
-    less than it asked: it wants at least HELD_GROWTH times what it moved, a lower bound that gets no
-    standby weight) or not (given all it asked: its rate, and its standby weight lets it grow at
-    once). The center has each node's last report;
+    less than it asked: it wants what its waits say, rate / (1 - the part of its time it waited),
+    which for a client that would take `asked` is `asked`, at most HELD_GROWTH times what it moved;
+    a lower bound that gets no standby weight) or not (given all it asked: its rate, and its
+    standby weight lets it grow at once). The center has each node's last report;
   - the center: the real weight step (policy.local_weights, warm-started from its last weights and
     levels, its iterations within STEP_SHARE of the period as in coordinator/weight_control.py), then
     only nodes where some share moved beyond the hysteresis (policy.hysteresis: a user's rate there,
@@ -45,7 +46,7 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import MB, machine
-from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
+from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS, HELD_GROWTH
 from vnode_sync.agents.storage.demand_summary import FLOOR_BPS, SHARP
 from vnode_sync.agents.storage.report_interval import PROBE_SECONDS, next_report_in
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
@@ -60,7 +61,6 @@ PRINT_SECONDS = 0.5
 REPORT_SECONDS = 1.0   # agents/storage/config.py's report_seconds
 HELD = 0.98            # served below this fraction of what it asked: held, it would take more
 HEADROOM = 1.0        # a user given all it wants is counted at what it moved: its standby weight lets it grow at once
-HELD_GROWTH = 4.0      # a held user is taken to want four times what it moved (a lower bound, no standby weight)
 SETTLED = 0.95
 
 
@@ -161,7 +161,11 @@ class Agents:
         moved, asked = self.moved[:, nodes], self.asked[:, nodes]
         seconds = ((through - self.since[nodes] + 1) * TICK_SECONDS).astype(np.float32)
         held = moved < HELD * asked
-        return moved / seconds * np.where(held, HELD_GROWTH, HEADROOM), held
+        # A client that would take `asked` waits for the part of it not served (1 - moved / asked of its
+        # time): the agent's rate / (1 - waited) is asked, up to HELD_GROWTH (demand.held_growth).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            growth = np.where(held, np.minimum(HELD_GROWTH, asked / moved), HEADROOM)
+        return moved / seconds * growth, held
 
     def report(self, nodes: np.ndarray, through: int) -> None:
         """These nodes report the ticks from their last report through `through`, and count anew."""

@@ -141,6 +141,8 @@ class PairStatus:
     allocated_write_bps: int
     demand_read_bps: float
     demand_write_bps: float
+    weight_read_share: float = 0.0     # nodes that share by weight (weight_control.py): the part sent
+    weight_write_share: float = 0.0
 
 
 class Allocator:

@@ -81,7 +81,8 @@ class Cluster:
     def allocation_status(self, node_id: str) -> dict[str, PairStatus]:
         """user -> what the work-conserving loop gives it on the node and what it is estimated to want."""
         if self.weights is not None and self.weights.manages(node_id):
-            return {user: PairStatus(int(r), int(w), dr, dw) for user, (r, w, dr, dw) in self.weights.given(node_id).items()}
+            return {user: PairStatus(int(r), int(w), dr, dw, rs, ws)
+                    for user, (r, w, dr, dw, rs, ws) in self.weights.given(node_id).items()}
         return self.allocator.status(node_id) if self.allocator else {}
 
     def share_views(self) -> list[NodeShareView]:

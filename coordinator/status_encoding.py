@@ -58,7 +58,9 @@ def entries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
                 piece += pb.UserNodeStatus(allocated_read_bps=given.allocated_read_bps,
                                            allocated_write_bps=given.allocated_write_bps,
                                            demand_read_bps=given.demand_read_bps,
-                                           demand_write_bps=given.demand_write_bps).SerializeToString()
+                                           demand_write_bps=given.demand_write_bps,
+                                           weight_read_share=given.weight_read_share,
+                                           weight_write_share=given.weight_write_share).SerializeToString()
             pieces.append(field_entry(_USER_STATUS_NODES, piece))
         user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
         out.append(field_entry(_STATUS_USERS, user_status))

@@ -349,11 +349,12 @@ class WeightControl:
         with self._lock:
             return self._node_bytes.get(node_id, (0, b""))
 
-    def given(self, node_id: str) -> dict[str, tuple[float, float, float, float]]:
-        """user -> (read, write bytes/s the step expects the node's edge to give it, read, write demand),
-        summed over the node's devices."""
+    def given(self, node_id: str) -> dict[str, tuple[float, float, float, float, float, float]]:
+        """user -> (read, write bytes/s the step expects the node's edge to give it, read, write demand,
+        summed over the node's devices; read, write part of the weights the node was last sent among
+        the users listed, averaged over its devices: what each gets while all of them are backlogged)."""
         with self._lock:
-            step, names, layout = self.last_step, self._users, self._layout
+            step, names, layout, sent = self.last_step, self._users, self._layout, self._sent
         node = self._book_columns.node_index.get(node_id)
         if step is None or node not in layout.block:
             return {}
@@ -361,6 +362,10 @@ class WeightControl:
         given = step.allocation[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
         wanted = step.ceiling[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
         listed = np.flatnonzero((given != 0).any(axis=1) | (wanted != 0).any(axis=1))
-        return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]))
-                for i in listed}
+        weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), -1, 2))   # NaN: never sent
+        total = weights.sum(axis=0)
+        share = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0).mean(axis=1)
+        return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),
+                           float(share[k, 0]), float(share[k, 1]))
+                for k, i in enumerate(listed)}
 

@@ -16,9 +16,14 @@ Held, per direction over the last interval, by what the backend can tell (VNodeU
   (BFQ) are no limit: a weight-only VNode is never held.
 
 Demand, what the center divides: a direction that was not held moved all it wanted, so its demand is
-its rate; a held one wanted more than it moved, and how much more no counter says: at least
-HELD_GROWTH times its rate, a lower bound (the center gives it no standby weight there, so it is
-raised again next period if it stays held; a bulk reader reaches its share in a few periods).
+its rate; a held one wanted more than it moved. How much more, only measured waits tell: a client
+that waited a fraction f of the interval moved for the rest, so it would have moved rate / (1 - f)
+unheld; waits that fill the interval (or overlap, several transfers at once) say only that it wants
+more, as does every other backend: HELD_GROWTH times its rate. Both are lower bounds (the center gives
+no standby weight there, so it is raised again next period if it stays held; a bulk reader reaches its
+share in a few periods). A barely held user is not taken to want four times what it moved: the center
+would move its weight to where it wants little and away from where it wants much (measured in
+benchmarks.site_simulation: a light user's total fell to half its fair one for three periods).
 """
 
 import collections
@@ -43,10 +48,19 @@ class Flow:
 
     rate: float          # bytes/s
     held: bool = False
+    growth: float = HELD_GROWTH   # if held: what it wants per byte/s it moved
 
     @property
     def demand(self) -> float:
-        return self.rate * HELD_GROWTH if self.held else self.rate
+        return self.rate * self.growth if self.held else self.rate
+
+
+def held_growth(waited: float | None, interval: float) -> float:
+    """What a held direction wants per byte/s it moved, from the seconds it waited in an interval
+    (None: the backend does not time its waits)."""
+    if waited is None or waited >= interval * (1 - 1 / HELD_GROWTH):
+        return HELD_GROWTH
+    return interval / (interval - waited)
 
 
 @dataclass(frozen=True)
@@ -106,8 +120,8 @@ class DemandEstimator:
                                  limited.get(dev), (dev, direction) in previous.held):
                             held.add((dev, direction))
                     flow_span = now - flow_since
-                    flows[dev] = (Flow(recent[0] / flow_span, (dev, 0) in held),
-                                  Flow(recent[1] / flow_span, (dev, 1) in held))
+                    flows[dev] = tuple(Flow(recent[d] / flow_span, (dev, d) in held,
+                                            _growth(measured, waited, d, interval)) for d in (0, 1))
                 # The backend's word is about the VNode: its time counts even in an interval with no bytes.
                 if held or (measured.held_source == HELD_ESTIMATED and measured.held_at_limit):
                     seconds += min(interval, sum(waited)) if measured.held_source == HELD_MEASURED and waited \
@@ -163,6 +177,11 @@ def _held(measured: VNodeUsage, direction: int, moved: tuple[int, int, int, int]
                                                                                           limit.write_iops)
     return bool((allowed_bytes and moved[direction] >= fraction * allowed_bytes * span) or
                 (allowed_ios and moved[2 + direction] >= fraction * allowed_ios * span))
+
+
+def _growth(measured: VNodeUsage, waited: tuple[float, float] | None, direction: int, interval: float) -> float:
+    timed = measured.held_source == HELD_MEASURED and waited is not None
+    return held_growth(waited[direction] if timed else None, interval)
 
 
 def _moved(old: IoCounters | None, new: IoCounters) -> tuple[int, int, int, int]:

@@ -3,7 +3,7 @@ waits, the backend's word, or the rate against the limit), held time, and what a
 
 import pytest
 
-from vnode_sync.agents.storage.demand import HELD_GROWTH, DemandEstimator
+from vnode_sync.agents.storage.demand import HELD_GROWTH, DemandEstimator, held_growth
 from vnode_sync.kernel.backend import HELD_ESTIMATED, HELD_MEASURED, VNodeUsage
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
@@ -90,6 +90,25 @@ def test_measured_waits_below_a_tenth_of_the_interval_are_not_held_whatever_the_
     assert not state["vnode.alice"].held and state["vnode.alice"].seconds == 0.0
     state = clock.update({"vnode.alice": VNodeUsage(counted(10 * MB), False, HELD_MEASURED, 0.3, 0.0)}, {}, 12.0)
     assert state["vnode.alice"].held and state["vnode.alice"].devices[DEV][0].held
+
+
+def test_a_held_vnode_wants_what_its_waits_say_and_a_whole_interval_of_waits_or_no_timing_says_four_times():
+    """A client that waited 0.2 s of 1 s moved for 0.8 s: unheld, it would have moved rate / 0.8. A
+    barely held user taken to want four times its rate would have the center move its weight away
+    from where it wants more (benchmarks.site_simulation)."""
+    clock = DemandEstimator()
+    limits = {"vnode.alice": [DeviceLimits(DEV, read_bps=10 * MB)]}
+    clock.update({"vnode.alice": VNodeUsage(counted(0), False, HELD_MEASURED, 0.0, 0.0)}, limits, 10.0)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(8 * MB), True, HELD_MEASURED, 0.2, 0.0)}, limits, 11.0)
+    read, _ = state["vnode.alice"].devices[DEV]
+    assert read.held and read.demand == pytest.approx(read.rate / 0.8)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(16 * MB), True, HELD_MEASURED, 2.6, 0.0)}, limits, 12.0)
+    read, _ = state["vnode.alice"].devices[DEV]     # three transfers waited 2.4 s at once
+    assert read.held and read.demand == pytest.approx(HELD_GROWTH * read.rate)
+    state = clock.update({"vnode.alice": VNodeUsage(counted(24 * MB), True, HELD_MEASURED, 3.4, 0.0)}, limits, 13.0)
+    read, _ = state["vnode.alice"].devices[DEV]     # 0.8 of the interval: more than four times is a guess
+    assert read.held and read.demand == pytest.approx(HELD_GROWTH * read.rate)
+    assert held_growth(None, 1.0) == HELD_GROWTH and held_growth(0.5, 1.0) == pytest.approx(2.0)
 
 
 def test_a_backend_word_holds_only_the_directions_that_moved_bytes():

@@ -285,3 +285,36 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
         assert received["dn0"].empty(), "nothing is sent to dn0"
         for stream in streams:
             stream.cancel()
+
+
+def test_vnodectl_status_shows_each_users_part_of_the_weights_a_weight_sharing_node_holds(fair_coordinator):
+    """A node whose edge shares by weight is sent weights, not rates: status shows each user's part of
+    them, which is what the node's scheduler gives it while both read without pause (8 : 4 here)."""
+    cluster, channel, port = fair_coordinator
+    link = pb_grpc.AgentLinkStub(channel)
+    link.Register(pb.RegisterRequest(node_id="dn1", backend="datanode-throttle", shares_by_weight=True,
+                                     devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
+    link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=1000.0, usage=[
+        pb.UserUsage(user=name, device="/dev/loop7", read_bytes=0, held_at_limit=True) for name in ("alice", "bob")]),
+        timeout=5)
+    deadline = time.monotonic() + 20
+    while True:
+        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=1001.0, usage=[
+            pb.UserUsage(user=name, device="/dev/loop7", read_bytes=20 * MB, held_at_limit=True)
+            for name in ("alice", "bob")]), timeout=5)
+        result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                                 "status", "--json"], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        shares = {u["name"]: u["nodes"][0].get("weight_read_share", 0) for u in json.loads(result.stdout)["users"]}
+        if all(shares.values()):
+            break
+        assert time.monotonic() < deadline, shares
+        time.sleep(0.25)
+    priority = {u.name: u.priority for u in cluster.store.users()}
+    assert shares["alice"] + shares["bob"] == pytest.approx(1.0, abs=1e-3)
+    assert shares["alice"] / shares["bob"] == pytest.approx(priority["alice"] / priority["bob"], rel=0.02)
+    table = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
+                            "status"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    header = table[1].split()
+    rows = {line.split()[0]: dict(zip(header, line.split())) for line in table[2:] if line.split()[0] in shares}
+    assert float(rows["alice"]["WEIGHT_RD_%"]) == pytest.approx(100 * shares["alice"], abs=0.06)

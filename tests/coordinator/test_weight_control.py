@@ -86,6 +86,30 @@ def test_a_users_weight_moves_to_where_its_demand_is_and_totals_reach_the_max_mi
     assert not control.manages("dn2") and "dn2" not in sent
 
 
+def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
+    """What an operator reads off `vnodectl status --node`: the weights the node holds, as each
+    listed user's part of them (its share while all are backlogged), not the step's latest."""
+    control, ledger, sent = control
+    users = [user("alice", 8), user("bob", 4)]
+    report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    report(ledger, "dn1", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
+    control.tick(users)
+    for node in ("dn0", "dn1"):
+        held = sent[node]
+        total = held[("alice", 0)] + held[("bob", 0)]
+        given = control.given(node)
+        assert given["alice"][4] == pytest.approx(held[("alice", 0)] / total, rel=1e-4)
+        assert given["alice"][4] + given["bob"][4] == pytest.approx(1.0)
+        assert given["alice"][5] + given["bob"][5] == pytest.approx(1.0)   # nobody writes: standby weights
+    report(ledger, "dn1", {"alice": (0.0, False), "bob": (60 * MB, True)})
+    before = control.given("dn0")["alice"][4]
+    assert control.tick(users) == {"dn0"}      # alice's weight moves to dn0, where she still reads
+    assert control.given("dn0")["alice"][4] > before
+    assert control.given("dn0")["alice"][4] == pytest.approx(
+        sent["dn0"][("alice", 0)] / (sent["dn0"][("alice", 0)] + sent["dn0"][("bob", 0)]), rel=1e-4)
+    assert {user: share[4] for user, share in control.given("dn1").items()} == {"bob": 1.0}   # alone there
+
+
 def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_move(control):
     """alice stops reading on dn1: its edge gives bob her bytes by itself (no message); her weight
     moves to dn0, where she now deserves more of what she shares with bob."""

@@ -157,6 +157,11 @@ def _demand(value: float) -> str:
     return "unbounded" if value == float("inf") else mb(value)
 
 
+def _share(part: float) -> str:
+    """A node's weights, as sent: the user's part (none where the node shares by rate, not weight)."""
+    return f"{100 * part:.1f}" if part else "-"
+
+
 def _range(low: int, high: int) -> str:
     return mb(low) if low == high else f"{mb(low)}-{mb(high)}"
 
@@ -196,13 +201,15 @@ def _print_status(status: pb.StatusResponse) -> None:
             if fair:
                 row[4:4] = [mb(u.reservation_bps) if u.reservation_bps else "-",
                             mb(u.limit_bps) if u.limit_bps else "-", mb(n.allocated_read_bps),
-                            mb(n.allocated_write_bps), _demand(n.demand_read_bps), _demand(n.demand_write_bps)]
+                            mb(n.allocated_write_bps), _demand(n.demand_read_bps), _demand(n.demand_write_bps),
+                            _share(n.weight_read_share), _share(n.weight_write_share)]
             rows.append(row)
     print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
     head = ["USER", "WEIGHT" if fair else "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
             "MEASURED_RD_MB/s", "MEASURED_WR_MB/s", "APPLIED_GEN"]
     if fair:
-        head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s"]
+        head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s",
+                     "WEIGHT_RD_%", "WEIGHT_WR_%"]
     print(render(head, rows))
     _print_not_enforcing(status)
 
@@ -307,7 +314,8 @@ def _allocation_json(status: pb.StatusResponse, n: pb.UserNodeStatus) -> dict:
         return {}
     # JSON has no infinity: an unbounded demand is null
     return {"allocated_read_bps": n.allocated_read_bps, "allocated_write_bps": n.allocated_write_bps,
-            "demand_read_bps": _finite(n.demand_read_bps), "demand_write_bps": _finite(n.demand_write_bps)}
+            "demand_read_bps": _finite(n.demand_read_bps), "demand_write_bps": _finite(n.demand_write_bps),
+            "weight_read_share": round(n.weight_read_share, 4), "weight_write_share": round(n.weight_write_share, 4)}
 
 
 def _finite(value: float) -> float | None:

@@ -273,7 +273,7 @@ class RemoveUserResponse(_message.Message):
     def __init__(self, user: _Optional[str] = ...) -> None: ...
 
 class UserNodeStatus(_message.Message):
-    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation", "held_at_limit", "allocated_read_bps", "allocated_write_bps", "demand_read_bps", "demand_write_bps")
+    __slots__ = ("node_id", "target_read_bps", "target_write_bps", "measured_read_bps", "measured_write_bps", "applied_generation", "held_at_limit", "allocated_read_bps", "allocated_write_bps", "demand_read_bps", "demand_write_bps", "weight_read_share", "weight_write_share")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_READ_BPS_FIELD_NUMBER: _ClassVar[int]
     TARGET_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
@@ -285,6 +285,8 @@ class UserNodeStatus(_message.Message):
     ALLOCATED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
     DEMAND_READ_BPS_FIELD_NUMBER: _ClassVar[int]
     DEMAND_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_READ_SHARE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_WRITE_SHARE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     target_read_bps: int
     target_write_bps: int
@@ -296,7 +298,9 @@ class UserNodeStatus(_message.Message):
     allocated_write_bps: int
     demand_read_bps: float
     demand_write_bps: float
-    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., allocated_read_bps: _Optional[int] = ..., allocated_write_bps: _Optional[int] = ..., demand_read_bps: _Optional[float] = ..., demand_write_bps: _Optional[float] = ...) -> None: ...
+    weight_read_share: float
+    weight_write_share: float
+    def __init__(self, node_id: _Optional[str] = ..., target_read_bps: _Optional[int] = ..., target_write_bps: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., applied_generation: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., allocated_read_bps: _Optional[int] = ..., allocated_write_bps: _Optional[int] = ..., demand_read_bps: _Optional[float] = ..., demand_write_bps: _Optional[float] = ..., weight_read_share: _Optional[float] = ..., weight_write_share: _Optional[float] = ...) -> None: ...
 
 class UserSummary(_message.Message):
     __slots__ = ("nodes", "target_read_bps_min", "target_read_bps_max", "target_write_bps_min", "target_write_bps_max", "measured_read_bps", "measured_write_bps", "applied_generation_min", "nodes_held_at_limit")
