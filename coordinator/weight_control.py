@@ -362,7 +362,7 @@ class WeightControl:
         given = step.allocation[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
         wanted = step.ceiling[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
         listed = np.flatnonzero((given != 0).any(axis=1) | (wanted != 0).any(axis=1))
-        weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), -1, 2))   # NaN: never sent
+        weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), (last - first) // 2, 2))  # NaN: never
         total = weights.sum(axis=0)
         share = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0).mean(axis=1)
         return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),

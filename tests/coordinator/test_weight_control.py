@@ -92,6 +92,8 @@ def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
     control, ledger, sent = control
     users = [user("alice", 8), user("bob", 4)]
     report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    control.tick(users)
+    assert control.given("dn1") == {}       # nobody wants anything there: no line
     report(ledger, "dn1", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
     control.tick(users)
     for node in ("dn0", "dn1"):
