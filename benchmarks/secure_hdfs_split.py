@@ -11,6 +11,7 @@ DataNode, static caps (or --allocation work-conserving: the DataNodes share by p
 a --node-mbps above what encryption lets a node move still splits by priority). Two principals,
 alice@REALM (priority 4) and bob@REALM (8), each a Unix user with a ticket cache of its own.
 
+0. Each user's `hdfs dfs -put -` alone, over --seconds: its client's own pace.
 1. Both `hdfs dfs -put -` at once (fed by this process, which counts what each client took): each
    user's rate per DataNode from the throttlers' counters and from the client, over --seconds.
    Then alice is flipped to 8.
@@ -102,6 +103,32 @@ def flip_follow(cluster, hdfs, user: str, priority: int, meters: dict, prioritie
     return applied if applied is not None else float("nan"), followed
 
 
+def print_weights_held(cluster, direction: str) -> None:
+    """Each user's part of the weights each DataNode holds (`vnodectl status`), where the center sent
+    any: whether a split off its target is the center's or the edge's."""
+    parts_held, status = {}, cluster.status()
+    for user in status["users"]:
+        for node in user["nodes"]:
+            share = node.get(f"weight_{direction}_share")
+            if share:
+                parts_held.setdefault(node["node_id"], []).append(f"{user['name']} {100 * share:.1f} %")
+    print(f"  {direction} weights the DataNodes hold: "
+          + ("; ".join(f"{dn}: {', '.join(held)}" for dn, held in sorted(parts_held.items())) or "none sent")
+          + "; sent so far: " + ", ".join(f"{n['node_id']} {n.get('allocation_updates', 0)}" for n in status["nodes"]))
+
+
+def pace_alone(hdfs, cluster, user: LocalUser, seconds: float) -> float:
+    """One user's `hdfs dfs -put` alone on the cluster: its client's rate over `seconds` (bytes/s)."""
+    put = MeteredPut(hdfs, f"/{user.name}/alone.bin", as_uid=user.uid, hdfs_user=user.name)
+    try:
+        cluster.wait_for(lambda: put.bytes > 8 * MiB, timeout=60, what=f"{user.name}'s put")
+        time.sleep(2)
+        clients, _ = window(hdfs, {user.name: put}, "write", seconds)
+    finally:
+        put.finish()
+    return clients[user.name]
+
+
 def policy_settings(allocation: str) -> dict:
     """hdfs_vnode_cluster's arguments for the allocation: work-conserving ticks and reports as the edge
     benchmarks run them (benchmarks.interactive_shares)."""
@@ -147,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster.wait_for(lambda: all(set(ThrottleChannel(hdfs.throttle_socket(dn)).stats().users) >= set(names)
                                      for dn in hdfs.datanodes), timeout=30, what="the agents' rates")
 
+        alone = {u.name: pace_alone(hdfs, cluster, u, args.seconds) for u in users}
+        print(f"\nhdfs dfs -put, each alone, {args.seconds:g} s: "
+              + ", ".join(f"{name} {rate / MB:.1f} MB/s" for name, rate in alone.items())
+              + " (the client's own pace: a user slower than its share beside the other is not held by the DataNodes)")
         puts = {u.name: MeteredPut(hdfs, f"/{u.name}/put.bin", as_uid=u.uid, hdfs_user=u.name) for u in users}
         try:
             cluster.wait_for(lambda: all(m.bytes > 8 * MiB for m in puts.values()), timeout=60, what="both puts")
@@ -154,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
             clients, nodes = window(hdfs, puts, "write", args.seconds)
             table(f"hdfs dfs -put, both at once, {args.seconds:g} s (replication 2: every DataNode gets every byte)",
                   clients, nodes, {alice.name: 4, bob.name: 8}, datanodes, lambda u, dn: u)
+            print(f"  bob beside alice: {clients[bob.name] / MB:.1f} MB/s, {clients[bob.name] / alone[bob.name]:.2f} "
+                  f"of his pace alone")
+            print_weights_held(cluster, "write")
             applied, followed = flip_follow(cluster, hdfs, alice.name, 8, puts, {alice.name: 8, bob.name: 8},
                                             lambda rates: [rates])
             print(f"  flip alice 4 -> 8: every DataNode's throttler had it after {applied:.2f} s; the clients' "
@@ -185,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             clients, nodes = window(hdfs, cats, "read", args.seconds)
             table("hdfs dfs -cat after the flip", clients, nodes, {alice.name: 4, bob.name: 8}, datanodes,
                   lambda u, dn: (u, dn))
+            print_weights_held(cluster, "read")
             running = all(c.running for c in cats.values())
         finally:
             for cat in cats.values():
