@@ -1,6 +1,7 @@
 """The policy benchmarks' machinery at small sizes: each runs and prints its figures against its baseline."""
 
 import numpy as np
+import pytest
 
 from benchmarks import report_cost, site_simulation, weight_control_tick, weight_step_cost, weight_step_fairness
 from benchmarks.policy_instances import dense, small
@@ -54,6 +55,19 @@ def test_a_simulated_node_reports_a_user_that_stopped_at_its_next_look_rather_th
     for tick in range(12, 17):                     # stopped: a rate span later, at a look (an even tick)
         agents.tick(tick, idle, idle)
         assert agents.demand[0, 0] == (0.0 if tick >= 16 else np.float32(1e7)), tick
+
+
+def test_a_simulated_user_held_a_little_is_reported_at_what_it_asked_and_one_held_hard_at_four_times_its_rate():
+    """As the agent reads its waits (demand.held_growth): a client served 98 % of what it would take
+    waited 2 % of its time; one served a tenth, 90 % (waits that say only: at least four times)."""
+    agents = site_simulation.Agents((2, 1), report_seconds=0.1, probe_seconds=0)
+    asked = np.full((2, 1), 1e7, dtype=np.float32)
+    served = np.array([[0.97e7], [1e6]], dtype=np.float32)
+    for tick in (1, 2):       # the second report: one tick of 0.1 s
+        agents.tick(tick, served, asked)
+    assert agents.held[:, 0].all()
+    assert agents.demand[0, 0] == pytest.approx(1e7, rel=1e-5)
+    assert agents.demand[1, 0] == pytest.approx(4e6, rel=1e-5)
 
 
 def test_the_report_cost_benchmark_prints_a_row_per_node_size(monkeypatch, capsys):
