@@ -187,9 +187,13 @@ class ZooKeeperStore(UserSettings):
             raise Unavailable(f"state store {self.path}: no answer within {CALL_TIMEOUT_SECONDS:.0f} s") from e
 
     def _current(self) -> _State:
-        """The state at the generation znode's current version (read anew only when it moved)."""
+        """The state at the generation znode's current version (read anew only when it moved). A
+        server answers reads from what it has applied, which may lag another client's committed
+        write (measured: a long-lived reader missed a new leader's bump with both cores busy): a sync
+        first makes every read see every change committed before it began."""
         with self._lock:
             try:
+                self._call(self.client.sync_async(self._path("generation")))
                 data, stat = self._call(self.client.get_async(self._path("generation")))
                 if self._state is not None and self._state.version == stat.version:
                     return self._state
