@@ -21,6 +21,7 @@ R (the agent's STATS).
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -36,12 +37,13 @@ from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import local_users
-from vnode_sync.datanode.channel import Stats
+from vnode_sync.datanode.channel import Stats, ThrottleChannel
 
 MB = 1_000_000
 MiB = 1 << 20
 POLICIES = ("static", "wc-rates", "wc-weights")
 TRACE_SECONDS = 0.1
+_TRACE_WRITE = threading.Lock()   # tracers of several DataNodes may share one file
 
 
 class _Counts(NamedTuple):
@@ -75,30 +77,40 @@ def _counts(stats: Stats, name: str, direction: str) -> _Counts:
                    getattr(c, f"{direction}_late_ns"))
 
 
-def trace_until(run: Run, stop: threading.Event, out: TextIO, policy: str) -> None:
-    """Every TRACE_SECONDS until STOP: one line of the agent's view (see --trace)."""
-    channel = next(iter(run.channels.values()))
-    users = {role: user.name for role, user in run.users.items()}
+def trace_until(channel: ThrottleChannel, users: dict[str, str], direction: str, stop: threading.Event,
+                out: TextIO, label: str) -> None:
+    """Every TRACE_SECONDS until STOP: one line of one agent's view (see --trace); USERS: role -> user name."""
     began, last, before = time.monotonic(), None, {}
     while not stop.wait(TRACE_SECONDS):
         stats, now = channel.stats(), time.monotonic()
         if last is not None:
-            out.write(trace_line(policy, now - began, now - last, stats, before, users, run.direction))
-        last, before = now, {name: _counts(stats, name, run.direction) for name in users.values()}
+            line = trace_line(label, now - began, now - last, stats, before, users, direction)
+            with _TRACE_WRITE:
+                out.write(line)
+        last, before = now, {name: _counts(stats, name, direction) for name in users.values()}
+
+
+@contextlib.contextmanager
+def tracing(channel: ThrottleChannel, users: dict[str, str], direction: str, out: TextIO | None, label: str):
+    """trace_until in a thread for the body's length (nothing when OUT is None)."""
+    if out is None:
+        yield
+        return
+    stop = threading.Event()
+    tracer = threading.Thread(target=trace_until, args=(channel, users, direction, stop, out, label), daemon=True)
+    tracer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        tracer.join()   # its last line before the next one's first
 
 
 def measure(run: Run, seconds: float, trace: TextIO | None = None, policy: str = "") -> dict:
     """Per-second samples of both users' rates (agent and client side) and the agent's NODE line."""
-    stop = threading.Event()
-    tracer = threading.Thread(target=trace_until, args=(run, stop, trace, policy), daemon=True)
-    if trace is not None:
-        tracer.start()
-    try:
+    users = {role: user.name for role, user in run.users.items()}
+    with tracing(next(iter(run.channels.values())), users, run.direction, trace, policy):
         return _measure(run, seconds)
-    finally:
-        stop.set()
-        if tracer.is_alive():
-            tracer.join()   # its last line before the next policy's first
 
 
 def _measure(run: Run, seconds: float) -> dict:

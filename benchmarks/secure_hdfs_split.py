@@ -31,6 +31,7 @@ import sys
 import time
 import uuid
 
+from benchmarks.bottleneck_shares import tracing
 from benchmarks.interactive_shares import CONTROL_SECONDS, REPORT_SECONDS
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allocation", choices=("static", "work-conserving"), default="static",
                         help="the coordinator's allocation (work-conserving: per-packet weights in the DataNodes)")
     parser.add_argument("--hadoop-version", help="a line of deploy/hadoop/lines.txt (default the testbed's)")
+    parser.add_argument("--trace", type=argparse.FileType("w"),
+                        help="write each DataNode's view every 0.1 s of the both-at-once writes (2 s before the window, then the window)")
     args = parser.parse_args(argv)
     tag = uuid.uuid4().hex[:4]
     names = [f"alice_{tag}", f"bob_{tag}"]
@@ -181,8 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         puts = {u.name: MeteredPut(hdfs, f"/{u.name}/put.bin", as_uid=u.uid, hdfs_user=u.name) for u in users}
         try:
             cluster.wait_for(lambda: all(m.bytes > 8 * MiB for m in puts.values()), timeout=60, what="both puts")
-            time.sleep(2)
-            clients, nodes = window(hdfs, puts, "write", args.seconds)
+            with contextlib.ExitStack() as traced:
+                roles = {"alice": alice.name, "bob": bob.name}
+                for dn in hdfs.datanodes:
+                    traced.enter_context(tracing(ThrottleChannel(hdfs.throttle_socket(dn)), roles, "write",
+                                                 args.trace, dn.id))
+                time.sleep(2)
+                clients, nodes = window(hdfs, puts, "write", args.seconds)
             table(f"hdfs dfs -put, both at once, {args.seconds:g} s (replication 2: every DataNode gets every byte)",
                   clients, nodes, {alice.name: 4, bob.name: 8}, datanodes, lambda u, dn: u)
             print(f"  bob beside alice: {clients[bob.name] / MB:.1f} MB/s, {clients[bob.name] / alone[bob.name]:.2f} "

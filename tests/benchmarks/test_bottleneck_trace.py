@@ -1,6 +1,10 @@
 """bottleneck_shares --trace: one line per sample from the Java agent's STATS."""
 
-from benchmarks.bottleneck_shares import _Counts, trace_line
+import contextlib
+import io
+import time
+
+from benchmarks.bottleneck_shares import _Counts, trace_line, tracing
 from vnode_sync.datanode.channel import Counters, Stats
 
 
@@ -15,3 +19,30 @@ def test_a_trace_line_gives_rates_waits_and_the_rule_that_set_r():
     assert line == ("wc-weights     2.5 s  R  1500.0  alice   100.0 (waits 0.10, late 0.10)  "
                     "bob   100.0 (waits 0.00, late 0.00)  cpu 0.91  held 0.50  skew 1.30 (1.10 smoothed)  "
                     "lowered-skewed\n")
+
+
+class _SlowFile(io.StringIO):
+    """A file whose writes yield the GIL midway, as a real one's may: interleaved writes show."""
+
+    def write(self, text: str) -> int:
+        half = len(text) // 2
+        super().write(text[:half])
+        time.sleep(0.001)
+        return half + super().write(text[half:])
+
+
+def test_tracers_of_several_datanodes_sharing_one_file_write_whole_lines():
+    stats = Stats(1, 2, Counters(), {"u1": Counters(write_bytes=1)}, {"write_rate_bps": 1e6}, {"write_step": "held"})
+
+    class Channel:
+        def stats(self) -> Stats:
+            return stats
+
+    out = _SlowFile()
+    with contextlib.ExitStack() as traced:
+        for dn in ("dn0", "dn1", "dn2"):
+            traced.enter_context(tracing(Channel(), {"alice": "u1"}, "write", out, dn))
+        time.sleep(0.5)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 6
+    assert all(line.split()[0] in {"dn0", "dn1", "dn2"} and line.endswith("held") for line in lines), lines

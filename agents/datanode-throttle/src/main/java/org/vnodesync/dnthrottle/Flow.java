@@ -15,6 +15,8 @@ final class Flow {
     // Guarded by the scheduler's lock.
     double weight;          // > 0 to be scheduled by weight; 0: only the ceiling holds it
     double finish;          // virtual finish tag of its last packet
+    double keep;            // virtual time past FINISH it stays in the sum: its share kept while its thread is away
+    long lastHeldNs = Long.MIN_VALUE / 2;      // when a packet of it last waited for its weight
     long finishEpoch = -1;  // the scheduler's epoch that tag belongs to (V restarts from 0 in a new one)
     // Its weight changes in the scheduler's current epoch, composed: a tag made before them at x is now at
     // retagScale * x + retagShift (WeightedScheduler.setWeight). Identity while retagEpoch is not the epoch.
@@ -40,5 +42,10 @@ final class Flow {
 
     boolean backlogged() {
         return heapIndex >= 0;
+    }
+
+    /** Where V takes it out of the sum (WeightedScheduler's heap is ordered by it). */
+    double leaves() {
+        return finish + keep;
     }
 }
