@@ -356,7 +356,7 @@ final class WeightedScheduler {
             return now;
         }
         flow.finish = start + charge / flow.weight;
-        flow.keep = keeps(flow, charge >= bytes, now, r);
+        flow.keep = keeps(flow, now, r);
         flow.finishEpoch = epoch;
         if (flow.backlogged()) {
             siftDown(flow.heapIndex);
@@ -389,14 +389,16 @@ final class WeightedScheduler {
 
     /**
      * How far past its finish tag FLOW stays in the sum (virtual time): KEEP_NS at its share while it
-     * has waited for its weight within HELD_RECENT_NS and its packet was charged whole; else 0. A flow
-     * held by its weight wants more than its share, so a moment away is its thread preempted or its
-     * pipeline's other node holding a packet, not a want of data. As BFQ idles on a sync queue for a
-     * few ms. Without it such a flow drops out at each hiccup longer than its packet's turn, comes back
-     * at V, and what it missed goes to the others: 1.2-1.6 instead of 2 in SchedulerTest; privacy writes
-     * on a 2-core node split 1.43-1.90 with the DataNodes holding 1:2 weights.
+     * has waited for its weight within HELD_RECENT_NS; else 0 (one slower than its share for its own
+     * reasons, a slow client, never waits, and leaves at once). A flow held by its weight wants more
+     * than its share, so a moment away is its thread preempted or its pipeline's other node holding a
+     * packet, not a want of data: as BFQ idles a few ms on a sync queue. Without it such a flow
+     * dropped out at each hiccup longer than its packet's turn, came back at V, and what it missed
+     * went to the others: 1.2-1.6 instead of 2 in SchedulerTest; privacy writes on a 2-core node split
+     * 1.63-1.73 with the DataNodes holding 1:2 weights. A packet charged in part (precharge) is kept
+     * too: its flow's thread is the one slow in flight there.
      */
-    private double keeps(Flow flow, boolean whole, long now, long r) {
+    private double keeps(Flow flow, long now, long r) {
         if (now - flow.lastHeldNs >= HELD_RECENT_NS) {
             return 0;
         }
@@ -710,7 +712,7 @@ final class WeightedScheduler {
         return (long) Math.ceil(bytes * 1e9 / rate);
     }
 
-    // ---- a binary min-heap of the backlogged flows by where they leave-------------------------------
+    // ---- a binary min-heap of the backlogged flows by where they leave (Flow.leaves) ---------------
 
     private void push(Flow flow) {
         if (size == heap.length) {
