@@ -21,14 +21,13 @@ R (the agent's STATS).
 """
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
-import threading
 import time
-from typing import NamedTuple, TextIO
+from typing import TextIO
 
+from benchmarks.agent_trace import tracing
 from benchmarks.bulk_shares import Run, governed
 from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
@@ -37,73 +36,10 @@ from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import local_users
-from vnode_sync.datanode.channel import Stats, ThrottleChannel
 
 MB = 1_000_000
 MiB = 1 << 20
 POLICIES = ("static", "wc-rates", "wc-weights")
-TRACE_SECONDS = 0.1
-_TRACE_WRITE = threading.Lock()   # tracers of several DataNodes may share one file
-
-
-class _Counts(NamedTuple):
-    moved: int     # bytes
-    waited: int    # ns its threads waited in the scheduler
-    late: int      # ns of those past the packets' due times
-
-
-def trace_line(policy: str, at: float, seconds: float, stats: Stats, before: dict[str, _Counts],
-               users: dict[str, str], direction: str) -> str:
-    """One --trace line: R, then per role (USERS: role -> user name) MB/s and the seconds per second its
-    threads waited (late), then the CPU, the share of packets held, the skew seen (smoothed) and the step."""
-    d, node = direction, stats.node
-    parts = [f"{policy:<11} {at:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}"]
-    for role, name in users.items():
-        now, then = _counts(stats, name, d), before.get(name, _Counts(0, 0, 0))
-        parts.append(f"{role} {(now.moved - then.moved) / seconds / MB:7.1f} "
-                     f"(waits {(now.waited - then.waited) / 1e9 / seconds:4.2f}, "
-                     f"late {(now.late - then.late) / 1e9 / seconds:4.2f})")
-    parts.append(f"cpu {node.get('cpu_busy', 0):.2f}  held {node.get(f'{d}_held', 0):.2f}  "
-                 f"skew {node.get(f'{d}_skew_seen', 0):.2f} ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
-                 f"{stats.steps.get(f'{d}_step', '?')}")
-    return "  ".join(parts) + "\n"
-
-
-def _counts(stats: Stats, name: str, direction: str) -> _Counts:
-    c = stats.users.get(name)
-    if c is None:
-        return _Counts(0, 0, 0)
-    return _Counts(getattr(c, f"{direction}_bytes"), getattr(c, f"{direction}_wait_ns"),
-                   getattr(c, f"{direction}_late_ns"))
-
-
-def trace_until(channel: ThrottleChannel, users: dict[str, str], direction: str, stop: threading.Event,
-                out: TextIO, label: str) -> None:
-    """Every TRACE_SECONDS until STOP: one line of one agent's view (see --trace); USERS: role -> user name."""
-    began, last, before = time.monotonic(), None, {}
-    while not stop.wait(TRACE_SECONDS):
-        stats, now = channel.stats(), time.monotonic()
-        if last is not None:
-            line = trace_line(label, now - began, now - last, stats, before, users, direction)
-            with _TRACE_WRITE:
-                out.write(line)
-        last, before = now, {name: _counts(stats, name, direction) for name in users.values()}
-
-
-@contextlib.contextmanager
-def tracing(channel: ThrottleChannel, users: dict[str, str], direction: str, out: TextIO | None, label: str):
-    """trace_until in a thread for the body's length (nothing when OUT is None)."""
-    if out is None:
-        yield
-        return
-    stop = threading.Event()
-    tracer = threading.Thread(target=trace_until, args=(channel, users, direction, stop, out, label), daemon=True)
-    tracer.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        tracer.join()   # its last line before the next one's first
 
 
 def measure(run: Run, seconds: float, trace: TextIO | None = None, policy: str = "") -> dict:

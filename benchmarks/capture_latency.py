@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.percentile import percentile  # noqa: E402
 from testbed.names import unique_name  # noqa: E402
 from testbed.fake_datanode import connect_as  # noqa: E402
 from vnode_sync.agents.handlers.base import UserDirectory  # noqa: E402
@@ -340,11 +341,6 @@ def fast_moves(enabled: bool):
         yield
     finally:
         fast.disable()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
 def report(results: list[ModeResult]) -> None:

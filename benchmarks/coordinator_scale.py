@@ -39,7 +39,7 @@ import time
 import grpc
 import psutil
 
-from benchmarks.propagation import percentile
+from benchmarks.percentile import percentile
 from benchmarks.simulated_agents import node_id, raise_open_files_limit
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.names import unique_name

@@ -125,11 +125,6 @@ def audit_lines(coordinators: HACoordinators) -> list[tuple[str, int, int, int]]
     return sorted(found, key=lambda a: a[3])
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
 class LimitSampler:
     """Every 50 ms, every blkio throttle file under the given cgroup subtrees: the distinct sets seen."""
 

@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+from benchmarks.percentile import percentile
 from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
@@ -68,11 +69,6 @@ PHASES = ("alone", "beside bob")
 # yet; half of all writes here, under every policy) is retried after 20 ms rather than Hadoop's 400,
 # which would add 400 ms to half the transfers alike and hide what the edge does.
 WRITE_SITE = {"dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "20"}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
 
 
 @contextlib.contextmanager

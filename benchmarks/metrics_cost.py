@@ -20,10 +20,10 @@ import contextlib
 import os
 import statistics
 import sys
-import threading
 import time
 import urllib.request
 
+from benchmarks.percentile import percentile
 from testbed.cpu_priority import cpu_priority
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
@@ -47,11 +47,6 @@ def scrape(url: str) -> tuple[float, int, int]:
     elapsed = time.perf_counter() - start
     lines = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
     return elapsed, len(body), lines
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
 def measure(name: str, device: str, count: int, seconds: float, every: float) -> dict:

@@ -19,6 +19,7 @@ import time
 import grpc
 
 from testbed.loopdev import loop_device  # noqa: E402
+from benchmarks.percentile import percentile  # noqa: E402
 from benchmarks.simulated_agents import node_id  # noqa: E402
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser  # noqa: E402
 from vnode_sync.wire import vnode_pb2 as pb  # noqa: E402
@@ -32,11 +33,6 @@ def start_simulated_agents(address: str, device: str, nodes: list[str]) -> subpr
     """Simulated agents n00000... in one client process; close its stdin to stop them."""
     return subprocess.Popen([sys.executable, "-m", "benchmarks.simulated_agents", address, device, "0",
                              str(len(nodes))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
 def measure(cluster: LocalCluster, rounds: int) -> tuple[list[float], list[float]]:

@@ -31,9 +31,9 @@ import sys
 import time
 import uuid
 
-from benchmarks.bottleneck_shares import tracing
+from benchmarks.agent_trace import tracing
 from benchmarks.interactive_shares import CONTROL_SECONDS, REPORT_SECONDS
-from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
+from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
 from testbed.names import unique_name

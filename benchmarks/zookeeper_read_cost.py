@@ -13,7 +13,6 @@ Printed: p50 and p99 per call, and each against `get`.
 """
 
 import argparse
-import statistics
 import sys
 import time
 import uuid
@@ -21,6 +20,7 @@ from typing import Callable
 
 from kazoo.client import KazooClient
 
+from benchmarks.percentile import percentile
 from testbed.names import unique_name
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
 from vnode_sync.coordinator.zookeeper_store import ZooKeeperStore
@@ -34,10 +34,6 @@ def timed(call: Callable[[], object], calls: int) -> list[float]:
         call()
         out.append(time.perf_counter() - began)
     return out
-
-
-def quantile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ZooKeeper 3-server ensemble on loopback, {args.users} users, {args.calls} calls each, one client")
     print(f"{'read':<34} | p50 ms | p99 ms | p50 / get | p99 / get")
     for name, seconds in results.items():
-        p50, p99 = statistics.median(seconds), quantile(seconds, 0.99)
-        print(f"{name:<34} | {p50 * 1e3:6.3f} | {p99 * 1e3:6.3f} | {p50 / statistics.median(base):9.2f} | "
-              f"{p99 / quantile(base, 0.99):9.2f}")
+        p50, p99 = percentile(seconds, 50), percentile(seconds, 99)
+        print(f"{name:<34} | {p50 * 1e3:6.3f} | {p99 * 1e3:6.3f} | {p50 / percentile(base, 50):9.2f} | "
+              f"{p99 / percentile(base, 99):9.2f}")
     return 0
 
 

@@ -30,6 +30,13 @@ class SchedulerTest {
                 Map.of());
     }
 
+    /** A flow named NAME scheduled on SCHEDULER at WEIGHT from time 0. */
+    private static Flow weighted(WeightedScheduler scheduler, String name, double weight) {
+        Flow flow = new Flow(name);
+        scheduler.setWeight(flow, weight, 0);
+        return flow;
+    }
+
     private static SimulatedNode node(double delivers, boolean control, Map<String, Policy.Shares> users) {
         SimulatedNode node = new SimulatedNode(delivers, control);
         node.throttles.apply(policy(CONFIGURED, users));
@@ -131,10 +138,8 @@ class SchedulerTest {
     @Test
     void aFlowKeptInTheSumWhileAwayLeavesItAsItsOpEnds() {
         WeightedScheduler scheduler = WeightedScheduler.forWrites();
-        Flow alice = new Flow("alice");
-        Flow bob = new Flow("bob");
-        scheduler.setWeight(alice, 8, 0);
-        scheduler.setWeight(bob, 4, 0);
+        Flow alice = weighted(scheduler, "alice", 8);
+        Flow bob = weighted(scheduler, "bob", 4);
         scheduler.setRate(36_000_000L, 0);
         WeightedScheduler.Ticket alices = new WeightedScheduler.Ticket();
         WeightedScheduler.Ticket bobs = new WeightedScheduler.Ticket();
@@ -252,10 +257,8 @@ class SchedulerTest {
     @Test
     void aSecondFlowMeetsTheSharedRAtItsFirstPacket() {
         WeightedScheduler scheduler = WeightedScheduler.forReads();
-        Flow alice = new Flow("alice");
-        Flow bob = new Flow("bob");
-        scheduler.setWeight(alice, 8, 0);
-        scheduler.setWeight(bob, 4, 0);
+        Flow alice = weighted(scheduler, "alice", 8);
+        Flow bob = weighted(scheduler, "bob", 4);
         scheduler.setRates(66_000_000L, 57_000_000L, 0);   // bob alone climbed above what two get
         long now = 1_000_000_000L;
         WeightedScheduler.Ticket bobs = new WeightedScheduler.Ticket();
@@ -272,10 +275,8 @@ class SchedulerTest {
         // The center gave bob, just back, a trace weight for one tick (measured: 1/3000 of alice's on a
         // DataNode, then 562/592 half a second later); his packet tagged under it must not wait seconds.
         WeightedScheduler scheduler = WeightedScheduler.forWrites();
-        Flow alice = new Flow("alice");
-        Flow bob = new Flow("bob");
-        scheduler.setWeight(alice, 8, 0);
-        scheduler.setWeight(bob, 8.0 / 3000, 0);
+        Flow alice = weighted(scheduler, "alice", 8);
+        Flow bob = weighted(scheduler, "bob", 8.0 / 3000);
         scheduler.setRate(60_000_000L, 0);
         long now = 1_000_000_000L;
         WeightedScheduler.Ticket alices = new WeightedScheduler.Ticket();

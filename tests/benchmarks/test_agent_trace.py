@@ -1,10 +1,10 @@
-"""bottleneck_shares --trace: one line per sample from the Java agent's STATS."""
+"""The DataNode benchmarks' --trace: one line per sample from the Java agent's STATS."""
 
 import contextlib
 import io
 import time
 
-from benchmarks.bottleneck_shares import _Counts, trace_line, tracing
+from benchmarks.agent_trace import _Counts, trace_line, tracing
 from vnode_sync.datanode.channel import Counters, Stats
 
 
