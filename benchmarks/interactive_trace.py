@@ -35,7 +35,7 @@ from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
                                           WRITE_SITE, governed, key_values)
 from benchmarks.kernel_waits import KernelWaits
-from benchmarks.write_timeline import describe, file_writes
+from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
 from testbed.loopdev import queue_settings
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
@@ -120,7 +120,7 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
         print("  each write's create / hand-over / close (ms): " + ", ".join(
             "/".join(f"{t.phases[k] * 1000:.0f}" for k in ("create", "write", "close")) for t in transfers if t.phases))
     if args.direction == "write":
-        writes = file_writes(_lines(hdfs.namenode.log), _lines(hdfs.datanodes[0].log), f"/alice/{policy}-")
+        writes = file_writes(log_lines(hdfs.namenode.log), log_lines(hdfs.datanodes[0].log), f"/alice/{policy}-")
         print("  each write in the daemons' logs (ms: allocated -> at the DataNode / receiving / -> closed; "
               "rN: completeFile turned down N times): " + describe(writes))
     if blocks is not None:
@@ -154,11 +154,6 @@ def describe_spans(spans: list[TransferSpan]) -> str:
             f"({', '.join(f'{s.others_in_flight // 1024} KiB' for s in met) or '-'}); bob's KiB "
             f"served within her spans: {sum(s.others_during for s in spans) // 1024}\n    spans (ms): "
             + " ".join(f"{s.span_ms:.0f}" for s in spans))
-
-
-def _lines(path: str) -> list[str]:
-    with open(path, errors="replace") as f:
-        return f.read().splitlines()
 
 
 def keep_logs(hdfs: HdfsCluster, directory: str) -> None:

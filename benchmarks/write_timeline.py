@@ -14,6 +14,7 @@ Single-block files only (an interactive write's): a file's first block stands fo
 """
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -42,17 +43,26 @@ class FileWrite:
         return self.to_datanode + self.receiving + self.to_closed
 
 
+def log_lines(path: str) -> list[str]:
+    """A daemon's log, line by line (bytes that are not UTF-8 replaced)."""
+    with open(path, errors="replace") as f:
+        return f.read().splitlines()
+
+
+def closes_turned_down(namenode_log: list[str]) -> Counter[str]:
+    """How many times the NameNode turned down each file's completeFile (files it closed at once: 0)."""
+    return Counter(m[2] for line in namenode_log if (m := _NOT_COMPLETE.match(line)))
+
+
 def file_writes(namenode_log: list[str], datanode_log: list[str], prefix: str = "/") -> list[FileWrite]:
     """Every file under `prefix` whose write the logs show whole, in the order they were allocated."""
     allocated: dict[str, tuple[float, str]] = {}
-    retries: dict[str, int] = {}
+    retries = closes_turned_down(namenode_log)
     closed: dict[str, float] = {}
     for line in namenode_log:
         if m := _ALLOCATE.match(line):
             if m[3].startswith(prefix):
                 allocated.setdefault(m[3], (_seconds(m[1]), m[2]))
-        elif m := _NOT_COMPLETE.match(line):
-            retries[m[2]] = retries.get(m[2], 0) + 1
         elif m := _CLOSED.match(line):
             closed[m[2]] = _seconds(m[1])
     received: dict[str, float] = {}

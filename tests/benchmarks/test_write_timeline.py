@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchmarks.write_timeline import describe, file_writes
+from benchmarks.write_timeline import closes_turned_down, describe, file_writes, log_lines
 
 NAMENODE = [
     "2026-11-28 08:40:03,375 INFO hdfs.StateChange: BLOCK* allocate blk_1073741880_1056, "
@@ -55,3 +55,17 @@ def test_files_outside_the_prefix_and_writes_the_logs_do_not_show_whole_are_left
 
 def test_the_description_gives_milliseconds_and_marks_retried_closes():
     assert describe(file_writes(NAMENODE, DATANODE, "/alice/")) == "6/8/27 r1, 10/193/7"
+
+
+def test_closes_turned_down_counts_each_files_retries_and_none_for_a_file_closed_at_once():
+    twice = NAMENODE + [NAMENODE[1].replace("08:40:03,391", "08:40:03,399")]
+    counts = closes_turned_down(twice)
+    assert counts["/alice/wc-weights-12.bin"] == 2
+    assert counts["/alice/wc-weights-14.bin"] == 0
+
+
+def test_a_log_is_read_line_by_line_whatever_its_bytes(tmp_path):
+    log = tmp_path / "namenode.log"
+    log.write_bytes(NAMENODE[1].encode() + b"\n\xff garbage\n")
+    lines = log_lines(str(log))
+    assert len(lines) == 2 and closes_turned_down(lines)["/alice/wc-weights-12.bin"] == 1
