@@ -3,7 +3,7 @@ never pauses, under static caps, the rate re-setting loop, and per-request weigh
 
     sudo .venv/bin/python -m benchmarks.interactive_shares [--backend datanode-throttle|blkio-v1]
         [--direction read|write] [--rounds 20] [--sizes 1,4,16] [--gap 1.5] [--disk-mbps 60] [--bfq k=v,...]
-        [--hdfs-site k=v,...] [--queue k=v,...]
+        [--hdfs-site k=v,...] [--queue k=v,...] [--client-cpu shared|alice-first|bob-last]
 
 A real HDFS (NameNode and one DataNode) on a paced disk of --disk-mbps (reads; writes too with
 --direction write), the coordinator configured with that bandwidth, one storage agent; alice
@@ -14,14 +14,18 @@ reads (writes) without pause. Every read is the disk's: alice reads each file on
 dropped from the page cache beforehand), and bob's file is kept out of the page cache while he
 re-reads it (testbed.share_watch.CacheDropper). Writes retry a completeFile the NameNode turned down
 after 2 ms, doubling, not Hadoop's 400 (WRITE_SITE; --hdfs-site overrides it), and the table counts
-the writes it turned down. Policies, each on a fresh coordinator and agent over the same HDFS:
+the writes it turned down. Every process runs in one cpu group (testbed.cpu_priority); --client-cpu
+puts alice's client, or bob's, in a group of its own inside it. Policies, each on a fresh coordinator
+and agent over the same HDFS:
 
 - static: Algorithm 1's caps (alice 2/3 of the disk, bob 1/3);
 - wc-rates: allocation work-conserving with the rate re-setting loop (what main did: the
   DataNode's Java agent with `sharing: rates`; for blkio-v1, the loop device's scheduler `none`,
   so the agent sets throttles from the allocation);
 - wc-weights: allocation work-conserving with per-request weights (the Java agent's scheduler;
-  for blkio-v1, BFQ on the loop device, DiskModel.spindle, and BFQ weights).
+  for blkio-v1, BFQ on the loop device, DiskModel.spindle, and BFQ weights);
+- static-again (only when named): static caps once more, after the others: the baseline against
+  itself, so the table shows how far two series of one policy differ in this run.
 
 For each policy alice runs --rounds transfers of each size alone, then as many beside bob. The
 table prints each policy's p50 and p99 against static's in the same run (the issue's target:
@@ -38,12 +42,12 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from benchmarks.percentile import percentile
 from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import closes_turned_down, log_lines
-from testbed.cpu_priority import cpu_priority
+from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
@@ -58,7 +62,8 @@ from vnode_sync.kernel.disk_queue import QueueSetting
 
 MB = 1_000_000
 MiB = 1 << 20
-POLICIES = ("static", "wc-rates", "wc-weights")
+POLICIES = ("static", "wc-rates", "wc-weights", "static-again")
+STATIC_CAPS = ("static", "static-again")
 ALICE, BOB = LocalUser("alice", 64_731, 8), LocalUser("bob", 64_732, 4)
 # Agents report every 0.25 s and the allocation loop ticks every 0.5 s (defaults 1 s and 1 s): what the
 # rate re-setting loop needs to be at its best.
@@ -66,6 +71,8 @@ REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 BOB_FILE_MB = 1024
 BOB_WRITE_FILES = 4
 PHASES = ("alone", "beside bob")
+# --client-cpu: the users whose client runs in a cpu group of its own inside the benchmark's, with its cpu.shares.
+CLIENT_CPU = {"shared": {}, "alice-first": {ALICE.name: MAX_SHARES}, "bob-last": {BOB.name: MIN_SHARES}}
 # Writes' default hdfs-site. A client's completeFile is turned down when the DataNode's report of the
 # block has not reached the NameNode yet: about half of all writes here, under every policy. Hadoop
 # retries after 400 ms, doubling; that would add 400 ms to half the transfers alike and hide what the
@@ -89,7 +96,7 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
         disk_queue.apply(dn.loop_device, [QueueSetting("scheduler", "bfq" if policy == "wc-weights" else "none"),
                                           *tunables])
     node = LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid}, settings)
-    policy_settings = {"allocation": "static" if policy == "static" else "work-conserving",
+    policy_settings = {"allocation": "static" if policy in STATIC_CAPS else "work-conserving",
                        "control_seconds": CONTROL_SECONDS}
     with LocalCluster(f"{name}-{policy}", [ALICE, BOB], [node], agent_settings={"report_seconds": REPORT_SECONDS},
                       coordinator_settings={"policy": policy_settings}) as cluster:
@@ -121,23 +128,50 @@ def write_files(hdfs: HdfsCluster, args) -> set[str]:
     return block_files(hdfs) - before
 
 
-def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str) -> list[float]:
-    """alice's transfer times (s) of FILES (read, or written with `size_mb` MiB), `gap` s idle between them."""
-    return [t.seconds for t in alice_transfer_records(hdfs, files, size_mb, gap, direction)]
+def stay(pid: int) -> None:
+    """Leave the process in the cpu group it started in (the benchmark's)."""
+
+
+def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str,
+                    place: Callable[[int], None] = stay) -> list[float]:
+    """alice's transfer times (s) of FILES (read, or written with `size_mb` MiB), `gap` s idle between them;
+    `place(pid)` puts her client's JVM where it should run."""
+    return [t.seconds for t in alice_transfer_records(hdfs, files, size_mb, gap, direction, place)]
 
 
 def alice_transfer_records(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float,
-                           direction: str) -> list[Transfer]:
+                           direction: str, place: Callable[[int], None] = stay) -> list[Transfer]:
     """alice_transfers, each as the client reported it (a write's phases too)."""
     client = hdfs.start_interactive(files, gap, as_uid=ALICE.uid, hdfs_user=ALICE.name,
                                     write_bytes=size_mb * MiB if direction == "write" else 0)
-    out, err = client.communicate(timeout=900)
+    try:
+        place(client.pid)
+        out, err = client.communicate(timeout=900)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
     if client.returncode != 0:
         cause = next((line for line in err.splitlines() if "Exception" in line and not line.startswith("\tat ")),
                      err[-2000:])
         raise RuntimeError(f"alice's client failed: {cause}")
     transfers = [Transfer.parse(line) for line in out.splitlines() if line.startswith("{")]
     return transfers[1:]   # the first one also pays for the client's cold start (class loading, JIT)
+
+
+def add_client_cpu_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--client-cpu", choices=tuple(CLIENT_CPU), default="shared",
+                        help="shared: both clients' JVMs take their turn with the daemons on this host's cores; "
+                             "alice-first: alice's in a cpu group of its own with the most shares; bob-last: "
+                             "bob's in one with the fewest, so it runs on what the rest leave")
+
+
+@contextlib.contextmanager
+def client_placement(cpu_group: str | None, choice: str) -> Iterator[dict[str, Callable[[int], None]]]:
+    """Where each user's client runs (--client-cpu): yields user -> `place(pid)` for the users given a group."""
+    with contextlib.ExitStack() as groups:
+        yield {user: groups.enter_context(cpu_child(cpu_group, f"{user}-client", shares))
+               for user, shares in CLIENT_CPU[choice].items()}
 
 
 def datanode_users(hdfs: HdfsCluster) -> dict:
@@ -164,7 +198,8 @@ def alice_waited_ns(hdfs: HdfsCluster, direction: str) -> int:
 
 
 @contextlib.contextmanager
-def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered: list[float]) -> Iterator[None]:
+def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered: list[float],
+             place: Callable[[int], None] = stay) -> Iterator[None]:
     """bob moves data without pause; `delivered` gets what the DataNode moved for him alone (bytes/s, 2 s)."""
     if direction == "read":
         bob = hdfs.start_read("/bob/big.bin", as_uid=BOB.uid, hdfs_user=BOB.name, seconds=3600)
@@ -173,6 +208,7 @@ def bob_busy(hdfs: HdfsCluster, direction: str, bob_blocks: set[str], delivered:
         bob = hdfs.start_interactive([f"/bob/w{i % BOB_WRITE_FILES}.bin" for i in range(1000)], 0, as_uid=BOB.uid,
                                      hdfs_user=BOB.name, write_bytes=256 * MiB)
     try:
+        place(bob.pid)
         with CacheDropper(bob_blocks):
             time.sleep(5)   # past its JVM start and its first blocks
             before, t0 = moved_bytes(hdfs, direction), time.monotonic()
@@ -195,19 +231,21 @@ def describe_turned_down(counts: list[int]) -> str:
     return f"{sum(1 for n in counts if n)} of {len(counts)} ({sum(counts)} retries)"
 
 
-def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[str]) -> dict:
+def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[str],
+               placement: dict[str, Callable[[int], None]]) -> dict:
     results: dict = {}
     delivered: list[float] = []
     with governed(hdfs, name, policy, args.backend, int(args.disk_mbps * MB), args.bfq) as cluster, \
             CpuSpan(cluster_roles(cluster)) as cpu:
         for phase in PHASES:
-            busy = (bob_busy(hdfs, args.direction, bob_blocks, delivered) if phase == "beside bob"
-                    else contextlib.nullcontext())
+            busy = (bob_busy(hdfs, args.direction, bob_blocks, delivered, placement.get(BOB.name, stay))
+                    if phase == "beside bob" else contextlib.nullcontext())
             with busy:
                 for size in args.sizes:
                     files = alice_files(policy, phase, size, args.rounds + 1)
                     waited = alice_waited_ns(hdfs, args.direction)
-                    times = alice_transfers(hdfs, files, size, args.gap, args.direction)
+                    times = alice_transfers(hdfs, files, size, args.gap, args.direction,
+                                            placement.get(ALICE.name, stay))
                     waited = (alice_waited_ns(hdfs, args.direction) - waited) / len(files)
                     results[(phase, size)] = times
                     if args.direction == "write":
@@ -232,7 +270,8 @@ def report(results: dict[str, dict], args) -> None:
           + "".join(f"; {label} {', '.join(f'{k}={v}' for k, v in given.items())}"
                     for label, given in (("BFQ", args.bfq), ("hdfs-site", args.hdfs_site), ("disk queue", args.queue))
                     if given)
-          + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else ""))
+          + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else "")
+          + (f"; clients' CPU {args.client_cpu}" if args.client_cpu != "shared" else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
     compared = [policy for policy in args.policies if policy != "static"]
@@ -282,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
                              "(put back as they were at the end)")
+    add_client_cpu_option(parser)
     parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES, always=("static",)),
-                        default=list(POLICIES),
+                        default=[policy for policy in POLICIES if policy != "static-again"],
                         help=f"comma-separated, of {', '.join(POLICIES)}; static, the baseline, always runs")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
@@ -304,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     site = {"dfs.block.access.token.enable": "true", **args.hdfs_site}
     results = {}
     alice_mb = len(args.policies) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
-    with cpu_priority(unique_name("inter-cpu")), \
+    with cpu_priority(unique_name("inter-cpu")) as cpu_group, \
+            client_placement(cpu_group, args.client_cpu) as placement, \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk=disk,
                         disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar,
                         native=args.native) as hdfs:
@@ -313,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in args.policies:
-                results[policy] = run_policy(hdfs, name, policy, args, bob_blocks)
+                results[policy] = run_policy(hdfs, name, policy, args, bob_blocks, placement)
                 print(f"[{time.monotonic() - started:.0f} s] {policy} done", flush=True)
     report(results, args)
     print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "

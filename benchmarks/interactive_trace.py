@@ -28,12 +28,14 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
-from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, alice_transfer_records, bob_busy,
-                                          WRITE_SITE, governed, key_values)
+from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, WRITE_SITE, add_client_cpu_option,
+                                          alice_transfer_records, bob_busy, client_placement, governed, key_values,
+                                          stay)
 from benchmarks.kernel_waits import KernelWaits
 from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
@@ -93,21 +95,24 @@ def mean(values: list[float]) -> float:
     return statistics.fmean(values) if values else 0.0
 
 
-def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args, bob_blocks: set[str]) -> None:
+def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args, bob_blocks: set[str],
+               placement: dict[str, Callable[[int], None]]) -> None:
     channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
     bob_alone: list[float] = []
     samples: list[Sample] = []
     device = str(hdfs.datanodes[0].device_number) if args.direction == "write" else None
     blocks = BlockTrace(unique_name("itrace-blocks"), hdfs.datanodes[0].device_number) if args.block_trace else None
     with governed(hdfs, name, policy, "datanode-throttle", int(args.configured_mbps * MB), {}), \
-            bob_busy(hdfs, args.direction, bob_blocks, bob_alone), blocks or contextlib.nullcontext():
+            bob_busy(hdfs, args.direction, bob_blocks, bob_alone, placement.get(BOB.name, stay)), \
+            blocks or contextlib.nullcontext():
         stop = threading.Event()
         sampler = threading.Thread(target=sample_until, args=(channel, stop, samples, args.direction, device),
                                    daemon=True)
         sampler.start()
         try:
             with KernelWaits(hdfs.datanodes[0].pid) if args.kernel_waits else contextlib.nullcontext() as waits:
-                transfers = alice_transfer_records(hdfs, files, args.size, args.gap, args.direction)
+                transfers = alice_transfer_records(hdfs, files, args.size, args.gap, args.direction,
+                                                   placement.get(ALICE.name, stay))
         finally:
             stop.set()
             sampler.join()
@@ -181,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="record the data disk's requests (tracefs) and print where alice's met bob's")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
+    add_client_cpu_option(parser)
     args = parser.parse_args(argv)
     args.configured_mbps = args.configured_mbps or args.disk_mbps
     if os.geteuid() != 0:
@@ -201,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
           f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}", flush=True)
     alice_mb = len(POLICIES) * (args.transfers + 1) * args.size
-    with cpu_priority(unique_name("itrace-cpu")), debugfs() if writes else contextlib.nullcontext(), \
+    with cpu_priority(unique_name("itrace-cpu")) as cpu_group, \
+            client_placement(cpu_group, args.client_cpu) as placement, \
+            debugfs() if writes else contextlib.nullcontext(), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)),
                         disk="paced-rw" if writes else "paced", disk_read_mbps=args.disk_mbps, hdfs_site=site,
                         datanode_throttle=datanode_throttle_jar()) as hdfs:
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         hdfs.evict_page_cache()
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in POLICIES:
-                run_policy(hdfs, name, policy, files[policy], args, bob_blocks)
+                run_policy(hdfs, name, policy, files[policy], args, bob_blocks, placement)
         if args.keep_logs:
             keep_logs(hdfs, args.keep_logs)
     print(f"\nalice (8) beside bob (4) on a {args.disk_mbps:.0f} MB/s paced disk, {args.configured_mbps:.0f} MB/s "

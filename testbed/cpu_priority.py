@@ -6,6 +6,9 @@ Both sides of a comparison run inside it, so it favours neither; it narrows the 
     with cpu_priority(unique_name("bench-cpu")) as where:   # None: no cpu hierarchy here
         ...
 
+`cpu_child` puts one of those processes in a group of its own inside it, ahead of the others or
+behind them (benchmarks.interactive_shares --client-cpu).
+
 The group is named by the run (testbed.names), so `python -m testbed.leftovers` finds a crashed
 run's.
 """
@@ -15,12 +18,13 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
 
 CPU_HIERARCHY = "/sys/fs/cgroup/cpu"
 MAX_SHARES = 262_144  # the kernel's MAX_SHARES (1 << 18); a nice-0 task or autogroup weighs 1024
+MIN_SHARES = 2        # the kernel's MIN_SHARES
 
 
 def _write(path: str, value: str) -> None:
@@ -41,17 +45,39 @@ def cpu_priority(name: str, hierarchy: str = CPU_HIERARCHY) -> Iterator[str | No
         _write(os.path.join(group, "cgroup.procs"), str(os.getpid()))
         yield group
     finally:
-        # A thread started or still exiting as we move them keeps the group busy (EBUSY): try again.
-        for attempt in range(50):
-            with open(os.path.join(group, "tasks")) as f:
-                tids = f.read().split()
-            for tid in tids:  # ours and anything still running that we started
-                with contextlib.suppress(OSError):
-                    _write(os.path.join(hierarchy, "tasks"), tid)
-            try:
-                os.rmdir(group)
-                break
-            except OSError as e:
-                if e.errno != errno.EBUSY or attempt == 49:
-                    raise
-                time.sleep(0.1)
+        _empty_and_remove(group, into=hierarchy)
+
+
+@contextlib.contextmanager
+def cpu_child(parent: str | None, name: str, shares: int = MAX_SHARES) -> Iterator[Callable[[int], None]]:
+    """A group NAME inside PARENT (a cpu_priority group) with SHARES; yields `place(pid)`, which moves
+    a running process, all its threads, into it. Under PARENT each thread at nice 0 weighs 1024: a
+    group with MAX_SHARES runs ahead of them, one with MIN_SHARES on what they leave. Its processes go
+    back to PARENT at the end. PARENT None (no cpu hierarchy): `place` does nothing."""
+    if parent is None:
+        yield lambda pid: None
+        return
+    group = os.path.join(parent, name)
+    os.mkdir(group)
+    try:
+        _write(os.path.join(group, "cpu.shares"), str(shares))
+        yield lambda pid: _write(os.path.join(group, "cgroup.procs"), str(pid))
+    finally:
+        _empty_and_remove(group, into=parent)
+
+
+def _empty_and_remove(group: str, into: str) -> None:
+    # A thread started or still exiting as we move them keeps the group busy (EBUSY): try again.
+    for attempt in range(50):
+        with open(os.path.join(group, "tasks")) as f:
+            tids = f.read().split()
+        for tid in tids:  # ours and anything still running that we started
+            with contextlib.suppress(OSError):
+                _write(os.path.join(into, "tasks"), tid)
+        try:
+            os.rmdir(group)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or attempt == 49:
+                raise
+            time.sleep(0.1)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import unique_name
 from testbed import leftovers
-from testbed.cpu_priority import CPU_HIERARCHY, MAX_SHARES, cpu_priority
+from testbed.cpu_priority import CPU_HIERARCHY, MAX_SHARES, cpu_child, cpu_priority
 from testbed.names import crashed_run_name
 
 WHY_NOT = (None if os.geteuid() == 0 and os.path.isfile(os.path.join(CPU_HIERARCHY, "cpu.shares"))
@@ -37,6 +37,34 @@ def test_the_caller_and_what_it_starts_run_with_the_largest_shares_and_the_group
             child.wait()
     assert not os.path.exists(group)
     assert cpu_cgroup_of(os.getpid()) == "/"
+
+
+@needs_cpu_hierarchy
+def test_a_placed_process_runs_in_a_child_group_with_its_shares_and_goes_back_to_the_parent_after():
+    name = unique_name("cpu")
+    with cpu_priority(name) as parent:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            with cpu_child(parent, "client", shares=4096) as place:
+                place(child.pid)
+                assert cpu_cgroup_of(child.pid) == f"/{name}/client"
+                with open(os.path.join(parent, "client", "cpu.shares")) as f:
+                    assert int(f.read()) == 4096
+                assert cpu_cgroup_of(os.getpid()) == f"/{name}"
+            assert not os.path.exists(os.path.join(parent, "client"))
+            assert cpu_cgroup_of(child.pid) == f"/{name}"
+        finally:
+            child.kill()
+            child.wait()
+
+
+def test_without_a_cpu_hierarchy_placing_leaves_the_process_where_it_is():
+    with open("/proc/self/cgroup") as f:
+        before = f.read()
+    with cpu_child(None, "client") as place:
+        place(os.getpid())
+    with open("/proc/self/cgroup") as f:
+        assert f.read() == before
 
 
 @needs_cpu_hierarchy
