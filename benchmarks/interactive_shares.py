@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from benchmarks.percentile import percentile
 from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import closes_turned_down, log_lines
-from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority
+from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority, stay
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
@@ -128,10 +128,6 @@ def write_files(hdfs: HdfsCluster, args) -> set[str]:
     return block_files(hdfs) - before
 
 
-def stay(pid: int) -> None:
-    """Leave the process in the cpu group it started in (the benchmark's)."""
-
-
 def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str,
                     place: Callable[[int], None] = stay) -> list[float]:
     """alice's transfer times (s) of FILES (read, or written with `size_mb` MiB), `gap` s idle between them;
@@ -168,10 +164,11 @@ def add_client_cpu_option(parser: argparse.ArgumentParser) -> None:
 
 @contextlib.contextmanager
 def client_placement(cpu_group: str | None, choice: str) -> Iterator[dict[str, Callable[[int], None]]]:
-    """Where each user's client runs (--client-cpu): yields user -> `place(pid)` for the users given a group."""
+    """Where each user's client runs (--client-cpu): yields user -> `place(pid)` for alice and bob."""
+    given = CLIENT_CPU[choice]
     with contextlib.ExitStack() as groups:
-        yield {user: groups.enter_context(cpu_child(cpu_group, f"{user}-client", shares))
-               for user, shares in CLIENT_CPU[choice].items()}
+        yield {user.name: groups.enter_context(cpu_child(cpu_group, f"{user.name}-client", given[user.name]))
+               if user.name in given else stay for user in (ALICE, BOB)}
 
 
 def datanode_users(hdfs: HdfsCluster) -> dict:
@@ -238,14 +235,14 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
     with governed(hdfs, name, policy, args.backend, int(args.disk_mbps * MB), args.bfq) as cluster, \
             CpuSpan(cluster_roles(cluster)) as cpu:
         for phase in PHASES:
-            busy = (bob_busy(hdfs, args.direction, bob_blocks, delivered, placement.get(BOB.name, stay))
+            busy = (bob_busy(hdfs, args.direction, bob_blocks, delivered, placement[BOB.name])
                     if phase == "beside bob" else contextlib.nullcontext())
             with busy:
                 for size in args.sizes:
                     files = alice_files(policy, phase, size, args.rounds + 1)
                     waited = alice_waited_ns(hdfs, args.direction)
                     times = alice_transfers(hdfs, files, size, args.gap, args.direction,
-                                            placement.get(ALICE.name, stay))
+                                            placement[ALICE.name])
                     waited = (alice_waited_ns(hdfs, args.direction) - waited) / len(files)
                     results[(phase, size)] = times
                     if args.direction == "write":

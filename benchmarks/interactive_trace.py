@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, WRITE_SITE, add_client_cpu_option,
-                                          alice_transfer_records, bob_busy, client_placement, governed, key_values,
-                                          stay)
+                                          alice_transfer_records, bob_busy, client_placement, governed, key_values)
 from benchmarks.kernel_waits import KernelWaits
 from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
@@ -103,7 +102,7 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     device = str(hdfs.datanodes[0].device_number) if args.direction == "write" else None
     blocks = BlockTrace(unique_name("itrace-blocks"), hdfs.datanodes[0].device_number) if args.block_trace else None
     with governed(hdfs, name, policy, "datanode-throttle", int(args.configured_mbps * MB), {}), \
-            bob_busy(hdfs, args.direction, bob_blocks, bob_alone, placement.get(BOB.name, stay)), \
+            bob_busy(hdfs, args.direction, bob_blocks, bob_alone, placement[BOB.name]), \
             blocks or contextlib.nullcontext():
         stop = threading.Event()
         sampler = threading.Thread(target=sample_until, args=(channel, stop, samples, args.direction, device),
@@ -112,7 +111,7 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
         try:
             with KernelWaits(hdfs.datanodes[0].pid) if args.kernel_waits else contextlib.nullcontext() as waits:
                 transfers = alice_transfer_records(hdfs, files, args.size, args.gap, args.direction,
-                                                   placement.get(ALICE.name, stay))
+                                                   placement[ALICE.name])
         finally:
             stop.set()
             sampler.join()

@@ -27,6 +27,10 @@ MAX_SHARES = 262_144  # the kernel's MAX_SHARES (1 << 18); a nice-0 task or auto
 MIN_SHARES = 2        # the kernel's MIN_SHARES
 
 
+def stay(pid: int) -> None:
+    """A `place` that leaves the process in the group it started in."""
+
+
 def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
@@ -55,7 +59,7 @@ def cpu_child(parent: str | None, name: str, shares: int = MAX_SHARES) -> Iterat
     group with MAX_SHARES runs ahead of them, one with MIN_SHARES on what they leave. Its processes go
     back to PARENT at the end. PARENT None (no cpu hierarchy): `place` does nothing."""
     if parent is None:
-        yield lambda pid: None
+        yield stay
         return
     group = os.path.join(parent, name)
     os.mkdir(group)
