@@ -1,0 +1,22 @@
+"""benchmarks.interactive_shares --passes: the order policies run in, and how a policy's passes pool."""
+
+from benchmarks.interactive_shares import alice_files, pass_order, pooled
+
+
+def test_each_pass_runs_the_policies_in_the_reverse_order_of_the_one_before():
+    assert pass_order(["static", "wc-weights"], 1) == [(0, "static"), (0, "wc-weights")]
+    assert pass_order(["static", "wc-weights"], 3) == [(0, "static"), (0, "wc-weights"), (1, "wc-weights"),
+                                                       (1, "static"), (2, "static"), (2, "wc-weights")]
+
+
+def test_a_policys_passes_pool_their_transfers_and_average_bobs_rate():
+    first = {("alone", 1): [0.1, 0.2], ("turned down", "alone", 1): [0, 1], "delivered": 50.0, "control_cpu": "a"}
+    second = {("alone", 1): [0.3], ("turned down", "alone", 1): [2], "delivered": 54.0, "control_cpu": "b"}
+    assert pooled([first, second]) == {("alone", 1): [0.1, 0.2, 0.3], ("turned down", "alone", 1): [0, 1, 2],
+                                       "delivered": 52.0, "control_cpu": "a / b"}
+
+
+def test_every_pass_writes_or_reads_files_of_its_own_and_a_single_pass_keeps_the_old_names():
+    assert alice_files("static", "beside bob", 4, 2) == ["/alice/static-beside-bob-4-0.bin",
+                                                         "/alice/static-beside-bob-4-1.bin"]
+    assert set(alice_files("static", "alone", 1, 3, 1)).isdisjoint(alice_files("static", "alone", 1, 3, 0))
