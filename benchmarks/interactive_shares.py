@@ -363,7 +363,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.direction == "write":   # shown in the report with the --hdfs-site given, which overrides it
         args.hdfs_site = {**WRITE_SITE, **args.hdfs_site}
     site = {"dfs.block.access.token.enable": "true", **args.hdfs_site}
-    results = {}
     alice_mb = args.passes * len(args.policies) * len(PHASES) * (args.rounds + 1) * sum(args.sizes)
     with cpu_priority(unique_name("inter-cpu")) as cpu_group, \
             client_placement(cpu_group, args.client_cpu) as placement, \

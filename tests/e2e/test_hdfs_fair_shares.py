@@ -149,8 +149,10 @@ def lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: Loc
     """Both run: 1:2 (within SPLIT_TOLERANCE); bob stops: alice has 90 % of every DataNode (what it
     moved for both) within LEND_SECONDS; bob starts again: from his first bytes, 90 % of his weighted
     share within RECLAIM_SECONDS. Up to LEND_CYCLES times, until a cycle holds all three."""
+    rates = None
     for cycle in range(1, LEND_CYCLES + 1):
-        missed = one_lend_and_reclaim(cluster, shares, alice, bob, stop_bob, start_bob, f"{what}, cycle {cycle}")
+        missed, rates = one_lend_and_reclaim(cluster, shares, alice, bob, stop_bob, start_bob,
+                                             f"{what}, cycle {cycle}", rates)
         if missed is None:
             return
         print(missed)
@@ -158,9 +160,11 @@ def lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: Loc
 
 
 def one_lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob: LocalUser, stop_bob, start_bob,
-                         what: str) -> str | None:
-    """One cycle of lend_and_reclaim, which ends with both running: what it missed, or None."""
-    rates = assert_split(shares, alice, bob, f"{what}: both running")
+                         what: str, rates: dict | None = None) -> tuple[str | None, dict]:
+    """One cycle of lend_and_reclaim, which ends with both running: what it missed (or None), and the
+    rates of the split it ended on. RATES: that split of the cycle before, which this one starts from."""
+    if rates is None:
+        rates = assert_split(shares, alice, bob, f"{what}: both running")
     # The whole node, as it delivers (on a loaded host its CPUs may give less than the configured BW).
     node = min(sum(v for (dn, _), v in rates.items() if dn == node_id) for node_id in shares.channels)
     stop_bob()
@@ -180,8 +184,7 @@ def one_lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob:
         missed = f"{what}: bob not back to 90% of {share / MB:.1f} MB/s within {RECLAIM_SECONDS} s: {rates}"
     # Back at 1:2 (with the coordinator running, its weights settle again here: a stop right after a
     # change would freeze weights it was still moving).
-    assert_split(shares, alice, bob, f"{what}: after the reclaim")
-    return missed
+    return missed, assert_split(shares, alice, bob, f"{what}: after the reclaim")
 
 
 def test_the_datanode_scheduler_lends_and_reclaims_reads_at_once_with_and_without_the_coordinator(dn_users):
