@@ -29,7 +29,7 @@ from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
 from testbed.names import unique_name
 from testbed.process_cpu import cpu_seconds
-from testbed.prometheus_server import free_port
+from testbed.ports import free_port
 
 MB = 1_000_000
 FIRST_UID = 71_000

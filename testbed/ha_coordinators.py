@@ -22,7 +22,7 @@ import yaml
 from testbed.lifecycle import StartedService
 from testbed.local_cluster import LocalCluster
 from testbed.processes import stop_process
-from testbed.zookeeper_ensemble import free_port
+from testbed.ports import free_port
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 

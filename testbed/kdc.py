@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from testbed.ports import free_port
 from testbed.processes import stop_process, stop_processes
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
@@ -51,12 +52,6 @@ def missing_tools() -> list[str]:
 class Owner:
     uid: int
     gid: int
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class MitKdc:
@@ -161,7 +156,7 @@ class MitKdc:
             raise NotFound(f"no {', '.join(missing)}; run scripts/setup.d/hdfs.sh "
                            "(krb5-kdc, krb5-admin-server, krb5-user)")
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         self._write_confs()
         # The master key only guards this throwaway database; it is stashed, never typed.
         self._run(["kdb5_util", "-r", self.realm, "create", "-s", "-P", secrets.token_hex(16)], "kdb5_util create")

@@ -12,7 +12,6 @@ on exit. Queried through its HTTP API.
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,16 +21,11 @@ import urllib.request
 import yaml
 
 from testbed.lifecycle import StartedService
+from testbed.ports import free_port
 from testbed.processes import stop_process
 
 WHY_NO_PROMETHEUS = (None if shutil.which("prometheus") else
                      "needs the prometheus server (Debian's prometheus package; scripts/setup.d/prometheus.sh)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _duration(seconds: float) -> str:

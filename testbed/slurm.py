@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from testbed.lifecycle import StartedService
+from testbed.ports import free_port
 from testbed.processes import stop_process
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -27,12 +28,6 @@ DEBIAN_PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 def missing_programs() -> list[str]:
     """The Slurm and munge programs this host lacks (install DEBIAN_PACKAGES)."""
     return [p for p in (*DAEMONS, "sbatch", "scontrol", "squeue", "runuser") if not shutil.which(p)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from testbed.lifecycle import StartedService
+from testbed.ports import free_port
 from testbed.processes import stop_process
 
 ZOOKEEPER_JAR = "/usr/share/java/zookeeper.jar"   # its manifest names the jars it needs
@@ -30,12 +31,6 @@ NETTY_JARS = ("/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver
 WHY_NO_ZOOKEEPER = (None if os.path.exists(ZOOKEEPER_JAR) and shutil.which("java") else
                     "needs ZooKeeper and Java (Debian's zookeeper package; scripts/setup.d/zookeeper.sh)")
 TICK_MS = 500   # sessions may then be as short as 2 ticks (1 s) and at most 20 ticks (10 s)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def four_letter_word(port: int, word: str, timeout: float = 2.0) -> str:

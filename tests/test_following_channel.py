@@ -3,13 +3,13 @@ an unreachable address is skipped, a stream's failure moves the channel; one add
 channel. Real gRPC servers on loopback stand in for a leader and a standby (only their answers
 matter here; the coordinator's own standby mode is tested in tests/coordinator/test_ha.py)."""
 
-import socket
 import time
 from concurrent import futures
 
 import grpc
 import pytest
 
+from testbed.ports import free_port
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 from vnode_sync.wire.leader import LEADER_KEY, FollowingChannel, dial, split_addresses
@@ -58,9 +58,7 @@ def servers():
 
 
 def _unused_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 def test_addresses_are_split_once_each():

@@ -2,7 +2,6 @@
 real cgroups) re-applies within 5 s of the coordinator answering again. Prints the heal times."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import yaml
 
 from tests.conftest import COORDINATOR_CONFIG, needs_kernel, unique_name
 from testbed.loopdev import loop_device
+from testbed.ports import free_port
 from testbed.processes import start_coordinator, stop_process
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups
@@ -19,12 +19,6 @@ from vnode_sync.kernel.backend import HostCgroups
 AGENTS = 3
 OUTAGE_SECONDS = 60
 HEAL_LIMIT_SECONDS = 5.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _limit(path: str) -> list[str]:
@@ -48,7 +42,7 @@ def _wait(condition, seconds: float) -> bool:
 @needs_kernel
 def test_every_agent_reapplies_within_5_s_after_a_60_s_coordinator_outage(tmp_path):
     name = unique_name("heal")
-    port = _free_port()
+    port = free_port()
     with loop_device(name) as (device, _):
         nodes = [f"n{i}" for i in range(AGENTS)]
         state = str(tmp_path / "state.sqlite")

@@ -21,6 +21,7 @@ from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
 from testbed import early_writeback
 from testbed.leftovers import holder_is_live
 from testbed.paced_disk import DiskModel, PacedDisk
+from testbed.ports import free_ports
 from testbed.processes import stop_process, stop_processes
 from testbed.sizes import parse_size
 from testbed import kdc
@@ -48,19 +49,6 @@ def default_workdir(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise InvalidArgument(f"cluster name {name!r} must be letters, digits, '.', '_' or '-'")
     return os.path.join(tempfile.gettempdir(), f"{WORKDIR_PREFIX}.{name}")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _user_ids(as_uid: int | None, hdfs_user: str | None) -> tuple[int | None, int | None, str | None]:
@@ -236,7 +224,7 @@ class HdfsCluster:
         return core, hdfs
 
     def _prepare_disks(self) -> None:
-        ports = _free_ports(2 + 3 * self.datanode_count)
+        ports = free_ports(2 + 3 * self.datanode_count)
         nn_dir = os.path.join(self.workdir, "namenode")
         os.makedirs(nn_dir)
         self.namenode = NameNode(ports[0], ports[1], os.path.join(nn_dir, "name"),

@@ -85,5 +85,5 @@ def write_batch_config(path, coordinator: str, tmp_path, **extra) -> str:
 @pytest.fixture
 def dead_address():
     """A loopback port nobody listens on: connections are refused at once."""
-    from testbed.slurm import free_port
+    from testbed.ports import free_port
     return f"127.0.0.1:{free_port()}"

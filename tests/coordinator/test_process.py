@@ -94,7 +94,7 @@ def test_a_second_coordinator_on_the_same_address_refuses_in_one_line(tmp_path):
                             "the coordinator refuses to serve plaintext otherwise"),
 ])
 def test_a_bad_config_is_one_line_exit_2_and_nothing_is_started(tmp_path, content, message):
-    from testbed.slurm import free_port
+    from testbed.ports import free_port
     port = free_port()
     state = tmp_path / "state.sqlite"
     config = tmp_path / "coordinator.yaml"

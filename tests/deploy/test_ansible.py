@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from vnode_sync.kernel.backend import HostCgroups
-from testbed.slurm import free_port
+from testbed.ports import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_DIR = os.path.join(REPO, "deploy", "ansible")

@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import needs_kernel, unique_name
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
-from testbed.prometheus_server import WHY_NO_PROMETHEUS, PrometheusServer, free_port
+from testbed.ports import free_port
+from testbed.prometheus_server import WHY_NO_PROMETHEUS, PrometheusServer
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.types import parse_io_service_bytes
 
