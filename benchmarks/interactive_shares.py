@@ -55,12 +55,13 @@ from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.loopdev import queue_settings
+from testbed.loopdev import check_ext4_options, queue_settings
 from testbed.names import unique_name
 from testbed.process_cpu import CpuSpan, cluster_roles
 from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, block_files
 from vnode_sync.datanode.channel import ThrottleChannel
+from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.disk_queue import QueueSetting
 
@@ -74,6 +75,7 @@ ALICE, BOB = LocalUser("alice", 64_731, 8), LocalUser("bob", 64_732, 4)
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 BOB_FILE_MB = 1024
 BOB_WRITE_FILES = 4
+WARM_UP_FRACTION = 0.8
 PHASES = ("alone", "beside bob")
 # --client-cpu: the users whose client runs in a cpu group of its own inside the benchmark's, with its cpu.shares.
 CLIENT_CPU = {"shared": {}, "alice-first": {ALICE.name: MAX_SHARES}, "bob-last": {BOB.name: MIN_SHARES}}
@@ -108,6 +110,21 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
         yield cluster
 
 
+def ext4_option_list(text: str) -> tuple[str, ...]:
+    """--ext4-options: "nodelalloc,commit=30" -> ("nodelalloc", "commit=30")."""
+    options = tuple(option for option in text.split(",") if option)
+    try:
+        check_ext4_options(options)
+    except InvalidArgument as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+    return options
+
+
+def add_ext4_options_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ext4-options", type=ext4_option_list, default=(),
+                        help="mount options of the DataNode's ext4 besides noatime, e.g. nodelalloc")
+
+
 def key_values(text: str) -> dict[str, str]:
     """'k=v,k2=v2' from the command line."""
     return dict(item.split("=", 1) for item in text.split(",") if item)
@@ -135,6 +152,31 @@ def write_files(hdfs: HdfsCluster, args) -> set[str]:
     before = block_files(hdfs)
     hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
     return block_files(hdfs) - before
+
+
+def warm_up_disk(hdfs: HdfsCluster, fraction: float = WARM_UP_FRACTION, timeout: float = 120) -> float:
+    """Write one file over FRACTION of the DataNode's free space at its full speed, then delete it and
+    wait until the space is back; returns the MB/s it was written at.
+
+    So no measured pass is the first to allocate across the fresh ext4 (every block group's
+    bitmap read, its allocator state built): a DataNode disk in service is not freshly made, and
+    otherwise the first pass with a fast bulk writer pays for it, whichever policy runs it."""
+    mountpoint = hdfs.datanodes[0].mountpoint
+
+    def free_bytes() -> int:
+        stat = os.statvfs(mountpoint)
+        return stat.f_bavail * stat.f_frsize
+
+    before = free_bytes()
+    written = hdfs.write_file("/warm-up.bin", int(before * fraction) // MiB * MiB, as_uid=BOB.uid,
+                              hdfs_user=BOB.name)
+    hdfs.shell("-rm", "-skipTrash", "/warm-up.bin")
+    deadline = time.monotonic() + timeout
+    while free_bytes() < 0.98 * before:   # the NameNode has the DataNode delete its blocks at a heartbeat
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the warm-up file's blocks were not deleted within {timeout:.0f} s")
+        time.sleep(0.5)
+    return written.bytes_per_second / MB
 
 
 def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str,
@@ -287,6 +329,9 @@ def report(results: dict[str, dict], args) -> None:
                     for label, given in (("BFQ", args.bfq), ("hdfs-site", args.hdfs_site), ("disk queue", args.queue))
                     if given)
           + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else "")
+          + ("; the DataNode's disk warmed up (most of its free space written and deleted before the first pass)"
+             if args.warm_up else "")
+          + (f"; the DataNode's ext4 mounted {','.join(('noatime', *args.ext4_options))}" if args.ext4_options else "")
           + (f"; clients' CPU {args.client_cpu}" if args.client_cpu != "shared" else "")
           + (f"; {args.passes} passes, in the order {', '.join(policy for _, policy in pass_order(args.policies, args.passes))}"
              if args.passes > 1 else ""))
@@ -340,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the DataNode disk's block queue settings for every policy, e.g. max_sectors_kb=256 "
                              "(put back as they were at the end)")
     add_client_cpu_option(parser)
+    add_ext4_options_option(parser)
+    parser.add_argument("--warm-up", action="store_true",
+                        help="before the first pass, write a file over most of the DataNode's free space and "
+                             "delete it, so no pass is the first to allocate across the fresh file system")
     parser.add_argument("--passes", type=int, default=1, choices=range(1, 9), metavar="1..8",
                         help="run the policies this many times, each pass in the reverse order of the one before, "
                              "and pool each policy's transfers (default 1)")
@@ -368,8 +417,12 @@ def main(argv: list[str] | None = None) -> int:
             client_placement(cpu_group, args.client_cpu) as placement, \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)), disk=disk,
                         disk_read_mbps=args.disk_mbps, hdfs_site=site, datanode_throttle=jar,
-                        native=args.native) as hdfs:
+                        native=args.native, ext4_options=args.ext4_options) as hdfs:
         bob_blocks = write_files(hdfs, args)
+        if args.warm_up:
+            warm_up_mbps = warm_up_disk(hdfs)
+            print(f"[{time.monotonic() - started:.0f} s] warm-up file written at {warm_up_mbps:.1f} MB/s and deleted",
+                  flush=True)
         hdfs.evict_page_cache()
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, WRITE_SITE, add_client_cpu_option,
-                                          alice_transfer_records, bob_busy, client_placement, governed, key_values)
-from benchmarks.kernel_waits import KernelWaits
+                                          add_ext4_options_option, alice_transfer_records, bob_busy, client_placement, governed, key_values)
+from benchmarks.kernel_waits import SAMPLE_SECONDS as KERNEL_SAMPLE_SECONDS, KernelWaits
 from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
 from testbed.loopdev import queue_settings
@@ -59,6 +59,7 @@ class Sample:
     bob_mbps: float
     disk_busy: float
     dirty_mb: float | None = None   # the device's dirty and writeback page cache (writes only)
+    alice_wait_ms: float = 0.0      # what her packets waited in the DataNode's scheduler in this sample
 
 
 def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sample], direction: str,
@@ -68,12 +69,14 @@ def sample_until(channel: ThrottleChannel, stop: threading.Event, into: list[Sam
         stats, now = channel.stats(), time.monotonic()
         users = stats.users
         moved = (now, *(getattr(users[name], f"{direction}_bytes") if name in users else 0
-                        for name in (ALICE.name, BOB.name)))
+                        for name in (ALICE.name, BOB.name)),
+                 getattr(users[ALICE.name], f"{direction}_wait_ns") if ALICE.name in users else 0)
         if last is not None:
             seconds = moved[0] - last[0]
             into.append(Sample(now - began, stats.node.get(f"{direction}_rate_bps", 0) / MB,
                                (moved[1] - last[1]) / seconds / MB, (moved[2] - last[2]) / seconds / MB,
-                               stats.node.get("disk_busy", 0), dirty_mb(device_number) if device_number else None))
+                               stats.node.get("disk_busy", 0), dirty_mb(device_number) if device_number else None,
+                               (moved[3] - last[3]) / 1e6))
         last = moved
         time.sleep(SAMPLE_SECONDS)
 
@@ -133,17 +136,23 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, files: list[str], args
     if waits is not None:
         print("  the DataNode's transfer threads (DataXceiver) over alice's transfers, bob's writer among them:\n    "
               + waits.summary().replace("\n", "\n    "))
+        print("  the ten short-lived threads seen longest (alice's slowest transfers), in samples every "
+              f"{KERNEL_SAMPLE_SECONDS * 1000:.0f} ms:\n    " + waits.longest_short_lived(10).replace("\n", "\n    "))
     print(f"  each transfer's first {START_SAMPLES * SAMPLE_SECONDS:.1f} s: alice {mean([s.alice_mbps for s in start]):.1f} "
           f"MB/s, bob {mean([s.bob_mbps for s in start]):.1f}; after: alice {mean([s.alice_mbps for s in rest]):.1f}, "
           f"bob {mean([s.bob_mbps for s in rest]):.1f} ({len(runs)} transfers seen)")
-    print(f"  trace (s, R, alice, bob MB/s, disk busy{', dirty MB' if device else ''}), alice's transfers and "
-          f"0.2 s either side:")
+    print("  her packets' waits in the DataNode's scheduler, transfer by transfer as the samples saw them "
+          "(ms; the first is her client's cold start): " + " ".join(f"{sum(s.alice_wait_ms for s in run):.0f}"
+                                                                    for run in runs))
+    print(f"  trace (s, R, alice, bob MB/s, disk busy{', dirty MB' if device else ''}, her scheduler waits), "
+          f"alice's transfers and 0.2 s either side:")
     near = {i for i, s in enumerate(samples) if s.alice_mbps > MOVING_MBPS}
     shown = sorted({j for i in near for j in range(i - 2, i + 3) if 0 <= j < len(samples)})
     for i in shown:
         s = samples[i]
         print(f"    {s.seconds:5.1f}  R {s.rate_mbps:5.1f}  alice {s.alice_mbps:5.1f}  bob {s.bob_mbps:5.1f}  "
-              f"disk {s.disk_busy:.2f}" + (f"  dirty {s.dirty_mb:5.1f}" if s.dirty_mb is not None else ""))
+              f"disk {s.disk_busy:.2f}" + (f"  dirty {s.dirty_mb:5.1f}" if s.dirty_mb is not None else "")
+              + f"  alice waited {s.alice_wait_ms:.1f} ms")
 
 
 def describe_spans(spans: list[TransferSpan]) -> str:
@@ -185,14 +194,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="record the data disk's requests (tracefs) and print where alice's met bob's")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help=f"comma-separated, in the order run (default: {','.join(POLICIES)})")
     add_client_cpu_option(parser)
+    add_ext4_options_option(parser)
     args = parser.parse_args(argv)
+    policies = [p for p in args.policies.split(",") if p]
     args.configured_mbps = args.configured_mbps or args.disk_mbps
     if os.geteuid() != 0:
         print("interactive_trace: needs root (loop devices, FUSE, cgroups)", file=sys.stderr)
         return 2
     if args.size < 1 or args.transfers < 1 or args.gap < 0:
         print("interactive_trace: --size and --transfers must be >= 1, --gap >= 0", file=sys.stderr)
+        return 2
+    if not policies or set(policies) - set(POLICIES):
+        print(f"interactive_trace: --policies takes {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     name = unique_name("itrace")
@@ -204,15 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     writes = args.direction == "write"
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
-          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}", flush=True)
-    alice_mb = len(POLICIES) * (args.transfers + 1) * args.size
+          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}; ext4 "
+          f"{','.join(('noatime', *args.ext4_options))}", flush=True)
+    alice_mb = len(policies) * (args.transfers + 1) * args.size
     with cpu_priority(unique_name("itrace-cpu")) as cpu_group, \
             client_placement(cpu_group, args.client_cpu) as placement, \
             debugfs() if writes else contextlib.nullcontext(), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)),
                         disk="paced-rw" if writes else "paced", disk_read_mbps=args.disk_mbps, hdfs_site=site,
-                        datanode_throttle=datanode_throttle_jar()) as hdfs:
-        files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in POLICIES}
+                        datanode_throttle=datanode_throttle_jar(), ext4_options=args.ext4_options) as hdfs:
+        files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in policies}
         for path in (p for paths in files.values() for p in paths if not writes):
             hdfs.write_file(path, args.size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
         before = block_files(hdfs)
@@ -220,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         bob_blocks = block_files(hdfs) - before
         hdfs.evict_page_cache()
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
-            for policy in POLICIES:
+            for policy in policies:
                 run_policy(hdfs, name, policy, files[policy], args, bob_blocks, placement)
         if args.keep_logs:
             keep_logs(hdfs, args.keep_logs)

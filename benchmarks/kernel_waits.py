@@ -26,6 +26,7 @@ class ThreadWaits:
     last: float
     samples: int = 0
     sleeps: collections.Counter = field(default_factory=collections.Counter)   # wchan -> samples in D
+    states: collections.Counter = field(default_factory=collections.Counter)   # R (on or waiting for a core), S, D
 
 
 class KernelWaits:
@@ -71,6 +72,7 @@ class KernelWaits:
                 waits = self.threads.setdefault(int(tid), ThreadWaits(now, now))
                 waits.last = now
                 waits.samples += 1
+                waits.states[state] += 1
                 if wchan:
                     waits.sleeps[wchan] += 1
 
@@ -86,4 +88,17 @@ class KernelWaits:
             sleeps = sum((w.sleeps for w in chosen), collections.Counter())
             asleep = ", ".join(f"{name} {100 * n / samples:.0f}%" for name, n in sleeps.most_common(4)) or "none"
             lines.append(f"{kind} threads: {len(chosen)}, {samples} samples; asleep in the kernel: {asleep}")
+        return "\n".join(lines)
+
+    def longest_short_lived(self, count: int) -> str:
+        """The COUNT short-lived threads seen longest (the slow transfers'), each with its samples by
+        state (R: running or waiting for a core; S: asleep, e.g. on its socket or parked by the
+        DataNode's scheduler; D: in the kernel, by function)."""
+        short = [w for w in self.threads.values() if w.last - w.first < SHORT_SECONDS]
+        lines = []
+        for w in sorted(short, key=lambda w: w.last - w.first, reverse=True)[:count]:
+            states = " ".join(f"{state} {n}" for state, n in sorted(w.states.items()))
+            asleep = ", ".join(f"{name} {n}" for name, n in w.sleeps.most_common(3))
+            lines.append(f"seen {1000 * (w.last - w.first):.0f} ms, {w.samples} samples: {states}"
+                         + (f" (D in {asleep})" if asleep else ""))
         return "\n".join(lines)

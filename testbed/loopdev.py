@@ -12,13 +12,14 @@ Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(pr
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vnode_sync.errors import KernelError
+from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.devices import device_number, set_scheduler
 from vnode_sync.kernel.disk_queue import QueueSetting
@@ -65,8 +66,10 @@ class LoopDisk:
     mountpoint: str
 
     @classmethod
-    def create(cls, backing_file: str, mountpoint: str, size_mb: int, scheduler: str = "none") -> "LoopDisk":
-        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint`.
+    def create(cls, backing_file: str, mountpoint: str, size_mb: int, scheduler: str = "none",
+               ext4_options: tuple[str, ...] = ()) -> "LoopDisk":
+        """A fresh ext4 file system of `size_mb` on a new loop device, mounted at `mountpoint` (with
+        `ext4_options` besides noatime).
 
         The I/O scheduler is set, not inherited: a loop device keeps the one an earlier user
         chose (BFQ from a weight test idles between cgroups and would skew measurements).
@@ -80,7 +83,7 @@ class LoopDisk:
         try:
             number = device_number(device)
             select_fresh_scheduler(number, scheduler)
-            make_ext4(device, mountpoint)
+            make_ext4(device, mountpoint, ext4_options)
         except BaseException:
             detach(device)
             raise
@@ -95,10 +98,10 @@ class LoopDisk:
             os.unlink(self.backing_file)
 
 
-def make_ext4(device: str, mountpoint: str) -> None:
+def make_ext4(device: str, mountpoint: str, options: tuple[str, ...] = ()) -> None:
     """A fresh ext4 on `device`, mounted at `mountpoint` (made if missing)."""
     format_ext4(device)
-    mount_ext4(device, mountpoint)
+    mount_ext4(device, mountpoint, options)
 
 
 def format_ext4(target: str) -> None:
@@ -107,9 +110,22 @@ def format_ext4(target: str) -> None:
     _run("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", target)
 
 
-def mount_ext4(device: str, mountpoint: str) -> None:
+EXT4_OPTION = re.compile(r"[a-z_]+(=[a-z0-9_]+)?")
+
+
+def check_ext4_options(options: tuple[str, ...]) -> None:
+    """Each a plain ext4 option ("nodelalloc", "commit=30"): nothing mount would read as two."""
+    for option in options:
+        if not EXT4_OPTION.fullmatch(option):
+            raise InvalidArgument(f"ext4 mount option {option!r}: expected name or name=value "
+                                  "(lower-case letters, digits, '_')")
+
+
+def mount_ext4(device: str, mountpoint: str, options: tuple[str, ...] = ()) -> None:
+    """Mount with noatime and OPTIONS (check_ext4_options)."""
+    check_ext4_options(options)
     os.makedirs(mountpoint, exist_ok=True)
-    _run("mount", "-t", "ext4", "-o", "noatime", device, mountpoint)
+    _run("mount", "-t", "ext4", "-o", ",".join(("noatime", *options)), device, mountpoint)
 
 
 def unmount(mountpoint: str) -> None:

@@ -122,8 +122,9 @@ class PacedDisk:
 
     @classmethod
     def create(cls, directory: str, mountpoint: str, size_mb: int, model: DiskModel,
-               scheduler: str = "none") -> "PacedDisk":
-        """Image, FUSE server and loop device under `directory`; ext4 mounted at `mountpoint`."""
+               scheduler: str = "none", ext4_options: tuple[str, ...] = ()) -> "PacedDisk":
+        """Image, FUSE server and loop device under `directory`; ext4 mounted at `mountpoint` (with
+        `ext4_options` besides noatime)."""
         model.validate()
         if not os.path.exists("/dev/fuse"):
             raise KernelError("/dev/fuse", "no FUSE on this kernel")
@@ -146,7 +147,7 @@ class PacedDisk:
                 cap_dirty_pages(device, int(model.dirty_mb * MB))
             if model.dirty_mb and model.early_writeback:
                 holder = early_writeback.hold(run_of(directory) or unique_name("paced-disk"))
-            mount_ext4(device, mountpoint)
+            mount_ext4(device, mountpoint, ext4_options)
         except BaseException:
             _take_down(mountpoint, fuse_dir)
             if holder:

@@ -39,7 +39,7 @@ class ZramDisk:
     mountpoint: str
 
     @classmethod
-    def create(cls, marker: str, mountpoint: str, size_mb: int) -> "ZramDisk":
+    def create(cls, marker: str, mountpoint: str, size_mb: int, ext4_options: tuple[str, ...] = ()) -> "ZramDisk":
         if not os.path.isdir(CONTROL):
             raise KernelError(CONTROL, "no zram (modprobe zram)")
         with open(os.path.join(CONTROL, "hot_add")) as f:
@@ -49,7 +49,7 @@ class ZramDisk:
         try:
             with open(_sys(device, "disksize"), "w") as f:
                 f.write(f"{size_mb}M")
-            make_ext4(device, mountpoint)
+            make_ext4(device, mountpoint, ext4_options)
         except BaseException:
             remove_marked(marker)
             raise

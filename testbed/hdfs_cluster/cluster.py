@@ -17,7 +17,7 @@ from dataclasses import asdict
 import psutil
 
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
-from testbed.loopdev import LoopDisk, detach, stale_loops, stale_mounts, unmount
+from testbed.loopdev import LoopDisk, check_ext4_options, detach, stale_loops, stale_mounts, unmount
 from testbed import early_writeback
 from testbed.leftovers import holder_is_live
 from testbed.paced_disk import DiskModel, PacedDisk
@@ -71,7 +71,7 @@ class HdfsCluster:
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
                  hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
-                 native: bool = False):
+                 native: bool = False, ext4_options: tuple[str, ...] = ()):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -88,12 +88,14 @@ class HdfsCluster:
         `short_circuit`: short-circuit local reads on (`dfs.client.read.shortcircuit`, a domain socket
         per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
         they do not otherwise. `native`: load it without short-circuit reads, as production DataNodes
-        do (their read-ahead pool and cache drop-behind need it)."""
+        do (their read-ahead pool and cache drop-behind need it). `ext4_options`: mount options of the
+        DataNodes' ext4 besides noatime (e.g. "nodelalloc")."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
-        self.disk, self.disk_read_mbps = disk, disk_read_mbps
+        check_ext4_options(tuple(ext4_options))
+        self.disk, self.disk_read_mbps, self.ext4_options = disk, disk_read_mbps, tuple(ext4_options)
         self.datanode_throttle = datanode_throttle
         self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
@@ -243,15 +245,18 @@ class HdfsCluster:
 
     def _make_disk(self, dn_dir: str, mountpoint: str) -> LoopDisk | ZramDisk | PacedDisk:
         if self.disk == "zram":
-            return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb)
+            return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb, self.ext4_options)
         if self.disk == "paced":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps))
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps),
+                                    ext4_options=self.ext4_options)
         if self.disk == "paced-rw":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps))
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps),
+                                    ext4_options=self.ext4_options)
         if self.disk == "spindle":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
-                                    scheduler="bfq")
-        return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb)
+                                    scheduler="bfq", ext4_options=self.ext4_options)
+        return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb,
+                               ext4_options=self.ext4_options)
 
     def _write_confs(self) -> None:
         core, hdfs = self._common_site()

@@ -1,6 +1,11 @@
-"""benchmarks.interactive_shares --passes: the order policies run in, and how a policy's passes pool."""
+"""benchmarks.interactive_shares --passes: the order policies run in, and how a policy's passes pool;
+--ext4-options: what it passes to mount."""
 
-from benchmarks.interactive_shares import alice_files, pass_order, pooled
+import argparse
+
+import pytest
+
+from benchmarks.interactive_shares import alice_files, ext4_option_list, pass_order, pooled
 
 
 def test_each_pass_runs_the_policies_in_the_reverse_order_of_the_one_before():
@@ -20,3 +25,9 @@ def test_every_pass_writes_or_reads_files_of_its_own_and_a_single_pass_keeps_the
     assert alice_files("static", "beside bob", 4, 2) == ["/alice/static-beside-bob-4-0.bin",
                                                          "/alice/static-beside-bob-4-1.bin"]
     assert set(alice_files("static", "alone", 1, 3, 1)).isdisjoint(alice_files("static", "alone", 1, 3, 0))
+
+
+def test_ext4_options_are_split_and_anything_mount_would_read_as_more_is_refused():
+    assert ext4_option_list("nodelalloc,commit=30") == ("nodelalloc", "commit=30")
+    with pytest.raises(argparse.ArgumentTypeError, match="ext4 mount option 'ro data'"):
+        ext4_option_list("nodelalloc,ro data")

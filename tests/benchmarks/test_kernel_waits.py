@@ -49,3 +49,17 @@ def test_its_summary_gives_each_kernel_function_its_share_of_the_samples():
     lines = waits.summary().splitlines()
     assert lines[0].endswith("threads: 2, 20 samples; asleep in the kernel: balance_dirty_pages 30%, rq_qos_wait 5%")
     assert lines[1] == "long-lived threads: 1, 100 samples; asleep in the kernel: do_get_write_access 5%"
+
+
+def test_the_longest_short_lived_threads_come_first_with_their_samples_by_state():
+    waits = KernelWaits(pid=0)
+    waits.threads = {
+        1: ThreadWaits(0.0, 0.040, samples=8, states=collections.Counter(R=8)),
+        2: ThreadWaits(0.0, 0.125, samples=21, sleeps=collections.Counter(wait_transaction_locked=15),
+                       states=collections.Counter(D=15, R=3, S=3)),
+        3: ThreadWaits(0.0, 5.0, samples=900, states=collections.Counter(S=900)),   # long-lived: not listed
+    }
+    assert waits.longest_short_lived(5).splitlines() == [
+        "seen 125 ms, 21 samples: D 15 R 3 S 3 (D in wait_transaction_locked 15)",
+        "seen 40 ms, 8 samples: R 8",
+    ]

@@ -17,6 +17,7 @@ from testbed.hdfs_cluster import (MARKER, HadoopRuntime, HdfsCluster, default_wo
 from testbed.hdfs_cluster.cluster import _last_error
 from testbed.loopdev import LoopDisk, stale_loops, stale_mounts
 from testbed.paced_disk import DiskModel, PacedDisk
+from vnode_sync.errors import InvalidArgument
 
 pytestmark = [needs_kernel, pytest.mark.slow]
 
@@ -195,6 +196,13 @@ def test_names_that_are_not_one_path_component_are_refused():
     with pytest.raises(Exception, match="must be letters"):
         default_workdir("../etc")
     assert default_workdir("a.b").startswith(tempfile.gettempdir())
+
+
+def test_an_ext4_mount_option_that_is_not_plain_is_refused_before_anything_is_made(tmp_path):
+    workdir = tmp_path / "cluster"
+    with pytest.raises(InvalidArgument, match="ext4 mount option 'nodelalloc,ro'"):
+        HdfsCluster("opts", workdir=str(workdir), ext4_options=("nodelalloc,ro",))
+    assert not workdir.exists()
 
 
 @needs_java
