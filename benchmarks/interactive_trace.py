@@ -36,6 +36,7 @@ from benchmarks.dirty_pages import debugfs, dirty_mb
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, WRITE_SITE, add_client_cpu_option,
                                           add_ext4_options_option, alice_transfer_records, bob_busy, client_placement, governed, key_values)
 from benchmarks.kernel_waits import SAMPLE_SECONDS as KERNEL_SAMPLE_SECONDS, KernelWaits
+from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
 from testbed.loopdev import queue_settings
@@ -194,21 +195,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="record the data disk's requests (tracefs) and print where alice's met bob's")
     parser.add_argument("--queue", type=key_values, default={},
                         help="the DataNode disk's block queue settings, e.g. read_ahead_kb=512 (put back at the end)")
-    parser.add_argument("--policies", default=",".join(POLICIES),
-                        help=f"comma-separated, in the order run (default: {','.join(POLICIES)})")
+    parser.add_argument("--policies", type=lambda text: policy_list(text, POLICIES), default=list(POLICIES),
+                        help=f"comma-separated, of {', '.join(POLICIES)} (default: both, in that order)")
     add_client_cpu_option(parser)
     add_ext4_options_option(parser)
     args = parser.parse_args(argv)
-    policies = [p for p in args.policies.split(",") if p]
     args.configured_mbps = args.configured_mbps or args.disk_mbps
     if os.geteuid() != 0:
         print("interactive_trace: needs root (loop devices, FUSE, cgroups)", file=sys.stderr)
         return 2
     if args.size < 1 or args.transfers < 1 or args.gap < 0:
         print("interactive_trace: --size and --transfers must be >= 1, --gap >= 0", file=sys.stderr)
-        return 2
-    if not policies or set(policies) - set(POLICIES):
-        print(f"interactive_trace: --policies takes {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     name = unique_name("itrace")
@@ -222,14 +219,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
           f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}; ext4 "
           f"{','.join(('noatime', *args.ext4_options))}", flush=True)
-    alice_mb = len(policies) * (args.transfers + 1) * args.size
+    alice_mb = len(args.policies) * (args.transfers + 1) * args.size
     with cpu_priority(unique_name("itrace-cpu")) as cpu_group, \
             client_placement(cpu_group, args.client_cpu) as placement, \
             debugfs() if writes else contextlib.nullcontext(), \
             HdfsCluster(name, datanodes=1, disk_mb=max(4096, 2 * (alice_mb + BOB_FILE_MB)),
                         disk="paced-rw" if writes else "paced", disk_read_mbps=args.disk_mbps, hdfs_site=site,
                         datanode_throttle=datanode_throttle_jar(), ext4_options=args.ext4_options) as hdfs:
-        files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in policies}
+        files = {policy: [f"/alice/{policy}-{i}.bin" for i in range(args.transfers + 1)] for policy in args.policies}
         for path in (p for paths in files.values() for p in paths if not writes):
             hdfs.write_file(path, args.size * MiB, as_uid=ALICE.uid, hdfs_user=ALICE.name)
         before = block_files(hdfs)
@@ -237,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         bob_blocks = block_files(hdfs) - before
         hdfs.evict_page_cache()
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
-            for policy in policies:
+            for policy in args.policies:
                 run_policy(hdfs, name, policy, files[policy], args, bob_blocks, placement)
         if args.keep_logs:
             keep_logs(hdfs, args.keep_logs)
