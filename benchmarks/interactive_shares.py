@@ -55,7 +55,7 @@ from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.loopdev import check_ext4_options, queue_settings
+from testbed.loopdev import check_ext4_options, ext4_mount_options, queue_settings
 from testbed.names import unique_name
 from testbed.process_cpu import CpuSpan, cluster_roles
 from testbed.processes import exit_once_on_signals
@@ -158,9 +158,9 @@ def warm_up_disk(hdfs: HdfsCluster, fraction: float = WARM_UP_FRACTION, timeout:
     """Write one file over FRACTION of the DataNode's free space at its full speed, then delete it and
     wait until the space is back; returns the MB/s it was written at.
 
-    So no measured pass is the first to allocate across the fresh ext4 (every block group's
-    bitmap read, its allocator state built): a DataNode disk in service is not freshly made, and
-    otherwise the first pass with a fast bulk writer pays for it, whichever policy runs it."""
+    So no measured pass is the first to allocate across the fresh ext4: without it the first pass
+    with a fast bulk writer was slow throughout, whichever policy ran it (presumably block groups
+    used for the first time; not traced), and a DataNode disk in service is not freshly made."""
     mountpoint = hdfs.datanodes[0].mountpoint
 
     def free_bytes() -> int:
@@ -331,7 +331,7 @@ def report(results: dict[str, dict], args) -> None:
           + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else "")
           + ("; the DataNode's disk warmed up (most of its free space written and deleted before the first pass)"
              if args.warm_up else "")
-          + (f"; the DataNode's ext4 mounted {','.join(('noatime', *args.ext4_options))}" if args.ext4_options else "")
+          + (f"; the DataNode's ext4 mounted {ext4_mount_options(args.ext4_options)}" if args.ext4_options else "")
           + (f"; clients' CPU {args.client_cpu}" if args.client_cpu != "shared" else "")
           + (f"; {args.passes} passes, in the order {', '.join(policy for _, policy in pass_order(args.policies, args.passes))}"
              if args.passes > 1 else ""))

@@ -39,7 +39,7 @@ from benchmarks.kernel_waits import SAMPLE_SECONDS as KERNEL_SAMPLE_SECONDS, Ker
 from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import describe, file_writes, log_lines
 from testbed.cpu_priority import cpu_priority
-from testbed.loopdev import queue_settings
+from testbed.loopdev import ext4_mount_options, queue_settings
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
           f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}; ext4 "
-          f"{','.join(('noatime', *args.ext4_options))}", flush=True)
+          f"{ext4_mount_options(args.ext4_options)}", flush=True)
     alice_mb = len(args.policies) * (args.transfers + 1) * args.size
     with cpu_priority(unique_name("itrace-cpu")) as cpu_group, \
             client_placement(cpu_group, args.client_cpu) as placement, \

@@ -121,11 +121,16 @@ def check_ext4_options(options: tuple[str, ...]) -> None:
                                   "(lower-case letters, digits, '_')")
 
 
-def mount_ext4(device: str, mountpoint: str, options: tuple[str, ...] = ()) -> None:
-    """Mount with noatime and OPTIONS (check_ext4_options)."""
+def ext4_mount_options(options: tuple[str, ...] = ()) -> str:
+    """What the testbed's ext4 is mounted with: noatime, then OPTIONS (check_ext4_options)."""
     check_ext4_options(options)
+    return ",".join(("noatime", *options))
+
+
+def mount_ext4(device: str, mountpoint: str, options: tuple[str, ...] = ()) -> None:
+    option_text = ext4_mount_options(options)
     os.makedirs(mountpoint, exist_ok=True)
-    _run("mount", "-t", "ext4", "-o", ",".join(("noatime", *options)), device, mountpoint)
+    _run("mount", "-t", "ext4", "-o", option_text, device, mountpoint)
 
 
 def unmount(mountpoint: str) -> None:
