@@ -4,6 +4,7 @@ weights, and per-packet weights with the coordinator stopped, in one run.
 
     sudo .venv/bin/python -m benchmarks.bulk_shares [--direction write|read] [--disk-mbps 60]
         [--configured-mbps 50] [--file-mb 1500] [--queue nr_requests=4,...] [--trace FILE]
+        [--ext4-options nodelalloc] [--warm-up]
 
 Two DataNodes, each on a paced disk of --disk-mbps (reads and writes: DiskModel.streaming), that
 bandwidth configured (or --configured-mbps), the DataNode-side backend (the Java agent in each
@@ -37,12 +38,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-from benchmarks.interactive_shares import key_values
+from benchmarks.disk_warm_up import HEADER_NOTE as WARM_UP_NOTE, add_warm_up_option, warm_up_disks
+from benchmarks.interactive_shares import add_ext4_options_option, key_values
 from benchmarks.policy_names import policy_list
 from testbed.cpu_priority import cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
-from testbed.loopdev import queue_settings
+from testbed.loopdev import ext4_mount_options, queue_settings
 from testbed.names import unique_name
 from testbed.process_cpu import CpuSpan, cluster_roles, compact
 from testbed.processes import exit_once_on_signals
@@ -284,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="every DataNode disk's block queue settings, e.g. nr_requests=4 (put back at the end)")
     parser.add_argument("--trace", metavar="FILE", help="every 0.5 s, each DataNode's counters and the coordinator's view to FILE (JSON lines); "
                         "the agents' and coordinator's logs to FILE.POLICY-logs/")
+    add_ext4_options_option(parser)
+    add_warm_up_option(parser)
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("bulk_shares: needs root (cgroups, loop devices, FUSE, Unix users)", file=sys.stderr)
@@ -291,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_once_on_signals()   # a kill or Ctrl-C, even twice, still unwinds every `with` and `finally` below
     started = time.monotonic()
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; disk queue "
-          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop devices have it'}", flush=True)
+          f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop devices have it'}"
+          + (f"; ext4 {ext4_mount_options(args.ext4_options)}" if args.ext4_options else "")
+          + (f"; {WARM_UP_NOTE}" if args.warm_up else ""), flush=True)
     bw = int((args.configured_mbps or args.disk_mbps) * MB)
     source_dir = tempfile.mkdtemp(prefix=unique_name("bulk-src") + ".")
     results = {}
@@ -301,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                 HdfsCluster(unique_name("bulk"), datanodes=2, replication=2, disk_mb=8192,
                             disk="paced-rw", disk_read_mbps=args.disk_mbps,
                             hdfs_site={"dfs.block.access.token.enable": "true"},
-                            datanode_throttle=datanode_throttle_jar()) as hdfs, contextlib.ExitStack() as queues:
+                            datanode_throttle=datanode_throttle_jar(), ext4_options=args.ext4_options) as hdfs, \
+                contextlib.ExitStack() as queues:
             for dn in hdfs.datanodes:
                 queues.enter_context(queue_settings(dn.loop_device, args.queue))
             users = {"alice": alice, "bob": bob}
@@ -316,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
                     hdfs.write_file(f"/{user.name}/bulk.bin", args.file_mb * MiB, as_uid=user.uid,
                                     hdfs_user=user.name)
             read_blocks = block_files(hdfs) if args.direction == "read" else set()
+            if args.warm_up:
+                print(f"warm-up file written at {warm_up_disks(hdfs, bob.uid, bob.name):.1f} MB/s and deleted",
+                      flush=True)
             for user in users.values():
                 hdfs.shell("-mkdir", "-p", f"/{user.name}", hdfs_user=user.name)   # -put makes no parent
             for policy in args.policies:

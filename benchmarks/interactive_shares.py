@@ -48,6 +48,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+from benchmarks.bootstrap import CONFIDENCE, DRAWS, p50, p99, ratio_interval
+from benchmarks.disk_warm_up import HEADER_NOTE as WARM_UP_NOTE, add_warm_up_option, warm_up_disks
 from benchmarks.percentile import percentile
 from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import closes_turned_down, log_lines
@@ -75,7 +77,6 @@ ALICE, BOB = LocalUser("alice", 64_731, 8), LocalUser("bob", 64_732, 4)
 REPORT_SECONDS, CONTROL_SECONDS = 0.25, 0.5
 BOB_FILE_MB = 1024
 BOB_WRITE_FILES = 4
-WARM_UP_FRACTION = 0.8
 PHASES = ("alone", "beside bob")
 # --client-cpu: the users whose client runs in a cpu group of its own inside the benchmark's, with its cpu.shares.
 CLIENT_CPU = {"shared": {}, "alice-first": {ALICE.name: MAX_SHARES}, "bob-last": {BOB.name: MIN_SHARES}}
@@ -152,31 +153,6 @@ def write_files(hdfs: HdfsCluster, args) -> set[str]:
     before = block_files(hdfs)
     hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
     return block_files(hdfs) - before
-
-
-def warm_up_disk(hdfs: HdfsCluster, fraction: float = WARM_UP_FRACTION, timeout: float = 120) -> float:
-    """Write one file over FRACTION of the DataNode's free space at its full speed, then delete it and
-    wait until the space is back; returns the MB/s it was written at.
-
-    So no measured pass is the first to allocate across the fresh ext4: without it the first pass
-    with a fast bulk writer was slow throughout, whichever policy ran it (presumably block groups
-    used for the first time; not traced), and a DataNode disk in service is not freshly made."""
-    mountpoint = hdfs.datanodes[0].mountpoint
-
-    def free_bytes() -> int:
-        stat = os.statvfs(mountpoint)
-        return stat.f_bavail * stat.f_frsize
-
-    before = free_bytes()
-    written = hdfs.write_file("/warm-up.bin", int(before * fraction) // MiB * MiB, as_uid=BOB.uid,
-                              hdfs_user=BOB.name)
-    hdfs.shell("-rm", "-skipTrash", "/warm-up.bin")
-    deadline = time.monotonic() + timeout
-    while free_bytes() < 0.98 * before:   # the NameNode has the DataNode delete its blocks at a heartbeat
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the warm-up file's blocks were not deleted within {timeout:.0f} s")
-        time.sleep(0.5)
-    return written.bytes_per_second / MB
 
 
 def alice_transfers(hdfs: HdfsCluster, files: list[str], size_mb: int, gap: float, direction: str,
@@ -329,8 +305,7 @@ def report(results: dict[str, dict], args) -> None:
                     for label, given in (("BFQ", args.bfq), ("hdfs-site", args.hdfs_site), ("disk queue", args.queue))
                     if given)
           + ("; the DataNode loads libhadoop (its read-ahead pool on)" if args.native else "")
-          + ("; the DataNode's disk warmed up (most of its free space written and deleted before the first pass)"
-             if args.warm_up else "")
+          + (f"; {WARM_UP_NOTE}" if args.warm_up else "")
           + (f"; the DataNode's ext4 mounted {ext4_mount_options(args.ext4_options)}" if args.ext4_options else "")
           + (f"; clients' CPU {args.client_cpu}" if args.client_cpu != "shared" else "")
           + (f"; {args.passes} passes, in the order {', '.join(policy for _, policy in pass_order(args.policies, args.passes))}"
@@ -344,13 +319,21 @@ def report(results: dict[str, dict], args) -> None:
     for phase in PHASES:
         for size in args.sizes:
             base = results["static"][(phase, size)]
-            b50, b99 = statistics.median(base), percentile(base, 99)
+            b50, b99 = p50(base), p99(base)
             line = f"{phase:<11} {size:>4} | {b50 * 1000:>8.0f} / {b99 * 1000:>7.0f} |"
             for policy in compared:
                 t = results[policy][(phase, size)]
-                p50, p99 = statistics.median(t), percentile(t, 99)
-                line += f" {p50 * 1000:>10.0f} / {p99 * 1000:>9.0f} {p50 / b50:>6.2f} {p99 / b99:>6.2f} |"
+                t50, t99 = p50(t), p99(t)
+                line += f" {t50 * 1000:>10.0f} / {t99 * 1000:>9.0f} {t50 / b50:>6.2f} {t99 / b99:>6.2f} |"
             print(line)
+    print(f"\nthe ratios' {CONFIDENCE:.0%} intervals, p50 / p99 (each side's transfers drawn again {DRAWS:,} times; "
+          "an interval across the target says the run cannot tell):")
+    for phase in PHASES:
+        for size in args.sizes:
+            base = results["static"][(phase, size)]
+            print(f"  {phase} {size} MiB: " + ", ".join(
+                f"{policy} {ratio_interval(results[policy][(phase, size)], base, p50)} / "
+                f"{ratio_interval(results[policy][(phase, size)], base, p99)}" for policy in compared))
     if args.direction == "write":
         print("\nalice's writes whose completeFile the NameNode turned down at first (the DataNode's report of "
               "the block not in yet; the client retries as hdfs-site above says):")
@@ -386,9 +369,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(put back as they were at the end)")
     add_client_cpu_option(parser)
     add_ext4_options_option(parser)
-    parser.add_argument("--warm-up", action="store_true",
-                        help="before the first pass, write a file over most of the DataNode's free space and "
-                             "delete it, so no pass is the first to allocate across the fresh file system")
+    add_warm_up_option(parser)
     parser.add_argument("--passes", type=int, default=1, choices=range(1, 9), metavar="1..8",
                         help="run the policies this many times, each pass in the reverse order of the one before, "
                              "and pool each policy's transfers (default 1)")
@@ -420,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                         native=args.native, ext4_options=args.ext4_options) as hdfs:
         bob_blocks = write_files(hdfs, args)
         if args.warm_up:
-            warm_up_mbps = warm_up_disk(hdfs)
+            warm_up_mbps = warm_up_disks(hdfs, BOB.uid, BOB.name)
             print(f"[{time.monotonic() - started:.0f} s] warm-up file written at {warm_up_mbps:.1f} MB/s and deleted",
                   flush=True)
         hdfs.evict_page_cache()

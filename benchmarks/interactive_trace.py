@@ -14,6 +14,7 @@ the close at the NameNode). static is the baseline, run first on the same cluste
     .venv/bin/python -m benchmarks.interactive_trace --size 4 --transfers 5
     .venv/bin/python -m benchmarks.interactive_trace --readahead 1048576   # dfs.datanode.readahead.bytes
     .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4 --kernel-waits
+    .venv/bin/python -m benchmarks.interactive_trace --direction write --size 4 --ext4-options nodelalloc --warm-up
     .venv/bin/python -m benchmarks.interactive_trace --direction write --size 1 --transfers 16 --keep-logs /tmp/logs
     .venv/bin/python -m benchmarks.interactive_trace --size 1 --transfers 16 --block-trace   # her requests on the disk
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 from benchmarks.block_trace import BlockTrace, SectorOwners, TransferSpan, transfer_spans
 from benchmarks.dirty_pages import debugfs, dirty_mb
+from benchmarks.disk_warm_up import HEADER_NOTE as WARM_UP_NOTE, add_warm_up_option, warm_up_disks
 from benchmarks.interactive_shares import (ALICE, BOB, BOB_FILE_MB, MB, MiB, WRITE_SITE, add_client_cpu_option,
                                           add_ext4_options_option, alice_transfer_records, bob_busy, client_placement, governed, key_values)
 from benchmarks.kernel_waits import SAMPLE_SECONDS as KERNEL_SAMPLE_SECONDS, KernelWaits
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(POLICIES)} (default: both, in that order)")
     add_client_cpu_option(parser)
     add_ext4_options_option(parser)
+    add_warm_up_option(parser)
     args = parser.parse_args(argv)
     args.configured_mbps = args.configured_mbps or args.disk_mbps
     if os.geteuid() != 0:
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average at start: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; readahead "
           f"{args.readahead if args.readahead is not None else 'Hadoop default (4 MiB)'}; disk queue "
           f"{', '.join(f'{k}={v}' for k, v in args.queue.items()) or 'as the loop device has it'}; ext4 "
-          f"{ext4_mount_options(args.ext4_options)}", flush=True)
+          f"{ext4_mount_options(args.ext4_options)}" + (f"; {WARM_UP_NOTE}" if args.warm_up else ""), flush=True)
     alice_mb = len(args.policies) * (args.transfers + 1) * args.size
     with cpu_priority(unique_name("itrace-cpu")) as cpu_group, \
             client_placement(cpu_group, args.client_cpu) as placement, \
@@ -232,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         before = block_files(hdfs)
         hdfs.write_file("/bob/big.bin", BOB_FILE_MB * MiB, as_uid=BOB.uid, hdfs_user=BOB.name)
         bob_blocks = block_files(hdfs) - before
+        if args.warm_up:
+            print(f"warm-up file written at {warm_up_disks(hdfs, BOB.uid, BOB.name):.1f} MB/s and deleted", flush=True)
         hdfs.evict_page_cache()
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             for policy in args.policies:

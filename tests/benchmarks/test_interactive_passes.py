@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from benchmarks.interactive_shares import alice_files, ext4_option_list, pass_order, pooled
+from benchmarks.interactive_shares import alice_files, ext4_option_list, pass_order, pooled, report
 
 
 def test_each_pass_runs_the_policies_in_the_reverse_order_of_the_one_before():
@@ -31,3 +31,19 @@ def test_ext4_options_are_split_and_anything_mount_would_read_as_more_is_refused
     assert ext4_option_list("nodelalloc,commit=30") == ("nodelalloc", "commit=30")
     with pytest.raises(argparse.ArgumentTypeError, match="ext4 mount option 'ro data'"):
         ext4_option_list("nodelalloc,ro data")
+
+
+def test_the_report_prints_each_cells_ratios_and_their_intervals(capsys):
+    args = argparse.Namespace(disk_mbps=60.0, direction="read", sizes=[1], rounds=3, passes=1, gap=1.5,
+                              backend="datanode-throttle", bfq={}, hdfs_site={}, queue={}, native=False,
+                              warm_up=True, ext4_options=("nodelalloc",), client_cpu="shared",
+                              policies=["static", "wc-weights"])
+    cells = {("alone", 1): [0.02, 0.02, 0.02], ("beside bob", 1): [0.04, 0.04, 0.04]}
+    results = {"static": {**cells, "delivered": 55e6, "control_cpu": "-"},
+               "wc-weights": {("alone", 1): [0.02, 0.02, 0.02], ("beside bob", 1): [0.05, 0.05, 0.05],
+                              "delivered": 56e6, "control_cpu": "-"}}
+    report(results, args)
+    printed = capsys.readouterr().out
+    assert "disks warmed up" in printed and "nodelalloc" in printed
+    assert "beside bob     1 |       40 /      40 |         50 /        50   1.25   1.25 |" in printed
+    assert "beside bob 1 MiB: wc-weights 1.25-1.25 / 1.25-1.25" in printed

@@ -1,0 +1,50 @@
+"""How far a ratio of two measured percentiles could move by chance: a percentile bootstrap.
+
+A benchmark cell compares one policy's transfer times with the baseline's from the same run, e.g.
+p50 1.03x of static caps. Whether 1.03 says "slower" or "the same, measured twice" depends on how
+much either side's percentile moves when its transfers are drawn again. Each draw resamples both
+sides with replacement, as many transfers as were measured, and takes the ratio of their percentiles;
+the interval holds the middle CONFIDENCE of those ratios.
+"""
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from benchmarks.percentile import percentile
+
+DRAWS = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.low:.2f}-{self.high:.2f}"
+
+
+def p50(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def p99(values: Sequence[float]) -> float:
+    return percentile(list(values), 99)
+
+
+def ratio_interval(measured: Sequence[float], baseline: Sequence[float],
+                   statistic: Callable[[Sequence[float]], float], draws: int = DRAWS,
+                   confidence: float = CONFIDENCE, seed: int = 0) -> Interval:
+    """The CONFIDENCE interval of statistic(measured) / statistic(baseline) over DRAWS resamplings."""
+    if not measured or not baseline:
+        raise ValueError("both sides need at least one value")
+    if not 0 < confidence < 1 or draws < 1:
+        raise ValueError(f"confidence={confidence}, draws={draws}: need 0 < confidence < 1 and draws >= 1")
+    draw = random.Random(seed).choices   # seeded: a report printed twice says the same
+    ratios = sorted(statistic(draw(measured, k=len(measured))) / statistic(draw(baseline, k=len(baseline)))
+                    for _ in range(draws))
+    tail = (1 - confidence) / 2
+    return Interval(ratios[int(tail * (draws - 1))], ratios[int(round((1 - tail) * (draws - 1)))])
