@@ -1,0 +1,82 @@
+"""benchmarks.interactive_shares' ratios re-read from its output, each with its bootstrap interval.
+
+Every transfer time is printed on the per-pass lines, so a committed results file can be read again
+for what a run could and could not tell (benchmarks/bootstrap.py). A file may hold several runs: each
+begins at its "load average at start" line and is titled by the "# " line before it, if any.
+
+    .venv/bin/python -m benchmarks.interactive_intervals benchmarks/results/edge/FILE.txt [--baseline static]
+"""
+
+import argparse
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from benchmarks.bootstrap import CONFIDENCE, DRAWS, p50, p99, ratio_interval
+
+CELL = re.compile(r"^  (?P<policy>[a-z][\w-]*)(?: pass \d+)? (?P<phase>alone|beside bob) (?P<size>\d+) MiB: "
+                  r".*?\ball (?P<times>\d+(?: \d+)*)")
+RUN_START = "load average at start"
+
+
+@dataclass
+class Run:
+    title: str
+    cells: dict[tuple[str, str, int], list[float]] = field(default_factory=lambda: defaultdict(list))
+
+
+def parse_runs(lines: list[str]) -> list[Run]:
+    """Each run's transfer times (s) by (policy, phase, MiB), its passes pooled."""
+    runs: list[Run] = []
+    title = ""
+    for line in lines:
+        if line.startswith("# "):
+            title = line[2:].strip()
+        elif line.startswith(RUN_START):
+            runs.append(Run(title))
+            title = ""
+        elif runs and (cell := CELL.match(line)):
+            key = (cell["policy"], cell["phase"], int(cell["size"]))
+            runs[-1].cells[key].extend(int(ms) / 1000 for ms in cell["times"].split())
+    return [run for run in runs if run.cells]
+
+
+def describe(run: Run, baseline: str) -> list[str]:
+    if not any(policy == baseline for policy, _, _ in run.cells):
+        return [f"  no {baseline} transfers in this run"]
+    lines = []
+    for (policy, phase, size), times in sorted(run.cells.items(), key=lambda item: (item[0][1], item[0][2], item[0][0])):
+        base = run.cells.get((baseline, phase, size))
+        if policy == baseline or not base:
+            continue
+        lines.append(f"  {phase:<10} {size:>3} MiB {policy:<13} n={len(times):<4} "
+                     f"p50 {p50(times) / p50(base):5.2f} ({ratio_interval(times, base, p50)})  "
+                     f"p99 {p99(times) / p99(base):5.2f} ({ratio_interval(times, base, p99)})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file")
+    parser.add_argument("--baseline", default="static", help="the policy the others are divided by")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.file, encoding="utf-8", errors="replace") as f:
+            runs = parse_runs(f.read().splitlines())
+    except OSError as err:
+        print(f"interactive_intervals: {args.file}: {err.strerror}", file=sys.stderr)
+        return 2
+    if not runs:
+        print(f"interactive_intervals: {args.file}: no interactive_shares transfers in it", file=sys.stderr)
+        return 2
+    print(f"ratios against {args.baseline}, each with its {CONFIDENCE:.0%} interval over {DRAWS:,} redraws "
+          "of both sides' transfers (times as printed, to the ms)")
+    for number, run in enumerate(runs, 1):
+        print(f"\nrun {number}: {run.title or '(untitled)'}")
+        print("\n".join(describe(run, args.baseline)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
