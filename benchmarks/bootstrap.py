@@ -48,3 +48,10 @@ def ratio_interval(measured: Sequence[float], baseline: Sequence[float],
                     for _ in range(draws))
     tail = (1 - confidence) / 2
     return Interval(ratios[int(tail * (draws - 1))], ratios[int(round((1 - tail) * (draws - 1)))])
+
+
+def describe_ratios(measured: Sequence[float], baseline: Sequence[float]) -> str:
+    """p50 and p99 of MEASURED over BASELINE, each with its interval: 'p50 1.02 (0.97-1.08)  p99 ...'."""
+    return "  ".join(f"{name} {statistic(measured) / statistic(baseline):5.2f} "
+                     f"({ratio_interval(measured, baseline, statistic)})"
+                     for name, statistic in (("p50", p50), ("p99", p99)))

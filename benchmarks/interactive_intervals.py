@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from benchmarks.bootstrap import CONFIDENCE, DRAWS, p50, p99, ratio_interval
+from benchmarks.bootstrap import CONFIDENCE, DRAWS, describe_ratios
 
 CELL = re.compile(r"^  (?P<policy>[a-z][\w-]*)(?: pass \d+)? (?P<phase>alone|beside bob) (?P<size>\d+) MiB: "
                   r".*?\ball (?P<times>\d+(?: \d+)*)")
@@ -51,8 +51,7 @@ def describe(run: Run, baseline: str) -> list[str]:
         if policy == baseline or not base:
             continue
         lines.append(f"  {phase:<10} {size:>3} MiB {policy:<13} n={len(times):<4} "
-                     f"p50 {p50(times) / p50(base):5.2f} ({ratio_interval(times, base, p50)})  "
-                     f"p99 {p99(times) / p99(base):5.2f} ({ratio_interval(times, base, p99)})")
+                     + describe_ratios(times, base))
     return lines
 
 

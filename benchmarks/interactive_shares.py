@@ -48,9 +48,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from benchmarks.bootstrap import CONFIDENCE, DRAWS, p50, p99, ratio_interval
+from benchmarks import machine_sample
+from benchmarks.bootstrap import CONFIDENCE, DRAWS, describe_ratios, p50, p99
 from benchmarks.disk_warm_up import HEADER_NOTE as WARM_UP_NOTE, add_warm_up_option, warm_up_disks
-from benchmarks.percentile import percentile
 from benchmarks.policy_names import policy_list
 from benchmarks.write_timeline import closes_turned_down, log_lines
 from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority, stay
@@ -268,19 +268,22 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
                 for size in args.sizes:
                     files = alice_files(policy, phase, size, args.rounds + 1, pass_number)
                     waited = alice_waited_ns(hdfs, args.direction)
+                    machine = machine_sample.take(dn.pid for dn in hdfs.datanodes)
                     times = alice_transfers(hdfs, files, size, args.gap, args.direction,
                                             placement[ALICE.name])
+                    machine = machine_sample.describe(machine, machine_sample.take(dn.pid for dn in hdfs.datanodes))
                     waited = (alice_waited_ns(hdfs, args.direction) - waited) / len(files)
                     results[(phase, size)] = times
                     if args.direction == "write":
                         results[("turned down", phase, size)] = turned_down(hdfs, files[1:])
-                    print(f"  {policy}{f' pass {pass_number + 1}' if args.passes > 1 else ''} {phase} {size} MiB: p50 {statistics.median(times) * 1000:.0f} ms, "
-                          f"p99 {percentile(times, 99) * 1000:.0f} ms, "
+                    print(f"  {policy}{f' pass {pass_number + 1}' if args.passes > 1 else ''} {phase} {size} MiB: p50 {p50(times) * 1000:.0f} ms, "
+                          f"p99 {p99(times) * 1000:.0f} ms, "
                           f"all {' '.join(f'{t * 1000:.0f}' for t in times)}"
                           + (f"; her packets waited {waited / 1e6:.0f} ms a transfer in the DataNode's scheduler"
                              if hdfs.datanode_throttle else "")
                           + (f"; completeFile turned down for {describe_turned_down(results[('turned down', phase, size)])}"
-                             if args.direction == "write" else ""), flush=True)
+                             if args.direction == "write" else "")
+                          + f"; {machine}", flush=True)
     results["delivered"] = delivered[0] if delivered else 0.0
     results["control_cpu"] = cpu.describe()
     return results
@@ -326,14 +329,13 @@ def report(results: dict[str, dict], args) -> None:
                 t50, t99 = p50(t), p99(t)
                 line += f" {t50 * 1000:>10.0f} / {t99 * 1000:>9.0f} {t50 / b50:>6.2f} {t99 / b99:>6.2f} |"
             print(line)
-    print(f"\nthe ratios' {CONFIDENCE:.0%} intervals, p50 / p99 (each side's transfers drawn again {DRAWS:,} times; "
+    print(f"\nthe ratios with their {CONFIDENCE:.0%} intervals (each side's transfers drawn again {DRAWS:,} times; "
           "an interval across the target says the run cannot tell):")
     for phase in PHASES:
         for size in args.sizes:
             base = results["static"][(phase, size)]
             print(f"  {phase} {size} MiB: " + ", ".join(
-                f"{policy} {ratio_interval(results[policy][(phase, size)], base, p50)} / "
-                f"{ratio_interval(results[policy][(phase, size)], base, p99)}" for policy in compared))
+                f"{policy} {describe_ratios(results[policy][(phase, size)], base)}" for policy in compared))
     if args.direction == "write":
         print("\nalice's writes whose completeFile the NameNode turned down at first (the DataNode's report of "
               "the block not in yet; the client retries as hdfs-site above says):")

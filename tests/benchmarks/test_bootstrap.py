@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from benchmarks.bootstrap import Interval, p50, p99, ratio_interval
+from benchmarks.bootstrap import Interval, describe_ratios, p50, p99, ratio_interval
 
 
 def test_a_ratio_of_constant_samples_has_no_spread():
@@ -45,3 +45,7 @@ def test_the_same_values_give_the_same_interval_each_time():
 def test_empty_sides_and_meaningless_settings_are_refused(measured, baseline, kwargs):
     with pytest.raises(ValueError):
         ratio_interval(measured, baseline, p50, **kwargs)
+
+
+def test_describe_ratios_prints_both_percentiles_with_their_intervals():
+    assert describe_ratios([0.03] * 5, [0.02] * 5) == "p50  1.50 (1.50-1.50)  p99  1.50 (1.50-1.50)"

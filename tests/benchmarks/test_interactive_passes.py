@@ -46,4 +46,4 @@ def test_the_report_prints_each_cells_ratios_and_their_intervals(capsys):
     printed = capsys.readouterr().out
     assert "disks warmed up" in printed and "nodelalloc" in printed
     assert "beside bob     1 |       40 /      40 |         50 /        50   1.25   1.25 |" in printed
-    assert "beside bob 1 MiB: wc-weights 1.25-1.25 / 1.25-1.25" in printed
+    assert "beside bob 1 MiB: wc-weights p50  1.25 (1.25-1.25)  p99  1.25 (1.25-1.25)" in printed
