@@ -259,6 +259,7 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
                placement: dict[str, Callable[[int], None]], pass_number: int = 0) -> dict:
     results: dict = {}
     delivered: list[float] = []
+    datanode_pids = [dn.pid for dn in hdfs.datanodes]
     with governed(hdfs, f"{name}-{pass_number}", policy, args.backend, int(args.disk_mbps * MB), args.bfq) as cluster, \
             CpuSpan(cluster_roles(cluster)) as cpu:
         for phase in PHASES:
@@ -268,10 +269,10 @@ def run_policy(hdfs: HdfsCluster, name: str, policy: str, args, bob_blocks: set[
                 for size in args.sizes:
                     files = alice_files(policy, phase, size, args.rounds + 1, pass_number)
                     waited = alice_waited_ns(hdfs, args.direction)
-                    machine = machine_sample.take(dn.pid for dn in hdfs.datanodes)
+                    machine_before = machine_sample.take(datanode_pids)
                     times = alice_transfers(hdfs, files, size, args.gap, args.direction,
                                             placement[ALICE.name])
-                    machine = machine_sample.describe(machine, machine_sample.take(dn.pid for dn in hdfs.datanodes))
+                    machine = machine_sample.describe(machine_before, machine_sample.take(datanode_pids))
                     waited = (alice_waited_ns(hdfs, args.direction) - waited) / len(files)
                     results[(phase, size)] = times
                     if args.direction == "write":
