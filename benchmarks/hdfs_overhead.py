@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from benchmarks import machine_sample
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
@@ -186,12 +187,9 @@ def cpu_seconds(cluster: LocalCluster | None) -> float:
 
 
 def machine_cpu() -> dict[str, float]:
-    """The VM's CPU seconds since boot: busy (user, system, interrupts), idle (with iowait), and
-    steal (time the host ran something else while this VM wanted a CPU)."""
-    with open("/proc/stat") as f:
-        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in f.readline().split()[1:9])
-    tick = os.sysconf("SC_CLK_TCK")
-    return {"busy": (user + nice + system + irq + softirq) / tick, "idle": (idle + iowait) / tick, "steal": steal / tick}
+    """The VM's CPU seconds since boot: busy, idle (with iowait) and steal (machine_sample.CpuTicks)."""
+    cpu, tick = machine_sample.cpu_ticks(), os.sysconf("SC_CLK_TCK")
+    return {"busy": cpu.busy / tick, "idle": cpu.idle / tick, "steal": cpu.steal / tick}
 
 
 def read_all(hdfs: HdfsCluster, cluster: LocalCluster | None = None) -> Trial:

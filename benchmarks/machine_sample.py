@@ -25,12 +25,19 @@ class Sample:
     gc_ticks: int
 
 
-def cpu_ticks(proc: str = "/proc") -> tuple[int, int]:
-    """(steal, iowait) summed over the CPUs, in clock ticks."""
+@dataclass(frozen=True)
+class CpuTicks:
+    """The VM's CPU time since boot, summed over the CPUs, in clock ticks."""
+    busy: int     # user, nice, system, interrupts
+    idle: int     # with iowait
+    iowait: int
+    steal: int    # the host ran something else while this VM wanted a CPU
+
+
+def cpu_ticks(proc: str = "/proc") -> CpuTicks:
     with open(f"{proc}/stat", encoding="ascii") as f:
-        fields = f.readline().split()
-    # cpu user nice system idle iowait irq softirq steal ...
-    return int(fields[8]), int(fields[5])
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in f.readline().split()[1:9])
+    return CpuTicks(busy=user + nice + system + irq + softirq, idle=idle + iowait, iowait=iowait, steal=steal)
 
 
 def reclaim_events(proc: str = "/proc") -> int:
@@ -65,8 +72,8 @@ def gc_ticks(pids: Iterable[int], proc: str = "/proc") -> int:
 
 
 def take(jvm_pids: Iterable[int] = (), proc: str = "/proc") -> Sample:
-    steal, iowait = cpu_ticks(proc)
-    return Sample(steal, iowait, reclaim_events(proc), gc_ticks(jvm_pids, proc))
+    cpu = cpu_ticks(proc)
+    return Sample(cpu.steal, cpu.iowait, reclaim_events(proc), gc_ticks(jvm_pids, proc))
 
 
 def describe(before: Sample, after: Sample) -> str:

@@ -33,6 +33,13 @@ def test_describe_prints_what_grew_in_milliseconds(tmp_path):
         f"DataNode GC {5 * tick_ms:.0f} ms CPU")
 
 
+def test_cpu_ticks_sum_busy_and_idle_states(tmp_path):
+    write_proc(tmp_path, steal=222, iowait=267, allocstall=4, gc_utime=30, other_utime=900)
+    # cpu user nice system idle iowait irq softirq steal
+    assert machine_sample.cpu_ticks(str(tmp_path)) == machine_sample.CpuTicks(busy=153, idle=1267, iowait=267,
+                                                                               steal=222)
+
+
 def test_the_running_machine_can_be_sampled():
     sample = take([os.getpid()])
     assert sample.steal_ticks >= 0 and sample.gc_ticks >= 0 and machine_sample.RECLAIM_COUNTERS
