@@ -414,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
             for pass_number, policy in pass_order(args.policies, args.passes):
                 runs[policy].append(run_policy(hdfs, name, policy, args, bob_blocks, placement, pass_number))
                 print(f"[{time.monotonic() - started:.0f} s] {policy} pass {pass_number + 1} done", flush=True)
-    report({policy: pooled(policy_runs) for policy, policy_runs in runs.items()}, args)
+        # Before the teardown: a DataNode or cpu group slow to go must not cost a long run its report.
+        report({policy: pooled(policy_runs) for policy, policy_runs in runs.items()}, args)
     print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     return 0

@@ -40,3 +40,15 @@ def test_a_file_without_transfers_or_missing_is_refused_in_one_line(tmp_path, ca
     errors = capsys.readouterr().err.splitlines()
     assert errors == [f"interactive_intervals: {empty}: no interactive_shares transfers in it",
                       f"interactive_intervals: {tmp_path / 'missing.txt'}: No such file or directory"]
+
+
+def test_cells_over_the_steal_limit_are_left_out_and_named():
+    lines = ["load average at start: 0.1",
+             "  static pass 1 beside bob 1 MiB: p50 20 ms, p99 20 ms, all 20 20; machine: steal 900 ms, iowait 5 ms",
+             "  wc-weights pass 1 beside bob 1 MiB: p50 90 ms, p99 90 ms, all 90 90; machine: steal 34940 ms, iowait 5 ms",
+             "  wc-weights pass 2 beside bob 1 MiB: p50 30 ms, p99 30 ms, all 30 30; machine: steal 10000 ms, iowait 5 ms"]
+    kept, = parse_runs(lines, max_steal_ms=10_000)
+    assert dict(kept.cells) == {("static", "beside bob", 1): [0.02, 0.02], ("wc-weights", "beside bob", 1): [0.03, 0.03]}
+    assert kept.left_out == ["wc-weights pass 1 beside bob 1 MiB (steal 34.9 s)"]
+    everything, = parse_runs(lines)
+    assert everything.cells[("wc-weights", "beside bob", 1)] == [0.09, 0.09, 0.03, 0.03] and not everything.left_out

@@ -13,7 +13,7 @@ from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
 from tests.conftest import unique_name
 from vnode_sync.coordinator.store import StateStore, Store, StoreUnusable
 from vnode_sync.coordinator.zookeeper_store import LostLeadership, ZooKeeperStore
-from vnode_sync.errors import InvalidArgument, NotFound
+from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 pytestmark = pytest.mark.skipif(WHY_NO_ZOOKEEPER is not None, reason=WHY_NO_ZOOKEEPER or "")
 
@@ -252,7 +252,6 @@ def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certif
     (a client without one, or with one from another CA, is refused)."""
     from vnode_sync.coordinator.config import ZooKeeperSettings
     from vnode_sync.coordinator.leadership import connect
-    from vnode_sync.errors import Unavailable
     from vnode_sync.security.tls import TlsFiles
 
     with ZooKeeperEnsemble(unique_name("zktls"), tls=True) as secured:
@@ -278,7 +277,10 @@ def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certif
                 connect(refused).close()
 
 
+# A refused login ends kazoo's connection thread with an exception it does not handle.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_on_an_ensemble_that_requires_sasl_only_the_coordinators_sasl_user_can_read_or_change_the_policy(tmp_path):
+    """A wrong password is refused with a one-line error once the login was tried LOGIN_ATTEMPTS times."""
     from kazoo.exceptions import NoAuthError
 
     from vnode_sync.coordinator.config import ZooKeeperSettings
@@ -307,6 +309,10 @@ def test_on_an_ensemble_that_requires_sasl_only_the_coordinators_sasl_user_can_r
             for c in (coordinator, other):
                 c.stop()
                 c.close()
+        wrong = tmp_path / "wrong.password"
+        wrong.write_text("guessed\n")
+        with pytest.raises(Unavailable, match="ended the session at login 3 times"):
+            connect(settings.model_copy(update={"sasl_password_file": str(wrong)})).close()
 
 
 def test_a_new_store_holds_the_seed_users_from_its_first_transaction(client, root):
