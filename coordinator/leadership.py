@@ -80,8 +80,9 @@ def connect(settings: ZooKeeperSettings) -> KazooClient:
             refusal = f"{type(e).__name__}: {e}".rstrip(": ")
             client.stop()
             client.close()
+    hint = "; check zookeeper.sasl_user and its password file" if sasl else ""
     raise Unavailable(f"ZooKeeper at {settings.hosts} ended the session at login {LOGIN_ATTEMPTS} times "
-                      f"(last: {refusal}); check zookeeper.sasl_user and its password file")
+                      f"(last: {refusal}){hint}")
 
 
 class LeaderGate(aio.ServerInterceptor):
