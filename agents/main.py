@@ -7,19 +7,16 @@ import signal
 import sys
 
 import grpc
-from prometheus_client import CollectorRegistry, ProcessCollector
 
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
-from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
 from vnode_sync.agents.storage.node_lock import hold_node_lock
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.logs import configure
-from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.tls import secure_channel, tls_for_coordinator
 from vnode_sync.supervision import EXIT_LOOP_FAILED
@@ -45,15 +42,21 @@ def _block_devices(path: str, config: AgentConfig) -> dict[str, DeviceNumber]:
 
 class AgentMetrics:
     """The endpoint is bound when the config is read (a taken address refuses at start, in one line);
-    it serves once the agent exists."""
+    it serves once the agent exists. Made only for a config with a metrics section, and imported only
+    then: prometheus_client (with http.server) takes seconds to load on a slow CPU."""
 
     def __init__(self, config: AgentConfig):
+        from prometheus_client import CollectorRegistry
+        from vnode_sync.metrics.endpoint import MetricsEndpoint
+
         self.config = config
         self.registry = CollectorRegistry()
         self.endpoint = MetricsEndpoint(config.metrics.listen, self.registry,
                                         endpoint_tls(config.metrics, config.security))
 
     def serve(self, collector) -> None:
+        from prometheus_client import ProcessCollector
+
         self.registry.register(collector)
         ProcessCollector(registry=self.registry)
         self.endpoint.start()
@@ -101,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent = StorageAgent(config, backend, discovery, devices, tls)
     if metrics:
+        from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
+
         agent.reconciler.on_first_placement = CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed
         metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)

@@ -7,19 +7,15 @@ import signal
 import sys
 import threading
 
-from prometheus_client import CollectorRegistry, ProcessCollector
-
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.config import load_config
+from vnode_sync.coordinator.config import CoordinatorConfig, load_config
 from vnode_sync.coordinator.fan_out_processes import FanOutCommand, listen_host
 from vnode_sync.coordinator.heap import tune_for_streams
-from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
 from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
-from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import endpoint_tls
 from vnode_sync.security.audit import send_audit_to
 from vnode_sync.security.tls import INSECURE_WARNING, server_credentials
@@ -46,6 +42,42 @@ def supervised(name: str, one_pass, every: float, run_pass):
 
     loop.__name__ = name
     return loop
+
+
+class CoordinatorMetrics:
+    """The Prometheus registry, the RPC interceptor that feeds it and the /metrics endpoint. Made only
+    for a config with a metrics section, and imported only then: prometheus_client (with http.server)
+    takes seconds to load on a slow CPU."""
+
+    def __init__(self, config: CoordinatorConfig):
+        # The endpoint's module first: loading it turns off the `_created` series of the metrics made here.
+        import vnode_sync.metrics.endpoint  # noqa: F401
+        from prometheus_client import CollectorRegistry
+        from vnode_sync.coordinator.metrics import RpcMetrics
+
+        self.config = config
+        self.registry = CollectorRegistry()
+        self.rpc = RpcMetrics(self.registry)
+        self.endpoint = None
+
+    def bind(self) -> None:
+        """Take the endpoint's address (after the gRPC one: a second coordinator refuses there first)."""
+        from vnode_sync.metrics.endpoint import MetricsEndpoint
+
+        self.endpoint = MetricsEndpoint(self.config.metrics.listen, self.registry,
+                                        endpoint_tls(self.config.metrics, self.config.security))
+
+    def serve(self, cluster: Cluster) -> None:
+        from prometheus_client import ProcessCollector
+        from vnode_sync.coordinator.metrics import CoordinatorCollector
+
+        self.registry.register(CoordinatorCollector(cluster))
+        ProcessCollector(registry=self.registry)
+        self.endpoint.start()
+        log.info("metrics at %s://%s/metrics", self.endpoint.scheme, self.endpoint.address)
+
+    def stop(self) -> None:
+        self.endpoint.stop()
 
 
 def add_store_command_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         credentials = server_credentials(config.security.tls) if config.security.tls else None
         if config.audit_log:
             send_audit_to(config.audit_log)
-        registry = CollectorRegistry()
-        rpc_metrics = (RpcMetrics(registry),) if config.metrics is not None else ()
+        metrics = CoordinatorMetrics(config) if config.metrics is not None else None
+        rpc_metrics = (metrics.rpc,) if metrics else ()
         if config.zookeeper is not None:   # imported only then: the single coordinator needs no ZooKeeper client
             from vnode_sync.coordinator.ha import HighAvailability
             ha = HighAvailability(config)
@@ -100,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         server = CoordinatorServer(args.listen or config.listen, credentials,
                                    (*rpc_metrics, ha.gate) if ha else rpc_metrics)
         port = server.port
-        endpoint = (MetricsEndpoint(config.metrics.listen, registry, endpoint_tls(config.metrics, config.security))
-                    if config.metrics is not None else None)
+        if metrics:
+            metrics.bind()
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
@@ -133,11 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     tune_for_streams()
     if ha is not None:
         ha.serving(server)
-    if endpoint is not None:
-        registry.register(CoordinatorCollector(cluster))
-        ProcessCollector(registry=registry)
-        endpoint.start()
-        log.info("metrics at %s://%s/metrics", endpoint.scheme, endpoint.address)
+    if metrics:
+        metrics.serve(cluster)
     if config.security.insecure:
         log.warning(INSECURE_WARNING, args.listen or config.listen)
     log.info("serving on port %d (%s), state in %s, generation %d, mode %s", port,
@@ -152,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log.info("stopping")
     server.stop(grace=STOP_GRACE_SECONDS)
-    if endpoint is not None:
-        endpoint.stop()
+    if metrics:
+        metrics.stop()
     store.close()
     if ha is not None:
         ha.close()

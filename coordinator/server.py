@@ -269,6 +269,10 @@ class CoordinatorServer:
         self._thread.join(10)
         self._store_thread.close()
         self._encoding_threads.close()
+        if not self._thread.is_alive():
+            # Closed here, not by its finalizer at exit, which may find its self-pipe already gone and
+            # print a traceback after a one-line refusal (a second coordinator on a taken address).
+            self._loop.close()
 
 
 def create_server(cluster: Cluster, address: str, credentials: grpc.ServerCredentials | None = None,

@@ -7,7 +7,6 @@ with `name` (cgroup subtrees `<name>.<node>`, a work dir), and `stop()` removes 
         cluster.vnodectl("set-priority", "alice", "8")
 """
 
-import json
 import os
 import shutil
 import signal
@@ -18,11 +17,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import grpc
 import yaml
 
+from vnode_sync.ctl.status_document import status_json
 from vnode_sync.kernel.backend import HostCgroups
+from vnode_sync.wire import vnode_pb2 as pb
+from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire.leader import dial
 from testbed.lifecycle import StartedService
 from testbed.processes import stop_process
+
+STATUS_TIMEOUT_SECONDS = 10.0   # as vnodectl's own call (RPC_TIMEOUT_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,8 @@ class LocalCluster(StartedService):
         self.port = 0
         self.coordinator: subprocess.Popen | None = None
         self.agents: dict[str, subprocess.Popen] = {}
+        self._admin_channel: grpc.Channel | None = None   # for status(), to _admin_address
+        self._admin_address = ""
 
     # ---- configs ----------------------------------------------------------
 
@@ -124,11 +132,14 @@ class LocalCluster(StartedService):
         self.start_coordinator()
         for node in self.nodes:
             self.start_agent(node)
-        self.wait_for(lambda: all(n["applied_generation"] for n in self.status()["nodes"]
-                                  if "applied_generation" in n) and
-                      len([n for n in self.status()["nodes"] if n.get("connected")]) == len(self.nodes),
-                      timeout=timeout, what="every agent connected and applied the desired state")
+        self.wait_for(self._every_agent_applied, timeout=timeout,
+                      what="every agent connected and applied the desired state")
         return self
+
+    def _every_agent_applied(self) -> bool:
+        nodes = self.status()["nodes"]
+        return (all(n["applied_generation"] for n in nodes if "applied_generation" in n)
+                and len([n for n in nodes if n.get("connected")]) == len(self.nodes))
 
     def processes(self) -> list[subprocess.Popen]:
         """The coordinator and every agent started so far."""
@@ -147,6 +158,7 @@ class LocalCluster(StartedService):
         for node_id in list(self.agents):
             self.stop_agent(node_id)
         self.stop_coordinator()
+        self._close_admin()
         for node in self.nodes:  # an agent that died without tearing down leaves its subtree: remove it
             if os.path.exists(os.path.join(HostCgroups().blkio_v1, self.cgroup_name(node.node_id))):
                 subprocess.run([sys.executable, "-m", "vnode_sync.agents.main", "--config",
@@ -163,7 +175,22 @@ class LocalCluster(StartedService):
         return result
 
     def status(self) -> dict:
-        return json.loads(self.vnodectl("status", "--json").stdout)
+        """What `vnodectl status --json` prints, asked over a channel kept open here: a vnodectl
+        process per poll costs a Python start, which takes seconds on a slow (emulated) CPU."""
+        admin = pb_grpc.AdminStub(self._admin())
+        return status_json(admin.Status(pb.StatusRequest(max_entries=0), timeout=STATUS_TIMEOUT_SECONDS))
+
+    def _admin(self) -> grpc.Channel:
+        """A channel to the current address (a restarted coordinator may listen on another port)."""
+        if self._admin_channel is None or self._admin_address != self.address:
+            self._close_admin()
+            self._admin_channel, self._admin_address = dial(self.address, grpc.insecure_channel), self.address
+        return self._admin_channel
+
+    def _close_admin(self) -> None:
+        if self._admin_channel is not None:
+            self._admin_channel.close()
+            self._admin_channel = None
 
     @staticmethod
     def wait_for(predicate, timeout: float, what: str, interval: float = 0.1,

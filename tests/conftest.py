@@ -4,16 +4,11 @@ import contextlib
 import os
 import shutil
 
-import grpc
 import pytest
 import yaml
 
-from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.server import create_server
 from testbed.loopdev import loop_device
 from testbed.names import TEST_PREFIX, unique_name  # noqa: F401 (re-exported for tests)
-from vnode_sync.coordinator.store import StateStore
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.backend import HostCgroups
 
@@ -79,6 +74,15 @@ def write_coordinator_config(tmp_path, listen: str = "127.0.0.1:0", **extra) -> 
 @contextlib.contextmanager
 def served_coordinator(raw_config: dict, state_dir):
     """A coordinator from `raw_config` served on a real loopback port; yields (cluster, channel, port)."""
+    # Imported here, not above: every test loads this file, and the coordinator's modules take some 15 s
+    # to load in the qemu guest (tests/kernel/test_io_v2_guest.py), whose tests use none of them.
+    import grpc
+
+    from vnode_sync.coordinator.cluster import Cluster
+    from vnode_sync.coordinator.config import parse_config
+    from vnode_sync.coordinator.server import create_server
+    from vnode_sync.coordinator.store import StateStore
+
     config = parse_config(raw_config)
     cluster = Cluster(config, StateStore(str(state_dir / "state.sqlite"), seed_users=config.users))
     server, port = create_server(cluster, "127.0.0.1:0")

@@ -13,3 +13,13 @@ def test_the_coordinator_and_the_agents_import_without_numpy():
     probe = f"import sys; import {', '.join(ENTRY_POINTS)}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy')[:3])"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
+def test_the_coordinator_and_the_agents_import_without_cryptography_or_prometheus_client():
+    """cryptography (certificate checks) and prometheus_client (metrics) load only where TLS or metrics
+    are configured: each takes seconds to import on a slow CPU, such as the qemu guest's, which starts
+    both in plaintext without metrics."""
+    probe = (f"import sys; import {', '.join(ENTRY_POINTS)}; "
+             "print(sorted({'cryptography', 'prometheus_client'} & set(sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "[]", loaded.stdout

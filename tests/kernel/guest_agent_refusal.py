@@ -60,11 +60,14 @@ cluster = LocalCluster(f"vnode-sync-guest-refusal.{os.getpid()}", USERS, [node],
 exit_code = 1
 try:
     before = cgroup_of(server.pid)
+    started = time.monotonic()
     cluster.start(timeout=120)   # Python and gRPC start slowly under software emulation
+    print(f"AGENT_REFUSAL cluster started in {time.monotonic() - started:.1f} s")
     errors = cluster.wait_for(lambda: [e for n in cluster.status()["nodes"] for e in n.get("errors", [])
                                        if f"process {server.pid} serves several users" in e
                                        and "alice, bob" in e],
                               timeout=120, what="the agent's refusal, naming both users, in vnodectl status")
+    print(f"AGENT_REFUSAL refusal in status {time.monotonic() - started:.1f} s after the start")
     after = cgroup_of(server.pid)
     with open(os.path.join(workdir, "agent-guest.log")) as f:
         logged = [line.strip() for line in f if "serves several users" in line]

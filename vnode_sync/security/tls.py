@@ -18,7 +18,6 @@ from pydantic import model_validator
 
 from vnode_sync.config_loading import Refused, Settings
 from vnode_sync.errors import ConfigError
-from vnode_sync.security.certs import check_certificate
 from vnode_sync.security.identity import COORDINATOR_SERVER_NAME
 
 INSECURE_WARNING = ("insecure: true: plaintext gRPC, no authentication and no authorization; "
@@ -38,7 +37,7 @@ class TlsFiles(Settings):
     """Name the coordinator's certificate must carry, whatever address is dialled."""
 
     def read(self) -> tuple[bytes, bytes, bytes]:
-        check_certificate(self.ca, self.cert, self.key)
+        _check(self)
         with open(self.ca, "rb") as ca, open(self.cert, "rb") as cert, open(self.key, "rb") as key:
             return ca.read(), cert.read(), key.read()
 
@@ -73,6 +72,13 @@ class SecuredSettings(Settings):
         return TransportSecurity(self.tls, self.insecure)
 
 
+def _check(files: TlsFiles) -> None:
+    """vnode_sync.security.certs.check_certificate on the files. Imported here, not above: cryptography
+    takes seconds to load on a slow CPU, and only a process that uses TLS needs it."""
+    from vnode_sync.security.certs import check_certificate
+    check_certificate(files.ca, files.cert, files.key)
+
+
 def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:
     ca, cert, key = files.read()
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
@@ -80,7 +86,7 @@ def server_credentials(files: TlsFiles) -> grpc.ServerCredentials:
 
 def server_ssl_context(files: TlsFiles) -> ssl.SSLContext:
     """A TLS server context (the metrics endpoint) that requires a client certificate from the CA."""
-    check_certificate(files.ca, files.cert, files.key)
+    _check(files)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(files.cert, files.key)
@@ -119,7 +125,7 @@ def tls_for_coordinator(security: TransportSecurity, address: str, component: st
     insecure: true or the coordinator is on this host (loopback), and warned about either way.
     """
     if security.tls is not None:
-        check_certificate(security.tls.ca, security.tls.cert, security.tls.key)
+        _check(security.tls)
         return security.tls
     if security.insecure:
         log.warning("%s: insecure: true: plaintext to coordinator %s; anyone on the path can read and forge "
