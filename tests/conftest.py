@@ -3,6 +3,8 @@
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -48,6 +50,33 @@ def hadoop_lines() -> list:
     return [pytest.param(v, id=f"hadoop-{v}", marks=pytest.mark.skipif(
         not has_jars(v), reason=f"needs the Hadoop {v} jars in {hadoop_home(v)}; run scripts/setup.d/hdfs.sh"))
         for v in HADOOP_LINES]
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def product_wheel(tmp_path_factory) -> str:
+    """vnode-sync's wheel, built once per session (tests/test_layers.py, tests/deploy/test_ansible.py).
+
+    pip builds in the source tree: it gets a copy without build artefacts, so the checkout stays clean
+    and a stale build/ cannot put removed modules into the wheel."""
+    source = tmp_path_factory.mktemp("wheel-source") / "src"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
+                                                                "__pycache__", "target"))
+    out = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".whl")]
+    return path
+
+
+def wheelhouse() -> str | None:
+    """The product's dependencies as wheels at constraints.txt's versions, which scripts/setup.d/wheelhouse.sh
+    keeps beside this venv; None before it has run (pip then fetches them from the index)."""
+    path = os.path.join(sys.prefix, "wheelhouse")
+    return path if os.path.exists(os.path.join(path, ".built")) else None
 
 
 @pytest.fixture

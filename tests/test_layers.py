@@ -14,22 +14,14 @@ import zipfile
 
 import pytest
 
+from tests.conftest import wheelhouse
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRODUCT_PACKAGES = {"agents", "batch", "coordinator", "ctl", "datanode", "kernel", "metrics", "security", "wire"}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), REPO],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr
-    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".whl")]
-    return path
-
-
-def test_the_wheel_holds_the_product_and_no_test_bed_benchmark_or_test(wheel):
-    names = zipfile.ZipFile(wheel).namelist()
+def test_the_wheel_holds_the_product_and_no_test_bed_benchmark_or_test(product_wheel):
+    names = zipfile.ZipFile(product_wheel).namelist()
     top_level = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top_level == {"vnode_sync"}
     subpackages = {n.split("/")[1] for n in names if n.startswith("vnode_sync/") and n.count("/") >= 2}
@@ -38,13 +30,14 @@ def test_the_wheel_holds_the_product_and_no_test_bed_benchmark_or_test(wheel):
 
 
 @pytest.mark.slow
-def test_the_wheel_in_a_clean_venv_runs_its_commands_without_test_bed_dependencies(wheel, tmp_path):
+def test_the_wheel_in_a_clean_venv_runs_its_commands_without_test_bed_dependencies(product_wheel, tmp_path):
     """Installed alone (its own dependencies, as constraints.txt pins them), the wheel's commands
     start: hdfs and psutil, which only tests, test beds and benchmarks use, are not installed."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    offline = ["--no-index", "--find-links", wheelhouse()] if wheelhouse() else []
     pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-                          "-c", os.path.join(REPO, "constraints.txt"), wheel],
+                          "-c", os.path.join(REPO, "constraints.txt"), *offline, product_wheel],
                          capture_output=True, text=True, timeout=600)
     assert pip.returncode == 0, pip.stderr
     python = str(venv / "bin" / "python")
@@ -64,14 +57,14 @@ def _lint(tree: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": tree})
 
 
-def test_the_product_keeps_its_layers(wheel, tmp_path):
-    zipfile.ZipFile(wheel).extractall(tmp_path)
+def test_the_product_keeps_its_layers(product_wheel, tmp_path):
+    zipfile.ZipFile(product_wheel).extractall(tmp_path)
     result = _lint(str(tmp_path))
     assert result.returncode == 0, result.stdout
 
 
-def test_the_layers_name_every_top_level_product_module(wheel):
-    names = zipfile.ZipFile(wheel).namelist()
+def test_the_layers_name_every_top_level_product_module(product_wheel):
+    names = zipfile.ZipFile(product_wheel).namelist()
     top_level = {n.split("/")[1].removesuffix(".py") for n in names
                  if n.startswith("vnode_sync/") and (n.count("/") >= 2 or n.endswith(".py"))} - {"__init__"}
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
@@ -89,8 +82,8 @@ def test_the_layers_name_every_top_level_product_module(wheel):
     ("vnode_sync/agents/__init__.py", "import testbed.names", "imports no test bed"),
     ("vnode_sync/coordinator/policy/water_filling.py", "import vnode_sync.wire", "the policies are pure"),
 ])
-def test_a_broken_layer_rule_is_caught(wheel, tmp_path, module, line, contract):
-    zipfile.ZipFile(wheel).extractall(tmp_path)
+def test_a_broken_layer_rule_is_caught(product_wheel, tmp_path, module, line, contract):
+    zipfile.ZipFile(product_wheel).extractall(tmp_path)
     with open(tmp_path / module, "a") as f:
         f.write(f"\n{line}\n")
     result = _lint(str(tmp_path))
