@@ -128,11 +128,14 @@ class LocalCluster(StartedService):
         self.agents[node.node_id] = process
         return process
 
-    def start(self, timeout: float = 20) -> "LocalCluster":
+    def start(self, timeout: float = 20, poll_seconds: float = 0.1) -> "LocalCluster":
+        """Start the coordinator and every agent; return once each agent applied its state. Each poll
+        is a Status call the coordinator serves: on a slow (emulated) CPU poll less often, or the
+        polls take the CPU the agents need to start."""
         self.start_coordinator()
         for node in self.nodes:
             self.start_agent(node)
-        self.wait_for(self._every_agent_applied, timeout=timeout,
+        self.wait_for(self._every_agent_applied, timeout=timeout, interval=poll_seconds,
                       what="every agent connected and applied the desired state")
         return self
 

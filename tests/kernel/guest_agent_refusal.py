@@ -19,6 +19,7 @@ import time
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
 USERS = [LocalUser("alice", 64_601, 8), LocalUser("bob", 64_602, 4)]
+POLL_SECONDS = 1.0   # each poll is a Status call: on the guest's one emulated CPU, polls slow what they wait for
 SERVER = """
 import socket, sys, threading
 def serve(conn):
@@ -61,12 +62,13 @@ exit_code = 1
 try:
     before = cgroup_of(server.pid)
     started = time.monotonic()
-    cluster.start(timeout=120)   # Python and gRPC start slowly under software emulation
+    cluster.start(timeout=120, poll_seconds=POLL_SECONDS)   # Python and gRPC start slowly under software emulation
     print(f"AGENT_REFUSAL cluster started in {time.monotonic() - started:.1f} s")
     errors = cluster.wait_for(lambda: [e for n in cluster.status()["nodes"] for e in n.get("errors", [])
                                        if f"process {server.pid} serves several users" in e
                                        and "alice, bob" in e],
-                              timeout=120, what="the agent's refusal, naming both users, in vnodectl status")
+                              timeout=120, interval=POLL_SECONDS,
+                              what="the agent's refusal, naming both users, in vnodectl status")
     print(f"AGENT_REFUSAL refusal in status {time.monotonic() - started:.1f} s after the start")
     after = cgroup_of(server.pid)
     with open(os.path.join(workdir, "agent-guest.log")) as f:
