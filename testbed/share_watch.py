@@ -9,6 +9,8 @@
 - `interval_rates`, `steady_ratio`: rates over consecutive short intervals, and the median ratio of
   two users' rates over those where both moved: the split while both move, not skewed by the moments
   a write pipeline changes blocks and both stall.
+- `first_window_that_holds`: a split judged on the first of a few windows that holds it (a window on
+  a busy host can fall where a client is not backlogged; wrong weights miss every one).
 - `ClientBytes`: bytes a client process moved as the kernel counts them for it (/proc/PID/io:
   rchar for a writer reading its local file, wchar for a reader writing it out): the client's side,
   independent of vnode-sync's own counters.
@@ -20,6 +22,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+Window = TypeVar("Window")
 
 
 def seconds_until(counters: Callable[[], dict], at_least: float, within: float,
@@ -104,6 +109,35 @@ def steady_ratio(intervals: list[dict], first: str, second: str, least: float) -
     middle = len(ratios) // 2
     median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
     return median, len(ratios)
+
+
+# A window of a few seconds can fall on a moment when a client is not backlogged (its JVM descheduled
+# on a busy host, a write pipeline changing blocks). Wrong weights (an equal split, say) miss every one.
+SPLIT_WINDOWS = 3
+
+
+def first_window_that_holds(measure: Callable[[], Window], missed: Callable[[Window], object], what: str,
+                            windows: int = SPLIT_WINDOWS) -> Window:
+    """measure() until missed(its result) is falsy (the split holds), up to `windows` times; that
+    result. Each miss is printed; the last one fails with AssertionError."""
+    for attempt in range(1, windows + 1):
+        result = measure()
+        miss = missed(result)
+        if not miss:
+            return result
+        print(f"{what}: window {attempt} of {windows} missed: {miss}")
+    raise AssertionError(f"{what}: the split held in none of {windows} windows; the last missed: {miss}")
+
+
+def assertion_missed(check: Callable[[Window], None]) -> Callable[[Window], str | None]:
+    """A `missed` for first_window_that_holds from a check that asserts: its message, or None."""
+    def missed(result: Window) -> str | None:
+        try:
+            check(result)
+        except AssertionError as e:
+            return str(e) or "an assertion failed"
+        return None
+    return missed
 
 
 class ClientBytes:

@@ -23,6 +23,7 @@ from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.kdc import kdc_processes, missing_tools
 from testbed.local_cluster import LocalUser
+from testbed.share_watch import assertion_missed, first_window_that_holds
 from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -86,27 +87,9 @@ def write_read_files(users: list[LocalUser]):
     return write
 
 
-# A window can fall on a moment when a secure client is not backlogged (its JVM descheduled on a
-# loaded host, a pipeline changing blocks): each split is judged on the first of these windows that
-# holds it. Wrong weights fail every window.
-SPLIT_WINDOWS = 3
-
-
-def first_window_that_holds(hdfs, meters: dict, direction: str, seconds: float, check) -> tuple[dict, dict]:
-    """window() until `check(clients, nodes)` raises no AssertionError, up to SPLIT_WINDOWS times."""
-    for attempt in range(1, SPLIT_WINDOWS + 1):
-        clients, nodes = window(hdfs, meters, direction, seconds)
-        try:
-            check(clients, nodes)
-            return clients, nodes
-        except AssertionError as e:
-            if attempt == SPLIT_WINDOWS:
-                raise
-            print(f"{direction} window {attempt} did not hold the split: {e}")
-
-
 def put_split(hdfs, names: list[str], priorities: dict[str, int]):
-    def check(clients: dict, nodes: dict) -> None:
+    def check(measured: tuple[dict, dict]) -> None:
+        clients, nodes = measured
         assert_split(clients, priorities, "put, client side")
         for dn in hdfs.datanodes:  # replication 2: each DataNode receives every byte of both users
             on_dn = {u: nodes[(dn.id, u)] for u in names}
@@ -117,7 +100,8 @@ def put_split(hdfs, names: list[str], priorities: dict[str, int]):
 
 
 def cat_split(hdfs, names: list[str], priorities: dict[str, int]):
-    def check(clients: dict, nodes: dict) -> None:
+    def check(measured: tuple[dict, dict]) -> None:
+        clients, nodes = measured
         for dn in hdfs.datanodes:  # each -cat reads one DataNode's file: its rate is that DataNode's
             assert_split({u: clients[(u, dn.id)] for u in names}, priorities, f"cat from {dn.id}, client side")
             assert_split({u: nodes[(dn.id, u)] for u in names}, priorities, f"cat, {dn.id}'s throttler")
@@ -137,9 +121,11 @@ def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_f
         puts = {u.name: MeteredPut(hdfs, f"/{u.name}/put.bin", as_uid=u.uid, hdfs_user=u.name) for u in users}
         try:
             wait_for_flow(cluster, hdfs, puts, names, "write")
-            first_window_that_holds(hdfs, puts, "write", 5, put_split(hdfs, names, {alice.name: 4, bob.name: 8}))
+            first_window_that_holds(lambda: window(hdfs, puts, "write", 5),
+                                    assertion_missed(put_split(hdfs, names, {alice.name: 4, bob.name: 8})), "puts at 4:8")
             flip(cluster, hdfs, alice, 8)
-            first_window_that_holds(hdfs, puts, "write", 3, put_split(hdfs, names, {alice.name: 8, bob.name: 8}))
+            first_window_that_holds(lambda: window(hdfs, puts, "write", 3),
+                                    assertion_missed(put_split(hdfs, names, {alice.name: 8, bob.name: 8})), "puts after the flip to 8:8")
         finally:
             for put in puts.values():
                 put.finish()
@@ -150,9 +136,11 @@ def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_f
                 for u in users for dn in hdfs.datanodes}
         try:
             wait_for_flow(cluster, hdfs, cats, names, "read")
-            first_window_that_holds(hdfs, cats, "read", 3, cat_split(hdfs, names, {alice.name: 8, bob.name: 8}))
+            first_window_that_holds(lambda: window(hdfs, cats, "read", 3),
+                                    assertion_missed(cat_split(hdfs, names, {alice.name: 8, bob.name: 8})), "cats at 8:8")
             flip(cluster, hdfs, alice, 4)
-            first_window_that_holds(hdfs, cats, "read", 5, cat_split(hdfs, names, {alice.name: 4, bob.name: 8}))
+            first_window_that_holds(lambda: window(hdfs, cats, "read", 5),
+                                    assertion_missed(cat_split(hdfs, names, {alice.name: 4, bob.name: 8})), "cats after the flip to 4:8")
             assert all(cat.running for cat in cats.values())
         finally:
             for cat in cats.values():

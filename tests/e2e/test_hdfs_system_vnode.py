@@ -15,6 +15,7 @@ from tests.conftest import needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster.metered import MeteredCat, counted, window
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
+from testbed.share_watch import first_window_that_holds
 from testbed.unix_users import free_uids, unix_users
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -26,9 +27,6 @@ NODE_BW = 30 * MB
 READ_FILE = 32 * MiB
 MOVED_FILES, MOVED_FILE = 4, 64 * MiB   # on the leaving DataNode: what re-replication copies
 SYSTEM = "system"
-
-
-SPLIT_WINDOWS = 3
 
 
 def users_split_missed(staying, caps: dict, names: list[str], clients: dict, reads: dict) -> list:
@@ -82,20 +80,17 @@ def test_a_decommissioned_datanodes_re_replication_is_charged_to_system_and_held
             moved = lambda: sum(v for (_, u), v in counted(hdfs, "write").items() if u == SYSTEM)  # noqa: E731
             start = moved()
             cluster.wait_for(lambda: moved() > start + 8 * MiB, timeout=60, what="re-replication charged to system")
-            # A window can fall on a moment when a reader's JVM is descheduled on a loaded host: the
-            # users' split is judged on the first of SPLIT_WINDOWS that holds it, all while re-replicating.
-            for attempt in range(1, SPLIT_WINDOWS + 1):
+            # All the windows fall while re-replicating.
+            def measure():
                 written, t0 = counted(hdfs, "write"), time.monotonic()
                 clients, reads = window(hdfs, cats, "read", 5)
                 elapsed = time.monotonic() - t0
                 writes = {k: (v - written.get(k, 0)) / elapsed for k, v in counted(hdfs, "write").items()}
                 assert hdfs.admin_states()[hdfs.datanodes[2].id] == "Decommission In Progress"
                 assert all(c.running for c in cats.values())
-                missed = users_split_missed(staying, caps, [alice.name, bob.name], clients, reads)
-                if not missed:
-                    break
-                print(f"window {attempt}: {missed}")
-            assert not missed, missed
+                return clients, reads, writes
+            clients, reads, writes = first_window_that_holds(
+                measure, lambda m: users_split_missed(staying, caps, names, *m[:2]), "the users' split")
         finally:
             for cat in cats.values():
                 cat.stop()

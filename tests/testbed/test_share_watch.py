@@ -2,7 +2,10 @@
 
 import itertools
 
-from testbed.share_watch import first_at_least, interval_rates, sampled, seconds_until, steady_ratio, tail_rates
+import pytest
+
+from testbed.share_watch import (assertion_missed, first_at_least, first_window_that_holds, interval_rates, sampled,
+                                 seconds_until, steady_ratio, tail_rates)
 
 MB = 1_000_000
 
@@ -32,3 +35,14 @@ def test_a_record_tells_when_each_key_reached_its_own_level_and_its_pace_at_the_
     assert first_at_least(trace, 55 * MB) is None
     recorded = sampled(lambda: {"x": 1}, 0.2, step=0.05)
     assert recorded[0][0] == 0.0 and recorded[-1][0] >= 0.2 and len(recorded) >= 3
+
+
+def test_a_split_is_taken_from_the_first_window_that_holds_it_and_fails_when_none_does():
+    windows = iter([1.2, 1.9, 2.0])
+    assert first_window_that_holds(lambda: next(windows), lambda r: abs(r - 2) > 0.2 and f"{r}", "split") == 1.9
+    assert next(windows) == 2.0                  # no window measured past the one that held
+
+    def check(ratio):
+        assert ratio == 2, f"ratio {ratio}"
+    with pytest.raises(AssertionError, match=r"none of 3 windows; the last missed: ratio 1\.0"):
+        first_window_that_holds(lambda: 1.0, assertion_missed(check), "split")
