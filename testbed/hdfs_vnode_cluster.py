@@ -9,6 +9,7 @@ that DataNode's DataXceiver threads (found by pid).
 
 import contextlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from vnode_sync.agents.handlers.generic import thread_comm, threads_of
 from vnode_sync.agents.handlers.hdfs import HANDLER_COMM, RESPONDER_COMM
@@ -77,11 +78,16 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
 def write_user_files(users: list[LocalUser], size: int):
     """A `before_agents` step: each user writes `/<user>/on-<dn>.bin` with its first replica on each
     DataNode, then the page cache is dropped so reads reach the disks."""
-    def write(hdfs: HdfsCluster) -> None:
+    def write_to(hdfs: HdfsCluster, dn: DataNode) -> None:
         for user in users:
-            for dn in hdfs.datanodes:
-                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
-                                on_datanode=dn)
+            hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
+                            on_datanode=dn)
+
+    def write(hdfs: HdfsCluster) -> None:
+        # One writer per DataNode at a time: each disk takes one stream, and the DataNodes fill together.
+        with ThreadPoolExecutor(max_workers=len(hdfs.datanodes)) as pool:
+            for done in [pool.submit(write_to, hdfs, dn) for dn in hdfs.datanodes]:
+                done.result()
         hdfs.evict_page_cache()
     return write
 
