@@ -17,9 +17,11 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import yaml
@@ -210,8 +212,10 @@ def _fresh(scenario: Scenario, workdir: str) -> None:
     scenario.prepare(workdir)
 
 
-def run(name: str, base: str) -> Report:
-    """Kill the scenario's step at each point, from a fresh starting state each time, and start again."""
+def run(name: str, base: str, workers: int = 2) -> Report:
+    """Kill the scenario's step at each point, from a fresh starting state each time, and start again.
+    The killed steps run `workers` at a time, each in a workdir of its own; the starting states and
+    the starts after a kill run here one at a time (they share this process's loggers)."""
     scenario, report, started = SCENARIOS[name], Report(name), time.monotonic()
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
     workdir = os.path.join(base, name)
@@ -219,19 +223,31 @@ def run(name: str, base: str) -> Report:
     report.points = crash_points.find_points(_step_argv(name, workdir), env, os.path.join(base, f"{name}.strace"))
     if scenario.holds(workdir) != "after":
         report.failures.append("the step run to its end did not hold the state after it")
-    for point in report.points:
-        _fresh(scenario, workdir)
-        killed = crash_points.kill_at(point, _step_argv(name, workdir), env)
-        if killed.returncode != -9:
-            report.outcomes["not killed"] += 1
-            report.failures.append(f"{point}: not reached (exit {killed.returncode}) {killed.stderr[-500:]}")
-            continue
-        try:
-            report.outcomes[scenario.holds(workdir)] += 1
-        except Neither as e:
-            report.outcomes["neither"] += 1
-            report.failures.append(f"killed before {point}: {e}")
     shutil.rmtree(workdir, ignore_errors=True)
+    in_process = threading.Lock()
+
+    def kill_once(numbered: tuple[int, crash_points.CrashPoint]) -> tuple[str, str | None]:
+        """(outcome, failure or None) of one kill at the point."""
+        number, point = numbered
+        killed_dir = os.path.join(base, f"{name}.{number}")
+        with in_process:
+            _fresh(scenario, killed_dir)
+        try:
+            killed = crash_points.kill_at(point, _step_argv(name, killed_dir), env)
+            if killed.returncode != -9:
+                return "not killed", f"{point}: not reached (exit {killed.returncode}) {killed.stderr[-500:]}"
+            with in_process:
+                return scenario.holds(killed_dir), None
+        except Neither as e:
+            return "neither", f"killed before {point}: {e}"
+        finally:
+            shutil.rmtree(killed_dir, ignore_errors=True)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for outcome, failure in pool.map(kill_once, enumerate(report.points)):
+            report.outcomes[outcome] += 1
+            if failure:
+                report.failures.append(failure)
     report.seconds = time.monotonic() - started
     return report
 
