@@ -14,9 +14,8 @@ import zipfile
 
 import pytest
 
-from tests.conftest import wheelhouse
+from tests.conftest import REPO, wheelhouse
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRODUCT_PACKAGES = {"agents", "batch", "coordinator", "ctl", "datanode", "kernel", "metrics", "security", "wire"}
 
 
@@ -35,7 +34,8 @@ def test_the_wheel_in_a_clean_venv_runs_its_commands_without_test_bed_dependenci
     start: hdfs and psutil, which only tests, test beds and benchmarks use, are not installed."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    offline = ["--no-index", "--find-links", wheelhouse()] if wheelhouse() else []
+    wheels = wheelhouse()
+    offline = ["--no-index", "--find-links", wheels] if wheels else []
     pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
                           "-c", os.path.join(REPO, "constraints.txt"), *offline, product_wheel],
                          capture_output=True, text=True, timeout=600)

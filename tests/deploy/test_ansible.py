@@ -18,11 +18,10 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.conftest import needs_kernel, unique_name, wheelhouse
+from tests.conftest import REPO, needs_kernel, unique_name, wheelhouse
 from vnode_sync.kernel.backend import HostCgroups
 from testbed.ports import free_port
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_DIR = os.path.join(REPO, "deploy", "ansible")
 WHY_NO_ANSIBLE = None if shutil.which("ansible-playbook") else \
     "needs ansible-playbook (scripts/setup.d/deploy.sh installs Debian's ansible-core)"
