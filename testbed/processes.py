@@ -5,6 +5,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 
@@ -39,11 +40,29 @@ def stop_processes(processes: list[psutil.Process], grace_seconds: float = 10) -
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.terminate()
-    _, alive = psutil.wait_procs(processes, timeout=grace_seconds)
+    alive = _wait_exited(processes, grace_seconds)
     for process in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
-    psutil.wait_procs(alive, timeout=5)
+    _wait_exited(alive, 5)
+
+
+def _wait_exited(processes: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those still running after `timeout`. A zombie has exited: only its parent can reap it, and
+    that parent may be the caller itself (a test standing in for a crashed run) or gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in processes if not _exited(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _exited(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def exit_once_on_signals() -> None:
