@@ -17,8 +17,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -136,8 +138,10 @@ def initramfs(version: str) -> str:
     return target
 
 
-def run(command: str, cwd: str, timeout: float = 300, disk_mb: int = 64, memory_mb: int = 1024) -> GuestResult:
-    """Boot the guest, run `command` with /bin/sh in `cwd` of the host's (read-only) root, power off."""
+def run(command: str, cwd: str, timeout: float = 300, disk_mb: int = 64, memory_mb: int = 1024,
+        place: Callable[[int], None] | None = None, cancel: threading.Event | None = None) -> GuestResult:
+    """Boot the guest, run `command` with /bin/sh in `cwd` of the host's (read-only) root, power off.
+    `place(pid)` is given qemu's pid as it starts (a CPU group); `cancel` ends the run as the timeout does."""
     version = kernel_version()
     image = initramfs(version)
     exchange = tempfile.mkdtemp(prefix=PREFIX + uuid.uuid4().hex[:8] + "-")
@@ -162,8 +166,10 @@ def run(command: str, cwd: str, timeout: float = 300, disk_mb: int = 64, memory_
     qemu = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     boot = None
     try:
+        if place is not None:
+            place(qemu.pid)
         deadline = start + timeout
-        while qemu.poll() is None and time.monotonic() < deadline:
+        while qemu.poll() is None and time.monotonic() < deadline and not (cancel and cancel.is_set()):
             if boot is None and "guest: booted" in _read(console_path):
                 boot = time.monotonic() - start
             time.sleep(0.1)

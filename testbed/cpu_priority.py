@@ -39,9 +39,13 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
+def available(hierarchy: str = CPU_HIERARCHY) -> bool:
+    return os.path.isfile(os.path.join(hierarchy, "cpu.shares")) and os.geteuid() == 0
+
+
 @contextlib.contextmanager
 def cpu_priority(name: str, hierarchy: str = CPU_HIERARCHY) -> Iterator[str | None]:
-    if not os.path.isfile(os.path.join(hierarchy, "cpu.shares")) or os.geteuid() != 0:
+    if not available(hierarchy):
         log.warning("no cgroup v1 cpu hierarchy at %s (or not root): running without CPU priority", hierarchy)
         yield None
         return
