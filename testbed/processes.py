@@ -60,7 +60,7 @@ def _wait_exited(processes: list[psutil.Process], timeout: float) -> list[psutil
 
 def _exited(process: psutil.Process) -> bool:
     try:
-        return process.status() == psutil.STATUS_ZOMBIE
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE   # is_running: not a reused pid
     except psutil.NoSuchProcess:
         return True
 
