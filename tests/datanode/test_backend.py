@@ -15,10 +15,10 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, STEPS, AgentHello, Coun
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, SharedLevel, StepTally
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+from tests.conftest import REPO
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAVA_STEPS = "agents/datanode-throttle/src/main/java/org/vnodesync/dnthrottle/CapacityControl.java"
 
 

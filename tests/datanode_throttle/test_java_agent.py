@@ -6,11 +6,10 @@ import socket
 
 import pytest
 
-from tests.conftest import needs_java, needs_kernel, unique_name
+from tests.conftest import REPO, needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
 from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, STEPS, ThrottleChannel
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
 
 pytestmark = [

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from vnode_sync.security import certs
+from tests.conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMETHEUS_DIR = os.path.join(REPO, "deploy", "prometheus")
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus "
                                     "package; scripts/setup.d/prometheus.sh installs it)")

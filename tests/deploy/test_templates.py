@@ -11,8 +11,8 @@ import yaml
 from vnode_sync.agents.storage.config import load_agent_config
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.ctl.settings import load_ctl_settings
+from tests.conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLES = os.path.join(REPO, "deploy", "ansible", "roles")
 WHY_NO_ANSIBLE = None if shutil.which("ansible-playbook") else \
     "needs ansible-playbook (scripts/setup.d/deploy.sh installs Debian's ansible-core)"

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.conftest import needs_kernel, unique_name
+from tests.conftest import REPO, needs_kernel, unique_name
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
 from testbed.ports import free_port
@@ -170,9 +170,6 @@ def test_vnodectl_top_shows_the_capped_user_first(observed):
     assert {n["node_id"] for n in alice["nodes"]} == {"node1", "node2"}
     assert all(n["held_source"] == "estimated" for n in alice["nodes"])
     assert bob["nodes_held"] == 0 and bob["pressure"] < 0.5
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_dashboards_queries_run_on_the_real_series_and_show_the_held_user(observed):

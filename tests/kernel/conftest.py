@@ -7,7 +7,6 @@ its 2-4 minutes on one emulated CPU overlap the host's own tests instead of addi
 qemu takes the CPU first (testbed/cpu_priority.py): the guest's timed steps (the io.max rate, the
 agent's start) see the CPU they saw when the guest ran alone, and the host's tests keep the other core."""
 
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -15,8 +14,8 @@ import pytest
 
 from testbed import cgroup_v2_guest, cpu_priority
 from testbed.names import unique_name
+from tests.conftest import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GUEST_COMMAND = (
     "export PYTHONPATH=. VNODE_SYNC_REAL_CGROUP2=/sys/fs/cgroup VNODE_SYNC_REAL_IO_DEVICE=$GUEST_DISK_DEV\n"
     # Each step's start on the guest's clock, so the log shows which one a slow run spent its time in.

@@ -1,14 +1,13 @@
 """testbed.processes.exit_once_on_signals: a benchmark stopped by a signal cleans up whole, even when a
 second signal comes during its clean-up (pkill and `timeout` both sending one, Ctrl-C pressed twice)."""
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.conftest import REPO
 
 # What a benchmark does: take the signals, make something, and remove it in a `finally` that takes a while.
 BENCHMARK = """
