@@ -1,5 +1,6 @@
 """--trace for the DataNode benchmarks: every 0.1 s, one line of what one Java agent's scheduler sees
-(R, each user's MB/s and the time its threads waited, the CPU, the skew, the rule that set R)."""
+(R, each user's MB/s and the time its threads waited, the CPU and the busiest data disk, the skew,
+the rule that set R)."""
 
 import contextlib
 import threading
@@ -22,7 +23,8 @@ class _Counts(NamedTuple):
 def trace_line(label: str, at: float, seconds: float, stats: Stats, before: dict[str, _Counts],
                users: dict[str, str], direction: str) -> str:
     """One --trace line: R, then per role (USERS: role -> user name) MB/s and the seconds per second its
-    threads waited (late), then the CPU, the share of packets held, the skew seen (smoothed) and the step."""
+    threads waited (late), then the CPU and busiest data disk, the share of packets held, the skew seen
+    (smoothed) and the step."""
     d, node = direction, stats.node
     parts = [f"{label:<11} {at:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}"]
     for role, name in users.items():
@@ -30,7 +32,8 @@ def trace_line(label: str, at: float, seconds: float, stats: Stats, before: dict
         parts.append(f"{role} {(now.moved - then.moved) / seconds / MB:7.1f} "
                      f"(waits {(now.waited - then.waited) / 1e9 / seconds:4.2f}, "
                      f"late {(now.late - then.late) / 1e9 / seconds:4.2f})")
-    parts.append(f"cpu {node.get('cpu_busy', 0):.2f}  held {node.get(f'{d}_held', 0):.2f}  "
+    parts.append(f"cpu {node.get('cpu_busy', 0):.2f}  disk {node.get('disk_busy', 0):.2f}  "
+                 f"held {node.get(f'{d}_held', 0):.2f}  "
                  f"skew {node.get(f'{d}_skew_seen', 0):.2f} ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
                  f"{stats.steps.get(f'{d}_step', '?')}")
     return "  ".join(parts) + "\n"

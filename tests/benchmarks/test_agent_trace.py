@@ -12,12 +12,12 @@ def test_a_trace_line_gives_rates_waits_and_the_rule_that_set_r():
     stats = Stats(1, 2, Counters(), {"u1": Counters(read_bytes=30_000_000, read_wait_ns=60_000_000,
                                                     read_late_ns=10_000_000),
                                      "u2": Counters(read_bytes=10_000_000)},
-                  {"read_rate_bps": 1_500e6, "cpu_busy": 0.91, "read_held": 0.5, "read_skew_seen": 1.3,
-                   "read_skew": 1.1}, {"read_step": "lowered-skewed"})
+                  {"read_rate_bps": 1_500e6, "cpu_busy": 0.91, "disk_busy": 0.2, "read_held": 0.5,
+                   "read_skew_seen": 1.3, "read_skew": 1.1}, {"read_step": "lowered-skewed"})
     line = trace_line("wc-weights", 2.5, 0.1, stats, {"u1": _Counts(20_000_000, 50_000_000, 0)},
                       {"alice": "u1", "bob": "u2"}, "read")
     assert line == ("wc-weights     2.5 s  R  1500.0  alice   100.0 (waits 0.10, late 0.10)  "
-                    "bob   100.0 (waits 0.00, late 0.00)  cpu 0.91  held 0.50  skew 1.30 (1.10 smoothed)  "
+                    "bob   100.0 (waits 0.00, late 0.00)  cpu 0.91  disk 0.20  held 0.50  skew 1.30 (1.10 smoothed)  "
                     "lowered-skewed\n")
 
 
