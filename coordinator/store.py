@@ -278,10 +278,10 @@ class StateStore(UserSettings):
             self._db = self._connect(path)
             self._check()
         except sqlite3.Error as e:
-            self._unlock()
+            self._give_up()
             raise StoreUnusable(f"state file {path} is damaged or unreadable ({e}); {restore_hint(path)}") from e
         except BaseException:
-            self._unlock()
+            self._give_up()
             raise
 
     @staticmethod
@@ -348,6 +348,14 @@ class StateStore(UserSettings):
                 self._db.backup(dest)
             finally:
                 dest.close()
+
+    def _give_up(self) -> None:
+        """A start that failed keeps nothing open: not its connection, which would hold the state file
+        (and its WAL) until the garbage collector found it, nor its lock."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+        self._unlock()
 
     def _unlock(self) -> None:
         if self._lock_fd is not None:

@@ -212,6 +212,13 @@ def _fresh(scenario: Scenario, workdir: str) -> None:
     scenario.prepare(workdir)
 
 
+# A step that ran to its end without reaching a call the first run made is run once more before it
+# counts: once in many runs, the store's close after a long benchmark did not remove its WAL (unlinks
+# 5 and 6 of the set-priority step not reached, exit 0; not reproduced in 40 runs since, nor its cause
+# found). What the step left beside it is printed.
+NOT_REACHED_TRIES = 2
+
+
 def run(name: str, base: str, workers: int = 2) -> Report:
     """Kill the scenario's step at each point, from a fresh starting state each time, and start again.
     The killed steps run `workers` at a time, each in a workdir of its own; the starting states and
@@ -226,7 +233,7 @@ def run(name: str, base: str, workers: int = 2) -> Report:
     shutil.rmtree(workdir, ignore_errors=True)
     in_process = threading.Lock()
 
-    def kill_once(numbered: tuple[int, crash_points.CrashPoint]) -> tuple[str, str | None]:
+    def kill_once(numbered: tuple[int, crash_points.CrashPoint], tries: int = NOT_REACHED_TRIES) -> tuple[str, str | None]:
         """(outcome, failure or None) of one kill at the point."""
         number, point = numbered
         killed_dir = os.path.join(base, f"{name}.{number}")
@@ -235,7 +242,13 @@ def run(name: str, base: str, workers: int = 2) -> Report:
         try:
             killed = crash_points.kill_at(point, _step_argv(name, killed_dir), env)
             if killed.returncode != -9:
-                return "not killed", f"{point}: not reached (exit {killed.returncode}) {killed.stderr[-500:]}"
+                missed = (f"{point}: not reached (exit {killed.returncode}; left {sorted(os.listdir(killed_dir))}) "
+                          f"{killed.stderr[-500:]}")
+                if tries > 1:
+                    print(f"{missed}; trying again", file=sys.stderr)
+                    shutil.rmtree(killed_dir, ignore_errors=True)
+                    return kill_once(numbered, tries - 1)
+                return "not killed", missed
             with in_process:
                 return scenario.holds(killed_dir), None
         except Neither as e:

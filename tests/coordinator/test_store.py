@@ -114,6 +114,13 @@ def test_a_store_that_was_complete_and_lost_a_part_is_refused_not_remade(tmp_pat
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.raises(StoreUnusable, match=re.escape(message)):
+    with pytest.raises(StoreUnusable, match=re.escape(message)) as refused:
         StateStore(str(path), seed_users=[Seed("alice", 1001, 4)])
     assert path.read_bytes() == before
+    # The refusing store kept no connection open (its traceback, kept here, still holds it): the
+    # last connection to close removes the WAL, which it cannot while another holds the file.
+    last = sqlite3.connect(path)
+    last.execute("PRAGMA journal_mode = WAL")
+    last.execute("CREATE TABLE probe (x)")
+    last.close()
+    assert not (tmp_path / "state.sqlite-wal").exists()
