@@ -11,6 +11,7 @@ Leftovers of a crashed run are found by a prefix of their paths: `stale_loops(pr
 """
 
 import contextlib
+import glob
 import os
 import re
 import shutil
@@ -31,6 +32,18 @@ def _run(*argv: str) -> str:
     if result.returncode != 0:
         raise KernelError(argv[-1], f"{' '.join(argv)} failed: {result.stderr.strip()}")
     return result.stdout.strip()
+
+
+def why_no_bfq(sys_root: str = "/sys") -> str | None:
+    """None if this kernel offers BFQ (listed by a device, loaded, or a module it can load), else why not."""
+    for path in glob.glob(os.path.join(sys_root, "block", "*", "queue", "scheduler")):
+        with open(path) as f:
+            if "bfq" in f.read().replace("[", " ").replace("]", " ").split():
+                return None
+    release = os.uname().release
+    if os.path.isdir(os.path.join(sys_root, "module", "bfq")) or glob.glob(f"/lib/modules/{release}/kernel/block/bfq*"):
+        return None
+    return f"this kernel ({release}) offers no BFQ for loop devices: no device lists it and it has no bfq module"
 
 
 def select_fresh_scheduler(dev: DeviceNumber, name: str, sys_root: str = "/sys") -> None:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from benchmarks.mpiio.launch import PROGRAM
+from testbed.loopdev import why_no_bfq
 from testbed.sizes import parse_size
 
 
@@ -34,7 +35,7 @@ def _why_no_slow_disk() -> str | None:
             return f"needs {tool} (util-linux, e2fsprogs: scripts/setup.sh installs them)"
     if not os.path.exists("/dev/fuse"):
         return "needs /dev/fuse"
-    return None
+    return why_no_bfq()   # the emulated disk's scheduler
 
 
 WHY_NO_SLOW_DISK = _why_no_slow_disk()

@@ -10,11 +10,13 @@ import pytest
 from tests.conftest import WHY_NO_KERNEL, unique_name
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.kernel.devices import set_scheduler
-from testbed.loopdev import loop_device
+from testbed.loopdev import loop_device, why_no_bfq
 from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import DEFAULT_VNODE
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+
+WHY_NO_BFQ = why_no_bfq()
 
 
 class FakeWorld:
@@ -76,6 +78,8 @@ class KernelWorld:
                 c.wait()
 
     def use_bfq(self, on: bool) -> None:
+        if on and WHY_NO_BFQ:
+            pytest.skip(f"real-kernel variant: {WHY_NO_BFQ}")
         set_scheduler(self.device, "bfq" if on else "none")
 
     def close(self):
