@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -159,8 +160,17 @@ def attach(backing_file: str, direct_io: bool) -> str:
     return _run("losetup", "--find", "--show", f"--direct-io={'on' if direct_io else 'off'}", backing_file)
 
 
+# The kernel detaches a loop device that is still open (udev's probe of a new device, say) only at its
+# last close: a `down` once found /dev/loop0 still attached right after it returned.
+DETACH_WAIT_SECONDS = 5.0
+
+
 def detach(device: str) -> None:
     subprocess.run(["losetup", "--detach", device], capture_output=True)
+    backing = f"/sys/block/{os.path.basename(device)}/loop/backing_file"
+    deadline = time.monotonic() + DETACH_WAIT_SECONDS
+    while os.path.exists(backing) and time.monotonic() < deadline:
+        time.sleep(0.05)
     uncap_dirty_pages(device)   # the loop device outlives its attachment, and so would a cap
 
 
