@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from testbed.loopdev import loop_device
+from testbed.loopdev import loop_device, why_no_bfq
 from testbed.names import TEST_PREFIX, unique_name  # noqa: F401 (re-exported for tests)
 from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.backend import HostCgroups
@@ -136,9 +136,9 @@ def bfq_disk():
     """A fresh loop device offering BFQ; its scheduler and request size put back after."""
     if WHY_NO_KERNEL:
         pytest.skip(WHY_NO_KERNEL)
+    if why := why_no_bfq():
+        pytest.skip(why)
     with loop_device(unique_name("diskq")) as (path, _):
-        if "bfq" not in open(disk_queue.queue_dir(path) + "/scheduler").read():
-            pytest.skip("this kernel offers no BFQ for loop devices")
         before = disk_queue.read_settings(path, ["max_sectors_kb"])
         yield path
         disk_queue.apply(path, [disk_queue.QueueSetting("scheduler", "none"), *before])
