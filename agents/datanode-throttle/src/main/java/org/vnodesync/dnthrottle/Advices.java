@@ -88,11 +88,13 @@ final class Advices {
         }
     }
 
-    /** BlockSender.sendBlock(out, baseStream, throttler). */
+    /** BlockSender.sendBlock(out, baseStream, throttler); its block and DataNode name the volume. */
     static final class SendBlock {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(value = 2, readOnly = false) DataTransferThrottler throttler) {
-            throttler = Hooks.forSend(throttler);
+        static void enter(@Advice.Argument(value = 2, readOnly = false) DataTransferThrottler throttler,
+                          @Advice.FieldValue("block") ExtendedBlock block,
+                          @Advice.FieldValue("datanode") Object datanode) {
+            throttler = Hooks.forSend(throttler, block, datanode);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
@@ -104,8 +106,10 @@ final class Advices {
     /** BlockReceiver.receiveBlock(mirrOut, mirrIn, replyOut, mirrAddr, throttler, downstreams, isReplaceBlock). */
     static final class ReceiveBlock {
         @Advice.OnMethodEnter(suppress = Throwable.class)
-        static void enter(@Advice.Argument(value = 4, readOnly = false) DataTransferThrottler throttler) {
-            throttler = Hooks.forReceive(throttler);
+        static void enter(@Advice.Argument(value = 4, readOnly = false) DataTransferThrottler throttler,
+                          @Advice.FieldValue("block") ExtendedBlock block,
+                          @Advice.FieldValue("datanode") Object datanode) {
+            throttler = Hooks.forReceive(throttler, block, datanode);
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)

@@ -39,16 +39,11 @@ public final class Agent {
                 System.currentTimeMillis());
         Hooks.install(throttles, new Identity(sameHostOwners()));
         HookReport report = new HookReport();
-        CapacityLoop capacity = new CapacityLoop(throttles, new ResourceSampler(Path.of("/proc")));
         weave(instrumentation, args.skipped(), report);
-        if (args.followNode()) {
-            capacity.start();
-        } else {
-            AgentLog.info("vnode-sync throttle agent: follow_node=false: R stays at the configured capacity");
-        }
+        new DepthLoop(throttles).start();
         if (args.socket() != null) {
             new ControlServer(args.socket(), throttles,
-                    new Protocol.Environment(report, Agent::hadoopVersion, capacity)).start();
+                    new Protocol.Environment(report, Agent::hadoopVersion)).start();
         }
         AgentLog.info("vnode-sync throttle agent: shares are unknown until the storage agent sends them on "
                 + args.socket() + "; every op gets the default ceilings (read " + args.defaultReadBps()

@@ -7,6 +7,7 @@ import org.apache.hadoop.hdfs.ExtendedBlockId;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.hdfs.server.datanode.fsdataset.FsVolumeSpi;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
@@ -103,8 +104,8 @@ public final class Hooks {
 
     /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
     private static void invalidate(ExtendedBlockId block) {
-        if (dataNode instanceof DataNode dn) {
-            dn.getShortCircuitRegistry().processBlockInvalidation(block);
+        if (dataNode instanceof DataNode) {
+            ((DataNode) dataNode).getShortCircuitRegistry().processBlockInvalidation(block);
         }
     }
 
@@ -159,17 +160,19 @@ public final class Hooks {
         }
     }
 
-    /** BlockSender.sendBlock's throttler argument for this op. */
-    public static DataTransferThrottler forSend(DataTransferThrottler original) {
-        return forOp(original, Direction.READ);
+    /** BlockSender.sendBlock's throttler argument for this op, whose BLOCK the DATANODE (Object: see Advices) serves. */
+    public static DataTransferThrottler forSend(DataTransferThrottler original, ExtendedBlock block, Object datanode) {
+        return forOp(original, Direction.READ, block, datanode);
     }
 
     /** BlockReceiver.receiveBlock's throttler argument for this op. */
-    public static DataTransferThrottler forReceive(DataTransferThrottler original) {
-        return forOp(original, Direction.WRITE);
+    public static DataTransferThrottler forReceive(DataTransferThrottler original, ExtendedBlock block,
+                                                   Object datanode) {
+        return forOp(original, Direction.WRITE, block, datanode);
     }
 
-    private static DataTransferThrottler forOp(DataTransferThrottler original, Direction direction) {
+    private static DataTransferThrottler forOp(DataTransferThrottler original, Direction direction,
+                                               ExtendedBlock block, Object datanode) {
         try {
             Throttles.Charge charge = CURRENT.get();
             Throttles t = throttles;
@@ -179,7 +182,8 @@ public final class Hooks {
             if (charge == null || t == null || original instanceof UserThrottler) {
                 return original;  // internal, and no system VNode: Hadoop's own throttler
             }
-            return new UserThrottler(charge, direction, t.scheduler(direction), original,
+            Dispatcher volume = t.volume(volumeOf(block, datanode));
+            return new UserThrottler(charge, direction, volume, t.flow(volume, charge), original,
                     UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
         } catch (Throwable e) {
             AgentLog.once("throttler-" + direction, "could not make a per-user throttler; Hadoop's is used", e);
@@ -187,11 +191,25 @@ public final class Hooks {
         }
     }
 
+    /** The storage ID of the volume that holds BLOCK; the whole node where it cannot be known. */
+    static String volumeOf(ExtendedBlock block, Object datanode) {
+        if (block == null || !(datanode instanceof DataNode)) {
+            return Throttles.WHOLE_NODE;
+        }
+        try {
+            FsVolumeSpi volume = ((DataNode) datanode).getFSDataset().getVolume(block);
+            return volume != null && volume.getStorageID() != null ? volume.getStorageID() : Throttles.WHOLE_NODE;
+        } catch (RuntimeException e) {
+            AgentLog.once("volume", "could not find a block's volume; its ops share the node's dispatcher", e);
+            return Throttles.WHOLE_NODE;
+        }
+    }
+
     /** After sendBlock / receiveBlock: the transfer sends no more packets. */
     public static void transferEnd(DataTransferThrottler throttler) {
         try {
-            if (throttler instanceof UserThrottler user) {
-                user.close();
+            if (throttler instanceof UserThrottler) {
+                ((UserThrottler) throttler).close();
             }
         } catch (Throwable e) {
             AgentLog.once("transfer-end", "could not end a per-user transfer cleanly", e);

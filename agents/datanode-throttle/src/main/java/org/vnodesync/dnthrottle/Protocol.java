@@ -23,7 +23,7 @@ final class Protocol {
     private static final String TOO_LONG = "\u0000too long";
 
     /** What the handshake says about the DataNode this agent runs in. */
-    record Environment(HookReport hooks, Supplier<String> hadoopVersion, CapacityLoop capacity) {
+    record Environment(HookReport hooks, Supplier<String> hadoopVersion) {
     }
 
     private final Throttles throttles;
@@ -56,7 +56,7 @@ final class Protocol {
         }
         if (line.equals("STATS")) {
             synchronized (throttles) {
-                return node() + steps() + throttles.stats() + "OK generation=" + throttles.policy().generation() + "\n";
+                return node() + throttles.stats() + "OK generation=" + throttles.policy().generation() + "\n";
             }
         }
         if (line.equals("APPLY") || line.startsWith("APPLY ")) {
@@ -84,35 +84,14 @@ final class Protocol {
         String hooks = environment.hooks().fields();
         return "OK protocol=" + MAX_PROTOCOL + " min_protocol=" + MIN_PROTOCOL + " agent=vnode-sync-datanode-throttle"
                 + " version=" + VERSION + " hadoop=" + hadoop + " started_ms=" + throttles.startedMs()
-                + " scheduler=weighted" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
+                + " scheduler=sfq-depth" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
     }
 
+    /** The node as the last APPLY configured it (capacities: what static caps divide; the edge needs none). */
     private String node() {
         Policy.Node node = throttles.policy().node();
-        CapacityLoop.Last last = environment.capacity() == null ? CapacityLoop.Last.NONE : environment.capacity().last();
-        WeightedScheduler reads = throttles.scheduler(Direction.READ);
-        WeightedScheduler writes = throttles.scheduler(Direction.WRITE);
-        return "NODE started_ms=" + throttles.startedMs()
-                + " read_capacity_bps=" + node.readCapacity() + " read_rate_bps=" + reads.rate()
-                + side("read", last.read()) + " read_backlogged=" + reads.backlogged()
-                + " write_capacity_bps=" + node.writeCapacity() + " write_rate_bps=" + writes.rate()
-                + side("write", last.write()) + " write_backlogged=" + writes.backlogged()
-                + String.format(java.util.Locale.ROOT, " cpu_busy=%.3f disk_busy=%.3f", last.cpuBusy(), last.diskBusy()) + "\n";
-    }
-
-    /** How long each rule held R and how often it moved it, per direction (StepTally). */
-    private String steps() {
-        CapacityLoop capacity = environment.capacity();
-        if (capacity == null) {
-            return "";
-        }
-        return capacity.tally(Direction.READ).lines("read") + capacity.tally(Direction.WRITE).lines("write");
-    }
-
-    private static String side(String direction, CapacityLoop.Side side) {
-        return String.format(java.util.Locale.ROOT, " %s_moved_bps=%d %s_held=%.3f %s_skew=%.3f %s_skew_seen=%.3f"
-                + " %s_step=%s", direction, Math.round(side.movedBps()), direction, side.held(), direction, side.skew(),
-                direction, side.seenSkew(), direction, side.step().label());
+        return "NODE started_ms=" + throttles.startedMs() + " read_capacity_bps=" + node.readCapacity()
+                + " write_capacity_bps=" + node.writeCapacity() + " volumes=" + throttles.volumes().size() + "\n";
     }
 
     private String apply(String header, InputStream in) throws IOException {

@@ -50,6 +50,28 @@ final class RateBucket {
         }
     }
 
+    /**
+     * Books BYTES at NOW_NS only if the bucket covers them now (what it has not booked ahead of NOW, up
+     * to BURST_NS of idle credit): a floor covers a packet or leaves it to the weights.
+     */
+    boolean tryTake(long bytes, long nowNs) {
+        long rate = bytesPerSecond;
+        if (rate <= 0 || bytes <= 0) {
+            return false;
+        }
+        long cost = costNs(bytes, rate);
+        while (true) {
+            long booked = nextFreeNs.get();
+            long from = booked == NEVER_BOOKED || booked < nowNs - BURST_NS ? nowNs - BURST_NS : booked;
+            if (from > nowNs) {
+                return false;
+            }
+            if (nextFreeNs.compareAndSet(booked, from + cost)) {
+                return true;
+            }
+        }
+    }
+
     private static long costNs(long bytes, long rate) {
         // bytes * 1e9 / rate without overflow for any realistic packet.
         if (bytes < Long.MAX_VALUE / 1_000_000_000L) {

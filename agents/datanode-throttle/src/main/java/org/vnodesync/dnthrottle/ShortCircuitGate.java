@@ -13,11 +13,11 @@ import org.apache.hadoop.hdfs.ExtendedBlockId;
  * <ul>
  *   <li>if the user has a read ceiling (a limit, or a static cap);</li>
  *   <li>while another user reads through this DataNode (an op in progress, one ended less than
- *       LINGER_NS ago, or backlogged in the read scheduler);</li>
+ *       LINGER_NS ago, or waiting or in flight at a volume's dispatcher);</li>
  *   <li>while another user holds a grant.</li>
  * </ul>
  * A client keeps a block's descriptors in a cache and reads the block again without asking, so grants
- * are short: each lasts as long as the block would take at the node's rate R (at least GRANT_FLOOR_NS)
+ * are short: each lasts as long as the block would take at what the busiest volume last moved, or at the configured capacity (at least GRANT_FLOOR_NS)
  * and is then revoked (its shared-memory slot marked invalid, as the DataNode does for a deleted
  * block), so the client asks again and the gate decides again; and when another user's read starts
  * here, everyone else's grants are revoked at once. A refusal makes Hadoop's client read that block
@@ -50,8 +50,7 @@ final class ShortCircuitGate {
                         + " shares it";
             }
         }
-        WeightedScheduler reads = throttles.scheduler(Direction.READ);
-        if (reads.backloggedBesides(charge.read())) {
+        if (throttles.busyBesides(charge)) {
             return "vnode-sync: other users read through this DataNode; " + name + " shares it";
         }
         for (Map.Entry<String, Map<ExtendedBlockId, Long>> grants : granted.entrySet()) {
@@ -59,7 +58,9 @@ final class ShortCircuitGate {
                 return "vnode-sync: " + grants.getKey() + " reads short-circuit here; " + name + " shares it";
             }
         }
-        long rate = reads.rate();
+        // What a volume last moved, or (none moved yet) the capacity the node was configured with.
+        double moved = throttles.busiestVolumeBps();
+        double rate = moved > 0 ? moved : throttles.policy().node().readCapacity();
         long busyNs = rate > 0 ? (long) (1e9 * blockBytes / rate) : 0;
         if (block != null) {
             granted.computeIfAbsent(name, u -> new ConcurrentHashMap<>())

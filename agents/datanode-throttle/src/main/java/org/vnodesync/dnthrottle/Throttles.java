@@ -1,20 +1,50 @@
 package org.vnodesync.dnthrottle;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * The current set plus every user's flows and counters, and the node's two schedulers (reads, writes).
- * APPLY swaps the whole Policy with one volatile write after moving weights, floors and ceilings;
- * flows and counters of users that left are kept (counters are monotonic).
+ * The current set plus every user's shares and counters, and one Dispatcher per data volume (reads and
+ * writes of a volume share it: one disk serves both from one queue). APPLY swaps the whole Policy with
+ * one volatile write after moving weights, floors and ceilings; shares and counters of users that left
+ * are kept (counters are monotonic).
  */
 final class Throttles {
     static final String DEFAULT = "DEFAULT";
+    /** The dispatcher of ops whose volume is not known (a Hadoop whose internals differ): the node as one volume. */
+    static final String WHOLE_NODE = "node";
 
-    /** What one op is charged to: a user (or DEFAULT), its counters and its flow in each direction. */
-    record Charge(String name, UserCounters counters, Flow read, Flow write) {
-        Flow flow(Direction direction) {
+    /** What one op is charged to: a user (or DEFAULT), its counters and its share in each direction. */
+    static final class Charge {
+        private final String name;
+        private final UserCounters counters = new UserCounters();
+        private final UserShare read = new UserShare();
+        private final UserShare write = new UserShare();
+
+        Charge(String name) {
+            this.name = name;
+        }
+
+        String name() {
+            return name;
+        }
+
+        UserCounters counters() {
+            return counters;
+        }
+
+        UserShare read() {
+            return read;
+        }
+
+        UserShare write() {
+            return write;
+        }
+
+        UserShare share(Direction direction) {
             return direction == Direction.READ ? read : write;
         }
     }
@@ -24,22 +54,16 @@ final class Throttles {
     private volatile Policy policy;
     private final Charge defaultCharge;
     private final Map<String, Charge> users = new ConcurrentHashMap<>();
-    private final WeightedScheduler reads = WeightedScheduler.forReads();
-    private final WeightedScheduler writes = WeightedScheduler.forWrites();
-
-    private final UserThrottler.Clock clock;
+    private final Map<String, Dispatcher> volumes = new ConcurrentHashMap<>();
+    /** Each volume's flows, by charge: one per (user, volume), made at the user's first op there. */
+    private final Map<Dispatcher, Map<Charge, Flow>> flows = new ConcurrentHashMap<>();
 
     Throttles(Policy.Shares defaults, long startedMs) {
-        this(defaults, startedMs, UserThrottler.SYSTEM_CLOCK);
-    }
-
-    Throttles(Policy.Shares defaults, long startedMs, UserThrottler.Clock clock) {
-        this.clock = clock;
         this.startedMs = startedMs;
         this.startDefaults = defaults;
         this.policy = Policy.initial(defaults);
-        this.defaultCharge = newCharge(DEFAULT);
-        share(defaultCharge, defaults, clock.nanoTime());
+        this.defaultCharge = new Charge(DEFAULT);
+        share(defaultCharge, defaults);
     }
 
     long startedMs() {
@@ -55,42 +79,51 @@ final class Throttles {
         return policy;
     }
 
-    WeightedScheduler scheduler(Direction direction) {
-        return direction == Direction.READ ? reads : writes;
+    /** The dispatcher of VOLUME (a storage ID, or WHOLE_NODE), made at its first op. */
+    Dispatcher volume(String volume) {
+        Dispatcher d = volumes.get(volume);
+        return d != null ? d : volumes.computeIfAbsent(volume, Dispatcher::new);
+    }
+
+    List<Dispatcher> volumes() {
+        return new ArrayList<>(new TreeMap<>(volumes).values());
+    }
+
+    /** CHARGE's flow at DISPATCHER. */
+    Flow flow(Dispatcher dispatcher, Charge charge) {
+        Map<Charge, Flow> byCharge = flows.computeIfAbsent(dispatcher, d -> new ConcurrentHashMap<>());
+        Flow flow = byCharge.get(charge);
+        return flow != null ? flow : byCharge.computeIfAbsent(charge, Flow::new);
     }
 
     synchronized void apply(Policy next) {
-        long now = clock.nanoTime();
-        for (Direction direction : Direction.values()) {
-            // A new capacity holds at once; CapacityControl moves R below it from there.
-            long capacity = next.node().capacity(direction);
-            WeightedScheduler scheduler = scheduler(direction);
-            scheduler.setConfigured(capacity);
-            if (capacity != policy.node().capacity(direction) || scheduler.rate() > capacity) {
-                scheduler.setRate(capacity, now);
-            }
-        }
-        share(defaultCharge, next.defaults(), now);
-        next.users().forEach((name, shares) -> share(users.computeIfAbsent(name, this::newCharge), shares, now));
+        share(defaultCharge, next.defaults());
+        next.users().forEach((name, shares) -> share(users.computeIfAbsent(name, Charge::new), shares));
         users.forEach((name, charge) -> {
             if (!next.users().containsKey(name)) {
-                share(charge, Policy.Shares.NONE, now);  // left: its ops still running keep going unscheduled
+                share(charge, Policy.Shares.NONE);  // left: its ops still running keep going unscheduled
             }
         });
         policy = next;
     }
 
-    private Charge newCharge(String name) {
-        return new Charge(name, new UserCounters(), new Flow(name), new Flow(name));
-    }
-
-    private void share(Charge charge, Policy.Shares shares, long now) {
+    private void share(Charge charge, Policy.Shares shares) {
         for (Direction direction : Direction.values()) {
             Policy.Share share = shares.of(direction);
-            Flow flow = charge.flow(direction);
-            flow.ceiling.setRate(share.ceilingBps());
-            flow.floor.setRate(share.floorBps());
-            scheduler(direction).setWeight(flow, share.weight(), now);
+            UserShare mine = charge.share(direction);
+            mine.ceiling.setRate(share.ceilingBps());
+            mine.floor.setRate(share.floorBps());
+            double next = share.weight() > 0 && !Double.isInfinite(share.weight()) ? share.weight() : 0;
+            double before = mine.weight;
+            mine.weight = next;
+            if (before != next) {
+                flows.forEach((dispatcher, byCharge) -> {
+                    Flow flow = byCharge.get(charge);
+                    if (flow != null) {
+                        dispatcher.reweigh(flow, before, next);
+                    }
+                });
+            }
         }
     }
 
@@ -103,9 +136,32 @@ final class Throttles {
         return charge != null ? charge : defaultCharge;
     }
 
-    /** STATS body lines for the users (without the NODE line and the final OK). */
+    /** Whether another user than CHARGE's has a packet waiting or in flight at any volume. */
+    boolean busyBesides(Charge charge) {
+        for (Map.Entry<Dispatcher, Map<Charge, Flow>> e : flows.entrySet()) {
+            Flow mine = e.getValue().get(charge);
+            if (e.getKey().busyBesides(mine)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The most any volume moved over its last interval, bytes/s (0: none known). */
+    double busiestVolumeBps() {
+        double most = 0;
+        for (Dispatcher d : volumes.values()) {
+            most = Math.max(most, d.movedBps());
+        }
+        return most;
+    }
+
+    /** STATS body lines for the volumes and the users (without the NODE line and the final OK). */
     String stats() {
         StringBuilder out = new StringBuilder();
+        for (Dispatcher d : volumes()) {
+            out.append(d.statsLine()).append('\n');
+        }
         out.append("DEFAULT ").append(defaultCharge.counters().fields()).append('\n');
         new TreeMap<>(users).forEach((name, charge) ->
                 out.append("USER name=").append(name).append(' ').append(charge.counters().fields()).append('\n'));

@@ -6,9 +6,11 @@ import org.apache.hadoop.hdfs.util.Canceler;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 
 /**
- * The throttler handed to one op in place of the node-wide one: schedules each packet's bytes in the
- * user's flow (WeightedScheduler), counts them and the time slept, then passes them on to the node-wide
- * throttler (if the DataNode has one). The superclass's own bucket is never used.
+ * The throttler handed to one op in place of the node-wide one. Hadoop calls it after each packet the
+ * op moved; it then waits for the user's ceiling, and asks the volume's Dispatcher for the op's next
+ * packet (the first is asked for when the op starts, before any byte moves). It counts the bytes and
+ * the time waited, then passes them on to the node-wide throttler (if the DataNode has one). The
+ * superclass's own bucket is never used.
  */
 final class UserThrottler extends DataTransferThrottler {
     interface Clock {
@@ -29,33 +31,31 @@ final class UserThrottler extends DataTransferThrottler {
     };
 
     private final Throttles.Charge charge;
+    private final UserShare share;
     private final DataTransferThrottler nodeWide;
     private final Clock clock;
     private final Sleeper sleeper;
-    // The op's own counters, flow and scheduler, looked up once per op rather than once per packet.
+    private final Dispatcher dispatcher;
+    private final Dispatcher.Ticket ticket;
+    // The op's own counters, looked up once per op rather than once per packet.
     private final LongAdder counted;
     private final LongAdder waited;
-    private final LongAdder late;
-    private final Flow flow;
-    private final WeightedScheduler scheduler;
-    private final WeightedScheduler.Ticket ticket = new WeightedScheduler.Ticket();
+    private volatile Canceler canceler;
 
-    UserThrottler(Throttles.Charge charge, Direction direction, WeightedScheduler scheduler,
+    UserThrottler(Throttles.Charge charge, Direction direction, Dispatcher dispatcher, Flow flow,
                   DataTransferThrottler nodeWide, Clock clock, Sleeper sleeper) {
         super(Long.MAX_VALUE);
         this.charge = charge;
+        this.share = charge.share(direction);
         this.nodeWide = nodeWide;
         this.clock = clock;
         this.sleeper = sleeper;
+        this.dispatcher = dispatcher;
+        this.ticket = new Dispatcher.Ticket(flow, direction, Thread.currentThread());
         UserCounters counters = charge.counters();
         this.counted = direction == Direction.READ ? counters.readBytes : counters.writeBytes;
         this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
-        this.late = direction == Direction.READ ? counters.readLateNs : counters.writeLateNs;
-        this.flow = charge.flow(direction);
-        this.scheduler = scheduler;
-        if (direction == Direction.READ) {
-            scheduler.openingRead(flow, clock.nanoTime());
-        }
+        next(0);   // the op's first packet waits for its turn too
     }
 
     String user() {
@@ -66,9 +66,13 @@ final class UserThrottler extends DataTransferThrottler {
         return nodeWide;
     }
 
-    /** The transfer is over: what was charged for a packet it will not send is given back. */
+    Dispatcher dispatcher() {
+        return dispatcher;
+    }
+
+    /** The transfer is over: the slot its next packet held is free. */
     void close() {
-        scheduler.release(flow, ticket);
+        dispatcher.release(ticket, 0, clock.nanoTime());
     }
 
     @Override
@@ -78,8 +82,10 @@ final class UserThrottler extends DataTransferThrottler {
 
     @Override
     public void throttle(long numOfBytes, Canceler canceler) {
+        this.canceler = canceler;
         try {
-            ownThrottle(numOfBytes, canceler);
+            counted.add(numOfBytes);
+            next(numOfBytes);
         } catch (RuntimeException | Error e) {
             AgentLog.once("throttle", "per-user throttling failed; the op goes on unthrottled by user", e);
         }
@@ -88,29 +94,42 @@ final class UserThrottler extends DataTransferThrottler {
         }
     }
 
-    private void ownThrottle(long bytes, Canceler canceler) {
-        counted.add(bytes);
+    /** The op moved BYTES (0: none yet): its next packet waits for the ceiling, then for its turn. */
+    private void next(long bytes) {
         long start = clock.nanoTime();
-        long due = scheduler.admit(flow, bytes, start, ticket);
-        if (due - start < WeightedScheduler.LEAST_SLEEP_NS) {
-            ticket.released(start);
-            return;
-        }
         long now = start;
-        try {
-            // In slices: V may reach the packet's tag sooner than foreseen (a flow left).
-            while (due - now >= WeightedScheduler.LEAST_SLEEP_NS && (canceler == null || !canceler.isCancelled())) {
-                sleeper.sleepNanos(Math.min(due - now, WeightedScheduler.MAX_SLICE_NS));
+        double weight = share.weight;
+        long ceilingNs = share.ceiling.unlimited() ? 0 : share.ceiling.reserve(Math.max(bytes, 1), now);
+        if (ceilingNs > 0 || weight <= 0) {
+            dispatcher.release(ticket, bytes, now);   // no slot is held while it waits outside the volume
+            bytes = 0;
+            if (ceilingNs > 0) {
+                sleep(ceilingNs);
                 now = clock.nanoTime();
-                due = scheduler.recheck(flow, now, ticket);
             }
+            if (weight <= 0) {
+                waited.add(now - start);
+                return;
+            }
+        }
+        long size = bytes > 0 ? bytes : Dispatcher.FIRST_PACKET_BYTES;
+        boolean reserved = !share.floor.unlimited() && share.floor.tryTake(size, now);
+        if (!dispatcher.ask(ticket, bytes, weight, reserved, now)) {
+            dispatcher.await(ticket, clock, this::cancelled);
+        }
+        waited.add(clock.nanoTime() - start);
+    }
+
+    private boolean cancelled() {
+        Canceler c = canceler;
+        return c != null && c.isCancelled();
+    }
+
+    private void sleep(long ns) {
+        try {
+            sleeper.sleepNanos(ns);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } finally {
-            long end = clock.nanoTime();
-            ticket.released(end);
-            waited.add(end - start);
-            late.add(Math.max(0, end - due));
         }
     }
 }

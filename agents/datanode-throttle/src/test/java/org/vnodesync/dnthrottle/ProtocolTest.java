@@ -15,7 +15,7 @@ class ProtocolTest {
 
     private String talk(String input) throws Exception {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
-        new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.4.2", null))
+        new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.4.2"))
                 .serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out);
         return out.toString(StandardCharsets.UTF_8);
     }
@@ -30,7 +30,7 @@ class ProtocolTest {
         hooks.set("BlockSender.sendBlock", HookReport.SKIPPED);
         hooks.set("DataXceiver.readBlock", HookReport.WOVEN);
         assertEquals("OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=" + Protocol.VERSION
-                + " hadoop=3.4.2 started_ms=1234 scheduler=weighted hook.BlockSender.sendBlock=skipped"
+                + " hadoop=3.4.2 started_ms=1234 scheduler=sfq-depth hook.BlockSender.sendBlock=skipped"
                 + " hook.DataXceiver.readBlock=woven\n", talk("HELLO protocol=2 client=vnode-sync/0.1.0\n"));
     }
 
@@ -45,14 +45,15 @@ class ProtocolTest {
         assertEquals("OK generation=3\n", talk("APPLY generation=3\nNODE read_capacity_bps=60000000\n"
                 + "DEFAULT read_ceiling_bps=10 write_ceiling_bps=20\nUSER name=alice read_weight=8 write_weight=8\n"
                 + "USER name=bob read_weight=4\nEND\n"));
-        assertEquals(60_000_000, throttles.scheduler(Direction.READ).rate());
+        assertEquals(60_000_000, throttles.policy().node().readCapacity());
+        assertEquals(8.0, throttles.chargeFor("alice").read().weight);
         assertEquals("OK generation=4\n", talk("APPLY generation=4\nUSER name=bob read_ceiling_bps=5\nEND\n"));
         Policy p = throttles.policy();
         assertEquals(4, p.generation());
         assertEquals(Policy.Shares.NONE, p.defaults());
         assertEquals(1, p.users().size());
         assertEquals(5, throttles.chargeFor("bob").read().ceiling.rate());
-        assertEquals(0, throttles.scheduler(Direction.READ).rate(), "no NODE line: no capacity, weights off");
+        assertEquals(0, throttles.policy().node().readCapacity(), "no NODE line: no capacity");
         assertSame(throttles.chargeFor(null), throttles.chargeFor("alice"), "alice left: DEFAULT for new ops");
     }
 
@@ -91,8 +92,7 @@ class ProtocolTest {
         throttles.chargeFor("alice").counters().addOp(Direction.WRITE);
         talk("APPLY generation=2\nUSER name=bob\nEND\n");
         String[] lines = talk("STATS\n").split("\n");
-        assertTrue(lines[0].startsWith("NODE started_ms=1234 read_capacity_bps=0 read_rate_bps=0 "), lines[0]);
-        assertTrue(lines[0].contains(" read_step=none ") && lines[0].contains(" write_step=none "), lines[0]);
+        assertEquals("NODE started_ms=1234 read_capacity_bps=0 write_capacity_bps=0 volumes=0", lines[0]);
         assertEquals("DEFAULT read_bytes=0 write_bytes=0 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=0"
                 + " read_late_ns=0 write_late_ns=0", lines[1]);
         assertEquals("USER name=alice read_bytes=0 write_bytes=42 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=1"
@@ -102,35 +102,23 @@ class ProtocolTest {
     }
 
     @Test
-    void statsTellsHowLongEachRuleHeldRAndHowOftenItMovedIt() throws Exception {
+    void statsListsEachVolumesDepthAndWhatItMoved() throws Exception {
         Throttles node = new Throttles(Policy.Shares.NONE, 1234);
-        CapacityLoop capacity = new CapacityLoop(node, null);
         ByteArrayOutputStream out = new ByteArrayOutputStream();
-        Protocol protocol = new Protocol(node, new Protocol.Environment(hooks, () -> "3.4.2", capacity));
-        protocol.serve(new ByteArrayInputStream(("APPLY generation=1\nNODE read_capacity_bps=100000000\n"
-                + "USER name=alice read_weight=1\nEND\n").getBytes(StandardCharsets.UTF_8)), new ByteArrayOutputStream());
-        long now = 1_000_000_000L;
-        capacity.tickWith(now, 0.1, 0, 0);   // the first tick only starts the clock
-        capacity.tickWith(now + CapacityLoop.PERIOD_NS, 0.1, 0, 0);        // nothing moved: idle, R at the configured
-        capacity.tickWith(now + 2 * CapacityLoop.PERIOD_NS, 0.1, 0, 0);
+        Protocol protocol = new Protocol(node, new Protocol.Environment(hooks, () -> "3.4.2"));
+        protocol.serve(new ByteArrayInputStream(("APPLY generation=1\nUSER name=alice read_weight=1\nEND\n")
+                .getBytes(StandardCharsets.UTF_8)), new ByteArrayOutputStream());
+        Dispatcher volume = node.volume("DS-1");
+        Dispatcher.Ticket ticket = new Dispatcher.Ticket(node.flow(volume, node.chargeFor("alice")), Direction.READ,
+                Thread.currentThread());
+        volume.tick(0);
+        volume.ask(ticket, 0, 1, false, 0);
+        volume.ask(ticket, 1_000_000, 1, false, 50_000_000L);
+        volume.tick(100_000_000L);
         protocol.serve(new ByteArrayInputStream("STATS\n".getBytes(StandardCharsets.UTF_8)), out);
-        String[] lines = out.toString(StandardCharsets.UTF_8).split("\n");
-        assertTrue(lines[0].startsWith("NODE "), lines[0]);
-        assertEquals("STEP direction=read step=idle seconds=0.200 moves=0", lines[1]);
-        assertEquals("STEP direction=write step=none seconds=0.200 moves=0", lines[2]);
-        assertTrue(lines[3].startsWith("DEFAULT "), lines[3]);
-    }
-
-    @Test
-    void aStepTallyCountsTimeAndOnlyTheTicksThatMovedR() {
-        StepTally tally = new StepTally();
-        tally.add(CapacityControl.Step.HELD, 100_000_000L, 50, 50);
-        tally.add(CapacityControl.Step.LOWERED_SKEWED, 100_000_000L, 50, 40);
-        tally.add(CapacityControl.Step.HELD, 100_000_000L, 40, 40);
-        assertEquals(200_000_000L, tally.nanos(CapacityControl.Step.HELD));
-        assertEquals(0, tally.moves(CapacityControl.Step.HELD));
-        assertEquals(1, tally.moves(CapacityControl.Step.LOWERED_SKEWED));
-        assertEquals("STEP direction=read step=held seconds=0.200 moves=0\n"
-                + "STEP direction=read step=lowered-skewed seconds=0.100 moves=1\n", tally.lines("read"));
+        String[] lines = out.toString("UTF-8").split("\n");
+        assertEquals("NODE started_ms=1234 read_capacity_bps=0 write_capacity_bps=0 volumes=1", lines[0]);
+        assertEquals("VOLUME id=DS-1 depth=1 in_flight=1 waiting=0 moved_bps=10000000 lent=0 probes=0 moves=0", lines[1]);
+        assertTrue(lines[2].startsWith("DEFAULT "), lines[2]);
     }
 }

@@ -4,53 +4,71 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.IntToDoubleFunction;
 
 /**
- * A DataNode in simulated time, deterministic: transfer threads move packets through one bottleneck
- * server (the disk or the CPU) that serves every packet in flight at once, equally (processor
- * sharing: left alone it splits 1:1 per connection, as a real node does), each thread also capped by
- * its own client's speed. After each packet the thread calls the scheduler exactly as UserThrottler
- * does (admit, then sleep in slices with a recheck), so what is tested is the scheduler's code on the
- * real per-packet path, without real time. A CapacityLoop runs every 100 ms, told how busy the
- * server was (the share of its capacity in use, as a disk's io_ticks or a CPU's busy time say).
+ * A DataNode in simulated time, deterministic, for the edge's model (docs/edge.md): transfer threads
+ * move 64 KiB packets through the node's resources, which share themselves as a fair kernel does
+ * (max-min by progressive filling): each data volume serves its packets in flight, reads and writes
+ * alike, at its speed (which may grow with the number in flight: a disk that reorders a deeper queue);
+ * the CPU's cores serve every packet's CPU time, one core at most per thread; a link may bind; each
+ * thread's client has a speed of its own. Each thread asks the real Dispatcher before each packet
+ * exactly as UserThrottler does (ceiling, floor, ask, and a waiting thread polls as await does), so
+ * what is tested is the edge's code on its per-packet path, in simulated time.
+ *
+ * <p>Three ways to share, for baselines in the same run: NONE (no vnode-sync: every packet goes at
+ * once), STATIC (Algorithm 1 caps: each user's ceiling is the node's configured capacity times its
+ * weight over the active users' sum, no weights), WEIGHTS (the edge).
  */
 final class SimulatedNode {
     static final long PACKET = 64 * 1024;
     static final long MS = 1_000_000L;
     static final long SECOND = 1_000_000_000L;
 
-    /** What one thread does: packets back to back, or files with idle gaps between them. */
-    static final class Worker {
-        final Throttles.Charge charge;
-        final Direction direction;
-        final double clientBps;          // the client's own speed (infinity: none)
-        final long fileBytes;            // 0: never pauses
-        final long gapNs;
-        double cost = 1;                 // server time per byte against a plain packet's (its client on the same CPU)
-        int stallEvery;                  // every this many packets its thread stalls in flight (0: never)
-        long stallNs;                    // for this long (preempted)
-        long packets;
-        long stallUntil;
-        long startAt;                    // when its next file (or its first packet) starts
-        final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
+    enum Sharing { NONE, STATIC, WEIGHTS }
 
-        final WeightedScheduler.Ticket ticket = new WeightedScheduler.Ticket();
-        double remaining;                // bytes of the packet in flight
+    /** One data volume: BPS with one packet in flight, times GAIN(n) with n in flight (1 for a plain disk). */
+    static final class Volume {
+        final String id;
+        final double bps;
+        final IntToDoubleFunction gain;
+
+        Volume(String id, double bps, IntToDoubleFunction gain) {
+            this.id = id;
+            this.bps = bps;
+            this.gain = gain;
+        }
+    }
+
+    /** One thread: packets back to back, or files of FILE_BYTES with GAP_NS idle between them. */
+    static final class Worker {
+        final String user;
+        final Direction direction;
+        final Volume volume;
+        final double clientBps;      // its client's own speed (infinity: none)
+        final long fileBytes;        // 0: never pauses
+        final long gapNs;
+        double cpuPerByte;           // core-seconds per byte (0: no CPU)
+        long startAt;
+        final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
+        long moved;
+
+        Dispatcher.Ticket ticket;
+        boolean inFlight;
+        boolean waiting;
+        double remaining;
         long fileLeft;
         long fileStart;
-        long due;                        // waiting until (if waiting)
-        long wakeAt = Long.MAX_VALUE;
-        boolean inFlight;
+        long wakeAt = Long.MAX_VALUE;  // a waiting thread polls, or a ceiling sleep ends
+        boolean sleeping;              // waiting for its ceiling
+        long lastBytes;
         boolean stopped;
 
-        Worker(Throttles.Charge charge, double clientBps, long fileBytes, long gapNs, long startAt) {
-            this(charge, Direction.READ, clientBps, fileBytes, gapNs, startAt);
-        }
-
-        Worker(Throttles.Charge charge, Direction direction, double clientBps, long fileBytes, long gapNs,
-                long startAt) {
-            this.charge = charge;
+        Worker(String user, Direction direction, Volume volume, double clientBps, long fileBytes, long gapNs,
+               long startAt) {
+            this.user = user;
             this.direction = direction;
+            this.volume = volume;
             this.clientBps = clientBps;
             this.fileBytes = fileBytes;
             this.gapNs = gapNs;
@@ -58,88 +76,116 @@ final class SimulatedNode {
         }
     }
 
-    final Throttles throttles;
-    private double serverBps;
-    private double otherCpu;         // the CPU's busy fraction from other processes
+    final Throttles throttles = new Throttles(Policy.Shares.NONE, 0);
+    private final Sharing sharing;
+    private final double cores;
+    private double linkBps = Double.POSITIVE_INFINITY;
+    private double configuredBps;
+    private final Map<String, Volume> volumes = new HashMap<>();
     private final List<Worker> workers = new ArrayList<>();
-    private final Map<String, Long> moved = new HashMap<>();
-    private final CapacityLoop capacity;
-    private final boolean controlCapacity;
+    private final Map<String, Double> weights = new HashMap<>();
+    private final Map<String, long[]> floors = new HashMap<>();
     private long now = SECOND;
-    private double servedBytes;
-    private long lastTick;
+    private long lastTick = now;
 
-    private final boolean cpuBound;
-
-    /** SERVER_BPS: what the node really delivers; CONTROL: run the CapacityLoop (else R stays as applied). */
-    SimulatedNode(double serverBps, boolean control) {
-        this(serverBps, control, false);
-    }
-
-    /** CPU_BOUND: the server is the node's CPU (its busy fraction read as /proc/stat's), not a data disk. */
-    SimulatedNode(double serverBps, boolean control, boolean cpuBound) {
-        this.throttles = new Throttles(Policy.Shares.NONE, 0, this::now);
-        this.serverBps = serverBps;
-        this.controlCapacity = control;
-        this.cpuBound = cpuBound;
-        this.capacity = new CapacityLoop(throttles, null);
-        this.lastTick = now;
+    SimulatedNode(Sharing sharing, double cores) {
+        this.sharing = sharing;
+        this.cores = cores;
     }
 
     long now() {
         return now;
     }
 
-    /** What the node delivers from now on. */
-    void setServerBps(double bps) {
-        serverBps = bps;
+    Volume volume(String id, double bps) {
+        return volume(id, bps, n -> 1.0);
     }
 
-    /**
-     * Other processes keep the node's CPU this busy (0..1) from now on: /proc/stat counts the whole
-     * machine, so the CPU reads at least this busy whatever the flows do.
-     */
-    void setOtherCpu(double busy) {
-        otherCpu = busy;
+    Volume volume(String id, double bps, IntToDoubleFunction gain) {
+        Volume v = new Volume(id, bps, gain);
+        volumes.put(id, v);
+        return v;
     }
 
-    Worker backlogged(String user) {
-        return backlogged(user, Direction.READ);
+    /** A link all packets share (a node bound by its network). */
+    void link(double bps) {
+        linkBps = bps;
     }
 
-    Worker backlogged(String user, Direction direction) {
-        return add(new Worker(throttles.chargeFor(user), direction, Double.POSITIVE_INFINITY, 0, 0, now));
+    /** What static caps divide (Algorithm 1's BW): the node's configured capacity. */
+    void configured(double bps) {
+        configuredBps = bps;
     }
 
-    /** A stopped worker goes on from NOW (its op's next packet). */
-    void restart(Worker worker) {
-        worker.stopped = false;
-        worker.startAt = now;
-        worker.ticket.releasedNs = 0;   // a new op
-        worker.ticket.paces = 0;
+    void weight(String user, double weight) {
+        weights.put(user, weight);
+        apply();
+    }
+
+    void floor(String user, long bps) {
+        floors.put(user, new long[] {bps});
+        apply();
+    }
+
+    Worker backlogged(String user, Direction direction, Volume volume) {
+        return add(new Worker(user, direction, volume, Double.POSITIVE_INFINITY, 0, 0, now));
     }
 
     Worker add(Worker worker) {
         workers.add(worker);
+        weights.putIfAbsent(worker.user, 1.0);
+        apply();
         return worker;
-    }
-
-    long moved(String user) {
-        return moved.getOrDefault(user, 0L);
-    }
-
-    /** Bytes/s each user moved over the next SECONDS of simulated time. */
-    Map<String, Double> rates(double seconds) {
-        Map<String, Long> before = new HashMap<>(moved);
-        long start = now;
-        runFor((long) (seconds * SECOND));
-        Map<String, Double> out = new HashMap<>();
-        moved.forEach((user, bytes) -> out.put(user, (bytes - before.getOrDefault(user, 0L)) / ((now - start) / 1e9)));
-        return out;
     }
 
     void stop(Worker worker) {
         worker.stopped = true;
+    }
+
+    void restart(Worker worker) {
+        worker.stopped = false;
+        worker.startAt = now;
+    }
+
+    /** Bytes/s each user moved over the next SECONDS. */
+    Map<String, Double> rates(double seconds) {
+        Map<String, Long> before = moved();
+        long start = now;
+        runFor((long) (seconds * SECOND));
+        Map<String, Double> out = new HashMap<>();
+        moved().forEach((user, bytes) -> out.put(user, (bytes - before.getOrDefault(user, 0L)) / ((now - start) / 1e9)));
+        return out;
+    }
+
+    Map<String, Long> moved() {
+        Map<String, Long> out = new HashMap<>();
+        for (Worker w : workers) {
+            out.merge(w.user, w.moved, Long::sum);
+        }
+        return out;
+    }
+
+    /** The users' shares as the coordinator would send them: weights, or static caps of the configured capacity. */
+    private void apply() {
+        Map<String, Policy.Shares> users = new HashMap<>();
+        double sum = 0;
+        for (double w : weights.values()) {
+            sum += w;
+        }
+        for (Map.Entry<String, Double> e : weights.entrySet()) {
+            long floor = floors.containsKey(e.getKey()) ? floors.get(e.getKey())[0] : 0;
+            Policy.Share share;
+            if (sharing == Sharing.STATIC) {
+                long cap = Math.max(1, Math.round(configuredBps * e.getValue() / sum));
+                share = new Policy.Share(0, 0, cap);
+            } else if (sharing == Sharing.WEIGHTS) {
+                share = new Policy.Share(e.getValue(), floor, 0);
+            } else {
+                share = Policy.Share.NONE;
+            }
+            users.put(e.getKey(), new Policy.Shares(share, share));
+        }
+        throttles.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE, users, new HashMap<>(), new HashMap<>()));
     }
 
     void runFor(long ns) {
@@ -150,129 +196,232 @@ final class SimulatedNode {
     }
 
     private void step(long end) {
-        // Start whatever is due to start.
         for (Worker w : workers) {
-            if (!w.stopped && !w.inFlight && w.wakeAt == Long.MAX_VALUE && w.startAt <= now) {
-                if (w.fileBytes > 0 && w.fileLeft == 0) {
-                    w.fileLeft = w.fileBytes;
-                    w.fileStart = now;
-                }
-                w.inFlight = true;
-                w.remaining = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
-                if (w.stallEvery > 0 && ++w.packets % w.stallEvery == 0) {
-                    w.stallUntil = now + w.stallNs;
-                }
+            if (!w.stopped && !w.inFlight && !w.waiting && !w.sleeping && w.startAt <= now) {
+                startOp(w);
             }
         }
-        double[] rates = serviceRates();
-        long next = Math.min(end, lastTick + CapacityLoop.PERIOD_NS);
+        double[] rates = rates();
+        long next = Math.min(end, lastTick + DepthLoop.PERIOD_NS);
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (w.inFlight && w.stallUntil > now) {
-                next = Math.min(next, w.stallUntil);
-            } else if (w.inFlight && rates[i] > 0) {
+            if (w.inFlight && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.remaining / rates[i] * 1e9)));
-            } else if (w.wakeAt != Long.MAX_VALUE) {
+            } else if (w.waiting || w.sleeping) {
                 next = Math.min(next, w.wakeAt);
             } else if (!w.stopped && !w.inFlight && w.startAt > now) {
                 next = Math.min(next, w.startAt);
             }
         }
+        next = Math.max(next, now + 1);
         long dt = next - now;
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
             if (w.inFlight) {
                 w.remaining -= rates[i] * dt / 1e9;
-                servedBytes += rates[i] * w.cost * dt / 1e9;
             }
         }
         now = next;
         for (Worker w : workers) {
             if (w.inFlight && w.remaining <= 1e-6) {
                 packetDone(w);
-            } else if (w.wakeAt <= now) {
-                woke(w);
+            } else if (w.sleeping && w.wakeAt <= now) {
+                w.sleeping = false;
+                w.wakeAt = Long.MAX_VALUE;
+                askNext(w, 0);
+            } else if (w.waiting && w.wakeAt <= now) {
+                poll(w);
             }
         }
-        if (now >= lastTick + CapacityLoop.PERIOD_NS) {
-            tick();
+        dispatched();
+        if (now >= lastTick + DepthLoop.PERIOD_NS) {
+            for (Dispatcher d : throttles.volumes()) {
+                d.tick(now);
+            }
+            lastTick = now;
+            dispatched();
         }
+    }
+
+    private void startOp(Worker w) {
+        if (w.fileBytes > 0 && w.fileLeft == 0) {
+            w.fileLeft = w.fileBytes;
+            w.fileStart = now;
+        }
+        Throttles.Charge charge = throttles.chargeFor(w.user);
+        Dispatcher d = throttles.volume(w.volume.id);
+        w.ticket = new Dispatcher.Ticket(throttles.flow(d, charge), w.direction, Thread.currentThread());
+        w.lastBytes = 0;
+        askNext(w, 0);
+    }
+
+    /** As UserThrottler.next: the ceiling, then the volume's turn (the op moved BYTES before). */
+    private void askNext(Worker w, long bytes) {
+        Throttles.Charge charge = throttles.chargeFor(w.user);
+        UserShare share = charge.share(w.direction);
+        Dispatcher d = throttles.volume(w.volume.id);
+        double weight = share.weight;
+        long ceilingNs = share.ceiling.unlimited() || bytes == 0 ? 0 : share.ceiling.reserve(bytes, now);
+        if (ceilingNs > 0 || weight <= 0) {
+            d.release(w.ticket, bytes, now);
+            bytes = 0;
+            if (ceilingNs > 0) {
+                w.sleeping = true;
+                w.wakeAt = now + ceilingNs;
+                return;
+            }
+            go(w);
+            return;
+        }
+        long size = bytes > 0 ? bytes : Dispatcher.FIRST_PACKET_BYTES;
+        boolean reserved = !share.floor.unlimited() && share.floor.tryTake(size, now);
+        if (d.ask(w.ticket, bytes, weight, reserved, now)) {
+            go(w);
+        } else {
+            w.waiting = true;
+            poll(w);
+        }
+    }
+
+    private void poll(Worker w) {
+        long patience = throttles.volume(w.volume.id).poll(w.ticket, now);
+        w.wakeAt = now + Math.max(1, patience);
+    }
+
+    /** Waiting workers whose packets the dispatcher let go. */
+    private void dispatched() {
+        for (Worker w : workers) {
+            if (w.waiting && w.ticket.go) {
+                w.waiting = false;
+                w.wakeAt = Long.MAX_VALUE;
+                go(w);
+            }
+        }
+    }
+
+    private void go(Worker w) {
+        w.inFlight = true;
+        w.remaining = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
     }
 
     private void packetDone(Worker w) {
         w.inFlight = false;
         long bytes = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
-        moved.merge(w.charge.name(), bytes, Long::sum);
-        w.charge.counters().addBytes(w.direction, bytes);
-        WeightedScheduler scheduler = throttles.scheduler(w.direction);
-        w.due = scheduler.admit(w.charge.flow(w.direction), bytes, now, w.ticket);
+        w.moved += bytes;
+        throttles.chargeFor(w.user).counters().addBytes(w.direction, bytes);
         if (w.fileBytes > 0) {
             w.fileLeft -= bytes;
             if (w.fileLeft == 0) {
                 w.transfers.add(new long[] {w.fileStart, now});   // the client has its last byte
+                throttles.volume(w.volume.id).release(w.ticket, bytes, now);
+                w.startAt = now + w.gapNs;
+                return;
             }
         }
-        sleepOrGo(w);
-    }
-
-    private void woke(Worker w) {
-        w.wakeAt = Long.MAX_VALUE;
-        w.due = throttles.scheduler(w.direction).recheck(w.charge.flow(w.direction), now, w.ticket);
-        sleepOrGo(w);
-    }
-
-    private void sleepOrGo(Worker w) {
-        if (w.due - now >= WeightedScheduler.LEAST_SLEEP_NS) {
-            w.wakeAt = Math.min(w.due, now + WeightedScheduler.MAX_SLICE_NS);
+        if (w.stopped) {
+            throttles.volume(w.volume.id).release(w.ticket, bytes, now);
             return;
         }
-        w.ticket.released(now);
-        if (w.fileBytes > 0 && w.fileLeft == 0) {
-            throttles.scheduler(w.direction).release(w.charge.flow(w.direction), w.ticket);
-            w.startAt = now + w.gapNs;
-            w.ticket.releasedNs = 0;
-            w.ticket.paces = 0;
-        } else {
-            w.startAt = now;
-        }
+        askNext(w, bytes);
     }
 
     /**
-     * Processor sharing with each thread capped by its client: water-filling of the server's time over
-     * the packets in flight (a stalled one takes none); a worker's bytes cost its COST in server time.
+     * The kernel's share of each resource among the packets in flight, max-min by progressive filling:
+     * every volume (its speed at that many in flight), the CPU's cores (one at most per thread), the
+     * link, each client.
      */
-    private double[] serviceRates() {
-        double[] rates = new double[workers.size()];
-        List<Integer> open = new ArrayList<>();
-        for (int i = 0; i < workers.size(); i++) {
-            if (workers.get(i).inFlight && workers.get(i).stallUntil <= now) {
-                open.add(i);
+    private double[] rates() {
+        int n = workers.size();
+        double[] rate = new double[n];
+        boolean[] frozen = new boolean[n];
+        Map<Volume, Integer> inFlight = new HashMap<>();
+        for (int i = 0; i < n; i++) {
+            Worker w = workers.get(i);
+            frozen[i] = !w.inFlight;
+            if (w.inFlight) {
+                inFlight.merge(w.volume, 1, Integer::sum);
             }
         }
-        double left = serverBps;
-        open.sort((a, b) -> Double.compare(workers.get(a).clientBps * workers.get(a).cost,
-                workers.get(b).clientBps * workers.get(b).cost));
-        for (int k = 0; k < open.size(); k++) {
-            double even = left / (open.size() - k);
-            Worker w = workers.get(open.get(k));
-            rates[open.get(k)] = Math.min(even / w.cost, w.clientBps);
-            left -= rates[open.get(k)] * w.cost;
-        }
-        return rates;
-    }
-
-    private void tick() {
-        if (controlCapacity) {
-            // Busy as a disk's io_ticks: the share of the server's capacity in use; the CPU as busy as
-            // other processes keep it. A CPU-bound node's server is its CPU.
-            double used = servedBytes / (serverBps * (now - lastTick) / 1e9);
-            if (cpuBound) {
-                capacity.tickWith(now, Math.min(1, otherCpu + used), 0, 0);
-            } else {
-                capacity.tickWith(now, otherCpu, used, 0);
+        while (true) {
+            double delta = Double.POSITIVE_INFINITY;
+            int open = 0;
+            double cpuOpen = 0;
+            double cpuUsed = 0;
+            double linkOpen = 0;
+            double linkUsed = 0;
+            Map<Volume, double[]> vol = new HashMap<>();   // {open, used}
+            for (int i = 0; i < n; i++) {
+                Worker w = workers.get(i);
+                if (!w.inFlight) {
+                    continue;
+                }
+                double[] v = vol.computeIfAbsent(w.volume, k -> new double[2]);
+                v[1] += rate[i];
+                cpuUsed += rate[i] * w.cpuPerByte;
+                linkUsed += rate[i];
+                if (!frozen[i]) {
+                    open++;
+                    v[0]++;
+                    cpuOpen += w.cpuPerByte;
+                    linkOpen++;
+                    delta = Math.min(delta, w.clientBps - rate[i]);
+                    if (w.cpuPerByte > 0) {
+                        delta = Math.min(delta, 1 / w.cpuPerByte - rate[i]);
+                    }
+                }
+            }
+            if (open == 0) {
+                return rate;
+            }
+            for (Map.Entry<Volume, double[]> e : vol.entrySet()) {
+                if (e.getValue()[0] > 0) {
+                    double cap = e.getKey().bps * e.getKey().gain.applyAsDouble(inFlight.get(e.getKey()));
+                    delta = Math.min(delta, (cap - e.getValue()[1]) / e.getValue()[0]);
+                }
+            }
+            if (cpuOpen > 0) {
+                delta = Math.min(delta, (cores - cpuUsed) / cpuOpen);
+            }
+            if (linkOpen > 0 && linkBps < Double.POSITIVE_INFINITY) {
+                delta = Math.min(delta, (linkBps - linkUsed) / linkOpen);
+            }
+            delta = Math.max(0, delta);
+            for (int i = 0; i < n; i++) {
+                if (!frozen[i]) {
+                    rate[i] += delta;
+                }
+            }
+            // Freeze what a binding constraint holds.
+            double eps = 1e-9;
+            cpuUsed = 0;
+            linkUsed = 0;
+            Map<Volume, Double> volUsed = new HashMap<>();
+            for (int i = 0; i < n; i++) {
+                Worker w = workers.get(i);
+                if (w.inFlight) {
+                    volUsed.merge(w.volume, rate[i], Double::sum);
+                    cpuUsed += rate[i] * w.cpuPerByte;
+                    linkUsed += rate[i];
+                }
+            }
+            boolean cpuFull = cpuUsed >= cores * (1 - eps);
+            boolean linkFull = linkBps < Double.POSITIVE_INFINITY && linkUsed >= linkBps * (1 - eps);
+            boolean any = false;
+            for (int i = 0; i < n; i++) {
+                Worker w = workers.get(i);
+                if (frozen[i]) {
+                    continue;
+                }
+                double cap = w.volume.bps * w.volume.gain.applyAsDouble(inFlight.get(w.volume));
+                if (rate[i] >= w.clientBps * (1 - eps) || volUsed.get(w.volume) >= cap * (1 - eps)
+                        || (w.cpuPerByte > 0 && (cpuFull || rate[i] * w.cpuPerByte >= 1 - eps)) || linkFull) {
+                    frozen[i] = true;
+                    any = true;
+                }
+            }
+            if (!any) {
+                return rate;   // nothing binds: numerically done
             }
         }
-        servedBytes = 0;
-        lastTick = now;
     }
 }

@@ -1,0 +1,116 @@
+package org.vnodesync.dnthrottle;
+
+/**
+ * How many packets one volume keeps in flight: the least depth at which its throughput stops rising
+ * (docs/edge.md, "Depth"). No capacity figure: each interval's bytes are what the volume really
+ * moved, and the depth is found by trying one more and one fewer, as BBR probes a path's bandwidth.
+ *
+ * <p>By Little's law a resource that is not saturated moves about D/(D+1) as much at depth D as at
+ * D+1, and a saturated one the same at both. A probe is judged halfway between the two: one packet
+ * more is kept if it raised the throughput by more than 1/(2D); one fewer if it lost less than 1/(2D).
+ * So a disk that one sequential reader keeps busy settles at 1 (the depth at which weights hold
+ * even with one thread per user), two CPU-bound cores at 2, a disk that reorders a deeper queue
+ * deeper. Only intervals in which the depth bound (packets waited for a slot most of the time) say
+ * anything about it; in the others it is cut to what was used.
+ *
+ * <p>Not thread-safe: its dispatcher calls it under its own lock.
+ */
+final class Depth {
+    /**
+     * Binding intervals between probes (10 x 100 ms), doubled after each probe that did not move the
+     * depth up to LEAST_PROBED (30 s): a probe costs one interval at a worse depth, so a settled volume
+     * pays for it less and less. A level that moves by more than a probe's threshold (the load changed)
+     * starts again from PROBE_EVERY.
+     */
+    static final int PROBE_EVERY = 10;
+    static final int LEAST_PROBED = 300;
+    /** Weight of a new binding interval in the level a probe is judged against (about 4 intervals). */
+    static final double SMOOTHING = 0.25;
+
+    enum Phase { STEADY, PROBING_UP, PROBING_DOWN }
+
+    private int depth = 1;
+    private Phase phase = Phase.STEADY;
+    private boolean nextProbeUp = true;
+    private int bindingSince;          // binding intervals since the last probe
+    private int probeEvery = PROBE_EVERY;
+    private double probedLevel;        // the level when the last probe began
+    private double level;              // smoothed bytes/s at the current depth (0: not known yet)
+    private long probes;
+    private long moves;
+
+    int depth() {
+        return depth;
+    }
+
+    Phase phase() {
+        return phase;
+    }
+
+    double level() {
+        return level;
+    }
+
+    long probes() {
+        return probes;
+    }
+
+    long moves() {
+        return moves;
+    }
+
+    /**
+     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), and at most
+     * PEAK packets were in flight at once. Returns the depth for the next interval.
+     */
+    int interval(double bps, boolean binding, int peak) {
+        switch (phase) {
+            case PROBING_UP:
+                // Judged whether or not anyone waited: a depth that lets every thread go shows it by
+                // its throughput alone (two CPU-bound threads on two cores).
+                if (level > 0 && bps > level * (1 + 0.5 / (depth - 1))) {
+                    moves++;
+                    level = bps;      // the new depth's level: this interval
+                    probeEvery = PROBE_EVERY;
+                } else {
+                    depth--;
+                    probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
+                }
+                phase = Phase.STEADY;
+                return depth;
+            case PROBING_DOWN:
+                if (level > 0 && bps >= level * (1 - 0.5 / (depth + 1))) {
+                    moves++;
+                    level = bps;
+                    probeEvery = PROBE_EVERY;
+                } else {
+                    depth++;
+                    probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
+                }
+                phase = Phase.STEADY;
+                return depth;
+            default:
+                if (!binding) {
+                    // The depth held nobody back: nothing learnt about it, and a depth above what was
+                    // used would let the next contention in unordered.
+                    depth = Math.max(1, Math.min(depth, peak));
+                    return depth;
+                }
+                level = level == 0 ? bps : level + SMOOTHING * (bps - level);
+                if (probedLevel > 0 && Math.abs(level - probedLevel) > probedLevel * 0.5 / depth) {
+                    probeEvery = PROBE_EVERY;   // the load changed: what the last probes found may not hold
+                }
+                if (++bindingSince < probeEvery) {
+                    return depth;
+                }
+                bindingSince = 0;
+                probedLevel = level;
+                probes++;
+                boolean up = nextProbeUp || depth == 1;
+                nextProbeUp = !up;
+                phase = up ? Phase.PROBING_UP : Phase.PROBING_DOWN;
+                depth += up ? 1 : -1;
+                return depth;
+        }
+    }
+}

@@ -1,0 +1,368 @@
+package org.vnodesync.dnthrottle;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.PriorityQueue;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * One data volume's packets, reads and writes alike, dispatched by start-time fair queueing with a
+ * depth: SFQ(D) (Jin, Chase and Kaur, SIGMETRICS 2004). docs/edge.md is the model this code follows.
+ *
+ * <p>A transfer thread asks before each packet it moves on the volume (its op's Ticket). The packet
+ * gets the start tag S = max(F, V - burst) of its flow, F moves to S + bytes / weight, and at most
+ * depth packets are in flight: the rest wait, and each packet done dispatches the waiting one with
+ * the least start tag. V is the start tag of the last packet dispatched. Nothing here knows how fast
+ * the volume is: a packet waits only while depth others are in flight, so whatever the volume, the
+ * CPU or the network delivers is moved (work conservation), and what waits is ordered by weight.
+ *
+ * <ul>
+ *   <li><b>Weights.</b> Backlogged flows are dispatched within one packet each of their weighted
+ *       shares of the dispatches (SFQ's fairness bound, plus depth packets in flight).</li>
+ *   <li><b>A returning flow</b> starts at most a burst behind V: its share of what the volume moved
+ *       over BURST_NS is dispatched ahead of everyone, as a token bucket of that depth would let it
+ *       go at the volume's speed, then it has its share (HFSC's two-piece curve; docs/edge.md).</li>
+ *   <li><b>Floors</b> (mClock's reservations): a packet its flow's floor bucket covers goes ahead of
+ *       the weighted ones and is not charged to its weight.</li>
+ *   <li><b>A packet held elsewhere</b> (a slow client, a pipeline's far end) lends its slot once it has
+ *       been in flight LEND_AFTER times the volume's mean: the volume does not idle for it.</li>
+ * </ul>
+ * Ceilings are outside: a thread waits for its user's ceiling before it asks (Flow.ceiling).
+ * One short lock; a waiting thread parks and is unparked by the packet that frees its slot.
+ */
+final class Dispatcher {
+    /** A returning flow may take at once what its share moved over this long: a static cap's bucket (RateBucket.BURST_NS). */
+    static final long BURST_NS = RateBucket.BURST_NS;
+    /**
+     * A packet in flight this many times the volume's mean is held by something else (its client):
+     * with memoryless service times e^-4, under 2 % of packets the volume serves, are lent wrongly,
+     * each letting one packet more in flight for a moment.
+     */
+    static final double LEND_AFTER = 4.0;
+    /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
+    static final long FIRST_PACKET_BYTES = 64 * 1024;
+    /** Weight of a completed packet's time in flight in the volume's mean (about 16 packets). */
+    private static final double IN_FLIGHT_SMOOTHING = 1.0 / 16;
+
+    /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
+    static final class Ticket {
+        final Flow flow;
+        final Direction direction;
+        final Thread thread;
+        double start;
+        boolean reserved;        // its floor covers it: ahead of the weighted packets, not charged to the weight
+        long sequence;           // arrival order among equal tags
+        long dispatchedNs;
+        boolean waiting;
+        boolean inFlight;
+        boolean lent;            // in flight, its slot lent to the queue
+        volatile boolean go;     // dispatched: its thread may move the packet
+        long lastBytes;          // its last packet's size, the next one's tag
+
+        Ticket(Flow flow, Direction direction, Thread thread) {
+            this.flow = flow;
+            this.direction = direction;
+            this.thread = thread;
+        }
+    }
+
+    /** One interval's counts, for the depth and STATS. */
+    static final class Interval {
+        final double movedBps;
+        final boolean binding;
+        final int peakInFlight;
+        final int depth;
+
+        Interval(double movedBps, boolean binding, int peakInFlight, int depth) {
+            this.movedBps = movedBps;
+            this.binding = binding;
+            this.peakInFlight = peakInFlight;
+            this.depth = depth;
+        }
+    }
+
+    final String volume;
+    private final PriorityQueue<Ticket> queue = new PriorityQueue<>(16, Dispatcher::order);
+    private final List<Ticket> inFlight = new ArrayList<>();
+    private final Depth control = new Depth();
+    private int depth = 1;
+    private int counted;                  // in flight and holding a slot (not lent)
+    private double virtualTime;
+    private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
+    private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
+    private double tickVirtualTime;
+    private long tickNs = Long.MIN_VALUE;
+    private long sequence;
+    private double meanInFlightNs;
+    // The current interval.
+    private long movedBytes;
+    private long queuedSinceNs = -1;      // the queue has been non-empty since (-1: it is empty)
+    private long queuedNs;
+    private int peak;
+    private long lent;                    // slots lent since start (STATS)
+    private volatile double lastMovedBps;
+
+    Dispatcher(String volume) {
+        this.volume = volume;
+    }
+
+    /**
+     * TICKET's thread moved BYTES (0: none yet) and asks for its next packet at NOW: returns true if it
+     * may go at once, else it must await(). WEIGHT > 0; RESERVED: its floor covers this packet.
+     */
+    synchronized boolean ask(Ticket ticket, long bytes, double weight, boolean reserved, long now) {
+        // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
+        // slot to the waiters first would alternate the flows whatever their weights.
+        if (ticket.inFlight) {
+            leave(ticket, now);
+        }
+        movedBytes += bytes;
+        if (bytes > 0) {
+            ticket.lastBytes = bytes;
+        }
+        long size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
+        Flow flow = ticket.flow;
+        ticket.reserved = reserved;
+        ticket.sequence = sequence++;
+        if (reserved) {
+            ticket.start = virtualTime;
+        } else {
+            // Back from idle its F is far behind V: it may start as far behind V as its share of a
+            // burst (with itself counted among the backlogged), no further.
+            double burst = burstBytes / (backloggedWeight + weight);
+            ticket.start = Math.max(flow.finish, virtualTime - burst);
+            flow.finish = ticket.start + size / weight;
+        }
+        if (queue.isEmpty() && counted < depth) {
+            dispatch(ticket, now);
+            return true;
+        }
+        ticket.waiting = true;
+        ticket.go = false;
+        if (queue.isEmpty()) {
+            queuedSinceNs = now;
+        }
+        queue.add(ticket);
+        pump(now);
+        return ticket.go;
+    }
+
+    /**
+     * Parks the asking thread until its packet is dispatched (or CANCELLED says stop); returns the
+     * time waited. Lends a slot held too long by a packet in flight while it waits.
+     */
+    long await(Ticket ticket, UserThrottler.Clock clock, java.util.function.BooleanSupplier cancelled) {
+        long start = clock.nanoTime();
+        while (!ticket.go) {
+            long patience;
+            synchronized (this) {
+                long now = clock.nanoTime();
+                patience = poll(ticket, now);
+                if (!ticket.go && (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted())) {
+                    withdraw(ticket, now);
+                }
+            }
+            if (!ticket.go) {
+                LockSupport.parkNanos(this, patience);
+            }
+        }
+        return clock.nanoTime() - start;
+    }
+
+    /**
+     * A waiting TICKET looks at NOW: slots held too long are lent; returns how long it may park before
+     * it should look again (it is unparked sooner when dispatched). Simulations call it directly.
+     */
+    synchronized long poll(Ticket ticket, long now) {
+        return ticket.go ? 0 : lendOverdue(now);
+    }
+
+    /**
+     * TICKET's packet of BYTES is done and its op asks nothing more for now: its transfer ended, or it
+     * waits for its ceiling (a wait outside the volume holds no slot).
+     */
+    synchronized void release(Ticket ticket, long bytes, long now) {
+        movedBytes += bytes;
+        if (bytes > 0) {
+            ticket.lastBytes = bytes;
+        }
+        if (ticket.inFlight) {
+            complete(ticket, now);
+        } else if (ticket.waiting) {
+            withdraw(ticket, now);
+        }
+    }
+
+    private void withdraw(Ticket ticket, long now) {
+        if (ticket.waiting && queue.remove(ticket)) {
+            ticket.waiting = false;
+            if (queue.isEmpty()) {
+                queueEmptied(now);
+            }
+        }
+        ticket.go = true;   // the thread goes on unscheduled rather than hang
+    }
+
+    private void complete(Ticket ticket, long now) {
+        leave(ticket, now);
+        pump(now);
+    }
+
+    /** TICKET's packet is no longer in flight; true if it held a slot (its own, not lent). */
+    private boolean leave(Ticket ticket, long now) {
+        ticket.inFlight = false;
+        inFlight.remove(ticket);
+        boolean held = !ticket.lent;
+        if (held) {
+            counted--;
+            double ns = now - ticket.dispatchedNs;
+            meanInFlightNs = meanInFlightNs == 0 ? ns : meanInFlightNs + IN_FLIGHT_SMOOTHING * (ns - meanInFlightNs);
+        }
+        ticket.lent = false;
+        return held;
+    }
+
+    private void dispatch(Ticket ticket, long now) {
+        ticket.waiting = false;
+        ticket.inFlight = true;
+        ticket.lent = false;
+        ticket.dispatchedNs = now;
+        if (!ticket.reserved) {
+            virtualTime = Math.max(virtualTime, ticket.start);
+        }
+        inFlight.add(ticket);
+        counted++;
+        peak = Math.max(peak, counted);
+        ticket.go = true;
+    }
+
+    /** Dispatches waiting packets into free slots, least start tag first. */
+    private void pump(long now) {
+        while (counted < depth && !queue.isEmpty()) {
+            Ticket next = queue.poll();
+            if (queue.isEmpty()) {
+                queueEmptied(now);
+            }
+            dispatch(next, now);
+            if (next.thread != Thread.currentThread()) {
+                LockSupport.unpark(next.thread);
+            }
+        }
+    }
+
+    /**
+     * Lends the slot of every packet in flight longer than LEND_AFTER times the mean; returns how long
+     * a waiting thread may park before the next one would be due (at least 0.1 ms: a park's resolution).
+     */
+    private long lendOverdue(long now) {
+        if (meanInFlightNs <= 0) {
+            return 1_000_000L;
+        }
+        long limit = (long) (LEND_AFTER * meanInFlightNs);
+        long soonest = Long.MAX_VALUE;
+        for (Ticket t : inFlight) {
+            if (t.lent) {
+                continue;
+            }
+            long age = now - t.dispatchedNs;
+            if (age >= limit) {
+                t.lent = true;
+                counted--;
+                lent++;
+            } else {
+                soonest = Math.min(soonest, limit - age);
+            }
+        }
+        pump(now);
+        return Math.max(100_000L, Math.min(soonest, 10 * limit));
+    }
+
+    private void queueEmptied(long now) {
+        if (queuedSinceNs >= 0) {
+            queuedNs += now - queuedSinceNs;
+            queuedSinceNs = -1;
+        }
+    }
+
+    /** A flow's weight changes at NOW: what it is still owed ahead of V is served at the new weight. */
+    synchronized void reweigh(Flow flow, double oldWeight, double newWeight) {
+        if (oldWeight > 0 && newWeight > 0 && flow.finish > virtualTime) {
+            flow.finish = virtualTime + (flow.finish - virtualTime) * oldWeight / newWeight;
+        }
+    }
+
+    /** The interval since the last call ends at NOW: the depth for the next one, and the counts. */
+    synchronized Interval tick(long now) {
+        if (queuedSinceNs >= 0) {
+            queuedNs += now - queuedSinceNs;
+            queuedSinceNs = now;
+        }
+        Interval out = null;
+        if (tickNs != Long.MIN_VALUE && now > tickNs) {
+            double seconds = (now - tickNs) / 1e9;
+            double bps = movedBytes / seconds;
+            // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
+            boolean binding = queuedNs * 2 >= now - tickNs;
+            int peakNow = Math.max(peak, counted);
+            depth = control.interval(bps, binding, peakNow);
+            double advanced = virtualTime - tickVirtualTime;
+            backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
+            burstBytes = bps * BURST_NS / 1e9;
+            lastMovedBps = bps;
+            out = new Interval(bps, binding, peakNow, depth);
+            pump(now);
+        }
+        tickNs = now;
+        tickVirtualTime = virtualTime;
+        movedBytes = 0;
+        queuedNs = 0;
+        peak = counted;
+        return out;
+    }
+
+    synchronized int depth() {
+        return depth;
+    }
+
+    synchronized int waiting() {
+        return queue.size();
+    }
+
+    synchronized int inFlight() {
+        return inFlight.size();
+    }
+
+    /** Whether a packet of another flow than FLOW is waiting or in flight here (short-circuit grants). */
+    synchronized boolean busyBesides(Flow flow) {
+        for (Ticket t : queue) {
+            if (t.flow != flow) {
+                return true;
+            }
+        }
+        for (Ticket t : inFlight) {
+            if (t.flow != flow) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    double movedBps() {
+        return lastMovedBps;
+    }
+
+    /** STATS: "VOLUME id=... depth=... in_flight=... waiting=... moved_bps=... lent=... probes=... moves=..." */
+    synchronized String statsLine() {
+        return "VOLUME id=" + volume + " depth=" + depth + " in_flight=" + inFlight.size() + " waiting=" + queue.size()
+                + " moved_bps=" + Math.round(lastMovedBps) + " lent=" + lent + " probes=" + control.probes()
+                + " moves=" + control.moves();
+    }
+
+    private static int order(Ticket a, Ticket b) {
+        if (a.reserved != b.reserved) {
+            return a.reserved ? -1 : 1;
+        }
+        int byTag = Double.compare(a.start, b.start);
+        return byTag != 0 ? byTag : Long.compare(a.sequence, b.sequence);
+    }
+}

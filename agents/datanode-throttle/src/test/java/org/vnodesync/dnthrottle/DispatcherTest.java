@@ -1,0 +1,224 @@
+package org.vnodesync.dnthrottle;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The edge's guarantees (docs/edge.md), each on a SimulatedNode whose resources share themselves as a
+ * fair kernel does, against the same node with no vnode-sync (NONE) or static caps (STATIC) where the
+ * guarantee is relative to them.
+ */
+class DispatcherTest {
+    static final double MB = 1e6;
+    static final long MIB = 1 << 20;
+
+    private static SimulatedNode node(SimulatedNode.Sharing sharing) {
+        return new SimulatedNode(sharing, 2);
+    }
+
+    private static void near(double expected, double actual, double tolerance, String what) {
+        assertTrue(Math.abs(actual - expected) <= tolerance * expected,
+                what + ": " + actual / MB + " MB/s, not " + expected / MB + " within " + tolerance * 100 + " %");
+    }
+
+    @Test
+    void twoUsersWithOneThreadEachShareADiskByWeightAtItsFullSpeed() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 100 * MB);
+        n.weight("alice", 8);
+        n.weight("bob", 4);
+        n.backlogged("alice", Direction.READ, disk);
+        n.backlogged("bob", Direction.READ, disk);
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(10);
+        near(2 * 100 * MB / 3, r.get("alice"), 0.1, "alice");
+        near(100 * MB / 3, r.get("bob"), 0.1, "bob");
+        near(100 * MB, r.get("alice") + r.get("bob"), 0.05, "the disk");
+    }
+
+    @Test
+    void readsAndWritesShareOneVolumesQueueByWeight() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 60 * MB);
+        n.weight("alice", 1);
+        n.weight("bob", 9);
+        n.backlogged("alice", Direction.WRITE, disk);
+        n.backlogged("alice", Direction.WRITE, disk);
+        n.backlogged("bob", Direction.READ, disk);
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(10);
+        near(6 * MB, r.get("alice"), 0.1, "alice writing");
+        near(54 * MB, r.get("bob"), 0.1, "bob reading");
+    }
+
+    @Test
+    void manyUsersOfFarApartWeightsGetTheirShares() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 120 * MB);
+        double[] weights = {1, 2, 9, 16, 3, 1};
+        double sum = 0;
+        for (int i = 0; i < weights.length; i++) {
+            n.weight("u" + i, weights[i]);
+            sum += weights[i];
+            for (int t = 0; t <= i % 3; t++) {
+                n.backlogged("u" + i, i % 2 == 0 ? Direction.READ : Direction.WRITE, disk);
+            }
+        }
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(20);
+        for (int i = 0; i < weights.length; i++) {
+            near(120 * MB * weights[i] / sum, r.get("u" + i), 0.1, "u" + i + " at weight " + weights[i]);
+        }
+    }
+
+    @Test
+    void onCpuBoundCoresAUserWithOneThreadTakesACoreAndTheRestGoesToTheOthers() {
+        // Each thread encrypts at 30 MB/s on its core; two cores; the disk is far faster.
+        double perCore = 30 * MB;
+        for (int threadsEach : new int[] {1, 3}) {
+            double[] total = new double[2];
+            Map<String, Double> split = null;
+            for (SimulatedNode.Sharing sharing : new SimulatedNode.Sharing[] {SimulatedNode.Sharing.NONE,
+                SimulatedNode.Sharing.WEIGHTS}) {
+                SimulatedNode n = node(sharing);
+                SimulatedNode.Volume disk = n.volume("DS-1", 1000 * MB);
+                n.weight("alice", 8);
+                n.weight("bob", 4);
+                for (int t = 0; t < threadsEach; t++) {
+                    n.backlogged("alice", Direction.READ, disk).cpuPerByte = 1 / perCore;
+                    n.backlogged("bob", Direction.READ, disk).cpuPerByte = 1 / perCore;
+                }
+                n.runFor(5 * SimulatedNode.SECOND);
+                Map<String, Double> r = n.rates(20);
+                total[sharing.ordinal() == 0 ? 0 : 1] = r.get("alice") + r.get("bob");
+                split = r;
+            }
+            assertTrue(total[1] >= 0.95 * total[0], threadsEach + " threads each: the node moved " + total[1] / MB
+                    + " MB/s under weights against " + total[0] / MB + " with no vnode-sync");
+            if (threadsEach == 1) {
+                // Max-min: alice's share (2/3 of two cores) is more than her one thread can use.
+                near(perCore, split.get("alice"), 0.1, "alice, one thread");
+                near(perCore, split.get("bob"), 0.1, "bob, one thread");
+            } else {
+                near(2 * 2 * perCore / 3, split.get("alice"), 0.1, "alice, three threads");
+                near(2 * perCore / 3, split.get("bob"), 0.1, "bob, three threads");
+            }
+        }
+    }
+
+    @Test
+    void eachVolumeIsSharedOnItsOwnAtItsOwnSpeed() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume fast = n.volume("DS-fast", 150 * MB);
+        SimulatedNode.Volume slow = n.volume("DS-slow", 30 * MB);
+        n.weight("alice", 4);
+        n.weight("bob", 1);
+        n.backlogged("alice", Direction.READ, fast);
+        n.backlogged("bob", Direction.READ, fast);
+        n.backlogged("bob", Direction.READ, slow);
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(10);
+        near(120 * MB, r.get("alice"), 0.1, "alice on the fast volume");
+        near(30 * MB + 30 * MB, r.get("bob"), 0.1, "bob: his share of the fast one and all of the slow one");
+    }
+
+    @Test
+    void aUserAloneHasTheWholeVolume() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 200 * MB);
+        n.weight("alice", 1);
+        n.weight("bob", 16);
+        n.backlogged("alice", Direction.READ, disk);
+        n.runFor(SimulatedNode.SECOND);
+        near(200 * MB, n.rates(5).get("alice"), 0.05, "alice alone");
+    }
+
+    @Test
+    void aSlowClientsPacketLendsItsSlotSoTheVolumeDoesNotIdle() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 100 * MB);
+        n.weight("alice", 8);
+        n.weight("bob", 1);
+        n.add(new SimulatedNode.Worker("alice", Direction.READ, disk, 2 * MB, 0, 0, n.now()));
+        n.backlogged("bob", Direction.READ, disk);
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(10);
+        near(2 * MB, r.get("alice"), 0.1, "alice, held by her client");
+        near(98 * MB, r.get("bob"), 0.05, "bob, what she leaves");
+    }
+
+    @Test
+    void aFloorHoldsAgainstAHeavierWeight() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume disk = n.volume("DS-1", 100 * MB);
+        n.weight("alice", 1);
+        n.weight("bob", 16);
+        n.floor("alice", 40_000_000L);
+        n.backlogged("alice", Direction.READ, disk);
+        n.backlogged("bob", Direction.READ, disk);
+        n.runFor(2 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(10);
+        assertTrue(r.get("alice") >= 40 * MB * 0.97, "alice " + r.get("alice") / MB + " MB/s under her 40 MB/s floor");
+        near(100 * MB, r.get("alice") + r.get("bob"), 0.05, "the disk");
+    }
+
+    /** A returning reader's transfers (ms), p50 and p99, beside two bulk readers, under SHARING. */
+    private static double[] returningReader(SimulatedNode.Sharing sharing, double diskBps, double configuredBps) {
+        SimulatedNode n = node(sharing);
+        n.configured(configuredBps);
+        SimulatedNode.Volume disk = n.volume("DS-1", diskBps);
+        n.weight("alice", 8);
+        n.weight("bob", 2);
+        n.weight("carol", 4);
+        SimulatedNode.Worker alice = n.add(new SimulatedNode.Worker("alice", Direction.READ, disk,
+                Double.POSITIVE_INFINITY, 4 * MIB, 700 * SimulatedNode.MS, n.now()));
+        n.backlogged("bob", Direction.READ, disk);
+        n.backlogged("carol", Direction.READ, disk);
+        n.runFor(60 * SimulatedNode.SECOND);
+        List<Double> ms = new ArrayList<>();
+        for (long[] t : alice.transfers.subList(2, alice.transfers.size())) {
+            ms.add((t[1] - t[0]) / 1e6);
+        }
+        Collections.sort(ms);
+        return new double[] {ms.get(ms.size() / 2), ms.get((int) Math.floor(0.99 * (ms.size() - 1)))};
+    }
+
+    @Test
+    void aReturningReaderIsServedAsFastAsUnderStaticCapsWhateverTheDisksRealSpeed() {
+        for (double diskMb : new double[] {60, 280, 15}) {
+            double[] fixed = returningReader(SimulatedNode.Sharing.STATIC, diskMb * MB, 60 * MB);
+            double[] weights = returningReader(SimulatedNode.Sharing.WEIGHTS, diskMb * MB, 60 * MB);
+            assertTrue(weights[0] <= 1.2 * fixed[0] && weights[1] <= 1.2 * fixed[1],
+                    "disk " + diskMb + " MB/s configured 60: p50/p99 " + weights[0] + "/" + weights[1]
+                    + " ms under weights against " + fixed[0] + "/" + fixed[1] + " under static caps");
+        }
+    }
+
+    @Test
+    void theDepthSettlesAtOneOnADiskAndAtTheCoresOnCpuBoundThreads() {
+        SimulatedNode disk = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume d = disk.volume("DS-1", 100 * MB);
+        disk.weight("alice", 1);
+        for (int t = 0; t < 4; t++) {
+            disk.backlogged("alice", Direction.READ, d);
+        }
+        disk.runFor(10 * SimulatedNode.SECOND);
+        assertEquals(1, disk.throttles.volume("DS-1").depth());
+
+        SimulatedNode cpu = node(SimulatedNode.Sharing.WEIGHTS);
+        SimulatedNode.Volume c = cpu.volume("DS-1", 1000 * MB);
+        cpu.weight("alice", 1);
+        for (int t = 0; t < 4; t++) {
+            cpu.backlogged("alice", Direction.READ, c).cpuPerByte = 1 / (30 * MB);
+        }
+        cpu.runFor(10 * SimulatedNode.SECOND);
+        int depth = cpu.throttles.volume("DS-1").depth();
+        assertTrue(depth == 2 || depth == 3, "depth " + depth + " on two CPU-bound cores");
+    }
+}
