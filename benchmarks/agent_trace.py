@@ -1,6 +1,6 @@
-"""--trace for the DataNode benchmarks: every 0.1 s, one line of what one Java agent's scheduler sees
-(R, each user's MB/s and the time its threads waited, the CPU and the busiest data disk, the skew,
-the rule that set R)."""
+"""--trace for the DataNode benchmarks: every 0.1 s, one line of what one Java agent's dispatchers see
+(each user's MB/s and the time its threads waited, then each volume's depth, packets waiting and what
+it moved)."""
 
 import contextlib
 import threading
@@ -16,35 +16,29 @@ _TRACE_WRITE = threading.Lock()   # tracers of several DataNodes may share one f
 
 class _Counts(NamedTuple):
     moved: int     # bytes
-    waited: int    # ns its threads waited in the scheduler
-    late: int      # ns of those past the packets' due times
+    waited: int    # ns its threads waited for their ceiling or a slot
 
 
 def trace_line(label: str, at: float, seconds: float, stats: Stats, before: dict[str, _Counts],
                users: dict[str, str], direction: str) -> str:
-    """One --trace line: R, then per role (USERS: role -> user name) MB/s and the seconds per second its
-    threads waited (late), then the CPU and busiest data disk, the share of packets held, the skew seen
-    (smoothed) and the step."""
-    d, node = direction, stats.node
-    parts = [f"{label:<11} {at:6.1f} s  R {node.get(f'{d}_rate_bps', 0) / MB:7.1f}"]
+    """One --trace line: per role (USERS: role -> user name) MB/s and the seconds per second its threads
+    waited, then each volume's depth, packets waiting and MB/s (reads and writes)."""
+    parts = [f"{label:<11} {at:6.1f} s"]
     for role, name in users.items():
-        now, then = _counts(stats, name, d), before.get(name, _Counts(0, 0, 0))
+        now, then = _counts(stats, name, direction), before.get(name, _Counts(0, 0))
         parts.append(f"{role} {(now.moved - then.moved) / seconds / MB:7.1f} "
-                     f"(waits {(now.waited - then.waited) / 1e9 / seconds:4.2f}, "
-                     f"late {(now.late - then.late) / 1e9 / seconds:4.2f})")
-    parts.append(f"cpu {node.get('cpu_busy', 0):.2f}  disk {node.get('disk_busy', 0):.2f}  "
-                 f"held {node.get(f'{d}_held', 0):.2f}  "
-                 f"skew {node.get(f'{d}_skew_seen', 0):.2f} ({node.get(f'{d}_skew', 1):.2f} smoothed)  "
-                 f"{stats.steps.get(f'{d}_step', '?')}")
+                     f"(waits {(now.waited - then.waited) / 1e9 / seconds:4.2f})")
+    for queue in stats.volumes:
+        parts.append(f"{queue.volume[:12]} depth {queue.depth} waiting {queue.waiting} "
+                     f"{queue.moved_bytes_per_second / MB:6.1f} MB/s")
     return "  ".join(parts) + "\n"
 
 
 def _counts(stats: Stats, name: str, direction: str) -> _Counts:
     c = stats.users.get(name)
     if c is None:
-        return _Counts(0, 0, 0)
-    return _Counts(getattr(c, f"{direction}_bytes"), getattr(c, f"{direction}_wait_ns"),
-                   getattr(c, f"{direction}_late_ns"))
+        return _Counts(0, 0)
+    return _Counts(getattr(c, f"{direction}_bytes"), getattr(c, f"{direction}_wait_ns"))
 
 
 def trace_until(channel: ThrottleChannel, users: dict[str, str], direction: str, stop: threading.Event,

@@ -93,9 +93,11 @@ class Run:
         return lambda: {dn: v for (dn, u), v in self.counted().items() if u == name}
 
     def rate_share(self) -> float:
-        """What the DataNodes share in this direction now (the smallest R), or the configured bandwidth."""
-        rates = [c.stats().node.get(f"{self.direction}_rate_bps", 0) for c in self.channels.values()]
-        return min(rates) if rates and min(rates) > 0 else self.bw
+        """What the DataNodes share now (the least of each one's busiest volume's last interval), or the
+        configured bandwidth before any moved."""
+        moved = [max((q.moved_bytes_per_second for q in c.stats().volumes), default=0.0)
+                 for c in self.channels.values()]
+        return min(moved) if moved and min(moved) > 0 else self.bw
 
     def start(self, name: str) -> None:
         user = self.users[name]

@@ -7,8 +7,8 @@ latency is the one value observed as it happens (a histogram), once per new hand
 
 Label values are bounded by the site's configuration: `user` by the coordinator's users (the
 default VNode is user="(default)", which no user name can be), `device` by the agent's devices,
-`node` is this agent's node id, `step` by the Java agent's step names (datanode/channel.py STEPS, any
-other name is "other"); no label per thread, connection or job.
+`node` is this agent's node id, `volume` by the node's data volumes (a DataNode's storage IDs); no label
+per thread, connection or job.
 """
 
 import time
@@ -21,7 +21,6 @@ from prometheus_client.registry import Collector
 from vnode_sync.agents.handlers.base import HandlerThread
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.link import LINK_STATES
-from vnode_sync.datanode.channel import STEPS
 from vnode_sync.kernel.backend import user_of_vnode
 from vnode_sync.kernel.procfs import thread_start_seconds
 
@@ -30,9 +29,6 @@ DEFAULT_USER = "(default)"
 # (benchmarks/capture_latency); /proc's start time has 10 ms resolution (USER_HZ 100).
 CAPTURE_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 DIRECTIONS = (("read", "read_bps"), ("write", "write_bps"))
-# A step this agent's STEPS does not know (a newer Java agent's) shows as this: a series per name the
-# DataNode sends would let a peer grow the page without bound.
-OTHER_STEP = "other"
 
 
 def user_label(vnode: str) -> str:
@@ -63,7 +59,7 @@ class StorageAgentCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         agent, node = self.agent, self.agent.config.node_id
         yield from self._agent(node)
-        yield from self._shared_levels(node)
+        yield from self._volume_queues(node)
         sample = agent.reconciler.last_sample
         if sample is None:
             return
@@ -124,39 +120,29 @@ class StorageAgentCollector(Collector):
                                      "in the log and in vnodectl nodes)", labels=["node"]),
                    node, 0 if reconciler.not_enforcing else 1)
 
-    def _shared_levels(self, node: str) -> Iterator[Metric]:
-        """The backend's own node-wide level (the DataNode's R), as its last usage read left it."""
-        levels = self.agent.backend.shared_levels
-        if not levels:
+    def _volume_queues(self, node: str) -> Iterator[Metric]:
+        """Each data volume's dispatcher (the DataNode's SFQ(D)), as the backend's last usage read left it."""
+        queues = self.agent.backend.volume_queues
+        if not queues:
             return
-        rate = GaugeMetricFamily("vnode_sync_node_shared_level_bytes_per_second",
-                                 "What the node's scheduler estimates the node moves in the direction now (R): "
-                                 "what its weights divide", labels=["node", "direction"])
-        step = GaugeMetricFamily("vnode_sync_node_shared_level_step", "1 for the rule that set (or kept) the "
-                                 "shared level last (the scheduler's step; other: a step this agent does not know)",
-                                 labels=["node", "direction", "step"])
-        seconds = CounterMetricFamily("vnode_sync_node_shared_level_step_seconds", "Seconds each rule held the "
-                                      "shared level since the DataNode started", labels=["node", "direction", "step"])
-        moves = CounterMetricFamily("vnode_sync_node_shared_level_moves", "Times each rule moved the shared level "
-                                    "since the DataNode started", labels=["node", "direction", "step"])
-        for level in levels:
-            rate.add_metric([node, level.direction], level.bytes_per_second)
-            now = _step_label(level.step)
-            for name in STEPS + (OTHER_STEP,):
-                step.add_metric([node, level.direction, name], 1 if name == now else 0)
-            held: dict[str, float] = {}
-            moved: dict[str, int] = {}
-            for tally in level.tallies:
-                name = _step_label(tally.step)
-                held[name] = held.get(name, 0.0) + tally.seconds
-                moved[name] = moved.get(name, 0) + tally.moves
-            for name in held:
-                seconds.add_metric([node, level.direction, name], held[name])
-                moves.add_metric([node, level.direction, name], moved[name])
-        yield rate
-        yield step
-        yield seconds
-        yield moves
+        depth = GaugeMetricFamily("vnode_sync_volume_depth", "Packets the volume's dispatcher lets be in flight at "
+                                  "once (the least depth at which its throughput stops rising)", labels=["node", "volume"])
+        moved = GaugeMetricFamily("vnode_sync_volume_moved_bytes_per_second", "What the volume moved over the "
+                                  "dispatcher's last interval, reads and writes", labels=["node", "volume"])
+        waiting = GaugeMetricFamily("vnode_sync_volume_waiting_packets", "Packets waiting for a slot at the volume",
+                                    labels=["node", "volume"])
+        lent = CounterMetricFamily("vnode_sync_volume_lent_slots", "Slots lent by packets held elsewhere (slow "
+                                   "clients) since the DataNode started", labels=["node", "volume"])
+        for queue in queues:
+            labels = [node, queue.volume]
+            depth.add_metric(labels, queue.depth)
+            moved.add_metric(labels, queue.moved_bytes_per_second)
+            waiting.add_metric(labels, queue.waiting)
+            lent.add_metric(labels, queue.lent)
+        yield depth
+        yield moved
+        yield waiting
+        yield lent
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
@@ -198,10 +184,6 @@ class StorageAgentCollector(Collector):
                 if value is not None:
                     wait.add_metric([node, user_label(vnode), direction], value)
         yield wait
-
-
-def _step_label(step: str) -> str:
-    return step if step in STEPS else OTHER_STEP
 
 
 def _one(family, node: str, value: float):

@@ -12,20 +12,17 @@ from tests.datanode.test_backend import RecordingChannel
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import parse_agent_config
-from vnode_sync.agents.storage.metrics import OTHER_STEP, StorageAgentCollector
+from vnode_sync.agents.storage.metrics import StorageAgentCollector
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
-from vnode_sync.datanode.channel import STEPS
 from vnode_sync.errors import Unavailable
-from vnode_sync.kernel.backend import StepTally
+from vnode_sync.kernel.backend import VolumeQueue
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.wire import vnode_pb2 as pb
 
 SDB = DeviceNumber(8, 16)
-LEVEL = "vnode_sync_node_shared_level_bytes_per_second"
-STEP = "vnode_sync_node_shared_level_step"
-STEP_SECONDS = "vnode_sync_node_shared_level_step_seconds_total"
-MOVES = "vnode_sync_node_shared_level_moves_total"
+DEPTH = "vnode_sync_volume_depth"
+LENT = "vnode_sync_volume_lent_slots_total"
 
 
 class NoThreads:
@@ -62,70 +59,37 @@ def scrape(agent: StorageAgent) -> dict:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def datanode(read_step: str = "lowered-skewed") -> DataNodeThrottleBackend:
+def datanode() -> DataNodeThrottleBackend:
     channel = RecordingChannel()
-    channel.node = {"read_rate_bps": 52e6, "write_rate_bps": 40e6, "read_held": 0.4, "disk_busy": 0.9}
-    channel.steps = {"read_step": read_step, "write_step": "held"}
+    channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 2, 0), VolumeQueue("DS-2", 3, 40e6, 0, 7))
     return DataNodeThrottleBackend(channel, [SDB])
 
 
-def steps(got: dict, direction: str) -> dict[str, float]:
-    return {dict(labels)["step"]: value for (name, labels), value in got.items()
-            if name == STEP and dict(labels)["direction"] == direction}
-
-
-def test_the_datanodes_shared_level_is_served_per_direction_with_the_step_that_set_it(agent_of):
+def test_each_data_volumes_dispatcher_is_served_with_its_depth_and_lent_slots(agent_of):
     got = scrape(agent_of(datanode()))
-    assert got[(LEVEL, (("direction", "read"), ("node", "dn1")))] == 52_000_000
-    assert got[(LEVEL, (("direction", "write"), ("node", "dn1")))] == 40_000_000
-    read, write = steps(got, "read"), steps(got, "write")
-    assert set(read) == set(write) == set(STEPS) | {OTHER_STEP}   # every step, so a change shows as 1 -> 0
-    assert {s for s, v in read.items() if v} == {"lowered-skewed"} and read["lowered-skewed"] == 1
-    assert {s for s, v in write.items() if v} == {"held"}
-
-
-def test_a_step_this_agent_does_not_know_is_other_and_makes_no_new_series(agent_of):
-    got = scrape(agent_of(datanode(read_step="warp-drive")))
-    read = steps(got, "read")
-    assert "warp-drive" not in read and set(read) == set(STEPS) | {OTHER_STEP}
-    assert {s for s, v in read.items() if v} == {OTHER_STEP}
-
-
-def test_how_long_each_rule_held_r_and_how_often_it_moved_it_are_counters_per_direction(agent_of):
-    backend = datanode(read_step="held")
-    backend.channel.tallies = {"read": (StepTally("held", 120.5, 0), StepTally("lowered-skewed", 0.3, 3),
-                                        StepTally("warp-drive", 1.0, 1), StepTally("time-travel", 2.0, 2))}
-    got = scrape(agent_of(backend))
-    read = (("direction", "read"), ("node", "dn1"))
-    assert got[(STEP_SECONDS, read + (("step", "held"),))] == 120.5
-    assert got[(MOVES, read + (("step", "lowered-skewed"),))] == 3      # the lowering a gauge scrape misses
-    assert got[(MOVES, read + (("step", "held"),))] == 0
-    # steps this agent does not know add up under one label, not a series each
-    assert got[(STEP_SECONDS, read + (("step", OTHER_STEP),))] == 3.0
-    assert got[(MOVES, read + (("step", OTHER_STEP),))] == 3
-    assert not [labels for (name, labels), _ in got.items() if name == MOVES and dict(labels)["direction"] == "write"]
+    assert got[(DEPTH, (("node", "dn1"), ("volume", "DS-1")))] == 1
+    assert got[(DEPTH, (("node", "dn1"), ("volume", "DS-2")))] == 3
+    assert got[(LENT, (("node", "dn1"), ("volume", "DS-2")))] == 7
+    assert got[("vnode_sync_volume_moved_bytes_per_second", (("node", "dn1"), ("volume", "DS-1")))] == 52e6
 
 
 def test_a_scrape_reads_the_last_stats_and_never_the_socket(agent_of):
     agent = agent_of(datanode())
     read = agent.backend.channel.stats_read
-    agent.backend.channel.node["read_rate_bps"] = 30e6     # the DataNode lowered R since the last report
+    agent.backend.channel.volumes = (VolumeQueue("DS-1", 4, 1e6, 0, 0),)   # the DataNode moved on since
     got = [scrape(agent) for _ in range(3)]
     assert agent.backend.channel.stats_read == read
-    assert {g[(LEVEL, (("direction", "read"), ("node", "dn1")))] for g in got} == {52_000_000}
+    assert {g[(DEPTH, (("node", "dn1"), ("volume", "DS-1")))] for g in got} == {1}
 
 
 def no_shared_level(got: dict) -> bool:
-    return not [name for name, _ in got if name in (LEVEL, STEP, STEP_SECONDS, MOVES)]
+    return not [name for name, _ in got if name in (DEPTH, LENT)]
 
 
-def test_backends_without_a_shared_level_serve_neither_gauge(agent_of, tmp_path):
+def test_backends_without_a_dispatcher_of_their_own_serve_no_volume_series(agent_of, tmp_path):
     fs = FakeCgroupFS(str(tmp_path / "blkio"), FakeKernel())
     blkio = agent_of(BlkioV1Backend(fs.hierarchy, "vnode-sync.dn1", fs))
     assert blkio.reconciler.last_sample is not None and no_shared_level(scrape(blkio))
-    by_rates = datanode()
-    by_rates.sharing = "rates"                              # the Java agent only caps: R divides nothing
-    assert no_shared_level(scrape(agent_of(by_rates)))
 
 
 def test_a_datanode_not_read_yet_or_not_answering_serves_no_shared_level(agent_of):

@@ -6,19 +6,17 @@ import time
 
 from benchmarks.agent_trace import _Counts, trace_line, tracing
 from vnode_sync.datanode.channel import Counters, Stats
+from vnode_sync.kernel.backend import VolumeQueue
 
 
-def test_a_trace_line_gives_rates_waits_and_the_rule_that_set_r():
-    stats = Stats(1, 2, Counters(), {"u1": Counters(read_bytes=30_000_000, read_wait_ns=60_000_000,
-                                                    read_late_ns=10_000_000),
+def test_a_trace_line_gives_rates_waits_and_each_volumes_queue():
+    stats = Stats(1, 2, Counters(), {"u1": Counters(read_bytes=30_000_000, read_wait_ns=60_000_000),
                                      "u2": Counters(read_bytes=10_000_000)},
-                  {"read_rate_bps": 1_500e6, "cpu_busy": 0.91, "disk_busy": 0.2, "read_held": 0.5,
-                   "read_skew_seen": 1.3, "read_skew": 1.1}, {"read_step": "lowered-skewed"})
-    line = trace_line("wc-weights", 2.5, 0.1, stats, {"u1": _Counts(20_000_000, 50_000_000, 0)},
+                  {"volumes": 1}, (VolumeQueue("DS-5f1c11aa-77", 2, 120e6, 3, 0),))
+    line = trace_line("wc-weights", 2.5, 0.1, stats, {"u1": _Counts(20_000_000, 50_000_000)},
                       {"alice": "u1", "bob": "u2"}, "read")
-    assert line == ("wc-weights     2.5 s  R  1500.0  alice   100.0 (waits 0.10, late 0.10)  "
-                    "bob   100.0 (waits 0.00, late 0.00)  cpu 0.91  disk 0.20  held 0.50  skew 1.30 (1.10 smoothed)  "
-                    "lowered-skewed\n")
+    assert line == ("wc-weights     2.5 s  alice   100.0 (waits 0.10)  bob   100.0 (waits 0.00)  "
+                    "DS-5f1c11aa- depth 2 waiting 3  120.0 MB/s\n")
 
 
 class _SlowFile(io.StringIO):
@@ -32,7 +30,8 @@ class _SlowFile(io.StringIO):
 
 
 def test_tracers_of_several_datanodes_sharing_one_file_write_whole_lines():
-    stats = Stats(1, 2, Counters(), {"u1": Counters(write_bytes=1)}, {"write_rate_bps": 1e6}, {"write_step": "held"})
+    stats = Stats(1, 2, Counters(), {"u1": Counters(write_bytes=1)}, {"volumes": 1},
+                  (VolumeQueue("DS-1", 1, 1e6, 0, 0),))
 
     class Channel:
         def stats(self) -> Stats:
@@ -45,4 +44,4 @@ def test_tracers_of_several_datanodes_sharing_one_file_write_whole_lines():
         time.sleep(0.5)
     lines = out.getvalue().splitlines()
     assert len(lines) >= 6
-    assert all(line.split()[0] in {"dn0", "dn1", "dn2"} and line.endswith("held") for line in lines), lines
+    assert all(line.split()[0] in {"dn0", "dn1", "dn2"} and line.endswith("MB/s") for line in lines), lines

@@ -10,16 +10,15 @@ import threading
 import pytest
 
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
-from vnode_sync.datanode.channel import (REQUIRED_HOOKS, STEPS, AgentHello, Counters, NodeCapacity, Share, Shares,
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares,
                                          Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
-from vnode_sync.kernel.backend import DEFAULT_VNODE, SharedLevel, StepTally
+from vnode_sync.kernel.backend import DEFAULT_VNODE, VolumeQueue
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
 from tests.conftest import REPO
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
-JAVA_STEPS = "agents/datanode-throttle/src/main/java/org/vnodesync/dnthrottle/CapacityControl.java"
 
 
 class RecordingChannel:
@@ -30,9 +29,8 @@ class RecordingChannel:
         self.started_ms = 7
         self.hellos = 0
         self.fail = None                        # what hello() and stats() raise
-        self.node: dict[str, float] = {}        # the STATS NODE line's numbers and steps
-        self.steps: dict[str, str] = {}
-        self.tallies: dict[str, tuple[StepTally, ...]] = {}   # the STEP lines, by direction
+        self.node: dict[str, float] = {}        # the STATS NODE line's numbers
+        self.volumes: tuple[VolumeQueue, ...] = ()   # the VOLUME lines
         self.stats_read = 0
 
     def hello(self) -> AgentHello:
@@ -50,7 +48,7 @@ class RecordingChannel:
             raise self.fail
         generation = self.applied[-1].generation if self.applied else 0
         return Stats(self.started_ms, generation, self.counters.pop("", Counters()), dict(self.counters),
-                     dict(self.node), dict(self.steps), dict(self.tallies))
+                     dict(self.node), self.volumes)
 
 
 @pytest.fixture
@@ -116,45 +114,26 @@ def test_usage_counts_per_user_and_says_who_waited(backend):
     assert usage["vnode.alice"].held_at_limit and not usage["vnode.bob"].held_at_limit
 
 
-def test_usage_keeps_the_nodes_shared_level_per_direction_and_forgets_it_when_stats_fail(backend):
-    assert backend.shared_levels == ()                        # no STATS read yet
-    backend.channel.node = {"read_rate_bps": 52e6, "write_rate_bps": 40e6, "read_held": 0.4, "disk_busy": 0.9}
-    backend.channel.steps = {"read_step": "lowered-skewed", "write_step": "held"}
+def test_usage_keeps_each_volumes_queue_and_forgets_them_when_stats_fail(backend):
+    assert backend.volume_queues == ()                        # no STATS read yet
+    backend.channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 3, 0), VolumeQueue("DS-2", 2, 40e6, 0, 5))
     backend.usage()
-    assert backend.shared_levels == (SharedLevel("read", 52_000_000, "lowered-skewed"),
-                                     SharedLevel("write", 40_000_000, "held"))
+    assert backend.volume_queues == backend.channel.volumes
     backend.channel.fail = Unavailable("DataNode throttle socket /s: connection refused")
     with pytest.raises(Unavailable):
         backend.usage()
-    assert backend.shared_levels == ()                        # not the last level, as if it were current
+    assert backend.volume_queues == ()                        # not the last queues, as if they were current
 
 
-def test_a_direction_without_weights_or_sharing_by_rates_has_no_shared_level(backend):
-    backend.channel.node = {"read_rate_bps": 52e6, "write_rate_bps": 0}   # R 0: no capacity sent for writes
-    backend.channel.steps = {"read_step": "idle", "write_step": "none"}
+def test_the_volumes_are_read_from_the_java_agents_volume_lines(tmp_path):
+    """The VOLUME lines as Dispatcher.statsLine() writes them; keys this side does not know are skipped."""
+    reply = (b"NODE started_ms=7 read_capacity_bps=60000000 write_capacity_bps=60000000 volumes=2\n"
+             b"VOLUME id=DS-5f1c-11 depth=1 in_flight=1 waiting=2 moved_bps=54000000 lent=0 probes=3 moves=0\n"
+             b"VOLUME id=node depth=2 in_flight=0 waiting=0 moved_bps=0 lent=4 probes=0 moves=1 future=7\n"
+             b"DEFAULT read_bytes=1\nOK generation=0\n")
+    backend = DataNodeThrottleBackend(serve_once(tmp_path, reply))
     backend.usage()
-    assert backend.shared_levels == (SharedLevel("read", 52_000_000, "idle"),)
-    backend.sharing = "rates"
-    backend.usage()
-    assert backend.shared_levels == ()
-
-
-def test_the_shared_level_is_read_from_the_java_agents_node_line(tmp_path):
-    """The NODE line as Protocol.node() writes it; an agent too old to name its step gives ""."""
-    line = (b"NODE started_ms=7 read_capacity_bps=60000000 read_rate_bps=55100000 read_moved_bps=54000000 "
-            b"read_held=0.420 read_skew=1.100 read_skew_seen=1.080 read_step=probe read_backlogged=2 "
-            b"write_capacity_bps=60000000 write_rate_bps=57000000 write_moved_bps=0 write_held=0.000 "
-            b"write_skew=1.000 write_skew_seen=0.000 write_backlogged=0 cpu_busy=0.310 disk_busy=0.950\n")
-    backend = DataNodeThrottleBackend(serve_once(tmp_path, line + b"DEFAULT read_bytes=1\nOK generation=0\n"))
-    backend.usage()
-    assert backend.shared_levels == (SharedLevel("read", 55_100_000, "probe"), SharedLevel("write", 57_000_000, ""))
-
-
-def test_the_step_names_are_the_java_agents():
-    """STEPS bounds the metrics' step label: it must name every CapacityControl.Step."""
-    with open(os.path.join(REPO, JAVA_STEPS)) as f:
-        enum = re.search(r"enum Step \{([^;]*);", f.read()).group(1)
-    assert STEPS == tuple(name.strip().lower().replace("_", "-") for name in enum.split(","))
+    assert backend.volume_queues == (VolumeQueue("DS-5f1c-11", 1, 54e6, 2, 0), VolumeQueue("node", 2, 0.0, 0, 4))
 
 
 def test_a_datanode_that_restarted_gets_the_shares_again_and_a_new_handshake(backend):
@@ -282,38 +261,14 @@ def test_stats_are_parsed_into_counters_per_user_and_unknown_keys_and_lines_are_
                           {"started_ms": 17, "read_rate_bps": 5, "cpu_busy": 0.5})
 
 
-def test_the_rule_that_set_r_last_is_parsed_by_direction(tmp_path):
-    stats = serve_once(tmp_path, b"NODE started_ms=17 read_rate_bps=5 read_step=lowered-skewed read_skew=1.2 "
-                                 b"write_step=idle\nDEFAULT read_bytes=1 read_late_ns=7\nOK generation=3\n").stats()
-    assert stats.steps == {"read_step": "lowered-skewed", "write_step": "idle"}
-    assert stats.node == {"started_ms": 17, "read_rate_bps": 5, "read_skew": 1.2}
-    assert stats.default.read_late_ns == 7
-
-
-def test_how_long_each_rule_held_r_is_parsed_from_the_step_lines_by_direction(tmp_path):
-    """STEP lines as StepTally.lines() writes them; the backend hands them on with the level."""
-    reply = (b"NODE started_ms=17 read_rate_bps=5 read_step=held write_rate_bps=9 write_step=idle\n"
-             b"STEP direction=read step=held seconds=120.500 moves=0\n"
-             b"STEP direction=read step=lowered-skewed seconds=0.300 moves=3\n"
-             b"STEP direction=write step=idle seconds=4.000 moves=0\n"
-             b"DEFAULT read_bytes=1\nOK generation=3\n")
-    stats = serve_once(tmp_path, reply).stats()
-    assert stats.tallies == {"read": (StepTally("held", 120.5, 0), StepTally("lowered-skewed", 0.3, 3)),
-                             "write": (StepTally("idle", 4.0, 0),)}
-    (tmp_path / "again").mkdir()
-    backend = DataNodeThrottleBackend(serve_once(tmp_path / "again", reply))
-    backend.usage()
-    assert backend.shared_levels[0] == SharedLevel("read", 5, "held", stats.tallies["read"])
-
-
 @pytest.mark.parametrize("reply", [
-    b"NODE started_ms=17\nSTEP direction=sideways step=held seconds=1 moves=0\nDEFAULT read_bytes=1\n"
-    b"OK generation=3\n",                                                                            # no direction
-    b"NODE started_ms=17\nSTEP direction=read step=held seconds=1\nDEFAULT read_bytes=1\nOK generation=3\n",  # no moves
-    b"NODE started_ms=17\nSTEP direction=read step=../x seconds=1 moves=0\nDEFAULT read_bytes=1\n"
-    b"OK generation=3\n",                                                                            # not a step name
-    b"NODE started_ms=17\nSTEP direction=read step=held seconds=-1 moves=0\nDEFAULT read_bytes=1\nOK generation=3\n",
-    b"NODE started_ms=17\nSTEP direction=read step=held seconds=nan moves=0\nDEFAULT read_bytes=1\nOK generation=3\n",
+    b"NODE started_ms=17\nVOLUME id=../x depth=1 moved_bps=0 waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"OK generation=3\n",                                                                            # not a storage ID
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=0 waiting=0\nDEFAULT read_bytes=1\nOK generation=3\n",  # no lent
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=0 moved_bps=0 waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"OK generation=3\n",                                                                            # no depth below 1
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=nan waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"OK generation=3\n",
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nUSER name=../etc read_bytes=1\nOK generation=3\n",   # no user name
     b"NODE started_ms=17\nDEFAULT read_bytes=-6\nOK generation=3\n",                                   # below zero
     b"NODE started_ms=17\nDEFAULT read_bytes=x\nOK generation=3\n",                                    # not a number
@@ -321,7 +276,6 @@ def test_how_long_each_rule_held_r_is_parsed_from_the_step_lines_by_direction(tm
     b"DEFAULT read_bytes=1\nOK generation=3\n",                                                        # no NODE
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK generation=three\n",
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nOK 3\n",                                               # protocol 1
-    b"NODE started_ms=17 read_step=../held\nDEFAULT read_bytes=1\nOK generation=3\n",                 # not a step name
 ])
 def test_a_malformed_stats_reply_is_one_line_error(tmp_path, reply):
     with pytest.raises(Unavailable, match="malformed STATS") as e:

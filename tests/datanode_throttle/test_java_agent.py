@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import REPO, needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import HdfsCluster, hadoop_version, has_jars
-from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, STEPS, ThrottleChannel
+from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, ThrottleChannel
 
 JAR = os.path.join(REPO, "agents", "datanode-throttle", "target", "vnode-sync-datanode-throttle.jar")
 
@@ -107,12 +107,13 @@ def test_the_handshake_names_the_protocol_hadoop_and_every_hook_woven_from_the_s
     assert hello.missing_hooks() == {}
 
 
-def test_stats_tell_how_long_each_rule_held_each_directions_level_and_python_reads_them(tokens_on):
-    """The capacity loop ticks from the start (with no capacity sent, each direction's step is none)."""
+def test_stats_name_the_volume_an_op_ran_on_by_its_storage_id_and_python_reads_it(tokens_on):
+    """After a write, each DataNode's dispatcher of the block's volume (its storage ID, not the whole node)."""
+    tokens_on.write_file(f"/alice/{unique_name('vol')}.bin", 4 * MiB, as_uid=ALICE_UID, hdfs_user="alice")
     stats = ThrottleChannel(tokens_on.throttle_socket(tokens_on.datanodes[0])).stats()
-    assert set(stats.tallies) == {"read", "write"}
-    for direction, tallies in stats.tallies.items():
-        assert {t.step for t in tallies} <= set(STEPS) and sum(t.seconds for t in tallies) > 0, direction
+    assert stats.node["volumes"] == len(stats.volumes) >= 1
+    for queue in stats.volumes:
+        assert queue.volume.startswith("DS-") and queue.depth >= 1, queue
 
 
 def test_write_cap_held_and_pipeline_replica_charged_to_the_writer(tokens_on):

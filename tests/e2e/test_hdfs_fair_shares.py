@@ -91,8 +91,10 @@ class DataNodeShares:
         return out
 
     def share_of(self, weight: int, total: int) -> float:
-        """A user's weighted share of what every DataNode shares now (its R, as the Java agent reports it)."""
-        return min(c.stats().node[f"{self.direction}_rate_bps"] for c in self.channels.values()) * weight / total
+        """A user's weighted share of what every DataNode's busiest volume moved over its last interval."""
+        moved = [max((q.moved_bytes_per_second for q in c.stats().volumes), default=0.0)
+                 for c in self.channels.values()]
+        return min(moved) * weight / total
 
     def wait_moving(self, cluster, users: list[str], interval: float = 0.05) -> None:
         start = {u: self.counted_for(u) for u in users}
@@ -191,7 +193,8 @@ def one_lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob:
     time.sleep(1)
     start_bob()
     shares.wait_moving(cluster, [bob.name], interval=0.01)
-    share = shares.share_of(4, 12)
+    # What the node moved for both before bob stopped: no capacity figure, the edge shares what there is.
+    share = node * 4 / 12
     reclaimed, rates = seconds_until(lambda: shares.counted_for(bob.name), 0.9 * share, within=5)
     print(f"{what}: reclaimed in {reclaimed} s (share {share / MB:.1f} MB/s)")
     if missed is None and (reclaimed is None or reclaimed > RECLAIM_SECONDS):

@@ -30,7 +30,7 @@ def test_every_backend_is_a_limit_enforcer_with_the_protocols_signatures(name):
     backend = BACKENDS[name]
     assert backend.name == name
     assert isinstance(getattr(backend, "shares_by_weight", None), (bool, property)), f"{name} lacks shares_by_weight"
-    assert getattr(backend, "shared_levels", None) == (), f"{name} lacks shared_levels, () until a usage read"
+    assert getattr(backend, "volume_queues", None) == (), f"{name} lacks volume_queues, () until a usage read"
     for method, signature in methods(LimitEnforcer).items():
         assert callable(getattr(backend, method, None)), f"{name} lacks {method}"
         assert parameters(inspect.signature(getattr(backend, method))) == parameters(signature), \

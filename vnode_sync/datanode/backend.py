@@ -29,10 +29,10 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
-from vnode_sync.datanode.channel import (DIRECTIONS, REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
+from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
                                          Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, SharedLevel, VNodeUsage, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, VolumeQueue, user_of_vnode
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class DataNodeThrottleBackend:
 
     name = "datanode-throttle"
     placer = None
-    shared_levels = ()   # until usage() reads the Java agent's STATS
+    volume_queues = ()   # until usage() reads the Java agent's STATS
 
     def __post_init__(self):
         self._limits: dict[str, list[DeviceLimits]] = {}
@@ -184,9 +184,9 @@ class DataNodeThrottleBackend:
                  wanted.node, wanted.default, dict(sorted(users.items())))
 
     def usage(self) -> dict[str, VNodeUsage]:
-        self.shared_levels = ()   # a DataNode that does not answer shows no level rather than its last
+        self.volume_queues = ()   # a DataNode that does not answer shows no queue rather than its last
         stats = self.channel.stats()
-        self.shared_levels = self._shared_levels(stats)
+        self.volume_queues = stats.volumes
         if self._applied is not None and stats.generation < self._applied.generation:
             self._applied = None  # the DataNode restarted and lost our shares: send them again
         if self._hello is not None and stats.started_ms != self._hello.started_ms:
@@ -196,14 +196,6 @@ class DataNodeThrottleBackend:
         return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
                                   c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
                 for vnode, c in counted.items() if vnode in self._limits}
-
-    def _shared_levels(self, stats: Stats) -> tuple[SharedLevel, ...]:
-        """R and its step per direction the Java agent shares by weight (R 0: no weights there yet)."""
-        if not self.shares_by_weight:
-            return ()
-        levels = (SharedLevel(d, int(stats.node.get(f"{d}_rate_bps", 0)), stats.steps.get(f"{d}_step", ""),
-                              stats.tallies.get(d, ())) for d in DIRECTIONS)
-        return tuple(level for level in levels if level.bytes_per_second > 0)
 
     def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:
         if not self.devices:

@@ -17,11 +17,12 @@ started; rates are bytes/s, 0 = none; a weight of 0 leaves a user to its ceiling
 """
 
 import math
+import re
 import socket
 from dataclasses import dataclass, field
 
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
-from vnode_sync.kernel.backend import StepTally
+from vnode_sync.kernel.backend import VolumeQueue
 from vnode_sync.kernel.types import DeviceNumber
 from vnode_sync.validation import user_name as validate_user_name
 
@@ -127,8 +128,6 @@ class Counters:
     write_wait_ns: int = 0
     read_ops: int = 0
     write_ops: int = 0
-    read_late_ns: int = 0    # how much later than due its threads went on from their waits
-    write_late_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,9 +136,8 @@ class Stats:
     generation: int
     default: Counters
     users: dict[str, Counters]
-    node: dict[str, float] = field(default_factory=dict)   # the NODE line: capacities, R, busy fractions
-    steps: dict[str, str] = field(default_factory=dict)    # the NODE line's read/write step: the rule that set R last
-    tallies: dict[str, tuple[StepTally, ...]] = field(default_factory=dict)   # STEP lines, by direction
+    node: dict[str, float] = field(default_factory=dict)   # the NODE line: configured capacities, volumes
+    volumes: tuple[VolumeQueue, ...] = ()                  # the VOLUME lines: each dispatcher's queue
 
 
 class ThrottleChannel:
@@ -211,24 +209,16 @@ class ThrottleChannel:
     def stats(self) -> Stats:
         """Keys this side does not know are skipped; a known one must be a number, a user a user name."""
         lines = self._exchange(["STATS"])
-        node, steps, default, users = None, {}, None, {}
-        tallies: dict[str, list[StepTally]] = {}
+        node, default, users = None, None, {}
+        volumes: list[VolumeQueue] = []
         try:
             for line in lines[:-1]:
                 kind = line.split(" ", 1)[0]
                 fields = _fields(line, kind)
                 if kind == "NODE":
-                    steps = {k: _step(v) for k, v in fields.items() if k in _STEP_KEYS}
-                    node = {k: float(v) for k, v in fields.items() if k not in _STEP_KEYS}
-                elif kind == "STEP":
-                    direction = fields["direction"]
-                    if direction not in DIRECTIONS:
-                        raise ValueError(f"STEP direction {direction[:20]!r} is not read or write")
-                    tally = StepTally(_step(fields["step"]), float(fields["seconds"]), int(fields["moves"]))
-                    if not 0 <= tally.seconds < math.inf or tally.moves < 0:
-                        raise ValueError(f"STEP {tally.step} seconds={tally.seconds} moves={tally.moves}: "
-                                         "counters are never negative")
-                    tallies.setdefault(direction, []).append(tally)
+                    node = {k: float(v) for k, v in fields.items()}
+                elif kind == "VOLUME":
+                    volumes.append(_volume(fields))
                 elif kind == "DEFAULT":
                     default = _counters(fields)
                 elif kind == "USER":
@@ -238,24 +228,24 @@ class ThrottleChannel:
                 raise ValueError("no NODE or DEFAULT line")
         except (ValueError, KeyError, InvalidArgument) as e:
             raise Unavailable(f"DataNode throttle socket {self.path}: malformed STATS: {e}") from e
-        return Stats(int(node.get("started_ms", 0)), generation, default, users, node, steps,
-                     {d: tuple(t) for d, t in tallies.items()})
+        return Stats(int(node.get("started_ms", 0)), generation, default, users, node, tuple(volumes))
 
 
-_STEP_KEYS = ("read_step", "write_step")
-DIRECTIONS = ("read", "write")   # as STATS names them (NODE keys read_*, write_*; STEP direction=)
-# The rules the Java agent names as the one that set R last (CapacityControl.Step, as STATS shows it).
-# Parsing takes any lower-case name, as it skips unknown keys, so a newer agent's step is no error;
-# metrics take their label values from this list only.
-STEPS = ("none", "idle", "recovering", "saturated", "held", "lowered-unheld", "lowered-skewed",
-         "lowered-lopsided", "skew-undone", "asking-lower", "alone", "climbing", "self-held", "shared", "room",
-         "probe", "beyond", "found", "drained-floor")
+DIRECTIONS = ("read", "write")   # as STATS names them (NODE keys read_*, write_*)
+# A volume's storage ID as HDFS writes it (DS-<uuid>), or "node": it becomes a metrics label value.
+_VOLUME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def _step(value: str) -> str:
-    if not value or not all(c.islower() or c == "-" for c in value):
-        raise ValueError(f"step {value[:40]!r} is not a lower-case name")
-    return value
+def _volume(fields: dict[str, str]) -> VolumeQueue:
+    volume = fields.get("id", "")
+    if not _VOLUME_ID.fullmatch(volume):
+        raise ValueError(f"volume id {volume[:40]!r} is not a storage ID")
+    queue = VolumeQueue(volume, int(fields["depth"]), float(fields["moved_bps"]), int(fields["waiting"]),
+                        int(fields["lent"]))
+    if queue.depth < 1 or not 0 <= queue.moved_bytes_per_second < math.inf or queue.waiting < 0 or queue.lent < 0:
+        raise ValueError(f"VOLUME {volume}: depth {queue.depth}, moved {queue.moved_bytes_per_second}, waiting "
+                         f"{queue.waiting}, lent {queue.lent}: out of range")
+    return queue
 
 
 def _fields(line: str, kind: str) -> dict[str, str]:

@@ -66,25 +66,17 @@ class VNodeUsage:
 
 
 @dataclass(frozen=True)
-class StepTally:
-    """One rule of a node's scheduler over the scheduler's life: how long it held R and how many
-    times it moved R (counters: they restart with the scheduler, as its process does)."""
+class VolumeQueue:
+    """One data volume of a node whose backend dispatches its packets itself (the DataNode's SFQ(D),
+    docs/edge.md), as of the backend's last usage read: how deep it lets the volume's queue be, what
+    the volume moved over the dispatcher's last interval, and how many slots packets held elsewhere
+    (slow clients) lent since the DataNode started."""
 
-    step: str
-    seconds: float
-    moves: int
-
-
-@dataclass(frozen=True)
-class SharedLevel:
-    """One direction of a node whose backend shares it by weight with a scheduler of its own (the
-    DataNode's): R, what the scheduler estimates the node moves now and its weights divide, and the
-    rule that set (or kept) R last, as the scheduler names it (docs/datanode-throttle.md, STATS)."""
-
-    direction: str            # "read" or "write"
-    bytes_per_second: int     # R
-    step: str                 # e.g. held, saturated, lowered-skewed; "" where the scheduler names none
-    tallies: tuple[StepTally, ...] = ()   # every rule that ever held R: the step as a scrape misses it
+    volume: str               # the DataNode's storage ID, or "node" where a block's volume is not known
+    depth: int
+    moved_bytes_per_second: float
+    waiting: int
+    lent: int
 
 
 class ThreadPlacer(Protocol):
@@ -114,10 +106,10 @@ class LimitEnforcer(Protocol):
     # True where that sharing is per node, not per device (the DataNode's one scheduler per direction):
     # the center then weighs the node as one resource per direction.
     shares_per_node: bool
-    # Where that sharing is by a scheduler of the backend's own (the DataNode's): its level per
-    # direction as of the last usage() read. () for every other backend, before the first read, and
-    # after a read that failed. Kept for the metrics to read at scrape time.
-    shared_levels: tuple[SharedLevel, ...]
+    # Where that sharing is by a dispatcher of the backend's own (the DataNode's): each volume's queue
+    # as of the last usage() read. () for every other backend, before the first read, and after a read
+    # that failed. Kept for the metrics to read at scrape time.
+    volume_queues: tuple[VolumeQueue, ...]
 
     def limitations(self) -> list[str]: ...
     # Why it cannot enforce the shares on this host now (a hook the Java agent could not weave, a

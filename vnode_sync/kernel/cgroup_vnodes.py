@@ -28,7 +28,7 @@ class CgroupVNodes:
         self.devices: list[DeviceNumber] = []
 
     shares_per_node = False   # BFQ weighs each device on its own
-    shared_levels = ()        # the kernel's schedulers keep no node-wide level
+    volume_queues = ()      # no dispatcher of its own: the kernel or the file system queues
 
     @property
     def shares_by_weight(self) -> bool:

@@ -95,7 +95,7 @@ class LustreTbfBackend:
     placer = None  # nothing to move: OSS I/O threads are shared kernel threads; rules match by uid
     shares_by_weight = False  # TBF caps rates: the coordinator's allocation is what it enforces
     shares_per_node = False
-    shared_levels = ()        # TBF caps each user: nothing shares a node-wide level
+    volume_queues = ()      # no dispatcher of its own: the kernel or the file system queues
 
     def __post_init__(self):
         # Values from the config are checked by LustreSettings; this guards direct construction.

@@ -10,9 +10,6 @@ final class UserCounters {
     final LongAdder writeWaitNs = new LongAdder();
     final LongAdder readOps = new LongAdder();
     final LongAdder writeOps = new LongAdder();
-    /** How much later than due its threads went on from their waits (woken late: a CPU busy with others). */
-    final LongAdder readLateNs = new LongAdder();
-    final LongAdder writeLateNs = new LongAdder();
 
     void addBytes(Direction direction, long bytes) {
         (direction == Direction.READ ? readBytes : writeBytes).add(bytes);
@@ -26,11 +23,10 @@ final class UserCounters {
         (direction == Direction.READ ? readOps : writeOps).increment();
     }
 
-    /** "read_bytes=N write_bytes=N read_wait_ns=N write_wait_ns=N read_ops=N write_ops=N read_late_ns=N write_late_ns=N" */
+    /** "read_bytes=N write_bytes=N read_wait_ns=N write_wait_ns=N read_ops=N write_ops=N" */
     String fields() {
         return "read_bytes=" + readBytes.sum() + " write_bytes=" + writeBytes.sum() + " read_wait_ns="
                 + readWaitNs.sum() + " write_wait_ns=" + writeWaitNs.sum() + " read_ops=" + readOps.sum()
-                + " write_ops=" + writeOps.sum() + " read_late_ns=" + readLateNs.sum() + " write_late_ns="
-                + writeLateNs.sum();
+                + " write_ops=" + writeOps.sum();
     }
 }

@@ -93,10 +93,8 @@ class ProtocolTest {
         talk("APPLY generation=2\nUSER name=bob\nEND\n");
         String[] lines = talk("STATS\n").split("\n");
         assertEquals("NODE started_ms=1234 read_capacity_bps=0 write_capacity_bps=0 volumes=0", lines[0]);
-        assertEquals("DEFAULT read_bytes=0 write_bytes=0 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=0"
-                + " read_late_ns=0 write_late_ns=0", lines[1]);
-        assertEquals("USER name=alice read_bytes=0 write_bytes=42 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=1"
-                + " read_late_ns=0 write_late_ns=0", lines[2]);
+        assertEquals("DEFAULT read_bytes=0 write_bytes=0 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=0", lines[1]);
+        assertEquals("USER name=alice read_bytes=0 write_bytes=42 read_wait_ns=0 write_wait_ns=0 read_ops=0 write_ops=1", lines[2]);
         assertTrue(lines[3].startsWith("USER name=bob "));
         assertEquals("OK generation=2", lines[4]);
     }
