@@ -82,33 +82,33 @@ def test_a_scrape_reads_the_last_stats_and_never_the_socket(agent_of):
     assert {g[(DEPTH, (("node", "dn1"), ("volume", "DS-1")))] for g in got} == {1}
 
 
-def no_shared_level(got: dict) -> bool:
+def no_volume_series(got: dict) -> bool:
     return not [name for name, _ in got if name in (DEPTH, LENT)]
 
 
 def test_backends_without_a_dispatcher_of_their_own_serve_no_volume_series(agent_of, tmp_path):
     fs = FakeCgroupFS(str(tmp_path / "blkio"), FakeKernel())
     blkio = agent_of(BlkioV1Backend(fs.hierarchy, "vnode-sync.dn1", fs))
-    assert blkio.reconciler.last_sample is not None and no_shared_level(scrape(blkio))
+    assert blkio.reconciler.last_sample is not None and no_volume_series(scrape(blkio))
 
 
-def test_a_datanode_not_read_yet_or_not_answering_serves_no_shared_level(agent_of):
+def test_a_datanode_not_read_yet_or_not_answering_serves_no_volume_series(agent_of):
     agent = StorageAgent(parse_agent_config({"node_id": "dn1", "insecure": True}), datanode(), NoThreads(),
                          {"/dev/sdb": SDB})
     try:
-        assert no_shared_level(scrape(agent))                # before the first usage report
+        assert no_volume_series(scrape(agent))                # before the first usage report
     finally:
         agent.link.channel.close()
     agent = agent_of(datanode())
-    assert not no_shared_level(scrape(agent))
+    assert not no_volume_series(scrape(agent))
     agent.backend.channel.fail = Unavailable("DataNode throttle socket /s: connection refused")
     agent.reconciler.usage_report("dn1")
-    assert no_shared_level(scrape(agent))
+    assert no_volume_series(scrape(agent))
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package; "
                     "scripts/setup.d/prometheus.sh installs it)")
-def test_promtool_finds_no_naming_problem_in_the_shared_level(agent_of):
+def test_promtool_finds_no_naming_problem_in_the_volume_series(agent_of):
     registry = CollectorRegistry()
     registry.register(StorageAgentCollector(agent_of(datanode())))
     lint = subprocess.run(["promtool", "check", "metrics"], input=generate_latest(registry), capture_output=True,

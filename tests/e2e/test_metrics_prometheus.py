@@ -185,9 +185,9 @@ def test_the_dashboards_queries_run_on_the_real_series_and_show_the_held_user(ob
         answered[query] = prometheus.query(expr)   # a query Prometheus cannot parse raises here
     held = next(r for q, r in answered.items() if "increase(vnode_sync_user_held_seconds_total" in q)
     assert {r["metric"]["user"] for r in held} == {"alice"}
-    # Errors are absent while nothing fails; the shared level is served by DataNode schedulers only (this
+    # Errors are absent while nothing fails; the volume series are served by DataNode dispatchers only (this
     # cluster is blkio): those queries are parsed above, and their data is tested in tests/agents/test_metrics.py.
-    empty = [q for q, r in answered.items() if not r and "errors" not in q and "_node_shared_level_" not in q]
+    empty = [q for q, r in answered.items() if not r and "errors" not in q and "vnode_sync_volume_" not in q]
     assert not empty, f"dashboard queries with no data: {empty}"
 
 
