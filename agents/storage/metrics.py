@@ -131,18 +131,14 @@ class StorageAgentCollector(Collector):
                                   "dispatcher's last interval, reads and writes", labels=["node", "volume"])
         waiting = GaugeMetricFamily("vnode_sync_volume_waiting_packets", "Packets waiting for a slot at the volume",
                                     labels=["node", "volume"])
-        lent = CounterMetricFamily("vnode_sync_volume_lent_slots", "Slots lent by packets held elsewhere (slow "
-                                   "clients) since the DataNode started", labels=["node", "volume"])
         for queue in queues:
             labels = [node, queue.volume]
             depth.add_metric(labels, queue.depth)
             moved.add_metric(labels, queue.moved_bytes_per_second)
             waiting.add_metric(labels, queue.waiting)
-            lent.add_metric(labels, queue.lent)
         yield depth
         yield moved
         yield waiting
-        yield lent
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",

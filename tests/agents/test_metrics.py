@@ -22,7 +22,7 @@ from vnode_sync.wire import vnode_pb2 as pb
 
 SDB = DeviceNumber(8, 16)
 DEPTH = "vnode_sync_volume_depth"
-LENT = "vnode_sync_volume_lent_slots_total"
+WAITING = "vnode_sync_volume_waiting_packets"
 
 
 class NoThreads:
@@ -61,29 +61,29 @@ def scrape(agent: StorageAgent) -> dict:
 
 def datanode() -> DataNodeThrottleBackend:
     channel = RecordingChannel()
-    channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 2, 0), VolumeQueue("DS-2", 3, 40e6, 0, 7))
+    channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 2), VolumeQueue("DS-2", 3, 40e6, 0))
     return DataNodeThrottleBackend(channel, [SDB])
 
 
-def test_each_data_volumes_dispatcher_is_served_with_its_depth_and_lent_slots(agent_of):
+def test_each_data_volumes_dispatcher_is_served_with_its_depth_and_waiting_packets(agent_of):
     got = scrape(agent_of(datanode()))
     assert got[(DEPTH, (("node", "dn1"), ("volume", "DS-1")))] == 1
     assert got[(DEPTH, (("node", "dn1"), ("volume", "DS-2")))] == 3
-    assert got[(LENT, (("node", "dn1"), ("volume", "DS-2")))] == 7
+    assert got[(WAITING, (("node", "dn1"), ("volume", "DS-1")))] == 2
     assert got[("vnode_sync_volume_moved_bytes_per_second", (("node", "dn1"), ("volume", "DS-1")))] == 52e6
 
 
 def test_a_scrape_reads_the_last_stats_and_never_the_socket(agent_of):
     agent = agent_of(datanode())
     read = agent.backend.channel.stats_read
-    agent.backend.channel.volumes = (VolumeQueue("DS-1", 4, 1e6, 0, 0),)   # the DataNode moved on since
+    agent.backend.channel.volumes = (VolumeQueue("DS-1", 4, 1e6, 0),)   # the DataNode moved on since
     got = [scrape(agent) for _ in range(3)]
     assert agent.backend.channel.stats_read == read
     assert {g[(DEPTH, (("node", "dn1"), ("volume", "DS-1")))] for g in got} == {1}
 
 
 def no_volume_series(got: dict) -> bool:
-    return not [name for name, _ in got if name in (DEPTH, LENT)]
+    return not [name for name, _ in got if name in (DEPTH, WAITING)]
 
 
 def test_backends_without_a_dispatcher_of_their_own_serve_no_volume_series(agent_of, tmp_path):

@@ -240,11 +240,10 @@ def _volume(fields: dict[str, str]) -> VolumeQueue:
     volume = fields.get("id", "")
     if not _VOLUME_ID.fullmatch(volume):
         raise ValueError(f"volume id {volume[:40]!r} is not a storage ID")
-    queue = VolumeQueue(volume, int(fields["depth"]), float(fields["moved_bps"]), int(fields["waiting"]),
-                        int(fields["lent"]))
-    if queue.depth < 1 or not 0 <= queue.moved_bytes_per_second < math.inf or queue.waiting < 0 or queue.lent < 0:
+    queue = VolumeQueue(volume, int(fields["depth"]), float(fields["moved_bps"]), int(fields["waiting"]))
+    if queue.depth < 1 or not 0 <= queue.moved_bytes_per_second < math.inf or queue.waiting < 0:
         raise ValueError(f"VOLUME {volume}: depth {queue.depth}, moved {queue.moved_bytes_per_second}, waiting "
-                         f"{queue.waiting}, lent {queue.lent}: out of range")
+                         f"{queue.waiting}: out of range")
     return queue
 
 

@@ -24,25 +24,19 @@ import java.util.concurrent.locks.LockSupport;
  *       go at the volume's speed, then it has its share (HFSC's two-piece curve; docs/edge.md).</li>
  *   <li><b>Floors</b> (mClock's reservations): a packet its flow's floor bucket covers goes ahead of
  *       the weighted ones and is not charged to its weight.</li>
- *   <li><b>A packet held elsewhere</b> (a slow client, a pipeline's far end) lends its slot once it has
- *       been in flight LEND_AFTER times the volume's mean: the volume does not idle for it.</li>
  * </ul>
- * Ceilings are outside: a thread waits for its user's ceiling before it asks (Flow.ceiling).
+ * A packet held outside the volume (a slow client, a pipeline's far end) keeps its slot: the depth
+ * grows until the volume is busy again (Depth). Ceilings are outside: a thread waits for its user's
+ * ceiling before it asks (UserShare.ceiling), holding no slot.
  * One short lock; a waiting thread parks and is unparked by the packet that frees its slot.
  */
 final class Dispatcher {
     /** A returning flow may take at once what its share moved over this long: a static cap's bucket (RateBucket.BURST_NS). */
     static final long BURST_NS = RateBucket.BURST_NS;
-    /**
-     * A packet in flight this many times the volume's mean is held by something else (its client):
-     * with memoryless service times e^-4, under 2 % of packets the volume serves, are lent wrongly,
-     * each letting one packet more in flight for a moment.
-     */
-    static final double LEND_AFTER = 4.0;
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
-    /** Weight of a completed packet's time in flight in the volume's mean (about 16 packets). */
-    private static final double IN_FLIGHT_SMOOTHING = 1.0 / 16;
+    /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
+    private static final long PATIENCE_NS = 10_000_000L;
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {
@@ -52,10 +46,8 @@ final class Dispatcher {
         double start;
         boolean reserved;        // its floor covers it: ahead of the weighted packets, not charged to the weight
         long sequence;           // arrival order among equal tags
-        long dispatchedNs;
         boolean waiting;
         boolean inFlight;
-        boolean lent;            // in flight, its slot lent to the queue
         volatile boolean go;     // dispatched: its thread may move the packet
         long lastBytes;          // its last packet's size, the next one's tag
 
@@ -86,20 +78,18 @@ final class Dispatcher {
     private final List<Ticket> inFlight = new ArrayList<>();
     private final Depth control = new Depth();
     private int depth = 1;
-    private int counted;                  // in flight and holding a slot (not lent)
+    private int counted;                  // packets in flight
     private double virtualTime;
     private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
     private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
     private double tickVirtualTime;
     private long tickNs = Long.MIN_VALUE;
     private long sequence;
-    private double meanInFlightNs;
     // The current interval.
     private long movedBytes;
     private long queuedSinceNs = -1;      // the queue has been non-empty since (-1: it is empty)
     private long queuedNs;
     private int peak;
-    private long lent;                    // slots lent since start (STATS)
     private volatile double lastMovedBps;
 
     Dispatcher(String volume) {
@@ -114,7 +104,7 @@ final class Dispatcher {
         // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
         // slot to the waiters first would alternate the flows whatever their weights.
         if (ticket.inFlight) {
-            leave(ticket, now);
+            leave(ticket);
         }
         movedBytes += bytes;
         if (bytes > 0) {
@@ -147,34 +137,21 @@ final class Dispatcher {
         return ticket.go;
     }
 
-    /**
-     * Parks the asking thread until its packet is dispatched (or CANCELLED says stop); returns the
-     * time waited. Lends a slot held too long by a packet in flight while it waits.
-     */
+    /** Parks the asking thread until its packet is dispatched (or CANCELLED says stop); returns the time waited. */
     long await(Ticket ticket, UserThrottler.Clock clock, java.util.function.BooleanSupplier cancelled) {
         long start = clock.nanoTime();
         while (!ticket.go) {
-            long patience;
-            synchronized (this) {
-                long now = clock.nanoTime();
-                patience = poll(ticket, now);
-                if (!ticket.go && (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted())) {
-                    withdraw(ticket, now);
+            if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+                synchronized (this) {
+                    if (!ticket.go) {
+                        withdraw(ticket, clock.nanoTime());
+                    }
                 }
+                break;
             }
-            if (!ticket.go) {
-                LockSupport.parkNanos(this, patience);
-            }
+            LockSupport.parkNanos(this, PATIENCE_NS);
         }
         return clock.nanoTime() - start;
-    }
-
-    /**
-     * A waiting TICKET looks at NOW: slots held too long are lent; returns how long it may park before
-     * it should look again (it is unparked sooner when dispatched). Simulations call it directly.
-     */
-    synchronized long poll(Ticket ticket, long now) {
-        return ticket.go ? 0 : lendOverdue(now);
     }
 
     /**
@@ -204,29 +181,20 @@ final class Dispatcher {
     }
 
     private void complete(Ticket ticket, long now) {
-        leave(ticket, now);
+        leave(ticket);
         pump(now);
     }
 
-    /** TICKET's packet is no longer in flight; true if it held a slot (its own, not lent). */
-    private boolean leave(Ticket ticket, long now) {
+    /** TICKET's packet is no longer in flight: its slot is free. */
+    private void leave(Ticket ticket) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
-        boolean held = !ticket.lent;
-        if (held) {
-            counted--;
-            double ns = now - ticket.dispatchedNs;
-            meanInFlightNs = meanInFlightNs == 0 ? ns : meanInFlightNs + IN_FLIGHT_SMOOTHING * (ns - meanInFlightNs);
-        }
-        ticket.lent = false;
-        return held;
+        counted--;
     }
 
     private void dispatch(Ticket ticket, long now) {
         ticket.waiting = false;
         ticket.inFlight = true;
-        ticket.lent = false;
-        ticket.dispatchedNs = now;
         if (!ticket.reserved) {
             virtualTime = Math.max(virtualTime, ticket.start);
         }
@@ -248,33 +216,6 @@ final class Dispatcher {
                 LockSupport.unpark(next.thread);
             }
         }
-    }
-
-    /**
-     * Lends the slot of every packet in flight longer than LEND_AFTER times the mean; returns how long
-     * a waiting thread may park before the next one would be due (at least 0.1 ms: a park's resolution).
-     */
-    private long lendOverdue(long now) {
-        if (meanInFlightNs <= 0) {
-            return 1_000_000L;
-        }
-        long limit = (long) (LEND_AFTER * meanInFlightNs);
-        long soonest = Long.MAX_VALUE;
-        for (Ticket t : inFlight) {
-            if (t.lent) {
-                continue;
-            }
-            long age = now - t.dispatchedNs;
-            if (age >= limit) {
-                t.lent = true;
-                counted--;
-                lent++;
-            } else {
-                soonest = Math.min(soonest, limit - age);
-            }
-        }
-        pump(now);
-        return Math.max(100_000L, Math.min(soonest, 10 * limit));
     }
 
     private void queueEmptied(long now) {
@@ -351,10 +292,10 @@ final class Dispatcher {
         return lastMovedBps;
     }
 
-    /** STATS: "VOLUME id=... depth=... in_flight=... waiting=... moved_bps=... lent=... probes=... moves=..." */
+    /** STATS: "VOLUME id=... depth=... in_flight=... waiting=... moved_bps=... probes=... moves=..." */
     synchronized String statsLine() {
         return "VOLUME id=" + volume + " depth=" + depth + " in_flight=" + inFlight.size() + " waiting=" + queue.size()
-                + " moved_bps=" + Math.round(lastMovedBps) + " lent=" + lent + " probes=" + control.probes()
+                + " moved_bps=" + Math.round(lastMovedBps) + " probes=" + control.probes()
                 + " moves=" + control.moves();
     }
 

@@ -140,14 +140,14 @@ class DispatcherTest {
     }
 
     @Test
-    void aSlowClientsPacketLendsItsSlotSoTheVolumeDoesNotIdle() {
+    void aSlowClientHoldingASlotDeepensTheQueueSoTheVolumeDoesNotIdle() {
         SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
         SimulatedNode.Volume disk = n.volume("DS-1", 100 * MB);
         n.weight("alice", 8);
         n.weight("bob", 1);
         n.add(new SimulatedNode.Worker("alice", Direction.READ, disk, 2 * MB, 0, 0, n.now()));
         n.backlogged("bob", Direction.READ, disk);
-        n.runFor(2 * SimulatedNode.SECOND);
+        n.runFor(5 * SimulatedNode.SECOND);
         Map<String, Double> r = n.rates(10);
         near(2 * MB, r.get("alice"), 0.1, "alice, held by her client");
         near(98 * MB, r.get("bob"), 0.05, "bob, what she leaves");

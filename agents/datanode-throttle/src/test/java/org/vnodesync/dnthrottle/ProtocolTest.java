@@ -116,7 +116,7 @@ class ProtocolTest {
         protocol.serve(new ByteArrayInputStream("STATS\n".getBytes(StandardCharsets.UTF_8)), out);
         String[] lines = out.toString("UTF-8").split("\n");
         assertEquals("NODE started_ms=1234 read_capacity_bps=0 write_capacity_bps=0 volumes=1", lines[0]);
-        assertEquals("VOLUME id=DS-1 depth=1 in_flight=1 waiting=0 moved_bps=10000000 lent=0 probes=0 moves=0", lines[1]);
+        assertEquals("VOLUME id=DS-1 depth=1 in_flight=1 waiting=0 moved_bps=10000000 probes=0 moves=0", lines[1]);
         assertTrue(lines[2].startsWith("DEFAULT "), lines[2]);
     }
 }

@@ -13,7 +13,7 @@ import java.util.function.IntToDoubleFunction;
  * alike, at its speed (which may grow with the number in flight: a disk that reorders a deeper queue);
  * the CPU's cores serve every packet's CPU time, one core at most per thread; a link may bind; each
  * thread's client has a speed of its own. Each thread asks the real Dispatcher before each packet
- * exactly as UserThrottler does (ceiling, floor, ask, and a waiting thread polls as await does), so
+ * exactly as UserThrottler does (ceiling, floor, ask, then wait until dispatched), so
  * what is tested is the edge's code on its per-packet path, in simulated time.
  *
  * <p>Three ways to share, for baselines in the same run: NONE (no vnode-sync: every packet goes at
@@ -284,8 +284,7 @@ final class SimulatedNode {
     }
 
     private void poll(Worker w) {
-        long patience = throttles.volume(w.volume.id).poll(w.ticket, now);
-        w.wakeAt = now + Math.max(1, patience);
+        w.wakeAt = Long.MAX_VALUE;   // parked until the packet that frees its slot dispatches it
     }
 
     /** Waiting workers whose packets the dispatcher let go. */
