@@ -35,7 +35,8 @@ REQUIRED_HOOKS = {
     "DataXceiver.readBlock": "reads are not charged to their user",
     "DataXceiver.writeBlock": "writes are not charged to their user",
     "BlockSender.sendBlock": "reads are not scheduled",
-    "BlockReceiver.receiveBlock": "writes are not scheduled",
+    "BlockReceiver.receiveBlock": "writes are not held to their ceilings",
+    "ReplicaOutputStreams.writeDataToDisk": "writes are not dispatched by weight",
 }
 # Woven by the same agent but not needed for every node: without them the node still holds each
 # user's share of the ops above (issue 27; docs/datanode-throttle.md).
