@@ -24,6 +24,11 @@ import java.util.concurrent.locks.LockSupport;
  *       go at the volume's speed, then it has its share (HFSC's two-piece curve; docs/edge.md).</li>
  *   <li><b>Floors</b> (mClock's reservations): a packet its flow's floor bucket covers goes ahead of
  *       the weighted ones and is not charged to its weight.</li>
+ *   <li><b>Anticipation</b> (Iyer and Druschel, SOSP 2001; BFQ's idling): a write leaves the volume
+ *       before its thread has its next packet from the network. If that packet would be the next
+ *       dispatched and the thread's think time is shorter than a packet's service, its slot waits for
+ *       it up to one service time: else a flow with one thread would lose its turn at every packet
+ *       and the flows would alternate whatever their weights.</li>
  * </ul>
  * A packet held outside the volume (a slow client, a pipeline's far end) keeps its slot: the depth
  * grows until the volume is busy again (Depth). Ceilings are outside: a thread waits for its user's
@@ -37,6 +42,8 @@ final class Dispatcher {
     static final long FIRST_PACKET_BYTES = 64 * 1024;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
     private static final long PATIENCE_NS = 10_000_000L;
+    /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
+    private static final double SMOOTHING = 1.0 / 16;
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {
@@ -50,6 +57,9 @@ final class Dispatcher {
         boolean inFlight;
         volatile boolean go;     // dispatched: its thread may move the packet
         long lastBytes;          // its last packet's size, the next one's tag
+        long dispatchedNs;
+        long releasedNs = -1;    // when it last left the volume between packets (-1: it asked since)
+        double thinkNs;          // its mean time from leaving the volume to asking again
 
         Ticket(Flow flow, Direction direction, Thread thread) {
             this.flow = flow;
@@ -78,7 +88,10 @@ final class Dispatcher {
     private final List<Ticket> inFlight = new ArrayList<>();
     private final Depth control = new Depth();
     private int depth = 1;
-    private int counted;                  // packets in flight
+    private int counted;                  // packets in flight, and a slot held for an anticipated one
+    private Ticket anticipated;           // the ticket a free slot waits for (null: none)
+    private long anticipatedUntil;
+    private double serviceNs;             // a packet's mean time in its slot
     private double virtualTime;
     private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
     private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
@@ -101,10 +114,20 @@ final class Dispatcher {
      * may go at once, else it must await(). WEIGHT > 0; RESERVED: its floor covers this packet.
      */
     synchronized boolean ask(Ticket ticket, long bytes, double weight, boolean reserved, long now) {
+        if (ticket.releasedNs >= 0) {
+            double think = now - ticket.releasedNs;
+            ticket.thinkNs = ticket.thinkNs == 0 ? think : ticket.thinkNs + SMOOTHING * (think - ticket.thinkNs);
+            ticket.releasedNs = -1;
+        }
+        boolean held = anticipated == ticket;
+        if (held) {
+            anticipated = null;
+            counted--;   // the slot kept for it: taken below
+        }
         // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
         // slot to the waiters first would alternate the flows whatever their weights.
         if (ticket.inFlight) {
-            leave(ticket);
+            leave(ticket, now);
         }
         movedBytes += bytes;
         if (bytes > 0) {
@@ -123,7 +146,7 @@ final class Dispatcher {
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
         }
-        if (queue.isEmpty() && counted < depth) {
+        if ((held || queue.isEmpty()) && counted < depth) {
             dispatch(ticket, now);
             return true;
         }
@@ -141,15 +164,22 @@ final class Dispatcher {
     long await(Ticket ticket, UserThrottler.Clock clock, java.util.function.BooleanSupplier cancelled) {
         long start = clock.nanoTime();
         while (!ticket.go) {
-            if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
-                synchronized (this) {
-                    if (!ticket.go) {
-                        withdraw(ticket, clock.nanoTime());
-                    }
+            long patience = PATIENCE_NS;
+            synchronized (this) {
+                long now = clock.nanoTime();
+                expire(now);
+                if (ticket.go) {
+                    break;
                 }
-                break;
+                if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+                    withdraw(ticket, now);
+                    break;
+                }
+                if (anticipated != null) {
+                    patience = Math.max(1, Math.min(patience, anticipatedUntil - now));
+                }
             }
-            LockSupport.parkNanos(this, PATIENCE_NS);
+            LockSupport.parkNanos(this, patience);
         }
         return clock.nanoTime() - start;
     }
@@ -159,14 +189,47 @@ final class Dispatcher {
      * waits for its ceiling (a wait outside the volume holds no slot).
      */
     synchronized void release(Ticket ticket, long bytes, long now) {
+        release(ticket, bytes, now, false);
+    }
+
+    /** As release; ANTICIPATE: its thread asks again for the op's next packet (a write between packets). */
+    synchronized void release(Ticket ticket, long bytes, long now, boolean anticipate) {
         movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
+        if (anticipated == ticket) {
+            anticipated = null;
+            counted--;
+        }
         if (ticket.inFlight) {
-            complete(ticket, now);
+            leave(ticket, now);
+            if (anticipate) {
+                ticket.releasedNs = now;
+                if (anticipated == null && !queue.isEmpty() && ticket.thinkNs > 0 && ticket.thinkNs < serviceNs
+                        && ticket.flow.finish <= queue.peek().start) {
+                    anticipated = ticket;
+                    anticipatedUntil = now + (long) serviceNs;
+                    counted++;   // its slot waits for it
+                    return;
+                }
+            }
+            pump(now);
         } else if (ticket.waiting) {
             withdraw(ticket, now);
+        }
+    }
+
+    /** At NOW: an anticipated packet that did not come by its time gives its slot to the queue. */
+    synchronized void poll(long now) {
+        expire(now);
+    }
+
+    private void expire(long now) {
+        if (anticipated != null && now - anticipatedUntil >= 0) {
+            anticipated = null;
+            counted--;
+            pump(now);
         }
     }
 
@@ -180,21 +243,19 @@ final class Dispatcher {
         ticket.go = true;   // the thread goes on unscheduled rather than hang
     }
 
-    private void complete(Ticket ticket, long now) {
-        leave(ticket);
-        pump(now);
-    }
-
     /** TICKET's packet is no longer in flight: its slot is free. */
-    private void leave(Ticket ticket) {
+    private void leave(Ticket ticket, long now) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
         counted--;
+        double ns = now - ticket.dispatchedNs;
+        serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
     }
 
     private void dispatch(Ticket ticket, long now) {
         ticket.waiting = false;
         ticket.inFlight = true;
+        ticket.dispatchedNs = now;
         if (!ticket.reserved) {
             virtualTime = Math.max(virtualTime, ticket.start);
         }
@@ -238,6 +299,7 @@ final class Dispatcher {
             queuedNs += now - queuedSinceNs;
             queuedSinceNs = now;
         }
+        expire(now);
         Interval out = null;
         if (tickNs != Long.MIN_VALUE && now > tickNs) {
             double seconds = (now - tickNs) / 1e9;

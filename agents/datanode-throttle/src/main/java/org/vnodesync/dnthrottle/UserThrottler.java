@@ -117,7 +117,7 @@ final class UserThrottler extends DataTransferThrottler {
 
     /** ...and LENGTH bytes of it are in: its slot is free. */
     void leaveVolume(long length) {
-        dispatcher.release(ticket, length, clock.nanoTime());
+        dispatcher.release(ticket, length, clock.nanoTime(), true);
     }
 
     /** The op moved BYTES (0: none yet): its next packet waits for the ceiling, then (a read) for its turn. */
