@@ -152,8 +152,60 @@ final class CapacityControl {
      * the others' threads take, and holding them gives it back). DRAINED_BPS: writes only, what the
      * data disks wrote meanwhile (0: not known), the least R is lowered to (see next()).
      */
-    record Seen(double movedBps, double busiest, double held, int competing, double disk, double skew,
-                double skewAnyPace, double drainedBps) {
+    static final class Seen {
+        private final double movedBps;
+        private final double busiest;
+        private final double held;
+        private final int competing;
+        private final double disk;
+        private final double skew;
+        private final double skewAnyPace;
+        private final double drainedBps;
+
+        Seen(double movedBps, double busiest, double held, int competing, double disk, double skew,
+             double skewAnyPace, double drainedBps) {
+            this.movedBps = movedBps;
+            this.busiest = busiest;
+            this.held = held;
+            this.competing = competing;
+            this.disk = disk;
+            this.skew = skew;
+            this.skewAnyPace = skewAnyPace;
+            this.drainedBps = drainedBps;
+        }
+
+        double movedBps() {
+            return movedBps;
+        }
+
+        double busiest() {
+            return busiest;
+        }
+
+        double held() {
+            return held;
+        }
+
+        int competing() {
+            return competing;
+        }
+
+        double disk() {
+            return disk;
+        }
+
+        double skew() {
+            return skew;
+        }
+
+        double skewAnyPace() {
+            return skewAnyPace;
+        }
+
+        double drainedBps() {
+            return drainedBps;
+        }
+
         Seen(double movedBps, double busiest, double held, int competing) {
             this(movedBps, busiest, held, competing, 0, 0, 0, 0);
         }

@@ -8,7 +8,35 @@ final class CapacityLoop {
     static final long PERIOD_NS = 100_000_000L;
 
     /** The last tick's view, for STATS. */
-    record Last(double cpuBusy, double diskBusy, Side read, Side write) {
+    static final class Last {
+        private final double cpuBusy;
+        private final double diskBusy;
+        private final Side read;
+        private final Side write;
+
+        Last(double cpuBusy, double diskBusy, Side read, Side write) {
+            this.cpuBusy = cpuBusy;
+            this.diskBusy = diskBusy;
+            this.read = read;
+            this.write = write;
+        }
+
+        double cpuBusy() {
+            return cpuBusy;
+        }
+
+        double diskBusy() {
+            return diskBusy;
+        }
+
+        Side read() {
+            return read;
+        }
+
+        Side write() {
+            return write;
+        }
+
         static final Last NONE = new Last(0, 0, Side.NONE, Side.NONE);
 
         Side of(Direction direction) {
@@ -17,7 +45,41 @@ final class CapacityLoop {
     }
 
     /** One direction's last tick: what moved, the share of packets held for their weight, and why R is where it is. */
-    record Side(double movedBps, double held, double skew, double seenSkew, CapacityControl.Step step) {
+    static final class Side {
+        private final double movedBps;
+        private final double held;
+        private final double skew;
+        private final double seenSkew;
+        private final CapacityControl.Step step;
+
+        Side(double movedBps, double held, double skew, double seenSkew, CapacityControl.Step step) {
+            this.movedBps = movedBps;
+            this.held = held;
+            this.skew = skew;
+            this.seenSkew = seenSkew;
+            this.step = step;
+        }
+
+        double movedBps() {
+            return movedBps;
+        }
+
+        double held() {
+            return held;
+        }
+
+        double skew() {
+            return skew;
+        }
+
+        double seenSkew() {
+            return seenSkew;
+        }
+
+        CapacityControl.Step step() {
+            return step;
+        }
+
         static final Side NONE = new Side(0, 0, 1, 0, CapacityControl.Step.NONE);
     }
 

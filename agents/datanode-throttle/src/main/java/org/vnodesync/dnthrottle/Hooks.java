@@ -103,8 +103,9 @@ public final class Hooks {
 
     /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
     private static void invalidate(ExtendedBlockId block) {
-        if (dataNode instanceof DataNode dn) {
-            dn.getShortCircuitRegistry().processBlockInvalidation(block);
+        Object node = dataNode;
+        if (node instanceof DataNode) {
+            ((DataNode) node).getShortCircuitRegistry().processBlockInvalidation(block);
         }
     }
 
@@ -190,8 +191,8 @@ public final class Hooks {
     /** After sendBlock / receiveBlock: the transfer sends no more packets. */
     public static void transferEnd(DataTransferThrottler throttler) {
         try {
-            if (throttler instanceof UserThrottler user) {
-                user.close();
+            if (throttler instanceof UserThrottler) {
+                ((UserThrottler) throttler).close();
             }
         } catch (Throwable e) {
             AgentLog.once("transfer-end", "could not end a per-user transfer cleanly", e);

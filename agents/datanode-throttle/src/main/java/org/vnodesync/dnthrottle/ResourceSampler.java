@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 /**
@@ -14,14 +16,36 @@ import java.util.List;
  */
 final class ResourceSampler {
     /** One sample's answer: fractions 0..1 since the previous sample, and the data disks' writes in bytes/s. */
-    record Busy(double cpu, double disk, double writtenBps) {
+    static final class Busy {
+        private final double cpu;
+        private final double disk;
+        private final double writtenBps;
+
+        Busy(double cpu, double disk, double writtenBps) {
+            this.cpu = cpu;
+            this.disk = disk;
+            this.writtenBps = writtenBps;
+        }
+
+        double cpu() {
+            return cpu;
+        }
+
+        double disk() {
+            return disk;
+        }
+
+        double writtenBps() {
+            return writtenBps;
+        }
+
         double busiest() {
             return Math.max(cpu, disk);
         }
     }
 
     private final Path proc;
-    private volatile List<DeviceId> devices = List.of();
+    private volatile List<DeviceId> devices = Collections.emptyList();
     private long lastCpuBusy = -1;
     private long lastCpuTotal = -1;
     private long[] lastTicks = new long[0];
@@ -34,7 +58,7 @@ final class ResourceSampler {
 
     /** The data devices whose io_ticks count (from the storage agent's APPLY). */
     void devices(List<DeviceId> next) {
-        devices = List.copyOf(next);
+        devices = Collections.unmodifiableList(new ArrayList<>(next));
     }
 
     Busy sample(long nowNs) {
@@ -75,7 +99,23 @@ final class ResourceSampler {
     }
 
     /** The busiest data disk's busy fraction and what the data disks wrote (bytes/s) since the last sample. */
-    private record Disks(double busiest, double writtenBps) {
+    private static final class Disks {
+        private final double busiest;
+        private final double writtenBps;
+
+        Disks(double busiest, double writtenBps) {
+            this.busiest = busiest;
+            this.writtenBps = writtenBps;
+        }
+
+        double busiest() {
+            return busiest;
+        }
+
+        double writtenBps() {
+            return writtenBps;
+        }
+
         static final Disks IDLE = new Disks(0, 0);
     }
 

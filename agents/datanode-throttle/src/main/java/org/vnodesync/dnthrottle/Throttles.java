@@ -13,7 +13,35 @@ final class Throttles {
     static final String DEFAULT = "DEFAULT";
 
     /** What one op is charged to: a user (or DEFAULT), its counters and its flow in each direction. */
-    record Charge(String name, UserCounters counters, Flow read, Flow write) {
+    static final class Charge {
+        private final String name;
+        private final UserCounters counters;
+        private final Flow read;
+        private final Flow write;
+
+        Charge(String name, UserCounters counters, Flow read, Flow write) {
+            this.name = name;
+            this.counters = counters;
+            this.read = read;
+            this.write = write;
+        }
+
+        String name() {
+            return name;
+        }
+
+        UserCounters counters() {
+            return counters;
+        }
+
+        Flow read() {
+            return read;
+        }
+
+        Flow write() {
+            return write;
+        }
+
         Flow flow(Direction direction) {
             return direction == Direction.READ ? read : write;
         }

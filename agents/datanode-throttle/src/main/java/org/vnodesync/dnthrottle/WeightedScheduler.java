@@ -111,8 +111,54 @@ final class WeightedScheduler {
     static final double LEAST_PRECHARGE = 0.1;
 
     /** Counts over one interval of the capacity control. */
-    record Interval(long bytes, long packets, long heldPackets, long heldNs, int continuingFlows, double skew,
-                    double skewAnyPace) {
+    static final class Interval {
+        private final long bytes;
+        private final long packets;
+        private final long heldPackets;
+        private final long heldNs;
+        private final int continuingFlows;
+        private final double skew;
+        private final double skewAnyPace;
+
+        Interval(long bytes, long packets, long heldPackets, long heldNs, int continuingFlows, double skew,
+                 double skewAnyPace) {
+            this.bytes = bytes;
+            this.packets = packets;
+            this.heldPackets = heldPackets;
+            this.heldNs = heldNs;
+            this.continuingFlows = continuingFlows;
+            this.skew = skew;
+            this.skewAnyPace = skewAnyPace;
+        }
+
+        long bytes() {
+            return bytes;
+        }
+
+        long packets() {
+            return packets;
+        }
+
+        long heldPackets() {
+            return heldPackets;
+        }
+
+        long heldNs() {
+            return heldNs;
+        }
+
+        int continuingFlows() {
+            return continuingFlows;
+        }
+
+        double skew() {
+            return skew;
+        }
+
+        double skewAnyPace() {
+            return skewAnyPace;
+        }
+
         /** The share of packets that waited for their weight. */
         double heldFraction() {
             return packets == 0 ? 0 : (double) heldPackets / packets;

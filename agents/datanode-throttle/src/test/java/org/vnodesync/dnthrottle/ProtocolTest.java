@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
 import org.junit.jupiter.api.Test;
 
 class ProtocolTest {
@@ -17,7 +18,7 @@ class ProtocolTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.4.2", null))
                 .serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out);
-        return out.toString(StandardCharsets.UTF_8);
+        return new String(out.toByteArray(), StandardCharsets.UTF_8);
     }
 
     @Test
@@ -74,7 +75,7 @@ class ProtocolTest {
         assertTrue(talk("APPLY x\nEND\n").startsWith("ERR "));
         assertTrue(talk("APPLY 7\nUSER alice 1 2\nEND\n").startsWith("ERR "), "protocol 1's APPLY is refused");
         assertTrue(talk("APPLY\nEND\n").startsWith("ERR APPLY needs generation="));
-        assertTrue(talk("x".repeat(10000) + "\n").startsWith("ERR unknown request"));
+        assertTrue(talk(String.join("", Collections.nCopies(10000, "x")) + "\n").startsWith("ERR unknown request"));
         assertEquals(-1, throttles.policy().generation());
     }
 
@@ -114,7 +115,7 @@ class ProtocolTest {
         capacity.tickWith(now + CapacityLoop.PERIOD_NS, 0.1, 0, 0);        // nothing moved: idle, R at the configured
         capacity.tickWith(now + 2 * CapacityLoop.PERIOD_NS, 0.1, 0, 0);
         protocol.serve(new ByteArrayInputStream("STATS\n".getBytes(StandardCharsets.UTF_8)), out);
-        String[] lines = out.toString(StandardCharsets.UTF_8).split("\n");
+        String[] lines = new String(out.toByteArray(), StandardCharsets.UTF_8).split("\n");
         assertTrue(lines[0].startsWith("NODE "), lines[0]);
         assertEquals("STEP direction=read step=idle seconds=0.200 moves=0", lines[1]);
         assertEquals("STEP direction=write step=none seconds=0.200 moves=0", lines[2]);

@@ -3,9 +3,10 @@ package org.vnodesync.dnthrottle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.io.IOException;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
+import java.util.Arrays;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -23,12 +24,13 @@ class ResourceSamplerTest {
     @Test
     void itGivesTheBusiestDataDiskAndWhatTheDataDisksWrote(@TempDir Path proc) throws IOException {
         ResourceSampler sampler = new ResourceSampler(proc);
-        sampler.devices(List.of(new DeviceId(7, 0)));
-        Files.writeString(proc.resolve("stat"), CPU_BEFORE);
-        Files.writeString(proc.resolve("diskstats"), disks(1_000, 500));
+        sampler.devices(Arrays.asList(new DeviceId(7, 0)));
+        Files.write(proc.resolve("stat"), CPU_BEFORE.getBytes(StandardCharsets.UTF_8));
+        Files.write(proc.resolve("diskstats"), disks(1_000, 500).getBytes(StandardCharsets.UTF_8));
         sampler.sample(1_000_000_000L);
-        Files.writeString(proc.resolve("stat"), CPU_AFTER);
-        Files.writeString(proc.resolve("diskstats"), disks(1_000 + 11_719, 580));   // 6 MB and 80 ms in 100 ms
+        Files.write(proc.resolve("stat"), CPU_AFTER.getBytes(StandardCharsets.UTF_8));
+        // 6 MB and 80 ms in 100 ms
+        Files.write(proc.resolve("diskstats"), disks(1_000 + 11_719, 580).getBytes(StandardCharsets.UTF_8));
         ResourceSampler.Busy busy = sampler.sample(1_100_000_000L);
         assertEquals(0.5, busy.cpu(), 1e-9);
         assertEquals(0.8, busy.disk(), 1e-9);
@@ -38,15 +40,15 @@ class ResourceSamplerTest {
     @Test
     void aProcItCannotReadCountsAsIdleAndNothingWritten(@TempDir Path proc) throws IOException {
         ResourceSampler sampler = new ResourceSampler(proc);
-        sampler.devices(List.of(new DeviceId(7, 0)));
+        sampler.devices(Arrays.asList(new DeviceId(7, 0)));
         sampler.sample(1_000_000_000L);
         ResourceSampler.Busy busy = sampler.sample(1_100_000_000L);
         assertEquals(0, busy.cpu());
         assertEquals(0, busy.disk());
         assertEquals(0, busy.writtenBps());
-        Files.writeString(proc.resolve("diskstats"), disks(1_000, 500));
+        Files.write(proc.resolve("diskstats"), disks(1_000, 500).getBytes(StandardCharsets.UTF_8));
         sampler.sample(1_200_000_000L);
-        Files.writeString(proc.resolve("diskstats"), disks(2_000, 550));
+        Files.write(proc.resolve("diskstats"), disks(2_000, 550).getBytes(StandardCharsets.UTF_8));
         assertEquals(1_000 * 512 / 0.1, sampler.sample(1_300_000_000L).writtenBps(), 1);
         Files.delete(proc.resolve("diskstats"));
         assertEquals(0, sampler.sample(1_400_000_000L).writtenBps(), "gone: nothing known written, not the last rate");

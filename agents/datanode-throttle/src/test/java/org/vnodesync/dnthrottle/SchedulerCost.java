@@ -1,7 +1,6 @@
 package org.vnodesync.dnthrottle;
 
-import java.util.List;
-import java.util.Map;
+import java.util.Collections;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -39,8 +38,9 @@ public class SchedulerCost {
             throttles = new Throttles(Policy.Shares.NONE, 0, clock::get);
             Policy.Shares a = new Policy.Shares(new Policy.Share(8, 0, 10_000_000_000L), Policy.Share.NONE);
             Policy.Shares b = new Policy.Shares(new Policy.Share(4, 0, 10_000_000_000L), Policy.Share.NONE);
-            throttles.apply(new Policy(1, new Policy.Node(20_000_000_000L, 0, List.of()), Policy.Shares.NONE,
-                    Map.of("alice", a, "bob", b), Map.of(), Map.of()));
+            throttles.apply(new Policy(1, new Policy.Node(20_000_000_000L, 0, Collections.<DeviceId>emptyList()),
+                    Policy.Shares.NONE,
+                    Maps.of("alice", a, "bob", b), Collections.emptyMap(), Collections.emptyMap()));
             scheduler = throttles.scheduler(Direction.READ);
             flows = new Flow[] {throttles.chargeFor("alice").read(), throttles.chargeFor("bob").read()};
         }

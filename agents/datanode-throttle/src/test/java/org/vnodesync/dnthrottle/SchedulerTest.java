@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -26,8 +27,8 @@ class SchedulerTest {
     }
 
     private static Policy policy(long capacity, Map<String, Policy.Shares> users) {
-        return new Policy(1, new Policy.Node(capacity, capacity, List.of()), Policy.Shares.NONE, users, Map.of(),
-                Map.of());
+        return new Policy(1, new Policy.Node(capacity, capacity, Collections.<DeviceId>emptyList()), Policy.Shares.NONE,
+                users, Collections.emptyMap(), Collections.emptyMap());
     }
 
     /** A flow named NAME scheduled on SCHEDULER at WEIGHT from time 0. */
@@ -46,7 +47,7 @@ class SchedulerTest {
     @ParameterizedTest(name = "node delivers {0} MB/s of 60 configured")
     @ValueSource(doubles = {60, 55, 40, 20})
     void twoBackloggedUsersAtWeights8And4Get2To1AtAnyCapacityBelowConfigured(double delivers) {
-        SimulatedNode node = node(delivers * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(delivers * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
         node.backlogged("bob");
         node.runFor(3 * SimulatedNode.SECOND);   // R settles on what the node delivers
@@ -59,7 +60,7 @@ class SchedulerTest {
     @Test
     void withoutTheCapacityControlRAboveWhatTheNodeDeliversFallsTowardTheNodesOwnSplit() {
         // The trap the control exists for: R fixed at the configured 60 while the node does 40.
-        SimulatedNode node = node(40 * MB, false, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(40 * MB, false, Maps.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
         node.backlogged("bob");
         Map<String, Double> r = node.rates(10);
@@ -70,7 +71,7 @@ class SchedulerTest {
     void oneThreadPerUserOnACoreEachStillSharesByWeight() {
         // A CPU-bound node of two cores: each transfer thread can use one, half the node, so 2:1 can
         // only hold with bob held under what his thread could take and the node a quarter idle.
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         double core = 30 * MB;
         node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"), core, 0, 0, node.now()));
         node.add(new SimulatedNode.Worker(node.throttles.chargeFor("bob"), core, 0, 0, node.now()));
@@ -88,7 +89,7 @@ class SchedulerTest {
         // what holds her, and bob held under R gives it back to her. Writes too (encryption), though a
         // write's pace is its pipeline's where the CPU does not saturate (writes: 0.99 without it).
         SimulatedNode node = new SimulatedNode(45 * MB, true, true);
-        node.throttles.apply(policy(CONFIGURED, Map.of("alice", weight(8), "bob", weight(4))));
+        node.throttles.apply(policy(CONFIGURED, Maps.of("alice", weight(8), "bob", weight(4))));
         node.backlogged("alice", direction).cost = 1.6;
         node.backlogged("bob", direction);
         node.runFor(10 * SimulatedNode.SECOND);
@@ -102,7 +103,7 @@ class SchedulerTest {
         // A fast node (packets in flight for ~20 us) and alice's thread preempted for 0.3 ms every 64th
         // packet: her packets are due closest together (every ~33 us at her share), and without her
         // share kept while one is in flight bob took it at each stall (1.85 here).
-        SimulatedNode node = node(6000 * MB, false, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(6000 * MB, false, Maps.of("alice", weight(8), "bob", weight(4)));
         node.throttles.scheduler(Direction.READ).setRate(3_000_000_000L, node.now());
         SimulatedNode.Worker alice = node.backlogged("alice");
         alice.stallEvery = 64;
@@ -120,7 +121,7 @@ class SchedulerTest {
         // at alice's share, and her thread preempted for longer than that now and then (both cores
         // busy with the pipelines' other threads). The share she was kept while away is hers.
         SimulatedNode node = new SimulatedNode(40 * MB, rMb == 0, true);
-        node.throttles.apply(policy(CONFIGURED, Map.of("alice", weight(8), "bob", weight(4))));
+        node.throttles.apply(policy(CONFIGURED, Maps.of("alice", weight(8), "bob", weight(4))));
         if (rMb > 0) {
             node.throttles.scheduler(Direction.READ).setRate(rMb * 1_000_000L, node.now());
         }
@@ -176,7 +177,7 @@ class SchedulerTest {
         // alice's client (or the rest of her write pipeline) takes 25 MB/s, less than her share but
         // not so much slower than bob's packets that she reads as a slow client: the split is skewed
         // whatever R is, so R must not keep coming down for it.
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"), 25 * MB, 0, 0, node.now()));
         node.backlogged("bob");
         node.runFor(10 * SimulatedNode.SECOND);
@@ -187,7 +188,7 @@ class SchedulerTest {
 
     @Test
     void manyThreadsPerUserStillShareByWeight() {
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
         for (int i = 0; i < 10; i++) {
             node.backlogged("bob");   // bob's 10 connections against alice's one: 1:10 left alone
@@ -199,7 +200,7 @@ class SchedulerTest {
 
     @Test
     void aUserUsingLessThanItsShareLeavesTheRestToTheOthers() {
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"), 10 * MB, 0, 0, node.now()));  // slow client
         node.backlogged("bob");
         node.runFor(3 * SimulatedNode.SECOND);
@@ -215,7 +216,7 @@ class SchedulerTest {
         // alice (8) reads 4 MiB files with 1 s idle gaps beside bob (4), who never pauses. On a node
         // that delivers less than configured, bob alone climbs R to all of it, and alice's first packet
         // meets R back at what the node delivers to two.
-        SimulatedNode node = node(delivers * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(delivers * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         long file = 4 << 20;
         SimulatedNode.Worker alice = node.add(new SimulatedNode.Worker(node.throttles.chargeFor("alice"),
                 Double.POSITIVE_INFINITY, file, SimulatedNode.SECOND, node.now() + SimulatedNode.SECOND));
@@ -245,7 +246,7 @@ class SchedulerTest {
 
     @Test
     void aReturningUsersFirstPacketDoesNotWaitAtAll() {
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("bob");
         node.runFor(2 * SimulatedNode.SECOND);
         WeightedScheduler.Ticket ticket = new WeightedScheduler.Ticket();
@@ -446,7 +447,7 @@ class SchedulerTest {
 
     @Test
     void aCeilingHoldsAndWhatItLeavesGoesToTheOthers() {
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", share(8, 0, 20_000_000), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", share(8, 0, 20_000_000), "bob", weight(4)));
         node.backlogged("alice");
         node.backlogged("bob");
         node.runFor(3 * SimulatedNode.SECOND);
@@ -458,7 +459,7 @@ class SchedulerTest {
     @Test
     void aFloorHoldsAgainstAHeavierWeight() {
         // alice's weight alone would give her 60/9 = 6.7 MB/s; her floor is 30.
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", share(1, 30_000_000, 0), "bob", weight(8)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", share(1, 30_000_000, 0), "bob", weight(8)));
         node.backlogged("alice");
         node.backlogged("bob");
         node.runFor(3 * SimulatedNode.SECOND);
@@ -471,7 +472,8 @@ class SchedulerTest {
     void withNoCapacityConfiguredOnlyCeilingsHold() {
         SimulatedNode node = new SimulatedNode(60 * MB, true);
         node.throttles.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE,
-                Map.of("alice", weight(8), "bob", share(4, 0, 10_000_000)), Map.of(), Map.of()));
+                Maps.of("alice", weight(8), "bob", share(4, 0, 10_000_000)), Collections.emptyMap(),
+                Collections.emptyMap()));
         node.backlogged("alice");
         node.backlogged("bob");
         Map<String, Double> r = node.rates(5);
@@ -763,7 +765,7 @@ class SchedulerTest {
 
     @Test
     void rFollowsANodeThatSlowsDownAndFindsItAgainWhenItRecovers() {
-        SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+        SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
         node.backlogged("alice");
         node.backlogged("bob");
         node.runFor(3 * SimulatedNode.SECOND);
@@ -790,7 +792,7 @@ class SchedulerTest {
         // good. Episodes of several lengths, so that it ends at every point of the control's cycle.
         for (long ms = 8000; ms < 12000; ms += 300) {
             for (boolean startedDuring : new boolean[] {false, true}) {
-                SimulatedNode node = node(60 * MB, true, Map.of("alice", weight(8), "bob", weight(4)));
+                SimulatedNode node = node(60 * MB, true, Maps.of("alice", weight(8), "bob", weight(4)));
                 if (startedDuring) {
                     node.setServerBps(30 * MB);
                     node.setOtherCpu(1.0);
