@@ -82,10 +82,10 @@ from testbed.hdfs_cluster.cluster import (DISK_KINDS, MARKER, PACED_READ_MBPS, W
                                           take_down)
 from testbed.hdfs_cluster.daemons import DataNode, NameNode, Transfer
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_LINES, HADOOP_VERSION, HadoopRuntime, JavaRuntime,
-                                         JvmSettings, datanode_throttle_jar, hadoop_home, hadoop_version, has_jars,
-                                         has_native, installed_java)
+                                         JvmSettings, datanode_throttle_jar, default_java, hadoop_home, hadoop_version,
+                                         has_jars, has_native, installed_java)
 
 __all__ = ["DATANODE_CLASS", "DISK_KINDS", "HADOOP_LINES", "HADOOP_VERSION", "MARKER", "PACED_READ_MBPS",
            "WORKDIR_PREFIX", "DataNode", "HadoopRuntime", "HdfsCluster", "JavaRuntime", "JvmSettings", "NameNode",
-           "Transfer", "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "has_native", "installed_java",
-           "take_down", "datanode_throttle_jar"]
+           "Transfer", "default_java", "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "has_native",
+           "installed_java", "take_down", "datanode_throttle_jar"]

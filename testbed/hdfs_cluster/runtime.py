@@ -127,6 +127,14 @@ class JavaRuntime:
         return cls(home, int(found.group(2)))
 
 
+def default_java() -> JavaRuntime:
+    """The runtime of `java` on PATH, which the testbed starts every JVM on unless told otherwise."""
+    java = shutil.which("java")
+    if not java:
+        raise NotFound("no java on PATH; the HDFS testbed needs a Java 17 JDK")
+    return JavaRuntime.at(os.path.dirname(os.path.dirname(os.path.realpath(java))))
+
+
 def installed_java(feature: int, root: str = JVM_ROOT) -> JavaRuntime | None:
     """An installed runtime of that feature version under ROOT (11: scripts/setup.d/java11.sh's), or None."""
     for home in sorted(glob.glob(os.path.join(root, "*"))):
