@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "status":
         with open(cluster.state_path) as f:
             state = json.load(f)
-        state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir, exact=True)}
+        state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir)}
         print(json.dumps(state, indent=2))
     elif args.command == "add-user":
         cluster.add_user(args.user, args.uid)

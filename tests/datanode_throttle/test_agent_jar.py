@@ -102,7 +102,7 @@ def test_the_agent_starts_weaves_every_hook_and_names_its_version_on_java(featur
     runtime = installed_java(feature)
     if runtime is None:
         pytest.skip(f"no Java {feature} runtime installed" + (
-            " (none is packaged for this machine: --release 8 and the class-file check stand in)" if feature == 8
+            " (none is reachable on this machine: --release 8 and the class-file check stand in)" if feature == 8
             else "; run scripts/setup.d/java11.sh"))
     classes = idle_main(str(tmp_path))
     socket_dir = tmp_path / "throttle"

@@ -27,6 +27,14 @@ class ProtocolTest {
     }
 
     @Test
+    void theVersionIsTheJarManifestsAndUnknownWhereThereIsNone() {
+        // Run from target/classes there is no manifest; tests/datanode_throttle/test_agent_jar.py checks the jar's.
+        assertEquals("unknown", Protocol.version(null));
+        assertEquals("unknown", Protocol.version(Protocol.class.getPackage()));
+        assertEquals("unknown", Protocol.VERSION);
+    }
+
+    @Test
     void helloNamesProtocolHadoopAndEveryHook() throws Exception {
         hooks.set("BlockSender.sendBlock", HookReport.SKIPPED);
         hooks.set("DataXceiver.readBlock", HookReport.WOVEN);
