@@ -106,8 +106,9 @@ public final class Hooks {
 
     /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
     private static void invalidate(ExtendedBlockId block) {
-        if (dataNode instanceof DataNode) {
-            ((DataNode) dataNode).getShortCircuitRegistry().processBlockInvalidation(block);
+        Object node = dataNode;
+        if (node instanceof DataNode) {
+            ((DataNode) node).getShortCircuitRegistry().processBlockInvalidation(block);
         }
     }
 
