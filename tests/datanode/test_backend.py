@@ -230,12 +230,13 @@ def test_the_channel_reports_a_missing_socket_and_a_refusal_in_one_line(tmp_path
 
 def test_hello_reads_protocol_hadoop_and_hooks_and_skips_keys_it_does_not_know(tmp_path):
     hello = serve_once(tmp_path, b"OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=0.2.0 "
-                                 b"hadoop=3.3.6 started_ms=17 scheduler=weighted future_key=9 "
+                                 b"hadoop=3.3.6 started_ms=17 scheduler=sfq-depth future_key=9 "
                                  b"hook.BlockSender.sendBlock=woven hook.DataXceiver.readBlock=not_found\n").hello()
     assert hello == AgentHello(2, "0.2.0", "3.3.6", 17, {"BlockSender.sendBlock": "woven",
                                                          "DataXceiver.readBlock": "not_found"})
     assert hello.missing_hooks() == {"DataXceiver.readBlock": "not_found", "DataXceiver.writeBlock": "absent",
-                                     "BlockReceiver.receiveBlock": "absent"}
+                                     "BlockReceiver.receiveBlock": "absent",
+                                     "ReplicaOutputStreams.writeDataToDisk": "absent"}
 
 
 @pytest.mark.parametrize("reply,message", [
