@@ -57,19 +57,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="session")
 def product_wheel(tmp_path_factory) -> str:
-    """vnode-sync's wheel, built once per session (tests/test_layers.py, tests/deploy/test_ansible.py).
-
-    pip builds in the source tree: it gets a copy without build artefacts, so the checkout stays clean
-    and a stale build/ cannot put removed modules into the wheel."""
-    source = tmp_path_factory.mktemp("wheel-source") / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
-                                                                "__pycache__", "target"))
+    """vnode-sync's wheel, built once per session (tests/test_layers.py, tests/deploy/test_ansible.py,
+    tests/test_distribution.py) as `make dist` builds it: from a clean copy of the checkout."""
     out = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+    build = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "dist.py"), "--wheel-only", "--out", str(out)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
-    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".whl")]
-    return path
+    return build.stdout.strip()
 
 
 def wheelhouse() -> str | None:
