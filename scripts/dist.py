@@ -24,10 +24,13 @@ import sys
 import tarfile
 import tempfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 JAR = REPO / "agents" / "datanode-throttle" / "target" / "vnode-sync-datanode-throttle.jar"
+# Maven writes the pom's coordinates into every jar it builds; the agent reports the same version in its HELLO.
+JAR_POM_PROPERTIES = "META-INF/maven/org.vnode-sync/vnode-sync-datanode-throttle/pom.properties"
 FORMS = {"node": "", "coordinator": "coordinator"}   # wheelhouse name: the extras it adds
 # What a copy of the checkout leaves out: a stale build/ or egg-info could put removed modules into the wheel.
 NOT_SOURCE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", "target")
@@ -66,6 +69,17 @@ def build_wheelhouse(directory: Path, extras: str) -> None:
                           extras], capture_output=True, text=True, timeout=900, env=env)
     if run.returncode != 0:
         raise DistError(f"wheelhouse {directory.name}: {run.stderr.strip()[-500:]}")
+
+
+def jar_version(jar: Path) -> str | None:
+    """The version Maven built the jar as (the pom's <version>), None if the jar does not say."""
+    try:
+        with zipfile.ZipFile(jar) as z:
+            properties = z.read(JAR_POM_PROPERTIES).decode()
+    except (KeyError, zipfile.BadZipFile):
+        return None
+    return next((line.split("=", 1)[1].strip() for line in properties.splitlines() if line.startswith("version=")),
+                None)
 
 
 def _without_owner(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -128,6 +142,10 @@ def make_dist(out: Path, wheel: Path | None, jar: Path) -> None:
     version = project_version()
     if not jar.is_file():
         raise DistError(f"no DataNode agent jar at {jar}: run `sh scripts/setup.d/datanode-throttle.sh` first")
+    built_as = jar_version(jar)
+    if built_as != version:
+        raise DistError(f"{jar} is version {built_as or 'unknown'}, not {version} (pyproject.toml): one version "
+                        "for everything; set agents/datanode-throttle/pom.xml's <version> and rebuild the jar")
     out.mkdir(parents=True, exist_ok=True)
     _clear(out)
     if wheel is None:
