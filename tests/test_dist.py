@@ -6,9 +6,8 @@ import subprocess
 import sys
 import tarfile
 import tomllib
-import zipfile
 
-from tests.conftest import REPO
+from tests.conftest import REPO, stand_in_jar
 
 DIST = os.path.join(REPO, "scripts", "dist.py")
 with open(os.path.join(REPO, "pyproject.toml"), "rb") as _f:
@@ -24,19 +23,9 @@ def _projects(directory) -> set[str]:
     return {name.split("-")[0].lower() for name in os.listdir(directory) if name.endswith(".whl")}
 
 
-def _stand_in_jar(tmp_path, version: str):
-    """What dist reads of Maven's jar: the coordinates Maven writes into it."""
-    jar = tmp_path / f"stand-in-{version}.jar"
-    with zipfile.ZipFile(jar, "w") as z:
-        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-        z.writestr("META-INF/maven/org.vnode-sync/vnode-sync-datanode-throttle/pom.properties",
-                   f"artifactId=vnode-sync-datanode-throttle\ngroupId=org.vnode-sync\nversion={version}\n")
-    return jar
-
-
 def test_dist_builds_every_artifact_of_the_version_with_checksums_that_verify(tmp_path, product_wheel):
     out = tmp_path / "dist"
-    run = _dist("--out", str(out), "--wheel", product_wheel, "--jar", str(_stand_in_jar(tmp_path, VERSION)))
+    run = _dist("--out", str(out), "--wheel", product_wheel, "--jar", str(stand_in_jar(tmp_path, VERSION)))
     assert run.returncode == 0, run.stderr
 
     assert {p for p in os.listdir(out) if not p.startswith(".")} == {
@@ -77,7 +66,7 @@ def test_dist_without_the_jar_stops_in_one_line_and_makes_nothing(tmp_path, prod
 
 def test_dist_refuses_a_jar_of_another_version_in_one_line_and_makes_nothing(tmp_path, product_wheel):
     out = tmp_path / "dist"
-    run = _dist("--out", str(out), "--wheel", product_wheel, "--jar", str(_stand_in_jar(tmp_path, "0.0.9")))
+    run = _dist("--out", str(out), "--wheel", product_wheel, "--jar", str(stand_in_jar(tmp_path, "0.0.9")))
     assert run.returncode == 1
     (line,) = run.stderr.strip().splitlines()
     assert f"is version 0.0.9, not {VERSION}" in line and "pom.xml" in line
