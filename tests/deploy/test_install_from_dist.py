@@ -29,7 +29,8 @@ def _install(tmp_path, dist: str, extras: list[str]) -> dict[str, int]:
                 "vnode_common_venv": str(tmp_path / "opt" / "venv"), "vnode_common_bin_dir": str(tmp_path / "bin"),
                 "vnode_common_extras": extras, "vnode_common_config_dir": str(tmp_path / "etc"),
                 "vnode_common_pki_dir": str(tmp_path / "etc" / "pki"), "vnode_common_state_dir": str(tmp_path / "state"),
-                "vnode_common_log_dir": str(tmp_path / "log"), "vnode_common_run_dir": str(tmp_path / "run")}
+                "vnode_common_log_dir": str(tmp_path / "log"), "vnode_common_run_dir": str(tmp_path / "run"),
+                "vnode_common_apt_packages": []}   # python3-venv is here (setup), and apt takes seconds to say so
     (tmp_path / "bin").mkdir(exist_ok=True)   # the role links into a directory on PATH, which exists
     (tmp_path / "vars.json").write_text(json.dumps(settings))
     # The service manager is the only fact the install asks for: the smallest gathering has it.
