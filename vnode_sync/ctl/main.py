@@ -21,6 +21,7 @@ from vnode_sync.ctl.settings import load_ctl_settings
 from vnode_sync.ctl.status_document import node_json, status_json
 from vnode_sync.ctl.tables import mb, render
 from vnode_sync.ctl.top import add_top_command, run_top
+from vnode_sync.distribution import version
 from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
@@ -114,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cert", help="this admin's or user's certificate (PEM)")
     parser.add_argument("--key", help="its private key (PEM)")
     parser.add_argument("--insecure", action="store_true", help="plaintext, for a lab coordinator (insecure: true)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     add_certs_commands(sub)
     p = sub.add_parser("set-priority", help="set a user's priority (1..100, 100 highest)")
