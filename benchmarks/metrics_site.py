@@ -190,9 +190,11 @@ def main(argv: list[str] | None = None) -> int:
             return prometheus.values(expr, "job")
         results = {
             "targets up": by_job("count by (job) (up == 1)"),
-            "samples per scrape, all targets (the series the site makes)": by_job("sum by (job) (scrape_samples_scraped)"),
+            "samples per scrape, all targets (the series the site makes)": by_job(
+                "sum by (job) (scrape_samples_scraped)"),
             "stored per scrape (after relabelling)": by_job("sum by (job) (scrape_samples_post_metric_relabeling)"),
-            "scrape time per target, mean (s)": by_job(f"avg by (job) (avg_over_time(scrape_duration_seconds[{window}]))"),
+            "scrape time per target, mean (s)": by_job(
+                f"avg by (job) (avg_over_time(scrape_duration_seconds[{window}]))"),
             "scrape time per target, p99 (s)": by_job(
                 f"quantile by (job) (0.99, max_over_time(scrape_duration_seconds[{window}]))"),
             "scrape time, all targets of a cycle summed (s)": by_job(
@@ -200,16 +202,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         rss = own_metric(prometheus, "process_resident_memory_bytes")
         head_series = own_metric(prometheus, "prometheus_tsdb_head_series")
-    print(f"Prometheus {args.scrape_seconds:g} s scrape interval, {args.agents} agents per exporter, "
-          f"{args.cycles} intervals measured ({time.time() - start:.0f} s in all, targets up after {up_at - start:.0f} s):")
+    print(f"Prometheus {args.scrape_seconds:g} s scrape interval, {args.agents} agents per exporter, {args.cycles} "
+          f"intervals measured ({time.time() - start:.0f} s in all, targets up after {up_at - start:.0f} s):")
     for what, values in results.items():
         print(f"  {what}: " + ", ".join(f"{job} {values.get(job, float('nan')):.4g}" for job in ("today", "bounded")))
-    print(f"  one scrape by a client, best of 5 (s): " + ", ".join(f"{job} {t:.4f}" for job, t in one.items()))
+    print("  one scrape by a client, best of 5 (s): " + ", ".join(f"{job} {t:.4f}" for job, t in one.items()))
+    share = 100 * cpu / (args.cycles * args.scrape_seconds)
     print(f"  Prometheus head series {head_series:.0f} (the bounded set stored; today's dropped), resident memory "
-          f"{rss / 2**20:.0f} MiB, CPU {cpu:.1f} s over the {window} ({100 * cpu / (args.cycles * args.scrape_seconds):.0f} % of a core)")
+          f"{rss / 2**20:.0f} MiB, CPU {cpu:.1f} s over the {window} ({share:.0f} % of a core)")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(json.dumps({"results": results, "client_scrape_seconds": one, "head_series": head_series, "rss": rss,
-                      "cpu_seconds": cpu, "head": head}))
+                      "cpu_seconds": cpu, "collector_seconds": made}))
     return 0
 
 
