@@ -369,3 +369,15 @@ class WeightControl:
                            float(share[k, 0]), float(share[k, 1]))
                 for k, i in enumerate(listed)}
 
+
+    def given_totals(self) -> dict[str, tuple[float, float]]:
+        """user -> (read, write) bytes/s the last step gives it over every node it weighs: the user's
+        cluster-wide share as the center computed it."""
+        with self._lock:
+            step, names, layout = self.last_step, self._users, self._layout
+        if step is None:
+            return {}
+        direction = self._book_columns.direction[layout.key]   # a whole node's key is its first device's + direction
+        read = step.allocation[:, direction == 0].sum(axis=1, dtype=np.float64)
+        write = step.allocation[:, direction == 1].sum(axis=1, dtype=np.float64)
+        return {name: (float(r), float(w)) for name, r, w in zip(names, read, write)}

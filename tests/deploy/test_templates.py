@@ -27,6 +27,7 @@ EXAMPLE_SITE = {
     "vnode_coordinator_storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/sdb", "read_bps": 200_000_000,
                                                                    "write_bps": 150_000_000}]}],
     "vnode_storage_agent_devices": ["/dev/sdb"], "vnode_storage_agent_discovery": {"kind": "hdfs"},
+    "vnode_storage_agent_metrics": True, "vnode_storage_agent_metrics_top_users": 7,
 }
 
 
@@ -52,6 +53,7 @@ def test_every_rendered_config_loads(tmp_path, insecure):
         assert settings.security.insecure is insecure and (settings.security.tls is None) is insecure
     assert load_agent_config(str(tmp_path / "compute-agent.yaml")).compute.endpoints == ((None, 9866),)
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).discovery.kind == "hdfs"
+    assert load_agent_config(str(tmp_path / "storage-agent.yaml")).metrics.top_users == 7
 
 
 @pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
