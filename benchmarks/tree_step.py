@@ -67,8 +67,8 @@ def fairness_part(trees: int, seed: int, max_users: int, max_resources: int, bou
         r = measure(cluster)
         rows.append(r)
         print(f"  {i:>3} depth {r['height']} {r['shape'][0]:>2} users x {r['shape'][1]:>2} resources: users "
-              f"{r['users']:.4f} groups {r['groups']:.4f}; {r['steps']:>2} flat steps; CPU exact {r['exact_cpu']:.2f} s "
-              f"step {r['step_cpu']:.3f} s", flush=True)
+              f"{r['users']:.4f} groups {r['groups']:.4f}; {r['steps']:>2} flat steps; "
+              f"CPU exact {r['exact_cpu']:.2f} s step {r['step_cpu']:.3f} s", flush=True)
     users, groups = [r["users"] for r in rows], [r["groups"] for r in rows]
     worst = int(np.argmin(users))
     w = rows[worst]

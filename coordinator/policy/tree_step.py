@@ -124,7 +124,8 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     weight = weight / weight.max()
     reservation = floor if floor is not None else np.zeros(len(users))
     step = local_weights(capacity, weight, ceiling, reservation, np.full(len(users), np.inf),
-                         previous=np.ascontiguousarray(allocation, dtype=dtype), max_iterations=LAST_ITERATIONS, dtype=dtype, shards=shards, even_split=False)
+                         previous=np.ascontiguousarray(allocation, dtype=dtype), max_iterations=LAST_ITERATIONS,
+                         dtype=dtype, shards=shards, even_split=False)
     return TreeStep(step, _node_totals(tree, step.totals()), levels.steps + 1)
 
 
@@ -136,7 +137,8 @@ class _Levels:
         self.tree, self.capacity, self.dtype, self.shards = tree, capacity, dtype, shards
         self.rows = {level: tree.frontier(level) for level in range(1, tree.height + 1)}
         self.demand = {level: tree.subtree_sum(ceiling, rows) for level, rows in self.rows.items()}
-        self.floor = {level: None if floor is None else tree.subtree_sum(floor, rows) for level, rows in self.rows.items()}
+        self.floor = {level: None if floor is None else tree.subtree_sum(floor, rows)
+                      for level, rows in self.rows.items()}
         self.given: dict[int, np.ndarray] = {}
         self.informed_miss: dict[int, float] = {}
         self.steps = 0

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree, pair_bounds, split_down, node_ceilings
+from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree, node_ceilings, pair_bounds, split_down
 from vnode_sync.errors import InvalidArgument
 
 MB = 1e6
@@ -34,8 +34,10 @@ def test_a_flat_tree_is_todays_claims():
 
 
 @pytest.mark.parametrize("tree,rows,message", [
-    (WeightTree((Group("g", 1, (User("a", 1),)), Group("h", 1, (User("a", 1),)))), ["a"], "user a is in the tree twice"),
-    (WeightTree((Group("g", 1, (User("a", 1),)), Group("g", 1, (User("b", 1),)))), ["a", "b"], "group g is in the tree twice"),
+    (WeightTree((Group("g", 1, (User("a", 1),)), Group("h", 1, (User("a", 1),)))), ["a"],
+     "user a is in the tree twice"),
+    (WeightTree((Group("g", 1, (User("a", 1),)), Group("g", 1, (User("b", 1),)))), ["a", "b"],
+     "group g is in the tree twice"),
     (WeightTree((User("a", 0),)), ["a"], "user a: weight must be finite and above 0"),
     (WeightTree((Group("g", 1, (User("a", 1),), floor=5 * MB, ceiling=1 * MB),)), ["a"], "group g: ceiling must be >="),
     (WeightTree((User("a", 1, floor=-1),)), ["a"], "floor must be finite"),
