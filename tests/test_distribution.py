@@ -57,7 +57,6 @@ def test_every_command_prints_the_version_and_exits_0(command):
     assert run.stdout.strip() == f"{command} {PROJECT['version']}"
 
 
-@pytest.mark.xfail(strict=True, reason="the pom moves to 0.3.0 on branch java8; drop this mark when both are merged")
 def test_the_datanode_agents_pom_has_the_same_version():
     with open(os.path.join(REPO, "agents", "datanode-throttle", "pom.xml")) as f:
         pom = f.read()
