@@ -44,7 +44,9 @@ final class SimulatedNode {
     static final class Worker {
         final String user;
         final Direction direction;
-        final Volume volume;
+        Volume volume;               // where its current file is
+        Volume[] spread;             // if set, its files go to these volumes in turn (HDFS spreads blocks)
+        private int nextVolume;
         final double clientBps;      // its client's own speed (infinity: none)
         final long fileBytes;        // 0: never pauses
         final long gapNs;
@@ -247,6 +249,9 @@ final class SimulatedNode {
         if (w.fileBytes > 0 && w.fileLeft == 0) {
             w.fileLeft = w.fileBytes;
             w.fileStart = now;
+            if (w.spread != null) {
+                w.volume = w.spread[w.nextVolume++ % w.spread.length];
+            }
         }
         Throttles.Charge charge = throttles.chargeFor(w.user);
         Dispatcher d = throttles.volume(w.volume.id);
