@@ -16,19 +16,27 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 PROJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agents", "datanode-throttle")
 MAIN = "org.vnodesync.dnthrottle.EdgeScenarios"
 SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 
 
+def maven(*goals: str) -> None:
+    """Runs Maven offline on the agent; its output only if it failed (its stdout carries colour codes)."""
+    done = subprocess.run(["mvn", "-q", "-o", "-B", "-f", os.path.join(PROJECT, "pom.xml"), *goals],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"edge_model: mvn {' '.join(goals)} failed (exit {done.returncode})")
+
+
 def classpath() -> str:
     """Compiles the agent's tests and returns their classpath (test-classes, classes, test-scope jars)."""
-    pom = os.path.join(PROJECT, "pom.xml")
-    subprocess.run(["mvn", "-q", "-o", "-B", "-f", pom, "test-compile"], check=True)
-    deps = subprocess.run(["mvn", "-q", "-o", "-B", "-f", pom, "dependency:build-classpath",
-                           "-Dmdep.outputFile=/dev/stdout", "-Dmdep.includeScope=test"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    with tempfile.NamedTemporaryFile("r", prefix="vnode-sync-edge-model-cp.", suffix=".txt") as out:
+        maven("test-compile", "dependency:build-classpath", f"-Dmdep.outputFile={out.name}", "-Dmdep.includeScope=test")
+        deps = out.read().strip()
     return ":".join([os.path.join(PROJECT, "target", "test-classes"), os.path.join(PROJECT, "target", "classes"), deps])
 
 
