@@ -309,7 +309,8 @@ final class EdgeScenarios {
      * under WEIGHTS, spread evenly over its volumes (its files go to them in turn). The resources: each
      * volume (its speed with all its threads in flight, as NONE keeps them), the cores (each byte costs
      * cpuPerByte core-seconds), the link. So a user held by its client, its threads or a slow volume
-     * leaves what it cannot use to the others in proportion to their weights.
+     * leaves what it cannot use to the others in proportion to their weights. Keyed by user, and by
+     * user@volume for its flow there.
      */
     static Map<String, Double> shares(Scenario s, Map<String, Double> interactiveBps) {
         List<FlowAt> flows = new ArrayList<>();
@@ -390,6 +391,7 @@ final class EdgeScenarios {
         Map<String, Double> out = new LinkedHashMap<>();
         for (int i = 0; i < n; i++) {
             out.merge(flows.get(i).user, rate[i], Double::sum);
+            out.merge(flows.get(i).user + "@" + flows.get(i).volume, rate[i], Double::sum);
         }
         return out;
     }
@@ -419,7 +421,8 @@ final class EdgeScenarios {
 
     /**
      * One scenario's figures. INTERACTIVE: per interactive user {p50 W/S, p99 W/S, p50 W, p50 S, p99 W,
-     * p99 S (ms), load (its rate under STATIC over its weighted share were it backlogged)}; BACKLOGGED: per bulk user {rate under WEIGHTS, its share, their ratio}; NODE_BPS: the
+     * p99 S (ms), load (its rate under STATIC over its weighted share were it backlogged), cap/share (its
+     * static cap over its weighted share at its least generous volume)}; BACKLOGGED: per bulk user {rate under WEIGHTS, its share, their ratio}; NODE_BPS: the
      * node's throughput under NONE, STATIC, WEIGHTS; ALONE: the first bulk user alone, WEIGHTS over NONE.
      */
     record Figures(Scenario scenario, Map<String, double[]> interactive, Map<String, double[]> backlogged,
@@ -452,8 +455,8 @@ final class EdgeScenarios {
         String line() {
             StringBuilder out = new StringBuilder(String.format(Locale.ROOT, "seed %3d %-3s", scenario.seed, scenario.profile));
             interactive.forEach((u, f) -> out.append(String.format(Locale.ROOT,
-                    " | %s p50 %.2f (%.0f/%.0f ms) p99 %.2f (%.0f/%.0f) load %.2f", u, f[0], f[2], f[3], f[1], f[4], f[5],
-                    f[6])));
+                    " | %s p50 %.2f (%.0f/%.0f ms) p99 %.2f (%.0f/%.0f) load %.2f cap/share %.2f", u, f[0], f[2], f[3],
+                    f[1], f[4], f[5], f[6], f[7])));
             backlogged.forEach((u, b) -> out.append(String.format(Locale.ROOT, " | %s %.2f of share (%.1f/%.1f)",
                     u, b[2], b[0] / MB, b[1] / MB)));
             out.append(String.format(Locale.ROOT, " | node %.3f (N/S/W %.0f/%.0f/%.0f MB/s) | alone %s %.3f",
@@ -493,9 +496,19 @@ final class EdgeScenarios {
         for (Map.Entry<String, double[]> e : interactive.entrySet()) {
             Map<String, Double> backloggedHere = new LinkedHashMap<>(demand);
             backloggedHere.put(e.getKey(), Double.POSITIVE_INFINITY);
-            double fair = shares(s, backloggedHere).get(e.getKey());
-            double[] f = Arrays.copyOf(e.getValue(), 7);
+            Map<String, Double> fairs = shares(s, backloggedHere);
+            double fair = fairs.get(e.getKey());
+            double[] f = Arrays.copyOf(e.getValue(), 8);
             f[6] = fixed.rate.get(e.getKey()) / fair;
+            // What static caps give it (a node-wide cap of the configured capacity) over its weighted share
+            // at its least generous volume: above 1, static caps serve its transfers faster than its weight.
+            UserSpec u = s.users.stream().filter(x -> x.name.equals(e.getKey())).findFirst().orElseThrow();
+            double cap = s.configuredBps * u.weight / s.users.stream().mapToDouble(UserSpec::weight).sum();
+            double least = Double.POSITIVE_INFINITY;
+            for (int v : u.volumes) {
+                least = Math.min(least, fairs.get(u.name + "@" + v));
+            }
+            f[7] = cap / least;
             e.setValue(f);
         }
         Map<String, double[]> backlogged = new LinkedHashMap<>();
