@@ -101,7 +101,7 @@ final class EdgeScenarios {
     }
 
     /** What one policy's run measured in the window. */
-    record Run(Map<String, Double> rate, Map<String, List<Double>> transferMs, double totalBps) {
+    record Run(Map<String, Double> rate, Map<String, List<Double>> transferMs, double totalBps, double meanDepth) {
     }
 
     // ---- drawing
@@ -251,11 +251,14 @@ final class EdgeScenarios {
     private static Run measure(Model m, long windowNs, Trace trace) {
         long from = m.node.now();
         Map<String, Long> before = m.moved();
-        if (trace == null) {
-            m.node.runFor(windowNs);
-        } else {
-            while (m.node.now() < from + windowNs) {
-                m.node.runFor(DepthLoop.PERIOD_NS);
+        double depths = 0;
+        int samples = 0;
+        while (m.node.now() < from + windowNs) {
+            m.node.runFor(DepthLoop.PERIOD_NS);
+            // The deepest volume's depth, each interval: how many packets share what binds.
+            depths += m.node.throttles.volumes().stream().mapToInt(Dispatcher::depth).max().orElse(0);
+            samples++;
+            if (trace != null) {
                 trace.interval(m);
             }
         }
@@ -290,7 +293,7 @@ final class EdgeScenarios {
                 transfers.put(e.getKey(), ms);
             }
         }
-        return new Run(rate, transfers, total);
+        return new Run(rate, transfers, total, depths / Math.max(1, samples));
     }
 
     // ---- the shares
@@ -423,10 +426,11 @@ final class EdgeScenarios {
      * One scenario's figures. INTERACTIVE: per interactive user {p50 W/S, p99 W/S, p50 W, p50 S, p99 W,
      * p99 S (ms), load (its rate under STATIC over its weighted share were it backlogged), cap/share (its
      * static cap over its weighted share at its least generous volume)}; BACKLOGGED: per bulk user {rate under WEIGHTS, its share, their ratio}; NODE_BPS: the
-     * node's throughput under NONE, STATIC, WEIGHTS; ALONE: the first bulk user alone, WEIGHTS over NONE.
+     * node's throughput under NONE, STATIC, WEIGHTS; ALONE: the first bulk user alone, WEIGHTS over NONE;
+     * MEAN_DEPTH: the deepest volume's depth under WEIGHTS, averaged over the window's intervals.
      */
     record Figures(Scenario scenario, Map<String, double[]> interactive, Map<String, double[]> backlogged,
-                   double[] nodeBps, String aloneUser, double alone) {
+                   double[] nodeBps, String aloneUser, double alone, double meanDepth) {
         double node() {
             return nodeBps[2] / nodeBps[0];
         }
@@ -459,8 +463,8 @@ final class EdgeScenarios {
                     f[1], f[4], f[5], f[6], f[7])));
             backlogged.forEach((u, b) -> out.append(String.format(Locale.ROOT, " | %s %.2f of share (%.1f/%.1f)",
                     u, b[2], b[0] / MB, b[1] / MB)));
-            out.append(String.format(Locale.ROOT, " | node %.3f (N/S/W %.0f/%.0f/%.0f MB/s) | alone %s %.3f",
-                    node(), nodeBps[0] / MB, nodeBps[1] / MB, nodeBps[2] / MB, aloneUser, alone));
+            out.append(String.format(Locale.ROOT, " | node %.3f (N/S/W %.0f/%.0f/%.0f MB/s) | alone %s %.3f | depth %.1f",
+                    node(), nodeBps[0] / MB, nodeBps[1] / MB, nodeBps[2] / MB, aloneUser, alone, meanDepth));
             out.append(String.format(Locale.ROOT, "%n         %s: ", scenario.describe()));
             for (UserSpec u : scenario.users) {
                 out.append(u.describe()).append("; ");
@@ -523,7 +527,7 @@ final class EdgeScenarios {
         double aloneW = run(s, SimulatedNode.Sharing.WEIGHTS, List.of(first), ALONE_NS).totalBps;
         double aloneN = run(s, SimulatedNode.Sharing.NONE, List.of(first), ALONE_NS).totalBps;
         return new Figures(s, interactive, backlogged, new double[] {none.totalBps, fixed.totalBps, weights.totalBps},
-                first.name, aloneW / aloneN);
+                first.name, aloneW / aloneN, weights.meanDepth);
     }
 
     /** The nearest-rank percentile Q of SORTED. */
@@ -750,7 +754,8 @@ final class EdgeScenarios {
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
                 + "alone: %.0f s%n", WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9);
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
-                + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE");
+                + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
+                + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
             Figures f = evaluate(draw(seed, profile), windowNs);
