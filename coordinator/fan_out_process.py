@@ -119,7 +119,7 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     if config.audit_log:
         send_audit_to(config.audit_log)
     credentials = server_credentials(config.security.tls) if config.security.tls else None
-    access = (AccessPolicy([n.node_id for n in config.storage_nodes], _no_user_calls) if credentials
+    access = (AccessPolicy(frozenset(n.node_id for n in config.storage_nodes), _no_user_calls) if credentials
               else OpenAccess())
     loop = asyncio.get_running_loop()
     # Buffered on the loop: a coordinator busy for a moment does not stall this process's streams.

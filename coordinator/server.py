@@ -160,10 +160,13 @@ class CoordinatorServer:
         self._background = background
 
     async def _add_services(self, cluster: Cluster, fan_out_command: FanOutCommand | None = None) -> None:
-        access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
-                               lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
+        access = (AccessPolicy(cluster.publishing.nodes, lambda user: cluster.store.user(user).priority)
+                  if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
+        # A removed node's streams end (its agent's next Register is refused: not configured).
+        cluster.on_nodes_removed.append(
+            lambda removed: self._loop.call_soon_threadsafe(self.fan_out.changes.move, sorted(removed)))
         stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)

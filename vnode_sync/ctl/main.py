@@ -18,6 +18,8 @@ import grpc
 from vnode_sync import validation
 from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
 from vnode_sync.ctl.settings import load_ctl_settings
+from vnode_sync.ctl.measure import add_measure_command, run_measure
+from vnode_sync.ctl.nodes_command import add_node_actions, run_node_action
 from vnode_sync.ctl.status_document import node_json, status_json
 from vnode_sync.ctl.tables import mb, render
 from vnode_sync.ctl.top import add_top_command, run_top
@@ -133,10 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("activate", "give a user a share"), ("deactivate", "take a user's share away"),
                        ("remove", "forget a user")):
         sub.add_parser(name, help=text).add_argument("user", type=_user_arg)
-    for name, text in (("users", "list users"), ("nodes", "list storage nodes"),
+    for name, text in (("users", "list users"), ("nodes", "list storage nodes; add, set or remove one"),
                        ("status", "targets and measured MB/s per user and node")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--json", action="store_true", help="machine-readable")
+        if name == "nodes":
+            add_node_actions(p, _Parser)
     p.add_argument("--user", type=_user_arg, help="only this user, on every node")
     p.add_argument("--node", help="only this storage node")
     p.add_argument("--per-node", action="store_true",
@@ -145,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one line (or JSON object) per user: its nodes' target range and summed rates "
                         "(ignored with --user or --node)")
     add_top_command(sub)
+    add_measure_command(sub)
     return parser
 
 
@@ -261,6 +266,10 @@ def run(args, stub: pb_grpc.AdminStub, timeout: float = RPC_TIMEOUT_SECONDS) -> 
             print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
                          [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
                           for u in response.users]))
+    elif args.command == "nodes" and args.node_action:
+        print(run_node_action(args, stub, t))
+    elif args.command == "measure-capacity":
+        run_measure(args, stub, t)
     elif args.command == "nodes":
         response = stub.ListNodes(pb.ListNodesRequest(), timeout=t)
         if args.json:

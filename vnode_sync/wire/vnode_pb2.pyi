@@ -246,6 +246,46 @@ class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class StorageNodeSpec(_message.Message):
+    __slots__ = ("node_id", "devices", "endpoints")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    endpoints: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., endpoints: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetStorageNodeRequest(_message.Message):
+    __slots__ = ("node_id", "devices", "remove_devices", "endpoints", "replace_endpoints")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    remove_devices: _containers.RepeatedScalarFieldContainer[str]
+    endpoints: _containers.RepeatedScalarFieldContainer[str]
+    replace_endpoints: bool
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., remove_devices: _Optional[_Iterable[str]] = ..., endpoints: _Optional[_Iterable[str]] = ..., replace_endpoints: _Optional[bool] = ...) -> None: ...
+
+class StorageNodeRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class StorageNodeChange(_message.Message):
+    __slots__ = ("node", "generation", "pending")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    node: StorageNode
+    generation: int
+    pending: str
+    def __init__(self, node: _Optional[_Union[StorageNode, _Mapping]] = ..., generation: _Optional[int] = ..., pending: _Optional[str] = ...) -> None: ...
+
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes", "generation")
     NODES_FIELD_NUMBER: _ClassVar[int]
