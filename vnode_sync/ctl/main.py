@@ -23,7 +23,7 @@ from vnode_sync.ctl.nodes_command import add_node_actions, run_node_action
 from vnode_sync.ctl.status_document import node_json, status_json
 from vnode_sync.ctl.tables import mb, render
 from vnode_sync.ctl.top import add_top_command, run_top
-from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
+from vnode_sync.errors import ConfigError, InvalidArgument, NotFound, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
-        return EXIT_INVALID
+        return EXIT_NOT_FOUND if isinstance(e, NotFound) else EXIT_INVALID
     except grpc.RpcError as e:
         code = e.code()
         # UNAVAILABLE is either no coordinator, or one whose state store cannot write (it says so).
