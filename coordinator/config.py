@@ -1,8 +1,9 @@
 """The coordinator's configuration: where it listens, where state lives, policy, seed users and nodes.
 
 Users listed here are created on first start; later changes made with vnodectl are kept
-in the state database and win over this file. Storage nodes and their capacities are
-read from this file on every start: capacity is a property of hardware, set by the admin.
+in the state database and win over this file. Storage nodes likewise: this file's seed the store
+once; `vnodectl nodes add|set|remove` changes them at runtime and the store's win afterwards
+(coordinator/node_commands.py).
 Read by the one typed loader (vnode_sync.config_loading); each class below is one section.
 """
 
@@ -183,7 +184,8 @@ class CoordinatorConfig(SecuredSettings):
     users: ListOf[SeedUser] = ()
     """Users created on first start."""
     storage_nodes: ListOf[StorageNodeConfig] = ()
-    """Every storage node and its devices' bandwidth."""
+    """Every storage node and its devices' bandwidth, copied into the store on the first start that finds
+    none there; afterwards the store's list wins (changed with `vnodectl nodes`, docs/using.md)."""
     log_format: LogFormat = "plain"
     """plain for people, json for a log collector."""
     audit_log: str = ""
