@@ -137,3 +137,24 @@ def test_each_change_is_audited_with_old_and_new(tmp_path, caplog):
     line = next(r.getMessage() for r in caplog.records if "set-storage-node" in r.getMessage())
     assert "actor=admin:alice" in line and '"read_bps": 60000000' in line and '"read_bps": 120000000' in line
     assert json.loads(cluster.store.storage_nodes()["dn1"])["devices"][0]["read_bps"] == 120 * MB
+
+
+def test_the_access_policy_follows_the_nodes_an_admin_adds_and_removes(tmp_path):
+    """Under mutual TLS the server's policy holds the coordinator's live node set (server.py)."""
+    from vnode_sync.security.authorization import AccessPolicy, PermissionDenied
+    from vnode_sync.security.identity import CallerIdentity
+
+    cluster = cluster_of(tmp_path)
+    policy = AccessPolicy(cluster.publishing.nodes, lambda user: 10)
+    agent, request = CallerIdentity("node", "dn2"), pb.RegisterRequest(node_id="dn2")
+    with pytest.raises(PermissionDenied, match="not a storage node configured"):
+        policy.authorize("Register", agent, request, "peer")
+    cluster.node_commands.add("dn2", [device("/dev/sdc")], [], "admin:test")
+    assert policy.authorize("Register", agent, request, "peer") is agent
+    for method in ("AddStorageNode", "SetStorageNode", "RemoveStorageNode"):
+        assert policy.authorize(method, CallerIdentity("admin", "ops"), pb.StorageNodeRequest(), "peer")
+        with pytest.raises(PermissionDenied):
+            policy.authorize(method, CallerIdentity("monitor", "grafana"), pb.StorageNodeRequest(), "peer")
+    cluster.node_commands.remove("dn2", "admin:test")
+    with pytest.raises(PermissionDenied):
+        policy.authorize("Register", agent, request, "peer")
