@@ -73,3 +73,23 @@ def test_bad_node_input_is_one_line_a_nonzero_exit_and_changes_nothing(coordinat
     assert result.returncode == code, result.stderr
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert cluster.generation() == generation and cluster.store.storage_nodes() == stored
+
+
+def test_a_change_survives_a_restart_of_the_coordinator_process_and_the_file_only_seeded(tmp_path):
+    from tests.conftest import write_coordinator_config
+    from testbed.processes import start_coordinator, stop_process
+
+    config = write_coordinator_config(tmp_path)
+    process, port = start_coordinator(config, tmp_path / "first.log")
+    try:
+        assert vnodectl(port, "nodes", "set", "dn1", "--device", "/dev/loop7:90MB/s:80MB/s").returncode == 0
+        assert vnodectl(port, "nodes", "add", "dn2", "--device", "/dev/sdc:1GB/s:1GB/s").returncode == 0
+    finally:
+        stop_process(process)
+    process, port = start_coordinator(config, tmp_path / "second.log")
+    try:
+        nodes = nodes_json(port)
+    finally:
+        stop_process(process)
+    assert nodes["dn1"]["devices"][0]["read_bps"] == 90_000_000 and set(nodes) == {"dn1", "dn2"}
+    assert "the store's are used" in (tmp_path / "second.log").read_text()
