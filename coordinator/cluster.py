@@ -44,8 +44,9 @@ class Cluster:
         config = config.model_copy(update={"storage_nodes": stored_nodes(store, config)})
         self.config = config
         self.store = store
-        # Told the ids of removed storage nodes (the server ends their streams).
-        self.on_nodes_removed: list[Callable[[set[str]], None]] = []
+        # Told (every node id, the removed ones) when storage nodes are added or removed (the server
+        # ends removed nodes' streams and tells its fan-out processes), from the store thread.
+        self.on_nodes_changed: list[Callable[[list[str], set[str]], None]] = []
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
         self.weights = self.allocator = None
@@ -66,17 +67,18 @@ class Cluster:
         change's generation is published). The weights and allocations take new capacities of the
         same nodes and devices only (node_commands.py refuses other changes under them)."""
         config = self.config.model_copy(update={"storage_nodes": tuple(nodes)})
-        removed = {n.node_id for n in self.config.storage_nodes} - {n.node_id for n in nodes}
+        before = [n.node_id for n in self.config.storage_nodes]
+        node_ids = [n.node_id for n in nodes]
         if self.weights is not None:
             self.weights.set_capacities(config)
         if self.allocator is not None:
             self.allocator.set_capacities(config)
         self.publishing.set_nodes(config)
-        self.runtime.set_nodes([n.node_id for n in nodes])
+        self.runtime.set_nodes(node_ids)
         self.config = self.commands.config = config
-        if removed:
-            for listener in self.on_nodes_removed:
-                listener(removed)
+        if node_ids != before:
+            for listener in self.on_nodes_changed:
+                listener(node_ids, set(before) - set(node_ids))
 
     def control_tick(self, users: list[UserRecord]) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or

@@ -51,7 +51,9 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
     """WatchDesiredState for the nodes of share `index` of `processes`, StreamUsage for any
     configured node; every other call is UNIMPLEMENTED."""
 
-    def __init__(self, index: int, processes: int, nodes: frozenset[str], access: AccessPolicy | OpenAccess, tell):
+    def __init__(self, index: int, processes: int, nodes: set[str], access: AccessPolicy | OpenAccess, tell):
+        """`nodes`: the storage nodes served, shared with `access` and updated in place as the
+        coordinator's batches say."""
         self.index, self.processes = index, processes
         self.nodes = nodes
         self.access = access
@@ -64,6 +66,13 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
     def take(self, batch: pb.FanOutBatch) -> None:
         """New messages: only the streams of nodes whose message changed send (as on the coordinator)."""
         self.generation = max(self.generation, batch.generation)
+        if batch.HasField("nodes"):
+            gone = self.nodes - set(batch.nodes.node_ids)
+            self.nodes.clear()
+            self.nodes.update(batch.nodes.node_ids)
+            for node_id in gone:
+                self.messages.pop(node_id, None)
+            self.changes.move(sorted(gone))   # a removed node's streams end
         changed = set()
         for state in batch.states:
             if self.messages.get(state.node_id) != state.message:
@@ -119,8 +128,9 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     if config.audit_log:
         send_audit_to(config.audit_log)
     credentials = server_credentials(config.security.tls) if config.security.tls else None
-    access = (AccessPolicy(frozenset(n.node_id for n in config.storage_nodes), _no_user_calls) if credentials
-              else OpenAccess())
+    # The file's nodes until the coordinator's first batch says the store's.
+    nodes = {n.node_id for n in config.storage_nodes}
+    access = AccessPolicy(nodes, _no_user_calls) if credentials else OpenAccess()
     loop = asyncio.get_running_loop()
     # Buffered on the loop: a coordinator busy for a moment does not stall this process's streams.
     out, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout.buffer)
@@ -128,7 +138,7 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     def tell(event: pb.FanOutEvent) -> None:
         out.write(frame(event.SerializeToString()))
 
-    streams = StreamsOfShare(index, processes, frozenset(n.node_id for n in config.storage_nodes), access, tell)
+    streams = StreamsOfShare(index, processes, nodes, access, tell)
     server = aio.server(options=SERVER_OPTIONS)
     address = f"{host}:0"
     port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)

@@ -13,9 +13,7 @@ state; the work-conserving loop ticks at once) and writes one audit line.
 
 Not in place: under the work-conserving policy, a change of which nodes or devices there are is
 stored and takes effect at the coordinator's next start (the weight step's arrays are laid out per
-device for the coordinator's life; capacities change in place), and the answer says so. With
-`fan_out_processes` above 1, adding or removing a node is refused (each process reads the node list
-from the config file at its start).
+device for the coordinator's life; capacities change in place), and the answer says so.
 """
 
 import json
@@ -28,7 +26,7 @@ from vnode_sync.config_loading import parse
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.store import Store
-from vnode_sync.errors import InvalidArgument, InvalidSetting, NotFound, VNodeSyncError
+from vnode_sync.errors import InvalidArgument, InvalidSetting, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
 
 if TYPE_CHECKING:
@@ -36,10 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
-
-
-class NotInPlace(VNodeSyncError):
-    """A storage-node change the running coordinator cannot take."""
 
 
 AT_NEXT_START = ("stored; in force at the coordinator's next start: under policy.allocation work-conserving "
@@ -161,12 +155,8 @@ class StorageNodeCommands:
         return node, pending
 
     def _pending(self, nodes: Sequence[StorageNodeConfig]) -> str:
-        """Why a change to `nodes` cannot be taken in place ("": it can); NotInPlace if it cannot be made."""
+        """Why a change to `nodes` cannot be taken in place ("": it can)."""
         config = self.cluster.config
-        if config.fan_out_processes > 1 and [n.node_id for n in nodes] != [n.node_id for n in config.storage_nodes]:
-            raise NotInPlace(f"with fan_out_processes {config.fan_out_processes}, storage nodes can be changed but "
-                             "not added or removed (each fan-out process reads the node list from the config file "
-                             "at its start); nothing was changed")
         if config.policy.allocation == "work-conserving" and _layout(nodes) != _layout(config.storage_nodes):
             return AT_NEXT_START
         return ""

@@ -164,9 +164,8 @@ class CoordinatorServer:
                   if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
-        # A removed node's streams end (its agent's next Register is refused: not configured).
-        cluster.on_nodes_removed.append(
-            lambda removed: self._loop.call_soon_threadsafe(self.fan_out.changes.move, sorted(removed)))
+        cluster.on_nodes_changed.append(
+            lambda node_ids, removed: self._loop.call_soon_threadsafe(self._nodes_changed, node_ids, removed))
         stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
@@ -178,6 +177,14 @@ class CoordinatorServer:
                              raw_responses=("Status",)),
             service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out, stream_port),
                              raw_responses=("WatchDesiredState",)))
+
+    def _nodes_changed(self, node_ids: list[str], removed: set[str]) -> None:
+        """Storage nodes added or removed at runtime (on the loop, before their generation's wake): a
+        removed node's streams end (its agent's next Register is refused), and the fan-out processes
+        take the new list."""
+        if self.fan_out_processes is not None:
+            self.fan_out_processes.set_nodes(node_ids)
+        self.fan_out.changes.move(sorted(removed))
 
     def start(self) -> None:
         self._call(self._start())

@@ -8,7 +8,7 @@ import pytest
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_commands import AT_NEXT_START, NotInPlace
+from vnode_sync.coordinator.node_commands import AT_NEXT_START
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.wire import vnode_pb2 as pb
@@ -49,14 +49,14 @@ def test_new_capacities_are_published_at_once_in_a_new_generation(tmp_path):
 
 def test_a_node_added_at_runtime_is_served_and_a_removed_one_is_refused(tmp_path):
     cluster = cluster_of(tmp_path)
-    removed = []
-    cluster.on_nodes_removed.append(removed.append)
+    told = []
+    cluster.on_nodes_changed.append(lambda node_ids, removed: told.append((node_ids, removed)))
     cluster.node_commands.add("dn2", [device("/dev/sdc")], ["10.0.0.2:9866"], "admin:test")
     assert "dn2" in cluster.publishing.nodes, "its agent's certificate is now allowed (the access policy asks this)"
     assert cluster.publishing.desired_state("dn2").node_id == "dn2"
     assert cluster.runtime.node_runtime("dn2").streams == 0
     cluster.node_commands.remove("dn1", "admin:test")
-    assert removed == [{"dn1"}], "the server ends its streams"
+    assert told == [(["dn1", "dn2"], set()), (["dn2"], {"dn1"})], "the server ends its streams, tells its processes"
     assert "dn1" not in cluster.publishing.nodes
     with pytest.raises(NotFound, match="not configured"):
         cluster.runtime.register_node("dn1", [], "blkio-v1", [])
@@ -121,13 +121,23 @@ def test_work_conserving_takes_capacities_in_place_and_new_nodes_at_the_next_sta
     assert "dn2" in cluster_of(tmp_path, policy={"allocation": "work-conserving"}).publishing.nodes
 
 
-def test_with_fan_out_processes_nodes_are_changed_but_not_added(tmp_path):
-    cluster = cluster_of(tmp_path, fan_out_processes=2)
-    cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
-    generation = cluster.generation()
-    with pytest.raises(NotInPlace, match="fan_out_processes 2"):
-        cluster.node_commands.add("dn2", [device("/dev/sdc")], [], "admin:test")
-    assert cluster.generation() == generation and "dn2" not in cluster.store.storage_nodes()
+def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):
+    """Its access policy and its streams share the set the coordinator's batches update."""
+    from vnode_sync.coordinator.fan_out_process import StreamsOfShare
+    from vnode_sync.security.authorization import AccessPolicy, PermissionDenied
+    from vnode_sync.security.identity import CallerIdentity
+
+    nodes = {"dn1"}
+    streams = StreamsOfShare(0, 2, nodes, AccessPolicy(nodes, lambda user: 10), lambda event: None)
+    streams.take(pb.FanOutBatch(generation=5, states=[pb.FanOutState(node_id="dn1", message=b"x")],
+                                nodes=pb.FanOutNodes(node_ids=["dn1", "dn2"])))
+    streams.access.authorize("ReportUsage", CallerIdentity("node", "dn2"), pb.UsageReport(node_id="dn2"), "peer")
+    streams.take(pb.FanOutBatch(generation=6, nodes=pb.FanOutNodes(node_ids=["dn2"])))
+    assert nodes == {"dn2"} and streams.messages == {} and streams.changes.moves_of("dn1") == 1
+    with pytest.raises(PermissionDenied):
+        streams.access.authorize("ReportUsage", CallerIdentity("node", "dn1"), pb.UsageReport(node_id="dn1"), "peer")
+    streams.take(pb.FanOutBatch(generation=7))
+    assert nodes == {"dn2"}, "a batch without the list leaves it"
 
 
 def test_each_change_is_audited_with_old_and_new(tmp_path, caplog):

@@ -628,13 +628,21 @@ class FanOutState(_message.Message):
     message: bytes
     def __init__(self, node_id: _Optional[str] = ..., message: _Optional[bytes] = ...) -> None: ...
 
+class FanOutNodes(_message.Message):
+    __slots__ = ("node_ids",)
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    node_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class FanOutBatch(_message.Message):
-    __slots__ = ("states", "generation")
+    __slots__ = ("states", "generation", "nodes")
     STATES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedCompositeFieldContainer[FanOutState]
     generation: int
-    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+    nodes: FanOutNodes
+    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ..., nodes: _Optional[_Union[FanOutNodes, _Mapping]] = ...) -> None: ...
 
 class FanOutEvent(_message.Message):
     __slots__ = ("port", "opened", "closed", "reports")
