@@ -199,15 +199,8 @@ class CoordinatorConfig(SecuredSettings):
     """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
     own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,
     each serving the streams of a share of the nodes, with the same TLS identity and access rules;
-    agents are sent there when they register (benchmarks/results/coordinator-scale.md). Not yet
-    with `zookeeper` (a standby's pause does not reach the processes' streams)."""
-
-    @model_validator(mode="after")
-    def _fan_out_without_zookeeper(self):
-        if self.fan_out_processes > 1 and self.zookeeper is not None:
-            raise Refused("fan_out_processes", self.fan_out_processes, "1 with a zookeeper section (not yet: a "
-                          "standby's pause of the streams does not reach fan-out processes)")
-        return self
+    agents are sent there when they register (benchmarks/results/coordinator-scale.md). With
+    `zookeeper`, a leader's pause and learning reach the processes' streams too (docs/ha.md)."""
 
     @model_validator(mode="after")
     def _metrics_transport(self):

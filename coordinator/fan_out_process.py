@@ -59,6 +59,8 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
         self.access = access
         self.tell = tell     # tell(FanOutEvent): to the coordinator
         self.changes = NodeChanges()
+        self.granting = asyncio.Event()   # clear while the coordinator learns (docs/ha.md): streams wait
+        self.granting.set()
         self.messages: dict[str, bytes] = {}
         self.generation = 0
         self._reports: list[pb.UsageReport] = []
@@ -66,6 +68,8 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
     def take(self, batch: pb.FanOutBatch) -> None:
         """New messages: only the streams of nodes whose message changed send (as on the coordinator)."""
         self.generation = max(self.generation, batch.generation)
+        if batch.HasField("gate"):
+            self._take_gate(batch.gate)
         if batch.HasField("nodes"):
             gone = self.nodes - set(batch.nodes.node_ids)
             self.nodes.clear()
@@ -80,6 +84,17 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
                 changed.add(state.node_id)
         self.changes.wake(changed)
 
+    def _take_gate(self, gate: pb.FanOutGate) -> None:
+        """As the coordinator's FanOut: closed ends every stream (and a stream opened meanwhile ends at
+        once); learning holds the streams before they send."""
+        if gate.closed:
+            self.changes.close()
+        else:
+            self.changes.closing = False
+        if gate.learn_seconds > 0:
+            self.granting.clear()
+            asyncio.get_running_loop().call_later(gate.learn_seconds, self.granting.set)
+
     async def WatchDesiredState(self, request, context):
         await refuse_missing(context, request, "WatchDesiredState")
         try:
@@ -91,6 +106,7 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
                 raise Unavailable(f"node {request.node_id!r} is not served by this fan-out process: register again")
         except VNodeSyncError as e:
             await abort(context, "WatchDesiredState", e)
+        await self.granting.wait()
         self.tell(pb.FanOutEvent(opened=request.node_id))
         try:
             await send_changes(context, request.node_id, self.changes, self.messages.get)

@@ -59,6 +59,8 @@ class FanOutProcesses:
         self.runtime = runtime
         n = command.processes
         self._take_nodes([node.node_id for node in publishing.config.storage_nodes])
+        self._closed = False
+        self._learn_until = 0.0   # loop time
         self._ports = [0] * n
         self._pipes: list[asyncio.StreamWriter | None] = [None] * n
         self._children: list[asyncio.subprocess.Process | None] = [None] * n
@@ -81,6 +83,28 @@ class FanOutProcesses:
         for k, pipe in enumerate(self._pipes):
             if pipe is not None:
                 self._send(k, self._shares[k], with_nodes=True)
+
+    def close_streams(self, closed: bool) -> None:
+        """As the coordinator's own streams (on the loop): closed, every child ends its streams and
+        opens none until reopened (a leader cut off from ZooKeeper, docs/ha.md)."""
+        self._closed = closed
+        self._send_gate(pb.FanOutGate(closed=closed))
+
+    def learn_for(self, seconds: float) -> None:
+        """Every child's streams send nothing for `seconds` (on the loop; a new leader learning)."""
+        self._learn_until = asyncio.get_running_loop().time() + seconds
+        self._send_gate(pb.FanOutGate(closed=self._closed, learn_seconds=seconds))
+
+    def _gate(self) -> pb.FanOutGate:
+        """The gate as it is now, for a child that starts."""
+        learn = max(0.0, self._learn_until - asyncio.get_running_loop().time())
+        return pb.FanOutGate(closed=self._closed, learn_seconds=learn)
+
+    def _send_gate(self, gate: pb.FanOutGate) -> None:
+        part = pb.FanOutBatch(gate=gate).SerializeToString()
+        for pipe in self._pipes:
+            if pipe is not None:
+                pipe.write(frame(part))
 
     def port_for(self, node_id: str) -> int:
         """The port of the child serving this node's streams; 0 while it is down."""
@@ -143,6 +167,7 @@ class FanOutProcesses:
             if hello is None:
                 raise RuntimeError(f"ended before serving (exit {await child.wait()})")
             self._pipes[k] = child.stdin
+            child.stdin.write(frame(pb.FanOutBatch(gate=self._gate()).SerializeToString()))
             self._send(k, self._shares[k], with_nodes=True)   # the store's nodes, which may differ from the file's
             self._ports[k] = pb.FanOutEvent.FromString(hello).port
             supervisor.succeeded()

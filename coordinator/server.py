@@ -200,7 +200,7 @@ class CoordinatorServer:
 
     def pause_streams(self) -> None:
         """End every agent stream and open no new one until `resume_streams` (from any thread)."""
-        self._loop.call_soon_threadsafe(lambda: self.fan_out and self.fan_out.close_streams())
+        self._loop.call_soon_threadsafe(self._close_streams, True)
 
     def learn_for(self, seconds: float) -> None:
         """Streams send nothing for `seconds` (from any thread; before the gate opens)."""
@@ -208,12 +208,21 @@ class CoordinatorServer:
 
     async def _learn_for(self, seconds: float) -> None:
         self.fan_out.learn_for(seconds)
+        if self.fan_out_processes:
+            self.fan_out_processes.learn_for(seconds)
 
     def resume_streams(self) -> None:
-        def resume():
-            if self.fan_out:
+        self._loop.call_soon_threadsafe(self._close_streams, False)
+
+    def _close_streams(self, closed: bool) -> None:
+        """Here and in the fan-out processes (on the loop)."""
+        if self.fan_out:
+            if closed:
+                self.fan_out.close_streams()
+            else:
                 self.fan_out.closing = False
-        self._loop.call_soon_threadsafe(resume)
+        if self.fan_out_processes:
+            self.fan_out_processes.close_streams(closed)
 
     def fail(self, reason: str) -> None:
         """Stop the process as a failed background task does (from any thread)."""

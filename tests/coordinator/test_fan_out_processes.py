@@ -238,3 +238,25 @@ def test_a_node_added_at_runtime_is_served_by_its_fan_out_process_and_a_removed_
                 assert e.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         stop_process(process)
+
+
+def test_a_fan_out_process_takes_the_coordinators_gate():
+    """A leader's pause ends a process's streams and its learning holds them (docs/ha.md)."""
+    import asyncio
+
+    from vnode_sync.coordinator.fan_out_process import StreamsOfShare
+    from vnode_sync.security.authorization import OpenAccess
+
+    async def follow() -> None:
+        streams = StreamsOfShare(0, 1, {"dn1"}, OpenAccess(), lambda event: None)
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(learn_seconds=0.2)))
+        assert not streams.granting.is_set() and not streams.changes.closing
+        await asyncio.sleep(0.3)
+        assert streams.granting.is_set()
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(closed=True)))
+        assert streams.changes.closing
+        streams.take(pb.FanOutBatch(generation=3))
+        assert streams.changes.closing, "a batch without a gate leaves it"
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(closed=False)))
+        assert not streams.changes.closing
+    asyncio.run(follow())

@@ -635,14 +635,24 @@ class FanOutNodes(_message.Message):
     def __init__(self, node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FanOutBatch(_message.Message):
-    __slots__ = ("states", "generation", "nodes")
+    __slots__ = ("states", "generation", "nodes", "gate")
     STATES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedCompositeFieldContainer[FanOutState]
     generation: int
     nodes: FanOutNodes
-    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ..., nodes: _Optional[_Union[FanOutNodes, _Mapping]] = ...) -> None: ...
+    gate: FanOutGate
+    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ..., nodes: _Optional[_Union[FanOutNodes, _Mapping]] = ..., gate: _Optional[_Union[FanOutGate, _Mapping]] = ...) -> None: ...
+
+class FanOutGate(_message.Message):
+    __slots__ = ("closed", "learn_seconds")
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    LEARN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    closed: bool
+    learn_seconds: float
+    def __init__(self, closed: _Optional[bool] = ..., learn_seconds: _Optional[float] = ...) -> None: ...
 
 class FanOutEvent(_message.Message):
     __slots__ = ("port", "opened", "closed", "reports")
