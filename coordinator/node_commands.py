@@ -54,6 +54,11 @@ def spec_of(node: StorageNodeConfig) -> str:
     return json.dumps(raw, sort_keys=True)
 
 
+def _audited(node: StorageNodeConfig | None) -> str:
+    """The node in an audit line: JSON without spaces (the line is key=value pairs split on spaces)."""
+    return json.dumps(json.loads(spec_of(node)), sort_keys=True, separators=(",", ":")) if node else "none"
+
+
 def node_of(raw: dict, source: str) -> StorageNodeConfig:
     """A node by the config file's rules; a bad value is refused in one line naming it."""
     try:
@@ -137,7 +142,7 @@ class StorageNodeCommands:
         generation, _ = self.cluster.store.remove_storage_node(node_id)
         self._take(nodes, generation, pending)
         audit.info("actor=%s action=remove-storage-node node=%s old=%s generation=%d%s",
-                   actor, node_id, spec_of(old), generation, " at_next_start=true" if pending else "")
+                   actor, node_id, _audited(old), generation, " at_next_start=true" if pending else "")
         return old, pending
 
     def _change(self, node_id: str, node: StorageNodeConfig, create: bool, actor: str,
@@ -151,7 +156,7 @@ class StorageNodeCommands:
         self._take(nodes, generation, pending)
         audit.info("actor=%s action=%s node=%s old=%s new=%s generation=%d%s", actor,
                    "add-storage-node" if create else "set-storage-node", node_id,
-                   spec_of(old) if old else "none", spec_of(node), generation, " at_next_start=true" if pending else "")
+                   _audited(old), _audited(node), generation, " at_next_start=true" if pending else "")
         return node, pending
 
     def _pending(self, nodes: Sequence[StorageNodeConfig]) -> str:

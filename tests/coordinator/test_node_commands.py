@@ -145,7 +145,8 @@ def test_each_change_is_audited_with_old_and_new(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="vnode_sync.audit"):
         cluster.node_commands.set("dn1", [device()], [], None, "admin:alice")
     line = next(r.getMessage() for r in caplog.records if "set-storage-node" in r.getMessage())
-    assert "actor=admin:alice" in line and '"read_bps": 60000000' in line and '"read_bps": 120000000' in line
+    assert "actor=admin:alice" in line and '"read_bps":60000000' in line and '"read_bps":120000000' in line
+    assert all("=" in pair for pair in line.split()), "key=value pairs, split on spaces"
     assert json.loads(cluster.store.storage_nodes()["dn1"])["devices"][0]["read_bps"] == 120 * MB
 
 
