@@ -208,6 +208,15 @@ class WeightControl:
         with self._lock:
             return bool(self._awaited)
 
+    def set_capacities(self, config: CoordinatorConfig) -> None:
+        """New capacities of the same nodes and devices (every column keeps its place, so the demand
+        book and the warm start stay aligned): the next tick steps on them."""
+        columns = _Columns(config)
+        if columns.node_ids != self._book_columns.node_ids or columns.devices != self._book_columns.devices:
+            raise ValueError("set_capacities needs the same nodes and devices in the same order")
+        with self._lock:
+            self.config, self._book_columns = config, columns
+
     def manages(self, node_id: str) -> bool:
         i = self._book_columns.node_index.get(node_id)
         with self._lock:
