@@ -74,8 +74,8 @@ def datanode_host(tmp_path):
     (conf / "hdfs-site.xml").write_text(HDFS_SITE)
     socket_path = tmp_path / "run" / "dn.throttle" / "control.sock"
     pid_file = tmp_path / "stand-in.pid"
-    restart = (f"kill $(cat {pid_file}) 2>/dev/null; cd {REPO} && {sys.executable} -m tests.datanode.stand_in_agent "
-               f"{socket_path} $VNODE_TEST_SKIP >/dev/null 2>&1 & echo $! > {pid_file}")
+    restart = (f"kill $(cat {pid_file}) 2>/dev/null; (cd {REPO} && exec {sys.executable} -m tests.datanode.stand_in_agent "
+               f"{socket_path} $VNODE_TEST_SKIP) >/dev/null 2>&1 & echo $! > {pid_file}")
     settings = {
         "vnode_common_installed_this_run": True,   # vnode_common's install is tested elsewhere; use this venv
         "vnode_common_venv": sys.prefix, "vnode_common_use_systemd": False,
@@ -199,3 +199,13 @@ def test_the_storage_agents_datanode_throttle_section_names_the_javaagent_socket
     assert done.returncode == 0, done.stdout[-3000:]
     config = load_agent_config(str(tmp_path / "storage-agent.yaml"))
     assert config.backend == "datanode-throttle" and config.datanode_throttle.socket == socket_path
+
+
+def test_site_yml_restarts_datanodes_one_at_a_time_with_the_storage_agent_and_passes_a_syntax_check():
+    with open(os.path.join(ANSIBLE_DIR, "site.yml")) as f:
+        (play,) = [p for p in yaml.safe_load(f) if p["hosts"] == "vnode_datanode"]
+    assert play["serial"] == 1 and play["roles"] == ["vnode_storage_agent", "vnode_datanode"]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_ROLES_PATH=ROLES)
+    check = subprocess.run(["ansible-playbook", "--syntax-check", "-i", "inventory.example.yml", "site.yml"],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=ANSIBLE_DIR)
+    assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
