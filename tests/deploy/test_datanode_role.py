@@ -1,7 +1,8 @@
 """The vnode_datanode role on this host against a fake Hadoop conf dir, with no HDFS: check mode changes
 nothing; a run puts the jar in place (checked against SHA256SUMS), adds -javaagent to HDFS_DATANODE_OPTS in a
 managed block and block tokens to hdfs-site.xml, changing nothing else, restarts the DataNode (here a stand-in
-for its Java agent) and waits for the handshake; a second run changes nothing; a jar that does not match
+for its Java agent) and waits for the handshake; a second run changes nothing and a run against a DataNode whose
+agent is gone fails; a jar that does not match
 SHA256SUMS changes nothing; a Java agent with a required hook left unwoven stops the play. The storage agent's
 datanode_throttle: section names the -javaagent socket.
 
@@ -144,22 +145,45 @@ def test_check_mode_changes_nothing_a_run_deploys_the_datanode_side_and_a_rerun_
     assert "RUNNING HANDLER" not in second.stdout
     assert (conf / "hadoop-env.sh").read_text() == env and (conf / "hdfs-site.xml").read_text() == site
 
+    # Every run ends by checking the agent: a DataNode that lost it fails the run (after the retries), naming the socket.
+    subprocess.run(["sh", "-c", f"kill $(cat {tmp_path / 'stand-in.pid'})"], check=True)
+    gone = run_role(tmp_path, {**settings, "vnode_datanode_verify_seconds": 1})
+    assert gone.returncode != 0 and recap(gone.stdout)["changed"] == 0
+    assert f"DataNode throttle socket {socket_path}: Connection refused" in gone.stdout, gone.stdout[-3000:]
 
-def test_a_missing_block_token_property_is_added_and_nothing_else_changes(datanode_host):
-    tmp_path, settings = datanode_host
+
+def set_property(tmp_path, path, name: str, value: str, check_mode: bool = False) -> dict:
+    """The role's hdfs-site.xml module, run as Ansible runs it (its arguments in a file), without a play."""
+    args = tmp_path / "module-args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"path": str(path), "name": name, "value": value,
+                                                        "_ansible_check_mode": check_mode}}))
+    done = subprocess.run(["/usr/bin/python3", os.path.join(ROLES, "vnode_datanode", "library", "hadoop_site_property.py"),
+                           str(args)], capture_output=True, text=True, timeout=60)
+    return json.loads(done.stdout)
+
+
+def test_the_hdfs_site_module_adds_a_missing_property_and_refuses_a_file_that_is_not_xml(tmp_path):
     without = HDFS_SITE.replace("""  <property>
     <name>dfs.block.access.token.enable</name>
     <value>false</value>
   </property>
 """, "")
-    (tmp_path / "hadoop-conf" / "hdfs-site.xml").write_text(without)
-    done = run_role(tmp_path, settings)
-    assert done.returncode == 0, done.stdout[-4000:]
-    assert (tmp_path / "hadoop-conf" / "hdfs-site.xml").read_text() == without.replace("</configuration>", """  <property>
+    site = tmp_path / "hdfs-site.xml"
+    site.write_text(without)
+    assert set_property(tmp_path, site, "dfs.block.access.token.enable", "true", check_mode=True)["changed"]
+    assert site.read_text() == without
+    assert set_property(tmp_path, site, "dfs.block.access.token.enable", "true")["changed"]
+    assert site.read_text() == without.replace("</configuration>", """  <property>
     <name>dfs.block.access.token.enable</name>
     <value>true</value>
   </property>
 </configuration>""")
+    assert not set_property(tmp_path, site, "dfs.block.access.token.enable", "true")["changed"]
+
+    site.write_text("<configuration><property>")
+    refused = set_property(tmp_path, site, "dfs.block.access.token.enable", "true")
+    assert refused["failed"] and refused["msg"].startswith(f"{site}: ") and "\n" not in refused["msg"]
+    assert site.read_text() == "<configuration><property>"
 
 
 def test_a_jar_that_does_not_match_sha256sums_is_refused_and_nothing_changes(datanode_host):
