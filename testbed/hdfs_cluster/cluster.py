@@ -38,7 +38,7 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
-DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "spindle")
+DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "hdd", "spindle")
 DEFAULT_BLOCK_BYTES = 128 << 20  # dfs.blocksize's default
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
@@ -76,7 +76,8 @@ class HdfsCluster:
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
-        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "spindle"
+        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "hdd" (paced-rw
+        with a seek cost on each non-sequential request: DiskModel.hdd) or "spindle"
         (reads and writes paced, one request at a time, BFQ the loop device's scheduler: its cgroup
         weights decide the order; DiskModel.spindle).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
@@ -251,6 +252,9 @@ class HdfsCluster:
                                     ext4_options=self.ext4_options)
         if self.disk == "paced-rw":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps),
+                                    ext4_options=self.ext4_options)
+        if self.disk == "hdd":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.hdd(self.disk_read_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "spindle":
             return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
