@@ -40,8 +40,9 @@ Profiles (issue 58, item 2), with the docs' settings for hosts with interactive 
 - paced-quarter / paced-4x: the same disk configured at 15 / 240 MB/s;
 - hdd: the paced disk with a seek cost on each request that does not continue the last (DiskModel:
   a constant, not growing with the distance);
+- three-dirs: three data dirs on paced disks of 60, 30 and 15 MB/s, their sum configured;
 - cpu: a secure HDFS (Kerberos, SASL privacy with AES/CTR) on the loop disk: the CPU binds;
-- three-dirs, net: not on the testbed yet (MISSING says what each lacks).
+- net: not on the testbed yet (MISSING says what it lacks).
 """
 
 import argparse
@@ -106,6 +107,7 @@ class Profile:
     configured_mbps: float
     kerberos: bool = False
     what: str = ""
+    more_disks_mbps: tuple[float, ...] = ()   # further data dirs of the DataNode, each on its own paced disk
 
 
 PROFILES = {
@@ -113,13 +115,12 @@ PROFILES = {
     "paced-quarter": Profile("paced-rw", 60, 15, what="the paced 60 MB/s disk configured at a quarter: 15 MB/s"),
     "paced-4x": Profile("paced-rw", 60, 240, what="the paced 60 MB/s disk configured at four times: 240 MB/s"),
     "hdd": Profile("hdd", 60, 60, what="the paced 60 MB/s disk with a seek on each non-sequential request, 60 configured"),
+    "three-dirs": Profile("paced-rw", 60, 105, more_disks_mbps=(30, 15),
+                          what="three data dirs on paced disks of 60, 30 and 15 MB/s (one queue each), 105 configured"),
     "cpu": Profile("loop", 0, 60, kerberos=True,
                    what="secure HDFS (Kerberos, SASL privacy, AES/CTR) on the loop disk: CPU-bound; 60 configured"),
 }
 MISSING = {
-    "three-dirs": "HdfsCluster gives a DataNode one data dir on one disk; it needs dfs.datanode.data.dir of "
-                  "several dirs, each on a PacedDisk of its own rate (DataNode.data_dir becomes a list; "
-                  "evict_page_cache and share_watch.block_files walk them all)",
     "net": "HdfsCluster starts every daemon and client in the host's network namespace on one address; a "
            "network-bound DataNode needs its JVM started in a namespace (ComputeHost.command) with the "
            "cluster on a non-loopback address, and its veth shaped with tc (tbf) below its disk's rate",
@@ -497,8 +498,11 @@ def testbed(profile: Profile, docs_settings: bool) -> Iterator[Testbed]:
                 cpu_priority(unique_name("edgesc-cpu")), \
                 HdfsCluster(unique_name("edgesc"), datanodes=1, disk_mb=12288, disk=profile.disk, hdfs_site=site,
                             datanode_throttle=datanode_throttle_jar(), kerberos=profile.kerberos,
-                            ext4_options=DOCS_EXT4 if docs_settings else (), **paced) as hdfs, \
-                queue_settings(hdfs.datanodes[0].loop_device, DOCS_QUEUE if docs_settings else {}):
+                            ext4_options=DOCS_EXT4 if docs_settings else (), more_disks_mbps=profile.more_disks_mbps,
+                            **paced) as hdfs, \
+                contextlib.ExitStack() as queues:
+            for device in hdfs.datanodes[0].loop_devices:
+                queues.enter_context(queue_settings(device, DOCS_QUEUE if docs_settings else {}))
             for user in users:
                 if profile.kerberos:
                     hdfs.add_user(user.name, user.uid)

@@ -39,6 +39,7 @@ STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
 DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "hdd", "spindle")
+PACED_KINDS = ("paced", "paced-rw", "hdd", "spindle")
 DEFAULT_BLOCK_BYTES = 128 << 20  # dfs.blocksize's default
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
@@ -71,7 +72,7 @@ class HdfsCluster:
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
                  hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
-                 native: bool = False, ext4_options: tuple[str, ...] = ()):
+                 native: bool = False, ext4_options: tuple[str, ...] = (), more_disks_mbps: tuple[float, ...] = ()):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -90,12 +91,18 @@ class HdfsCluster:
         per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
         they do not otherwise. `native`: load it without short-circuit reads, as production DataNodes
         do (their read-ahead pool and cache drop-behind need it). `ext4_options`: mount options of the
-        DataNodes' ext4 besides noatime (e.g. "nodelalloc")."""
+        DataNodes' ext4 besides noatime (e.g. "nodelalloc"). `more_disks_mbps`: further data dirs in
+        every DataNode (dfs.datanode.data.dir), each on a disk of the same paced kind at its own rate
+        (the first stays at `disk_read_mbps`): a node of volumes of different speeds."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         check_ext4_options(tuple(ext4_options))
+        if more_disks_mbps and (disk not in PACED_KINDS or min(more_disks_mbps) <= 0):
+            raise InvalidArgument(f"more_disks_mbps={more_disks_mbps}: rates above 0, on a disk of kind "
+                                  f"{', '.join(PACED_KINDS)} (not {disk!r})")
+        self.more_disks_mbps = tuple(more_disks_mbps)
         self.disk, self.disk_read_mbps, self.ext4_options = disk, disk_read_mbps, tuple(ext4_options)
         self.datanode_throttle = datanode_throttle
         self.datanode_throttle_args = tuple(datanode_throttle_args)
@@ -237,27 +244,32 @@ class HdfsCluster:
             dn_id = f"dn{index}"
             dn_dir = os.path.join(self.workdir, dn_id)
             os.makedirs(dn_dir)
-            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"))
+            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"), self.disk_read_mbps)
+            more = [self._make_disk(os.path.join(dn_dir, f"volume{i}"), os.path.join(dn_dir, f"volume{i}", "disk"), rate)
+                    for i, rate in enumerate(self.more_disks_mbps, start=1)]
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
-                os.path.join(dn_dir, "datanode.log"), host=self.host))
+                os.path.join(dn_dir, "datanode.log"), host=self.host,
+                more_data_dirs=tuple(os.path.join(d.mountpoint, "hdfs") for d in more),
+                more_loop_devices=tuple(d.device for d in more)))
             self._save()  # a crash from here on leaves a state file that `down` can undo
 
-    def _make_disk(self, dn_dir: str, mountpoint: str) -> LoopDisk | ZramDisk | PacedDisk:
+    def _make_disk(self, dn_dir: str, mountpoint: str, rate_mbps: float) -> LoopDisk | ZramDisk | PacedDisk:
+        os.makedirs(dn_dir, exist_ok=True)
         if self.disk == "zram":
             return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb, self.ext4_options)
         if self.disk == "paced":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(rate_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "paced-rw":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(rate_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "hdd":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.hdd(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.hdd(rate_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "spindle":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(rate_mbps),
                                     scheduler="bfq", ext4_options=self.ext4_options)
         return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb,
                                ext4_options=self.ext4_options)
@@ -270,7 +282,7 @@ class HdfsCluster:
                     log4j_properties("INFO", self.namenode.audit_log))
         for dn in self.datanodes:
             write_conf(self._conf_dir(dn.id), core,
-                        {**hdfs, "dfs.datanode.data.dir": dn.data_dir,
+                        {**hdfs, "dfs.datanode.data.dir": ",".join(dn.data_dirs),
                          "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
                          "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
                          "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
@@ -581,7 +593,7 @@ class HdfsCluster:
     def evict_page_cache(self) -> None:
         """Flush and drop every DataNode block file from the page cache, so the next read is block I/O."""
         for dn in self.datanodes:
-            for directory, _, files in os.walk(dn.data_dir):
+            for directory, _, files in (entry for d in dn.data_dirs for entry in os.walk(d)):
                 for filename in files:
                     with contextlib.suppress(OSError):  # a block being finalized may move away
                         fd = os.open(os.path.join(directory, filename), os.O_RDONLY)

@@ -5,6 +5,11 @@ import io
 
 import pytest
 
+from testbed.hdfs_cluster import HdfsCluster
+from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts
+from vnode_sync.errors import InvalidArgument
+from vnode_sync.kernel.types import DeviceNumber
+
 from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, POLICIES, SIZES_MIB, Cell, Scenario, ScenarioUser,
                                        cells_from_json, cells_to_json, draw, judge, parse_seeds, policy_order, report,
                                        weighted_shares)
@@ -93,3 +98,19 @@ def test_cells_survive_json_and_the_report_names_the_worst_scenario():
     text = out.getvalue()
     assert "worst scenario under wc: seed 0" in text
     assert "<= 1.2 in 0 of 1 scenarios, <= 1.5 in 1 of 1" in text
+
+
+def test_the_three_dirs_profiles_volumes_survive_the_state_file():
+    dn = DataNode("dn0", "/w/dn0/disk/hdfs", "/w/dn0/disk", "/w/img", "/dev/loop1", DeviceNumber(7, 1),
+                  DataNodePorts(1, 2, 3), "/w/log", more_data_dirs=("/w/dn0/volume1/disk/hdfs",),
+                  more_loop_devices=("/dev/loop2",))
+    back = DataNode.from_json(dn.to_json())
+    assert back == dn
+    assert back.data_dirs == ("/w/dn0/disk/hdfs", "/w/dn0/volume1/disk/hdfs")
+    assert back.loop_devices == ("/dev/loop1", "/dev/loop2")
+
+
+def test_more_disks_on_a_disk_that_is_not_paced_are_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(InvalidArgument, match="more_disks_mbps"):
+        HdfsCluster("edge-scenarios-refused", workdir=str(tmp_path / "w"), disk="loop", more_disks_mbps=(30,))
+    assert not (tmp_path / "w").exists()
