@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+import uuid
 from dataclasses import asdict
 
 import psutil
@@ -27,6 +28,7 @@ from testbed.sizes import parse_size
 from testbed import kdc
 from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
+from testbed.hdfs_cluster.link import DataNodeLink
 from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
                                          JvmSettings, has_native, native_dir)
@@ -72,7 +74,8 @@ class HdfsCluster:
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
                  hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
-                 native: bool = False, ext4_options: tuple[str, ...] = (), more_disks_mbps: tuple[float, ...] = ()):
+                 native: bool = False, ext4_options: tuple[str, ...] = (), more_disks_mbps: tuple[float, ...] = (),
+                 datanode_link_mbps: float = 0.0):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -93,7 +96,10 @@ class HdfsCluster:
         do (their read-ahead pool and cache drop-behind need it). `ext4_options`: mount options of the
         DataNodes' ext4 besides noatime (e.g. "nodelalloc"). `more_disks_mbps`: further data dirs in
         every DataNode (dfs.datanode.data.dir), each on a disk of the same paced kind at its own rate
-        (the first stays at `disk_read_mbps`): a node of volumes of different speeds."""
+        (the first stays at `disk_read_mbps`): a node of volumes of different speeds.
+        `datanode_link_mbps`: the (one) DataNode runs in a network namespace of its own
+        (testbed.compute_host), joined to the host by a veth shaped to that many MB/s each way (tc
+        tbf); the cluster listens on the veth's host side instead of `host`: a network-bound node."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
@@ -103,11 +109,16 @@ class HdfsCluster:
             raise InvalidArgument(f"more_disks_mbps={more_disks_mbps}: rates above 0, on a disk of kind "
                                   f"{', '.join(PACED_KINDS)} (not {disk!r})")
         self.more_disks_mbps = tuple(more_disks_mbps)
+        if datanode_link_mbps < 0 or (datanode_link_mbps and datanodes != 1):
+            raise InvalidArgument(f"datanode_link_mbps={datanode_link_mbps}: above 0, and with one DataNode "
+                                  f"(not {datanodes})")
+        self.datanode_link = DataNodeLink(f"vslink-{uuid.uuid4().hex[:8]}", datanode_link_mbps) \
+            if datanode_link_mbps else None
         self.disk, self.disk_read_mbps, self.ext4_options = disk, disk_read_mbps, tuple(ext4_options)
         self.datanode_throttle = datanode_throttle
         self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
-        self.host = host
+        self.host = self.datanode_link.host_address if self.datanode_link else host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
         self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
         self.jvm = jvm
@@ -192,9 +203,12 @@ class HdfsCluster:
         arguments = ",".join((f"socket={self.throttle_socket(dn)}", *self.datanode_throttle_args))
         return [f"-javaagent:{self.datanode_throttle}={arguments}"]
 
+    def _datanode_netns(self) -> list[str]:
+        return self.datanode_link.enter() if self.datanode_link else []
+
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
-               agent: list[str] = ()) -> subprocess.Popen:
-        argv = ["java", *self.jvm.flags(), *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+               agent: list[str] = (), within: list[str] = ()) -> subprocess.Popen:
+        argv = [*within, "java", *self.jvm.flags(), *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -250,7 +264,7 @@ class HdfsCluster:
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
-                os.path.join(dn_dir, "datanode.log"), host=self.host,
+                os.path.join(dn_dir, "datanode.log"), host=self.datanode_link.address if self.datanode_link else self.host,
                 more_data_dirs=tuple(os.path.join(d.mountpoint, "hdfs") for d in more),
                 more_loop_devices=tuple(d.device for d in more)))
             self._save()  # a crash from here on leaves a state file that `down` can undo
@@ -283,9 +297,10 @@ class HdfsCluster:
         for dn in self.datanodes:
             write_conf(self._conf_dir(dn.id), core,
                         {**hdfs, "dfs.datanode.data.dir": ",".join(dn.data_dirs),
-                         "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
-                         "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
-                         "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
+                         "dfs.datanode.hostname": dn.host,
+                         "dfs.datanode.address": f"{dn.host}:{dn.ports.data}",
+                         "dfs.datanode.http.address": f"{dn.host}:{dn.ports.http}",
+                         "dfs.datanode.ipc.address": f"{dn.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
         with open(self._exclude_file, "w"):
             pass  # no DataNode is being decommissioned
         write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address, **self._secure_site()[0]}, hdfs,
@@ -353,6 +368,8 @@ class HdfsCluster:
                 os.makedirs(self.domain_socket_dir, mode=0o755)
             if self.kerberos:
                 self.kerberos.start()
+            if self.datanode_link:
+                self.datanode_link.start()
             self._prepare_disks()
             self._write_confs()
             self._format_namespace()
@@ -361,7 +378,7 @@ class HdfsCluster:
             self.namenode.pid = self._spawn("namenode", NAMENODE_CLASS, self._conf_dir("namenode"),
                                             self.namenode.log).pid
             for dn in self.datanodes:
-                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
                                      agent=self._datanode_agent(dn)).pid
             self._save()
             self._wait_for_live_datanodes(timeout=90)
@@ -387,7 +404,7 @@ class HdfsCluster:
             process = self._processes.pop(dn.pid, None)
             if process is not None:
                 stop_process(process, grace_seconds=30)
-            dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+            dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
                                  agent=self._datanode_agent(dn)).pid
         self._save()
         self._wait_for_data_ports(timeout=90)
@@ -608,6 +625,8 @@ class HdfsCluster:
     def stop(self) -> None:
         """Stop every JVM this cluster started (clients too), unmount, detach loops, remove the workdir."""
         take_down(self.workdir)
+        if self.datanode_link:
+            self.datanode_link.stop()
         for process in self._processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(1)  # reap our own children

@@ -114,3 +114,9 @@ def test_more_disks_on_a_disk_that_is_not_paced_are_refused_before_anything_is_m
     with pytest.raises(InvalidArgument, match="more_disks_mbps"):
         HdfsCluster("edge-scenarios-refused", workdir=str(tmp_path / "w"), disk="loop", more_disks_mbps=(30,))
     assert not (tmp_path / "w").exists()
+
+
+def test_a_shaped_link_for_more_than_one_datanode_is_refused_before_anything_is_made(tmp_path):
+    with pytest.raises(InvalidArgument, match="datanode_link_mbps"):
+        HdfsCluster("edge-scenarios-refused", workdir=str(tmp_path / "w"), datanodes=2, datanode_link_mbps=40)
+    assert not (tmp_path / "w").exists()
