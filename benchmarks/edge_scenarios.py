@@ -93,6 +93,7 @@ BULK_READ_MIB = 256
 BULK_PUT_MIB = 64 * 1024        # sparse: read at memory speed; no cell writes this much
 INTERACTIVE_READ_FILES = 4      # re-read in turn, kept out of the page cache
 INTERACTIVE_WRITE_NAMES = 4     # each write replaces one of these
+SAMPLE_SECONDS = 0.5            # the volumes' depth and queue, sampled in the window
 # Issue 58's targets.
 LATENCY_TARGET, LATENCY_LIMIT = 1.2, 1.5
 SHARE_TOLERANCE = 0.10
@@ -204,6 +205,11 @@ class Cell:
     rates: dict[int, float] = field(default_factory=dict)             # bulk slot -> client bytes/s
     node_bps: float = 0.0
     steal_seconds: float = 0.0
+    # The Java agent's view over the window: each user's packets' wait in the volume's dispatcher
+    # (seconds per second, summed over its threads; under none every user is DEFAULT: slot -1), and
+    # each volume's depth, waiting packets and slots lent, sampled every SAMPLE_SECONDS.
+    waited: dict[int, float] = field(default_factory=dict)
+    volumes: list[str] = field(default_factory=list)
 
 
 # ---- the summary's maths (no HDFS) ----
@@ -288,6 +294,12 @@ def distribution(verdicts: dict[int, dict[str, Verdict]], policy: str) -> list[s
     ]
 
 
+def describe_edge(cell: Cell) -> str:
+    """The Java agent's view: who waited in its dispatcher (s/s) and the volumes' depths over the window."""
+    waited = " ".join(f"{'DEFAULT' if slot < 0 else f'u{slot}'} {w:.2f}" for slot, w in sorted(cell.waited.items()))
+    return f"waited {waited or '-'}; volumes {'; '.join(cell.volumes) or '-'}"
+
+
 def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
     parts = []
     for user in scenario.users:
@@ -301,7 +313,8 @@ def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
             parts.append(f"u{user.slot} {cell.rates.get(user.slot, 0) / MB:.1f} MB/s"
                          + (f" ({share:.2f} of share)" if share is not None else ""))
     node = f"node {cell.node_bps / MB:.1f} MB/s" + (f" ({verdict.throughput:.2f} of none)" if verdict.throughput else "")
-    return f"  {cell.policy:<6} | {' | '.join(parts)} | {node} | steal {cell.steal_seconds:.1f} s"
+    return (f"  {cell.policy:<6} | {' | '.join(parts)} | {node} | steal {cell.steal_seconds:.1f} s\n"
+            f"         edge: {describe_edge(cell)}")
 
 
 def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], out=sys.stdout) -> None:
@@ -407,6 +420,30 @@ class Testbed:
         stats = self.channel.stats()
         return sum(c.read_bytes + c.write_bytes for c in (stats.default, *stats.users.values()))
 
+    def waits_ns(self, scenario: Scenario) -> dict[int, int]:
+        """Slot (-1: DEFAULT) -> ns its threads have waited in the dispatchers so far."""
+        stats = self.channel.stats()
+        by_name = {self.users[u.slot].name: u.slot for u in scenario.users}
+        waits = {by_name[name]: c.read_wait_ns + c.write_wait_ns for name, c in stats.users.items() if name in by_name}
+        return {-1: stats.default.read_wait_ns + stats.default.write_wait_ns, **waits}
+
+    def volume_samples(self, seconds: float, step: float = SAMPLE_SECONDS) -> list[str]:
+        """Sleeps SECONDS; each volume's depth, waiting packets and MB/s every STEP, as 'min-max' spans."""
+        seen: dict[str, dict[str, list[float]]] = {}
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(step, left))
+            with contextlib.suppress(Exception):   # a busy socket costs a sample, not the cell
+                for v in self.channel.stats().volumes:
+                    one = seen.setdefault(v.volume[-6:], {"depth": [], "waiting": [], "MB/s": [], "lent": []})
+                    for key, value in (("depth", v.depth), ("waiting", v.waiting),
+                                       ("MB/s", v.moved_bytes_per_second / MB), ("lent", v.lent)):
+                        one[key].append(value)
+        return [f"{volume} depth {min(f['depth']):.0f}-{max(f['depth']):.0f} (median {statistics.median(f['depth']):.0f}), "
+                f"waiting {statistics.median(f['waiting']):.0f} median {max(f['waiting']):.0f} max, "
+                f"{statistics.median(f['MB/s']):.1f} MB/s median, lent {max(f['lent']) - min(f['lent']):.0f}"
+                for volume, f in sorted(seen.items())]
+
     def lift_shares(self) -> None:
         """No vnode-sync: every user DEFAULT, with no weight, floor or ceiling (the agent's teardown)."""
         self.generation += 1
@@ -457,11 +494,13 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
                 clients[u.slot] = bed.start(scenario, u, cell_name)
             time.sleep(WARM_UP_SECONDS)
             before_bytes = {slot: c.bytes() for slot, c in clients.items()}
-            before_node, before_machine = bed.node_bytes(), machine_sample.take()
+            before_node, before_machine, before_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
             start = time.monotonic()
-            time.sleep(window)
+            cell.volumes = bed.volume_samples(window)
             end = time.monotonic()
-            after_node, after_machine = bed.node_bytes(), machine_sample.take()
+            after_node, after_machine, after_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
+            cell.waited = {slot: (after_waits[slot] - before_waits.get(slot, 0)) / 1e9 / (end - start)
+                           for slot in after_waits}
             for u in scenario.users:
                 client = clients[u.slot]
                 if u.interactive:
@@ -527,6 +566,7 @@ def cells_from_json(line: str) -> tuple[Scenario, dict[str, Cell]]:
     for c in entry["cells"]:
         c["transfers"] = {int(k): v for k, v in c["transfers"].items()}
         c["rates"] = {int(k): v for k, v in c["rates"].items()}
+        c["waited"] = {int(k): v for k, v in c.get("waited", {}).items()}
         cells[c["policy"]] = Cell(**c)
     return scenario, cells
 
