@@ -12,6 +12,7 @@ from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.node_lock import hold_node_lock
+from vnode_sync.distribution import version
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.fast_moves import FastMoves
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="agent YAML file")
     parser.add_argument("--teardown", action="store_true",
                         help="remove this agent's VNodes (threads go back to the root cgroup) and exit")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     args = parser.parse_args(argv)
     try:
         config = load_agent_config(args.config)

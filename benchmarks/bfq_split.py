@@ -1,5 +1,5 @@
 """Two backlogged readers by BFQ weight on blkio-v1: what each moves under BFQ's defaults and under
-the data-disk settings recommended for interactive users (docs/fair-shares.md), in one run.
+the data-disk settings recommended for interactive users (docs/edge.md), in one run.
 
     sudo .venv/bin/python -m benchmarks.bfq_split [--sets 'timeout_sync=10,...;...'] [--rounds 3]
         [--seconds 12] [--disk-mbps 60]

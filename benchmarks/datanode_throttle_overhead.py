@@ -7,10 +7,9 @@ never bind, against DataNodes without it, alternating in the same run (target: w
 Two real HDFS clusters run side by side, the same but for `-javaagent:` on one's DataNodes:
 "agent" (every packet goes through the weighted scheduler as work-conserving sharing runs it:
 each user with a local weight (its priority) and a ceiling, the node's capacity --node-gbps, all
-above what the node can do, and a UID line per user so every op is charged) and "none". The
-agent runs with follow_node=false, so R stays at that capacity: what is measured is the
-per-packet cost of the path, not the few per cent under a saturated node's speed that
-CapacityControl keeps R at on purpose so weights hold (docs/datanode-throttle.md). Without --block-tokens each op's user is its
+above what the node can do, and a UID line per user so every op is charged) and "none": what is
+measured is the per-packet cost of the path, each packet dispatched by its volume's dispatcher
+(docs/edge.md). Without --block-tokens each op's user is its
 client socket's owner, found in /proc/net/tcp (once per connection); with it (on both
 clusters), the block token's user. A trial on one cluster: after a sync, so no earlier trial's
 dirty pages are written back during it, both users write a file at once through the native
@@ -198,7 +197,7 @@ def measure(args: argparse.Namespace) -> int:
     site = {"dfs.block.access.token.enable": "true"} if args.block_tokens else {}
     pair = [HdfsCluster(unique_name(f"dntover-{side}"), datanodes=args.datanodes, disk=args.disk,
                         disk_mb=max(1024, 4 * args.file_mb * len(USERS)), disk_read_mbps=PACED_READ_MBPS,
-                        hdfs_site=site, datanode_throttle_args=("follow_node=false",))
+                        hdfs_site=site)
             for side in ("a", "b")]
     rate_ratios: dict[str, list[float]] = {"write": [], "read": []}
     cpu_ratios: dict[str, list[float]] = {"write": [], "read": []}

@@ -3,7 +3,7 @@ from the VM (steal), time the CPUs waited on the disk, the kernel's direct recla
 the CPU the DataNodes' JVMs spent in garbage collection.
 
 A slow pass of an interactive benchmark that no scheduler wait explains had to lose its time somewhere
-(docs/fair-shares.md); sampled before and after each cell, these say whether it was the machine.
+(docs/edge.md); sampled before and after each cell, these say whether it was the machine.
 All of it is read from /proc, so sampling costs no process of its own.
 """
 

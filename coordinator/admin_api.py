@@ -57,10 +57,10 @@ class AdminService(pb_grpc.AdminServicer):
         return pb.ListUsersResponse(users=[user_message(u) for u in readable_by(caller, self.cluster.users())],
                                     generation=self.cluster.generation())
 
-    def _nodes(self) -> list[pb.StorageNode]:
+    def _nodes(self, shown=None) -> list[pb.StorageNode]:
         nodes = []
         updates = self.cluster.allocation_updates()
-        for node in self.cluster.config.storage_nodes:
+        for node in self.cluster.config.storage_nodes if shown is None else shown:
             runtime = self.cluster.runtime.node_runtime(node.node_id)
             registered = {d.name: d for d in runtime.devices}
             devices = [pb.Device(name=d.name, major=registered.get(d.name, pb.Device()).major,
@@ -75,6 +75,24 @@ class AdminService(pb_grpc.AdminServicer):
                                         allocation_updates=updates.get(node.node_id, 0),
                                         not_enforcing=runtime.not_enforcing))
         return nodes
+
+    def _node_change(self, node, pending: str) -> pb.StorageNodeChange:
+        return pb.StorageNodeChange(node=self._nodes([node])[0], generation=self.cluster.generation(), pending=pending)
+
+    @store_rpc
+    def AddStorageNode(self, request, caller):
+        return self._node_change(*self.cluster.node_commands.add(request.node_id, request.devices, request.endpoints,
+                                                                  caller.actor))
+
+    @store_rpc
+    def SetStorageNode(self, request, caller):
+        endpoints = list(request.endpoints) if request.replace_endpoints else None
+        return self._node_change(*self.cluster.node_commands.set(request.node_id, request.devices,
+                                                                  request.remove_devices, endpoints, caller.actor))
+
+    @store_rpc
+    def RemoveStorageNode(self, request, caller):
+        return self._node_change(*self.cluster.node_commands.remove(request.node_id, caller.actor))
 
     @store_rpc
     def ListNodes(self, request, caller):

@@ -151,9 +151,7 @@ class Allocator:
         """`skips(node_id)`: the node is not this allocator's (its edge shares by weight: weight_control.py)."""
         self.policy = config.policy
         self.skips = skips
-        self.nodes = {n.node_id: n for n in config.storage_nodes}
-        self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
-                              for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
+        self.set_capacities(config)
         self._lock = threading.Lock()
         self._usage: dict[tuple[str, str, str], _Pending] = {}     # (user, node, device), since the last tick
         self._estimator = DemandEstimator()
@@ -164,6 +162,12 @@ class Allocator:
         self._next_sequence = next_sequence
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.updates: dict[str, int] = {n: 0 for n in self.nodes}
+
+    def set_capacities(self, config: CoordinatorConfig) -> None:
+        """Each device's capacity (the same nodes, new values: the next tick allocates within them)."""
+        self.nodes = {n.node_id: n for n in config.storage_nodes}
+        self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
+                              for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
 
     # ---- input -------------------------------------------------------------
 

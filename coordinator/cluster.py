@@ -1,6 +1,7 @@
 """The coordinator's state, assembled from its parts, and the views that read across them.
 
-- `commands`: the audited commands (users, jobs) that change the durable store;
+- `commands`: the audited commands (users, jobs) that change the durable store; `node_commands`
+  those that add, change and remove storage nodes (node_commands.py);
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
 - `ledger`: the usage reports, booked once; the work-conserving control loop reads it: `weights` for
@@ -10,10 +11,12 @@
 import itertools
 import logging
 import threading
+from collections.abc import Callable, Sequence
 
 from vnode_sync.coordinator.allocation import Allocator, PairStatus
 from vnode_sync.coordinator.commands import Commands
-from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.node_commands import StorageNodeCommands, stored_nodes
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
@@ -37,8 +40,13 @@ class AllocationSequence:
 
 class Cluster:
     def __init__(self, config: CoordinatorConfig, store: Store):
+        # The store's storage nodes win over the file's, which seed it once (node_commands.py).
+        config = config.model_copy(update={"storage_nodes": stored_nodes(store, config)})
         self.config = config
         self.store = store
+        # Told (every node id, the removed ones) when storage nodes are added or removed (the server
+        # ends removed nodes' streams and tells its fan-out processes), from the store thread.
+        self.on_nodes_changed: list[Callable[[list[str], set[str]], None]] = []
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
         self.weights = self.allocator = None
@@ -52,6 +60,25 @@ class Cluster:
         self.publishing = Publishing(config, store, self.allocator, self.weights)
         self.runtime = NodeRuntimes(self.publishing, self.allocator, self.ledger, self.weights)
         self.commands = Commands(config, store, self.publishing)
+        self.node_commands = StorageNodeCommands(self)
+
+    def set_storage_nodes(self, nodes: Sequence[StorageNodeConfig]) -> None:
+        """Every part that reads the storage nodes takes `nodes` (on the store thread, before the
+        change's generation is published). The weights and allocations take new capacities of the
+        same nodes and devices only (node_commands.py refuses other changes under them)."""
+        config = self.config.model_copy(update={"storage_nodes": tuple(nodes)})
+        before = [n.node_id for n in self.config.storage_nodes]
+        node_ids = [n.node_id for n in nodes]
+        if self.weights is not None:
+            self.weights.set_capacities(config)
+        if self.allocator is not None:
+            self.allocator.set_capacities(config)
+        self.publishing.set_nodes(config)
+        self.runtime.set_nodes(node_ids)
+        self.config = self.commands.config = config
+        if node_ids != before:
+            for listener in self.on_nodes_changed:
+                listener(node_ids, set(before) - set(node_ids))
 
     def control_tick(self, users: list[UserRecord]) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or

@@ -13,7 +13,7 @@ from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import Store, UserRecord
-from vnode_sync.errors import InvalidArgument, NotFound
+from vnode_sync.errors import InvalidArgument, NotFound, Unsupported
 from vnode_sync.security.audit import AUDIT_LOGGER
 
 log = logging.getLogger(__name__)
@@ -62,12 +62,21 @@ class Commands:
         validation.bandwidth(bps, "reservation")
         if name not in {u.name for u in self.store.users()}:
             raise NotFound(f"unknown user {name!r}")
+        self._bound_applies("reservation", bps)
         self._admit(name, bps)
         generation, old = self.store.set_reservation(name, bps)
         self._published(generation)
         audit.info("actor=%s action=set-reservation user=%s old=%d new=%d generation=%d",
                    actor, name, old, bps, generation)
         return self.store.user(name)
+
+    def _bound_applies(self, what: str, bps: int) -> None:
+        """Refuse a floor or ceiling the policy in force would store and never apply (static shares split
+        each device by priority alone); clearing one (0) stays allowed, e.g. after leaving work-conserving."""
+        allocation = self.config.policy.allocation
+        if bps and allocation != "work-conserving":
+            raise Unsupported(f"a {what} applies only with policy.allocation work-conserving; this coordinator's "
+                              f"is {allocation}, which would ignore it (docs/fair-shares.md)")
 
     def _admit(self, name: str, bps: int) -> None:
         """Refuse a floor for `name` that would make the reservations overbook a device."""
@@ -80,6 +89,8 @@ class Commands:
     def set_limit(self, name: str, bps: int, actor: str) -> UserRecord:
         validation.user_name(name)
         validation.bandwidth(bps, "limit")
+        self.store.user(name)   # an unknown user is NOT_FOUND, whatever the policy
+        self._bound_applies("limit", bps)
         generation, old = self.store.set_limit(name, bps)
         self._published(generation)
         audit.info("actor=%s action=set-limit user=%s old=%d new=%d generation=%d", actor, name, old, bps, generation)

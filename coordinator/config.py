@@ -1,8 +1,9 @@
 """The coordinator's configuration: where it listens, where state lives, policy, seed users and nodes.
 
 Users listed here are created on first start; later changes made with vnodectl are kept
-in the state database and win over this file. Storage nodes and their capacities are
-read from this file on every start: capacity is a property of hardware, set by the admin.
+in the state database and win over this file. Storage nodes likewise: this file's seed the store
+once; `vnodectl nodes add|set|remove` changes them at runtime and the store's win afterwards
+(coordinator/node_commands.py).
 Read by the one typed loader (vnode_sync.config_loading); each class below is one section.
 """
 
@@ -183,7 +184,8 @@ class CoordinatorConfig(SecuredSettings):
     users: ListOf[SeedUser] = ()
     """Users created on first start."""
     storage_nodes: ListOf[StorageNodeConfig] = ()
-    """Every storage node and its devices' bandwidth."""
+    """Every storage node and its devices' bandwidth, copied into the store on the first start that finds
+    none there; afterwards the store's list wins (changed with `vnodectl nodes`, docs/using.md)."""
     log_format: LogFormat = "plain"
     """plain for people, json for a log collector."""
     audit_log: str = ""
@@ -197,15 +199,8 @@ class CoordinatorConfig(SecuredSettings):
     """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
     own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,
     each serving the streams of a share of the nodes, with the same TLS identity and access rules;
-    agents are sent there when they register (benchmarks/results/coordinator-scale.md). Not yet
-    with `zookeeper` (a standby's pause does not reach the processes' streams)."""
-
-    @model_validator(mode="after")
-    def _fan_out_without_zookeeper(self):
-        if self.fan_out_processes > 1 and self.zookeeper is not None:
-            raise Refused("fan_out_processes", self.fan_out_processes, "1 with a zookeeper section (not yet: a "
-                          "standby's pause of the streams does not reach fan-out processes)")
-        return self
+    agents are sent there when they register (benchmarks/results/coordinator-scale.md). With
+    `zookeeper`, a leader's pause and learning reach the processes' streams too (docs/ha.md)."""
 
     @model_validator(mode="after")
     def _metrics_transport(self):

@@ -51,12 +51,16 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
     """WatchDesiredState for the nodes of share `index` of `processes`, StreamUsage for any
     configured node; every other call is UNIMPLEMENTED."""
 
-    def __init__(self, index: int, processes: int, nodes: frozenset[str], access: AccessPolicy | OpenAccess, tell):
+    def __init__(self, index: int, processes: int, nodes: set[str], access: AccessPolicy | OpenAccess, tell):
+        """`nodes`: the storage nodes served, shared with `access` and updated in place as the
+        coordinator's batches say."""
         self.index, self.processes = index, processes
         self.nodes = nodes
         self.access = access
         self.tell = tell     # tell(FanOutEvent): to the coordinator
         self.changes = NodeChanges()
+        self.granting = asyncio.Event()   # clear while the coordinator learns (docs/ha.md): streams wait
+        self.granting.set()
         self.messages: dict[str, bytes] = {}
         self.generation = 0
         self._reports: list[pb.UsageReport] = []
@@ -64,12 +68,32 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
     def take(self, batch: pb.FanOutBatch) -> None:
         """New messages: only the streams of nodes whose message changed send (as on the coordinator)."""
         self.generation = max(self.generation, batch.generation)
+        if batch.HasField("gate"):
+            self._take_gate(batch.gate)
+        if batch.HasField("nodes"):
+            gone = self.nodes - set(batch.nodes.node_ids)
+            self.nodes.clear()
+            self.nodes.update(batch.nodes.node_ids)
+            for node_id in gone:
+                self.messages.pop(node_id, None)
+            self.changes.move(sorted(gone))   # a removed node's streams end
         changed = set()
         for state in batch.states:
             if self.messages.get(state.node_id) != state.message:
                 self.messages[state.node_id] = state.message
                 changed.add(state.node_id)
         self.changes.wake(changed)
+
+    def _take_gate(self, gate: pb.FanOutGate) -> None:
+        """As the coordinator's FanOut: closed ends every stream (and a stream opened meanwhile ends at
+        once); learning holds the streams before they send."""
+        if gate.closed:
+            self.changes.close()
+        else:
+            self.changes.closing = False
+        if gate.learn_seconds > 0:
+            self.granting.clear()
+            asyncio.get_running_loop().call_later(gate.learn_seconds, self.granting.set)
 
     async def WatchDesiredState(self, request, context):
         await refuse_missing(context, request, "WatchDesiredState")
@@ -82,6 +106,7 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
                 raise Unavailable(f"node {request.node_id!r} is not served by this fan-out process: register again")
         except VNodeSyncError as e:
             await abort(context, "WatchDesiredState", e)
+        await self.granting.wait()
         self.tell(pb.FanOutEvent(opened=request.node_id))
         try:
             await send_changes(context, request.node_id, self.changes, self.messages.get)
@@ -119,8 +144,9 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     if config.audit_log:
         send_audit_to(config.audit_log)
     credentials = server_credentials(config.security.tls) if config.security.tls else None
-    access = (AccessPolicy([n.node_id for n in config.storage_nodes], _no_user_calls) if credentials
-              else OpenAccess())
+    # The file's nodes until the coordinator's first batch says the store's.
+    nodes = {n.node_id for n in config.storage_nodes}
+    access = AccessPolicy(nodes, _no_user_calls) if credentials else OpenAccess()
     loop = asyncio.get_running_loop()
     # Buffered on the loop: a coordinator busy for a moment does not stall this process's streams.
     out, _ = await loop.connect_write_pipe(asyncio.Protocol, sys.stdout.buffer)
@@ -128,7 +154,7 @@ async def serve(config_path: str, host: str, index: int, processes: int) -> int:
     def tell(event: pb.FanOutEvent) -> None:
         out.write(frame(event.SerializeToString()))
 
-    streams = StreamsOfShare(index, processes, frozenset(n.node_id for n in config.storage_nodes), access, tell)
+    streams = StreamsOfShare(index, processes, nodes, access, tell)
     server = aio.server(options=SERVER_OPTIONS)
     address = f"{host}:0"
     port = server.add_insecure_port(address) if credentials is None else server.add_secure_port(address, credentials)

@@ -58,17 +58,53 @@ class FanOutProcesses:
         self.publishing = publishing
         self.runtime = runtime
         n = command.processes
-        self._shares: list[list[str]] = [[] for _ in range(n)]
-        for node in publishing.config.storage_nodes:
-            self._shares[share_of(node.node_id, n)].append(node.node_id)
-        self._node_parts = {node.node_id: field_entry(_NODE_ID, node.node_id.encode())
-                            for node in publishing.config.storage_nodes}
+        self._take_nodes([node.node_id for node in publishing.config.storage_nodes])
+        self._closed = False
+        self._learn_until = 0.0   # loop time
         self._ports = [0] * n
         self._pipes: list[asyncio.StreamWriter | None] = [None] * n
         self._children: list[asyncio.subprocess.Process | None] = [None] * n
         self._stopping = False
         # Called with a child's nodes once it serves: their streams served meanwhile by the coordinator end.
         self.on_ready: Callable[[list[str]], None] = lambda nodes: None
+
+    def _take_nodes(self, node_ids: list[str]) -> None:
+        n = self.command.processes
+        self._shares: list[list[str]] = [[] for _ in range(n)]
+        for node_id in node_ids:
+            self._shares[share_of(node_id, n)].append(node_id)
+        self._node_parts = {node_id: field_entry(_NODE_ID, node_id.encode()) for node_id in node_ids}
+        self._nodes_part = pb.FanOutBatch(nodes=pb.FanOutNodes(node_ids=node_ids)).SerializeToString()
+
+    def set_nodes(self, node_ids: list[str]) -> None:
+        """Storage nodes added or removed at runtime (on the loop): every child is told the new list
+        (whose nodes it accepts reports and streams of) with its share's current messages."""
+        self._take_nodes(node_ids)
+        for k, pipe in enumerate(self._pipes):
+            if pipe is not None:
+                self._send(k, self._shares[k], with_nodes=True)
+
+    def close_streams(self, closed: bool) -> None:
+        """As the coordinator's own streams (on the loop): closed, every child ends its streams and
+        opens none until reopened (a leader cut off from ZooKeeper, docs/ha.md)."""
+        self._closed = closed
+        self._send_gate(pb.FanOutGate(closed=closed))
+
+    def learn_for(self, seconds: float) -> None:
+        """Every child's streams send nothing for `seconds` (on the loop; a new leader learning)."""
+        self._learn_until = asyncio.get_running_loop().time() + seconds
+        self._send_gate(pb.FanOutGate(closed=self._closed, learn_seconds=seconds))
+
+    def _gate(self) -> pb.FanOutGate:
+        """The gate as it is now, for a child that starts."""
+        learn = max(0.0, self._learn_until - asyncio.get_running_loop().time())
+        return pb.FanOutGate(closed=self._closed, learn_seconds=learn)
+
+    def _send_gate(self, gate: pb.FanOutGate) -> None:
+        part = pb.FanOutBatch(gate=gate).SerializeToString()
+        for pipe in self._pipes:
+            if pipe is not None:
+                pipe.write(frame(part))
 
     def port_for(self, node_id: str) -> int:
         """The port of the child serving this node's streams; 0 while it is down."""
@@ -95,12 +131,14 @@ class FanOutProcesses:
                 if share:
                     self._send(k, share)
 
-    def _send(self, k: int, nodes: list[str]) -> None:
+    def _send(self, k: int, nodes: list[str], with_nodes: bool = False) -> None:
         """One FanOutBatch, written as serialized pieces (no message object per node: the batch of
-        10,000 nodes is built at every change)."""
+        10,000 nodes is built at every change); `with_nodes`: with the list of every node."""
         message, node_part = self.publishing.stream_message, self._node_parts
-        batch = [field_entry(_STATES, node_part[n] + field_entry(_MESSAGE, message(n))) for n in nodes]
+        batch = [field_entry(_STATES, node_part[n] + field_entry(_MESSAGE, message(n))) for n in nodes if n in node_part]
         batch.append(pb.FanOutBatch(generation=self.publishing.generation()).SerializeToString())
+        if with_nodes:
+            batch.append(self._nodes_part)
         self._pipes[k].write(frame(b"".join(batch)))
 
     async def _supervise(self, k: int) -> None:
@@ -129,7 +167,8 @@ class FanOutProcesses:
             if hello is None:
                 raise RuntimeError(f"ended before serving (exit {await child.wait()})")
             self._pipes[k] = child.stdin
-            self._send(k, self._shares[k])
+            child.stdin.write(frame(pb.FanOutBatch(gate=self._gate()).SerializeToString()))
+            self._send(k, self._shares[k], with_nodes=True)   # the store's nodes, which may differ from the file's
             self._ports[k] = pb.FanOutEvent.FromString(hello).port
             supervisor.succeeded()
             self.on_ready(self._shares[k])

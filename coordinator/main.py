@@ -14,6 +14,7 @@ from vnode_sync.coordinator.heap import tune_for_streams
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
+from vnode_sync.distribution import extra_refusal, version
 from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.metrics.settings import endpoint_tls
@@ -109,10 +110,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listen", help="override the config's listen address (host:port)")
     parser.add_argument("--state-path", help="override the config's SQLite path")
     parser.add_argument("--print-port", action="store_true", help="print the bound port on stdout once serving")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     add_store_command_arguments(parser)
     args = parser.parse_args(argv)
     if args.store_command:
         return store_command(args)
+    # Installed without vnode-sync[coordinator] (a storage node's form): one line now, not an ImportError
+    # from deep in the weight step once a work-conserving policy or ZooKeeper first needs it.
+    refusal = extra_refusal("coordinator", "vnode-coordinator")
+    if refusal:
+        print(refusal, file=sys.stderr)
+        return 2
     ha = None
     try:
         config = load_config(args.config)

@@ -5,7 +5,10 @@ coordinator already holds in memory, so nothing on the RPC path updates a gauge.
 and errors are counted by a gRPC server interceptor, one place for every method.
 
 Label values are bounded by the site's configuration: `node` by the configured storage nodes,
-`user` by the users in the store, `service`/`method`/`code` by the wire protocol.
+`user` by the users in the store, `service`/`method`/`code` by the wire protocol. Per-user series
+are one per user (or per user and direction) across the cluster, never per user and node: each
+user's rate is kept summed by the usage ledger as reports are booked, its share from the weight
+control's last step.
 """
 
 import asyncio
@@ -83,11 +86,26 @@ class CoordinatorCollector(Collector):
         nodes_held = GaugeMetricFamily("vnode_sync_coordinator_user_nodes_held",
                                        "Storage nodes whose last report shows the user held at its limit",
                                        labels=["user"])
+        rate = GaugeMetricFamily("vnode_sync_coordinator_user_rate_bytes_per_second",
+                                 "What the user moves over every storage node, as their agents last reported it",
+                                 labels=["user", "direction"])
+        rates = self.cluster.ledger.user_rates()
         for record in users:
             active.add_metric([record.name], 1 if record.active else 0)
             priority.add_metric([record.name], record.effective_priority)
             nodes_held.add_metric([record.name], held.get(record.name, 0))
-        yield from (active, priority, nodes_held)
+            read, write = rates.get(record.name, (0.0, 0.0))
+            rate.add_metric([record.name, "read"], read)
+            rate.add_metric([record.name, "write"], write)
+        yield from (active, priority, nodes_held, rate)
+        if self.cluster.weights is not None:
+            given = GaugeMetricFamily("vnode_sync_coordinator_user_given_bytes_per_second",
+                                      "What the last work-conserving step gives the user over every node whose "
+                                      "edge shares by weight (its share of the cluster)", labels=["user", "direction"])
+            for user, (read, write) in sorted(self.cluster.weights.given_totals().items()):
+                given.add_metric([user, "read"], read)
+                given.add_metric([user, "write"], write)
+            yield given
 
 
 class RpcMetrics(aio.ServerInterceptor):

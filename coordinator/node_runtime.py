@@ -66,6 +66,11 @@ class NodeRuntimes:
         self._connections_version = 0   # bumped by every change of them
         self._unknown_users_logged: set[str] = set()
 
+    def set_nodes(self, node_ids) -> None:
+        """The storage nodes changed at runtime: a new one starts unknown, a removed one is forgotten."""
+        with self._lock:
+            self._nodes = {node_id: self._nodes.get(node_id) or NodeRuntime() for node_id in node_ids}
+
     # ---- storage agents ----------------------------------------------------------
 
     def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str],
@@ -96,8 +101,11 @@ class NodeRuntimes:
 
     def stream_closed(self, node_id: str) -> None:
         with self._lock:
-            self._nodes[node_id].streams -= 1
-            gone = self._nodes[node_id].streams <= 0
+            runtime = self._nodes.get(node_id)
+            if runtime is None:   # removed while its stream was open
+                return
+            runtime.streams -= 1
+            gone = runtime.streams <= 0
         if gone and self.weights is not None:
             self.weights.unreachable([node_id])
 
@@ -174,7 +182,7 @@ class NodeRuntimes:
     def node_runtime(self, node_id: str) -> NodeRuntime:
         """A copy, consistent at the time of the call."""
         with self._lock:
-            r = self._nodes[node_id]
+            r = self._nodes.get(node_id) or NodeRuntime()
             runtime = NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation,
                                   r.last_seen, r.streams, list(r.errors), not_enforcing=r.not_enforcing)
         runtime.held_at_limit = self.ledger.held_users(node_id)

@@ -35,9 +35,14 @@ class Snapshot:
 
 
 class StorageNodes:
-    """The configured storage nodes by id; an unknown id is refused in one line that lists some known ones."""
+    """The configured storage nodes by id; an unknown id is refused in one line that lists some known ones.
+    A set of node ids too (`in`): the access policy's list of storage nodes."""
 
     def __init__(self, config: CoordinatorConfig):
+        self.replace(config)
+
+    def replace(self, config: CoordinatorConfig) -> None:
+        """In place: whoever holds this object (the access policy) sees the new nodes."""
         self._configured = config.storage_nodes
         self._by_id = {n.node_id: n for n in config.storage_nodes}
 
@@ -48,6 +53,9 @@ class StorageNodes:
             raise NotFound(f"storage node {node_id!r} is not configured on the coordinator (configured: {known}"
                            f"{', ...' if len(self._configured) > 20 else ''})")
         return node
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._by_id
 
 
 class Publishing:
@@ -70,15 +78,27 @@ class Publishing:
         self._node_states: dict[str, tuple[int, bytes]] = {}
         # node_id -> (state bytes, connection part, allocation sequence, the message a stream sends)
         self._messages: dict[str, tuple[bytes, bytes, int, bytes]] = {}
-        self._node_id_parts = {n.node_id: pb.DesiredState(node_id=n.node_id).SerializeToString()
-                               for n in config.storage_nodes}
         self._targets: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
+        self._connection_parts = ConnectionParts()
+        self.set_nodes(config)
+
+    def set_nodes(self, config: CoordinatorConfig) -> None:
+        """`config`'s storage nodes from now on (at start, and when they are changed at runtime, before
+        the change's generation is published: the states of that generation are built on them)."""
+        nodes = config.storage_nodes
         # node_id -> its devices' class: nodes with equal devices share one (compared once, here)
         classes: dict[tuple, int] = {}
-        self._device_class = {n.node_id: classes.setdefault(n.devices, len(classes)) for n in config.storage_nodes}
-        self._routes = ConnectionRoutes(config.storage_nodes)
-        self._device_sets = list({n.devices: n for n in config.storage_nodes}.values())   # a node of each
-        self._connection_parts = ConnectionParts()
+        device_class = {n.node_id: classes.setdefault(n.devices, len(classes)) for n in nodes}
+        with self._lock:
+            self.config = config
+            self.nodes.replace(config)
+            self._node_id_parts = {n.node_id: pb.DesiredState(node_id=n.node_id).SerializeToString() for n in nodes}
+            self._device_class = device_class
+            self._routes = ConnectionRoutes(nodes)
+            self._device_sets = list({n.devices: n for n in nodes}.values())   # a node of each
+            # Built on the nodes as they were: of the current generation too, so dropped here.
+            self._templates, self._node_states, self._targets = {}, {}, {}
+            self._messages = {k: v for k, v in self._messages.items() if k in device_class}
 
     # ---- the generation ------------------------------------------------------
 

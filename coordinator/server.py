@@ -160,10 +160,12 @@ class CoordinatorServer:
         self._background = background
 
     async def _add_services(self, cluster: Cluster, fan_out_command: FanOutCommand | None = None) -> None:
-        access = (AccessPolicy([n.node_id for n in cluster.config.storage_nodes],
-                               lambda user: cluster.store.user(user).priority) if self._credentials else OpenAccess())
+        access = (AccessPolicy(cluster.publishing.nodes, lambda user: cluster.store.user(user).priority)
+                  if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
+        cluster.on_nodes_changed.append(
+            lambda node_ids, removed: self._loop.call_soon_threadsafe(self._nodes_changed, node_ids, removed))
         stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
@@ -175,6 +177,14 @@ class CoordinatorServer:
                              raw_responses=("Status",)),
             service_handlers("AgentLink", AgentLinkService(cluster, access, self.fan_out, stream_port),
                              raw_responses=("WatchDesiredState",)))
+
+    def _nodes_changed(self, node_ids: list[str], removed: set[str]) -> None:
+        """Storage nodes added or removed at runtime (on the loop, before their generation's wake): a
+        removed node's streams end (its agent's next Register is refused), and the fan-out processes
+        take the new list."""
+        if self.fan_out_processes is not None:
+            self.fan_out_processes.set_nodes(node_ids)
+        self.fan_out.changes.move(sorted(removed))
 
     def start(self) -> None:
         self._call(self._start())
@@ -190,7 +200,7 @@ class CoordinatorServer:
 
     def pause_streams(self) -> None:
         """End every agent stream and open no new one until `resume_streams` (from any thread)."""
-        self._loop.call_soon_threadsafe(lambda: self.fan_out and self.fan_out.close_streams())
+        self._loop.call_soon_threadsafe(self._close_streams, True)
 
     def learn_for(self, seconds: float) -> None:
         """Streams send nothing for `seconds` (from any thread; before the gate opens)."""
@@ -198,12 +208,21 @@ class CoordinatorServer:
 
     async def _learn_for(self, seconds: float) -> None:
         self.fan_out.learn_for(seconds)
+        if self.fan_out_processes:
+            self.fan_out_processes.learn_for(seconds)
 
     def resume_streams(self) -> None:
-        def resume():
-            if self.fan_out:
+        self._loop.call_soon_threadsafe(self._close_streams, False)
+
+    def _close_streams(self, closed: bool) -> None:
+        """Here and in the fan-out processes (on the loop)."""
+        if self.fan_out:
+            if closed:
+                self.fan_out.close_streams()
+            else:
                 self.fan_out.closing = False
-        self._loop.call_soon_threadsafe(resume)
+        if self.fan_out_processes:
+            self.fan_out_processes.close_streams(closed)
 
     def fail(self, reason: str) -> None:
         """Stop the process as a failed background task does (from any thread)."""

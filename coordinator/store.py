@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
 """
+# Added after the first release (made when an older store is opened): each storage node as the admin
+# declared it, one JSON document (coordinator.config.StorageNodeConfig) per node. Seeded once from the
+# config file (meta 'nodes_seeded'); from then on changed only by the node commands.
+NODES_SCHEMA = "CREATE TABLE IF NOT EXISTS storage_nodes (node_id TEXT PRIMARY KEY, spec TEXT NOT NULL)"
 TABLES = {"users", "jobs", "meta"}
 # Columns added after the first release, added to an older store when it is opened.
 ADDED_COLUMNS = (
@@ -146,6 +150,10 @@ class Store(Protocol):
     def end_job(self, job_id: str, node: str) -> tuple[int, str | None]: ...
     def confirm_running_jobs(self, node: str, running: set[str]) -> list[str]: ...
     def expire_jobs(self, older_than: float) -> list[tuple[str, str]]: ...
+    def storage_nodes(self) -> dict[str, str] | None: ...
+    def seed_storage_nodes(self, specs: dict[str, str]) -> bool: ...
+    def put_storage_node(self, node_id: str, spec: str, create: bool) -> tuple[int, str | None]: ...
+    def remove_storage_node(self, node_id: str) -> tuple[int, str]: ...
     def touch(self) -> int: ...
     def close(self) -> None: ...
 
@@ -209,6 +217,7 @@ class UserSeed(Protocol):
 
 
 def _add_columns(db: sqlite3.Connection) -> None:
+    db.execute(NODES_SCHEMA)
     for table, column, kind in ADDED_COLUMNS:
         present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         if column not in present:
@@ -529,6 +538,51 @@ class StateStore(UserSettings):
         with self._lock:
             return self._db.execute("SELECT job_id, node FROM jobs WHERE user = ? ORDER BY job_id, node",
                                     (user,)).fetchall()
+
+    # ---- storage nodes -----------------------------------------------------
+
+    def storage_nodes(self) -> dict[str, str] | None:
+        """node id -> its spec (JSON); None until the nodes were first seeded."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM meta WHERE key = 'nodes_seeded'").fetchone() is None:
+                return None
+            return dict(self._db.execute("SELECT node_id, spec FROM storage_nodes ORDER BY rowid").fetchall())
+
+    def seed_storage_nodes(self, specs: dict[str, str]) -> bool:
+        """The config file's nodes, once in the store's life (with the mark, in one transaction); False
+        if they were seeded before: the store's nodes win from then on."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM meta WHERE key = 'nodes_seeded'").fetchone() is not None:
+                return False
+            db.executemany("INSERT INTO storage_nodes (node_id, spec) VALUES (?, ?)", list(specs.items()))
+            db.execute("INSERT INTO meta (key, value) VALUES ('nodes_seeded', 1)")
+            return True
+
+    def put_storage_node(self, node_id: str, spec: str, create: bool) -> tuple[int, str | None]:
+        """Add (`create`) or replace a node's spec; returns (generation, old spec or None)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT spec FROM storage_nodes WHERE node_id = ?", (node_id,)).fetchone()
+            old = row[0] if row else None
+            if create and old is not None:
+                raise InvalidArgument(f"storage node {node_id!r} exists already; use `vnodectl nodes set` to change it")
+            if not create and old is None:
+                raise NotFound(f"unknown storage node {node_id!r}")
+            if old == spec:
+                return self.generation(), old
+            if old is None:
+                db.execute("INSERT INTO storage_nodes (node_id, spec) VALUES (?, ?)", (node_id, spec))
+            else:   # in place: the nodes keep their order
+                db.execute("UPDATE storage_nodes SET spec = ? WHERE node_id = ?", (spec, node_id))
+            return self._bump(db), old
+
+    def remove_storage_node(self, node_id: str) -> tuple[int, str]:
+        """Returns (generation, the removed spec)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT spec FROM storage_nodes WHERE node_id = ?", (node_id,)).fetchone()
+            if row is None:
+                raise NotFound(f"unknown storage node {node_id!r}")
+            db.execute("DELETE FROM storage_nodes WHERE node_id = ?", (node_id,))
+            return self._bump(db), row[0]
 
     def touch(self) -> int:
         """Bump the generation without a state change (e.g. a node registered)."""

@@ -89,6 +89,9 @@ class UsageLedger:
         self._lock = threading.Lock()
         self._nodes: dict[str, _Node] = {}
         self._listeners: list[FlowListener] = []
+        # user -> [read, write] bytes/s summed over every node's flows, kept as flows are booked (the
+        # metrics read each user's cluster-wide rate without adding up nodes x users at a scrape)
+        self._user_rates: dict[str, list[float]] = {}
         self.started = clock()
 
     def on_flows(self, listener: FlowListener) -> None:
@@ -132,13 +135,33 @@ class UsageLedger:
                     listener(report.node_id, full, changed, gone)
         return samples
 
+    def _count(self, user: str, flow: Flow, sign: int) -> None:
+        if user:
+            total = self._user_rates.setdefault(user, [0.0, 0.0])
+            total[0] += sign * flow.read_bps
+            total[1] += sign * flow.write_bps
+
+    def _set_flow(self, node: _Node, key: tuple[str, str], flow: Flow) -> None:
+        old = node.flows.get(key)
+        if old is not None:
+            self._count(key[0], old, -1)
+        node.flows[key] = flow
+        self._count(key[0], flow, 1)
+
+    def _drop_flows(self, node: _Node, user: str | None = None) -> None:
+        """The node's flows of `user` (None: all of them) leave the book."""
+        for key, flow in node.flows.items():
+            if user is None or key[0] == user:
+                self._count(key[0], flow, -1)
+        node.flows = {} if user is None else {k: f for k, f in node.flows.items() if k[0] != user}
+
     def _book_summary(self, node: _Node, summary: pb.DemandSummary, known: set[str],
                       seconds: float) -> tuple[list[Sample], set[str] | None]:
         if summary.full:
-            node.flows.clear()
+            self._drop_flows(node)
             node.held_devices.clear()
         for user in summary.gone:
-            node.flows = {k: f for k, f in node.flows.items() if k[0] != user}
+            self._drop_flows(node, user)
             node.held.pop(user, None)
             node.held_devices.pop(user, None)
         samples = []
@@ -148,7 +171,7 @@ class UsageLedger:
             user, device = summary.users[u], summary.devices[d]
             if user and user not in known:
                 continue
-            node.flows[(user, device)] = Flow(rb, wb, rh, wh, rd, wd)
+            self._set_flow(node, (user, device), Flow(rb, wb, rh, wh, rd, wd))
             held_at = node.held_devices.setdefault(user, set())
             if rh or wh:
                 held_at.add(device)
@@ -193,7 +216,10 @@ class UsageLedger:
                 rates = ((u.read_bytes - last[1]) / elapsed, (u.write_bytes - last[2]) / elapsed)
                 samples.append(Sample(u.user, u.device, *rates, elapsed, u.held_at_limit and rates[0] > 0,
                                       u.held_at_limit and rates[1] > 0))
-        node.flows, node.counters = flows, counters
+        self._drop_flows(node)
+        for key, flow in flows.items():
+            self._set_flow(node, key, flow)
+        node.counters = counters
         node.held_devices = {}
         for (user, device), flow in flows.items():
             if flow.held:
@@ -254,6 +280,20 @@ class UsageLedger:
                 total[0] += flow.read_bps
                 total[1] += flow.write_bps
         return {user: (r, w) for user, (r, w) in out.items()}
+
+    def user_rates(self) -> dict[str, tuple[float, float]]:
+        """user -> measured (read, write) bytes/s summed over every node; nodes gone silent left out."""
+        with self._lock:
+            totals = {user: list(rates) for user, rates in self._user_rates.items()}
+            stale = self._clock() - STALE_SECONDS
+            for node in self._nodes.values():
+                if node.last_report is not None and node.last_report < stale:
+                    for (user, _), flow in node.flows.items():
+                        if user in totals:
+                            totals[user][0] -= flow.read_bps
+                            totals[user][1] -= flow.write_bps
+        # Adding and taking away floats leaves dust where a user moved nothing: below a byte/s is none.
+        return {user: (r if r >= 1.0 else 0.0, w if w >= 1.0 else 0.0) for user, (r, w) in totals.items()}
 
     def held_users(self, node_id: str) -> set[str]:
         """Users held on the node, as its reports last said."""

@@ -208,6 +208,15 @@ class WeightControl:
         with self._lock:
             return bool(self._awaited)
 
+    def set_capacities(self, config: CoordinatorConfig) -> None:
+        """New capacities of the same nodes and devices (every column keeps its place, so the demand
+        book and the warm start stay aligned): the next tick steps on them."""
+        columns = _Columns(config)
+        if columns.node_ids != self._book_columns.node_ids or columns.devices != self._book_columns.devices:
+            raise ValueError("set_capacities needs the same nodes and devices in the same order")
+        with self._lock:
+            self.config, self._book_columns = config, columns
+
     def manages(self, node_id: str) -> bool:
         i = self._book_columns.node_index.get(node_id)
         with self._lock:
@@ -369,3 +378,15 @@ class WeightControl:
                            float(share[k, 0]), float(share[k, 1]))
                 for k, i in enumerate(listed)}
 
+
+    def given_totals(self) -> dict[str, tuple[float, float]]:
+        """user -> (read, write) bytes/s the last step gives it over every node it weighs: the user's
+        cluster-wide share as the center computed it."""
+        with self._lock:
+            step, names, layout = self.last_step, self._users, self._layout
+        if step is None:
+            return {}
+        direction = self._book_columns.direction[layout.key]   # a whole node's key is its first device's + direction
+        read = step.allocation[:, direction == 0].sum(axis=1, dtype=np.float64)
+        write = step.allocation[:, direction == 1].sum(axis=1, dtype=np.float64)
+        return {name: (float(r), float(w)) for name, r, w in zip(names, read, write)}

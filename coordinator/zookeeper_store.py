@@ -1,8 +1,9 @@
 """The coordinator's durable state in ZooKeeper: what coordinator/store.py keeps in SQLite, for
 several coordinators of which one leads.
 
-Layout under `root`: `generation` (the counter, as text), `store_id`, `users/<name>` and
-`jobs/<job id>@<node>` (JSON each; names percent-encoded). Every change is one multi-op
+Layout under `root`: `generation` (the counter, as text), `store_id`, `users/<name>`,
+`jobs/<job id>@<node>` and `nodes/<node id>` (JSON each; names percent-encoded; `nodes` exists once
+the config file's storage nodes were seeded). Every change is one multi-op
 transaction of writes conditional on the versions read (create fails on an existing znode,
 set and delete name the version) that also writes the generation znode at the version read: any
 two changes are ordered by that znode's version, so a change computed from a state someone else
@@ -70,6 +71,7 @@ class _State:
     generation: int
     users: dict[str, tuple[dict, int]] = field(default_factory=dict)   # name -> (fields, znode version)
     jobs: dict[tuple[str, str], tuple[dict, int]] = field(default_factory=dict)   # (job, node) -> ...
+    nodes: dict[str, tuple[dict, int]] | None = None   # storage node id -> (spec, version); None: not seeded
     records: list[UserRecord] | None = None   # made from users and jobs on the first read
 
     def user_records(self) -> list[UserRecord]:
@@ -209,9 +211,14 @@ class ZooKeeperStore(UserSettings):
             data, stat = self._call(self.client.get_async(self._path("generation")))
             users = self._call(self.client.get_children_async(self._path("users")))
             jobs = self._call(self.client.get_children_async(self._path("jobs")))
+            try:
+                nodes = self._call(self.client.get_children_async(self._path("nodes")))
+            except NoNodeError:
+                nodes = None   # not seeded yet
             pending = [("users/" + u, self.client.get_async(self._path("users/" + u))) for u in users]
             pending += [("jobs/" + j, self.client.get_async(self._path("jobs/" + j))) for j in jobs]
-            state = _State(stat.version, int(data))
+            pending += [("nodes/" + n, self.client.get_async(self._path("nodes/" + n))) for n in nodes or ()]
+            state = _State(stat.version, int(data), nodes={} if nodes is not None else None)
             for key, started in pending:
                 try:
                     raw, znode = self._call(started)
@@ -220,6 +227,8 @@ class ZooKeeperStore(UserSettings):
                 fields = json.loads(raw)
                 if key.startswith("users/"):
                     state.users[_decode(key[6:])] = (fields, znode.version)
+                elif key.startswith("nodes/"):
+                    state.nodes[_decode(key[6:])] = (fields, znode.version)
                 else:
                     state.jobs[(fields["job_id"], fields["node"])] = (fields, znode.version)
             _, again = self._call(self.client.get_async(self._path("generation")))
@@ -318,10 +327,16 @@ class ZooKeeperStore(UserSettings):
 
     @staticmethod
     def _applied(state: _State, change: _Change, generation: int) -> _State:
-        after = _State(state.version + 1, generation, dict(state.users), dict(state.jobs))
+        after = _State(state.version + 1, generation, dict(state.users), dict(state.jobs),
+                       dict(state.nodes) if state.nodes is not None else None)
         for kind, key, fields, version in change.ops:
+            if key == "nodes":
+                after.nodes = {}
+                continue
             if key.startswith("users/"):
                 table, item = after.users, _decode(key[6:])
+            elif key.startswith("nodes/"):
+                table, item = after.nodes, _decode(key[6:])
             else:
                 table = after.jobs
                 job_part, node_part = key[5:].split("@")
@@ -433,6 +448,60 @@ class ZooKeeperStore(UserSettings):
                 change.delete(_job_key(*key), state.jobs[key][1])
             return change, expired
         return self._change(plan)[1]
+
+    # ---- storage nodes -------------------------------------------------------------
+
+    def storage_nodes(self) -> dict[str, str] | None:
+        """node id -> its spec (JSON); None until the nodes were first seeded."""
+        nodes = self._current().nodes
+        if nodes is None:
+            return None
+        return {node_id: json.dumps(spec, sort_keys=True) for node_id, (spec, _) in sorted(nodes.items())}
+
+    def seed_storage_nodes(self, specs: dict[str, str]) -> bool:
+        """The config file's nodes, once in the store's life (`nodes` and its children in one
+        transaction, no new generation); False if they were seeded before."""
+        def plan(state):
+            if state.nodes is not None:
+                return None, False
+            change = _Change(bump=False)
+            change.create("nodes", {})
+            for node_id, spec in specs.items():
+                change.create(f"nodes/{_encode(node_id)}", json.loads(spec))
+            return change, True
+        return self._change(plan)[1]
+
+    def put_storage_node(self, node_id: str, spec: str, create: bool) -> tuple[int, str | None]:
+        """Add (`create`) or replace a node's spec; returns (generation, old spec or None)."""
+        def plan(state):
+            entry = (state.nodes or {}).get(node_id)
+            old = json.dumps(entry[0], sort_keys=True) if entry else None
+            if create and old is not None:
+                raise InvalidArgument(f"storage node {node_id!r} exists already; use `vnodectl nodes set` to change it")
+            if not create and old is None:
+                raise NotFound(f"unknown storage node {node_id!r}")
+            if old == json.dumps(json.loads(spec), sort_keys=True):
+                return None, old
+            change = _Change()
+            if state.nodes is None:
+                change.create("nodes", {})
+            if entry is None:
+                change.create(f"nodes/{_encode(node_id)}", json.loads(spec))
+            else:
+                change.set(f"nodes/{_encode(node_id)}", json.loads(spec), entry[1])
+            return change, old
+        return self._change(plan)
+
+    def remove_storage_node(self, node_id: str) -> tuple[int, str]:
+        """Returns (generation, the removed spec)."""
+        def plan(state):
+            entry = (state.nodes or {}).get(node_id)
+            if entry is None:
+                raise NotFound(f"unknown storage node {node_id!r}")
+            change = _Change()
+            change.delete(f"nodes/{_encode(node_id)}", entry[1])
+            return change, json.dumps(entry[0], sort_keys=True)
+        return self._change(plan)
 
     def touch(self) -> int:
         """Bump the generation without a state change (e.g. a new leader took over)."""

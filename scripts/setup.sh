@@ -21,10 +21,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# Ranges in pyproject.toml, exact versions from constraints.txt (the one pin list).
+# Ranges in pyproject.toml, exact versions from constraints.txt (the one pin list). The coordinator extra
+# too: the suite runs the coordinator, which a storage node's install leaves out.
 stamp="$venv/.vnode-sync-installed"
 if [ ! -f "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ] || [ "$repo/constraints.txt" -nt "$stamp" ]; then
-  "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test,testbed]"
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[test,testbed,coordinator]"
   touch "$stamp"
 fi
 

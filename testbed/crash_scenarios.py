@@ -4,7 +4,7 @@ and say what that start holds: the state before the step, the state after it, or
 
     python -m testbed.crash_scenarios [NAME...]          # kill at every point; print counts and outcomes
 
-Each step runs the same call the product makes (the coordinator's store opening and set-priority
+Each step runs the same call the product makes (the coordinator's store opening, set-priority and storage-node
 write, the agent's state-cache write, the batch hook's spool write) in a process of its own that
 stays single-threaded, so strace can name each call (testbed/crash_points.py). The real services
 add threads (gRPC) around these calls but no other writes to these files.
@@ -120,6 +120,42 @@ def _set_priority_holds(workdir: str) -> str:
     return outcomes[state]
 
 
+def _prepare_nodes(workdir: str) -> None:
+    """A store whose storage nodes were seeded from the file (the coordinator's first start does it)."""
+    from vnode_sync.coordinator.node_commands import stored_nodes
+    _prepare_store(workdir)
+    store = _start_coordinator_store(workdir)
+    stored_nodes(store, _coordinator_config(workdir))
+    store.close()
+
+
+def _set_storage_node(workdir: str) -> None:
+    from vnode_sync.coordinator.cluster import Cluster
+    from vnode_sync.wire import vnode_pb2 as pb
+    store = _start_coordinator_store(workdir)
+    cluster = Cluster(_coordinator_config(workdir), store)
+    # What the Admin SetStorageNode call runs on the store thread (vnodectl nodes set, measure-capacity --apply).
+    cluster.node_commands.set("dn1", [pb.Device(name="/dev/vnode-sync-crash", read_bps=120_000_000,
+                                                write_bps=90_000_000)], [], None, "admin:crash")
+    store.close()
+
+
+def _set_storage_node_holds(workdir: str) -> str:
+    import json
+    store = _restarted_store(workdir)
+    try:
+        nodes, generation = store.storage_nodes(), store.generation()
+    finally:
+        store.close()
+    device = json.loads(nodes["dn1"])["devices"][0] if nodes and "dn1" in nodes else {}
+    state = (device.get("read_bps"), device.get("write_bps"), generation)
+    first = 1 + len(SEED_USERS)
+    outcomes = {(60_000_000, 30_000_000, first): "before", (120_000_000, 90_000_000, first + 1): "after"}
+    if state not in outcomes:
+        raise Neither(f"dn1's capacities and the generation {state}: neither of {sorted(outcomes)}")
+    return outcomes[state]
+
+
 # ---- the storage agent's state cache ----------------------------------------------------------
 
 def _cached_state(generation: int):
@@ -180,6 +216,7 @@ def _spool_holds(workdir: str) -> str:
 SCENARIOS = {s.name: s for s in (
     Scenario("first-start", _write_coordinator_config, _first_start, _first_start_holds),
     Scenario("set-priority", _prepare_store, _set_priority, _set_priority_holds),
+    Scenario("set-storage-node", _prepare_nodes, _set_storage_node, _set_storage_node_holds),
     Scenario("agent-cache", lambda w: _save_cache(w, 1), lambda w: _save_cache(w, 2), _cache_holds),
     Scenario("spool", lambda w: _spool(w, "start"), lambda w: _spool(w, "end"), _spool_holds),
 )}

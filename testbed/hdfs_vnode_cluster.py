@@ -34,7 +34,8 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                        hadoop_version: str | None = None,
                        kerberos: bool = False,
                        short_circuit: bool = False,
-                       native: bool = False) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
+                       native: bool = False,
+                       datanode_java_home: str | None = None) -> Iterator[tuple[HdfsCluster, LocalCluster]]:
     """`before_agents(hdfs)` runs once HDFS is up and before vnode-sync starts (e.g. to write files
     unthrottled). `backend`: "blkio-v1" (handler threads in cgroups) or "datanode-throttle" (the
     Java agent in every DataNode; no cgroup). `block_tokens` (datanode-throttle only): block access
@@ -44,7 +45,8 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
     `hadoop_version`: the Hadoop line (default the testbed's). `kerberos`: a secure HDFS (KDC, SASL
     privacy, block tokens, SPNEGO) where each user is the principal `<name>@REALM` with a ticket
     cache of its own, made before `before_agents`. `short_circuit`: short-circuit local reads on.
-    `native`: the DataNodes load libhadoop as production ones do (HdfsCluster's)."""
+    `native`: the DataNodes load libhadoop as production ones do (HdfsCluster's). `datanode_java_home`:
+    the Java runtime the DataNodes (and the agent in them) run on (HdfsCluster's)."""
     throttle = backend == "datanode-throttle"
     if throttle and block_tokens:
         # Block access tokens name the HDFS user on every DataNode of a write pipeline; without
@@ -55,7 +57,7 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
                      replication=replication, datanode_throttle=datanode_throttle_jar() if throttle else None,
                      datanode_throttle_args=java_agent_args, disk=disk, **paced,
                      hadoop_version=hadoop_version, kerberos=kerberos, short_circuit=short_circuit,
-                     native=native) as hdfs:
+                     native=native, datanode_java_home=datanode_java_home) as hdfs:
         for user in users if kerberos else ():
             hdfs.add_user(user.name, user.uid)
         if before_agents is not None:

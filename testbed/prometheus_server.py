@@ -34,8 +34,10 @@ def _duration(seconds: float) -> str:
 
 class PrometheusServer(StartedService):
     def __init__(self, name: str, jobs: dict[str, list[str]], scrape_seconds: float = 1.0,
-                 rule_files: tuple[str, ...] = (), evaluation_seconds: float = 1.0):
+                 rule_files: tuple[str, ...] = (), evaluation_seconds: float = 1.0,
+                 job_settings: dict[str, dict] | None = None):
         self.name, self.jobs, self.scrape_seconds = name, jobs, scrape_seconds
+        self.job_settings = job_settings or {}   # job -> more of its scrape config (e.g. metric_relabel_configs)
         self.rule_files, self.evaluation_seconds = rule_files, evaluation_seconds
         self.workdir = tempfile.mkdtemp(prefix=f"{name}.prometheus.")
         self.port = 0
@@ -53,7 +55,8 @@ class PrometheusServer(StartedService):
                            "scrape_timeout": _duration(self.scrape_seconds),
                            "evaluation_interval": _duration(self.evaluation_seconds)},
                 "rule_files": list(self.rule_files),
-                "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}]}
+                "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}],
+                                    **self.job_settings.get(job, {})}
                                    for job, targets in self.jobs.items()]}, f)
         return path
 

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import yaml
@@ -57,19 +58,35 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="session")
 def product_wheel(tmp_path_factory) -> str:
-    """vnode-sync's wheel, built once per session (tests/test_layers.py, tests/deploy/test_ansible.py).
-
-    pip builds in the source tree: it gets a copy without build artefacts, so the checkout stays clean
-    and a stale build/ cannot put removed modules into the wheel."""
-    source = tmp_path_factory.mktemp("wheel-source") / "src"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info",
-                                                                "__pycache__", "target"))
+    """vnode-sync's wheel, built once per session (tests/test_layers.py, tests/deploy/test_ansible.py,
+    tests/test_distribution.py) as `make dist` builds it: from a clean copy of the checkout."""
     out = tmp_path_factory.mktemp("wheel")
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(source)],
+    build = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "dist.py"), "--wheel-only", "--out", str(out)],
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
-    (path,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".whl")]
-    return path
+    return build.stdout.strip()
+
+
+def stand_in_jar(directory, version: str) -> str:
+    """A jar as make dist reads Maven's: only the coordinates Maven writes into it (no Maven run in tests)."""
+    jar = os.path.join(directory, f"stand-in-datanode-throttle-{version}.jar")
+    with zipfile.ZipFile(jar, "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        z.writestr("META-INF/maven/org.vnode-sync/vnode-sync-datanode-throttle/pom.properties",
+                   f"artifactId=vnode-sync-datanode-throttle\ngroupId=org.vnode-sync\nversion={version}\n")
+    return jar
+
+
+@pytest.fixture(scope="session")
+def product_dist(tmp_path_factory, product_wheel) -> str:
+    """make dist's directory for this checkout (the session's wheel, a stand-in jar), built once per session."""
+    out = tmp_path_factory.mktemp("dist")
+    version = os.path.basename(product_wheel).split("-")[1]
+    build = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "dist.py"), "--out", str(out / "dist"),
+                            "--wheel", product_wheel, "--jar", stand_in_jar(out, version)],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr
+    return str(out / "dist")
 
 
 def wheelhouse() -> str | None:

@@ -44,6 +44,9 @@ def test_the_wheel_in_a_clean_venv_runs_its_commands_without_test_bed_dependenci
     for test_only in ("hdfs", "psutil"):
         absent = subprocess.run([python, "-c", f"import {test_only}"], capture_output=True, text=True)
         assert absent.returncode != 0, f"{test_only} was installed with the wheel"
+    for coordinator_only in ("numpy", "numba", "kazoo"):   # vnode-sync[coordinator]'s, not a node's
+        absent = subprocess.run([python, "-c", f"import {coordinator_only}"], capture_output=True, text=True)
+        assert absent.returncode != 0, f"{coordinator_only} was installed without the coordinator extra"
     for command in ("vnodectl", "vnode-agent", "vnode-coordinator", "vnode-batch"):
         run = subprocess.run([str(venv / "bin" / command), "--help"], capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)

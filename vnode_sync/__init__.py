@@ -9,4 +9,10 @@ import os
 # benchmarks/ import it at the top of their packages.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str):
+    # Looked up when asked for, not at every import: the version is read from pyproject.toml or metadata.
+    if name == "__version__":
+        from vnode_sync.distribution import version
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,7 @@ from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refus
                                        plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
 from vnode_sync.kernel.lustre_settings import LustreSettings
-from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
+from vnode_sync.metrics.settings import AgentMetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings
 
 BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf", "datanode-throttle")
@@ -80,7 +80,7 @@ class AgentConfig(SecuredSettings):
     """The datanode-throttle backend's control socket; needed with that backend."""
     compute: ComputeSettings | None = None
     """What the compute role reports and places; needed with role compute."""
-    metrics: MetricsSettings | None = None
+    metrics: AgentMetricsSettings | None = None
     """The Prometheus endpoint (docs/metrics.md); none: off."""
 
     @model_validator(mode="after")

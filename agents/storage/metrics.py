@@ -5,10 +5,11 @@ the coordinator anyway: a scrape reads memory only, never the kernel and never t
 loop's lock, so its cost does not depend on the backend and it cannot delay a capture. Capture
 latency is the one value observed as it happens (a histogram), once per new handler thread.
 
-Label values are bounded by the site's configuration: `user` by the coordinator's users (the
-default VNode is user="(default)", which no user name can be), `device` by the agent's devices,
-`node` is this agent's node id, `volume` by the node's data volumes (a DataNode's storage IDs); no label
-per thread, connection or job.
+Series are bounded by the agent's configuration, whatever the site's users: `user` takes the
+`metrics.top_users` users held or busiest on this node (agents/storage/top_users.py), the default
+VNode (user="(default)") and user="(other)" for all the rest (no user name can be either); `device`
+only on the node's totals, by the agent's devices; `node` is this agent's node id, `volume` by the
+node's data volumes (a DataNode's storage IDs); no label per thread, connection or job.
 """
 
 import time
@@ -21,8 +22,10 @@ from prometheus_client.registry import Collector
 from vnode_sync.agents.handlers.base import HandlerThread
 from vnode_sync.agents.storage.agent import StorageAgent
 from vnode_sync.agents.storage.link import LINK_STATES
+from vnode_sync.agents.storage.top_users import IO_FIELDS, OTHER_USER, TopUsers, View
 from vnode_sync.kernel.backend import user_of_vnode
 from vnode_sync.kernel.procfs import thread_start_seconds
+from vnode_sync.metrics.settings import DEFAULT_TOP_USERS
 
 DEFAULT_USER = "(default)"
 # Birth of a handler thread -> in its user's VNode. Measured 10-25 ms p99 on an idle host
@@ -53,8 +56,11 @@ class CaptureTimer:
 
 
 class StorageAgentCollector(Collector):
-    def __init__(self, agent: StorageAgent):
+    def __init__(self, agent: StorageAgent, top_users: int | None = None):
         self.agent = agent
+        settings = agent.config.metrics
+        self.top = TopUsers(top_users if top_users is not None else
+                            settings.top_users if settings is not None else DEFAULT_TOP_USERS)
 
     def collect(self) -> Iterator[Metric]:
         agent, node = self.agent, self.agent.config.node_id
@@ -63,29 +69,52 @@ class StorageAgentCollector(Collector):
         sample = agent.reconciler.last_sample
         if sample is None:
             return
+        view = self.top.view(sample)
         names = {dev: name for name, dev in dict(agent.reconciler.devices).items()}  # a copy: apply may add one
-        io = {key: CounterMetricFamily(f"vnode_sync_user_{key}", text, labels=["node", "device", "user"])
-              for key, text in (("read_bytes", "Bytes the user's VNode read from the device"),
-                                ("written_bytes", "Bytes the user's VNode wrote to the device"),
-                                ("reads", "Read operations of the user's VNode on the device (Lustre: RPCs)"),
-                                ("writes", "Write operations of the user's VNode on the device (Lustre: RPCs)"))}
-        for vnode, usage in sample.usage.items():
-            user = user_label(vnode)
-            for dev, c in usage.devices.items():
-                if dev in names:
-                    labels = [node, names[dev], user]
-                    for key, value in (("read_bytes", c.read_bytes), ("written_bytes", c.write_bytes),
-                                       ("reads", c.read_ios), ("writes", c.write_ios)):
-                        io[key].add_metric(labels, value)
+        yield from self._node_totals(node, names, view)
+        io = {key: CounterMetricFamily(f"vnode_sync_user_{key}", text, labels=["node", "user"])
+              for key, text in (("read_bytes", "Bytes the user's VNode read from the node's devices"),
+                                ("written_bytes", "Bytes the user's VNode wrote to the node's devices"),
+                                ("reads", "Read operations of the user's VNode (Lustre: RPCs)"),
+                                ("writes", "Write operations of the user's VNode (Lustre: RPCs)"))}
+        for vnode in view.named:
+            usage = sample.usage.get(vnode)
+            if usage is not None:
+                counts = [sum(getattr(c, f) for dev, c in usage.devices.items() if dev in names) for f in IO_FIELDS]
+                for family, value in zip(io.values(), counts):
+                    family.add_metric([node, user_label(vnode)], value)
+        other = [sum(c[i] for dev, c in view.other.devices.items() if dev in names) for i in range(len(IO_FIELDS))]
+        for family, value in zip(io.values(), other):
+            family.add_metric([node, OTHER_USER], value)
         yield from io.values()
-        yield from self._limits(node, names, sample.limits)
-        yield from self._held(node, sample)
+        yield from self._limits(node, names, {v: sample.limits[v] for v in view.named if v in sample.limits})
+        yield from self._held(node, sample, view)
         if agent.backend.placer is not None:
             threads = GaugeMetricFamily("vnode_sync_user_threads", "Handler threads the agent placed in the "
                                         "user's VNode", labels=["node", "user"])
-            for vnode in sample.limits:
-                threads.add_metric([node, user_label(vnode)], sample.threads.get(vnode, 0))
+            for vnode in view.named:
+                if vnode in sample.limits:
+                    threads.add_metric([node, user_label(vnode)], sample.threads.get(vnode, 0))
+            threads.add_metric([node, OTHER_USER], view.other_threads)
             yield threads
+
+    def _node_totals(self, node: str, names: dict, view: View) -> Iterator[Metric]:
+        """Every VNode's I/O per device, and how many users the node has and holds: always, whatever
+        top_users names."""
+        io = [CounterMetricFamily(f"vnode_sync_node_{key}", text, labels=["node", "device"])
+              for key, text in (("read_bytes", "Bytes every VNode on the node read from the device"),
+                                ("written_bytes", "Bytes every VNode on the node wrote to the device"),
+                                ("reads", "Read operations of every VNode on the device (Lustre: RPCs)"),
+                                ("writes", "Write operations of every VNode on the device (Lustre: RPCs)"))]
+        for dev, counts in view.node.devices.items():
+            if dev in names:
+                for family, value in zip(io, counts):
+                    family.add_metric([node, names[dev]], value)
+        yield from io
+        yield _one(GaugeMetricFamily("vnode_sync_node_users", "Users with a VNode on the node",
+                                     labels=["node"]), node, view.users)
+        yield _one(GaugeMetricFamily("vnode_sync_node_users_held", "Users held at their limit on the node over "
+                                     "the last report interval", labels=["node"]), node, view.users_held)
 
     def _agent(self, node: str) -> Iterator[Metric]:
         agent = self.agent
@@ -131,58 +160,68 @@ class StorageAgentCollector(Collector):
                                   "dispatcher's last interval, reads and writes", labels=["node", "volume"])
         waiting = GaugeMetricFamily("vnode_sync_volume_waiting_packets", "Packets waiting for a slot at the volume",
                                     labels=["node", "volume"])
-        lent = CounterMetricFamily("vnode_sync_volume_lent_slots", "Slots lent by packets held elsewhere (slow "
-                                   "clients) since the DataNode started", labels=["node", "volume"])
         for queue in queues:
             labels = [node, queue.volume]
             depth.add_metric(labels, queue.depth)
             moved.add_metric(labels, queue.moved_bytes_per_second)
             waiting.add_metric(labels, queue.waiting)
-            lent.add_metric(labels, queue.lent)
         yield depth
         yield moved
         yield waiting
-        yield lent
 
     def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
-                                 "The user's limit in force on the device: its static share or its work-conserving "
-                                 "allocation (absent: no limit)", labels=["node", "device", "user", "direction"])
-        weight = GaugeMetricFamily("vnode_sync_user_weight", "The user's BFQ weight on the device (weight mode)",
-                                   labels=["node", "device", "user"])
+                                 "The user's limit in force on the node, summed over its devices: its static share "
+                                 "or its work-conserving allocation (absent: no limit)",
+                                 labels=["node", "user", "direction"])
+        weight = GaugeMetricFamily("vnode_sync_user_weight", "The user's BFQ weight on the node (weight mode; "
+                                   "the largest of its devices')", labels=["node", "user"])
         for vnode, device_limits in limits.items():
             user = user_label(vnode)
-            for limit in device_limits:
-                device = names.get(limit.device)
-                if device is None:
-                    continue
-                for direction, field in DIRECTIONS:
-                    if getattr(limit, field):
-                        rate.add_metric([node, device, user, direction], getattr(limit, field))
-                if limit.weight:
-                    weight.add_metric([node, device, user], limit.weight)
+            on_node = [limit for limit in device_limits if limit.device in names]
+            for direction, field in DIRECTIONS:
+                total = sum(getattr(limit, field) for limit in on_node)
+                if total:
+                    rate.add_metric([node, user, direction], total)
+            weights = [limit.weight for limit in on_node if limit.weight]
+            if weights:
+                weight.add_metric([node, user], max(weights))
         yield rate
         yield weight
 
-    def _held(self, node: str, sample) -> Iterator[Metric]:
+    def _held(self, node: str, sample, view: View) -> Iterator[Metric]:
         held_seconds = CounterMetricFamily("vnode_sync_user_held_seconds", "Wall-clock seconds the user's VNode "
                                            "was held at its limit on this node (source: measured by the backend's "
-                                           "throttle, or estimated)", labels=["node", "user", "source"])
+                                           "throttle, or estimated; (other): summed over the users it folds)",
+                                           labels=["node", "user", "source"])
         held_now = GaugeMetricFamily("vnode_sync_user_held", "1 if the user's VNode was held at its limit over the "
-                                     "last report interval", labels=["node", "user", "source"])
-        for vnode, state in sample.held.items():
-            labels = [node, user_label(vnode), state.source]
-            held_seconds.add_metric(labels, state.seconds)
-            held_now.add_metric(labels, 1 if state.held else 0)
+                                     "last report interval ((other): how many of the users it folds were)",
+                                     labels=["node", "user", "source"])
+        for vnode in view.named:
+            state = sample.held.get(vnode)
+            if state is not None:
+                labels = [node, user_label(vnode), state.source]
+                held_seconds.add_metric(labels, state.seconds)
+                held_now.add_metric(labels, 1 if state.held else 0)
+        other = view.other
+        if other.held_source is not None:
+            held_seconds.add_metric([node, OTHER_USER, other.held_source], other.held_seconds)
+            held_now.add_metric([node, OTHER_USER, other.held_source], view.other_held)
         yield held_seconds
         yield held_now
         wait = CounterMetricFamily("vnode_sync_user_throttle_wait_seconds", "Seconds the backend's throttle made the "
                                    "user's transfers wait, summed over transfers (measured backends only)",
                                    labels=["node", "user", "direction"])
-        for vnode, usage in sample.usage.items():
+        for vnode in view.named:
+            usage = sample.usage.get(vnode)
+            if usage is None:
+                continue
             for direction, value in (("read", usage.read_wait_seconds), ("write", usage.write_wait_seconds)):
                 if value is not None:
                     wait.add_metric([node, user_label(vnode), direction], value)
+        if other.measured_waits:
+            wait.add_metric([node, OTHER_USER, "read"], other.read_wait_seconds)
+            wait.add_metric([node, OTHER_USER, "write"], other.write_wait_seconds)
         yield wait
 
 

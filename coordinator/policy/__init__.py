@@ -10,6 +10,10 @@
 - local_weights.py: the global weight step, priorities to per-resource local weights whose edge
   shares add up to the weighted max-min.
 - hysteresis.py: which nodes must be sent new weights or rates.
+- weight_tree.py: a tree of weights (users under groups, groups under groups) and its arrays.
+- flow_network.py: the max-flow both exact solvers test feasibility with.
+- hierarchical_max_min.py: the exact hierarchical weighted max-min over a tree; the tree step's reference.
+- tree_step.py: the weight step for a tree, level by level with the flat step.
 
 `static` (Algorithm 1) is vnode_sync.shares.priority_shares.
 """

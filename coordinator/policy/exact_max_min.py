@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from vnode_sync.coordinator.policy.flow_network import FlowNetwork
 from vnode_sync.errors import InvalidArgument
 
 Pair = tuple[str, str]   # (user, node)
@@ -206,100 +207,37 @@ def _fill_row(split: dict[Pair, float], pairs: list[Pair], caps: Mapping[Pair, f
             free.remove(p)
 
 
-class _FlowGraph:
-    """source -> user (its total) -> node (pair cap) -> sink (node capacity); Dinic's max-flow."""
+class _FlowGraph(FlowNetwork):
+    """source -> user (its total) -> node (pair cap) -> sink (node capacity)."""
 
     def __init__(self, users: list[str], nodes: list[str], capacity: Mapping[str, float],
                  caps: Mapping[Pair, float]):
+        super().__init__(2 + len(users) + len(nodes))
         self.users, self.nodes = users, nodes
         self.index = {("u", u): i + 2 for i, u in enumerate(users)}
         self.index.update({("n", n): i + 2 + len(users) for i, n in enumerate(nodes)})
-        size = 2 + len(users) + len(nodes)
-        self.adj: list[list[int]] = [[] for _ in range(size)]
-        self.to: list[int] = []
-        self.cap: list[float] = []
-        self.base: list[float] = []
-        self.source_edge = {u: self._edge(0, self.index[("u", u)], 0.0) for u in users}
-        self.pair_edge = {p: self._edge(self.index[("u", p[0])], self.index[("n", p[1])], c)
+        self.source_edge = {u: self.edge(self.SOURCE, self.index[("u", u)], 0.0) for u in users}
+        self.pair_edge = {p: self.edge(self.index[("u", p[0])], self.index[("n", p[1])], c)
                           for p, c in sorted(caps.items())}
         for n in nodes:
-            self._edge(self.index[("n", n)], 1, max(0.0, capacity[n]))
-
-    def _edge(self, a: int, b: int, c: float) -> int:
-        self.adj[a].append(len(self.to))
-        self.to.append(b)
-        self.cap.append(c)
-        self.base.append(c)
-        self.adj[b].append(len(self.to))
-        self.to.append(a)
-        self.cap.append(0.0)
-        self.base.append(0.0)
-        return len(self.to) - 2
+            self.edge(self.index[("n", n)], self.SINK, max(0.0, capacity[n]))
 
     def feasible(self, want: Mapping[str, float], tol: float) -> bool:
         """Can every user get `want[user]` at once? Leaves that flow in the graph."""
         for u, e in self.source_edge.items():
             self.base[e] = max(0.0, want.get(u, 0.0))
-        self.cap = list(self.base)
-        flow = self._max_flow(tol / 1000)   # crumbs it leaves must stay far below the tolerance
+        flow = self.max_flow(tol / 1000)   # crumbs it leaves must stay far below the tolerance
         return flow >= sum(self.base[e] for e in self.source_edge.values()) - tol
-
-    def _max_flow(self, eps: float) -> float:
-        total = 0.0
-        while True:
-            depth = self._levels(eps)
-            if depth[1] < 0:
-                return total
-            cursor = [0] * len(self.adj)
-            while True:
-                pushed = self._push(0, math.inf, depth, cursor, eps)
-                if pushed <= eps:
-                    break
-                total += pushed
-
-    def _levels(self, eps: float) -> list[int]:
-        depth = [-1] * len(self.adj)
-        depth[0] = 0
-        queue = [0]
-        for v in queue:
-            for e in self.adj[v]:
-                if self.cap[e] > eps and depth[self.to[e]] < 0:
-                    depth[self.to[e]] = depth[v] + 1
-                    queue.append(self.to[e])
-        return depth
-
-    def _push(self, v: int, limit: float, depth: list[int], cursor: list[int], eps: float) -> float:
-        if v == 1:
-            return limit
-        while cursor[v] < len(self.adj[v]):
-            e = self.adj[v][cursor[v]]
-            w = self.to[e]
-            if self.cap[e] > eps and depth[w] == depth[v] + 1:
-                pushed = self._push(w, min(limit, self.cap[e]), depth, cursor, eps)
-                if pushed > eps:
-                    self.cap[e] -= pushed
-                    self.cap[e ^ 1] += pushed
-                    return pushed
-            cursor[v] += 1
-        return 0.0
 
     def can_grow(self, tol: float) -> set[str]:
         """Users with a path to the sink in the residual graph (not through the source): they could
         take more without taking any bytes from another user's total."""
-        reached = {1}
-        queue = [1]
-        for v in queue:
-            for e in self.adj[v]:
-                back = e ^ 1           # the edge into v from to[e]
-                u = self.to[e]
-                if u != 0 and u not in reached and self.cap[back] > tol:
-                    reached.add(u)
-                    queue.append(u)
+        reached = self.reaching(self.SINK, tol)
         return {u for u in self.users if self.index[("u", u)] in reached}
 
     def routed(self) -> dict[str, float]:
         """Each user's flow in the graph as it stands."""
-        return {u: self.base[e] - self.cap[e] for u, e in self.source_edge.items()}
+        return {u: self.flow(e) for u, e in self.source_edge.items()}
 
     def flows(self) -> dict[Pair, float]:
-        return {p: self.base[e] - self.cap[e] for p, e in self.pair_edge.items() if self.base[e] - self.cap[e] > 0}
+        return {p: self.flow(e) for p, e in self.pair_edge.items() if self.flow(e) > 0}

@@ -91,12 +91,14 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
                   limit: np.ndarray, previous: np.ndarray | None = None, held: np.ndarray | None = None,
                   max_iterations: int | None = None, tolerance: float = TOLERANCE,
                   dtype: type = np.float32, previous_level: np.ndarray | None = None,
-                  seconds: float | None = None, shards: ColumnShards | None = None) -> WeightStep:
+                  seconds: float | None = None, shards: ColumnShards | None = None,
+                  even_split: bool = True) -> WeightStep:
     """One step of the center.
 
     `capacity[r]` bytes/s of each resource (a (node, device, direction)); `weight[u]` each user's
     global weight (priority, > 0); `demand[u, r]` bytes/s (>= 0, inf = takes all it gets);
-    `reservation[u]` a floor on each resource where it has demand; `limit[u]` a ceiling on each
+    `reservation[u]` a floor on each resource where it has demand (or `reservation[u, r]`, one per
+    resource: a tree's floors split down its groups); `limit[u]` a ceiling on each
     (inf = none). `previous`: the weights the last step returned for the same users and resources
     (a warm start). `held[u, r]`: the user was held there (it had bytes waiting while others were
     served), so its demand is only a lower bound (at least its weighted share of the resource where it
@@ -108,7 +110,9 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     time at any size, and the next resumes from its weights. CPU rather than wall time, so a
     descheduled step on a busy host still does its work; the calling thread's, which works one block
     like every other thread. `shards`: the blocks of resources that threads work at once
-    (column_shards.py; None: one per core, where the arrays are large enough to pay for them)."""
+    (column_shards.py; None: one per core, where the arrays are large enough to pay for them).
+    `even_split`: False keeps the split the iterations found from `previous` even where the even
+    split (EVEN_SPLIT_SLACK) is as fair (the tree step keeps a split its users' needs chose)."""
     capacity, weight, demand, reservation, limit = _checked(capacity, weight, demand, reservation, limit, previous)
     if previous_level is not None and np.shape(previous_level) != capacity.shape:
         raise InvalidArgument(f"previous levels {np.shape(previous_level)} must be one per resource {capacity.shape}")
@@ -158,7 +162,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
             break
     # A step cut short by its time budget is mid-way (the next resumes it): the even split, which costs
     # two more fills, is tried by steps that got to their end.
-    if converged or iterations == max_iterations:
+    if even_split and (converged or iterations == max_iterations):
         local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, shards,
                                                        (local, given, level, totals))
     weights = np.empty_like(local)
@@ -310,7 +314,8 @@ def _floors(ceiling: np.ndarray, reservation: np.ndarray, capacity: np.ndarray, 
     down alike on a resource where they add up to more than it has (admission should prevent that)."""
     if not (reservation > 0).any():
         return None
-    floor = np.minimum(ceiling, reservation.astype(dtype)[:, None])
+    per_pair = reservation.astype(dtype)
+    floor = np.minimum(ceiling, per_pair if per_pair.ndim == 2 else per_pair[:, None])
     booked = floor.sum(axis=0, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(booked > capacity, capacity / booked, 1.0)
@@ -323,10 +328,11 @@ def _checked(capacity, weight, demand, reservation, limit, previous):
                                             for a in (capacity, weight, reservation, limit))
     demand = np.asarray(demand)
     if demand.ndim != 2 or capacity.shape != (demand.shape[1],) or any(
-            a.shape != (demand.shape[0],) for a in (weight, reservation, limit)):
+            a.shape != (demand.shape[0],) for a in (weight, limit)) or reservation.shape not in (
+            (demand.shape[0],), demand.shape):
         raise InvalidArgument(f"shapes: demand {demand.shape} must be users x resources, capacity {capacity.shape} "
-                              f"one per resource, weight {weight.shape}, reservation {reservation.shape} and "
-                              f"limit {limit.shape} one per user")
+                              f"one per resource, weight {weight.shape} and limit {limit.shape} one per user, "
+                              f"reservation {reservation.shape} one per user or per user and resource")
     if previous is not None and np.shape(previous) != demand.shape:
         raise InvalidArgument(f"previous weights {np.shape(previous)} must match demand {demand.shape}")
     for name, values in (("capacity", capacity), ("reservation", reservation), ("limit", limit)):

@@ -12,6 +12,7 @@ Command line (as root):
 
     python -m testbed.hdfs_cluster up --name demo [--datanodes 2] [--disk-mb 1024] [--replication 1]
                                        [--hadoop-version 3.3.6] [--kerberos] [--short-circuit]
+                                       [--datanode-java-home /usr/lib/jvm/java-11-openjdk-amd64]
     python -m testbed.hdfs_cluster add-user --name demo alice --uid 1001     # secure: alice@REALM
     python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
     python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
@@ -25,7 +26,7 @@ http_address "127.0.0.1:PORT", rpc_port, http_port, name_dir, log, audit_log}; d
 [{id "dn0", pid, data_dir, mountpoint, backing_file, loop_device "/dev/loopN",
 device_number "MAJ:MIN", major, minor, ports {data, http, ipc}, log}]; name, workdir,
 hadoop_home, hadoop_version, replication, disk_mb, disk, disk_read_mbps, client_conf_dir, startup_seconds,
-jvm. Every JVM carries `-Dtestbed.workdir=<workdir>`: `down` and `cleanup-stale`
+jvm, datanode_java_home. Every JVM carries `-Dtestbed.workdir=<workdir>`: `down` and `cleanup-stale`
 find processes by it, mounts and loop devices by their paths under the workdir (a paced
 disk's FUSE server exits by itself once its mount is gone).
 
@@ -55,6 +56,11 @@ uid); a client with hdfs_user="alice" then authenticates with that ticket (the u
 entry there: Java's login module asks for its name). `jmx()` polls with `curl --negotiate`.
 metered.py runs `hdfs dfs -put -` / `-cat` and counts their bytes from the client's side.
 
+DataNodes on another JVM: `HdfsCluster(..., datanode_java_home=installed_java(11).home)` runs the
+DataNodes (and the Java agent in them) on that runtime, as sites run Hadoop 3.3 and 3.4 on Java 8 or
+11 (scripts/setup.d/java11.sh installs 11; no Java 8 is packaged for this machine); the NameNode and
+the clients stay on the JDK 17 on PATH, which compiles the client tool.
+
 Short-circuit local reads: `HdfsCluster(..., short_circuit=True)` gives each DataNode a domain
 socket (`/run/<workdir name>.sockets/dn.<data port>`: Hadoop refuses one below world-writable
 /tmp) and loads libhadoop.so into the DataNodes and clients (Trino's build of Hadoop's native
@@ -75,9 +81,11 @@ cluster (HdfsCluster and take_down), metered (client-side byte counts), __main__
 from testbed.hdfs_cluster.cluster import (DISK_KINDS, MARKER, PACED_READ_MBPS, WORKDIR_PREFIX, HdfsCluster, default_workdir,
                                           take_down)
 from testbed.hdfs_cluster.daemons import DataNode, NameNode, Transfer
-from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_LINES, HADOOP_VERSION, HadoopRuntime, JvmSettings,
-                                         datanode_throttle_jar, hadoop_home, hadoop_version, has_jars, has_native)
+from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_LINES, HADOOP_VERSION, HadoopRuntime, JavaRuntime,
+                                         JvmSettings, datanode_throttle_jar, default_java, hadoop_home, hadoop_version,
+                                         has_jars, has_native, installed_java)
 
 __all__ = ["DATANODE_CLASS", "DISK_KINDS", "HADOOP_LINES", "HADOOP_VERSION", "MARKER", "PACED_READ_MBPS",
-           "WORKDIR_PREFIX", "DataNode", "HadoopRuntime", "HdfsCluster", "JvmSettings", "NameNode", "Transfer",
-           "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "has_native", "take_down", "datanode_throttle_jar"]
+           "WORKDIR_PREFIX", "DataNode", "HadoopRuntime", "HdfsCluster", "JavaRuntime", "JvmSettings", "NameNode",
+           "Transfer", "default_java", "default_workdir", "hadoop_home", "hadoop_version", "has_jars", "has_native",
+           "installed_java", "take_down", "datanode_throttle_jar"]

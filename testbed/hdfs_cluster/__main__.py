@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="secure HDFS: a KDC of its own, Kerberos, block tokens, SASL privacy, SPNEGO")
     up.add_argument("--short-circuit", action="store_true",
                     help="short-circuit local reads through a domain socket (loads libhadoop.so)")
+    up.add_argument("--datanode-java-home", metavar="DIR",
+                    help="the Java runtime the DataNodes run on (e.g. /usr/lib/jvm/java-11-openjdk-amd64); "
+                         "the NameNode and clients use java from PATH")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra hdfs-site property")
     named("down", "stop a cluster started by `up`, even if that process died")
     add_user = named("add-user", "secure cluster: principal USER@REALM, its keytab and ticket cache, owned by --uid")
@@ -92,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         cluster = HdfsCluster(args.name or os.path.basename(workdir), workdir, args.datanodes, args.disk_mb,
                               args.replication, jvm, dict(item.split("=", 1) for item in args.set), disk=args.disk,
                               disk_read_mbps=args.disk_read_mbps, hadoop_version=args.hadoop_version,
-                              kerberos=args.kerberos, short_circuit=args.short_circuit)
+                              kerberos=args.kerberos, short_circuit=args.short_circuit,
+                              datanode_java_home=args.datanode_java_home)
         cluster.start()
         print(f"HDFS {cluster.runtime.version} up in {cluster.startup_seconds} s: {cluster.namenode_uri}, "
               f"http {cluster.namenode.http_address}, state {cluster.state_path}")
@@ -109,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "status":
         with open(cluster.state_path) as f:
             state = json.load(f)
-        state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir, exact=True)}
+        state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir)}
         print(json.dumps(state, indent=2))
     elif args.command == "add-user":
         cluster.add_user(args.user, args.uid)

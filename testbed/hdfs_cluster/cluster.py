@@ -31,7 +31,7 @@ from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Tran
 from testbed.hdfs_cluster.link import DataNodeLink
 from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
-                                         JvmSettings, has_native, native_dir)
+                                         JavaRuntime, JvmSettings, has_native, native_dir)
 from testbed.hdfs_cluster.site_config import log4j_properties, write_conf
 from testbed.zramdev import ZRAM_MARKER, ZramDisk, remove_marked
 
@@ -74,8 +74,8 @@ class HdfsCluster:
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
                  hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
-                 native: bool = False, ext4_options: tuple[str, ...] = (), more_disks_mbps: tuple[float, ...] = (),
-                 datanode_link_mbps: float = 0.0):
+                 native: bool = False, ext4_options: tuple[str, ...] = (), datanode_java_home: str | None = None,
+                 more_disks_mbps: tuple[float, ...] = (), datanode_link_mbps: float = 0.0):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
@@ -94,7 +94,10 @@ class HdfsCluster:
         per DataNode); the DataNodes and clients then load libhadoop.so (runtime.native_dir()), which
         they do not otherwise. `native`: load it without short-circuit reads, as production DataNodes
         do (their read-ahead pool and cache drop-behind need it). `ext4_options`: mount options of the
-        DataNodes' ext4 besides noatime (e.g. "nodelalloc"). `more_disks_mbps`: further data dirs in
+        DataNodes' ext4 besides noatime (e.g. "nodelalloc"). `datanode_java_home`: the Java runtime the
+        DataNodes run on (e.g. runtime.installed_java(11).home), where the agent is loaded; the NameNode
+        and the clients stay on `java` from PATH (the JDK 17 that compiles the client tool).
+        `more_disks_mbps`: further data dirs in
         every DataNode (dfs.datanode.data.dir), each on a disk of the same paced kind at its own rate
         (the first stays at `disk_read_mbps`): a node of volumes of different speeds.
         `datanode_link_mbps`: the (one) DataNode runs in a network namespace of its own
@@ -131,6 +134,7 @@ class HdfsCluster:
         self.kerberos = HdfsKerberos(self.workdir, realm_for(name)) if kerberos else None
         self.short_circuit = short_circuit
         self.native = native or short_circuit
+        self.datanode_java = JavaRuntime.at(datanode_java_home) if datanode_java_home else None
 
     # ---- state file ---------------------------------------------------------
 
@@ -158,7 +162,8 @@ class HdfsCluster:
                  "jvm": asdict(self.jvm), "datanode_throttle": self.datanode_throttle,
                  "datanode_throttle_args": list(self.datanode_throttle_args),
                  "kerberos": self.kerberos.to_json() if self.kerberos else None,
-                 "short_circuit": self.short_circuit, "native": self.native}
+                 "short_circuit": self.short_circuit, "native": self.native,
+                 "datanode_java_home": self.datanode_java.home if self.datanode_java else None}
         partial = self.state_path + ".partial"
         with open(partial, "w") as f:
             json.dump(state, f, indent=2)
@@ -178,7 +183,8 @@ class HdfsCluster:
                       host=state.get("host", "127.0.0.1"),
                       disk=state.get("disk", "loop"), disk_read_mbps=state.get("disk_read_mbps", PACED_READ_MBPS),
                       datanode_throttle=state.get("datanode_throttle"),
-                      datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())))
+                      datanode_throttle_args=tuple(state.get("datanode_throttle_args", ())),
+                      datanode_java_home=state.get("datanode_java_home"))
         cluster.namenode = NameNode.from_json(state["namenode"]) if state["namenode"] else None
         cluster.datanodes = [DataNode.from_json(entry) for entry in state["datanodes"]]
         cluster.startup_seconds = state["startup_seconds"]
@@ -208,7 +214,9 @@ class HdfsCluster:
 
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
                agent: list[str] = (), within: list[str] = ()) -> subprocess.Popen:
-        argv = [*within, "java", *self.jvm.flags(), *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        runtime = self.datanode_java if role == "datanode" else None
+        java, flags = (runtime.java, self.jvm.flags(runtime.feature)) if runtime else ("java", self.jvm.flags())
+        argv = [*within, java, *flags, *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.

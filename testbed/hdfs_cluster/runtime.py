@@ -6,6 +6,7 @@ one with `HdfsCluster(hadoop_version=...)`, `up --hadoop-version`, or for everyt
 the environment variable VNODE_SYNC_HADOOP_VERSION."""
 
 import contextlib
+import glob
 import hashlib
 import os
 import re
@@ -96,6 +97,56 @@ def has_jars(version: str | None = None) -> bool:
     return os.path.exists(os.path.join(hadoop_home(version), "jars", f"hadoop-hdfs-{version}.jar"))
 
 
+JVM_ROOT = "/usr/lib/jvm"
+
+
+@dataclass(frozen=True)
+class JavaRuntime:
+    """One installed Java runtime (a JRE or JDK home) and its feature version: 8, 11, 17."""
+
+    home: str
+    feature: int
+
+    @property
+    def java(self) -> str:
+        return os.path.join(self.home, "bin", "java")
+
+    @classmethod
+    def at(cls, home: str) -> "JavaRuntime":
+        """The runtime in HOME, its version from HOME/release (JAVA_VERSION="11.0.24" or "1.8.0_412")."""
+        home = os.path.realpath(home)
+        if not os.access(os.path.join(home, "bin", "java"), os.X_OK):
+            raise NotFound(f"no Java runtime in {home}: no bin/java")
+        try:
+            with open(os.path.join(home, "release")) as f:
+                found = re.search(r'^JAVA_VERSION="(1\.)?(\d+)', f.read(), re.M)
+        except OSError as e:
+            raise NotFound(f"no Java runtime in {home}: {e}") from e
+        if not found:
+            raise NotFound(f"no JAVA_VERSION in {home}/release")
+        return cls(home, int(found.group(2)))
+
+
+def default_java() -> JavaRuntime:
+    """The runtime of `java` on PATH, which the testbed starts every JVM on unless told otherwise."""
+    java = shutil.which("java")
+    if not java:
+        raise NotFound("no java on PATH; the HDFS testbed needs a Java 17 JDK")
+    return JavaRuntime.at(os.path.dirname(os.path.dirname(os.path.realpath(java))))
+
+
+def installed_java(feature: int, root: str = JVM_ROOT) -> JavaRuntime | None:
+    """An installed runtime of that feature version under ROOT (11: scripts/setup.d/java11.sh's), or None."""
+    for home in sorted(glob.glob(os.path.join(root, "*"))):
+        if os.path.islink(home):
+            continue  # Debian's java-1.17.0-openjdk-amd64 and the like name a home already listed
+        with contextlib.suppress(NotFound):
+            runtime = JavaRuntime.at(home)
+            if runtime.feature == feature:
+                return runtime
+    return None
+
+
 @dataclass(frozen=True)
 class JvmSettings:
     """Flags of every JVM the testbed starts, daemons and clients."""
@@ -107,10 +158,13 @@ class JvmSettings:
     ipv4_stack: bool = True  # what bin/hdfs passes (hadoop-functions.sh); False: dual-stack, /proc/net/tcp6
     extra: tuple[str, ...] = ()
 
-    def flags(self) -> list[str]:
-        flags = [f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC",
-                 # Java 17 closes java.lang to Hadoop's reflection; WebHDFS answers 500 without it.
-                 "--add-opens=java.base/java.lang=ALL-UNNAMED"]
+    def flags(self, feature: int = 17) -> list[str]:
+        """For a JVM of that feature version (the testbed's default `java` is a 17)."""
+        flags = [f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC"]
+        if feature >= 9:
+            # Java 17 closes java.lang to Hadoop's reflection (WebHDFS answers 500 without it); 9 to 16
+            # accept the flag; Java 8 has no modules and would refuse to start with it.
+            flags.append("--add-opens=java.base/java.lang=ALL-UNNAMED")
         if self.quick_jit:
             flags.append("-XX:TieredStopAtLevel=1")
         if self.ipv4_stack:

@@ -12,7 +12,7 @@ from vnode_sync.kernel.backend import VolumeQueue
 def test_a_trace_line_gives_rates_waits_and_each_volumes_queue():
     stats = Stats(1, 2, Counters(), {"u1": Counters(read_bytes=30_000_000, read_wait_ns=60_000_000),
                                      "u2": Counters(read_bytes=10_000_000)},
-                  {"volumes": 1}, (VolumeQueue("DS-5f1c11aa-77", 2, 120e6, 3, 0),))
+                  {"volumes": 1}, (VolumeQueue("DS-5f1c11aa-77", 2, 120e6, 3),))
     line = trace_line("wc-weights", 2.5, 0.1, stats, {"u1": _Counts(20_000_000, 50_000_000)},
                       {"alice": "u1", "bob": "u2"}, "read")
     assert line == ("wc-weights     2.5 s  alice   100.0 (waits 0.10)  bob   100.0 (waits 0.00)  "
@@ -31,7 +31,7 @@ class _SlowFile(io.StringIO):
 
 def test_tracers_of_several_datanodes_sharing_one_file_write_whole_lines():
     stats = Stats(1, 2, Counters(), {"u1": Counters(write_bytes=1)}, {"volumes": 1},
-                  (VolumeQueue("DS-1", 1, 1e6, 0, 0),))
+                  (VolumeQueue("DS-1", 1, 1e6, 0),))
 
     class Channel:
         def stats(self) -> Stats:

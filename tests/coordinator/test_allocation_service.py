@@ -110,6 +110,23 @@ def test_vnodectl_refuses_bad_rates_in_one_line_and_changes_nothing(fair_coordin
     assert cluster.generation() == generation
 
 
+@pytest.mark.parametrize("command", ["set-limit", "set-reservation"])
+def test_vnodectl_set_limit_and_reservation_are_refused_in_one_line_where_the_static_policy_ignores_them(
+        coordinator, command):
+    cluster, _, port = coordinator
+    assert cluster.config.policy.allocation == "static"
+    generation, before = cluster.generation(), cluster.store.user("alice")
+    ctl = [sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}", command, "alice"]
+    refused = subprocess.run([*ctl, "5MB/s"], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()
+    assert "applies only with policy.allocation work-conserving" in line and "is static" in line
+    assert cluster.generation() == generation and cluster.store.user("alice") == before
+    # Clearing one stays allowed: a site back from work-conserving removes what it no longer enforces.
+    cleared = subprocess.run([*ctl, "none"], capture_output=True, text=True, timeout=30)
+    assert cleared.returncode == 0, cleared.stderr
+
+
 def test_vnodectl_sets_a_reservation_in_mb_per_second(fair_coordinator):
     cluster, _, port = fair_coordinator
     result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",

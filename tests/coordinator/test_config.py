@@ -115,9 +115,6 @@ def test_a_good_config_loads(tmp_path):
      "insecure: got True; allowed: false when a tls section is given (keep one of the two)"),
     ("tls: {ca: a, cert: b}", "tls.key: got nothing; allowed: non-empty text (required)"),
     ("fan_out_processes: 0", "fan_out_processes: got 0; allowed: a whole number from 1 to 64"),
-    ("fan_out_processes: 2\nzookeeper: {hosts: 'zk1:2181', advertise: 'c1:7070'}",
-     "fan_out_processes: got 2; allowed: 1 with a zookeeper section (not yet: a standby's pause of the streams "
-     "does not reach fan-out processes)"),
 ])
 def test_bad_configs_fail_with_a_one_line_error(tmp_path, text, message):
     path = write(tmp_path, text)

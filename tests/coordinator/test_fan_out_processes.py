@@ -214,3 +214,49 @@ def test_without_tls_an_unconfigured_node_is_refused_by_a_fan_out_process_which_
         assert {c.pid for c in children(coordinator)} == before, "no fan-out process ended"
     finally:
         stop_process(process)
+
+
+def test_a_node_added_at_runtime_is_served_by_its_fan_out_process_and_a_removed_one_refused(tmp_path):
+    process, port = start(write_config(tmp_path, fan_out_processes=PROCESSES), tmp_path / "coordinator.log")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            admin, link = pb_grpc.AdminStub(channel), pb_grpc.AgentLinkStub(channel)
+            admin.AddStorageNode(pb.StorageNodeSpec(node_id="dn5", devices=[
+                pb.Device(name="/dev/sdc", read_bps=90_000_000, write_bps=80_000_000)]), timeout=5)
+            deadline = time.monotonic() + 30
+            while not (stream_port := link.Register(pb.RegisterRequest(node_id="dn5"), timeout=5).stream_port):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            with grpc.insecure_channel(f"127.0.0.1:{stream_port}") as served:
+                stream = pb_grpc.AgentLinkStub(served).WatchDesiredState(pb.WatchRequest(node_id="dn5"), timeout=10)
+                state = next(stream)
+                assert (state.node_id, state.devices[0].read_bps) == ("dn5", 90_000_000)
+                admin.RemoveStorageNode(pb.StorageNodeRequest(node_id="dn5"), timeout=5)
+                assert next(stream, None) is None, "its stream ends"
+                with pytest.raises(grpc.RpcError) as e:
+                    next(pb_grpc.AgentLinkStub(served).WatchDesiredState(pb.WatchRequest(node_id="dn5"), timeout=5))
+                assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        stop_process(process)
+
+
+def test_a_fan_out_process_takes_the_coordinators_gate():
+    """A leader's pause ends a process's streams and its learning holds them (docs/ha.md)."""
+    import asyncio
+
+    from vnode_sync.coordinator.fan_out_process import StreamsOfShare
+    from vnode_sync.security.authorization import OpenAccess
+
+    async def follow() -> None:
+        streams = StreamsOfShare(0, 1, {"dn1"}, OpenAccess(), lambda event: None)
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(learn_seconds=0.2)))
+        assert not streams.granting.is_set() and not streams.changes.closing
+        await asyncio.sleep(0.3)
+        assert streams.granting.is_set()
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(closed=True)))
+        assert streams.changes.closing
+        streams.take(pb.FanOutBatch(generation=3))
+        assert streams.changes.closing, "a batch without a gate leaves it"
+        streams.take(pb.FanOutBatch(gate=pb.FanOutGate(closed=False)))
+        assert not streams.changes.closing
+    asyncio.run(follow())

@@ -153,6 +153,47 @@ def test_a_leader_cut_off_from_zookeeper_stops_publishing_and_a_standby_takes_ov
         coordinators.stop()
 
 
+def _stream_port(address: str, node_id: str = "dn1", timeout: float = 30.0) -> int:
+    """The fan-out process's port a Register names (0 until the leader's processes serve)."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        while not (port := pb_grpc.AgentLinkStub(channel).Register(pb.RegisterRequest(node_id=node_id),
+                                                                   timeout=10).stream_port):
+            assert time.monotonic() < deadline, "no fan-out process serves"
+            time.sleep(0.05)
+    return port
+
+
+def test_fan_out_processes_follow_the_leader_cut_off_and_the_new_one(ensemble):
+    """fan_out_processes with ZooKeeper: the cut-off leader's processes end their streams within its
+    session timeout, as its own; the new leader's processes serve at its higher generation."""
+    name = unique_name("ha")
+    servers = ensemble.servers
+    hosts = [servers[0].address, ",".join(s.address for s in servers[1:])]
+    coordinators = HACoordinators(name, hosts, {**COORDINATOR_CONFIG, "fan_out_processes": 2}, count=2,
+                                  session_timeout_seconds=SESSION_SECONDS)
+    try:
+        coordinators.start_one(0)
+        assert coordinators.wait_for_leader() == 0
+        coordinators.start_one(1)
+        old = StreamWatcher(f"127.0.0.1:{_stream_port(f'127.0.0.1:{coordinators.ports[0]}')}")
+        old.wait_for()
+        cut_at = time.monotonic()
+        ensemble.stop_server(0, signal.SIGKILL)
+        try:
+            assert coordinators.wait_for_leader(timeout=4 * SESSION_SECONDS + 10, among=(1,)) == 1
+            assert old.ended_at is not None and old.ended_at - cut_at < SESSION_SECONDS, \
+                "the cut-off leader's fan-out process ended its stream within the session timeout"
+            new = StreamWatcher(f"127.0.0.1:{_stream_port(f'127.0.0.1:{coordinators.ports[1]}')}")
+            new.wait_for()
+            new.close()
+            assert min(new.generations) > max(old.generations)
+        finally:
+            ensemble.start_server(0)
+    finally:
+        coordinators.stop()
+
+
 def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_states_with_allocations(ensemble):
     """Doorman's rule: the new leader sends a node nothing for learn_seconds while usage reports come
     in; the first state it sends carries an allocation (never the static shares alone first)."""

@@ -75,3 +75,26 @@ def test_held_time_is_booked_once_per_report_and_kept_for_users_a_partial_report
     assert ledger.held_now() == {"alice": 1}
     ledger.observe(summary_report(1012.0, {}, gone=["alice"]), users)
     assert ledger.held_pairs() == []
+
+
+def test_each_users_rate_over_the_cluster_follows_every_nodes_reports_and_leaves_silent_nodes_out():
+    clock = Clock(1000.0)
+    ledger = UsageLedger(clock)
+    users = {"alice", "bob"}
+
+    def report(node, at, entries, full=False, gone=()):
+        booked = summary_report(at, entries, full, gone)
+        booked.node_id = node
+        ledger.observe(booked, users)
+
+    report("dn1", 1000.0, {("alice", "/d0"): (10 * MB, MB, False, False), ("alice", "/d1"): (5 * MB, 0, False, False),
+                           ("bob", "/d0"): (2 * MB, 0, False, False)}, full=True)
+    report("dn2", 1000.0, {("alice", "/d0"): (20 * MB, 0, False, False)}, full=True)
+    assert ledger.user_rates() == {"alice": (35 * MB, MB), "bob": (2 * MB, 0.0)}
+    report("dn1", 1001.0, {("alice", "/d0"): (1 * MB, 0, False, False)}, gone=["bob"])
+    assert ledger.user_rates() == {"alice": (26 * MB, 0.0), "bob": (0.0, 0.0)}
+    report("dn2", 1002.0, {("bob", "/d0"): (3 * MB, 0, False, False)}, full=True)
+    assert ledger.user_rates() == {"alice": (6 * MB, 0.0), "bob": (3 * MB, 0.0)}
+    clock.now = 1001.0 + STALE_SECONDS + 0.5   # dn1 silent, dn2 not yet
+    assert ledger.user_rates() == {"alice": (0.0, 0.0), "bob": (3 * MB, 0.0)}
+    assert ledger.rates("dn2") == {"bob": (3 * MB, 0.0)}   # the same book, read per node

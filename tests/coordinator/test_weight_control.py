@@ -84,6 +84,9 @@ def test_a_users_weight_moves_to_where_its_demand_is_and_totals_reach_the_max_mi
     assert given["dn1"]["bob"][0] == pytest.approx(60 * MB, rel=0.01)
     assert sent["dn0"][("alice", 0)] > 10 * sent["dn0"][("bob", 0)]
     assert not control.manages("dn2") and "dn2" not in sent
+    totals = control.given_totals()   # the metrics' one series per user: the same step, summed over nodes
+    for name in ("alice", "bob"):
+        assert totals[name][0] == pytest.approx(sum(given[node].get(name, (0.0,))[0] for node in given))
 
 
 def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):

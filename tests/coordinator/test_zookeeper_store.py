@@ -114,6 +114,27 @@ def test_removing_a_user_removes_its_jobs(store):
     assert store.user("bob").running_jobs == 0
 
 
+def test_storage_nodes_are_seeded_once_then_changed_whole(store):
+    assert store.storage_nodes() is None, "a new store: the config file's nodes are still to be seeded"
+    g = store.generation()
+    assert store.seed_storage_nodes({"dn1": '{"id": "dn1"}', "dn.2": '{"id": "dn.2"}'})
+    assert not store.seed_storage_nodes({"dn9": '{"id": "dn9"}'}), "seeded once in the store's life"
+    assert store.storage_nodes() == {"dn1": '{"id": "dn1"}', "dn.2": '{"id": "dn.2"}'}
+    assert store.generation() == g, "seeding is no change of the desired state"
+    with pytest.raises(InvalidArgument, match="exists already"):
+        store.put_storage_node("dn1", '{"id": "dn1", "x": 1}', create=True)
+    with pytest.raises(NotFound):
+        store.put_storage_node("dn3", '{"id": "dn3"}', create=False)
+    with pytest.raises(NotFound):
+        store.remove_storage_node("dn3")
+    assert store.generation() == g
+    assert store.put_storage_node("dn1", '{"id": "dn1", "x": 1}', create=False) == (g + 1, '{"id": "dn1"}')
+    assert store.put_storage_node("dn1", '{"id": "dn1", "x": 1}', create=False)[0] == g + 1, "unchanged: no bump"
+    assert store.put_storage_node("dn3", '{"id": "dn3"}', create=True) == (g + 2, None)
+    assert store.remove_storage_node("dn.2") == (g + 3, '{"id": "dn.2"}')
+    assert store.storage_nodes() == {"dn1": '{"id": "dn1", "x": 1}', "dn3": '{"id": "dn3"}'}
+
+
 # ---- ZooKeeper only -----------------------------------------------------------------------------
 
 def test_the_state_is_kept_for_the_next_coordinator_and_the_generation_goes_on(client, root, ensemble):

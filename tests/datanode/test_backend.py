@@ -116,7 +116,7 @@ def test_usage_counts_per_user_and_says_who_waited(backend):
 
 def test_usage_keeps_each_volumes_queue_and_forgets_them_when_stats_fail(backend):
     assert backend.volume_queues == ()                        # no STATS read yet
-    backend.channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 3, 0), VolumeQueue("DS-2", 2, 40e6, 0, 5))
+    backend.channel.volumes = (VolumeQueue("DS-1", 1, 52e6, 3), VolumeQueue("DS-2", 2, 40e6, 0))
     backend.usage()
     assert backend.volume_queues == backend.channel.volumes
     backend.channel.fail = Unavailable("DataNode throttle socket /s: connection refused")
@@ -128,12 +128,12 @@ def test_usage_keeps_each_volumes_queue_and_forgets_them_when_stats_fail(backend
 def test_the_volumes_are_read_from_the_java_agents_volume_lines(tmp_path):
     """The VOLUME lines as Dispatcher.statsLine() writes them; keys this side does not know are skipped."""
     reply = (b"NODE started_ms=7 read_capacity_bps=60000000 write_capacity_bps=60000000 volumes=2\n"
-             b"VOLUME id=DS-5f1c-11 depth=1 in_flight=1 waiting=2 moved_bps=54000000 lent=0 probes=3 moves=0\n"
-             b"VOLUME id=node depth=2 in_flight=0 waiting=0 moved_bps=0 lent=4 probes=0 moves=1 future=7\n"
+             b"VOLUME id=DS-5f1c-11 depth=1 in_flight=1 waiting=2 moved_bps=54000000 probes=3 moves=0\n"
+             b"VOLUME id=node depth=2 in_flight=0 waiting=0 moved_bps=0 probes=0 moves=1 future=7\n"
              b"DEFAULT read_bytes=1\nOK generation=0\n")
     backend = DataNodeThrottleBackend(serve_once(tmp_path, reply))
     backend.usage()
-    assert backend.volume_queues == (VolumeQueue("DS-5f1c-11", 1, 54e6, 2, 0), VolumeQueue("node", 2, 0.0, 0, 4))
+    assert backend.volume_queues == (VolumeQueue("DS-5f1c-11", 1, 54e6, 2), VolumeQueue("node", 2, 0.0, 0))
 
 
 def test_a_datanode_that_restarted_gets_the_shares_again_and_a_new_handshake(backend):
@@ -230,12 +230,13 @@ def test_the_channel_reports_a_missing_socket_and_a_refusal_in_one_line(tmp_path
 
 def test_hello_reads_protocol_hadoop_and_hooks_and_skips_keys_it_does_not_know(tmp_path):
     hello = serve_once(tmp_path, b"OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=0.2.0 "
-                                 b"hadoop=3.3.6 started_ms=17 scheduler=weighted future_key=9 "
+                                 b"hadoop=3.3.6 started_ms=17 scheduler=sfq-depth future_key=9 "
                                  b"hook.BlockSender.sendBlock=woven hook.DataXceiver.readBlock=not_found\n").hello()
     assert hello == AgentHello(2, "0.2.0", "3.3.6", 17, {"BlockSender.sendBlock": "woven",
                                                          "DataXceiver.readBlock": "not_found"})
     assert hello.missing_hooks() == {"DataXceiver.readBlock": "not_found", "DataXceiver.writeBlock": "absent",
-                                     "BlockReceiver.receiveBlock": "absent"}
+                                     "BlockReceiver.receiveBlock": "absent",
+                                     "ReplicaOutputStreams.writeDataToDisk": "absent"}
 
 
 @pytest.mark.parametrize("reply,message", [
@@ -262,12 +263,12 @@ def test_stats_are_parsed_into_counters_per_user_and_unknown_keys_and_lines_are_
 
 
 @pytest.mark.parametrize("reply", [
-    b"NODE started_ms=17\nVOLUME id=../x depth=1 moved_bps=0 waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"NODE started_ms=17\nVOLUME id=../x depth=1 moved_bps=0 waiting=0\nDEFAULT read_bytes=1\n"
     b"OK generation=3\n",                                                                            # not a storage ID
-    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=0 waiting=0\nDEFAULT read_bytes=1\nOK generation=3\n",  # no lent
-    b"NODE started_ms=17\nVOLUME id=DS-1 depth=0 moved_bps=0 waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=0\nDEFAULT read_bytes=1\nOK generation=3\n",  # no waiting
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=0 moved_bps=0 waiting=0\nDEFAULT read_bytes=1\n"
     b"OK generation=3\n",                                                                            # no depth below 1
-    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=nan waiting=0 lent=0\nDEFAULT read_bytes=1\n"
+    b"NODE started_ms=17\nVOLUME id=DS-1 depth=1 moved_bps=nan waiting=0\nDEFAULT read_bytes=1\n"
     b"OK generation=3\n",
     b"NODE started_ms=17\nDEFAULT read_bytes=1\nUSER name=../etc read_bytes=1\nOK generation=3\n",   # no user name
     b"NODE started_ms=17\nDEFAULT read_bytes=-6\nOK generation=3\n",                                   # below zero

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, needs_kernel, unique_name, wheelhouse
+from vnode_sync.distribution import version
 from vnode_sync.kernel.backend import HostCgroups
 from testbed.ports import free_port
 
@@ -57,6 +58,7 @@ def site(tmp_path, product_wheel):
         "vnode_common_pki_dir": str(tmp_path / "etc" / "pki"), "vnode_common_state_dir": str(tmp_path / "state"),
         "vnode_common_log_dir": str(tmp_path / "log"), "vnode_common_run_dir": str(tmp_path / "run"),
         "vnode_common_ca_dir": str(tmp_path / "ca"), "vnode_common_coordinator_port": port,
+        "vnode_common_bin_dir": str(tmp_path / "bin"),
         "vnode_coordinator_service": f"vnode-coordinator-{node_id}",
         "vnode_coordinator_listen": f"127.0.0.1:{port}", "vnode_coordinator_cert_hosts": ["127.0.0.1", "localhost"],
         "vnode_coordinator_users": [{"name": "alice", "uid": 1001, "priority": 4, "active": True}],
@@ -74,6 +76,7 @@ def site(tmp_path, product_wheel):
         "vnode_monitoring_coordinator_targets": [f"127.0.0.1:{coordinator_metrics}"],
         "vnode_monitoring_agent_targets": [f"127.0.0.1:{agent_metrics}"],
     }
+    (tmp_path / "bin").mkdir()
     local = {"hosts": {"localhost": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"all": {"vars": settings, "children": {
@@ -129,6 +132,16 @@ def test_site_playbook_brings_up_a_coordinator_and_a_storage_agent_and_a_rerun_c
     for key in ("ca/ca.key", "ca/coordinator.key", "ca/issued/admin-root.key",
                 f"etc/pki/node-{settings['vnode_storage_agent_node_id']}.key"):
         assert oct(os.stat(tmp_path / key).st_mode & 0o777) == "0o600", key
+
+    # vnodectl on PATH (here the test's bin dir): a link into the virtualenv, which the coordinator role
+    # (this host is also the coordinator) installed with the coordinator's extra.
+    vnodectl = tmp_path / "bin" / "vnodectl"
+    assert os.readlink(vnodectl) == str(tmp_path / "venv" / "bin" / "vnodectl")
+    shown = subprocess.run([str(vnodectl), "--version"], capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"vnodectl {version()}"
+    extra = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-m", "vnode_sync.distribution", "coordinator"],
+                           capture_output=True, text=True, timeout=30)
+    assert extra.returncode == 0, extra.stderr
 
     pki = tmp_path / "ca"
     status = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator",

@@ -17,7 +17,7 @@ from vnode_sync.kernel import disk_queue
 
 pytestmark = [needs_kernel, pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")]
 
-INTERACTIVE_BFQ = ["scheduler=bfq", "iosched/timeout_sync=20", "iosched/max_budget=65536",   # docs/fair-shares.md
+INTERACTIVE_BFQ = ["scheduler=bfq", "iosched/timeout_sync=20", "iosched/max_budget=65536",   # docs/edge.md
                    "iosched/strict_guarantees=1", "max_sectors_kb=512"]
 ROLE = os.path.join(ANSIBLE_DIR, "roles", "vnode_storage_agent")
 TASKS = os.path.join(ROLE, "tasks", "disk_queue.yml")

@@ -27,6 +27,7 @@ EXAMPLE_SITE = {
     "vnode_coordinator_storage_nodes": [{"id": "dn1", "devices": [{"name": "/dev/sdb", "read_bps": 200_000_000,
                                                                    "write_bps": 150_000_000}]}],
     "vnode_storage_agent_devices": ["/dev/sdb"], "vnode_storage_agent_discovery": {"kind": "hdfs"},
+    "vnode_storage_agent_metrics": True, "vnode_storage_agent_metrics_top_users": 7,
 }
 
 
@@ -52,6 +53,7 @@ def test_every_rendered_config_loads(tmp_path, insecure):
         assert settings.security.insecure is insecure and (settings.security.tls is None) is insecure
     assert load_agent_config(str(tmp_path / "compute-agent.yaml")).compute.endpoints == ((None, 9866),)
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).discovery.kind == "hdfs"
+    assert load_agent_config(str(tmp_path / "storage-agent.yaml")).metrics.top_users == 7
 
 
 @pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
@@ -87,3 +89,39 @@ def test_two_coordinators_on_zookeeper_render_a_zookeeper_section_and_every_clie
     assert load_ctl_settings(str(tmp_path / "vnodectl.yaml")).coordinator == both
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).coordinator == both
     assert load_agent_config(str(tmp_path / "compute-agent.yaml")).coordinator == both
+
+
+def _vnode_common_extras(role: str) -> list:
+    with open(os.path.join(ROLES, role, "meta", "main.yml")) as f:
+        (common,) = [d for d in yaml.safe_load(f)["dependencies"] if d["role"] == "vnode_common"]
+    return common.get("vars", {}).get("vnode_common_extras", [])
+
+
+def test_only_the_coordinator_role_installs_the_coordinator_extra():
+    """numpy, numba and kazoo (~250 MB) on the coordinator host only: a storage node imports none of them."""
+    assert _vnode_common_extras("vnode_coordinator") == ["coordinator"]
+    assert _vnode_common_extras("vnode_storage_agent") == _vnode_common_extras("vnode_compute_agent") == []
+
+
+@pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
+def test_the_coordinators_unit_raises_its_open_file_limit_and_the_agents_units_leave_it(tmp_path):
+    defaults = [os.path.join(ROLES, role, "defaults", "main.yml") for role in ("vnode_common", "vnode_coordinator")]
+    units = {"coordinator": {"vnode_common_service_delegate": False,
+                             "vnode_common_service_open_files": "{{ vnode_coordinator_open_files }}",
+                             "vnode_common_service_open_files_why": "a socket per agent"},
+             "storage-agent": {"vnode_common_service_delegate": True}}
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars_files": defaults,
+             "vars": {"vnode_common_service_description": "d", "vnode_common_service_command": ["/bin/true"]},
+             "tasks": [{"name": f"render {name}", "vars": params, "ansible.builtin.template": {
+                 "src": os.path.join(ROLES, "vnode_common", "templates", "vnode.service.j2"),
+                 "dest": str(tmp_path / f"{name}.service")}} for name, params in units.items()]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    result = subprocess.run(["ansible-playbook", "-i", "localhost,", "-e", "vnode_common_coordinator_host=localhost",
+                             str(tmp_path / "play.yml")], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    assert result.returncode == 0, result.stdout[-2000:]
+    coordinator = (tmp_path / "coordinator.service").read_text()
+    assert "\nLimitNOFILE=65536\n" in coordinator and "# Open files (sockets, mostly): a socket per agent" in coordinator
+    assert "LimitNOFILE" not in (tmp_path / "storage-agent.service").read_text()
+    with open(os.path.join(REPO, "deploy", "systemd", "vnode-coordinator.service")) as f:
+        assert "\nLimitNOFILE=65536\n" in f.read()

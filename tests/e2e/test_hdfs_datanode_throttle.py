@@ -3,7 +3,8 @@ agent, storage agents with `backend: datanode-throttle` (no cgroup at all), two 
 priorities 4 and 8 on 60 MB/s per DataNode. Default DataNode settings: writes are buffered,
 which no cgroup v1 throttle can charge; here the split is measured where the DataNode receives
 the bytes, from the Java agent's own counters. The WebHDFS test, whose hooks differ between Hadoop
-lines, runs on each supported line; the split and the control socket's checks, on the default line."""
+lines, runs on each supported line; the split and the control socket's checks, on the default line. The
+split runs with the DataNodes on the JDK on PATH (17) and on Java 11 (Hadoop 3.3 and 3.4 support 8 and 11)."""
 
 import contextlib
 import glob
@@ -18,11 +19,12 @@ import pytest
 from hdfs import InsecureClient
 
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
+from testbed.hdfs_cluster import JavaRuntime, default_java, installed_java
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
 from testbed.share_watch import assertion_missed, first_window_that_holds
 from testbed.unix_users import local_users
-from vnode_sync.datanode.channel import ThrottleChannel
+from vnode_sync.datanode.channel import OPTIONAL_HOOKS, REQUIRED_HOOKS, ThrottleChannel
 
 # Root for useradd and the testbed's loop disks; Java for HDFS and the agent.
 pytestmark = [needs_kernel, needs_java, pytest.mark.slow]
@@ -109,19 +111,50 @@ def hadoop_line(request) -> str:
     return request.param
 
 
+@pytest.fixture(params=["path", 11], ids=["java-on-path", "java-11"])
+def datanode_java(request) -> JavaRuntime:
+    """The runtime the DataNodes run on: `java` on PATH (the JDK 17), or Java 11, as sites run Hadoop 3.4."""
+    if request.param == "path":
+        return default_java()
+    runtime = installed_java(request.param)
+    if runtime is None:
+        pytest.skip(f"no Java {request.param} runtime installed; run scripts/setup.d/java11.sh")
+    return runtime
+
+
+def assert_datanodes_run_on(hdfs, runtime: JavaRuntime) -> None:
+    """Every DataNode process is that runtime's java, and its agent wove every hook."""
+    for dn in hdfs.datanodes:
+        assert os.path.realpath(f"/proc/{dn.pid}/exe") == os.path.realpath(runtime.java), (dn.id, runtime)
+        hooks = ThrottleChannel(hdfs.throttle_socket(dn)).hello().hooks
+        assert hooks == {hook: "woven" for hook in {**REQUIRED_HOOKS, **OPTIONAL_HOOKS}}, (dn.id, runtime, hooks)
+
+
 @pytest.fixture
 def users():
     with local_users("vst", (4, 8), first_uid=64_531) as made:
         yield made
 
 
-@pytest.fixture
-def readable_dir():
-    """A directory every user can read (pytest's tmp_path is root's alone)."""
+@pytest.fixture(scope="module")
+def put_sources():
+    """The files the two users -put (560 and 860 MiB, incompressible), in a directory every user can read
+    (pytest's tmp_path is root's alone); made once for the split on each JVM (writing them takes up to 20 s).
+    Long enough that both still write through WRITE_WINDOWS windows of 5 s at 20/40 MB/s, the flip and as
+    many of 3 s at 30/30."""
     path = tempfile.mkdtemp(prefix=unique_name("dnthrottle-src") + ".")
     os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+        sources = []
+        for name, mib in (("first", 560), ("second", 860)):
+            source = os.path.join(path, f"{name}.bin")
+            with open(source, "wb") as f:
+                f.write(os.urandom(mib * MiB))
+            os.chmod(source, 0o644)
+            sources.append(source)
+        yield sources
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def assert_read_split(measured: dict[tuple[str, str], float], targets: dict[str, float]) -> None:
@@ -157,21 +190,16 @@ def flip(cluster, hdfs, user: LocalUser, priority: int) -> None:
     time.sleep(1.0)  # let the buckets drain what was booked at the old rates
 
 
-def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, readable_dir):
+def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, put_sources,
+                                                                                      datanode_java):
     """On the default Hadoop line only (70 s a line): the other lines' hooks are tested by the garbage and
-    WebHDFS tests below, and the scheduler that splits is the same Java on every line."""
+    WebHDFS tests below, and the scheduler that splits is the same Java on every line. On each DataNode
+    JVM: the agent is built for Java 8, and what a site runs is 8 or 11."""
     alice, bob = users
-    sources = {}
-    # Long enough that both still write through WRITE_WINDOWS windows of 5 s at 20/40 MB/s, the flip
-    # and as many of 3 s at 30/30.
-    for user, mib in ((alice, 560), (bob, 860)):
-        path = os.path.join(readable_dir, f"{user.name}.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(mib * MiB))
-        os.chmod(path, 0o644)
-        sources[user.name] = path
+    sources = {alice.name: put_sources[0], bob.name: put_sources[1]}
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, disk_mb=3072) as (hdfs, cluster):
+                            replication=2, disk_mb=3072, datanode_java_home=datanode_java.home) as (hdfs, cluster):
+        assert_datanodes_run_on(hdfs, datanode_java)
         assert no_cgroup_of(cluster)
         at_start = thread_cgroups(hdfs)
         assert len(at_start) == 1, at_start  # one set of cgroups for every thread of both DataNodes

@@ -31,6 +31,7 @@ MB = 1_000_000
 ALICE, BOB = LocalUser("alice", 64_161, 2), LocalUser("bob", 64_162, 4)
 BOB_PACE = 10 * MB
 WINDOW = 20.0     # seconds of steady reading compared (20 scrapes, 40 agent reports)
+RULES = os.path.join(REPO, "deploy", "prometheus", "vnode-sync-alerts.yml")   # recording rules the dashboard reads
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,8 @@ def observed():
         compute = stack.enter_context(compute_agent(cluster, ports["compute1"]))
         prometheus = stack.enter_context(PrometheusServer(name, {
             "vnode-sync-coordinator": [f"127.0.0.1:{ports['coordinator']}"],
-            "vnode-sync-agents": [f"127.0.0.1:{ports[n]}" for n in ("node1", "node2", "compute1")]}))
+            "vnode-sync-agents": [f"127.0.0.1:{ports[n]}" for n in ("node1", "node2", "compute1")]},
+            rule_files=(RULES,)))
         prometheus.wait_for_targets_up()
         readers = [start_reader(node, user) for node in cluster.nodes for user in (ALICE, ALICE, BOB)]
         stack.callback(stop_readers, readers)
@@ -158,6 +160,28 @@ def test_the_agents_and_the_coordinator_report_their_state(observed):
     assert float(latency[0]["value"][1]) > 0
 
 
+def test_the_bounded_series_add_up_the_node_totals_and_the_coordinators_rate_per_user(observed):
+    """Each node serves its users (two, fewer than top_users), (default) and (other); the node's totals move
+    what its user rows move; the coordinator's one series per user is the sum over both nodes."""
+    prometheus, t1 = observed[1], observed[5]
+    for node in ("node1", "node2"):
+        rows = prometheus.values(f'vnode_sync_user_read_bytes_total{{node="{node}"}}', "user", at=t1)
+        assert set(rows) == {"alice", "bob", "(default)", "(other)"}
+        span = f"[{WINDOW:.0f}s]"
+        total = prometheus.values(f'sum(rate(vnode_sync_node_read_bytes_total{{node="{node}"}}{span}))', "", at=t1)[""]
+        users = prometheus.values(f'sum(rate(vnode_sync_user_read_bytes_total{{node="{node}"}}{span}))', "", at=t1)[""]
+        assert abs(total - users) <= 0.01 * total, (node, total, users)
+    agents = prometheus.values(f'sum by (user) (rate(vnode_sync_user_read_bytes_total{{user=~"alice|bob"}}[{WINDOW:.0f}s]))',
+                               "user", at=t1)
+    coordinator = prometheus.values('avg_over_time(vnode_sync_coordinator_user_rate_bytes_per_second{direction="read"}'
+                                    f'[{WINDOW:.0f}s])', "user", at=t1)
+    for user in ("alice", "bob"):
+        assert abs(coordinator[user] - agents[user]) <= 0.15 * agents[user], (user, coordinator, agents)
+    share = prometheus.values('user:vnode_sync_coordinator_user_rate_bytes_per_second:share{direction="read"}', "user",
+                              at=t1)
+    assert sum(share.values()) == pytest.approx(1.0, abs=0.01) and share["alice"] > share["bob"]
+
+
 def test_vnodectl_top_shows_the_capped_user_first(observed):
     *_, top, top_json, _ = observed
     rows = [line.split() for line in top.splitlines()[3:] if line and not line.startswith(" ")]
@@ -185,9 +209,9 @@ def test_the_dashboards_queries_run_on_the_real_series_and_show_the_held_user(ob
         answered[query] = prometheus.query(expr)   # a query Prometheus cannot parse raises here
     held = next(r for q, r in answered.items() if "increase(vnode_sync_user_held_seconds_total" in q)
     assert {r["metric"]["user"] for r in held} == {"alice"}
-    # Errors are absent while nothing fails; the shared level is served by DataNode schedulers only (this
+    # Errors are absent while nothing fails; the volume series are served by DataNode dispatchers only (this
     # cluster is blkio): those queries are parsed above, and their data is tested in tests/agents/test_metrics.py.
-    empty = [q for q, r in answered.items() if not r and "errors" not in q and "_node_shared_level_" not in q]
+    empty = [q for q, r in answered.items() if not r and "errors" not in q and "vnode_sync_volume_" not in q]
     assert not empty, f"dashboard queries with no data: {empty}"
 
 

@@ -11,7 +11,7 @@ from vnode_sync.kernel import disk_queue
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.disk_queue import QueueSetting
 
-INTERACTIVE_BFQ = [QueueSetting("scheduler", "bfq"), QueueSetting("iosched/timeout_sync", "20"),   # docs/fair-shares.md
+INTERACTIVE_BFQ = [QueueSetting("scheduler", "bfq"), QueueSetting("iosched/timeout_sync", "20"),   # docs/edge.md
                    QueueSetting("iosched/max_budget", "65536"), QueueSetting("iosched/strict_guarantees", "1"),
                    QueueSetting("max_sectors_kb", "512")]
 KEYS = [s.key for s in INTERACTIVE_BFQ]

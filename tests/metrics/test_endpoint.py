@@ -68,6 +68,19 @@ def test_the_coordinator_serves_its_state_and_counts_rpc_latency_and_errors(scra
     assert not [k for k in got if k[0] == "vnode_sync_coordinator_rpc_errors_total" and ("method", "Status") in k[1]]
 
 
+def test_the_coordinator_serves_one_series_per_user_and_direction_with_its_rate_over_the_cluster(scraped):
+    cluster, _, url = scraped
+    cluster.ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=cluster.ledger.now(), demand=pb.DemandSummary(
+        full=True, users=["alice"], devices=["/dev/loop7"], user_index=[0], device_index=[0], read_bps=[7e6],
+        write_bps=[2e6], read_held=[True], write_held=[False], read_demand_bps=[9e6], write_demand_bps=[2e6])),
+        {"alice", "bob"})
+    got = samples(urllib.request.urlopen(url, timeout=5).read().decode())
+    rates = {labels: v for (name, labels), v in got.items() if name == "vnode_sync_coordinator_user_rate_bytes_per_second"}
+    assert rates == {(("direction", "read"), ("user", "alice")): 7e6, (("direction", "write"), ("user", "alice")): 2e6,
+                     (("direction", "read"), ("user", "bob")): 0, (("direction", "write"), ("user", "bob")): 0}
+    assert not [k for k in got if "node" in dict(k[1]) and "user" in dict(k[1])]   # never per user and node
+
+
 def test_only_the_metrics_path_is_served(scraped):
     url = scraped[2].replace("/metrics", "/")
     with pytest.raises(urllib.error.HTTPError) as e:

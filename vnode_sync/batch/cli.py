@@ -42,6 +42,7 @@ from vnode_sync.batch.running import RunningJobs, pbs_running_jobs, slurm_runnin
 from vnode_sync.batch.settings import BatchSettings, load_settings
 from vnode_sync.batch.spool import EventSpool
 from vnode_sync.durable import write_atomically
+from vnode_sync.distribution import version
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.logs import configure
 
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None, started: float | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vnode-batch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="batch YAML (default /etc/vnode-sync/batch.yaml if present)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("hook", help="run a hook: hook [--config FILE] NAME [pbs_mom's arguments]")
     p = sub.add_parser("install-hooks", help="write the hook wrappers")

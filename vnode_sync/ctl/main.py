@@ -18,10 +18,13 @@ import grpc
 from vnode_sync import validation
 from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
 from vnode_sync.ctl.settings import load_ctl_settings
+from vnode_sync.ctl.measure import add_measure_command, run_measure
+from vnode_sync.ctl.nodes_command import add_node_actions, run_node_action
 from vnode_sync.ctl.status_document import node_json, status_json
 from vnode_sync.ctl.tables import mb, render
 from vnode_sync.ctl.top import add_top_command, run_top
-from vnode_sync.errors import ConfigError, InvalidArgument, VNodeSyncError
+from vnode_sync.distribution import version
+from vnode_sync.errors import ConfigError, InvalidArgument, NotFound, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
@@ -114,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cert", help="this admin's or user's certificate (PEM)")
     parser.add_argument("--key", help="its private key (PEM)")
     parser.add_argument("--insecure", action="store_true", help="plaintext, for a lab coordinator (insecure: true)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     add_certs_commands(sub)
     p = sub.add_parser("set-priority", help="set a user's priority (1..100, 100 highest)")
@@ -133,10 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (("activate", "give a user a share"), ("deactivate", "take a user's share away"),
                        ("remove", "forget a user")):
         sub.add_parser(name, help=text).add_argument("user", type=_user_arg)
-    for name, text in (("users", "list users"), ("nodes", "list storage nodes"),
+    for name, text in (("users", "list users"), ("nodes", "list storage nodes; add, set or remove one"),
                        ("status", "targets and measured MB/s per user and node")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--json", action="store_true", help="machine-readable")
+        if name == "nodes":
+            add_node_actions(p, _Parser)
     p.add_argument("--user", type=_user_arg, help="only this user, on every node")
     p.add_argument("--node", help="only this storage node")
     p.add_argument("--per-node", action="store_true",
@@ -145,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one line (or JSON object) per user: its nodes' target range and summed rates "
                         "(ignored with --user or --node)")
     add_top_command(sub)
+    add_measure_command(sub)
     return parser
 
 
@@ -261,6 +268,10 @@ def run(args, stub: pb_grpc.AdminStub, timeout: float = RPC_TIMEOUT_SECONDS) -> 
             print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
                          [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
                           for u in response.users]))
+    elif args.command == "nodes" and args.node_action:
+        print(run_node_action(args, stub, t))
+    elif args.command == "measure-capacity":
+        run_measure(args, stub, t)
     elif args.command == "nodes":
         response = stub.ListNodes(pb.ListNodesRequest(), timeout=t)
         if args.json:
@@ -304,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except VNodeSyncError as e:
         print(f"vnodectl: error: {e}", file=sys.stderr)
-        return EXIT_INVALID
+        return EXIT_NOT_FOUND if isinstance(e, NotFound) else EXIT_INVALID
     except grpc.RpcError as e:
         code = e.code()
         # UNAVAILABLE is either no coordinator, or one whose state store cannot write (it says so).

@@ -2,18 +2,18 @@
 
 A LimitEnforcer with no placer: the Java agent knows the user of each transfer itself (block
 token, else the client socket's owner), so no thread is moved and no cgroup is made or
-written. Buffered writes are held too: the scheduler sits where the DataNode receives the
-bytes, before the page cache. The DataNode schedules per node, not per disk, so a user's
-weight, floor and ceiling there are the sums of its device ones, and the node's capacity the
-sum of its devices'; counters are reported on the node's first device. Shares are buffered by
+written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
+bytes, before the page cache. The Java agent dispatches each data volume by the node's weights
+(docs/edge.md), so a user's weight, floor and ceiling there are the sums of its device ones; the
+node's configured capacity (the sum of its devices') is sent for what it reports, and the edge
+does not use it. Counters are reported on the node's first device. Shares are buffered by
 apply_limits and sent whole by commit().
 
-With `sharing: weights` (the default) the Java agent shares each direction by local weight at
-every packet (work-conserving by itself), and the coordinator's per-tick rate allocations are
-ignored: read_bps/write_bps are ceilings. `sharing: rates` sends no weights and no capacity, so
-the agent only caps each user at the rates it is given (the allocation, or the static shares):
-how work conservation was done before, kept for comparison. With weights, each usage() also keeps
-the node's shared level from STATS (R and the rule that set it, per direction) for the metrics.
+With `sharing: weights` (the default) the Java agent shares each volume by weight at every packet
+(work-conserving by itself), and the coordinator's per-tick rate allocations are ignored:
+read_bps/write_bps are ceilings. `sharing: rates` sends no weights, so the agent only caps each user
+at the rates it is given (the allocation, or the static shares). Each usage() also keeps each
+volume's queue from STATS (its depth, waiting packets, what it moved) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
 otherwise not_enforcing() says why and the storage agent reports the node as not enforcing.

@@ -35,7 +35,8 @@ REQUIRED_HOOKS = {
     "DataXceiver.readBlock": "reads are not charged to their user",
     "DataXceiver.writeBlock": "writes are not charged to their user",
     "BlockSender.sendBlock": "reads are not scheduled",
-    "BlockReceiver.receiveBlock": "writes are not scheduled",
+    "BlockReceiver.receiveBlock": "writes are not held to their ceilings",
+    "ReplicaOutputStreams.writeDataToDisk": "writes are not dispatched by weight",
 }
 # Woven by the same agent but not needed for every node: without them the node still holds each
 # user's share of the ops above (issue 27; docs/datanode-throttle.md).
@@ -240,11 +241,10 @@ def _volume(fields: dict[str, str]) -> VolumeQueue:
     volume = fields.get("id", "")
     if not _VOLUME_ID.fullmatch(volume):
         raise ValueError(f"volume id {volume[:40]!r} is not a storage ID")
-    queue = VolumeQueue(volume, int(fields["depth"]), float(fields["moved_bps"]), int(fields["waiting"]),
-                        int(fields["lent"]))
-    if queue.depth < 1 or not 0 <= queue.moved_bytes_per_second < math.inf or queue.waiting < 0 or queue.lent < 0:
+    queue = VolumeQueue(volume, int(fields["depth"]), float(fields["moved_bps"]), int(fields["waiting"]))
+    if queue.depth < 1 or not 0 <= queue.moved_bytes_per_second < math.inf or queue.waiting < 0:
         raise ValueError(f"VOLUME {volume}: depth {queue.depth}, moved {queue.moved_bytes_per_second}, waiting "
-                         f"{queue.waiting}, lent {queue.lent}: out of range")
+                         f"{queue.waiting}: out of range")
     return queue
 
 

@@ -69,14 +69,12 @@ class VNodeUsage:
 class VolumeQueue:
     """One data volume of a node whose backend dispatches its packets itself (the DataNode's SFQ(D),
     docs/edge.md), as of the backend's last usage read: how deep it lets the volume's queue be, what
-    the volume moved over the dispatcher's last interval, and how many slots packets held elsewhere
-    (slow clients) lent since the DataNode started."""
+    the volume moved over the dispatcher's last interval, and how many packets waited for a slot."""
 
     volume: str               # the DataNode's storage ID, or "node" where a block's volume is not known
     depth: int
     moved_bytes_per_second: float
     waiting: int
-    lent: int
 
 
 class ThreadPlacer(Protocol):

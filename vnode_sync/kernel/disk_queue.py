@@ -2,7 +2,7 @@
 set together or not at all.
 
 The agents never change a disk's queue: it is the site's. The storage role applies these where the
-site asks (docs/fair-shares.md, "BFQ hosts with interactive users"):
+site asks (docs/edge.md):
 
     python -m vnode_sync.kernel.disk_queue --device /dev/sdb --device /dev/sdc scheduler=bfq \\
         iosched/timeout_sync=20 iosched/max_budget=65536 iosched/strict_guarantees=1 max_sectors_kb=512

@@ -3,6 +3,7 @@
     metrics: {listen: "0.0.0.0:9810"}                  # no section: no endpoint
     metrics: {listen: ..., tls: {ca, cert, key}}        # a server certificate of its own (SAN = host names)
     metrics: {listen: ..., plaintext: true}             # no TLS although the component has tls: (warned)
+    metrics: {listen: ..., top_users: 20}               # agents: users named per node (docs/metrics.md)
 
 Off by default: an agent runs as root and otherwise listens on nothing, and the endpoint names
 every user and its rates, so a site opens it on purpose, at an address it chooses.
@@ -10,12 +11,18 @@ every user and its rates, so a site opens it on purpose, at an address it choose
 
 from typing import Annotated
 
+import annotated_types as at
 from pydantic import AfterValidator, Field, model_validator
 
 from vnode_sync.config_loading import Allowed, Refused, Settings
 from vnode_sync.errors import ConfigError
 from vnode_sync.security.tls import TlsFiles, TransportSecurity, is_loopback
 
+# Users a storage agent names in its per-user series (the rest are user="(other)"): a node's disks keep
+# a few users busy at once, and a Grafana top-N of 20 shows who they are; 20 x 12 series a user keep a
+# 10,000-node site near 3 million series (docs/metrics.md, Cardinality).
+DEFAULT_TOP_USERS = 20
+TOP_USERS_MAX = 1000
 LISTEN_ALLOWED = "host:port with a port 0..65535, e.g. '0.0.0.0:9810' or '[::]:9810'"
 
 
@@ -45,6 +52,15 @@ class MetricsSettings(Settings):
         if self.tls is not None and self.plaintext:
             raise Refused("plaintext", True, "false when a tls section is given (keep one of the two)")
         return self
+
+
+class AgentMetricsSettings(MetricsSettings):
+    """An agent's endpoint: also how many users its per-user series name."""
+
+    top_users: Annotated[int, at.Ge(0), at.Le(TOP_USERS_MAX)] = DEFAULT_TOP_USERS
+    """Users (per node) the storage agent serves per-user series for: those held at their limit first,
+    then the busiest by bytes/s; every other user is summed into user="(other)". Each named user
+    costs up to 12 series on every node (docs/metrics.md, Cardinality)."""
 
 
 def plaintext_off_host(settings: MetricsSettings, component: TransportSecurity) -> bool:

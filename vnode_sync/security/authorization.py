@@ -18,7 +18,7 @@ outside its rules is PERMISSION_DENIED. Every refusal goes to the audit log.
 """
 
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import TypeVar
 
 from vnode_sync.errors import VNodeSyncError
@@ -29,7 +29,8 @@ audit = logging.getLogger(AUDIT_LOGGER)
 Row = TypeVar("Row")
 
 ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation", "SetLimit", "RemoveUser",
-                         "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs", "Pressure"})
+                         "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs", "Pressure",
+                         "AddStorageNode", "SetStorageNode", "RemoveStorageNode"})
 USER_READS = frozenset({"ListUsers", "Status", "Pressure"})
 MONITOR_CALLS = frozenset({"ListUsers", "ListNodes", "Status", "Pressure"})
 METRICS_READERS = ("admin", "monitor")
@@ -49,8 +50,10 @@ class PermissionDenied(VNodeSyncError):
 class AccessPolicy:
     """Enforced whenever the coordinator serves mutual TLS."""
 
-    def __init__(self, storage_nodes: Collection[str], priority_of: Callable[[str], int]):
-        self.storage_nodes = frozenset(storage_nodes)
+    def __init__(self, storage_nodes: Container[str], priority_of: Callable[[str], int]):
+        """`storage_nodes`: the node ids allowed to call as storage nodes, asked at each call (the
+        coordinator's set changes when nodes are added or removed at runtime)."""
+        self.storage_nodes = storage_nodes
         self.priority_of = priority_of  # a user's current (admin-set) priority; raises NotFound
 
     def authorize(self, method: str, caller: CallerIdentity | None, request, peer: str) -> CallerIdentity:

@@ -246,6 +246,46 @@ class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class StorageNodeSpec(_message.Message):
+    __slots__ = ("node_id", "devices", "endpoints")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    endpoints: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., endpoints: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetStorageNodeRequest(_message.Message):
+    __slots__ = ("node_id", "devices", "remove_devices", "endpoints", "replace_endpoints")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    remove_devices: _containers.RepeatedScalarFieldContainer[str]
+    endpoints: _containers.RepeatedScalarFieldContainer[str]
+    replace_endpoints: bool
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., remove_devices: _Optional[_Iterable[str]] = ..., endpoints: _Optional[_Iterable[str]] = ..., replace_endpoints: _Optional[bool] = ...) -> None: ...
+
+class StorageNodeRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    def __init__(self, node_id: _Optional[str] = ...) -> None: ...
+
+class StorageNodeChange(_message.Message):
+    __slots__ = ("node", "generation", "pending")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    node: StorageNode
+    generation: int
+    pending: str
+    def __init__(self, node: _Optional[_Union[StorageNode, _Mapping]] = ..., generation: _Optional[int] = ..., pending: _Optional[str] = ...) -> None: ...
+
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes", "generation")
     NODES_FIELD_NUMBER: _ClassVar[int]
@@ -588,13 +628,31 @@ class FanOutState(_message.Message):
     message: bytes
     def __init__(self, node_id: _Optional[str] = ..., message: _Optional[bytes] = ...) -> None: ...
 
+class FanOutNodes(_message.Message):
+    __slots__ = ("node_ids",)
+    NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+    node_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class FanOutBatch(_message.Message):
-    __slots__ = ("states", "generation")
+    __slots__ = ("states", "generation", "nodes", "gate")
     STATES_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedCompositeFieldContainer[FanOutState]
     generation: int
-    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+    nodes: FanOutNodes
+    gate: FanOutGate
+    def __init__(self, states: _Optional[_Iterable[_Union[FanOutState, _Mapping]]] = ..., generation: _Optional[int] = ..., nodes: _Optional[_Union[FanOutNodes, _Mapping]] = ..., gate: _Optional[_Union[FanOutGate, _Mapping]] = ...) -> None: ...
+
+class FanOutGate(_message.Message):
+    __slots__ = ("closed", "learn_seconds")
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    LEARN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    closed: bool
+    learn_seconds: float
+    def __init__(self, closed: _Optional[bool] = ..., learn_seconds: _Optional[float] = ...) -> None: ...
 
 class FanOutEvent(_message.Message):
     __slots__ = ("port", "opened", "closed", "reports")

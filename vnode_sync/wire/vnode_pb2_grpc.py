@@ -99,6 +99,21 @@ class AdminStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
                 _registered_method=True)
+        self.AddStorageNode = channel.unary_unary(
+                '/vnode_sync.v1.Admin/AddStorageNode',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeSpec.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
+                _registered_method=True)
+        self.SetStorageNode = channel.unary_unary(
+                '/vnode_sync.v1.Admin/SetStorageNode',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.SetStorageNodeRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
+                _registered_method=True)
+        self.RemoveStorageNode = channel.unary_unary(
+                '/vnode_sync.v1.Admin/RemoveStorageNode',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -182,6 +197,25 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddStorageNode(self, request, context):
+        """Storage nodes at runtime: persisted in the store, published at once (no coordinator restart).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetStorageNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveStorageNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +283,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Pressure,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.SerializeToString,
+            ),
+            'AddStorageNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddStorageNode,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeSpec.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.SerializeToString,
+            ),
+            'SetStorageNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetStorageNode,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.SetStorageNodeRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.SerializeToString,
+            ),
+            'RemoveStorageNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveStorageNode,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +651,87 @@ class Admin:
             '/vnode_sync.v1.Admin/Pressure',
             vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddStorageNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/AddStorageNode',
+            vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeSpec.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetStorageNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/SetStorageNode',
+            vnode__sync_dot_wire_dot_vnode__pb2.SetStorageNodeRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveStorageNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/RemoveStorageNode',
+            vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeChange.FromString,
             options,
             channel_credentials,
             insecure,

@@ -103,6 +103,22 @@ final class Advices {
         }
     }
 
+    /**
+     * ReplicaOutputStreams.writeDataToDisk(bytes, offset, length): a write's slot at its volume covers
+     * this and nothing else, not the wait for the client's next packet nor the mirror to the pipeline.
+     */
+    static final class WriteData {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter() {
+            Hooks.volumeWriteStart();
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit(@Advice.Argument(2) int length) {
+            Hooks.volumeWriteEnd(length);
+        }
+    }
+
     /** BlockReceiver.receiveBlock(mirrOut, mirrIn, replyOut, mirrAddr, throttler, downstreams, isReplaceBlock). */
     static final class ReceiveBlock {
         @Advice.OnMethodEnter(suppress = Throwable.class)

@@ -4,8 +4,9 @@ import static net.bytebuddy.matcher.ElementMatchers.named;
 
 import java.lang.instrument.ClassFileTransformer;
 import java.lang.instrument.Instrumentation;
-import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -52,7 +53,7 @@ public final class Agent {
 
     /** sock_diag by 4-tuple where JNA loads; else the /proc/net/tcp walk (also its fallback on an error). */
     private static OwnerLookup sameHostOwners() {
-        SocketOwners walk = new SocketOwners(Path.of("/proc/self/net"));
+        SocketOwners walk = new SocketOwners(Paths.get("/proc/self/net"));
         Throwable why = SockDiag.unavailable();
         if (why != null) {
             AgentLog.warn("vnode-sync throttle agent: no sock_diag (" + why + "); same-host socket owners are"
@@ -91,7 +92,7 @@ public final class Agent {
         for (Map.Entry<String, List<Hook>> entry : byClass.entrySet()) {
             List<Hook> hooks = entry.getValue();
             builder = builder.type(named(entry.getKey())).transform((b, type, loader, module, domain) -> {
-                var out = b;
+                DynamicType.Builder<?> out = b;
                 for (Hook hook : hooks) {
                     if (type.getDeclaredMethods().filter(hook.matcher()).isEmpty()) {
                         report.set(hook.id(), HookReport.NOT_FOUND);
@@ -143,7 +144,7 @@ public final class Agent {
         @Override
         public void onTransformation(TypeDescription type, ClassLoader loader, JavaModule module, boolean loaded,
                                      DynamicType dynamicType) {
-            for (Hook hook : byClass.getOrDefault(type.getName(), List.of())) {
+            for (Hook hook : byClass.getOrDefault(type.getName(), Collections.<Hook>emptyList())) {
                 report.setIfPending(hook.id(), HookReport.WOVEN);
             }
             AgentLog.info("vnode-sync throttle agent: hooked " + type.getName());
@@ -159,7 +160,7 @@ public final class Agent {
 
         @Override
         public void onError(String typeName, ClassLoader loader, JavaModule module, boolean loaded, Throwable error) {
-            for (Hook hook : byClass.getOrDefault(typeName, List.of())) {
+            for (Hook hook : byClass.getOrDefault(typeName, Collections.<Hook>emptyList())) {
                 report.set(hook.id(), HookReport.FAILED);
             }
             AgentLog.once("weave-" + typeName, "vnode-sync throttle agent could not hook " + typeName

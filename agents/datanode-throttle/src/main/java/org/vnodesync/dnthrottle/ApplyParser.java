@@ -3,9 +3,11 @@ package org.vnodesync.dnthrottle;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
@@ -28,7 +30,22 @@ final class ApplyParser {
     }
 
     /** A parsed set and how many lines of kinds this agent does not know it skipped. */
-    record Parsed(Policy policy, int skipped) {
+    static final class Parsed {
+        private final Policy policy;
+        private final int skipped;
+
+        Parsed(Policy policy, int skipped) {
+            this.policy = policy;
+            this.skipped = skipped;
+        }
+
+        Policy policy() {
+            return policy;
+        }
+
+        int skipped() {
+            return skipped;
+        }
     }
 
     private ApplyParser() {
@@ -59,27 +76,28 @@ final class ApplyParser {
             try {
                 Fields f = Fields.parse(line);
                 switch (f.kind) {
-                    case "NODE" -> {
+                    case "NODE":
                         if (nodeSeen) {
                             throw new BadApply("NODE given twice");
                         }
                         nodeSeen = true;
                         node = new Policy.Node(f.number("read_capacity_bps", 0), f.number("write_capacity_bps", 0),
                                 devices(f.has("devices") ? f.text("devices") : ""));
-                    }
-                    case "DEFAULT" -> {
+                        break;
+                    case "DEFAULT":
                         if (defaults != null) {
                             throw new BadApply("DEFAULT given twice");
                         }
                         defaults = shares(f);
-                    }
-                    case "USER" -> {
+                        break;
+                    case "USER": {
                         String name = name(f.text("name"));
                         if (users.put(name, shares(f)) != null) {
                             throw new BadApply("user " + name + " given twice");
                         }
+                        break;
                     }
-                    case "UID" -> {
+                    case "UID": {
                         long uid = f.number("uid");
                         if (uid > MAX_UID) {
                             throw new BadApply("uid out of range");
@@ -87,8 +105,9 @@ final class ApplyParser {
                         if (uids.put(uid, name(f.text("name"))) != null) {
                             throw new BadApply("uid " + uid + " given twice");
                         }
+                        break;
                     }
-                    case "CONN" -> {
+                    case "CONN": {
                         InetAddress address = ipLiteral("", f.text("ip"));
                         long port = f.number("port");
                         if (port < 1 || port > 65535) {
@@ -98,20 +117,21 @@ final class ApplyParser {
                         if (connections.put(endpoint, name(f.text("name"))) != null) {
                             throw new BadApply("connection given twice");
                         }
+                        break;
                     }
-                    default -> {
+                    default:
                         if (!f.kind.matches("^[A-Z][A-Z0-9_]{0,31}$")) {
                             throw new BadApply("not a line kind: '" + printable(f.kind) + "'");
                         }
                         skipped++;  // a kind a newer storage agent knows and this agent does not
-                    }
                 }
             } catch (BadApply e) {
                 throw new BadApply(where + e.getMessage());
             }
         }
         Policy policy = new Policy(generation, node, defaults != null ? defaults : fallbackDefaults,
-                Map.copyOf(users), Map.copyOf(uids), Map.copyOf(connections));
+                Collections.unmodifiableMap(users), Collections.unmodifiableMap(uids),
+                Collections.unmodifiableMap(connections));
         return new Parsed(policy, skipped);
     }
 
@@ -127,7 +147,7 @@ final class ApplyParser {
             return out;
         }
         for (String part : text.split(",", -1)) {
-            var m = DEVICE.matcher(part);
+            Matcher m = DEVICE.matcher(part);
             if (!m.matches()) {
                 throw new BadApply("devices: not MAJ:MIN: '" + printable(part) + "'");
             }
@@ -156,7 +176,7 @@ final class ApplyParser {
 
     /** A numeric address only: a host name here would mean a DNS lookup inside the DataNode. */
     static InetAddress ipLiteral(String where, String text) throws BadApply {
-        var v4 = IPV4.matcher(text);
+        Matcher v4 = IPV4.matcher(text);
         if (v4.matches()) {
             byte[] bytes = new byte[4];
             for (int i = 0; i < 4; i++) {

@@ -5,11 +5,6 @@ import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.net.StandardProtocolFamily;
-import java.net.UnixDomainSocketAddress;
-import java.nio.channels.Channels;
-import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -25,7 +20,7 @@ final class ControlServer {
     private final Path socket;
     private final Throttles throttles;
     private final Protocol.Environment environment;
-    private ServerSocketChannel server;
+    private UnixListener server;
 
     ControlServer(Path socket, Throttles throttles, Protocol.Environment environment) {
         this.socket = socket;
@@ -45,8 +40,7 @@ final class ControlServer {
                     + ", not rwx------");
         }
         Files.deleteIfExists(socket);  // a stale socket from an earlier DataNode
-        server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
-        server.bind(UnixDomainSocketAddress.of(socket));
+        server = UnixListener.open(socket);
         Files.setPosixFilePermissions(socket, PosixFilePermissions.fromString("rw-------"));
         Thread acceptor = new Thread(this::acceptLoop, "vnode-sync-throttle-control");
         acceptor.setDaemon(true);
@@ -56,8 +50,8 @@ final class ControlServer {
     private void acceptLoop() {
         while (server.isOpen()) {
             try {
-                SocketChannel channel = server.accept();
-                Thread handler = new Thread(() -> serve(channel), "vnode-sync-throttle-conn");
+                UnixListener.Connection connection = server.accept();
+                Thread handler = new Thread(() -> serve(connection), "vnode-sync-throttle-conn");
                 handler.setDaemon(true);
                 handler.start();
             } catch (IOException e) {
@@ -72,10 +66,10 @@ final class ControlServer {
         }
     }
 
-    private void serve(SocketChannel channel) {
-        try (channel) {
-            InputStream in = new BufferedInputStream(Channels.newInputStream(channel));
-            OutputStream out = new BufferedOutputStream(Channels.newOutputStream(channel));
+    private void serve(UnixListener.Connection connection) {
+        try (UnixListener.Connection open = connection) {
+            InputStream in = new BufferedInputStream(open.input());
+            OutputStream out = new BufferedOutputStream(open.output());
             new Protocol(throttles, environment).serve(in, out);
         } catch (IOException e) {
             // the storage agent hung up; nothing to do

@@ -7,7 +7,9 @@ package org.vnodesync.dnthrottle;
  *
  * <p>By Little's law a resource that is not saturated moves about D/(D+1) as much at depth D as at
  * D+1, and a saturated one the same at both. A probe is judged halfway between the two: one packet
- * more is kept if it raised the throughput by more than 1/(2D); one fewer if it lost less than 1/(2D).
+ * more is kept if it moved more than 1/(2D) above the best interval since the last probe (a deeper
+ * queue costs the weights, so it must beat the noise of every interval, not their mean); one fewer is
+ * kept if it lost less than 1/(2D) of their mean.
  * So a disk that one sequential reader keeps busy settles at 1 (the depth at which weights hold
  * even with one thread per user), two CPU-bound cores at 2, a disk that reorders a deeper queue
  * deeper. Only intervals in which the depth bound (packets waited for a slot most of the time) say
@@ -36,6 +38,7 @@ final class Depth {
     private int probeEvery = PROBE_EVERY;
     private double probedLevel;        // the level when the last probe began
     private double level;              // smoothed bytes/s at the current depth (0: not known yet)
+    private double best;               // the most a binding interval moved since the last probe
     private long probes;
     private long moves;
 
@@ -68,7 +71,7 @@ final class Depth {
             case PROBING_UP:
                 // Judged whether or not anyone waited: a depth that lets every thread go shows it by
                 // its throughput alone (two CPU-bound threads on two cores).
-                if (level > 0 && bps > level * (1 + 0.5 / (depth - 1))) {
+                if (best > 0 && bps > best * (1 + 0.5 / (depth - 1))) {
                     moves++;
                     level = bps;      // the new depth's level: this interval
                     probeEvery = PROBE_EVERY;
@@ -77,6 +80,7 @@ final class Depth {
                     probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
                 }
                 phase = Phase.STEADY;
+                best = 0;
                 return depth;
             case PROBING_DOWN:
                 if (level > 0 && bps >= level * (1 - 0.5 / (depth + 1))) {
@@ -88,6 +92,7 @@ final class Depth {
                     probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
                 }
                 phase = Phase.STEADY;
+                best = 0;
                 return depth;
             default:
                 if (!binding) {
@@ -97,6 +102,7 @@ final class Depth {
                     return depth;
                 }
                 level = level == 0 ? bps : level + SMOOTHING * (bps - level);
+                best = Math.max(best, bps);
                 if (probedLevel > 0 && Math.abs(level - probedLevel) > probedLevel * 0.5 / depth) {
                     probeEvery = PROBE_EVERY;   // the load changed: what the last probes found may not hold
                 }

@@ -24,25 +24,26 @@ import java.util.concurrent.locks.LockSupport;
  *       go at the volume's speed, then it has its share (HFSC's two-piece curve; docs/edge.md).</li>
  *   <li><b>Floors</b> (mClock's reservations): a packet its flow's floor bucket covers goes ahead of
  *       the weighted ones and is not charged to its weight.</li>
- *   <li><b>A packet held elsewhere</b> (a slow client, a pipeline's far end) lends its slot once it has
- *       been in flight LEND_AFTER times the volume's mean: the volume does not idle for it.</li>
+ *   <li><b>Anticipation</b> (Iyer and Druschel, SOSP 2001; BFQ's idling): a write leaves the volume
+ *       before its thread has its next packet from the network. If that packet would be the next
+ *       dispatched and the thread's think time is shorter than a packet's service, its slot waits for
+ *       it up to one service time: else a flow with one thread would lose its turn at every packet
+ *       and the flows would alternate whatever their weights.</li>
  * </ul>
- * Ceilings are outside: a thread waits for its user's ceiling before it asks (Flow.ceiling).
+ * A packet held outside the volume (a slow client, a pipeline's far end) keeps its slot: the depth
+ * grows until the volume is busy again (Depth). Ceilings are outside: a thread waits for its user's
+ * ceiling before it asks (UserShare.ceiling), holding no slot.
  * One short lock; a waiting thread parks and is unparked by the packet that frees its slot.
  */
 final class Dispatcher {
     /** A returning flow may take at once what its share moved over this long: a static cap's bucket (RateBucket.BURST_NS). */
     static final long BURST_NS = RateBucket.BURST_NS;
-    /**
-     * A packet in flight this many times the volume's mean is held by something else (its client):
-     * with memoryless service times e^-4, under 2 % of packets the volume serves, are lent wrongly,
-     * each letting one packet more in flight for a moment.
-     */
-    static final double LEND_AFTER = 4.0;
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
-    /** Weight of a completed packet's time in flight in the volume's mean (about 16 packets). */
-    private static final double IN_FLIGHT_SMOOTHING = 1.0 / 16;
+    /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
+    private static final long PATIENCE_NS = 10_000_000L;
+    /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
+    private static final double SMOOTHING = 1.0 / 16;
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {
@@ -52,12 +53,13 @@ final class Dispatcher {
         double start;
         boolean reserved;        // its floor covers it: ahead of the weighted packets, not charged to the weight
         long sequence;           // arrival order among equal tags
-        long dispatchedNs;
         boolean waiting;
         boolean inFlight;
-        boolean lent;            // in flight, its slot lent to the queue
         volatile boolean go;     // dispatched: its thread may move the packet
         long lastBytes;          // its last packet's size, the next one's tag
+        long dispatchedNs;
+        long releasedNs = -1;    // when it last left the volume between packets (-1: it asked since)
+        double thinkNs;          // its mean time from leaving the volume to asking again
 
         Ticket(Flow flow, Direction direction, Thread thread) {
             this.flow = flow;
@@ -86,20 +88,21 @@ final class Dispatcher {
     private final List<Ticket> inFlight = new ArrayList<>();
     private final Depth control = new Depth();
     private int depth = 1;
-    private int counted;                  // in flight and holding a slot (not lent)
+    private int counted;                  // packets in flight, and a slot held for an anticipated one
+    private Ticket anticipated;           // the ticket a free slot waits for (null: none)
+    private long anticipatedUntil;
+    private double serviceNs;             // a packet's mean time in its slot
     private double virtualTime;
     private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
     private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
     private double tickVirtualTime;
     private long tickNs = Long.MIN_VALUE;
     private long sequence;
-    private double meanInFlightNs;
     // The current interval.
     private long movedBytes;
     private long queuedSinceNs = -1;      // the queue has been non-empty since (-1: it is empty)
     private long queuedNs;
     private int peak;
-    private long lent;                    // slots lent since start (STATS)
     private volatile double lastMovedBps;
 
     Dispatcher(String volume) {
@@ -111,6 +114,16 @@ final class Dispatcher {
      * may go at once, else it must await(). WEIGHT > 0; RESERVED: its floor covers this packet.
      */
     synchronized boolean ask(Ticket ticket, long bytes, double weight, boolean reserved, long now) {
+        if (ticket.releasedNs >= 0) {
+            double think = now - ticket.releasedNs;
+            ticket.thinkNs = ticket.thinkNs == 0 ? think : ticket.thinkNs + SMOOTHING * (think - ticket.thinkNs);
+            ticket.releasedNs = -1;
+        }
+        boolean held = anticipated == ticket;
+        if (held) {
+            anticipated = null;
+            counted--;   // the slot kept for it: taken below
+        }
         // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
         // slot to the waiters first would alternate the flows whatever their weights.
         if (ticket.inFlight) {
@@ -133,7 +146,7 @@ final class Dispatcher {
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
         }
-        if (queue.isEmpty() && counted < depth) {
+        if ((held || queue.isEmpty()) && counted < depth) {
             dispatch(ticket, now);
             return true;
         }
@@ -147,34 +160,28 @@ final class Dispatcher {
         return ticket.go;
     }
 
-    /**
-     * Parks the asking thread until its packet is dispatched (or CANCELLED says stop); returns the
-     * time waited. Lends a slot held too long by a packet in flight while it waits.
-     */
+    /** Parks the asking thread until its packet is dispatched (or CANCELLED says stop); returns the time waited. */
     long await(Ticket ticket, UserThrottler.Clock clock, java.util.function.BooleanSupplier cancelled) {
         long start = clock.nanoTime();
         while (!ticket.go) {
-            long patience;
+            long patience = PATIENCE_NS;
             synchronized (this) {
                 long now = clock.nanoTime();
-                patience = poll(ticket, now);
-                if (!ticket.go && (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted())) {
+                expire(now);
+                if (ticket.go) {
+                    break;
+                }
+                if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
                     withdraw(ticket, now);
+                    break;
+                }
+                if (anticipated != null) {
+                    patience = Math.max(1, Math.min(patience, anticipatedUntil - now));
                 }
             }
-            if (!ticket.go) {
-                LockSupport.parkNanos(this, patience);
-            }
+            LockSupport.parkNanos(this, patience);
         }
         return clock.nanoTime() - start;
-    }
-
-    /**
-     * A waiting TICKET looks at NOW: slots held too long are lent; returns how long it may park before
-     * it should look again (it is unparked sooner when dispatched). Simulations call it directly.
-     */
-    synchronized long poll(Ticket ticket, long now) {
-        return ticket.go ? 0 : lendOverdue(now);
     }
 
     /**
@@ -182,14 +189,47 @@ final class Dispatcher {
      * waits for its ceiling (a wait outside the volume holds no slot).
      */
     synchronized void release(Ticket ticket, long bytes, long now) {
+        release(ticket, bytes, now, false);
+    }
+
+    /** As release; ANTICIPATE: its thread asks again for the op's next packet (a write between packets). */
+    synchronized void release(Ticket ticket, long bytes, long now, boolean anticipate) {
         movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
+        if (anticipated == ticket) {
+            anticipated = null;
+            counted--;
+        }
         if (ticket.inFlight) {
-            complete(ticket, now);
+            leave(ticket, now);
+            if (anticipate) {
+                ticket.releasedNs = now;
+                if (anticipated == null && !queue.isEmpty() && ticket.thinkNs > 0 && ticket.thinkNs < serviceNs
+                        && ticket.flow.finish <= queue.peek().start) {
+                    anticipated = ticket;
+                    anticipatedUntil = now + (long) serviceNs;
+                    counted++;   // its slot waits for it
+                    return;
+                }
+            }
+            pump(now);
         } else if (ticket.waiting) {
             withdraw(ticket, now);
+        }
+    }
+
+    /** At NOW: an anticipated packet that did not come by its time gives its slot to the queue. */
+    synchronized void poll(long now) {
+        expire(now);
+    }
+
+    private void expire(long now) {
+        if (anticipated != null && now - anticipatedUntil >= 0) {
+            anticipated = null;
+            counted--;
+            pump(now);
         }
     }
 
@@ -203,29 +243,18 @@ final class Dispatcher {
         ticket.go = true;   // the thread goes on unscheduled rather than hang
     }
 
-    private void complete(Ticket ticket, long now) {
-        leave(ticket, now);
-        pump(now);
-    }
-
-    /** TICKET's packet is no longer in flight; true if it held a slot (its own, not lent). */
-    private boolean leave(Ticket ticket, long now) {
+    /** TICKET's packet is no longer in flight: its slot is free. */
+    private void leave(Ticket ticket, long now) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
-        boolean held = !ticket.lent;
-        if (held) {
-            counted--;
-            double ns = now - ticket.dispatchedNs;
-            meanInFlightNs = meanInFlightNs == 0 ? ns : meanInFlightNs + IN_FLIGHT_SMOOTHING * (ns - meanInFlightNs);
-        }
-        ticket.lent = false;
-        return held;
+        counted--;
+        double ns = now - ticket.dispatchedNs;
+        serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
     }
 
     private void dispatch(Ticket ticket, long now) {
         ticket.waiting = false;
         ticket.inFlight = true;
-        ticket.lent = false;
         ticket.dispatchedNs = now;
         if (!ticket.reserved) {
             virtualTime = Math.max(virtualTime, ticket.start);
@@ -250,33 +279,6 @@ final class Dispatcher {
         }
     }
 
-    /**
-     * Lends the slot of every packet in flight longer than LEND_AFTER times the mean; returns how long
-     * a waiting thread may park before the next one would be due (at least 0.1 ms: a park's resolution).
-     */
-    private long lendOverdue(long now) {
-        if (meanInFlightNs <= 0) {
-            return 1_000_000L;
-        }
-        long limit = (long) (LEND_AFTER * meanInFlightNs);
-        long soonest = Long.MAX_VALUE;
-        for (Ticket t : inFlight) {
-            if (t.lent) {
-                continue;
-            }
-            long age = now - t.dispatchedNs;
-            if (age >= limit) {
-                t.lent = true;
-                counted--;
-                lent++;
-            } else {
-                soonest = Math.min(soonest, limit - age);
-            }
-        }
-        pump(now);
-        return Math.max(100_000L, Math.min(soonest, 10 * limit));
-    }
-
     private void queueEmptied(long now) {
         if (queuedSinceNs >= 0) {
             queuedNs += now - queuedSinceNs;
@@ -297,6 +299,7 @@ final class Dispatcher {
             queuedNs += now - queuedSinceNs;
             queuedSinceNs = now;
         }
+        expire(now);
         Interval out = null;
         if (tickNs != Long.MIN_VALUE && now > tickNs) {
             double seconds = (now - tickNs) / 1e9;
@@ -351,10 +354,10 @@ final class Dispatcher {
         return lastMovedBps;
     }
 
-    /** STATS: "VOLUME id=... depth=... in_flight=... waiting=... moved_bps=... lent=... probes=... moves=..." */
+    /** STATS: "VOLUME id=... depth=... in_flight=... waiting=... moved_bps=... probes=... moves=..." */
     synchronized String statsLine() {
         return "VOLUME id=" + volume + " depth=" + depth + " in_flight=" + inFlight.size() + " waiting=" + queue.size()
-                + " moved_bps=" + Math.round(lastMovedBps) + " lent=" + lent + " probes=" + control.probes()
+                + " moved_bps=" + Math.round(lastMovedBps) + " probes=" + control.probes()
                 + " moves=" + control.moves();
     }
 

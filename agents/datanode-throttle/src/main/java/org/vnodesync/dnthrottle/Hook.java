@@ -19,7 +19,9 @@ enum Hook {
     REPLACE_BLOCK("DataXceiver", "replaceBlock", 2, Hook.TOKEN, Advices.ReplaceBlock.class),
     COPY_BLOCK("DataXceiver", "copyBlock", 1, Hook.TOKEN, Advices.CopyBlock.class),
     // Short-circuit local reads: file descriptors only for users whose share cannot bind.
-    SHORT_CIRCUIT_FDS("DataNode", "requestShortCircuitFdsForRead", 1, Hook.TOKEN, Advices.ShortCircuitFds.class);
+    SHORT_CIRCUIT_FDS("DataNode", "requestShortCircuitFdsForRead", 1, Hook.TOKEN, Advices.ShortCircuitFds.class),
+    // A received packet's bytes into its block file: what a write costs the volume (docs/edge.md, §4).
+    WRITE_DATA("fsdataset.ReplicaOutputStreams", "writeDataToDisk", 2, "int", Advices.WriteData.class);
 
     static final String DATANODE = "org.apache.hadoop.hdfs.server.datanode.";
     private static final String TOKEN = "org.apache.hadoop.security.token.Token";
@@ -39,9 +41,9 @@ enum Hook {
         this.advice = advice;
     }
 
-    /** "BlockSender.sendBlock": how the handshake and the agent setting skip_hook name it. */
+    /** "BlockSender.sendBlock": how the handshake and the agent setting skip_hook name it (no package). */
     String id() {
-        return simpleClass + "." + method;
+        return simpleClass.substring(simpleClass.lastIndexOf('.') + 1) + "." + method;
     }
 
     String className() {

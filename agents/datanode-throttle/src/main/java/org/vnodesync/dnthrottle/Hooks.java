@@ -20,6 +20,8 @@ public final class Hooks {
     static final String SYSTEM = "system";
 
     private static final ThreadLocal<Throttles.Charge> CURRENT = new ThreadLocal<>();
+    /** The receiving op's throttler, for its writes into the block file (WRITE_DATA). */
+    private static final ThreadLocal<UserThrottler> RECEIVING = new ThreadLocal<>();
     private static volatile Throttles throttles;
     private static volatile Identity identity;
     private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
@@ -104,8 +106,9 @@ public final class Hooks {
 
     /** Marks the block's short-circuit slots invalid: its readers' clients ask for it again. */
     private static void invalidate(ExtendedBlockId block) {
-        if (dataNode instanceof DataNode) {
-            ((DataNode) dataNode).getShortCircuitRegistry().processBlockInvalidation(block);
+        Object node = dataNode;
+        if (node instanceof DataNode) {
+            ((DataNode) node).getShortCircuitRegistry().processBlockInvalidation(block);
         }
     }
 
@@ -183,8 +186,12 @@ public final class Hooks {
                 return original;  // internal, and no system VNode: Hadoop's own throttler
             }
             Dispatcher volume = t.volume(volumeOf(block, datanode));
-            return new UserThrottler(charge, direction, volume, t.flow(volume, charge), original,
+            UserThrottler throttler = new UserThrottler(charge, direction, volume, t.flow(volume, charge), original,
                     UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
+            if (direction == Direction.WRITE) {
+                RECEIVING.set(throttler);
+            }
+            return throttler;
         } catch (Throwable e) {
             AgentLog.once("throttler-" + direction, "could not make a per-user throttler; Hadoop's is used", e);
             return original;
@@ -207,12 +214,29 @@ public final class Hooks {
 
     /** After sendBlock / receiveBlock: the transfer sends no more packets. */
     public static void transferEnd(DataTransferThrottler throttler) {
+        RECEIVING.remove();
         try {
             if (throttler instanceof UserThrottler) {
                 ((UserThrottler) throttler).close();
             }
         } catch (Throwable e) {
             AgentLog.once("transfer-end", "could not end a per-user transfer cleanly", e);
+        }
+    }
+
+    /** ReplicaOutputStreams.writeDataToDisk starts: the receiving op waits for its turn at the volume. */
+    public static void volumeWriteStart() {
+        UserThrottler throttler = RECEIVING.get();
+        if (throttler != null) {
+            throttler.enterVolume();
+        }
+    }
+
+    /** ...and has written LENGTH bytes: its slot is free. */
+    public static void volumeWriteEnd(int length) {
+        UserThrottler throttler = RECEIVING.get();
+        if (throttler != null) {
+            throttler.leaveVolume(length);
         }
     }
 

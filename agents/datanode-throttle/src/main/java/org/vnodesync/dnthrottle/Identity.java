@@ -14,7 +14,28 @@ import java.util.OptionalLong;
  */
 final class Identity {
     /** The socket owner found for one connection: its DataXceiver's address strings and the uid (or none). */
-    private record Owner(String remoteAddress, String localAddress, OptionalLong uid) {
+    private static final class Owner {
+        private final String remoteAddress;
+        private final String localAddress;
+        private final OptionalLong uid;
+
+        Owner(String remoteAddress, String localAddress, OptionalLong uid) {
+            this.remoteAddress = remoteAddress;
+            this.localAddress = localAddress;
+            this.uid = uid;
+        }
+
+        String remoteAddress() {
+            return remoteAddress;
+        }
+
+        String localAddress() {
+            return localAddress;
+        }
+
+        OptionalLong uid() {
+            return uid;
+        }
     }
 
     private final OwnerLookup owners;

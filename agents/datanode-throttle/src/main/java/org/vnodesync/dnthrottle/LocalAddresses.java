@@ -3,6 +3,7 @@ package org.vnodesync.dnthrottle;
 import java.net.InetAddress;
 import java.net.NetworkInterface;
 import java.net.SocketException;
+import java.util.Collections;
 import java.util.Enumeration;
 import java.util.HashSet;
 import java.util.Set;
@@ -15,7 +16,7 @@ import java.util.Set;
 final class LocalAddresses {
     static final long REFRESH_NS = 10_000_000_000L;
 
-    private volatile Set<InetAddress> known = Set.of();
+    private volatile Set<InetAddress> known = Collections.emptySet();
     private volatile long listedNs = Long.MIN_VALUE / 2;
 
     boolean isLocal(InetAddress client, InetAddress server, long nowNs) {
@@ -38,11 +39,11 @@ final class LocalAddresses {
         try {
             Enumeration<NetworkInterface> interfaces = NetworkInterface.getNetworkInterfaces();
             while (interfaces != null && interfaces.hasMoreElements()) {
-                interfaces.nextElement().inetAddresses().forEach(found::add);
+                found.addAll(Collections.list(interfaces.nextElement().getInetAddresses()));
             }
         } catch (SocketException e) {
             AgentLog.once("local-addresses", "could not list this host's addresses; only loopback counts", e);
         }
-        return Set.copyOf(found);
+        return Collections.unmodifiableSet(found);
     }
 }

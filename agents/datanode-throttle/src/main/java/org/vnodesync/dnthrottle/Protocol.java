@@ -15,7 +15,8 @@ import java.util.function.Supplier;
  * are KIND key=value..., and either side skips keys it does not know.
  */
 final class Protocol {
-    static final String VERSION = "0.2.0";
+    /** The product's version: the jar manifest's Implementation-Version (from the pom); "unknown" run from classes. */
+    static final String VERSION = version(Protocol.class.getPackage());
     static final int MIN_PROTOCOL = 2;
     static final int MAX_PROTOCOL = 2;
     static final int MAX_LINE = 4096;
@@ -23,11 +24,31 @@ final class Protocol {
     private static final String TOO_LONG = "\u0000too long";
 
     /** What the handshake says about the DataNode this agent runs in. */
-    record Environment(HookReport hooks, Supplier<String> hadoopVersion) {
+    static final class Environment {
+        private final HookReport hooks;
+        private final Supplier<String> hadoopVersion;
+
+        Environment(HookReport hooks, Supplier<String> hadoopVersion) {
+            this.hooks = hooks;
+            this.hadoopVersion = hadoopVersion;
+        }
+
+        HookReport hooks() {
+            return hooks;
+        }
+
+        Supplier<String> hadoopVersion() {
+            return hadoopVersion;
+        }
     }
 
     private final Throttles throttles;
     private final Environment environment;
+
+    static String version(Package ours) {
+        String version = ours == null ? null : ours.getImplementationVersion();
+        return version == null || version.isEmpty() ? "unknown" : version;
+    }
 
     Protocol(Throttles throttles, Environment environment) {
         this.throttles = throttles;
@@ -149,7 +170,7 @@ final class Protocol {
         int b;
         while ((b = in.read()) != -1) {
             if (b == '\n') {
-                return tooLong ? TOO_LONG : buffer.toString(StandardCharsets.UTF_8);
+                return tooLong ? TOO_LONG : new String(buffer.toByteArray(), StandardCharsets.UTF_8);
             }
             if (buffer.size() < MAX_LINE) {
                 buffer.write(b);

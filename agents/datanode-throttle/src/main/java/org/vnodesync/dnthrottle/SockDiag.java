@@ -13,7 +13,7 @@ import java.util.OptionalLong;
  * uses, net/ipv4/inet_diag.c): the kernel looks the socket up in its hash table, O(1), where printing
  * /proc/net/tcp walks all of it (262,144 buckets here, ~12 ms of CPU per file). A request that names
  * the socket exactly (no NLM_F_DUMP) answers one inet_diag_msg, or an error (ENOENT: no such socket).
- * libc is reached through JNA (Java 17 has no netlink sockets); where JNA cannot load, `available()`
+ * libc is reached through JNA (Java has no netlink sockets); where JNA cannot load, `available()`
  * is false and Identity walks /proc instead.
  */
 final class SockDiag implements OwnerLookup {

@@ -7,8 +7,11 @@ import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 
 /**
  * The throttler handed to one op in place of the node-wide one. Hadoop calls it after each packet the
- * op moved; it then waits for the user's ceiling, and asks the volume's Dispatcher for the op's next
- * packet (the first is asked for when the op starts, before any byte moves). It counts the bytes and
+ * op moved; it then waits for the user's ceiling. A read then asks the volume's Dispatcher for its
+ * next packet (the first is asked for when the op starts, before any byte moves): its slot covers
+ * the packet's read and send. A write asks only around the packet's write into its block file
+ * (enterVolume, leaveVolume: Hooks.WRITE_DATA), so its slot does not cover the wait for the client's
+ * next packet or the mirror down the pipeline, which are not the volume's. It counts the bytes and
  * the time waited, then passes them on to the node-wide throttler (if the DataNode has one). The
  * superclass's own bucket is never used.
  */
@@ -40,6 +43,7 @@ final class UserThrottler extends DataTransferThrottler {
     // The op's own counters, looked up once per op rather than once per packet.
     private final LongAdder counted;
     private final LongAdder waited;
+    private final boolean reads;
     private volatile Canceler canceler;
 
     UserThrottler(Throttles.Charge charge, Direction direction, Dispatcher dispatcher, Flow flow,
@@ -55,7 +59,10 @@ final class UserThrottler extends DataTransferThrottler {
         UserCounters counters = charge.counters();
         this.counted = direction == Direction.READ ? counters.readBytes : counters.writeBytes;
         this.waited = direction == Direction.READ ? counters.readWaitNs : counters.writeWaitNs;
-        next(0);   // the op's first packet waits for its turn too
+        this.reads = direction == Direction.READ;
+        if (reads) {
+            next(0);   // the op's first packet waits for its turn too
+        }
     }
 
     String user() {
@@ -94,8 +101,36 @@ final class UserThrottler extends DataTransferThrottler {
         }
     }
 
-    /** The op moved BYTES (0: none yet): its next packet waits for the ceiling, then for its turn. */
+    /** A write's packet is about to go into its block file: it waits for its turn at the volume. */
+    void enterVolume() {
+        long start = clock.nanoTime();
+        double weight = share.weight;
+        if (weight <= 0) {
+            return;
+        }
+        boolean reserved = !share.floor.unlimited() && share.floor.tryTake(Dispatcher.FIRST_PACKET_BYTES, start);
+        if (!dispatcher.ask(ticket, 0, weight, reserved, start)) {
+            dispatcher.await(ticket, clock, this::cancelled);
+            waited.add(clock.nanoTime() - start);
+        }
+    }
+
+    /** ...and LENGTH bytes of it are in: its slot is free. */
+    void leaveVolume(long length) {
+        dispatcher.release(ticket, length, clock.nanoTime(), true);
+    }
+
+    /** The op moved BYTES (0: none yet): its next packet waits for the ceiling, then (a read) for its turn. */
     private void next(long bytes) {
+        if (!reads) {
+            long start = clock.nanoTime();
+            long ceilingNs = share.ceiling.unlimited() ? 0 : share.ceiling.reserve(Math.max(bytes, 1), start);
+            if (ceilingNs > 0) {
+                sleep(ceilingNs);
+                waited.add(clock.nanoTime() - start);
+            }
+            return;
+        }
         long start = clock.nanoTime();
         long now = start;
         double weight = share.weight;

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.net.InetAddress;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -11,7 +12,7 @@ class ApplyParserTest {
     private static final Policy.Shares START = Policy.Shares.ceilings(7, 8);
 
     private static Policy parse(String... lines) throws Exception {
-        return ApplyParser.parse(5, List.of(lines), START).policy();
+        return ApplyParser.parse(5, Arrays.asList(lines), START).policy();
     }
 
     @Test
@@ -22,7 +23,8 @@ class ApplyParserTest {
                 "USER name=bob_2", "UID uid=64001 name=alice", "CONN ip=10.0.0.7 port=41234 name=bob_2",
                 "CONN ip=::1 port=50000 name=alice");
         assertEquals(5, p.generation());
-        assertEquals(new Policy.Node(60_000_000, 50_000_000, List.of(new DeviceId(8, 16), new DeviceId(259, 0))), p.node());
+        assertEquals(new Policy.Node(60_000_000, 50_000_000, Arrays.asList(new DeviceId(8, 16), new DeviceId(259, 0))),
+                p.node());
         assertEquals(new Policy.Shares(new Policy.Share(1, 0, 100), new Policy.Share(1, 0, 200)), p.defaults());
         assertEquals(new Policy.Shares(new Policy.Share(8, 1000, 0), new Policy.Share(2.5, 0, 2000)), p.users().get("alice"));
         assertEquals(Policy.Shares.NONE, p.users().get("bob_2"));
@@ -39,7 +41,8 @@ class ApplyParserTest {
 
     @Test
     void keysAndLineKindsItDoesNotKnowAreSkippedSoANewerPeerDoesNotBreakIt() throws Exception {
-        ApplyParser.Parsed parsed = ApplyParser.parse(1, List.of("USER name=alice read_weight=3 read_iops_weight=9",
+        ApplyParser.Parsed parsed = ApplyParser.parse(1, Arrays.asList(
+                "USER name=alice read_weight=3 read_iops_weight=9",
                 "SYSTEM read_weight=2", "NODE read_capacity_bps=10 future_counter=4"), START);
         assertEquals(3, parsed.policy().users().get("alice").read().weight());
         assertEquals(10, parsed.policy().node().readCapacity());
@@ -48,7 +51,7 @@ class ApplyParserTest {
 
     @Test
     void rejectsBadLines() {
-        for (String bad : List.of("USER name=Alice", "USER name=alice read_weight=-1", "USER read_weight=1",
+        for (String bad : Arrays.asList("USER name=Alice", "USER name=alice read_weight=-1", "USER read_weight=1",
                 "USER name=alice read_weight=1 read_weight=2", "USER name=../etc", "DEFAULT read_ceiling_bps=x",
                 "USER name=alice read_weight=NaN", "USER name=alice read_weight=1e999", "UID uid=4294967295 name=alice",
                 "UID uid=-1 name=alice", "CONN ip=host.example port=1 name=a", "CONN ip=300.0.0.1 port=1 name=a",
@@ -62,9 +65,9 @@ class ApplyParserTest {
 
     @Test
     void rejectsDuplicates() {
-        for (List<String> bad : List.of(List.of("DEFAULT", "DEFAULT"), List.of("NODE", "NODE"),
-                List.of("USER name=a", "USER name=a"), List.of("UID uid=1 name=a", "UID uid=1 name=b"),
-                List.of("CONN ip=1.2.3.4 port=5 name=a", "CONN ip=1.2.3.4 port=5 name=b"))) {
+        for (List<String> bad : Arrays.asList(Arrays.asList("DEFAULT", "DEFAULT"), Arrays.asList("NODE", "NODE"),
+                Arrays.asList("USER name=a", "USER name=a"), Arrays.asList("UID uid=1 name=a", "UID uid=1 name=b"),
+                Arrays.asList("CONN ip=1.2.3.4 port=5 name=a", "CONN ip=1.2.3.4 port=5 name=b"))) {
             assertThrows(ApplyParser.BadApply.class, () -> ApplyParser.parse(1, bad, START), bad.toString());
         }
     }

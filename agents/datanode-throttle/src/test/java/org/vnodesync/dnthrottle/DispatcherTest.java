@@ -140,14 +140,14 @@ class DispatcherTest {
     }
 
     @Test
-    void aSlowClientsPacketLendsItsSlotSoTheVolumeDoesNotIdle() {
+    void aSlowClientHoldingASlotDeepensTheQueueSoTheVolumeDoesNotIdle() {
         SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
         SimulatedNode.Volume disk = n.volume("DS-1", 100 * MB);
         n.weight("alice", 8);
         n.weight("bob", 1);
         n.add(new SimulatedNode.Worker("alice", Direction.READ, disk, 2 * MB, 0, 0, n.now()));
         n.backlogged("bob", Direction.READ, disk);
-        n.runFor(2 * SimulatedNode.SECOND);
+        n.runFor(5 * SimulatedNode.SECOND);
         Map<String, Double> r = n.rates(10);
         near(2 * MB, r.get("alice"), 0.1, "alice, held by her client");
         near(98 * MB, r.get("bob"), 0.05, "bob, what she leaves");
@@ -220,5 +220,68 @@ class DispatcherTest {
         cpu.runFor(10 * SimulatedNode.SECOND);
         int depth = cpu.throttles.volume("DS-1").depth();
         assertTrue(depth == 2 || depth == 3, "depth " + depth + " on two CPU-bound cores");
+    }
+
+    /** Alice (8) and bob (4) write with one thread each; each thread takes THINK ns between packets. */
+    private static double writersSplit(long thinkNs) {
+        Throttles t = new Throttles(Policy.Shares.NONE, 0);
+        java.util.Map<String, Policy.Shares> users = new java.util.HashMap<>();
+        users.put("alice", new Policy.Shares(Policy.Share.NONE, new Policy.Share(8, 0, 0)));
+        users.put("bob", new Policy.Shares(Policy.Share.NONE, new Policy.Share(4, 0, 0)));
+        t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE, users, new java.util.HashMap<>(),
+                new java.util.HashMap<>()));
+        Dispatcher volume = t.volume("DS-1");
+        Dispatcher.Ticket alice = new Dispatcher.Ticket(t.flow(volume, t.chargeFor("alice")), Direction.WRITE, null);
+        Dispatcher.Ticket bob = new Dispatcher.Ticket(t.flow(volume, t.chargeFor("bob")), Direction.WRITE, null);
+        long serviceNs = 1_000_000;   // a packet in its slot (the kernel pausing a writer)
+        long now = 0;
+        long[] moved = new long[2];
+        long[] readyAt = {0, 0};      // when each thread has its next packet from the network
+        Dispatcher.Ticket[] tickets = {alice, bob};
+        double[] weights = {8, 4};
+        boolean[] asked = new boolean[2];
+        Dispatcher.Ticket inSlot = null;
+        long slotEnd = 0;
+        while (now < 2_000_000_000L) {
+            for (int i = 0; i < 2; i++) {
+                if (!asked[i] && readyAt[i] <= now) {
+                    asked[i] = true;
+                    volume.ask(tickets[i], 0, weights[i], false, now);
+                }
+            }
+            volume.poll(now);
+            if (inSlot == null) {
+                for (int i = 0; i < 2; i++) {
+                    if (asked[i] && tickets[i].go && tickets[i].inFlight) {
+                        inSlot = tickets[i];
+                        slotEnd = now + serviceNs;
+                    }
+                }
+            }
+            if (inSlot != null && now >= slotEnd) {
+                int i = inSlot == alice ? 0 : 1;
+                moved[i] += 64 * 1024;
+                volume.release(inSlot, 64 * 1024, now, true);
+                asked[i] = false;
+                readyAt[i] = now + thinkNs;
+                inSlot = null;
+                continue;
+            }
+            now += 10_000;
+        }
+        return (double) moved[0] / moved[1];
+    }
+
+    @Test
+    void aWritersSlotWaitsForItsNextPacketSoOneThreadAUserStillSharesByWeight() {
+        double split = writersSplit(100_000);   // 0.1 ms for the next packet from the network
+        assertTrue(Math.abs(split - 2) <= 0.2, "alice/bob " + split + " with one writer thread each, not 2");
+    }
+
+    @Test
+    void aThreadThatThinksLongerThanAPacketIsNotWaitedFor() {
+        // 5 ms between packets against 1 ms in the slot: the volume serves whoever is there (work conservation).
+        double split = writersSplit(5_000_000);
+        assertTrue(Math.abs(split - 1) <= 0.1, "alice/bob " + split + ", not 1: the volume idled for a slow thread");
     }
 }

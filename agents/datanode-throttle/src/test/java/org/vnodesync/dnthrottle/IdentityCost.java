@@ -5,8 +5,10 @@ import java.lang.management.ThreadMXBean;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
-import java.nio.file.Path;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.OptionalLong;
 
@@ -31,7 +33,7 @@ public final class IdentityCost {
     public static void main(String[] args) throws Exception {
         int rounds = args.length > 0 ? Integer.parseInt(args[0]) : 200;
         int sockets = Math.max(args.length > 1 ? Integer.parseInt(args[1]) : 200, rounds + 5);
-        long me = new com.sun.security.auth.module.UnixSystem().getUid();
+        long me = ((Number) Files.getAttribute(Paths.get("/proc/self"), "unix:uid")).longValue();
         InetAddress loopback = InetAddress.getLoopbackAddress();
         try (ServerSocket server = new ServerSocket(0, sockets + 10, loopback)) {
             List<Socket> open = new ArrayList<>();
@@ -44,9 +46,9 @@ public final class IdentityCost {
             for (int i = 0; i < sockets; i++) {
                 sameHost[i] = "/127.0.0.1:" + open.get(2 * i).getLocalPort();
             }
-            Policy policy = ApplyParser.parse(1, List.of("USER name=alice", "USER name=bob", "UID uid=" + me
+            Policy policy = ApplyParser.parse(1, Arrays.asList("USER name=alice", "USER name=bob", "UID uid=" + me
                     + " name=alice", "CONN ip=10.0.0.9 port=40000 name=bob"), Policy.Shares.NONE).policy();
-            SocketOwners walk = new SocketOwners(Path.of("/proc/self/net"));
+            SocketOwners walk = new SocketOwners(Paths.get("/proc/self/net"));
             Lookup before = (remote, localAddress) -> {
                 Policy.Endpoint client = Identity.parseAddress(remote);
                 OptionalLong uid = walk.ownerOf(client, Identity.parseAddress(localAddress));

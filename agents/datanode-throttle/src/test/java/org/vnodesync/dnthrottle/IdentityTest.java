@@ -4,16 +4,18 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.List;
-import java.util.Map;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 class IdentityTest {
-    private static final Path PROC = Path.of("src/test/resources/proc");
+    private static final Path PROC = Paths.get("src/test/resources/proc");
     private final SocketOwners owners = new SocketOwners(PROC, true);
     private final Identity identity = new Identity(owners);
 
@@ -22,7 +24,7 @@ class IdentityTest {
     }
 
     private static Policy policy() throws Exception {
-        return ApplyParser.parse(1, List.of("USER name=alice", "USER name=bob", "UID uid=64001 name=alice",
+        return ApplyParser.parse(1, Arrays.asList("USER name=alice", "USER name=bob", "UID uid=64001 name=alice",
                 "UID uid=64002 name=bob", "CONN ip=10.0.0.9 port=40000 name=bob"), Policy.Shares.NONE).policy();
     }
 
@@ -63,11 +65,12 @@ class IdentityTest {
     void aConnectionsOwnerIsLookedUpOncePerConnection(@TempDir Path proc) throws Exception {
         String header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
         String client = "   1: 0100007F:B26E 0100007F:2712 01 00000000:00000000 00:00000000 00000000 %d        0 1002 1\n";
-        Files.writeString(proc.resolve("tcp"), header + String.format(client, 64001));
+        Files.write(proc.resolve("tcp"), (header + String.format(client, 64001)).getBytes(StandardCharsets.UTF_8));
         Identity fresh = new Identity(new SocketOwners(proc, true));
         assertEquals("alice", fresh.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002"));
         String another = "   2: 0100007F:B26F 0100007F:2712 01 00000000:00000000 00:00000000 00000000 64002        0 1004 1\n";
-        Files.writeString(proc.resolve("tcp"), header + String.format(client, 64002) + another);
+        Files.write(proc.resolve("tcp"),
+                (header + String.format(client, 64002) + another).getBytes(StandardCharsets.UTF_8));
         // The same connection (its DataXceiver thread and addresses): the first op's answer, no new lookup.
         assertEquals("alice", fresh.resolve(policy(), null, "/127.0.0.1:45678", "/127.0.0.1:10002"));
         // Another connection, or the same addresses on another thread: looked up again.
@@ -99,7 +102,7 @@ class IdentityTest {
         t.apply(policy());
         assertEquals("alice", t.chargeFor("alice").name());
         assertEquals(Throttles.DEFAULT, t.chargeFor("carol").name());
-        assertEquals(Map.of(), Policy.initial(Policy.Shares.NONE).users());
+        assertEquals(Collections.emptyMap(), Policy.initial(Policy.Shares.NONE).users());
     }
 
     @Test

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Collections;
 import org.junit.jupiter.api.Test;
 
 class ProtocolTest {
@@ -17,12 +18,20 @@ class ProtocolTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.4.2"))
                 .serve(new ByteArrayInputStream(input.getBytes(StandardCharsets.UTF_8)), out);
-        return out.toString(StandardCharsets.UTF_8);
+        return new String(out.toByteArray(), StandardCharsets.UTF_8);
     }
 
     @Test
     void pingNamesTheAgent() throws Exception {
         assertEquals("OK vnode-sync-datanode-throttle " + Protocol.VERSION + " started=1234\n", talk("PING\n"));
+    }
+
+    @Test
+    void theVersionIsTheJarManifestsAndUnknownWhereThereIsNone() {
+        // Run from target/classes there is no manifest; tests/datanode_throttle/test_agent_jar.py checks the jar's.
+        assertEquals("unknown", Protocol.version(null));
+        assertEquals("unknown", Protocol.version(Protocol.class.getPackage()));
+        assertEquals("unknown", Protocol.VERSION);
     }
 
     @Test
@@ -75,7 +84,7 @@ class ProtocolTest {
         assertTrue(talk("APPLY x\nEND\n").startsWith("ERR "));
         assertTrue(talk("APPLY 7\nUSER alice 1 2\nEND\n").startsWith("ERR "), "protocol 1's APPLY is refused");
         assertTrue(talk("APPLY\nEND\n").startsWith("ERR APPLY needs generation="));
-        assertTrue(talk("x".repeat(10000) + "\n").startsWith("ERR unknown request"));
+        assertTrue(talk(String.join("", Collections.nCopies(10000, "x")) + "\n").startsWith("ERR unknown request"));
         assertEquals(-1, throttles.policy().generation());
     }
 
@@ -114,9 +123,9 @@ class ProtocolTest {
         volume.ask(ticket, 1_000_000, 1, false, 50_000_000L);
         volume.tick(100_000_000L);
         protocol.serve(new ByteArrayInputStream("STATS\n".getBytes(StandardCharsets.UTF_8)), out);
-        String[] lines = out.toString("UTF-8").split("\n");
+        String[] lines = new String(out.toByteArray(), StandardCharsets.UTF_8).split("\n");
         assertEquals("NODE started_ms=1234 read_capacity_bps=0 write_capacity_bps=0 volumes=1", lines[0]);
-        assertEquals("VOLUME id=DS-1 depth=1 in_flight=1 waiting=0 moved_bps=10000000 lent=0 probes=0 moves=0", lines[1]);
+        assertEquals("VOLUME id=DS-1 depth=1 in_flight=1 waiting=0 moved_bps=10000000 probes=0 moves=0", lines[1]);
         assertTrue(lines[2].startsWith("DEFAULT "), lines[2]);
     }
 }

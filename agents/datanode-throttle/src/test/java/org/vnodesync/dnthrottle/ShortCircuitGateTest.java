@@ -6,8 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import org.apache.hadoop.hdfs.ExtendedBlockId;
 import org.junit.jupiter.api.Test;
 
@@ -17,8 +18,8 @@ class ShortCircuitGateTest {
     private static Throttles throttles(Policy.Shares alice) {
         Throttles t = new Throttles(Policy.Shares.NONE, 0);
         Policy.Shares weighted = new Policy.Shares(new Policy.Share(8, 0, 0), new Policy.Share(8, 0, 0));
-        t.apply(new Policy(1, new Policy.Node(100_000_000, 100_000_000, List.of()), Policy.Shares.NONE,
-                Map.of("alice", alice, "bob", weighted), Map.of(), Map.of()));
+        t.apply(new Policy(1, new Policy.Node(100_000_000, 100_000_000, Collections.emptyList()), Policy.Shares.NONE,
+                Maps.of("alice", alice, "bob", weighted), Collections.emptyMap(), Collections.emptyMap()));
         return t;
     }
 
@@ -35,9 +36,9 @@ class ShortCircuitGateTest {
         // 128 MiB at 100 MB/s (configured; no volume moved yet): alice's grant runs out 1.34 s after it was made, and is revoked.
         List<ExtendedBlockId> revoked = new java.util.ArrayList<>();
         assertTrue(gate.sweep(1_300_000_000L, revoked::add));
-        assertEquals(List.of(), revoked);
+        assertEquals(Collections.emptyList(), revoked);
         assertFalse(gate.sweep(1_400_000_000L, revoked::add));
-        assertEquals(List.of(block), revoked);
+        assertEquals(Arrays.asList(block), revoked);
         assertNull(gate.refusal(t, "bob", null, BLOCK, 1_400_000_000L));
     }
 
@@ -71,7 +72,7 @@ class ShortCircuitGateTest {
         assertNull(gate.refusal(t, "alice", block, BLOCK, 0));
         List<ExtendedBlockId> revoked = new java.util.ArrayList<>();
         gate.readStarted("bob", revoked::add);
-        assertEquals(List.of(block), revoked);
+        assertEquals(Arrays.asList(block), revoked);
         String why = gate.refusal(t, "alice", null, BLOCK, 10_000_000_000L);
         assertNotNull(why);
         assertTrue(why.contains("bob reads through"), why);

@@ -13,7 +13,7 @@ import java.util.function.IntToDoubleFunction;
  * alike, at its speed (which may grow with the number in flight: a disk that reorders a deeper queue);
  * the CPU's cores serve every packet's CPU time, one core at most per thread; a link may bind; each
  * thread's client has a speed of its own. Each thread asks the real Dispatcher before each packet
- * exactly as UserThrottler does (ceiling, floor, ask, and a waiting thread polls as await does), so
+ * exactly as UserThrottler does (ceiling, floor, ask, then wait until dispatched), so
  * what is tested is the edge's code on its per-packet path, in simulated time.
  *
  * <p>Three ways to share, for baselines in the same run: NONE (no vnode-sync: every packet goes at
@@ -44,7 +44,9 @@ final class SimulatedNode {
     static final class Worker {
         final String user;
         final Direction direction;
-        final Volume volume;
+        Volume volume;               // where its current file is
+        Volume[] spread;             // if set, its files go to these volumes in turn (HDFS spreads blocks)
+        private int nextVolume;
         final double clientBps;      // its client's own speed (infinity: none)
         final long fileBytes;        // 0: never pauses
         final long gapNs;
@@ -247,6 +249,9 @@ final class SimulatedNode {
         if (w.fileBytes > 0 && w.fileLeft == 0) {
             w.fileLeft = w.fileBytes;
             w.fileStart = now;
+            if (w.spread != null) {
+                w.volume = w.spread[w.nextVolume++ % w.spread.length];
+            }
         }
         Throttles.Charge charge = throttles.chargeFor(w.user);
         Dispatcher d = throttles.volume(w.volume.id);
@@ -284,8 +289,7 @@ final class SimulatedNode {
     }
 
     private void poll(Worker w) {
-        long patience = throttles.volume(w.volume.id).poll(w.ticket, now);
-        w.wakeAt = now + Math.max(1, patience);
+        w.wakeAt = Long.MAX_VALUE;   // parked until the packet that frees its slot dispatches it
     }
 
     /** Waiting workers whose packets the dispatcher let go. */

@@ -3,7 +3,9 @@ package org.vnodesync.dnthrottle;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.junit.jupiter.api.Test;
@@ -51,7 +53,8 @@ class ThrottlerTest {
         FakeTime time = new FakeTime();
         Throttles t = new Throttles(Policy.Shares.NONE, 0);
         t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE,
-                java.util.Map.of("alice", Policy.Shares.ceilings(0, 10_000_000)), java.util.Map.of(), java.util.Map.of()));
+                Maps.of("alice", Policy.Shares.ceilings(0, 10_000_000)), Collections.emptyMap(),
+                Collections.emptyMap()));
         long start = time.now;
         UserThrottler throttler = throttler(t, "alice", Direction.WRITE, null, time);
         for (int i = 0; i < 1000; i++) {
@@ -127,8 +130,8 @@ class ThrottlerTest {
         FakeTime time = new FakeTime();
         Throttles t = new Throttles(Policy.Shares.NONE, 0);
         Policy.Shares w = new Policy.Shares(new Policy.Share(1, 0, 0), new Policy.Share(1, 0, 0));
-        t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE, java.util.Map.of("alice", w),
-                java.util.Map.of(), java.util.Map.of()));
+        t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE, Maps.of("alice", w),
+                Collections.emptyMap(), Collections.emptyMap()));
         UserThrottler alice = throttler(t, "alice", Direction.READ, null, time);
         assertEquals(1, t.volume("DS-1").inFlight(), "the op's first packet holds a slot before it moves");
         for (int i = 0; i < 100; i++) {
@@ -143,7 +146,7 @@ class ThrottlerTest {
     @Test
     void hooksLeaveHadoopsThrottlerAloneOutsideAnOp() {
         CountingNodeWide original = new CountingNodeWide();
-        Hooks.install(new Throttles(Policy.Shares.NONE, 0), new Identity(new SocketOwners(java.nio.file.Path.of("/nonexistent"))));
+        Hooks.install(new Throttles(Policy.Shares.NONE, 0), new Identity(new SocketOwners(Paths.get("/nonexistent"))));
         Hooks.opEnd();
         assertTrue(Hooks.forSend(original, null, null) == original);
         Hooks.opStart(null, "/10.1.1.1:5000", "/10.1.1.2:9866", false);

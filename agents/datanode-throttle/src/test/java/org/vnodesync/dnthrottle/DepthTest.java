@@ -1,0 +1,59 @@
+package org.vnodesync.dnthrottle;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.function.IntToDoubleFunction;
+import org.junit.jupiter.api.Test;
+
+/** The depth against throughput curves of known shape: Depth.interval's whole contract. */
+class DepthTest {
+    /** The depth after INTERVALS binding intervals on a volume that moves CURVE(depth) bytes/s. */
+    private static int settle(IntToDoubleFunction curve, int intervals) {
+        Depth depth = new Depth();
+        int d = depth.depth();
+        for (int i = 0; i < intervals; i++) {
+            d = depth.interval(curve.applyAsDouble(d), true, d);
+        }
+        return d;
+    }
+
+    @Test
+    void aSaturatedDiskStaysAtOne() {
+        assertEquals(1, settle(d -> 100e6, 2000));
+    }
+
+    @Test
+    void cpuBoundCoresSettleAtTheirNumber() {
+        assertEquals(2, settle(d -> 30e6 * Math.min(d, 2), 2000));
+        assertEquals(4, settle(d -> 30e6 * Math.min(d, 4), 2000));
+    }
+
+    @Test
+    void aDiskThatGainsLittleFromDepthIsNotDeepened() {
+        // +20 % from a second request is under the halfway mark (+50 %) of an unsaturated resource.
+        assertEquals(1, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000));
+    }
+
+    @Test
+    void aDipBeforeAProbeDoesNotDeepenTheQueue() {
+        Depth depth = new Depth();
+        int d = depth.depth();
+        for (int i = 0; i < 300; i++) {
+            // a saturated volume whose throughput dips to half on the interval before each probe
+            double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 50e6 : 100e6;
+            d = depth.interval(bps, true, d);
+        }
+        assertEquals(1, d);
+    }
+
+    @Test
+    void anIntervalThatHeldNobodyCutsTheDepthToWhatWasInFlight() {
+        Depth depth = new Depth();
+        int d = 1;
+        for (int i = 0; i < 200; i++) {
+            d = depth.interval(30e6 * Math.min(d, 3), true, d);
+        }
+        assertEquals(3, d);
+        assertEquals(1, depth.interval(10e6, false, 1));
+    }
+}

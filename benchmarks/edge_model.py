@@ -1,0 +1,91 @@
+"""Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
+
+    .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60]
+    .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
+
+Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
+SimulatedNode's modelled volumes, cores and link) on Maven's test classpath, streams its lines (one per
+scenario, then each figure's distribution over the seeds and the scenarios meeting each target), and
+prints the command first. Without --profile, seed s draws profile "abcde"[s % 5]. Needs Maven and a
+JDK (scripts/setup.d/datanode-throttle.sh), offline.
+"""
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+PROJECT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "agents", "datanode-throttle")
+MAIN = "org.vnodesync.dnthrottle.EdgeScenarios"
+SEEDS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def maven(*goals: str) -> None:
+    """Runs Maven offline on the agent; its output only if it failed (its stdout carries colour codes)."""
+    done = subprocess.run(["mvn", "-q", "-o", "-B", "-f", os.path.join(PROJECT, "pom.xml"), *goals],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"edge_model: mvn {' '.join(goals)} failed (exit {done.returncode})")
+
+
+def classpath() -> str:
+    """Compiles the agent's tests and returns their classpath (test-classes, classes, test-scope jars)."""
+    with tempfile.NamedTemporaryFile("r", prefix="vnode-sync-edge-model-cp.", suffix=".txt") as out:
+        maven("test-compile", "dependency:build-classpath", f"-Dmdep.outputFile={out.name}", "-Dmdep.includeScope=test")
+        deps = out.read().strip()
+    return ":".join([os.path.join(PROJECT, "target", "test-classes"), os.path.join(PROJECT, "target", "classes"), deps])
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", help="N, N-M or a comma-separated list of those (such as 0-99)")
+    parser.add_argument("--profile", choices="abcde", help="every seed on this profile (default: seed % 5)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds measured per policy")
+    parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
+    parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
+    parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
+    parser.add_argument("--to", type=float, help="trace up to this simulated second")
+    args = parser.parse_args(argv)
+    if args.trace is None and not args.seeds:
+        parser.error("--seeds (such as 0-99) or --trace SEED is required")
+    if args.seeds and not SEEDS.match(args.seeds):
+        parser.error(f"--seeds {args.seeds}: not N, N-M or a comma-separated list of those")
+    if args.seconds <= 0:
+        parser.error(f"--seconds {args.seconds}: must be > 0")
+    return args
+
+
+def java_args(args: argparse.Namespace) -> list[str]:
+    out = ["--seconds", f"{args.seconds:g}"]
+    if args.profile:
+        out += ["--profile", args.profile]
+    if args.trace is not None:
+        out += ["--trace", str(args.trace), "--policy", args.policy, "--from", f"{args.start:g}"]
+        if args.to is not None:
+            out += ["--to", f"{args.to:g}"]
+    else:
+        out += ["--seeds", args.seeds]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    command = "python -m benchmarks.edge_model " + shlex.join(sys.argv[1:] if argv is None else argv)
+    print(f"# {command}", flush=True)
+    cp = classpath()
+    java = ["java", "-cp", cp, MAIN, *java_args(args)]
+    print(f"# java -cp <{PROJECT}: target/test-classes, target/classes, test-scope jars> {MAIN} "
+          f"{shlex.join(java_args(args))}", flush=True)
+    with subprocess.Popen(java, stdout=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

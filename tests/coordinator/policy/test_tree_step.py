@@ -1,0 +1,118 @@
+"""The weight step for a tree: today's step for one level, groups' totals by weight, idle shares kept in the group."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks.tree_instances import fairness, random_tree_cluster
+from vnode_sync.coordinator.policy.hierarchical_max_min import hierarchical_max_min
+from vnode_sync.coordinator.policy.local_weights import local_weights
+from vnode_sync.coordinator.policy.tree_step import tree_weights
+from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree
+from vnode_sync.errors import InvalidArgument
+
+MB = 1e6
+INF = math.inf
+ONE_DISK = np.array([90 * MB])
+TWO_TO_ONE = WeightTree((Group("physics", 2, (User("ann", 1),)),
+                         Group("biology", 1, (User("bob", 1), User("cy", 1), User("dee", 1)))))
+TREES = 100
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_tree_of_one_level_gives_exactly_todays_step(seed):
+    rng = np.random.default_rng(seed)
+    users, resources = int(rng.integers(2, 25)), int(rng.integers(1, 30))
+    capacity = rng.uniform(20, 100, resources) * MB
+    weight = rng.integers(1, 11, users).astype(float)
+    demand = np.where(rng.random((users, resources)) < 0.3, INF, rng.pareto(1.2, (users, resources)) * 5 * MB)
+    demand[rng.random((users, resources)) > rng.uniform(0.1, 0.9)] = 0.0
+    floor = np.where(rng.random(users) < 0.2, rng.uniform(0, 5, users) * MB, 0.0)
+    ceiling = np.where(rng.random(users) < 0.2, rng.uniform(5, 60, users) * MB, INF)
+    names = [f"u{i}" for i in range(users)]
+    tree = WeightTree.flat(names, weight, floor, ceiling).arrays(names)
+    flat = local_weights(capacity, weight, demand, floor, ceiling)
+    step = tree_weights(capacity, tree, demand)
+    assert np.array_equal(step.step.weight, flat.weight) and np.array_equal(step.allocation, flat.allocation)
+    again = tree_weights(capacity, tree, demand, previous=step)
+    warm = local_weights(capacity, weight, demand, floor, ceiling, previous=flat.weight, previous_level=flat.level)
+    assert np.array_equal(again.step.weight, warm.weight)
+
+
+@pytest.mark.parametrize("active", [(1, 3), (1, 2), (1, 1)])
+def test_two_groups_at_2_to_1_split_2_to_1_whatever_the_number_of_their_active_users(active):
+    _, second = active
+    demand = np.array([[INF] + [INF] * second + [0.0] * (3 - second)]).T
+    step = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), demand)
+    assert step.totals[0] == pytest.approx(60 * MB, rel=0.01)
+    assert step.totals[2] == pytest.approx(30 * MB, rel=0.01)
+    assert step.user_totals()[1:1 + second] == pytest.approx([30 * MB / second] * second, rel=0.01)
+    # The edges, sharing the disk by the step's weights alone, give the same split.
+    weights = step.step.weight[:, 0]
+    active_users = demand[:, 0] > 0
+    assert weights[0] / weights[active_users].sum() == pytest.approx(2 / 3, rel=0.01)
+
+
+def test_an_idle_users_share_goes_to_its_own_group_first():
+    step = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), np.array([[INF, INF, INF, 0.0]]).T)
+    assert step.user_totals() == pytest.approx([60 * MB, 15 * MB, 15 * MB, 0], rel=0.01, abs=1)
+    met = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), np.array([[10 * MB, INF, INF, 0.0]]).T)
+    assert met.user_totals() == pytest.approx([10 * MB, 40 * MB, 40 * MB, 0], rel=0.01, abs=1)
+    nested = WeightTree((Group("physics", 1, (User("ann", 1), User("eve", 1))),
+                         Group("biology", 1, (User("bob", 1), User("cy", 1)))))
+    step = tree_weights(ONE_DISK, nested.arrays(), np.array([[INF, 5 * MB, INF, INF]]).T)
+    assert step.user_totals() == pytest.approx([40 * MB, 5 * MB, 22.5 * MB, 22.5 * MB], rel=0.01)
+
+
+def test_between_groups_children_are_served_as_their_parent_owes_them():
+    """ann (9) on r0 and bob (1) on r1 in physics; cy in biology on both: ann 9, bob 1, cy 1 + 9."""
+    tree = WeightTree((Group("physics", 1, (User("ann", 9), User("bob", 1))), Group("biology", 1, (User("cy", 1),))))
+    step = tree_weights(np.array([10 * MB, 10 * MB]), tree.arrays(), np.array([[INF, 0.0], [0.0, INF], [INF, INF]]))
+    assert step.allocation == pytest.approx(np.array([[9 * MB, 0], [0, 1 * MB], [1 * MB, 9 * MB]]), rel=0.02, abs=1e4)
+
+
+def _fairness_over_trees(bounds: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per random tree (fixed seeds): the fast step's users' index against the exact, and its groups'
+    (the root's children's totals, the same index)."""
+    users, groups = [], []
+    for seed in range(TREES):
+        cluster = random_tree_cluster(np.random.default_rng(seed), max_users=50, max_resources=6, bounds=bounds)
+        exact = hierarchical_max_min(cluster.capacity, cluster.arrays, cluster.demand)
+        step = tree_weights(cluster.capacity, cluster.arrays, cluster.demand)
+        users.append(fairness(step.allocation, exact.allocation, cluster.capacity.max()))
+        top = cluster.arrays.children(-1)
+        counted = exact.totals[top] > 1e-6 * cluster.capacity.max()
+        groups.append(float((step.totals[top][counted] / exact.totals[top][counted]).min(initial=1.0)))
+    return np.array(users), np.array(groups)
+
+
+def _distribution(values: np.ndarray) -> str:
+    worst = np.argsort(values)[:5]
+    return (f"min {values.min():.4f} p5 {np.percentile(values, 5):.4f} median {np.median(values):.4f}; "
+            f">= 0.95 on {(values >= 0.95).sum()}/{len(values)}; worst seeds {worst.tolist()}")
+
+
+@pytest.fixture(scope="module")
+def over_random_trees():
+    return _fairness_over_trees(bounds=False)
+
+
+def test_groups_totals_come_within_5_percent_of_the_exact_on_100_random_trees(over_random_trees):
+    _, groups = over_random_trees
+    assert groups.min() >= 0.95, _distribution(groups)
+
+
+@pytest.mark.xfail(strict=True, reason="not met: the step holds groups' totals, but a user whose group must give "
+                                        "way on its resources can fall far below its exact total "
+                                        "(benchmarks/results/tree-step.txt)")
+def test_users_totals_come_within_5_percent_of_the_exact_on_100_random_trees(over_random_trees):
+    users, _ = over_random_trees
+    assert users.min() >= 0.95, _distribution(users)
+
+
+def test_bad_input_is_refused_in_one_line():
+    with pytest.raises(InvalidArgument, match="shapes"):
+        tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), np.full((3, 1), INF))
+    with pytest.raises(InvalidArgument, match="demand must be >= 0"):
+        tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), np.array([[1.0, np.nan, 0, 0]]).T)
