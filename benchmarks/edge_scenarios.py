@@ -435,13 +435,15 @@ class Testbed:
             time.sleep(min(step, left))
             with contextlib.suppress(Exception):   # a busy socket costs a sample, not the cell
                 for v in self.channel.stats().volumes:
-                    one = seen.setdefault(v.volume[-6:], {"depth": [], "waiting": [], "MB/s": [], "lent": []})
-                    for key, value in (("depth", v.depth), ("waiting", v.waiting),
-                                       ("MB/s", v.moved_bytes_per_second / MB), ("lent", v.lent)):
-                        one[key].append(value)
+                    # lent: slots lent to the queue since start (agents that lend: edge 2c63089; later ones do not)
+                    sample = {"depth": v.depth, "waiting": v.waiting, "MB/s": v.moved_bytes_per_second / MB,
+                              **({"lent": v.lent} if hasattr(v, "lent") else {})}
+                    for key, value in sample.items():
+                        seen.setdefault(v.volume[-6:], {}).setdefault(key, []).append(value)
         return [f"{volume} depth {min(f['depth']):.0f}-{max(f['depth']):.0f} (median {statistics.median(f['depth']):.0f}), "
                 f"waiting {statistics.median(f['waiting']):.0f} median {max(f['waiting']):.0f} max, "
-                f"{statistics.median(f['MB/s']):.1f} MB/s median, lent {max(f['lent']) - min(f['lent']):.0f}"
+                f"{statistics.median(f['MB/s']):.1f} MB/s median"
+                + (f", lent {max(f['lent']) - min(f['lent']):.0f}" if "lent" in f else "")
                 for volume, f in sorted(seen.items())]
 
     def lift_shares(self) -> None:
