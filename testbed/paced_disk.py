@@ -21,6 +21,8 @@ them. Two models:
   write outgrows its page cache (24 GiB of RAM here would hide the disk for gigabytes). While
   one exists, background writeback starts early (testbed/early_writeback.py): under the strict
   limit alone the kernel paces every writer, even one at a third of the disk's speed.
+- `DiskModel.hdd(rate_mbps, seek_ms)`: the streaming disk plus a constant seek cost for every request
+  that does not continue the previous one (not growing with the distance), queued as above.
 - `DiskModel.spindle(rate_mbps, seek_ms)`: the paper figures' disk. Reads and writes paced,
   a seek cost for every request that does not continue the previous one, no idle credit; the
   loop device without direct I/O serves one request at a time, so the I/O scheduler above it
@@ -61,6 +63,8 @@ READY_SECONDS = 10
 # A streaming disk's dirty page cache: a few hundred ms of its writes, like a DataNode's disk under
 # a sustained write (the kernel's default, 20 % of RAM, lets 24 GiB hide the disk for gigabytes).
 DIRTY_MB = 64
+# A 7200 rpm disk's average seek plus half a turn: ~8.5 + 4.2 ms; 8 keeps a sequential stream near its rate.
+HDD_SEEK_MS = 8.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,11 @@ class DiskModel:
     @classmethod
     def streaming(cls, rate_mbps: float) -> "DiskModel":
         return cls(rate_mbps, pace_writes=True, dirty_mb=DIRTY_MB)
+
+    @classmethod
+    def hdd(cls, rate_mbps: float, seek_ms: float = HDD_SEEK_MS) -> "DiskModel":
+        """The streaming disk with a seek on each request that does not continue the last one."""
+        return cls(rate_mbps, seek_ms, pace_writes=True, dirty_mb=DIRTY_MB)
 
     @classmethod
     def spindle(cls, rate_mbps: float, seek_ms: float = 0.0) -> "DiskModel":

@@ -160,7 +160,8 @@ class ClientBytes:
 
 def block_files(hdfs) -> set[str]:
     """Every block file (blk_*, not .meta) on the cluster's DataNodes now."""
-    return {os.path.join(directory, name) for dn in hdfs.datanodes for directory, _, names in os.walk(dn.data_dir)
+    return {os.path.join(directory, name) for dn in hdfs.datanodes for data_dir in dn.data_dirs
+            for directory, _, names in os.walk(data_dir)
             for name in names if name.startswith("blk_") and not name.endswith(".meta")}
 
 

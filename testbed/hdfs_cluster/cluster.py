@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+import uuid
 from dataclasses import asdict
 
 import psutil
@@ -27,6 +28,7 @@ from testbed.sizes import parse_size
 from testbed import kdc
 from testbed.kdc import realm_for
 from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts, NameNode, Transfer
+from testbed.hdfs_cluster.link import DataNodeLink
 from testbed.hdfs_cluster.kerberos import ADMIN, SERVICE_HOST, HdfsKerberos
 from testbed.hdfs_cluster.runtime import (DATANODE_CLASS, HADOOP_VERSION, NAMENODE_CLASS, TOOL_CLASS, HadoopRuntime,
                                          JavaRuntime, JvmSettings, has_native, native_dir)
@@ -38,7 +40,8 @@ WORKDIR_PREFIX = "vnode-sync-hdfs"
 STATE_FILE = "cluster.json"
 # Every JVM the testbed starts carries this property; `down` and `cleanup-stale` find them by it.
 MARKER = "-Dtestbed.workdir="
-DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "spindle")
+DISK_KINDS = ("loop", "zram", "paced", "paced-rw", "hdd", "spindle")
+PACED_KINDS = ("paced", "paced-rw", "hdd", "spindle")
 DEFAULT_BLOCK_BYTES = 128 << 20  # dfs.blocksize's default
 PACED_READ_MBPS = 100.0  # a paced disk's default: about one SATA disk's sequential read
 
@@ -71,12 +74,14 @@ class HdfsCluster:
                  host: str = "127.0.0.1", disk: str = "loop", disk_read_mbps: float = PACED_READ_MBPS,
                  datanode_throttle: str | None = None, datanode_throttle_args: tuple[str, ...] = (),
                  hadoop_version: str | None = None, kerberos: bool = False, short_circuit: bool = False,
-                 native: bool = False, ext4_options: tuple[str, ...] = (), datanode_java_home: str | None = None):
+                 native: bool = False, ext4_options: tuple[str, ...] = (), datanode_java_home: str | None = None,
+                 more_disks_mbps: tuple[float, ...] = (), datanode_link_mbps: float = 0.0):
         """`host`: the address every daemon listens on and advertises; another than loopback lets
         clients in a network namespace (a compute host) reach the cluster. `disk`: "loop" (a
         file on the host's disk behind a loop device), "zram" (RAM; see zramdev.py) or "paced"
         (reads paced to `disk_read_mbps` MB/s per DataNode, like a real disk; see paced_disk.py) or
-        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "spindle"
+        "paced-rw" (writes paced too, with little dirty page cache: DiskModel.streaming) or "hdd" (paced-rw
+        with a seek cost on each non-sequential request: DiskModel.hdd) or "spindle"
         (reads and writes paced, one request at a time, BFQ the loop device's scheduler: its cgroup
         weights decide the order; DiskModel.spindle).
         `datanode_throttle`: the vnode-sync Java agent's jar, loaded into every DataNode with its
@@ -91,17 +96,32 @@ class HdfsCluster:
         do (their read-ahead pool and cache drop-behind need it). `ext4_options`: mount options of the
         DataNodes' ext4 besides noatime (e.g. "nodelalloc"). `datanode_java_home`: the Java runtime the
         DataNodes run on (e.g. runtime.installed_java(11).home), where the agent is loaded; the NameNode
-        and the clients stay on `java` from PATH (the JDK 17 that compiles the client tool)."""
+        and the clients stay on `java` from PATH (the JDK 17 that compiles the client tool).
+        `more_disks_mbps`: further data dirs in
+        every DataNode (dfs.datanode.data.dir), each on a disk of the same paced kind at its own rate
+        (the first stays at `disk_read_mbps`): a node of volumes of different speeds.
+        `datanode_link_mbps`: the (one) DataNode runs in a network namespace of its own
+        (testbed.compute_host), joined to the host by a veth shaped to that many MB/s each way (tc
+        tbf); the cluster listens on the veth's host side instead of `host`: a network-bound node."""
         if disk not in DISK_KINDS:
             raise InvalidArgument(f"disk {disk!r} is not one of {', '.join(DISK_KINDS)}")
         if disk_read_mbps <= 0:
             raise InvalidArgument(f"disk_read_mbps={disk_read_mbps}: must be above 0")
         check_ext4_options(tuple(ext4_options))
+        if more_disks_mbps and (disk not in PACED_KINDS or min(more_disks_mbps) <= 0):
+            raise InvalidArgument(f"more_disks_mbps={more_disks_mbps}: rates above 0, on a disk of kind "
+                                  f"{', '.join(PACED_KINDS)} (not {disk!r})")
+        self.more_disks_mbps = tuple(more_disks_mbps)
+        if datanode_link_mbps < 0 or (datanode_link_mbps and datanodes != 1):
+            raise InvalidArgument(f"datanode_link_mbps={datanode_link_mbps}: above 0, and with one DataNode "
+                                  f"(not {datanodes})")
+        self.datanode_link = DataNodeLink(f"vslink-{uuid.uuid4().hex[:8]}", datanode_link_mbps) \
+            if datanode_link_mbps else None
         self.disk, self.disk_read_mbps, self.ext4_options = disk, disk_read_mbps, tuple(ext4_options)
         self.datanode_throttle = datanode_throttle
         self.datanode_throttle_args = tuple(datanode_throttle_args)
         self.name = name
-        self.host = host
+        self.host = self.datanode_link.host_address if self.datanode_link else host
         self.workdir = os.path.abspath(workdir or default_workdir(name))
         self.datanode_count, self.disk_mb, self.replication = datanodes, disk_mb, replication
         self.jvm = jvm
@@ -189,11 +209,14 @@ class HdfsCluster:
         arguments = ",".join((f"socket={self.throttle_socket(dn)}", *self.datanode_throttle_args))
         return [f"-javaagent:{self.datanode_throttle}={arguments}"]
 
+    def _datanode_netns(self) -> list[str]:
+        return self.datanode_link.enter() if self.datanode_link else []
+
     def _spawn(self, role: str, java_class: str, conf_dir: str, log: str, *args: str,
-               agent: list[str] = ()) -> subprocess.Popen:
+               agent: list[str] = (), within: list[str] = ()) -> subprocess.Popen:
         runtime = self.datanode_java if role == "datanode" else None
         java, flags = (runtime.java, self.jvm.flags(runtime.feature)) if runtime else ("java", self.jvm.flags())
-        argv = [java, *flags, *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        argv = [*within, java, *flags, *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
@@ -243,24 +266,32 @@ class HdfsCluster:
             dn_id = f"dn{index}"
             dn_dir = os.path.join(self.workdir, dn_id)
             os.makedirs(dn_dir)
-            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"))
+            disk = self._make_disk(dn_dir, os.path.join(dn_dir, "disk"), self.disk_read_mbps)
+            more = [self._make_disk(os.path.join(dn_dir, f"volume{i}"), os.path.join(dn_dir, f"volume{i}", "disk"), rate)
+                    for i, rate in enumerate(self.more_disks_mbps, start=1)]
             self.datanodes.append(DataNode(
                 dn_id, os.path.join(disk.mountpoint, "hdfs"), disk.mountpoint, disk.backing_file, disk.device,
                 disk.device_number, DataNodePorts(*ports[2 + 3 * index: 5 + 3 * index]),
-                os.path.join(dn_dir, "datanode.log"), host=self.host))
+                os.path.join(dn_dir, "datanode.log"), host=self.datanode_link.address if self.datanode_link else self.host,
+                more_data_dirs=tuple(os.path.join(d.mountpoint, "hdfs") for d in more),
+                more_loop_devices=tuple(d.device for d in more)))
             self._save()  # a crash from here on leaves a state file that `down` can undo
 
-    def _make_disk(self, dn_dir: str, mountpoint: str) -> LoopDisk | ZramDisk | PacedDisk:
+    def _make_disk(self, dn_dir: str, mountpoint: str, rate_mbps: float) -> LoopDisk | ZramDisk | PacedDisk:
+        os.makedirs(dn_dir, exist_ok=True)
         if self.disk == "zram":
             return ZramDisk.create(os.path.join(dn_dir, ZRAM_MARKER), mountpoint, self.disk_mb, self.ext4_options)
         if self.disk == "paced":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel(rate_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "paced-rw":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.streaming(rate_mbps),
+                                    ext4_options=self.ext4_options)
+        if self.disk == "hdd":
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.hdd(rate_mbps),
                                     ext4_options=self.ext4_options)
         if self.disk == "spindle":
-            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(self.disk_read_mbps),
+            return PacedDisk.create(dn_dir, mountpoint, self.disk_mb, DiskModel.spindle(rate_mbps),
                                     scheduler="bfq", ext4_options=self.ext4_options)
         return LoopDisk.create(os.path.join(dn_dir, "disk.img"), mountpoint, self.disk_mb,
                                ext4_options=self.ext4_options)
@@ -273,10 +304,11 @@ class HdfsCluster:
                     log4j_properties("INFO", self.namenode.audit_log))
         for dn in self.datanodes:
             write_conf(self._conf_dir(dn.id), core,
-                        {**hdfs, "dfs.datanode.data.dir": dn.data_dir,
-                         "dfs.datanode.address": f"{self.host}:{dn.ports.data}",
-                         "dfs.datanode.http.address": f"{self.host}:{dn.ports.http}",
-                         "dfs.datanode.ipc.address": f"{self.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
+                        {**hdfs, "dfs.datanode.data.dir": ",".join(dn.data_dirs),
+                         "dfs.datanode.hostname": dn.host,
+                         "dfs.datanode.address": f"{dn.host}:{dn.ports.data}",
+                         "dfs.datanode.http.address": f"{dn.host}:{dn.ports.http}",
+                         "dfs.datanode.ipc.address": f"{dn.host}:{dn.ports.ipc}"}, log4j_properties("INFO"))
         with open(self._exclude_file, "w"):
             pass  # no DataNode is being decommissioned
         write_conf(self.client_conf_dir, {"fs.defaultFS": self.namenode.rpc_address, **self._secure_site()[0]}, hdfs,
@@ -344,6 +376,8 @@ class HdfsCluster:
                 os.makedirs(self.domain_socket_dir, mode=0o755)
             if self.kerberos:
                 self.kerberos.start()
+            if self.datanode_link:
+                self.datanode_link.start()
             self._prepare_disks()
             self._write_confs()
             self._format_namespace()
@@ -352,7 +386,7 @@ class HdfsCluster:
             self.namenode.pid = self._spawn("namenode", NAMENODE_CLASS, self._conf_dir("namenode"),
                                             self.namenode.log).pid
             for dn in self.datanodes:
-                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+                dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
                                      agent=self._datanode_agent(dn)).pid
             self._save()
             self._wait_for_live_datanodes(timeout=90)
@@ -378,7 +412,7 @@ class HdfsCluster:
             process = self._processes.pop(dn.pid, None)
             if process is not None:
                 stop_process(process, grace_seconds=30)
-            dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log,
+            dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
                                  agent=self._datanode_agent(dn)).pid
         self._save()
         self._wait_for_data_ports(timeout=90)
@@ -584,7 +618,7 @@ class HdfsCluster:
     def evict_page_cache(self) -> None:
         """Flush and drop every DataNode block file from the page cache, so the next read is block I/O."""
         for dn in self.datanodes:
-            for directory, _, files in os.walk(dn.data_dir):
+            for directory, _, files in (entry for d in dn.data_dirs for entry in os.walk(d)):
                 for filename in files:
                     with contextlib.suppress(OSError):  # a block being finalized may move away
                         fd = os.open(os.path.join(directory, filename), os.O_RDONLY)
@@ -599,6 +633,8 @@ class HdfsCluster:
     def stop(self) -> None:
         """Stop every JVM this cluster started (clients too), unmount, detach loops, remove the workdir."""
         take_down(self.workdir)
+        if self.datanode_link:
+            self.datanode_link.stop()
         for process in self._processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(1)  # reap our own children

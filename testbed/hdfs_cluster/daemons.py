@@ -39,6 +39,16 @@ class DataNode:
     log: str
     pid: int | None = None
     host: str = "127.0.0.1"  # the address it listens on and the NameNode hands to clients
+    more_data_dirs: tuple[str, ...] = ()      # further volumes, each on a disk of its own
+    more_loop_devices: tuple[str, ...] = ()   # their disks, in the same order
+
+    @property
+    def data_dirs(self) -> tuple[str, ...]:
+        return (self.data_dir, *self.more_data_dirs)
+
+    @property
+    def loop_devices(self) -> tuple[str, ...]:
+        return (self.loop_device, *self.more_loop_devices)
 
     @property
     def xfer_address(self) -> str:
@@ -55,6 +65,8 @@ class DataNode:
         fields = {k: v for k, v in entry.items() if k not in ("major", "minor")}
         fields["device_number"] = DeviceNumber.parse(entry["device_number"])
         fields["ports"] = DataNodePorts(**entry["ports"])
+        for name in ("more_data_dirs", "more_loop_devices"):
+            fields[name] = tuple(entry.get(name, ()))
         return cls(**fields)
 
 
