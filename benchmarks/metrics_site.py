@@ -71,12 +71,14 @@ def baseline_collector_class(revision: str):
     """Today's StorageAgentCollector: agents/storage/metrics.py as it is at `revision`."""
     source = subprocess.run(["git", "-C", REPO, "show", f"{revision}:agents/storage/metrics.py"], check=True,
                             capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(prefix="vnode-sync-bench.baseline."), "baseline_metrics.py")
-    with open(path, "w") as f:
-        f.write(source)
-    spec = importlib.util.spec_from_file_location("baseline_metrics", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Loaded from a file that is removed once loaded: the module keeps its code, the run leaves nothing.
+    with tempfile.TemporaryDirectory(prefix="vnode-sync-bench.baseline.") as workdir:
+        path = os.path.join(workdir, "baseline_metrics.py")
+        with open(path, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location("baseline_metrics", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     return module.StorageAgentCollector
 
 
