@@ -68,21 +68,6 @@ final class Dispatcher {
         }
     }
 
-    /** One interval's counts, for the depth and STATS. */
-    static final class Interval {
-        final double movedBps;
-        final boolean binding;
-        final int peakInFlight;
-        final int depth;
-
-        Interval(double movedBps, boolean binding, int peakInFlight, int depth) {
-            this.movedBps = movedBps;
-            this.binding = binding;
-            this.peakInFlight = peakInFlight;
-            this.depth = depth;
-        }
-    }
-
     final String volume;
     private final PriorityQueue<Ticket> queue = new PriorityQueue<>(16, Dispatcher::order);
     private final List<Ticket> inFlight = new ArrayList<>();
@@ -293,14 +278,13 @@ final class Dispatcher {
         }
     }
 
-    /** The interval since the last call ends at NOW: the depth for the next one, and the counts. */
-    synchronized Interval tick(long now) {
+    /** The interval since the last call ends at NOW: the depth for the next one, and the burst. */
+    synchronized void tick(long now) {
         if (queuedSinceNs >= 0) {
             queuedNs += now - queuedSinceNs;
             queuedSinceNs = now;
         }
         expire(now);
-        Interval out = null;
         if (tickNs != Long.MIN_VALUE && now > tickNs) {
             double seconds = (now - tickNs) / 1e9;
             double bps = movedBytes / seconds;
@@ -312,7 +296,6 @@ final class Dispatcher {
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
             lastMovedBps = bps;
-            out = new Interval(bps, binding, peakNow, depth);
             pump(now);
         }
         tickNs = now;
@@ -320,7 +303,6 @@ final class Dispatcher {
         movedBytes = 0;
         queuedNs = 0;
         peak = counted;
-        return out;
     }
 
     synchronized int depth() {
