@@ -29,9 +29,21 @@ class DepthTest {
     }
 
     @Test
-    void aDiskThatGainsLittleFromDepthIsNotDeepened() {
-        // +20 % from a second request is under the halfway mark (+50 %) of an unsaturated resource.
-        assertEquals(1, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000));
+    void aDiskThatReordersADeeperQueueIsDeepenedWhileEachPacketMoreIsWorthIt() {
+        // +20 %, +17 %, +14 % from the 2nd, 3rd and 4th request, then flat: each gain is over WORTH.
+        assertEquals(4, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000));
+    }
+
+    @Test
+    void aGainUnderWorthIsNotPaidFor() {
+        // +3 % a packet more: not worth the weights a deeper queue costs.
+        assertEquals(1, settle(d -> 100e6 * (1 + 0.03 * (d - 1)), 2000));
+    }
+
+    @Test
+    void aSlowClientHoldingItsPacketIsJoinedByAsManyAsKeepTheVolumeBusy() {
+        // each packet in flight moves 30 MB/s (its client's speed) until the 100 MB/s volume is full
+        assertEquals(4, settle(d -> Math.min(100e6, 30e6 * d), 2000));
     }
 
     @Test
@@ -39,8 +51,8 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < 300; i++) {
-            // a saturated volume whose throughput dips to half on the interval before each probe
-            double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 50e6 : 100e6;
+            // a saturated volume whose throughput dips by a third on the interval before each probe
+            double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 67e6 : 100e6;
             d = depth.interval(bps, true, d);
         }
         assertEquals(1, d);

@@ -51,8 +51,10 @@ class DispatcherTest {
         n.backlogged("alice", Direction.WRITE, disk);
         n.backlogged("alice", Direction.WRITE, disk);
         n.backlogged("bob", Direction.READ, disk);
-        n.runFor(2 * SimulatedNode.SECOND);
-        Map<String, Double> r = n.rates(10);
+        // after 10 s: the depth's first probes (a few intervals at depth 2, each sooner than the
+        // next as they find nothing) are paid for in the weights while they last
+        n.runFor(10 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(30);
         near(6 * MB, r.get("alice"), 0.1, "alice writing");
         near(54 * MB, r.get("bob"), 0.1, "bob reading");
     }

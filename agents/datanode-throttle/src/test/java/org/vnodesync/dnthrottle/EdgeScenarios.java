@@ -310,7 +310,8 @@ final class EdgeScenarios {
      * limit: its threads there times a thread's limit (its client's speed, and one core's worth of bytes:
      * a thread runs on one core at most); an interactive user's limit is its demand, the rate it moved
      * under WEIGHTS, spread evenly over its volumes (its files go to them in turn). The resources: each
-     * volume (its speed with all its threads in flight, as NONE keeps them), the cores (each byte costs
+     * volume (its speed with all its bulk threads in flight, as NONE keeps them: an interactive thread
+     * is idle most of the time and deepens the disk's queue only while it moves), the cores (each byte costs
      * cpuPerByte core-seconds), the link. So a user held by its client, its threads or a slow volume
      * leaves what it cannot use to the others in proportion to their weights. Keyed by user, and by
      * user@volume for its flow there.
@@ -333,7 +334,6 @@ final class EdgeScenarios {
                 }
             } else {
                 for (int v : u.volumes) {
-                    threadsAt[v]++;
                     flows.add(new FlowAt(u.name, v, u.weight, interactiveBps.getOrDefault(u.name, 0.0) / u.volumes.length));
                 }
             }
