@@ -22,8 +22,8 @@ is not held, its client or pipeline sets its pace and its share is rightly lent)
 a 0.5 s sliding window sampled every 50 ms; and until she has 90 % of her own pace alone on every DataNode, her
 rate over the last 2 of the LEND_SECONDS recorded: a single writer's pipeline may not fill a node, and then 90 % of
 the node says more of the client than of the lending); bob starts again (from his first bytes on both
-DataNodes, seconds until he has 90 % of his weighted share of what the node shares, R as the Java
-agent reports it, or --disk-mbps under static caps).
+DataNodes, seconds until he has 90 % of his weighted share of what the node shares: what its busiest
+volume moved over its last interval as the Java agent reports it, or --disk-mbps before any moved).
 """
 
 import argparse
@@ -175,10 +175,10 @@ def both_held_ratio(intervals: list[dict], datanodes: list[str]) -> tuple[float 
 
 class Trace:
     """With --trace: one JSON line per TRACE_SECONDS (and the time `vnodectl status` takes) of what each
-    DataNode counted per user (bytes and scheduler waits, the node's R) and, while the coordinator
-    answers, what it allocated each user on each node and took as its demand there; the agents' and
-    coordinator's logs are kept in FILE.POLICY-logs/. A run that goes wrong (a user starved) can then
-    be read afterwards: `python -m benchmarks.bulk_trace FILE` prints it as a table."""
+    DataNode counted per user (bytes and scheduler waits, the node's NODE line) and, while the
+    coordinator answers, what it allocated each user on each node and took as its demand there; the
+    agents' and coordinator's logs are kept in FILE.POLICY-logs/, so a run that goes wrong (a user
+    starved) can be read afterwards."""
 
     def __init__(self, path: str, run: "Run", cluster: LocalCluster, policy: str):
         self.path, self.run, self.cluster, self.policy = path, run, cluster, policy

@@ -44,13 +44,14 @@ WHY_NO_JAVA = _why_no_java()
 needs_java = pytest.mark.skipif(WHY_NO_JAVA is not None, reason=WHY_NO_JAVA or "")
 
 
-def hadoop_lines() -> list:
+def hadoop_lines(but_the_default: bool = False) -> list:
     """pytest params: every supported Hadoop line (deploy/hadoop/lines.txt), each skipped, saying why,
-    where setup has not fetched its jars."""
-    from testbed.hdfs_cluster import HADOOP_LINES, hadoop_home, has_jars
+    where setup has not fetched its jars; BUT_THE_DEFAULT: not the testbed's default line (a test that
+    checks it on the cluster of another test of the default line)."""
+    from testbed.hdfs_cluster import HADOOP_LINES, HADOOP_VERSION, hadoop_home, has_jars
     return [pytest.param(v, id=f"hadoop-{v}", marks=pytest.mark.skipif(
         not has_jars(v), reason=f"needs the Hadoop {v} jars in {hadoop_home(v)}; run scripts/setup.d/hdfs.sh"))
-        for v in HADOOP_LINES]
+        for v in HADOOP_LINES if not (but_the_default and v == HADOOP_VERSION)]
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

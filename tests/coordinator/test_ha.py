@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from testbed.ha_coordinators import HACoordinators
-from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
+from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER
 from tests.conftest import COORDINATOR_CONFIG, unique_name
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -19,12 +19,6 @@ from vnode_sync.wire.leader import LEADER_KEY, dial
 
 pytestmark = [pytest.mark.skipif(WHY_NO_ZOOKEEPER is not None, reason=WHY_NO_ZOOKEEPER or ""), pytest.mark.slow]
 SESSION_SECONDS = 3.0
-
-
-@pytest.fixture(scope="module")
-def ensemble():
-    with ZooKeeperEnsemble(unique_name("zkha")) as started:
-        yield started
 
 
 def _stub(address: str):

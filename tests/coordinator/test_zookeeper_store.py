@@ -18,12 +18,6 @@ from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 pytestmark = pytest.mark.skipif(WHY_NO_ZOOKEEPER is not None, reason=WHY_NO_ZOOKEEPER or "")
 
 
-@pytest.fixture(scope="module")
-def ensemble():
-    with ZooKeeperEnsemble(unique_name("zkstore")) as started:
-        yield started
-
-
 @pytest.fixture
 def client(ensemble):
     started = KazooClient(hosts=ensemble.hosts, timeout=10)

@@ -2,17 +2,17 @@
 agent, storage agents with `backend: datanode-throttle` (no cgroup at all), two Unix users at
 priorities 4 and 8 on 60 MB/s per DataNode. Default DataNode settings: writes are buffered,
 which no cgroup v1 throttle can charge; here the split is measured where the DataNode receives
-the bytes, from the Java agent's own counters. The WebHDFS test, whose hooks differ between Hadoop
-lines, runs on each supported line; the split and the control socket's checks, on the default line. The
-split runs with the DataNodes on the JDK on PATH (17) and on Java 11 (Hadoop 3.3 and 3.4 support 8 and 11)."""
+the bytes, from the Java agent's own counters. The WebHDFS checks, whose hooks differ between Hadoop
+lines, run on each supported line (on the default line, on the split's cluster); the split and the control
+socket's checks, on the default line. The
+split runs with the DataNodes on the JDK on PATH (17); a shorter test runs them on Java 11 (Hadoop 3.3 and
+3.4 support 8 and 11)."""
 
 import contextlib
 import glob
 import json
 import os
-import shutil
 import signal
-import tempfile
 import time
 
 import pytest
@@ -20,6 +20,7 @@ from hdfs import InsecureClient
 
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster import JavaRuntime, default_java, installed_java
+from testbed.hdfs_cluster.metered import MeteredPut
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
 from testbed.share_watch import assertion_missed, first_window_that_holds
@@ -106,22 +107,6 @@ def default_bytes(hdfs, direction: str) -> int:
     return sum(getattr(c.stats().default, f"{direction}_bytes") for c in channels(hdfs).values())
 
 
-@pytest.fixture(params=hadoop_lines())
-def hadoop_line(request) -> str:
-    return request.param
-
-
-@pytest.fixture(params=["path", 11], ids=["java-on-path", "java-11"])
-def datanode_java(request) -> JavaRuntime:
-    """The runtime the DataNodes run on: `java` on PATH (the JDK 17), or Java 11, as sites run Hadoop 3.4."""
-    if request.param == "path":
-        return default_java()
-    runtime = installed_java(request.param)
-    if runtime is None:
-        pytest.skip(f"no Java {request.param} runtime installed; run scripts/setup.d/java11.sh")
-    return runtime
-
-
 def assert_datanodes_run_on(hdfs, runtime: JavaRuntime) -> None:
     """Every DataNode process is that runtime's java, and its agent wove every hook."""
     for dn in hdfs.datanodes:
@@ -136,27 +121,6 @@ def users():
         yield made
 
 
-@pytest.fixture(scope="module")
-def put_sources():
-    """The files the two users -put (560 and 860 MiB, incompressible), in a directory every user can read
-    (pytest's tmp_path is root's alone); made once for the split on each JVM (writing them takes up to 20 s).
-    Long enough that both still write through WRITE_WINDOWS windows of 5 s at 20/40 MB/s, the flip and as
-    many of 3 s at 30/30."""
-    path = tempfile.mkdtemp(prefix=unique_name("dnthrottle-src") + ".")
-    os.chmod(path, 0o755)
-    try:
-        sources = []
-        for name, mib in (("first", 560), ("second", 860)):
-            source = os.path.join(path, f"{name}.bin")
-            with open(source, "wb") as f:
-                f.write(os.urandom(mib * MiB))
-            os.chmod(source, 0o644)
-            sources.append(source)
-        yield sources
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def assert_read_split(measured: dict[tuple[str, str], float], targets: dict[str, float]) -> None:
     """A reader reads one block at a time from one replica, so within a window it may move from one
     DataNode to the other: each user's rate summed over the DataNodes is within 10 % of its share
@@ -169,7 +133,7 @@ def assert_read_split(measured: dict[tuple[str, str], float], targets: dict[str,
 
 
 # A window can fall where a writer's pipeline changes blocks (bob at 34 of 36-44 MB/s once); wrong shares
-# miss both. Each extra window costs the files' sizes above, and their writing time after the windows.
+# miss both.
 WRITE_WINDOWS = 2
 
 
@@ -190,24 +154,22 @@ def flip(cluster, hdfs, user: LocalUser, priority: int) -> None:
     time.sleep(1.0)  # let the buckets drain what was booked at the old rates
 
 
-def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users, put_sources,
-                                                                                      datanode_java):
+def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users):
     """On the default Hadoop line only (70 s a line): the other lines' hooks are tested by the garbage and
-    WebHDFS tests below, and the scheduler that splits is the same Java on every line. On each DataNode
-    JVM: the agent is built for Java 8, and what a site runs is 8 or 11."""
+    WebHDFS tests below, and the scheduler that splits is the same Java on every line. On the JDK on PATH;
+    Java 11 is the next test's."""
     alice, bob = users
-    sources = {alice.name: put_sources[0], bob.name: put_sources[1]}
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, disk_mb=3072, datanode_java_home=datanode_java.home) as (hdfs, cluster):
-        assert_datanodes_run_on(hdfs, datanode_java)
+                            replication=2, disk_mb=3072) as (hdfs, cluster):
+        assert_datanodes_run_on(hdfs, default_java())
         assert no_cgroup_of(cluster)
         at_start = thread_cgroups(hdfs)
         assert len(at_start) == 1, at_start  # one set of cgroups for every thread of both DataNodes
         cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
 
-        writers = [hdfs.start_shell("-put", sources[u.name], f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name)
-                   for u in (alice, bob)]
+        # `hdfs dfs -put -` fed until the windows are done, then closed: each file is as long as they needed.
+        writers = [MeteredPut(hdfs, f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name) for u in (alice, bob)]
         try:
             wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "write")
             first_window_that_holds(lambda: rates(hdfs, "write", 5),
@@ -221,7 +183,7 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
                                     "writes at 8 : 8", windows=WRITE_WINDOWS)
         finally:
             for w in writers:
-                assert w.wait(180) == 0, w.stderr.read()
+                w.finish()   # the -put closed its file and exited 0
 
         hdfs.evict_page_cache()
         readers = [hdfs.start_read(f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=60)
@@ -243,6 +205,46 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
         assert no_cgroup_of(cluster)
         assert_nothing_moved(hdfs, at_start)
         assert not os.path.ismount(f"/run/vnode-sync/{cluster.cgroup_name('dn0')}.fast-moves")
+        # The same cluster as the WebHDFS test's on the other lines (replication 2, block tokens): its checks here.
+        assert_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user(hdfs, alice, bob)
+
+
+def test_on_java_11_every_hook_is_woven_each_users_bytes_are_charged_and_reads_split_by_priority(users):
+    """The agent is built for Java 8, and what a site runs Hadoop 3.3 and 3.4 on is 8 or 11. What the JVM
+    changes is under the agent: its weaving, its control socket (through libc: Java 11 has no Unix-domain
+    sockets), the identities it reads; the scheduler is the same code on every JVM, so the split is checked
+    once here (reads at 4 : 8), and in both directions with a flip on the JDK on PATH above."""
+    runtime = installed_java(11)
+    if runtime is None:
+        pytest.skip("no Java 11 runtime installed; run scripts/setup.d/java11.sh")
+    alice, bob = users
+    size = 64 * MiB   # re-read in turn: a reopen every 1.7-3.4 s, a small part of the 3-s window
+    with hdfs_vnode_cluster(unique_name("dnthrottle11"), [alice, bob], NODE_BW, backend="datanode-throttle",
+                            replication=2, datanode_java_home=runtime.home) as (hdfs, cluster):
+        assert_datanodes_run_on(hdfs, runtime)
+        at_start = thread_cgroups(hdfs)
+        cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
+                         timeout=30, what="the agents' rates in every DataNode")
+        before, default_before = counted(hdfs, "write"), default_bytes(hdfs, "write")
+        for user in (alice, bob):
+            hdfs.write_file(f"/{user.name}.bin", size, as_uid=user.uid, hdfs_user=user.name)
+        grew = {key: value - before.get(key, 0) for key, value in counted(hdfs, "write").items()}
+        # Replication 2: each DataNode took every byte of both, the downstream replica too, each charged to its writer.
+        assert all(grew.get((dn.id, u.name), 0) >= size for dn in hdfs.datanodes for u in (alice, bob)), grew
+        assert default_bytes(hdfs, "write") == default_before
+
+        hdfs.evict_page_cache()
+        readers = [hdfs.start_read(f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=60)
+                   for u in (alice, bob)]
+        try:
+            wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "read")
+            assert_read_split(rates(hdfs, "read", 3), {alice.name: 20 * MB, bob.name: 40 * MB})
+        finally:
+            for r in readers:
+                r.kill()
+                r.wait()
+        assert no_cgroup_of(cluster)
+        assert_nothing_moved(hdfs, at_start)
 
 
 def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates(users):
@@ -263,32 +265,38 @@ def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates
         hdfs.write_file("/after.bin", 8 * MiB, as_uid=alice.uid, hdfs_user=alice.name)
 
 
-def test_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user_with_block_tokens(users, hadoop_line):
+def assert_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user(hdfs, alice, bob) -> None:
     """The `hdfs` package's WebHDFS client as two users: the DataNode's own client acts for the end user,
     and its block token names that user on both DataNodes (replication 2: one of them holds the
     downstream pipeline replica), so nothing lands in the default VNode."""
-    alice, bob = users
     size = 16 * MiB
+    url = f"http://{hdfs.namenode.http_address}"
+    data = {u.name: os.urandom(size) for u in (alice, bob)}
+    for direction in ("write", "read"):
+        for user, other in ((alice, bob), (bob, alice)):
+            before, default_before = counted(hdfs, direction), default_bytes(hdfs, direction)
+            client = InsecureClient(url, user=user.name)
+            if direction == "write":
+                client.write(f"/web-{user.name}.bin", data=data[user.name])
+            else:
+                with client.read(f"/web-{user.name}.bin") as reader:
+                    assert reader.read() == data[user.name]
+            after = counted(hdfs, direction)
+            grew = {key: after[key] - before.get(key, 0) for key in after}
+            if direction == "write":  # every DataNode holds a replica, each charged to the writer
+                assert all(grew[(dn.id, user.name)] >= size for dn in hdfs.datanodes), grew
+            else:
+                assert sum(grew.get((dn.id, user.name), 0) for dn in hdfs.datanodes) >= size, grew
+            assert all(grew.get((dn.id, other.name), 0) == 0 for dn in hdfs.datanodes), grew
+            assert default_bytes(hdfs, direction) == default_before
+
+
+@pytest.mark.parametrize("hadoop_line", hadoop_lines(but_the_default=True))
+def test_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user_with_block_tokens(users, hadoop_line):
+    """On each Hadoop line but the default, whose split test makes these checks on its cluster."""
+    alice, bob = users
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
                             replication=2, block_tokens=True, hadoop_version=hadoop_line) as (hdfs, cluster):
         cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
-        url = f"http://{hdfs.namenode.http_address}"
-        data = {u.name: os.urandom(size) for u in (alice, bob)}
-        for direction in ("write", "read"):
-            for user, other in ((alice, bob), (bob, alice)):
-                before, default_before = counted(hdfs, direction), default_bytes(hdfs, direction)
-                client = InsecureClient(url, user=user.name)
-                if direction == "write":
-                    client.write(f"/web-{user.name}.bin", data=data[user.name])
-                else:
-                    with client.read(f"/web-{user.name}.bin") as reader:
-                        assert reader.read() == data[user.name]
-                after = counted(hdfs, direction)
-                grew = {key: after[key] - before.get(key, 0) for key in after}
-                if direction == "write":  # every DataNode holds a replica, each charged to the writer
-                    assert all(grew[(dn.id, user.name)] >= size for dn in hdfs.datanodes), grew
-                else:
-                    assert sum(grew.get((dn.id, user.name), 0) for dn in hdfs.datanodes) >= size, grew
-                assert all(grew.get((dn.id, other.name), 0) == 0 for dn in hdfs.datanodes), grew
-                assert default_bytes(hdfs, direction) == default_before
+        assert_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user(hdfs, alice, bob)

@@ -251,9 +251,11 @@ def sources(dn_users):
     shutil.rmtree(path, ignore_errors=True)
 
 
+# A known failure that cannot fail the run either way (not strict) costs the run its 40-50 s of writes for
+# nothing: not run by `make test`; `pytest --runxfail tests/e2e/test_hdfs_fair_shares.py` runs it.
 @pytest.mark.xfail(reason="issue 58, open: one FsShell writer a user through replication-2 pipelines splits "
-                          "1.35-1.7 under the per-volume dispatcher, not 2 within 20 % (docs/edge.md, section 5)",
-                   strict=False)
+                          "1.35-1.7 under the per-volume dispatcher, not 2 within 20 % (docs/edge.md, section 5); "
+                          "run it with --runxfail", strict=False, run=False)
 def test_the_datanode_scheduler_lends_and_reclaims_fsshell_writes_at_once_with_and_without_the_coordinator(
         dn_users, sources):
     """`hdfs dfs -put` with replication 2 (both DataNodes take every byte of both users) to disks that

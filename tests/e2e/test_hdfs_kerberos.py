@@ -2,7 +2,8 @@
 `hadoop.security.authentication=kerberos`, block access tokens, SASL `privacy` (AES/CTR) on the data
 transfer protocol, SPNEGO on HTTP; two DataNodes with vnode-sync's DataNode-side throttler,
 replication 2; two principals, alice@REALM and bob@REALM, at priorities 4 and 8. The secure WebHDFS
-test runs on every supported Hadoop line, the ~60-s split test on the default line.
+checks run on every supported Hadoop line (on the default line, on the cluster of the ~60-s split test,
+which runs there only).
 
 Every split is measured twice: from the client side (the bytes `hdfs dfs -put -` took from the test
 and `hdfs dfs -cat` gave it, no vnode-sync counter involved) and from the throttlers' counters on
@@ -155,36 +156,49 @@ def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_f
             audit = f.read()
         assert f"ugi={alice.name}@{hdfs.kerberos.realm} (auth:KERBEROS)" in audit or \
             f"ugi={alice.name} (auth:KERBEROS)" in audit, audit[-2000:]
+        # The secure WebHDFS test's checks on the default line, on this cluster.
+        assert_webhdfs_answers_only_spnego_and_charges_the_principal(hdfs, alice, bob)
+        kdc_dir = hdfs.kerberos.kdc.directory
+        assert kdc_processes(kdc_dir)
+    # The realm's KDC, database and keytabs went with the cluster.
+    assert not kdc_processes(kdc_dir) and not os.path.exists(hdfs.workdir)
 
 
-@pytest.mark.parametrize("hadoop_line", hadoop_lines())
-def test_webhdfs_answers_only_spnego_and_charges_the_principal(users, hadoop_line):
-    alice, bob = users
+def assert_webhdfs_answers_only_spnego_and_charges_the_principal(hdfs, alice: LocalUser, bob: LocalUser) -> None:
+    """WebHDFS refuses a request without SPNEGO whatever user.name it claims; alice's write through it (the
+    NameNode under SPNEGO, then the DataNode with the delegation token it gave) is hers, charged to her on dn0."""
     size = 8 * MiB
+    url = f"http://{SERVICE_HOST}:{hdfs.namenode.http_port}/webhdfs/v1/web-{alice.name}.bin"
+    anonymous = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                f"{url}?op=GETFILESTATUS&user.name={alice.name}"], capture_output=True, text=True)
+    assert anonymous.stdout == "401", anonymous  # no SPNEGO: refused, whatever user.name claims
+
+    data = bytes(range(256)) * (size // 256)
+    before = counted(hdfs, "write")
+    # WebHDFS's two steps: the NameNode (SPNEGO) answers where to write, with a delegation token in
+    # the DataNode's URL; the bytes go there.
+    asked = subprocess.run(["curl", "-sS", "-f", "-4", "--negotiate", "-u", ":", "-X", "PUT", "-o", "/dev/null",
+                            "-w", "%{redirect_url}", f"{url}?op=CREATE&overwrite=true"], capture_output=True,
+                           text=True, env=os.environ | hdfs.kerberos.client_env(alice.name))
+    assert asked.returncode == 0 and "delegation=" in asked.stdout, asked
+    sent = subprocess.run(["curl", "-sS", "-f", "-X", "PUT", "--data-binary", "@-", "-H",
+                           "Content-Type: application/octet-stream", asked.stdout], input=data, capture_output=True)
+    assert sent.returncode == 0, sent.stderr
+    status = json.loads(hdfs.kerberos.curl(f"{url}?op=GETFILESTATUS", user=alice.name))["FileStatus"]
+    assert status["owner"] == alice.name and status["length"] == size, status
+    grew = {k: v - before.get(k, 0) for k, v in counted(hdfs, "write").items()}
+    assert grew.get(("dn0", alice.name), 0) >= size and grew.get(("dn0", bob.name), 0) == 0, grew
+
+
+@pytest.mark.parametrize("hadoop_line", hadoop_lines(but_the_default=True))
+def test_webhdfs_answers_only_spnego_and_charges_the_principal(users, hadoop_line):
+    """On each Hadoop line but the default, whose split test makes these checks on its cluster."""
+    alice, bob = users
     with hdfs_vnode_cluster(unique_name("krb"), [alice, bob], NODE_BW, datanodes=1, backend="datanode-throttle",
                             kerberos=True, hadoop_version=hadoop_line) as (hdfs, cluster):
         channel = channels(hdfs)["dn0"]
         cluster.wait_for(lambda: alice.name in channel.stats().users, timeout=30, what="the agent's rates")
-        url = f"http://{SERVICE_HOST}:{hdfs.namenode.http_port}/webhdfs/v1/web-{alice.name}.bin"
-        anonymous = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
-                                    f"{url}?op=GETFILESTATUS&user.name={alice.name}"], capture_output=True, text=True)
-        assert anonymous.stdout == "401", anonymous  # no SPNEGO: refused, whatever user.name claims
-
-        data = bytes(range(256)) * (size // 256)
-        before = counted(hdfs, "write")
-        # WebHDFS's two steps: the NameNode (SPNEGO) answers where to write, with a delegation token in
-        # the DataNode's URL; the bytes go there.
-        asked = subprocess.run(["curl", "-sS", "-f", "-4", "--negotiate", "-u", ":", "-X", "PUT", "-o", "/dev/null",
-                                "-w", "%{redirect_url}", f"{url}?op=CREATE&overwrite=true"], capture_output=True,
-                               text=True, env=os.environ | hdfs.kerberos.client_env(alice.name))
-        assert asked.returncode == 0 and "delegation=" in asked.stdout, asked
-        sent = subprocess.run(["curl", "-sS", "-f", "-X", "PUT", "--data-binary", "@-", "-H",
-                               "Content-Type: application/octet-stream", asked.stdout], input=data, capture_output=True)
-        assert sent.returncode == 0, sent.stderr
-        status = json.loads(hdfs.kerberos.curl(f"{url}?op=GETFILESTATUS", user=alice.name))["FileStatus"]
-        assert status["owner"] == alice.name and status["length"] == size, status
-        grew = {k: v - before.get(k, 0) for k, v in counted(hdfs, "write").items()}
-        assert grew.get(("dn0", alice.name), 0) >= size and grew.get(("dn0", bob.name), 0) == 0, grew
+        assert_webhdfs_answers_only_spnego_and_charges_the_principal(hdfs, alice, bob)
         kdc_dir = hdfs.kerberos.kdc.directory
         assert kdc_processes(kdc_dir)
     # The realm's KDC, database and keytabs went with the cluster.
