@@ -1,21 +1,22 @@
 package org.vnodesync.dnthrottle;
 
 /**
- * How many packets one volume keeps in flight: the least depth beyond which one packet more is not
- * worth it (docs/edge.md, "Depth"). No capacity figure: each interval's bytes are what the volume
- * really moved, and the depth is found by trying one more and one fewer, as BBR probes a path's
- * bandwidth.
+ * How many packets one volume keeps in flight: the least depth at which its throughput stops rising
+ * (docs/edge.md, "Depth"). No capacity figure: each interval's bytes are what the volume really
+ * moved, and the depth is found by trying one more and one fewer, as BBR probes a path's bandwidth.
  *
- * <p>A probe is a paired comparison: the binding interval just before it, at the current depth,
- * against the interval at the probed depth. One packet more is kept if it moved at least WORTH more;
- * one fewer is kept if it lost less than WORTH. Adjacent intervals see nearly the same mix of users,
- * so what differs between them is mostly the depth (longer windows, median of 2 or 3 intervals, did
- * no better on the drawn scenarios: benchmarks/results/edge/model-scenarios.txt). So a disk that one
- * sequential reader keeps busy settles at 1 (the depth at which weights hold even with one thread
- * per user), two CPU-bound cores at 2, a disk that reorders a deeper queue where its gain flattens,
- * a slow client holding a packet as deep as keeps the volume busy beside it. Only intervals in which
- * the depth bound (packets waited for a slot most of the time) say anything about it; in the others
- * it is cut to what was used.
+ * <p>By Little's law a resource that is not saturated moves about D/(D+1) as much at depth D as at
+ * D+1, and a saturated one the same at both. A probe is judged halfway between the two, against the
+ * binding interval just before it: one packet more is kept if it moved more than 1/(2D) more, one
+ * fewer if it lost less than 1/(2D). Adjacent intervals see nearly the same mix of users, so what
+ * differs between them is mostly the depth. So a disk that one sequential reader keeps busy settles
+ * at 1 (the depth at which weights hold even with one thread per user), two CPU-bound cores at 2, a
+ * slow client holding a packet as deep as keeps the volume busy beside it; a gain under the halfway
+ * mark (an HDD's elevator, a packet's own send between two reads) is left for the weights. A depth
+ * costs the weights only where users share the volume: while one user alone moves there, one packet
+ * more is kept for any gain of at least ALONE_WORTH (so a lone user on an HDD has its elevator). Only
+ * intervals in which the depth bound (packets waited for a slot most of the time) say anything about
+ * it; in the others it is cut to what was used.
  *
  * <p>Not thread-safe: its dispatcher calls it under its own lock.
  */
@@ -29,12 +30,11 @@ final class Depth {
     static final int PROBE_EVERY = 10;
     static final int LEAST_PROBED = 300;
     /**
-     * The least gain a packet more must bring, and the most loss a packet fewer may cost: the node's
-     * throughput target (within 5 % of no QoS at all, issue 58). A deeper queue costs the weights
-     * (a user with fewer threads than its share of the depth cannot use its share), so it is only
-     * paid for throughput the target counts.
+     * The least gain a packet more must bring while one user alone moves at the volume: the node's
+     * throughput target (within 5 % of no vnode-sync, issue 58); with no one to share with, depth
+     * costs nothing else.
      */
-    static final double WORTH = 0.05;
+    static final double ALONE_WORTH = 0.05;
 
     enum Phase { STEADY, PROBING_UP, PROBING_DOWN }
 
@@ -69,16 +69,19 @@ final class Depth {
     }
 
     /**
-     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), and at most
-     * PEAK packets were in flight at once. Returns the depth for the next interval.
+     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), at most PEAK
+     * packets were in flight at once, and SHARERS users had packets dispatched. Returns the depth for
+     * the next interval.
      */
-    int interval(double bps, boolean binding, int peak) {
+    int interval(double bps, boolean binding, int peak, int sharers) {
         if (phase != Phase.STEADY) {
             // Judged whether or not anyone waited: a depth that lets every thread go shows it by its
             // throughput alone (two CPU-bound threads on two cores).
+            // shared: at the halfway mark of the depth D before the probe, 1/(2D)
+            double worth = sharers <= 1 ? ALONE_WORTH : 0.5 / (phase == Phase.PROBING_UP ? depth - 1 : depth + 1);
             boolean keep = phase == Phase.PROBING_UP
-                    ? bps >= probedLevel * (1 + WORTH)
-                    : bps > probedLevel * (1 - WORTH);
+                    ? bps > probedLevel * (1 + worth)
+                    : bps >= probedLevel * (1 - worth);
             if (keep) {
                 moves++;
                 probeEvery = PROBE_EVERY;

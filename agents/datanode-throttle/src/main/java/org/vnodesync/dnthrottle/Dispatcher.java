@@ -78,6 +78,8 @@ final class Dispatcher {
     private long anticipatedUntil;
     private double serviceNs;             // a packet's mean time in its slot
     private double virtualTime;
+    private long interval = 1;            // counts the depth's intervals (a Flow's 0: never dispatched)
+    private int sharers;                  // flows with a packet dispatched this interval
     private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
     private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
     private double tickVirtualTime;
@@ -244,6 +246,10 @@ final class Dispatcher {
         if (!ticket.reserved) {
             virtualTime = Math.max(virtualTime, ticket.start);
         }
+        if (ticket.flow.interval != interval) {
+            ticket.flow.interval = interval;
+            sharers++;
+        }
         inFlight.add(ticket);
         counted++;
         peak = Math.max(peak, counted);
@@ -291,7 +297,7 @@ final class Dispatcher {
             // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
             boolean binding = queuedNs * 2 >= now - tickNs;
             int peakNow = Math.max(peak, counted);
-            depth = control.interval(bps, binding, peakNow);
+            depth = control.interval(bps, binding, peakNow, sharers);
             double advanced = virtualTime - tickVirtualTime;
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
@@ -299,6 +305,8 @@ final class Dispatcher {
             pump(now);
         }
         tickNs = now;
+        interval++;
+        sharers = 0;
         tickVirtualTime = virtualTime;
         movedBytes = 0;
         queuedNs = 0;

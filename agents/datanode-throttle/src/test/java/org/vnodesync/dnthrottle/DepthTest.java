@@ -9,10 +9,15 @@ import org.junit.jupiter.api.Test;
 class DepthTest {
     /** The depth after INTERVALS binding intervals on a volume that moves CURVE(depth) bytes/s. */
     private static int settle(IntToDoubleFunction curve, int intervals) {
+        return settle(curve, intervals, 2);
+    }
+
+    /** The same with SHARERS users moving at the volume. */
+    private static int settle(IntToDoubleFunction curve, int intervals, int sharers) {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < intervals; i++) {
-            d = depth.interval(curve.applyAsDouble(d), true, d);
+            d = depth.interval(curve.applyAsDouble(d), true, d, sharers);
         }
         return d;
     }
@@ -29,21 +34,23 @@ class DepthTest {
     }
 
     @Test
-    void aDiskThatReordersADeeperQueueIsDeepenedWhileEachPacketMoreIsWorthIt() {
-        // +20 %, +17 %, +14 % from the 2nd, 3rd and 4th request, then flat: each gain is over WORTH.
-        assertEquals(4, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000));
+    void aDiskThatGainsLittleFromDepthIsNotDeepened() {
+        // +20 % from a second request is under the halfway mark (+50 %) of an unsaturated resource.
+        assertEquals(1, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000));
     }
 
     @Test
-    void aGainUnderWorthIsNotPaidFor() {
-        // +3 % a packet more: not worth the weights a deeper queue costs.
-        assertEquals(1, settle(d -> 100e6 * (1 + 0.03 * (d - 1)), 2000));
+    void aUserAloneHasTheDepthOfEveryGainOverFivePercent() {
+        // nobody to share with: the HDD's +20 %, +17 %, +14 % are each worth a packet more; +3 % is not
+        assertEquals(4, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000, 1));
+        assertEquals(1, settle(d -> 100e6 * (1 + 0.03 * (d - 1)), 2000, 1));
     }
 
     @Test
-    void aSlowClientHoldingItsPacketIsJoinedByAsManyAsKeepTheVolumeBusy() {
-        // each packet in flight moves 30 MB/s (its client's speed) until the 100 MB/s volume is full
-        assertEquals(4, settle(d -> Math.min(100e6, 30e6 * d), 2000));
+    void aSlowClientHoldingItsPacketIsJoinedWhileEachPacketMoreMovesOverHalfItsShare() {
+        // each packet in flight moves 30 MB/s (its client's speed) until the 100 MB/s volume is full:
+        // +100 % and +50 % are kept, a fourth's +11 % is under 1/(2 x 3)
+        assertEquals(3, settle(d -> Math.min(100e6, 30e6 * d), 2000));
     }
 
     @Test
@@ -53,7 +60,7 @@ class DepthTest {
         for (int i = 0; i < 300; i++) {
             // a saturated volume whose throughput dips by a third on the interval before each probe
             double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 67e6 : 100e6;
-            d = depth.interval(bps, true, d);
+            d = depth.interval(bps, true, d, 2);
         }
         assertEquals(1, d);
     }
@@ -63,9 +70,9 @@ class DepthTest {
         Depth depth = new Depth();
         int d = 1;
         for (int i = 0; i < 200; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, d);
+            d = depth.interval(30e6 * Math.min(d, 3), true, d, 2);
         }
         assertEquals(3, d);
-        assertEquals(1, depth.interval(10e6, false, 1));
+        assertEquals(1, depth.interval(10e6, false, 1, 2));
     }
 }
