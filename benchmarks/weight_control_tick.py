@@ -37,7 +37,7 @@ BASELINE_SAMPLE = 20
 
 
 def site(nodes: int, disks: int, users: int, per_node: bool, seed: int):
-    config = parse_config({"policy": {"allocation": "work-conserving"}, "storage_nodes": [
+    config = parse_config({"policy": {"sharing": "work-conserving"}, "storage_nodes": [
         {"id": f"dn{i:05d}", "devices": [{"name": f"/dev/sd{chr(98 + d)}", "read_bps": int(200 * MB),
                                           "write_bps": int(150 * MB)} for d in range(disks)]}
         for i in range(nodes)]})

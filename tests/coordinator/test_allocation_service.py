@@ -20,7 +20,7 @@ MB = 1_000_000
 @pytest.fixture
 def fair_coordinator(tmp_path):
     raw = copy.deepcopy(COORDINATOR_CONFIG)
-    raw["policy"] = {"allocation": "work-conserving", "control_seconds": 0.1, "fallback_seconds": 7}
+    raw["policy"] = {"sharing": "work-conserving", "control_seconds": 0.1, "fallback_seconds": 7}
     with served_coordinator(raw, tmp_path) as served:
         yield served
 
@@ -202,7 +202,7 @@ def test_admin_changes_reach_the_allocation_at_once_not_at_the_next_control_peri
     """control_seconds 60: the loop would not run again for a minute; a limit, a priority and a job's
     own limit each reach the node's stream within a second of the call."""
     raw = copy.deepcopy(COORDINATOR_CONFIG)
-    raw["policy"] = {"allocation": "work-conserving", "control_seconds": 60}
+    raw["policy"] = {"sharing": "work-conserving", "control_seconds": 60}
     with served_coordinator(raw, tmp_path) as (cluster, channel, _):
         link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)
         link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
@@ -250,7 +250,7 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
     raw = copy.deepcopy(COORDINATOR_CONFIG)
     raw["storage_nodes"] = [{"id": n, "devices": [{"name": "/dev/loop7", "read_bps": 60 * MB, "write_bps": 30 * MB}]}
                             for n in ("dn0", "dn1")]
-    raw["policy"] = {"allocation": "work-conserving", "control_seconds": 0.2}
+    raw["policy"] = {"sharing": "work-conserving", "control_seconds": 0.2}
     with served_coordinator(raw, tmp_path) as (cluster, channel, _):
         # Every control tick and the nodes it changed: what "nothing more is sent" is waited on.
         ticks, ticked = [], threading.Condition()

@@ -36,10 +36,10 @@ def test_a_good_config_loads(tmp_path):
 @pytest.mark.parametrize("text,message", [
     # unknown keys, at the top and in each section
     ("colour: blue", f"colour: got an unknown key (value 'blue'); allowed: {KEYS}"),
-    ("policy: {speed: 3}", "policy.speed: got an unknown key (value 3); allowed: keys mode, default_vnode_fraction, "
+    ("policy: {speed: 3}", "policy.speed: got an unknown key (value 3); allowed: keys sharing, default_vnode_fraction, "
                            "default_priority, account_priorities, queue_priorities, job_priority_min, "
-                           "job_priority_max, job_expiry_seconds, allocation, control_seconds, probe_fraction, "
-                           "hysteresis, fallback_seconds"),
+                           "job_priority_max, job_expiry_seconds, control_seconds, probe_fraction, "
+                           "fallback_seconds"),
     ("users: [{name: alice, uid: 1001, colour: red}]",
      "users[0].colour: got an unknown key (value 'red'); allowed: keys name, uid, priority, active"),
     ("storage_nodes: [{id: dn1, disks: []}]",
@@ -52,9 +52,9 @@ def test_a_good_config_loads(tmp_path):
      "tls.pin: got an unknown key (value 'x'); allowed: keys ca, cert, key, server_name"),
     # wrong types
     ("listen: 7070", "listen: got 7070; allowed: non-empty text"),
-    ("policy: fair", "policy: got 'fair'; allowed: a mapping with keys mode, default_vnode_fraction, "
+    ("policy: fair", "policy: got 'fair'; allowed: a mapping with keys sharing, default_vnode_fraction, "
                      "default_priority, account_priorities, queue_priorities, job_priority_min, job_priority_max, "
-                     "job_expiry_seconds, allocation, control_seconds, probe_fraction, hysteresis, fallback_seconds"),
+                     "job_expiry_seconds, control_seconds, probe_fraction, fallback_seconds"),
     ("policy: {default_vnode_fraction: '0.1'}",
      "policy.default_vnode_fraction: got '0.1'; allowed: a number above 0, at most 1"),
     ("users: {alice: 4}", "users: got {'alice': 4}; allowed: a list, each item a mapping with keys name, uid, "

@@ -159,11 +159,11 @@ def test_a_publisher_pass_that_fails_is_retried_and_the_streams_get_the_change(c
 
 def test_a_control_loop_tick_that_fails_is_retried(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
-    raw = dict(COORDINATOR_CONFIG, policy={"allocation": "work-conserving", "control_seconds": 0.05})
+    raw = dict(COORDINATOR_CONFIG, policy={"sharing": "work-conserving", "control_seconds": 0.05})
     config = parse_config(raw)
     cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
-    flaky, failures = _failing_twice(cluster.allocator.tick, "injected tick failure")
-    monkeypatch.setattr(cluster.allocator, "tick", flaky)
+    flaky, failures = _failing_twice(cluster.weights.tick, "injected tick failure")
+    monkeypatch.setattr(cluster.weights, "tick", flaky)
     server, port = create_server(cluster, "127.0.0.1:0")
     server.start()
     try:

@@ -106,7 +106,7 @@ def test_standin_allocations_become_tbf_rule_rates_lent_and_taken_back(tmp_path,
     node = LocalNode("oss1", (device,), NODE_BW, NODE_BW, settings={
         "backend": "lustre-tbf", "report_seconds": 0.5,
         "lustre": {"experimental": True, "lctl": str(lctl), "targets": {"lustre-OST0000": device}, "ledger": str(tmp_path / "ledger.json")}})
-    policy = {"allocation": "work-conserving", "control_seconds": 0.5}
+    policy = {"sharing": "work-conserving", "control_seconds": 0.5}
     with LocalCluster(unique_name("tbf-fair"), [ALICE, BOB], [node], coordinator_settings={"policy": policy}) \
             as cluster, Traffic(oss) as traffic:
         traffic.reading = {ALICE, BOB}

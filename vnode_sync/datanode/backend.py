@@ -33,12 +33,11 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, N
                                          Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, VolumeQueue, user_of_vnode
+from vnode_sync.kernel.held import waited_held
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
-# A user waited at least this share of the last report interval in its throttler: held at its limit.
-HELD_FRACTION = 0.1
 # Weights go to the Java agent scaled so the largest on the node is this (only ratios matter; the
 # scale keeps small ones exact in the decimal on the wire).
 WEIGHT_SCALE = 1000.0
@@ -207,7 +206,7 @@ class DataNodeThrottleBackend:
         previous, self._samples[vnode] = self._samples.get(vnode), _Sample(now, wait)
         if previous is None or now <= previous.at:
             return False
-        return (wait - previous.wait_ns) / 1e9 >= HELD_FRACTION * (now - previous.at)
+        return waited_held((wait - previous.wait_ns) / 1e9, now - previous.at)
 
     def teardown(self) -> None:
         """Lift every share in the DataNode (it keeps running); its counters stay."""
