@@ -9,7 +9,7 @@ from vnode_sync.errors import InvalidSetting
 GOOD = """
 listen: 127.0.0.1:7070
 state_path: /tmp/x.sqlite
-policy: {mode: throttle, default_vnode_fraction: 0.05}
+policy: {sharing: static, default_vnode_fraction: 0.05}
 users:
   - {name: alice, uid: 1001, priority: 4, active: true}
 storage_nodes:
@@ -97,8 +97,10 @@ def test_a_good_config_loads(tmp_path):
     ("storage_nodes: [{id: 'dn 1', devices: [{name: /dev/sdb, read_bps: 1, write_bps: 1}]}]",
      "storage_nodes[0].id: got 'dn 1'; allowed: 1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'"),
     # bad choices
-    ("policy: {mode: fastest}", "policy.mode: got 'fastest'; allowed: one of throttle, weight"),
-    ("policy: {allocation: fair}", "policy.allocation: got 'fair'; allowed: one of static, work-conserving"),
+    ("policy: {sharing: fair}", "policy.sharing: got 'fair'; allowed: one of static, work-conserving"),
+    ("policy: {allocation: work-conserving}", "policy.allocation: got 'work-conserving'; allowed: no longer a key: "
+                                              "policy.sharing replaces allocation and mode (sharing: static or "
+                                              "work-conserving)"),
     ("log_format: xml", "log_format: got 'xml'; allowed: one of plain, json"),
     # rules across keys
     ("policy: {job_priority_min: 60}", "policy.job_priority_min: got 60; allowed: at most job_priority_max (50)"),

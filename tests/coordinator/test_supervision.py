@@ -168,9 +168,11 @@ def test_a_control_loop_tick_that_fails_is_retried(tmp_path, monkeypatch, caplog
     server.start()
     try:
         with caplog.at_level(logging.ERROR), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stream = pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
+            link = pb_grpc.AgentLinkStub(channel)
+            link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1"), timeout=5)   # a node in the step
+            stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
             state = next(stream)
-            while not state.allocation.users:      # the first tick that does not fail allocates
+            while not state.allocation.users:      # the first tick that does not fail sends caps
                 state = next(stream)
             stream.cancel()
     finally:

@@ -130,6 +130,6 @@ def test_standin_allocations_become_tbf_rule_rates_lent_and_taken_back(tmp_path,
     changes = [line for line in log.splitlines() if "nrs_tbf_rule=change vnode_alice rate=" in line]
     assert len(changes) >= 2, log
     assert log.count("start vnode_alice") == 1 and log.count("stop vnode_alice") == 1, log   # the stop: teardown
-    assert status["allocation"] == "work-conserving"
+    assert status["sharing"] == "work-conserving"
     alice = next(u for u in status["users"] if u["name"] == "alice")
     assert alice["nodes"][0]["allocated_read_bps"] > 0
