@@ -10,9 +10,9 @@ does not use it. Counters are reported on the node's first device. Shares are bu
 apply_limits and sent whole by commit().
 
 With `sharing: weights` (the default) the Java agent shares each volume by weight at every packet
-(work-conserving by itself), and the coordinator's per-tick rate allocations are ignored:
+(work-conserving by itself), and takes the coordinator's weight step's local weights:
 read_bps/write_bps are ceilings. `sharing: rates` sends no weights, so the agent only caps each user
-at the rates it is given (the allocation, or the static shares). Each usage() also keeps each
+at the rates it is given (the step's caps, or the static shares). Each usage() also keeps each
 volume's queue from STATS (its depth, waiting packets, what it moved) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
@@ -51,7 +51,7 @@ class DataNodeThrottleSettings(Settings):
     """The Java agent's control socket: its -javaagent socket= argument (docs/datanode-throttle.md)."""
     sharing: Literal[SHARINGS] = "weights"
     """weights: the Java agent shares the node by local weight at every packet (work-conserving by
-    itself). rates: it only caps each user at the rates it is sent (the allocation loop's), as before."""
+    itself). rates: it only caps each user at the rates it is sent (the weight step's caps)."""
 
 
 @dataclass
