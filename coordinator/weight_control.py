@@ -149,6 +149,7 @@ class WeightControl:
         # are the one route a priority takes to a node, and a node where no rate moves would keep the last.
         self._sent_priority: np.ndarray | None = None
         self._resend: set[int] = set()               # nodes whose last message no longer counts
+        self._held_listeners: list[Callable[[], None]] = []
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
@@ -173,6 +174,7 @@ class WeightControl:
             return
         block = columns.block(i)
         with self._lock:
+            was_held = self._held[:, block].copy() if self._caps_only[i] else None
             if full:
                 self._demand[:, block] = 0.0
                 self._held[:, block] = False
@@ -190,6 +192,12 @@ class WeightControl:
                     if j is not None:
                         self._demand[row, j], self._held[row, j] = want, held
             self._sum_node(i, slice(None) if full else touched)
+            newly_held = was_held is not None and bool((self._held[:was_held.shape[0], block] & ~was_held).any())
+        if newly_held:
+            # A user held at its cap on a cap-only node (one back from idle at its probe): only a step
+            # raises a cap, so it need not wait for the period.
+            for listener in self._held_listeners:
+                listener()
 
     def _sum_node(self, i: int, rows) -> None:
         """Node i's (node, direction) book for these rows, from its devices' (the lock held)."""
@@ -218,6 +226,11 @@ class WeightControl:
             self._managed[i] = True
             self._per_node[i] = edge.per_node
             self._caps_only[i] = not edge.by_weight
+
+    def on_capped_user_held(self, listener: Callable[[], None]) -> None:
+        """`listener()` when a report shows a user newly held on a cap-only node (from the thread that
+        booked it, with the usage ledger's lock held: it must only wake the control loop)."""
+        self._held_listeners.append(listener)
 
     def measured(self, node_id: str, allocation: int) -> None:
         """A report from the node whose rates were measured wholly under allocation `allocation`."""

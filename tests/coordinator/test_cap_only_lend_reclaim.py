@@ -1,9 +1,9 @@
 """A cap-only node end to end in one process, in simulated time: a throttle that caps each user (blkio
 without BFQ: no weights, the device's own queue shares what the caps leave), the agent's one demand
 estimate (agents/storage/demand.py, held by vnode_sync.kernel.held) reporting every 0.25 s, the usage
-ledger, and the weight step ticking every 0.5 s. An idle user's share is lent at the tick after it
-stops and taken back within two ticks of its return (tests/e2e/test_hdfs_fair_shares.py does the same
-on a real HDFS)."""
+ledger, and the weight step ticking every 0.5 s, and at once when a user turns held at its cap (as the
+control loop does). An idle user's share is lent within two ticks of its stopping and taken back within
+two of its return (tests/e2e/test_hdfs_fair_shares.py does the same on a real HDFS)."""
 
 import itertools
 
@@ -40,6 +40,8 @@ class Node:
             {"id": "dn0", "devices": [{"name": NAME, "read_bps": BW, "write_bps": BW}]}]}), self.ledger,
             itertools.count(1).__next__)
         self.control.register("dn0", CAPS_ONLY)
+        self.poked = False
+        self.control.on_capped_user_held(lambda: setattr(self, "poked", True))
         self.agent = DemandEstimator()
         self.read = {u.name: 0.0 for u in USERS}
         self.caps = {u.name: BW * u.priority // 12 for u in USERS}   # Algorithm 1 until the first tick
@@ -60,7 +62,8 @@ class Node:
             at = round(self.now / STEP)
             if at % round(REPORT / STEP) == 0:
                 self.report()
-            if at % round(TICK / STEP) == 0:
+            if at % round(TICK / STEP) == 0 or self.poked:
+                self.poked = False
                 self.control.tick(USERS)
                 sequence, message = self.control.node_allocation("dn0")
                 if sequence:
