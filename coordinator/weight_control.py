@@ -10,7 +10,7 @@ depends on its edge (`Edge`, as its agent registered):
   demand is, so that users' cluster-wide totals approach the weighted max-min;
 - a cap-only edge (blkio throttle without BFQ, io.max, Lustre TBF) gets the step's own allocation as
   caps (`caps`): what the step gives each user, plus the room the resource has left, and at least a
-  probe, so a user that comes back is seen held at its cap and given its share at the next tick.
+  probe, so a user that comes back is seen held at its cap, which starts a tick that gives it its share.
 A node is sent only when, for the demands known, some user's rate there would move beyond the
 hysteresis (policy.hysteresis.THRESHOLD), or a user it has moved to another priority.
 
@@ -34,9 +34,9 @@ import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.node_edge import Edge
+from vnode_sync.coordinator.policy.caps import caps
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
-from vnode_sync.coordinator.policy.caps import caps
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger

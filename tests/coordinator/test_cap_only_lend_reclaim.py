@@ -10,6 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
+from vnode_sync.agents.storage.allocation import allocated_shares
 from vnode_sync.agents.storage.demand import DemandEstimator
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
@@ -18,7 +19,6 @@ from vnode_sync.coordinator.policy.water_filling import water_fill
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.coordinator.weight_control import WeightControl
-from vnode_sync.agents.storage.allocation import allocated_shares
 from vnode_sync.kernel.backend import VNodeUsage
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 from vnode_sync.wire import vnode_pb2 as pb
