@@ -228,7 +228,7 @@ def governed(hdfs: HdfsCluster, name: str, users: list[LocalUser], policy: str, 
                                               "sharing": "rates" if policy == "wc-rates" else "weights"}},
                        (f"{dn.host}:{dn.ports.data}",))
              for dn in hdfs.datanodes]
-    settings = {"allocation": "static" if policy == "static" else "work-conserving", "control_seconds": CONTROL_SECONDS}
+    settings = {"sharing": "static" if policy == "static" else "work-conserving", "control_seconds": CONTROL_SECONDS}
     with LocalCluster(f"{name}-{policy[:10].replace(' ', '').replace(',', '')}", users, nodes,
                       agent_settings={"report_seconds": REPORT_SECONDS},
                       coordinator_settings={"policy": settings}) as cluster:

@@ -233,7 +233,7 @@ class HdfsTarget:
 
 def desired_state(device: str, default_bps: int) -> pb.DesiredState:
     return pb.DesiredState(
-        generation=1, node_id="bench", mode="throttle",
+        generation=1, node_id="bench",
         vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.DeviceShare(device=device)])
                 for u, uid in USERS.items()],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=default_bps)]),

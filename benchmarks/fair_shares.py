@@ -334,7 +334,7 @@ def write_files(hdfs: HdfsCluster, file_mb_scale: float) -> None:
 def governed(hdfs: HdfsCluster, name: str, policy: str, node_bw: int) -> Iterator[LocalCluster]:
     nodes = [LocalNode(dn.id, (dn.loop_device,), node_bw, node_bw, {"kind": "hdfs", "pid": dn.pid})
              for dn in hdfs.datanodes]
-    settings = {"allocation": policy}
+    settings = {"sharing": policy}
     if policy == "work-conserving":
         settings.update({"control_seconds": CONTROL_SECONDS})
     with LocalCluster(f"{name}-{policy[:2]}", USERS, nodes, agent_settings={"report_seconds": REPORT_SECONDS},

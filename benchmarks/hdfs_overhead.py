@@ -51,9 +51,9 @@ in CPUs: on zram the readers and DataNodes keep both CPUs busy, so the read rate
 a measure of CPU time per byte, and anything else that runs costs bandwidth one for one.
 
 --variant SECTION.KEY=YAML (repeatable) adds a second managed case, "variant", that differs
-from "managed" only in those settings (sections: agent, discovery, policy; or mode=weight):
+from "managed" only in those settings (sections: agent, discovery, policy; or sharing=work-conserving):
 two ways of managing compared with each other and with none in the same run, e.g.
---variant discovery.events=poll or --variant mode=weight (VNodes without limits on zram).
+--variant discovery.events=poll or --variant sharing=work-conserving (VNodes shared by weight).
 """
 
 import argparse
@@ -94,30 +94,30 @@ USERS = (LocalUser("bench-a", 64_601, 4), LocalUser("bench-b", 64_602, 8))
 
 @dataclass(frozen=True)
 class Management:
-    """How a managed case runs vnode-sync: the policy mode and the settings of each config section."""
-    mode: str = "throttle"
+    """How a managed case runs vnode-sync: the policy's sharing and the settings of each config section."""
+    sharing: str = "static"
     agent: dict = field(default_factory=dict)
     discovery: dict = field(default_factory=dict)
     policy: dict = field(default_factory=dict)
 
     def changed(self, assignments: list[str], option: str = "--variant") -> "Management":
-        """A copy with SECTION.KEY=YAML (or mode=...) assignments applied; `option` names them in errors."""
+        """A copy with SECTION.KEY=YAML (or sharing=...) assignments applied; `option` names them in errors."""
         sections = {name: dict(getattr(self, name)) for name in SECTIONS}
-        mode = self.mode
+        sharing = self.sharing
         for item in assignments:
             key, equals, value = item.partition("=")
             section, _, setting = key.partition(".")
-            if key == "mode" and value in ("throttle", "weight"):
-                mode = value
+            if key == "sharing" and value in ("static", "work-conserving"):
+                sharing = value
             elif equals and section in SECTIONS and setting:
                 sections[section][setting] = yaml.safe_load(value)
             else:
-                raise SystemExit(f"{option} {item!r}: expected mode=throttle|weight or "
+                raise SystemExit(f"{option} {item!r}: expected sharing=static|work-conserving or "
                                  f"{{{','.join(SECTIONS)}}}.KEY=YAML")
-        return Management(mode, **sections)
+        return Management(sharing, **sections)
 
     def describe(self) -> str:
-        return f"mode {self.mode}, " + ", ".join(f"{name} {getattr(self, name)}" for name in SECTIONS)
+        return f"sharing {self.sharing}, " + ", ".join(f"{name} {getattr(self, name)}" for name in SECTIONS)
 
 
 @dataclass(frozen=True)
@@ -325,13 +325,13 @@ def main() -> int:
     parser.add_argument("--stop-after-capture", action="store_true",
                         help="a case whose vnode-sync is stopped once the readers' first connections are "
                              "captured: the users' VNodes without agent activity")
-    parser.add_argument("--policy-mode", choices=("throttle", "weight"), default="throttle",
-                        help="weight: VNodes with BFQ weights instead of throttles (none on a zram disk)")
+    parser.add_argument("--sharing", choices=("static", "work-conserving"), default="static",
+                        help="work-conserving: VNodes shared by weight (BFQ; none on a zram disk) or the step's caps")
     parser.add_argument("--variant", action="append", default=[], metavar="SECTION.KEY=YAML",
                         help="a second managed case with this change, e.g. discovery.events=poll, "
-                             "agent.fast_thread_moves=false, policy.default_vnode_fraction=1.0, mode=weight")
+                             "agent.fast_thread_moves=false, policy.default_vnode_fraction=1.0, sharing=work-conserving")
     args = parser.parse_args()
-    managed = Management(args.policy_mode)
+    managed = Management(args.sharing)
     for section, items in zip(SECTIONS, (args.agent_set, args.discovery_set, args.policy_set)):
         managed = managed.changed([f"{section}.{item}" for item in items], option=f"--{section}-set")
     managements = {"managed": managed, "frozen": managed, "stopped after capture": managed}
@@ -364,7 +364,7 @@ def main() -> int:
                 how = managements[case]
                 nodes = [LocalNode(dn.id, (dn.loop_device,), generous, generous,
                                    {"kind": "hdfs", "pid": dn.pid, **how.discovery}) for dn in hdfs.datanodes]
-                with LocalCluster(f"{name}.{round_}", list(USERS), nodes, mode=how.mode, agent_settings=how.agent,
+                with LocalCluster(f"{name}.{round_}", list(USERS), nodes, sharing=how.sharing, agent_settings=how.agent,
                                   coordinator_settings={"policy": how.policy}) as cluster:
                     if case == "frozen":
                         with stopped(cluster):

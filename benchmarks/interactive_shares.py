@@ -103,7 +103,7 @@ def governed(hdfs: HdfsCluster, name: str, policy: str, backend: str, bw: int,
         disk_queue.apply(dn.loop_device, [QueueSetting("scheduler", "bfq" if policy == "wc-weights" else "none"),
                                           *tunables])
     node = LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid}, settings)
-    policy_settings = {"allocation": "static" if policy in STATIC_CAPS else "work-conserving",
+    policy_settings = {"sharing": "static" if policy in STATIC_CAPS else "work-conserving",
                        "control_seconds": CONTROL_SECONDS}
     with LocalCluster(f"{name}-{policy}", [ALICE, BOB], [node], agent_settings={"report_seconds": REPORT_SECONDS},
                       coordinator_settings={"policy": policy_settings}) as cluster:

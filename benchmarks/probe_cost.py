@@ -49,7 +49,7 @@ class NoHandlers:
 def desired(users: int, device: str) -> pb.DesiredState:
     names = [f"p{i:05d}" for i in range(users)]
     return pb.DesiredState(
-        generation=1, node_id="probe", mode="throttle",
+        generation=1, node_id="probe",
         vnodes=[pb.VNodeSpec(user=n, uid=FIRST_UID + i, priority=1,
                              shares=[pb.DeviceShare(device=device, read_bps=50_000_000)]) for i, n in enumerate(names)],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]),

@@ -6,8 +6,7 @@ The usage ledger (coordinator/usage_ledger.py) books each report. Per node size,
   - a full report (every VNode's counters, as every report was before demand summaries, and as an
     agent without one still sends): the baseline, measured in the same run;
   - a demand summary listing only `--changed` moved entries (the agent's steady state), booked for
-    the weight loop;
-  - the same booked for the cap-only rate allocator, which takes a sample of every flow per report.
+    the weight step (every node kind, cap-only ones too).
 Target: a summary's cost does not grow with the node's unchanged users (ratio to the smallest node ~1).
 """
 
@@ -36,10 +35,10 @@ def summary_report(users: list[str], at: float, changed: int, full: bool) -> pb.
     return pb.UsageReport(node_id="dn0", sampled_at_unix=at, demand=packed(entries, full, []))
 
 
-def per_report(ledger: UsageLedger, reports: list[pb.UsageReport], known: set[str], every_flow: bool) -> float:
+def per_report(ledger: UsageLedger, reports: list[pb.UsageReport], known: set[str]) -> float:
     t0 = time.process_time()
     for report in reports:
-        ledger.observe(report, known, every_flow)
+        ledger.observe(report, known)
     return (time.process_time() - t0) / len(reports)
 
 
@@ -50,23 +49,20 @@ def main() -> int:
     args = parser.parse_args()
     print(f"# {machine()}")
     print(f"$ python -m benchmarks.report_cost --users {' '.join(map(str, args.users))} --changed {args.changed}")
-    print(f"{'users':>7} {'full report us':>15} {'summary us':>11} {'summary/full':>12} {'vs smallest':>11} "
-          f"{'summary, cap-only us':>21}")
+    print(f"{'users':>7} {'full report us':>15} {'summary us':>11} {'summary/full':>12} {'vs smallest':>11}")
     first = None
     for n in args.users:
         users = [f"u{i}" for i in range(n)]
         known = set(users)
         rounds = max(5, REPORTS * 100 // n)
-        full = per_report(UsageLedger(), [full_report(users, 1000.0 + i) for i in range(rounds)], known, False)
-        weight_ledger, cap_ledger = UsageLedger(), UsageLedger()
-        for ledger in (weight_ledger, cap_ledger):
-            ledger.observe(summary_report(users, 999.0, args.changed, True), known)
+        full = per_report(UsageLedger(), [full_report(users, 1000.0 + i) for i in range(rounds)], known)
+        ledger = UsageLedger()
+        ledger.observe(summary_report(users, 999.0, args.changed, True), known)
         summaries = [summary_report(users, 1000.0 + i, args.changed, False) for i in range(REPORTS)]
-        summary = per_report(weight_ledger, summaries, known, False)
-        cap_only = per_report(cap_ledger, summaries, known, True)
+        summary = per_report(ledger, summaries, known)
         first = first or summary
-        print(f"{n:>7} {1e6 * full:>15.0f} {1e6 * summary:>11.1f} {summary / full:>12.4f} {summary / first:>11.2f} "
-              f"{1e6 * cap_only:>21.0f}", flush=True)
+        print(f"{n:>7} {1e6 * full:>15.0f} {1e6 * summary:>11.1f} {summary / full:>12.4f} {summary / first:>11.2f}",
+              flush=True)
     print(f"({args.changed} users moved per summary, {len(DEVICES)} devices each; CPU per report booked in the ledger)")
     return 0
 

@@ -135,7 +135,7 @@ def policy_settings(allocation: str) -> dict:
     benchmarks run them (benchmarks.interactive_shares)."""
     if allocation == "static":
         return {}
-    return {"policy": {"allocation": allocation, "control_seconds": CONTROL_SECONDS},
+    return {"policy": {"sharing": allocation, "control_seconds": CONTROL_SECONDS},
             "agent_settings": {"report_seconds": REPORT_SECONDS}}
 
 

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         hdfs, cluster = stack.enter_context(hdfs_vnode_cluster(
             unique_name("scrbench"), [alice, bob], int(args.node_mbps * MB), datanodes=1,
             backend="datanode-throttle", short_circuit=True, before_agents=write,
-            policy={"allocation": "work-conserving"}))
+            policy={"sharing": "work-conserving"}))
         channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
         cluster.wait_for(lambda: {alice.name, bob.name} <= set(channel.stats().users), timeout=30,
                          what="the agent's shares")

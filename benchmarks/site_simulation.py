@@ -19,8 +19,8 @@ What is simulated, and how:
     standby weight lets it grow at once). The center has each node's last report;
   - the center: the real weight step (policy.local_weights, warm-started from its last weights and
     levels, its iterations within STEP_SHARE of the period as in coordinator/weight_control.py), then
-    only nodes where some share moved beyond the hysteresis (policy.hysteresis: a user's rate there,
-    for the demands the center knows, would move by more than --hysteresis) get the new weights once
+    only nodes where some share moved beyond the hysteresis (policy.hysteresis.THRESHOLD: a user's rate
+    there, for the demands the center knows, would move by more than --hysteresis) get the new weights once
     the step's own elapsed time has passed (from the next tick at the soonest; its threads work
     blocks of columns at once, policy.column_shards, so the simulation is otherwise still while it
     runs). As the coordinator's control loop runs (coordinator/control_loop.py), the next step begins

@@ -27,6 +27,7 @@ import numpy as np
 
 from vnode_sync.agents.storage.allocation import allocated_shares
 from vnode_sync.coordinator.config import parse_config
+from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.coordinator.weight_control import WeightControl
@@ -35,15 +36,14 @@ from vnode_sync.wire import vnode_pb2 as pb
 MB = 1e6
 BASELINE_SAMPLE = 20
 
-
 def site(nodes: int, disks: int, users: int, per_node: bool, seed: int):
-    config = parse_config({"policy": {"allocation": "work-conserving"}, "storage_nodes": [
+    config = parse_config({"policy": {"sharing": "work-conserving"}, "storage_nodes": [
         {"id": f"dn{i:05d}", "devices": [{"name": f"/dev/sd{chr(98 + d)}", "read_bps": int(200 * MB),
                                           "write_bps": int(150 * MB)} for d in range(disks)]}
         for i in range(nodes)]})
     control = WeightControl(config, UsageLedger(), itertools.count(1).__next__)
     for node in config.storage_nodes:
-        control.shares_by_weight(node.node_id, True, per_node=per_node)
+        control.register(node.node_id, Edge(by_weight=True, per_node=per_node))
     rng = np.random.default_rng(seed)
     records = [UserRecord(f"user{u:04d}", 5000 + u, int(rng.integers(1, 11)), True, 0, None, False, 0, 0)
                for u in range(users)]
@@ -61,23 +61,19 @@ def site(nodes: int, disks: int, users: int, per_node: bool, seed: int):
     resum(control)
     return control, records, rows, columns
 
-
 def resum(control: WeightControl) -> None:
     """The per-node book after the demand book was written directly."""
     for i in range(len(control._book_columns.node_ids)):
         control._sum_node(i, slice(None))
 
-
 def device_index(columns) -> np.ndarray:
     """Each book column's device, as its index among its node's devices."""
     return (np.arange(len(columns)) - columns.start[columns.node]) // 2
-
 
 def cpu(call):
     t0 = time.process_time()
     result = call()
     return result, time.process_time() - t0
-
 
 def timed_messages(control: WeightControl) -> list[float]:
     """Wraps the control's message writer to add up its CPU."""
@@ -93,7 +89,6 @@ def timed_messages(control: WeightControl) -> list[float]:
     control._message = counted
     return spent
 
-
 def per_pair_message(node_id: str, names: list[str], resources: list[tuple[str, str, int]], weights: np.ndarray,
                      sequence: int) -> bytes:
     """dd46e60's form: the node's columns found by a scan, a DeviceShare per user and device."""
@@ -106,7 +101,6 @@ def per_pair_message(node_id: str, names: list[str], resources: list[tuple[str, 
         per_user.append(pb.UserAllocation(user=name, shares=[pb.DeviceShare(device=device, **fields)
                                                              for device, fields in sorted(shares.items())]))
     return pb.DesiredState(allocation=pb.Allocation(sequence=sequence, users=per_user)).SerializeToString()
-
 
 def baseline_per_node(control: WeightControl, names: list[str], sample: list[str]) -> tuple[float, int]:
     """CPU and bytes of the per-pair message per node, over SAMPLE, with the last step's weights spread
@@ -127,7 +121,6 @@ def baseline_per_node(control: WeightControl, names: list[str], sample: list[str
     t0 = time.process_time()
     size = sum(len(per_pair_message(node, names, resources, spread, 1)) for node in sample)
     return (time.process_time() - t0) / len(sample), size // len(sample)
-
 
 def run(nodes: int, disks: int, users: int, per_node: bool, seed: int) -> dict:
     (control, records, rows, columns), setup = cpu(lambda: site(nodes, disks, users, per_node, seed))
@@ -153,14 +146,12 @@ def run(nodes: int, disks: int, users: int, per_node: bool, seed: int) -> dict:
             "change": (len(change), change_cpu, spent[0]), "size": len(message), "old_per_node": old_per_node,
             "old_size": old_size, "decode": decode, "iterations": control.last_step.iterations}
 
-
 def parse_site(text: str) -> tuple[int, int, int, bool]:
     shape, _, sharing = text.partition(":")
     nodes, disks, users = (int(x) for x in shape.split("x"))
     if sharing not in ("node", "device"):
         raise argparse.ArgumentTypeError(f"{text!r}: NODESxDISKSxUSERS:node or :device")
     return nodes, disks, users, sharing == "node"
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -186,7 +177,6 @@ def main() -> int:
               f"steady sent {row['steady'][0]}; per-pair message {row['old_size'] / 1e3:.1f} KB; "
               f"step iterations {row['iterations']}; set-up {row['setup']:.1f} s", flush=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -122,9 +122,8 @@ class AdminService(pb_grpc.AdminServicer):
             request.summarise or 0 < request.max_entries < len(users) * len(views))
         policy = self.cluster.config.policy
         shown = {n.node_id for n in nodes}
-        head = pb.StatusResponse(generation=self.cluster.generation(), mode=policy.mode,
-                                 nodes=[n for n in self._nodes() if n.node_id in shown],
-                                 allocation=policy.allocation)
+        head = pb.StatusResponse(generation=self.cluster.generation(),
+                                 nodes=[n for n in self._nodes() if n.node_id in shown], sharing=policy.sharing)
         return StatusAnswer(head, users, views, summarise)
 
     @store_rpc
@@ -135,7 +134,7 @@ class AdminService(pb_grpc.AdminServicer):
         book = self.cluster.ledger
         now = book.now()
         return pb.PressureResponse(generation=self.cluster.generation(),
-                                   allocation=self.cluster.config.policy.allocation, window_seconds=window,
+                                   sharing=self.cluster.config.policy.sharing, window_seconds=window,
                                    covered_seconds=min(window, now - book.started), sampled_at_unix=now,
                                    users=rank(users, self.cluster.share_views(), book, window, request.limit, now))
 

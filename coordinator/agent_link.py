@@ -11,6 +11,7 @@ from collections.abc import Callable
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.rpc import abort, loop_rpc, refuse_missing
 from vnode_sync.errors import VNodeSyncError
@@ -35,8 +36,8 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
     def Register(self, request, caller):
         validation.node_id(request.node_id)
         generation = self.runtime.register_node(request.node_id, list(request.devices), request.backend,
-                                                list(request.limitations), request.shares_by_weight,
-                                                request.shares_per_node)
+                                                list(request.limitations),
+                                                Edge(request.shares_by_weight, request.shares_per_node))
         log.info("node %s registered (backend %s)", request.node_id, request.backend)
         return pb.RegisterResponse(generation=generation, stream_port=self.stream_port(request.node_id))
 

@@ -4,18 +4,18 @@
   those that add, change and remove storage nodes (node_commands.py);
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
-- `ledger`: the usage reports, booked once; the work-conserving control loop reads it: `weights` for
-  nodes whose edges share by weight, `allocator` (bytes/s) for nodes that can only cap.
+- `ledger`: the usage reports, booked once; the work-conserving control loop (`weights`) reads it and
+  sends every node the step's weights, or caps where its edge can only cap.
 """
 
 import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.allocation import Allocator, PairStatus
 from vnode_sync.coordinator.commands import Commands
-from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.node_commands import StorageNodeCommands, stored_nodes
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView
@@ -23,19 +23,10 @@ from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import PairStatus, WeightControl
+
 log = logging.getLogger(__name__)
-
-
-class AllocationSequence:
-    """One numbering for every node's weights and allocations: a stream sends when it moved."""
-
-    def __init__(self):
-        self._count = itertools.count(1)
-        self._lock = threading.Lock()
-
-    def next(self) -> int:
-        with self._lock:
-            return next(self._count)
 
 
 class Cluster:
@@ -48,17 +39,15 @@ class Cluster:
         # ends removed nodes' streams and tells its fan-out processes), from the store thread.
         self.on_nodes_changed: list[Callable[[list[str], set[str]], None]] = []
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
-        # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
-        self.weights = self.allocator = None
-        if config.policy.allocation == "work-conserving":
-            # numpy comes with the weight step: a coordinator without work conservation never loads it.
+        # The work-conserving step's in-memory weights and caps (None: static shares, Algorithm 1 as the paper).
+        self.weights: "WeightControl | None" = None
+        if config.policy.sharing == WORK_CONSERVING:
+            # numpy comes with the weight step: a coordinator with static shares never loads it.
             from vnode_sync.coordinator.weight_control import WeightControl
-            sequence = AllocationSequence()
-            self.weights = WeightControl(config, self.ledger, sequence.next)
+            self.weights = WeightControl(config, self.ledger, itertools.count(1).__next__)
             threading.Thread(target=_compile_weight_step, name="weight-step-compile", daemon=True).start()
-            self.allocator = Allocator(config, sequence.next, self.weights.manages)
-        self.publishing = Publishing(config, store, self.allocator, self.weights)
-        self.runtime = NodeRuntimes(self.publishing, self.allocator, self.ledger, self.weights)
+        self.publishing = Publishing(config, store, self.weights)
+        self.runtime = NodeRuntimes(self.publishing, self.ledger, self.weights)
         self.commands = Commands(config, store, self.publishing)
         self.node_commands = StorageNodeCommands(self)
 
@@ -71,8 +60,6 @@ class Cluster:
         node_ids = [n.node_id for n in nodes]
         if self.weights is not None:
             self.weights.set_capacities(config)
-        if self.allocator is not None:
-            self.allocator.set_capacities(config)
         self.publishing.set_nodes(config)
         self.runtime.set_nodes(node_ids)
         self.config = self.commands.config = config
@@ -82,21 +69,18 @@ class Cluster:
 
     def control_tick(self, users: list[UserRecord]) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or
-        allocation changed."""
+        caps changed."""
         changed = self.weights.tick(users)
         self.weights.unreachable(self.runtime.unreachable(changed))   # no report will come from them
-        return changed | self.allocator.tick(users)
+        return changed
 
     def awaiting_reports(self) -> bool:
         """Whether the last tick's weights have yet to be measured by some node they were sent to."""
         return self.weights is not None and self.weights.awaiting_reports()
 
     def allocation_updates(self) -> dict[str, int]:
-        """Weights or allocations pushed to each node since the coordinator started."""
-        out = dict(self.allocator.updates) if self.allocator else {}
-        for node_id, count in (self.weights.updates if self.weights else {}).items():
-            out[node_id] = out.get(node_id, 0) + count
-        return out
+        """Weights or caps pushed to each node since the coordinator started."""
+        return dict(self.weights.updates) if self.weights is not None else {}
 
     def generation(self) -> int:
         return self.publishing.generation()
@@ -105,19 +89,16 @@ class Cluster:
         """Every user, read from the store (a blocking read: off the event loop)."""
         return self.store.users()
 
-    def allocation_status(self, node_id: str) -> dict[str, PairStatus]:
+    def allocation_status(self, node_id: str) -> "dict[str, PairStatus]":
         """user -> what the work-conserving loop gives it on the node and what it is estimated to want."""
-        if self.weights is not None and self.weights.manages(node_id):
-            return {user: PairStatus(int(r), int(w), dr, dw, rs, ws)
-                    for user, (r, w, dr, dw, rs, ws) in self.weights.given(node_id).items()}
-        return self.allocator.status(node_id) if self.allocator else {}
+        return self.weights.given(node_id) if self.weights is not None else {}
 
     def share_views(self) -> list[NodeShareView]:
         """Per node: measured rates, and what each user may use there now (allocation or target)."""
         views = []
         for node in self.config.storage_nodes:
             allowed = dict(self.publishing.targets(node.node_id))
-            if self.allocator is not None:
+            if self.weights is not None:
                 allowed.update({user: (given.allocated_read_bps, given.allocated_write_bps)
                                 for user, given in self.allocation_status(node.node_id).items()})
             rates = {user: (r.read_bps, r.write_bps) for user, r in self.runtime.measured_rates(node.node_id).items()}

@@ -9,7 +9,7 @@ import logging
 import time
 
 from vnode_sync import validation
-from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import Store, UserRecord
@@ -73,10 +73,10 @@ class Commands:
     def _bound_applies(self, what: str, bps: int) -> None:
         """Refuse a floor or ceiling the policy in force would store and never apply (static shares split
         each device by priority alone); clearing one (0) stays allowed, e.g. after leaving work-conserving."""
-        allocation = self.config.policy.allocation
-        if bps and allocation != "work-conserving":
-            raise Unsupported(f"a {what} applies only with policy.allocation work-conserving; this coordinator's "
-                              f"is {allocation}, which would ignore it (docs/fair-shares.md)")
+        sharing = self.config.policy.sharing
+        if bps and sharing != WORK_CONSERVING:
+            raise Unsupported(f"a {what} applies only with policy.sharing work-conserving; this coordinator's "
+                              f"is {sharing}, which would ignore it (docs/fair-shares.md)")
 
     def _admit(self, name: str, bps: int) -> None:
         """Refuse a floor for `name` that would make the reservations overbook a device."""

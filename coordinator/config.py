@@ -18,8 +18,10 @@ from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refu
 from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings, TlsFiles
 
-MODES = ("throttle", "weight")
-ALLOCATIONS = ("static", "work-conserving")
+STATIC, WORK_CONSERVING = "static", "work-conserving"
+SHARINGS = (STATIC, WORK_CONSERVING)
+# The two keys `sharing` replaced: named in the one line that refuses them.
+_REPLACED = ("allocation", "mode")
 
 Bandwidth = Annotated[int, at.Gt(0), at.Le(validation.RATE_MAX_BPS), Unit("bytes/s")]
 Iops = Annotated[int, at.Ge(0), at.Le(10**9), Unit("I/Os per second, 0: not split")]
@@ -84,9 +86,13 @@ class SeedUser(Settings):
 class Policy(Settings):
     """How shares are computed: the `policy:` section."""
 
-    mode: Literal[MODES] = "throttle"
-    """With allocation static: throttle: bytes/s caps (the paper's Algorithm 1); weight: proportional
-    BFQ weights. Work-conserving allocation shares by weight wherever the backend can, whatever the mode."""
+    sharing: Literal[SHARINGS] = STATIC
+    """static: each device's bandwidth split into caps by priority (the paper's Algorithm 1); bandwidth an
+    idle user leaves is not lent. work-conserving: every node shares by local weight at every request
+    where its backend can (BFQ, the DataNode's scheduler), within reservations and limits, and the
+    coordinator's weight step moves each user's weight to where its demand is, so that users'
+    cluster-wide totals approach the weighted max-min; nodes that can only cap (blkio throttle without
+    BFQ, io.max, Lustre TBF) are sent the step's rates as caps (docs/fair-shares.md)."""
     default_vnode_fraction: Annotated[float, at.Gt(0), at.Le(1)] = 0.1
     """Share of each device's BW that the default VNode (unidentified handler threads,
     inactive users) may use. Above 0 so that nothing is unthrottled by accident."""
@@ -103,18 +109,22 @@ class Policy(Settings):
     job_expiry_seconds: Annotated[float, at.Gt(0), Unit("seconds")] = 86400.0
     """A job not confirmed (started again or listed as running) for this long is dropped, so a
     lost epilogue cannot keep a user active forever. A day: longer than a cron reconcile gap."""
-    allocation: Literal[ALLOCATIONS] = "static"
-    """static: Algorithm 1 per node (the paper's). work-conserving: each node shares by local weight at
-    every request (BFQ, the DataNode's scheduler) within reservations and limits, and the coordinator
-    gives cap-only backends (Lustre TBF) the cluster-wide weighted max-min rates (docs/fair-shares.md)."""
     control_seconds: Annotated[float, at.Ge(0.05), at.Le(3600.0), Unit("seconds")] = 1.0
-    """The allocation loop's period: as often as agents report usage."""
+    """Work-conserving: the weight step's period: as often as agents report usage."""
     probe_fraction: Annotated[float, at.Ge(0.0), at.Le(0.5)] = 0.03
-    """Of a node's BW every active user keeps, so that its return is seen."""
-    hysteresis: Annotated[float, at.Ge(0.0), at.Le(0.5)] = 0.05
-    """A new allocation is pushed only if it differs by more than this fraction (no flapping)."""
+    """Work-conserving, nodes that can only cap: the part of a device's BW every active user's cap keeps
+    at least (never above its priority's part), so that its return is seen (coordinator/policy/caps.py)."""
     fallback_seconds: Annotated[float, at.Ge(1.0), at.Le(86400.0), Unit("seconds")] = 30.0
     """Agents cut off from the coordinator this long go back to the static shares."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sharing_replaced(cls, raw):
+        replaced = [key for key in _REPLACED if isinstance(raw, dict) and key in raw]
+        if replaced:
+            raise Refused(replaced[0], raw[replaced[0]], f"no longer a key: policy.sharing replaces allocation and "
+                                                         f"mode (sharing: {' or '.join(SHARINGS)})")
+        return raw
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -139,7 +149,7 @@ class ZooKeeperSettings(Settings):
     """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
     a standby takes over once ZooKeeper has expired the session (this long too)."""
     learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds")] = 3.0
-    """Under the work-conserving policy, a new leader learns the demand from the agents' usage reports
+    """Under work-conserving sharing, a new leader learns the demand from the agents' usage reports
     this long before it sends any node its state (as Doorman's new master learns for a lease before
     it grants): each node then gets one state with an allocation, not the static shares first and
     an allocation later. Agents keep their last allocation meanwhile (below policy.fallback_seconds)."""
@@ -180,7 +190,7 @@ class CoordinatorConfig(SecuredSettings):
     state_path: Annotated[str, at.MinLen(1)] = "/var/lib/vnode-sync/coordinator.sqlite"
     """The SQLite state database (users, priorities, jobs, generation)."""
     policy: Policy = Field(default_factory=Policy)
-    """How shares are computed (mode, allocation, batch defaults)."""
+    """How shares are computed (sharing, batch defaults)."""
     users: ListOf[SeedUser] = ()
     """Users created on first start."""
     storage_nodes: ListOf[StorageNodeConfig] = ()

@@ -1,12 +1,12 @@
 """The work-conserving control loop: a tick every policy.control_seconds, counted from the last
 tick's start (a tick that took longer is followed at once: at site size the weight step's own time
 would otherwise add to every round of lending weight), and at once after an admin change (a new
-generation) or a report of a user back from idle; only the streams of nodes whose weights or
-allocation changed send. After a tick that sent weights, the next also waits until every node sent
-them has reported rates measured under them, at most AWAIT_PERIODS periods: a step
-on older rates answers its own past and swings (benchmarks/site_simulation.py). The tick (the
-weight step, and the rate allocator for cap-only nodes) runs off the event loop; a failed pass is
-retried after a backoff (supervised)."""
+generation) or a report of a user newly held at its cap on a cap-only node (one back from idle:
+only a step raises its cap); only the streams of nodes whose weights or caps changed send. After a
+tick that sent weights, the next also waits until every node sent them has reported rates measured
+under them, at most AWAIT_PERIODS periods: a step on older rates answers its own past and swings
+(benchmarks/site_simulation.py). The tick (the weight step, for every node) runs off the event loop;
+a failed pass is retried after a backoff (supervised)."""
 
 import asyncio
 
@@ -27,7 +27,7 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
     loop = asyncio.get_running_loop()
     poke = asyncio.Event()
     cluster.publishing.add_listener(lambda _generation: loop.call_soon_threadsafe(poke.set))
-    cluster.runtime.allocation_wanted = lambda: loop.call_soon_threadsafe(poke.set)
+    cluster.weights.on_capped_user_held(lambda: loop.call_soon_threadsafe(poke.set))
     period = cluster.config.policy.control_seconds
     began = loop.time()
 

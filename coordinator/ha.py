@@ -6,7 +6,7 @@ earlier leader), and serves. Losing the ZooKeeper session ends it (leadership.Le
 import logging
 import threading
 
-from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig
 from vnode_sync.coordinator.leadership import Election, LeaderGate, LeaderGuard, connect
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.zookeeper_store import ZooKeeperStore
@@ -47,9 +47,9 @@ class HighAvailability:
         return store
 
     def serving(self, server: CoordinatorServer) -> None:
-        """The services are in place: calls may pass. Under the work-conserving policy the streams
+        """The services are in place: calls may pass. Under work-conserving sharing the streams
         first wait `learn_seconds`, while the agents' usage reports come in."""
-        if self.config.policy.allocation == "work-conserving" and self.settings.learn_seconds:
+        if self.config.policy.sharing == WORK_CONSERVING and self.settings.learn_seconds:
             server.learn_for(self.settings.learn_seconds)
         self.gate.open()
 

@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         metrics.serve(cluster)
     if config.security.insecure:
         log.warning(INSECURE_WARNING, args.listen or config.listen)
-    log.info("serving on port %d (%s), state in %s, generation %d, mode %s", port,
-             "mutual TLS" if credentials else "plaintext", store.path, cluster.generation(), config.policy.mode)
+    log.info("serving on port %d (%s), state in %s, generation %d, sharing %s", port,
+             "mutual TLS" if credentials else "plaintext", store.path, cluster.generation(), config.policy.sharing)
     if args.print_port and ha is None:
         print(port, flush=True)
     while not stop.wait(0.2) and not server.failed.is_set():

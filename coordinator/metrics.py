@@ -50,9 +50,9 @@ class CoordinatorCollector(Collector):
         errors = GaugeMetricFamily("vnode_sync_coordinator_node_reconcile_errors",
                                    "Errors in the node's last reported reconcile pass", labels=["node"])
         updates = CounterMetricFamily("vnode_sync_coordinator_node_allocation_updates",
-                                      "Work-conserving allocations pushed to the node since the coordinator started",
+                                      "Work-conserving weights or caps pushed to the node since the coordinator started",
                                       labels=["node"])
-        allocator = cluster.allocator
+        work_conserving = cluster.weights is not None
         pushed = cluster.allocation_updates()
         streams = 0
         for node in cluster.config.storage_nodes:
@@ -64,10 +64,10 @@ class CoordinatorCollector(Collector):
             lag.add_metric(labels, max(0, generation - runtime.applied_generation) if runtime.applied_generation else 0)
             seen.add_metric(labels, runtime.last_seen)
             errors.add_metric(labels, len(runtime.errors))
-            if allocator:
+            if work_conserving:
                 updates.add_metric(labels, pushed.get(node.node_id, 0))
         yield from (connected, applied, lag, seen, errors)
-        if allocator:
+        if work_conserving:
             yield updates
         yield GaugeMetricFamily("vnode_sync_coordinator_agents_connected",
                                 "Storage nodes whose agent holds a desired-state stream", streams)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from vnode_sync import validation
 from vnode_sync.config_loading import parse
-from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.store import Store
 from vnode_sync.errors import InvalidArgument, InvalidSetting, NotFound
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
 
 
-AT_NEXT_START = ("stored; in force at the coordinator's next start: under policy.allocation work-conserving "
+AT_NEXT_START = ("stored; in force at the coordinator's next start: under policy.sharing work-conserving "
                  "only capacities change in place (the weight step's arrays are laid out per device)")
 
 
@@ -162,7 +162,7 @@ class StorageNodeCommands:
     def _pending(self, nodes: Sequence[StorageNodeConfig]) -> str:
         """Why a change to `nodes` cannot be taken in place ("": it can)."""
         config = self.cluster.config
-        if config.policy.allocation == "work-conserving" and _layout(nodes) != _layout(config.storage_nodes):
+        if config.policy.sharing == WORK_CONSERVING and _layout(nodes) != _layout(config.storage_nodes):
             return AT_NEXT_START
         return ""
 

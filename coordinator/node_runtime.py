@@ -5,12 +5,11 @@ the usage ledger (usage_ledger.py)."""
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vnode_sync import validation
-from vnode_sync.coordinator.allocation import Allocator
+from vnode_sync.coordinator.node_edge import CAPS_ONLY, Edge
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.errors import InvalidArgument
@@ -52,13 +51,10 @@ def second_agent(streams: int) -> str:
 class NodeRuntimes:
     """Every storage node's runtime and every reporter's connections; one owner: `self._lock`."""
 
-    def __init__(self, publishing: Publishing, allocator: Allocator | None, ledger: UsageLedger,
-                 weights: "WeightControl | None" = None):
+    def __init__(self, publishing: Publishing, ledger: UsageLedger, weights: "WeightControl | None" = None):
         self.publishing = publishing
-        self.allocator = allocator
         self.ledger = ledger
         self.weights = weights
-        self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
         self._lock = threading.RLock()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
                                                for n in publishing.config.storage_nodes}
@@ -74,7 +70,8 @@ class NodeRuntimes:
     # ---- storage agents ----------------------------------------------------------
 
     def register_node(self, node_id: str, devices: list[pb.Device], backend: str, limitations: list[str],
-                      shares_by_weight: bool = False, shares_per_node: bool = False) -> int:
+                      edge: Edge = CAPS_ONLY) -> int:
+        """`edge`: how the node's backend shares."""
         node = self.publishing.nodes[node_id]
         configured = {d.name for d in node.devices}
         for device in devices:
@@ -88,7 +85,7 @@ class NodeRuntimes:
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
         if self.weights is not None:
-            self.weights.shares_by_weight(node_id, shares_by_weight, shares_per_node)
+            self.weights.register(node_id, edge)
         return self.publishing.generation()
 
     def stream_opened(self, node_id: str) -> int:
@@ -133,9 +130,7 @@ class NodeRuntimes:
         self.publishing.nodes[report.node_id]
         known = self._known_users([u.user for u in report.usage] + list(report.demand.users),
                                   f"usage report from {report.node_id}")
-        samples = self.ledger.observe(report, known, every_flow=self.allocator is not None)
-        if self.allocator is not None and self.allocator.observe(report.node_id, samples):
-            self.allocation_wanted()
+        self.ledger.observe(report, known)
         if self.weights is not None:
             self.weights.measured(report.node_id, report.measured_allocation)
         with self._lock:

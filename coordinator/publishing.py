@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.desired_state import build_desired_state
@@ -61,11 +60,9 @@ class StorageNodes:
 class Publishing:
     """The generation, its snapshot, and every node's serialized desired state of it."""
 
-    def __init__(self, config: CoordinatorConfig, store: Store, allocator: Allocator | None,
-                 weights: "WeightControl | None" = None):
+    def __init__(self, config: CoordinatorConfig, store: Store, weights: "WeightControl | None" = None):
         self.config = config
         self.store = store
-        self.allocator = allocator
         self.weights = weights
         self.nodes = StorageNodes(config)
         self._lock = threading.RLock()
@@ -180,10 +177,7 @@ class Publishing:
         _, state = self.desired_state_bytes(node_id)
         with self._lock:
             connections = self._routes.part(self._connection_parts, node_id)
-        if self.weights is not None and self.weights.manages(node_id):
-            sequence, allocation = self.weights.node_allocation(node_id)
-        else:
-            sequence, allocation = self.allocator.node_allocation(node_id) if self.allocator else (0, b"")
+        sequence, allocation = self.weights.node_allocation(node_id) if self.weights is not None else (0, b"")
         cached = self._messages.get(node_id)
         if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
             return cached[3]

@@ -244,7 +244,7 @@ class CoordinatorServer:
 
         async def allocation() -> None:
             await allocation_loop(cluster, fan_out, self._store_thread)
-        allocations = (("allocation", allocation),) if cluster.allocator else ()
+        allocations = (("allocation", allocation),) if cluster.weights is not None else ()
         for name, loop in (("publisher", fan_out.publisher), ("connections", fan_out.connection_publisher),
                            *allocations, *((t.__name__, t) for t in self._background)):
             self.loops.start_task(name, loop)

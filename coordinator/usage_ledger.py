@@ -43,19 +43,6 @@ class Flow:
         return self.read_held or self.write_held
 
 
-@dataclass(frozen=True)
-class Sample:
-    """A rate measured over `seconds` up to a report, for the cap-only control loop's estimator."""
-
-    user: str
-    device: str
-    read_bps: float
-    write_bps: float
-    seconds: float
-    read_held: bool
-    write_held: bool
-
-
 @dataclass
 class _Held:
     source: int
@@ -105,22 +92,16 @@ class UsageLedger:
 
     # ---- booking -------------------------------------------------------------------
 
-    def observe(self, report: pb.UsageReport, known_users: set[str], every_flow: bool = False) -> list[Sample]:
-        """Book one report (users unknown here are ignored); the rates it brings, as samples: of the
-        entries it lists, or with `every_flow` of every (user, device) the node has (a summary lists
-        only what moved; an estimator that counts reports needs one sample of each per report)."""
+    def observe(self, report: pb.UsageReport, known_users: set[str]) -> None:
+        """Book one report (users unknown here are ignored)."""
         at = report.sampled_at_unix or self._clock()
         with self._lock:
             node = self._nodes.setdefault(report.node_id, _Node())
             previous, node.last_report = node.last_report, at
-            seconds = at - previous if previous is not None and at > previous else 0.0
             if report.HasField("demand"):
-                samples, present = self._book_summary(node, report.demand, known_users, seconds)
-                if every_flow and seconds > 0:
-                    samples = [Sample(user, device, f.read_bps, f.write_bps, seconds, f.read_held, f.write_held)
-                               for (user, device), f in node.flows.items() if user]
+                present = self._book_summary(node, report.demand, known_users)
             else:
-                samples, present = self._book_counters(node, report, known_users, at)
+                present = self._book_counters(node, report, known_users, at)
             self._book_held(node, report, known_users, at, previous, present)
             if self._listeners:
                 full = not report.HasField("demand") or report.demand.full
@@ -133,7 +114,6 @@ class UsageLedger:
                 gone = list(report.demand.gone) if report.HasField("demand") else []
                 for listener in self._listeners:
                     listener(report.node_id, full, changed, gone)
-        return samples
 
     def _count(self, user: str, flow: Flow, sign: int) -> None:
         if user:
@@ -155,8 +135,7 @@ class UsageLedger:
                 self._count(key[0], flow, -1)
         node.flows = {} if user is None else {k: f for k, f in node.flows.items() if k[0] != user}
 
-    def _book_summary(self, node: _Node, summary: pb.DemandSummary, known: set[str],
-                      seconds: float) -> tuple[list[Sample], set[str] | None]:
+    def _book_summary(self, node: _Node, summary: pb.DemandSummary, known: set[str]) -> set[str] | None:
         if summary.full:
             self._drop_flows(node)
             node.held_devices.clear()
@@ -164,7 +143,6 @@ class UsageLedger:
             self._drop_flows(node, user)
             node.held.pop(user, None)
             node.held_devices.pop(user, None)
-        samples = []
         for u, d, rb, wb, rh, wh, rd, wd in zip(summary.user_index, summary.device_index, summary.read_bps,
                                                 summary.write_bps, summary.read_held, summary.write_held,
                                                 summary.read_demand_bps, summary.write_demand_bps):
@@ -177,10 +155,7 @@ class UsageLedger:
                 held_at.add(device)
             else:
                 held_at.discard(device)
-            if user and seconds > 0:
-                samples.append(Sample(user, device, rb, wb, seconds, rh, wh))
-        present = {user for user, _ in node.flows} if summary.full else None
-        return samples, present
+        return {user for user, _ in node.flows} if summary.full else None
 
     @staticmethod
     def _touched(report: pb.UsageReport) -> set[str] | None:
@@ -190,9 +165,9 @@ class UsageLedger:
         return set(report.demand.users) | set(report.demand.gone) | {h.user for h in report.held}
 
     def _book_counters(self, node: _Node, report: pb.UsageReport, known: set[str],
-                       at: float) -> tuple[list[Sample], set[str]]:
+                       at: float) -> set[str]:
         """An agent without a demand summary lists every VNode's cumulative counters in every report."""
-        samples, flows, counters = [], {}, {}
+        flows, counters = {}, {}
         for u in report.usage:
             if u.user and u.user not in known:
                 continue
@@ -200,7 +175,6 @@ class UsageLedger:
             recent = node.counters.get(key, collections.deque())
             if recent and (u.read_bytes < recent[-1][1] or u.write_bytes < recent[-1][2]):
                 recent.clear()   # counters restarted: the VNode was made anew
-            last = recent[-1] if recent else None
             recent.append((at, u.read_bytes, u.write_bytes))
             while len(recent) > 2 and recent[0][0] < at - COUNTER_WINDOW_SECONDS:
                 recent.popleft()
@@ -211,11 +185,6 @@ class UsageLedger:
             write = (u.write_bytes - first[2]) / span if span > 0 else 0.0
             # The VNode's held flag, as the agent decided it (it may hold a VNode that moved nothing this time).
             flows[key] = Flow(read, write, u.held_at_limit, u.held_at_limit, read, write)
-            if u.user and last is not None and at > last[0]:
-                elapsed = at - last[0]
-                rates = ((u.read_bytes - last[1]) / elapsed, (u.write_bytes - last[2]) / elapsed)
-                samples.append(Sample(u.user, u.device, *rates, elapsed, u.held_at_limit and rates[0] > 0,
-                                      u.held_at_limit and rates[1] > 0))
         self._drop_flows(node)
         for key, flow in flows.items():
             self._set_flow(node, key, flow)
@@ -224,7 +193,7 @@ class UsageLedger:
         for (user, device), flow in flows.items():
             if flow.held:
                 node.held_devices.setdefault(user, set()).add(device)
-        return samples, {user for user, _ in flows}
+        return {user for user, _ in flows}
 
     def _book_held(self, node: _Node, report: pb.UsageReport, known: set[str], at: float,
                    previous: float | None, present: set[str] | None) -> None:

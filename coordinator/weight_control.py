@@ -1,13 +1,18 @@
-"""The work-conserving control loop for nodes whose edges share by weight (docs/fair-shares.md).
+"""The work-conserving control loop, one step for every node (docs/fair-shares.md).
 
 Each tick: every active user's priority (global weight), reservation and limit, and its demand on
-every resource of those nodes as the usage ledger has it from the agents' demand summaries, go to
-the global weight step (policy.local_weights, on arrays, warm-started from the last tick's
-weights); a node is sent its new local weights only when, for the demands known, some user's rate
-there would move beyond the hysteresis (policy.hysteresis). The edges lend and reclaim at every
-packet by themselves; this loop only moves weight to where each user's demand is, so that users'
-cluster-wide totals approach the weighted max-min. Nodes whose backend can only cap keep the rate
-allocator (allocation.py).
+every resource of the registered nodes as the usage ledger has it from the agents' demand summaries
+(the agents' one estimate, agents/storage/demand.py), go to the global weight step
+(policy.local_weights, on arrays, warm-started from the last tick's weights). What a node is sent
+depends on its edge (`Edge`, as its agent registered):
+- an edge that shares by weight (BFQ, the DataNode's scheduler) gets the step's local weights: it
+  lends and reclaims at every packet by itself, and this loop only moves weight to where each user's
+  demand is, so that users' cluster-wide totals approach the weighted max-min;
+- a cap-only edge (blkio throttle without BFQ, io.max, Lustre TBF) gets the step's own allocation as
+  caps (`caps`): what the step gives each user, plus the room the resource has left, and at least a
+  probe, so a user that comes back is seen held at its cap, which starts a tick that gives it its share.
+A node is sent only when, for the demands known, some user's rate there would move beyond the
+hysteresis (policy.hysteresis.THRESHOLD), or a user it has moved to another priority.
 
 A resource is one (node, device, direction) where the edge weighs each device (BFQ), and one
 (node, direction) of all the node's devices' capacity where it weighs the node as a whole (the
@@ -16,17 +21,20 @@ on arrays indexed by the configured columns, fixed for the coordinator's life: a
 nodes runs no Python loop over users x resources, and a node's message is its slice of the weights
 written as a packed WeightTable.
 
-Weights are in memory, like allocations: no store transaction, no generation; a node's serialized
+Weights and caps are in memory: no store transaction, no generation; a node's serialized
 Allocation is appended to its desired state and only changed nodes' streams send.
 """
 
 import math
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.node_edge import Edge
+from vnode_sync.coordinator.policy.caps import caps
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
@@ -79,13 +87,26 @@ class _Columns:
         return slice(start, start + 2 * len(self.devices[i]))
 
 
+@dataclass(frozen=True)
+class PairStatus:
+    """What the step gives one user on one node and what it is estimated to want there (summed over the
+    node's devices)."""
+
+    allocated_read_bps: int       # a cap-only node: the caps sent; else the rates the step expects
+    allocated_write_bps: int
+    demand_read_bps: float
+    demand_write_bps: float
+    weight_read_share: float = 0.0   # nodes that share by weight: the user's part of the weights sent
+    weight_write_share: float = 0.0
+
+
 class _Layout:
     """One tick's resources: the book columns of the nodes weighed by device, then (node, direction)
     pairs of the nodes weighed as a whole; their capacity, their node, each node's block of them, and
     a key per resource that stays the same from tick to tick (its book column, or for a whole node
     its first device's) to carry weights over."""
 
-    def __init__(self, columns: _Columns, managed: np.ndarray, per_node: np.ndarray):
+    def __init__(self, columns: _Columns, managed: np.ndarray, per_node: np.ndarray, caps_only: np.ndarray):
         by_device = managed & ~per_node
         self.device_columns = np.flatnonzero(by_device[columns.node])
         self.node_columns = np.flatnonzero(np.repeat(managed & per_node, 2))     # 2 * node + direction
@@ -99,6 +120,8 @@ class _Layout:
         self.block = {int(self.node[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
         self.nodes = np.flatnonzero(managed)
         self.per_node = per_node
+        self.caps_only = caps_only
+        self.capped = caps_only[self.node]   # per resource: its node is sent caps, not weights
 
     def __len__(self) -> int:
         return len(self.key)
@@ -112,14 +135,21 @@ class WeightControl:
         self._next_sequence = next_sequence
         self._lock = threading.Lock()
         self._book_columns = _Columns(config)
-        self._managed = np.zeros(len(self._book_columns.node_ids), dtype=bool)
+        self._managed = np.zeros(len(self._book_columns.node_ids), dtype=bool)    # registered
         self._per_node = np.zeros(len(self._book_columns.node_ids), dtype=bool)
+        self._caps_only = np.zeros(len(self._book_columns.node_ids), dtype=bool)
         self._users: list[str] = []
         self._layout: _Layout | None = None
         self._weights: np.ndarray | None = None      # the last step's, users x the layout's resources
         self._level: np.ndarray | None = None        # the last step's level per resource
-        self._sent: np.ndarray | None = None         # what each node has now (NaN: never sent)
-        self._sent_priority: np.ndarray | None = None   # users x nodes: each user's priority when the node was last sent (0: never)
+        # What each node has now, users x the layout's resources: weights, or bytes/s caps on a cap-only
+        # node (NaN: never sent).
+        self._sent: np.ndarray | None = None
+        # users x nodes: each user's priority when the node was last sent (0: never). The step's weights
+        # are the one route a priority takes to a node, and a node where no rate moves would keep the last.
+        self._sent_priority: np.ndarray | None = None
+        self._resend: set[int] = set()               # nodes whose last message no longer counts
+        self._held_listeners: list[Callable[[], None]] = []
         self._node_bytes: dict[str, tuple[int, bytes]] = {}
         self.last_step: WeightStep | None = None
         self.updates: dict[str, int] = {}
@@ -144,6 +174,7 @@ class WeightControl:
             return
         block = columns.block(i)
         with self._lock:
+            was_held = self._held[:, block].copy() if self._caps_only[i] else None
             if full:
                 self._demand[:, block] = 0.0
                 self._held[:, block] = False
@@ -161,6 +192,12 @@ class WeightControl:
                     if j is not None:
                         self._demand[row, j], self._held[row, j] = want, held
             self._sum_node(i, slice(None) if full else touched)
+            newly_held = was_held is not None and bool((self._held[:was_held.shape[0], block] & ~was_held).any())
+        if newly_held:
+            # A user held at its cap on a cap-only node (one back from idle at its probe): only a step
+            # raises a cap, so it need not wait for the period.
+            for listener in self._held_listeners:
+                listener()
 
     def _sum_node(self, i: int, rows) -> None:
         """Node i's (node, direction) book for these rows, from its devices' (the lock held)."""
@@ -180,15 +217,20 @@ class WeightControl:
                     for book in (self._demand, self._held, self._node_demand, self._node_held))
         return row
 
-    def shares_by_weight(self, node_id: str, yes: bool, per_node: bool = False) -> None:
-        """A node registered: does its backend share by weight (this loop) or only cap (the allocator),
-        and by device or as a whole node?"""
+    def register(self, node_id: str, edge: Edge) -> None:
+        """A node's agent registered: the next step covers the node, and sends it weights or caps."""
         i = self._book_columns.node_index[node_id]
         with self._lock:
-            self._managed[i] = yes
-            self._per_node[i] = yes and per_node
-            if not yes:
-                self._node_bytes.pop(node_id, None)
+            if self._managed[i] and bool(self._caps_only[i]) == edge.by_weight:
+                self._resend.add(i)   # another backend: what it was sent is of the other kind
+            self._managed[i] = True
+            self._per_node[i] = edge.per_node
+            self._caps_only[i] = not edge.by_weight
+
+    def on_capped_user_held(self, listener: Callable[[], None]) -> None:
+        """`listener()` when a report shows a user newly held on a cap-only node (from the thread that
+        booked it, with the usage ledger's lock held: it must only wake the control loop)."""
+        self._held_listeners.append(listener)
 
     def measured(self, node_id: str, allocation: int) -> None:
         """A report from the node whose rates were measured wholly under allocation `allocation`."""
@@ -217,17 +259,13 @@ class WeightControl:
         with self._lock:
             self.config, self._book_columns = config, columns
 
-    def manages(self, node_id: str) -> bool:
-        i = self._book_columns.node_index.get(node_id)
-        with self._lock:
-            return i is not None and bool(self._managed[i])
-
     # ---- the tick ----------------------------------------------------------------
 
     def tick(self, users: Sequence[UserRecord]) -> set[str]:
-        """One control step; the nodes whose weights changed (their streams must send)."""
+        """One control step; the nodes whose weights or caps changed (their streams must send)."""
         with self._lock:
-            layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy())
+            layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy(), self._caps_only.copy())
+            resend, self._resend = self._resend, set()
         active = [u for u in users if u.active]
         if not len(layout.nodes) or not active:
             return set()
@@ -240,26 +278,36 @@ class WeightControl:
         step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
                              previous_level=self._aligned_level(layout),
                              seconds=STEP_SHARE * self.policy.control_seconds)
+        new = step.weight
+        if layout.capped.any():
+            new = step.weight.copy()
+            new[:, layout.capped] = caps(step.allocation[:, layout.capped], layout.capacity[layout.capped], weight,
+                                         limit, self.policy.probe_fraction)
         sent = self._aligned(self._sent, names, layout, None)
-        never = np.isnan(sent)
-        realised = step.realised(np.where(never, step.weight, sent))
-        realised[never] = np.nan
+        never = np.isnan(sent) | np.isin(layout.node, list(resend))[None, :]
+        # A weighted node is judged by the rates its weights give, a capped one by its caps.
+        before = step.realised(np.where(never, step.weight, sent))
+        before[:, layout.capped] = sent[:, layout.capped]
+        after = step.allocation.copy()
+        after[:, layout.capped] = new[:, layout.capped]
+        before[never] = np.nan
+        moved = rates_moved(before, after)
         # Rates are judged at the configured capacity, where users given all they want get it whatever
         # their weights; a node that delivers less (encryption, a slow disk) splits what it has by the
-        # weights it holds. So a user's new priority goes to every node where it wants something.
+        # weights it holds. So a user's new priority goes to every node where it wants something, when
+        # it does.
         priority = weight.astype(np.uint8)   # 1..100 (the store's check)
         sent_priority = self._priority_rows(names)
-        moved = rates_moved(realised, step.allocation, self.policy.hysteresis)
         stale = np.flatnonzero((sent_priority != priority[:, None]).any(axis=1))   # few: priorities seldom change
         if len(stale):
             behind = sent_priority[np.ix_(stale, layout.node)] != priority[stale, None]
             moved |= (behind & (step.ceiling[stale] > 0)).any(axis=0)
         changed_nodes = nodes_to_send(moved, layout.node, len(self._book_columns.node_ids))
         on_changed = np.isin(layout.node, changed_nodes)
-        sent[:, on_changed] = step.weight[:, on_changed]
+        sent[:, on_changed] = new[:, on_changed]
         sent_priority[:, changed_nodes] = priority[:, None]
         users_part = string_entries(_TABLE["users"], names)
-        messages = {self._book_columns.node_ids[i]: self._message(int(i), layout, users_part, sent)
+        messages = {self._book_columns.node_ids[i]: self._message(int(i), layout, names, users_part, sent)
                     for i in changed_nodes}
         with self._lock:
             self._users, self._layout, self._weights, self._sent = names, layout, step.weight, sent
@@ -334,50 +382,68 @@ class WeightControl:
         old_column[self._layout.key] = np.arange(len(self._layout))
         return old_column[layout.key]
 
-    def _message(self, node: int, layout: _Layout, users_part: bytes, sent: np.ndarray) -> tuple[int, bytes]:
-        """The node's weights as a serialized DesiredState holding only its Allocation (a WeightTable)."""
+    def _message(self, node: int, layout: _Layout, names: list[str], users_part: bytes,
+                 sent: np.ndarray) -> tuple[int, bytes]:
+        """The node's weights (a WeightTable) or caps as a serialized DesiredState holding only its Allocation."""
         first, last = layout.block[node]
         devices = len(self._book_columns.devices[node])
         block = sent[:, first:last].reshape(len(sent), -1, 2)
+        sequence = self._next_sequence()
+        if layout.caps_only[node]:
+            if layout.per_node[node]:
+                block = np.repeat(block / devices, devices, axis=1)   # the node's cap over its devices: the edge sums them
+            return sequence, self._caps_message(node, sequence, names, block)
         if layout.per_node[node]:
             block = np.repeat(block, devices, axis=1)   # the node's weight on each device: the edge sums them
         table = [users_part, self._book_columns.devices_part[node],
                  *packed_floats(_TABLE["read_weights"], block[:, :, 0]),
                  *packed_floats(_TABLE["write_weights"], block[:, :, 1])]
         table_length = sum(map(len, table))
-        sequence = self._next_sequence()
         head = (pb.Allocation(sequence=sequence, fallback_seconds=self.policy.fallback_seconds).SerializeToString()
                 + field_head(_ALLOCATION_WEIGHTS, table_length))
         # Joined once: a site's message is ~100 kB, and every concatenation would copy it again.
         return sequence, b"".join([field_head(_DESIRED_ALLOCATION, len(head) + table_length), head, *table])
 
+    def _caps_message(self, node: int, sequence: int, names: list[str], caps: np.ndarray) -> bytes:
+        """Caps, users x devices x (read, write) bytes/s, as a cap-only node's Allocation (few such nodes
+        and users per node: built as messages)."""
+        devices = self._book_columns.devices[node]
+        capped = np.maximum(1, np.nan_to_num(caps, nan=1.0)).astype(np.int64)   # 0 on the wire is "no limit"
+        return pb.DesiredState(allocation=pb.Allocation(
+            sequence=sequence, fallback_seconds=self.policy.fallback_seconds,
+            users=[pb.UserAllocation(user=user, shares=[
+                pb.DeviceShare(device=device, read_bps=int(capped[u, d, 0]), write_bps=int(capped[u, d, 1]))
+                for d, device in enumerate(devices)]) for u, user in enumerate(names)])).SerializeToString()
+
     # ---- output --------------------------------------------------------------------
 
     def node_allocation(self, node_id: str) -> tuple[int, bytes]:
-        """(sequence, serialized DesiredState holding only the weights); (0, b"") before the first."""
+        """(sequence, serialized DesiredState holding only the weights or caps); (0, b"") before the first."""
         with self._lock:
             return self._node_bytes.get(node_id, (0, b""))
 
-    def given(self, node_id: str) -> dict[str, tuple[float, float, float, float, float, float]]:
-        """user -> (read, write bytes/s the step expects the node's edge to give it, read, write demand,
-        summed over the node's devices; read, write part of the weights the node was last sent among
-        the users listed, averaged over its devices: what each gets while all of them are backlogged)."""
+    def given(self, node_id: str) -> dict[str, PairStatus]:
+        """user -> what the last step gives it on the node and what it wants there; on a node that
+        shares by weight, also its part of the weights the node was last sent among the users listed,
+        averaged over its devices (what each gets while all of them are backlogged)."""
         with self._lock:
             step, names, layout, sent = self.last_step, self._users, self._layout, self._sent
         node = self._book_columns.node_index.get(node_id)
         if step is None or node not in layout.block:
             return {}
         first, last = layout.block[node]
-        given = step.allocation[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
+        in_force = np.nan_to_num(sent[:, first:last]) if layout.caps_only[node] else step.allocation[:, first:last]
+        given = in_force.reshape(len(names), -1, 2).sum(axis=1)
         wanted = step.ceiling[:, first:last].reshape(len(names), -1, 2).sum(axis=1)
         listed = np.flatnonzero((given != 0).any(axis=1) | (wanted != 0).any(axis=1))
-        weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), (last - first) // 2, 2))  # NaN: never
-        total = weights.sum(axis=0)
-        share = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0).mean(axis=1)
-        return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),
-                           float(share[k, 0]), float(share[k, 1]))
+        share = np.zeros((len(listed), 2))
+        if not layout.caps_only[node]:
+            weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), (last - first) // 2, 2))  # NaN: never
+            total = weights.sum(axis=0)
+            share = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0).mean(axis=1)
+        return {names[i]: PairStatus(int(given[i, 0]), int(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),
+                                     float(share[k, 0]), float(share[k, 1]))
                 for k, i in enumerate(listed)}
-
 
     def given_totals(self) -> dict[str, tuple[float, float]]:
         """user -> (read, write) bytes/s the last step gives it over every node it weighs: the user's

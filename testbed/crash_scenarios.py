@@ -160,7 +160,7 @@ def _set_storage_node_holds(workdir: str) -> str:
 
 def _cached_state(generation: int):
     from vnode_sync.wire import vnode_pb2 as pb
-    return pb.DesiredState(generation=generation, node_id="dn1", mode="throttle", store_id=77,
+    return pb.DesiredState(generation=generation, node_id="dn1", store_id=77,
                            vnodes=[pb.VNodeSpec(user="alice", uid=1001, priority=4, shares=[
                                pb.DeviceShare(device="/dev/sdb", read_bps=generation * 1_000_000)])])
 

@@ -51,12 +51,12 @@ class LocalNode:
 
 
 class LocalCluster(StartedService):
-    def __init__(self, name: str, users: list[LocalUser], nodes: list[LocalNode], mode: str = "throttle",
+    def __init__(self, name: str, users: list[LocalUser], nodes: list[LocalNode], sharing: str = "static",
                  workdir: str | None = None, agent_settings: dict | None = None,
                  coordinator_settings: dict | None = None, listen_host: str = "127.0.0.1"):
         self.name = name
         self.listen_host = listen_host  # where the coordinator listens and agents dial it
-        self.users, self.nodes, self.mode = users, nodes, mode
+        self.users, self.nodes, self.sharing = users, nodes, sharing
         self.workdir = workdir or tempfile.mkdtemp(prefix=name + ".")
         self.agent_settings = agent_settings or {}
         self.coordinator_settings = coordinator_settings or {}
@@ -89,7 +89,7 @@ class LocalCluster(StartedService):
             "listen": self.address,
             "insecure": True,  # a single-host lab; the warning in coordinator.log says so
             "state_path": os.path.join(self.workdir, "coordinator.sqlite"),
-            "policy": {"mode": self.mode, **self.coordinator_settings.get("policy", {})},
+            "policy": {"sharing": self.sharing, **self.coordinator_settings.get("policy", {})},
             "users": [{"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active}
                       for u in self.users],
             "storage_nodes": [{"id": n.node_id, "devices": [

@@ -3,7 +3,7 @@
 import pytest
 
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.shares import bfq_weight, priority_shares
+from vnode_sync.shares import priority_shares
 
 MB = 1_000_000
 
@@ -49,5 +49,3 @@ def test_priorities_outside_1_to_100_are_refused(bad):
         priority_shares(MB, {"a": bad, "b": 5})
 
 
-def test_bfq_weight_is_proportional_to_priority_within_1_to_1000():
-    assert bfq_weight(1) == 10 and bfq_weight(40) == 400 and bfq_weight(100) == 1000

@@ -27,11 +27,6 @@ def priority_shares(bandwidth: int, priorities: Mapping[str, int]) -> dict[str, 
     return {user: bandwidth * p // total for user, p in priorities.items()}
 
 
-def bfq_weight(priority: int) -> int:
-    """Map priority 1..100 to a BFQ weight 10..1000: proportional, so ratios are kept."""
-    return max(BFQ_WEIGHT_MIN, min(BFQ_WEIGHT_MAX, _valid_priority(priority) * 10))
-
-
 def weighted_shares(bandwidth: int, weights: Mapping[str, float]) -> dict[str, int]:
     """Algorithm 1 with local weights (any positive numbers): `bandwidth * w_i / sum(w)`, rounded down."""
     if bandwidth < 0:

@@ -1,19 +1,18 @@
 """What the reconciler enforces: the desired state as the node's backend can take it.
 
-Work-conserving policy (the state's `allocation_policy`):
-- A backend that shares by weight (BFQ, the DataNode's scheduler) takes each user's local weight,
-  floor and ceiling from the state; an allocation from the coordinator may carry per-node local
-  weights, which replace the state's, and its rates are ignored: the backend lends and reclaims at
-  every request by itself. For cgroups, the local weights become BFQ's integer weights per device.
-- A cap-only backend (Lustre TBF, blkio without BFQ) takes the allocation's read/write bytes/s; until
-  there is one (or after the fallback), each device's capacity split by the users' weights
-  (Algorithm 1 with local weights), under their ceilings.
+Work-conserving sharing (the state's `sharing`):
+- A backend that shares by weight (BFQ, the DataNode's scheduler) takes each user's floor and ceiling
+  from the state and its local weights from the coordinator's allocation (the weight step's), and
+  lends and reclaims at every request by itself. A user the allocation does not list (before the
+  first, after the fallback, a user just activated) is weighed by its priority. For cgroups, the
+  local weights become BFQ's integer weights per device.
+- A cap-only backend (Lustre TBF, blkio without BFQ, io.max) takes the allocation's caps; until
+  there is one (or after the fallback), each device's capacity split by the users' priorities
+  (Algorithm 1), under their ceilings.
 Without the coordinator for `fallback_seconds` the agent drops the allocation (static_state): a
-cap-only backend goes back to the weighted split, a weight backend to the priority weights, so
+cap-only backend goes back to the priority split, a weight backend to the priority weights, so
 bandwidth lent by a cap is never lent forever and the edge keeps sharing by weight.
-
-A state from a coordinator that predates `allocation_policy` is handled as before: the allocation's
-rates replace the static caps.
+Static sharing: the state's caps, as the coordinator split them.
 """
 
 from vnode_sync.shares import bfq_weights, weighted_shares
@@ -49,19 +48,20 @@ def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> p
     """`state` as the backend enforces it (see the module's docstring)."""
     out = pb.DesiredState()
     out.CopyFrom(state)
-    given = allocated_shares(state.allocation) if has_allocation(state) else {}
-    if state.allocation_policy != WORK_CONSERVING:
-        _apply_rates(out, given)
+    if state.sharing != WORK_CONSERVING:
         return out
+    given = allocated_shares(state.allocation) if has_allocation(state) else {}
     if shares_by_weight:
-        _apply_weights(out, given)
+        _weights(out, given)
         _bfq_weights(out)
-    elif given:
-        _apply_rates(out, given)
-        _drop_weights(out)
+        return out
+    if given:
+        _apply_caps(out, given)
     else:
-        _weighted_caps(out)
-        _drop_weights(out)
+        _priority_caps(out)
+    for spec in _specs(out):   # a cap-only backend has no use for floors (and a cgroup without BFQ refuses weights)
+        for share in spec.shares:
+            share.reserve_read_bps = share.reserve_write_bps = 0
     return out
 
 
@@ -73,23 +73,24 @@ def static_state(state: pb.DesiredState) -> pb.DesiredState:
     return out
 
 
-def _apply_rates(out: pb.DesiredState, given: dict) -> None:
+def _apply_caps(out: pb.DesiredState, given: dict) -> None:
     for vnode in out.vnodes:
         for share in vnode.shares:
             allocated = given.get(vnode.user, {}).get(share.device)
             if allocated is not None:
-                # 0 on the wire means "no limit": an allocation is never that.
+                # 0 on the wire means "no limit": a cap is never that.
                 share.read_bps = max(1, allocated.read_bps)
                 share.write_bps = max(1, allocated.write_bps)
 
 
-def _apply_weights(out: pb.DesiredState, given: dict) -> None:
-    for vnode in out.vnodes:
-        for share in vnode.shares:
-            allocated = given.get(vnode.user, {}).get(share.device)
+def _weights(out: pb.DesiredState, given: dict) -> None:
+    """The step's local weights; a user's priority where it sent none."""
+    for spec in _specs(out):
+        for share in spec.shares:
+            allocated = given.get(spec.user, {}).get(share.device) if spec.user else None
             for d in DIRECTIONS:
-                if allocated is not None and getattr(allocated, f"{d}_weight") > 0:
-                    setattr(share, f"{d}_weight", getattr(allocated, f"{d}_weight"))
+                weight = getattr(allocated, f"{d}_weight") if allocated is not None else 0.0
+                setattr(share, f"{d}_weight", weight if weight > 0 else float(spec.priority))
 
 
 def _specs(out: pb.DesiredState) -> list[pb.VNodeSpec]:
@@ -109,10 +110,11 @@ def _bfq_weights(out: pb.DesiredState) -> None:
                 share.weight = ints[i]
 
 
-def _weighted_caps(out: pb.DesiredState) -> None:
-    """No allocation yet: each device's capacity split by the active users' weights, under their ceilings."""
+def _priority_caps(out: pb.DesiredState) -> None:
+    """No allocation yet: each device's capacity split by the active users' priorities, under their ceilings."""
     capacity = {d.name: d for d in out.devices}
     users: dict[str, dict[str, pb.DeviceShare]] = {}
+    priority = {vnode.user: vnode.priority for vnode in out.vnodes}
     for vnode in out.vnodes:
         for share in vnode.shares:
             users.setdefault(share.device, {})[vnode.user] = share
@@ -120,19 +122,10 @@ def _weighted_caps(out: pb.DesiredState) -> None:
         if device not in capacity:
             continue
         for field in ("read_bps", "write_bps", "read_iops", "write_iops"):
-            direction = field.split("_")[0]
             total = getattr(capacity[device], field)
             if not total:
                 continue
-            split = weighted_shares(total, {u: getattr(s, f"{direction}_weight") for u, s in shares.items()})
+            split = weighted_shares(total, {u: float(priority[u]) for u in shares})
             for user, share in shares.items():
                 ceiling = getattr(share, field)
                 setattr(share, field, max(1, min(split[user], ceiling) if ceiling else split[user]))
-
-
-def _drop_weights(out: pb.DesiredState) -> None:
-    """A cap-only backend has no use for weights (and a cgroup without BFQ refuses them)."""
-    for spec in _specs(out):
-        for share in spec.shares:
-            share.read_weight = share.write_weight = 0.0
-            share.reserve_read_bps = share.reserve_write_bps = 0

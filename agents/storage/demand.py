@@ -1,19 +1,19 @@
 """The agent's one estimate of what each VNode wants: per device and direction its rate, whether it
 was held, and per VNode its held time in all. Every backend feeds it the same VNodeUsage samples.
 
-Held, per direction over the last interval, by what the backend can tell (VNodeUsage.held_source):
+Held, per direction over the last interval, by what the backend can tell (VNodeUsage.held_source),
+with the one rule of vnode_sync.kernel.held:
 - measured (the DataNode's throttle times every wait): held when its waits in that direction took at
   least WAIT_FRACTION of the interval; held time grows by the waits, at most the interval's length
   (waits of concurrent transfers overlap).
 - the backend's word (Lustre TBF, from its RPC counters against the rule's rate: one bucket for both
   directions): held in each direction that moved bytes; held time grows by the whole interval.
 - nothing (cgroups: the kernel counts bytes, not throttled time): held in a direction whose rate over
-  the last RATE_SPAN_SECONDS reached HIT_FRACTION of its limit (bytes/s or IOs/s). A cgroup v1
-  throttle lets a VNode run at 95-105 % of its limit (10.5 MB/s for 10 MiB/s, docs/architecture), so
-  0.9 catches it held and leaves a user reading well below its share out; the span keeps one I/O's
-  size from deciding (1 MiB reads at 20 MB/s are 10 % of a 0.5 s interval); once held it stays held
-  until it falls below STILL_HELD_FRACTION, so a loaded host's jitter does not make it flap. Weights
-  (BFQ) are no limit: a weight-only VNode is never held.
+  the last RATE_SPAN_SECONDS, or over the last FLOW_SPAN_SECONDS, reached HIT_FRACTION of its limit
+  (bytes/s or IOs/s). The long span keeps one I/O's size from deciding for a steady reader (1 MiB
+  reads at 20 MB/s are 10 % of a 0.5 s interval); the short one sees at once a user that comes back
+  from idle at its cap (its long-span rate still holds its idle time), so a cap-only node's next
+  step gives it its share. Weights (BFQ) are no limit: a weight-only VNode is never held.
 
 Demand, what the center divides: a direction that was not held moved all it wanted, so its demand is
 its rate; a held one wanted more than it moved. How much more, only measured waits tell: a client
@@ -30,11 +30,9 @@ import collections
 from dataclasses import dataclass, field
 
 from vnode_sync.kernel.backend import HELD_ESTIMATED, HELD_MEASURED, VNodeUsage
+from vnode_sync.kernel.held import at_limit, waited_held
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 
-WAIT_FRACTION = 0.1
-HIT_FRACTION = 0.9
-STILL_HELD_FRACTION = 0.8
 RATE_SPAN_SECONDS = 2.0
 # Rates sent to the center are over this span (at least one interval): a user that stops is seen idle
 # within it, so its share is lent without waiting for a 2 s average to decay.
@@ -110,17 +108,17 @@ class DemandEstimator:
                 since, then = _span_start(previous, now, RATE_SPAN_SECONDS)
                 span = now - since
                 flow_since, flow_then = _span_start(previous, now, FLOW_SPAN_SECONDS)
+                flow_span = now - flow_since
                 waited = _waited(previous.waits, waits)
                 for dev, counters in measured.devices.items():
                     moved = _moved(then.get(dev), counters)
                     last = _moved(previous.devices.get(dev), counters)
                     recent = _moved(flow_then.get(dev), counters)
                     for direction in (0, 1):
-                        if _held(measured, direction, moved, last, span, interval, waited,
+                        if _held(measured, direction, ((moved, span), (recent, flow_span)), last, interval, waited,
                                  limited.get(dev), (dev, direction) in previous.held):
                             held.add((dev, direction))
-                    flow_span = now - flow_since
-                    flows[dev] = tuple(Flow(recent[d] / flow_span, (dev, d) in held,
+                        flows[dev] = tuple(Flow(recent[d] / flow_span, (dev, d) in held,
                                             _growth(measured, waited, d, interval)) for d in (0, 1))
                 # The backend's word is about the VNode: its time counts even in an interval with no bytes.
                 if held or (measured.held_source == HELD_ESTIMATED and measured.held_at_limit):
@@ -163,20 +161,20 @@ class DemandEstimator:
         self._last_look = {}
 
 
-def _held(measured: VNodeUsage, direction: int, moved: tuple[int, int, int, int], last: tuple[int, int, int, int],
-          span: float, interval: float, waited: tuple[float, float] | None, limit: DeviceLimits | None,
-          was_held: bool) -> bool:
+def _held(measured: VNodeUsage, direction: int, spans: tuple[tuple[tuple[int, int, int, int], float], ...],
+          last: tuple[int, int, int, int], interval: float, waited: tuple[float, float] | None,
+          limit: DeviceLimits | None, was_held: bool) -> bool:
+    """`spans`: (what it moved, seconds) over each span its rate is judged on."""
     if measured.held_source == HELD_MEASURED:
-        return waited is not None and waited[direction] >= WAIT_FRACTION * interval
+        return waited is not None and waited_held(waited[direction], interval)
     if measured.held_source == HELD_ESTIMATED or measured.held_at_limit:
         return measured.held_at_limit and last[direction] > 0
     if limit is None:
         return False
-    fraction = STILL_HELD_FRACTION if was_held else HIT_FRACTION
     allowed_bytes, allowed_ios = (limit.read_bps, limit.read_iops) if direction == 0 else (limit.write_bps,
                                                                                           limit.write_iops)
-    return bool((allowed_bytes and moved[direction] >= fraction * allowed_bytes * span) or
-                (allowed_ios and moved[2 + direction] >= fraction * allowed_ios * span))
+    return any(at_limit(moved[direction], allowed_bytes * span, was_held) or
+               at_limit(moved[2 + direction], allowed_ios * span, was_held) for moved, span in spans)
 
 
 def _growth(measured: VNodeUsage, waited: tuple[float, float] | None, direction: int, interval: float) -> float:

@@ -174,8 +174,8 @@ class StorageAgentCollector(Collector):
                                  "The user's limit in force on the node, summed over its devices: its static share "
                                  "or its work-conserving allocation (absent: no limit)",
                                  labels=["node", "user", "direction"])
-        weight = GaugeMetricFamily("vnode_sync_user_weight", "The user's BFQ weight on the node (weight mode; "
-                                   "the largest of its devices')", labels=["node", "user"])
+        weight = GaugeMetricFamily("vnode_sync_user_weight", "The user's BFQ weight on the node (work-conserving "
+                                   "sharing on a BFQ host; the largest of its devices')", labels=["node", "user"])
         for vnode, device_limits in limits.items():
             user = user_label(vnode)
             on_node = [limit for limit in device_limits if limit.device in names]

@@ -1,11 +1,11 @@
-"""Which nodes must be sent new weights (or rates): only those where a user's rate would move beyond a threshold.
+"""Which nodes must be sent new weights (or caps): only those where a user's rate would move beyond a threshold.
 
 Each message to a node costs the coordinator CPU and the node a reconcile, and steady demand must
 cost nothing. Weights are judged by what they do: the rates the edges give with the weights a node
 has against those with the step's new weights, for the same demands (WeightStep.realised). Weights
 themselves are a poor measure: they are scale-free, and a user given all it wants holds a large
 standby weight that dwarfs a busy user's small one though the busy user moves most of the bytes.
-Rates of cap-only backends are compared the same way, as bytes/s.
+Caps of cap-only backends are compared the same way, as bytes/s.
 
 A resource moved when some user's rate there changed by more than `threshold` of its old rate and
 by more than IGNORED of the largest rate there (a trace of bytes wobbling is no move; a floor in
@@ -15,8 +15,10 @@ each moves ~0.1%); a node is sent when any of its resources moved.
 
 import numpy as np
 
-# A user's rate moving by more than this is sent: a share 5% short everywhere leaves its user 5% short
-# of its fair total, so this is also about how far from the step's allocation the edges may stay.
+# A user's rate moving by more than this is sent: a share x short everywhere leaves its user x short of
+# its fair total, so this is also how far from the step's allocation the edges may stay, well inside the
+# 5 % that benchmarks/site_simulation.py counts as settled. The one number: the coordinator's tick
+# (weight_control.py) and the simulation both use it.
 THRESHOLD = 0.02
 IGNORED = 1e-3
 

@@ -58,7 +58,7 @@ def test_bad_agent_configs_fail_in_one_line_and_make_no_cgroups(tmp_path, config
 def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path):
     name = unique_name("cached")
     with loop_device(name) as (device, dev):
-        state = pb.DesiredState(generation=9, node_id="n1", mode="throttle",
+        state = pb.DesiredState(generation=9, node_id="n1",
                                 vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
                                                      shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
                                 default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))

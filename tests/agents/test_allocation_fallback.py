@@ -22,8 +22,10 @@ STATIC, ALLOCATED = 12_345_678, 40_000_000
 
 
 def state(device: str) -> pb.DesiredState:
+    """Work-conserving, no device capacities (the fallback keeps the static caps): the caps a cap-only
+    node is sent."""
     return pb.DesiredState(
-        generation=5, node_id="n1", mode="throttle",
+        generation=5, node_id="n1", sharing="work-conserving",
         vnodes=[pb.VNodeSpec(user="alice", uid=64_411, priority=4,
                              shares=[pb.DeviceShare(device=device, read_bps=STATIC, write_bps=STATIC, read_iops=77)])],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]),
@@ -82,23 +84,24 @@ def _throttle(path: str) -> str | None:
 @needs_kernel
 def test_a_coordinator_killed_mid_run_its_allocation_is_kept_then_the_static_shares_return():
     """Both halves with real processes: a coordinator (work-conserving, fallback 4 s) and an agent
-    on a loop device; alice and bob are idle, so the allocation gives each a probe (1.8 MB/s) where
-    Algorithm 1 gives 40 and 20. SIGKILL the coordinator: the probe stays for 4 s, then the static
-    shares; a coordinator started again on the same state sends the allocation again."""
+    on a loop device (no BFQ: caps); alice and bob are idle, so the step's caps give each the room
+    left, the whole node (60 MB/s), where Algorithm 1 gives 40 and 20. SIGKILL the coordinator: the cap
+    stays for 4 s, then the static shares; a coordinator started again on the same state sends the caps
+    again."""
     import signal
 
     from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 
     name = unique_name("fallback-live")
     users = [LocalUser("alice", 64_421, 8), LocalUser("bob", 64_422, 4)]
-    policy = {"allocation": "work-conserving", "control_seconds": 0.3, "fallback_seconds": 4}
-    probe, static = str(int(0.03 * 60_000_000)), str(60_000_000 * 8 // 12)
+    policy = {"sharing": "work-conserving", "control_seconds": 0.3, "fallback_seconds": 4}
+    room, static = str(60_000_000), str(60_000_000 * 8 // 12)
     with loop_device(name) as (device, _), \
             LocalCluster(name, users, [LocalNode("n1", (device,), 60_000_000, 60_000_000)],
                          agent_settings={"report_seconds": 0.25}, coordinator_settings={"policy": policy}) as cluster:
         limit_file = os.path.join(HostCgroups().blkio_v1, cluster.cgroup_name("n1"), "vnode.alice",
                                   "blkio.throttle.read_bps_device")
-        cluster.wait_for(lambda: _throttle(limit_file) == probe, 20, f"alice's probe {probe} in {limit_file}")
+        cluster.wait_for(lambda: _throttle(limit_file) == room, 20, f"alice's cap {room} in {limit_file}")
         cluster.stop_coordinator(signal.SIGKILL)
         killed, seen = time.monotonic(), []
         while time.monotonic() - killed < 10 and (not seen or seen[-1][1] != static):
@@ -106,10 +109,10 @@ def test_a_coordinator_killed_mid_run_its_allocation_is_kept_then_the_static_sha
             if not seen or seen[-1][1] != value:
                 seen.append((time.monotonic() - killed, value))
             time.sleep(0.05)
-        assert [v for _, v in seen] == [probe, static], seen
+        assert [v for _, v in seen] == [room, static], seen
         assert 3.5 <= seen[1][0] <= 4 + 3, f"static shares {seen[1][0]:.2f} s after the kill (fallback 4 s)"
         cluster.start_coordinator()    # the same state file and port: the agent reconnects
-        cluster.wait_for(lambda: _throttle(limit_file) == probe, 20, "the allocation again after the restart")
+        cluster.wait_for(lambda: _throttle(limit_file) == room, 20, "the caps again after the restart")
         with open(os.path.join(cluster.workdir, "agent-n1.log")) as f:
             assert "back to the static shares" in f.read()
 
@@ -179,16 +182,17 @@ def test_the_allocation_reaches_any_backend_through_the_limit_enforcer_seam():
 
 
 def wc_state(allocation: pb.Allocation | None = None) -> pb.DesiredState:
-    """Work-conserving: alice (8) and bob (4) by weight on /dev/x (60 MB/s read, 30 write), bob with a
-    20 MB/s ceiling and a 5 MB/s floor; the default VNode at weight 1 under its 6 MB/s ceiling."""
-    def share(w, ceiling=0, floor=0):
-        return pb.DeviceShare(device="/dev/x", read_weight=w, write_weight=w, read_bps=ceiling, write_bps=ceiling,
+    """Work-conserving: alice (8) and bob (4) on /dev/x (60 MB/s read, 30 write), bob with a 20 MB/s
+    ceiling and a 5 MB/s floor; the default VNode at priority 1 under its 6 MB/s ceiling. No weights:
+    they come from the allocation, else from the priorities."""
+    def share(ceiling=0, floor=0):
+        return pb.DeviceShare(device="/dev/x", read_bps=ceiling, write_bps=ceiling,
                               reserve_read_bps=floor, reserve_write_bps=floor)
-    out = pb.DesiredState(generation=5, node_id="n1", mode="throttle", allocation_policy="work-conserving",
+    out = pb.DesiredState(generation=5, node_id="n1", sharing="work-conserving",
                           devices=[pb.Device(name="/dev/x", read_bps=60_000_000, write_bps=30_000_000)],
-                          vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share(8)]),
-                                  pb.VNodeSpec(user="bob", priority=4, shares=[share(4, 20_000_000, 5_000_000)])],
-                          default_vnode=pb.VNodeSpec(shares=[share(1, 6_000_000)]))
+                          vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share()]),
+                                  pb.VNodeSpec(user="bob", priority=4, shares=[share(20_000_000, 5_000_000)])],
+                          default_vnode=pb.VNodeSpec(priority=1, shares=[share(6_000_000)]))
     if allocation is not None:
         out.allocation.CopyFrom(allocation)
     return out
@@ -204,7 +208,7 @@ def shares(state: pb.DesiredState) -> dict[str, pb.DeviceShare]:
     return {v.user or "(default)": v.shares[0] for v in [*state.vnodes, state.default_vnode]}
 
 
-def test_a_weight_backend_keeps_weights_floors_and_ceilings_and_ignores_the_allocations_rates():
+def test_a_weight_backend_takes_the_allocations_weights_else_priorities_keeps_floors_and_ceilings_and_no_caps():
     got = shares(effective_state(wc_state(RATES), shares_by_weight=True))
     assert (got["alice"].read_weight, got["alice"].read_bps) == (8, 0)          # no cap from the tick's rates
     assert (got["bob"].read_weight, got["bob"].read_bps, got["bob"].reserve_read_bps) == (2, 20_000_000, 5_000_000)
@@ -212,7 +216,7 @@ def test_a_weight_backend_keeps_weights_floors_and_ceilings_and_ignores_the_allo
     assert (got["alice"].weight, got["bob"].weight, got["(default)"].weight) == (1000, 250, 125)
 
 
-def test_a_cap_only_backend_takes_the_allocations_rates_or_until_then_the_weighted_split_under_ceilings():
+def test_a_cap_only_backend_takes_the_allocations_caps_or_until_then_the_priority_split_under_ceilings():
     got = shares(effective_state(wc_state(RATES), shares_by_weight=False))
     assert (got["alice"].read_bps, got["bob"].read_bps) == (50_000_000, 10_000_000)
     assert (got["alice"].read_weight, got["alice"].weight, got["bob"].reserve_read_bps) == (0, 0, 0)

@@ -10,8 +10,7 @@ from vnode_sync.errors import InvalidSetting
 
 HDFS_KEYS = ("keys kind, pid, pid_file, cmdline_contains, data_port, events, poll_seconds, settle_seconds, "
              "spawner_in_default")
-LUSTRE_KEYS = ("keys experimental, lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_uid, ledger, "
-               "hit_fraction")
+LUSTRE_KEYS = ("keys experimental, lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_uid, ledger")
 
 
 def write(tmp_path, text):
@@ -85,7 +84,6 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
                                             "0-9, '_', '-', starting with a letter or '_' (a POSIX user name)"),
     ("discovery: {comm_pattern: 'DataXceiver(['}",
      "discovery.comm_pattern: got 'DataXceiver(['; allowed: a regular expression matching whole thread names"),
-    ("lustre: {hit_fraction: 1.5}", "lustre.hit_fraction: got 1.5; allowed: a number above 0, at most 1"),
     ("lustre: {rule_prefix: vnode_sync_}", "lustre.rule_prefix: got 'vnode_sync_'; allowed: 1-8 characters from "
                                            "A-Z, a-z, 0-9, '_' (it leaves room in a 15-character TBF rule name)"),
     ("lustre: {targets: {OST0: /dev/sdb}}", "lustre.targets.OST0: got 'OST0'; allowed: an OST name like lustre-OST0000"),

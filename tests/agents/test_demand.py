@@ -35,6 +35,22 @@ def test_a_cgroup_vnode_reading_at_its_limit_is_held_and_one_well_below_is_not()
     assert later["vnode.carol"].devices[DEV][0].rate == pytest.approx(500 * MB)
 
 
+def test_a_cgroup_vnode_back_from_idle_at_its_cap_is_held_within_half_a_second():
+    """A cap-only node's idle user keeps a probe cap (1.8 MB/s). Back, it reads at that cap: over the
+    last 2 s it moved well below it (its idle time), over the last 0.5 s at it. Held at once, so the
+    next step gives it its share; a user still idle is not."""
+    clock = DemandEstimator()
+    probe = int(1.8 * MB)
+    limits = {"vnode.bob": [DeviceLimits(DEV, read_bps=probe)], "vnode.carol": [DeviceLimits(DEV, read_bps=probe)]}
+    moved = {"vnode.bob": 0, "vnode.carol": 0}
+    for t in (100.0, 100.5, 101.0, 101.5):      # idle
+        clock.update({v: VNodeUsage(counted(b)) for v, b in moved.items()}, limits, t)
+    moved["vnode.bob"] += probe // 2             # 0.5 s at his cap
+    state = clock.update({v: VNodeUsage(counted(b)) for v, b in moved.items()}, limits, 102.0)
+    assert state["vnode.bob"].held and not state["vnode.carol"].held
+    assert state["vnode.bob"].devices[DEV][0].rate == pytest.approx(probe, rel=0.01)
+
+
 def test_a_measured_backend_adds_its_wait_time_at_most_the_interval():
     clock = DemandEstimator()
     limits = {"vnode.alice": [DeviceLimits(DEV, write_bps=10 * MB)]}

@@ -41,7 +41,7 @@ class ListedThreads(PollingWait):
 def state(generation, active: dict[str, int], users=None) -> pb.DesiredState:
     users = users or {"alice": 1001, "bob": 1002, "carol": 1003}
     return pb.DesiredState(
-        generation=generation, node_id="n1", mode="throttle",
+        generation=generation, node_id="n1",
         vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1,
                              shares=[pb.DeviceShare(device=DEVICE, read_bps=bps)]) for u, bps in active.items()],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),

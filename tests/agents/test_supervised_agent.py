@@ -47,7 +47,7 @@ FAULTY_AGENT = textwrap.dedent("""
 def _config(tmp_path, name, device):
     cache = tmp_path / "agent.state"
     cache.write_bytes(encode_state_cache(pb.DesiredState(
-        generation=5, node_id="n1", mode="throttle",
+        generation=5, node_id="n1",
         vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
                              shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))))

@@ -17,14 +17,14 @@ def test_every_case_leads_in_turn_and_every_other_cycle_runs_backwards():
 
 
 def test_a_variant_changes_only_the_settings_it_names():
-    managed = Management("throttle", agent={"fast_thread_moves": True}, discovery={"events": "auto"})
-    variant = managed.changed(["mode=weight", "discovery.events=poll", "policy.default_vnode_fraction=1.0"])
-    assert variant == Management("weight", agent={"fast_thread_moves": True}, discovery={"events": "poll"},
+    managed = Management("static", agent={"fast_thread_moves": True}, discovery={"events": "auto"})
+    variant = managed.changed(["sharing=work-conserving", "discovery.events=poll", "policy.default_vnode_fraction=1.0"])
+    assert variant == Management("work-conserving", agent={"fast_thread_moves": True}, discovery={"events": "poll"},
                                  policy={"default_vnode_fraction": 1.0})
     assert managed.discovery == {"events": "auto"}  # the managed case itself is untouched
 
 
-@pytest.mark.parametrize("assignment", ["foo=1", "agent=1", "mode=fast", "network.port=1", "agent.x"])
+@pytest.mark.parametrize("assignment", ["foo=1", "agent=1", "sharing=fast", "network.port=1", "agent.x"])
 def test_a_variant_that_names_no_known_setting_is_refused(assignment):
     with pytest.raises(SystemExit, match="--variant"):
         Management().changed([assignment])

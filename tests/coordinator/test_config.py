@@ -9,7 +9,7 @@ from vnode_sync.errors import InvalidSetting
 GOOD = """
 listen: 127.0.0.1:7070
 state_path: /tmp/x.sqlite
-policy: {mode: throttle, default_vnode_fraction: 0.05}
+policy: {sharing: static, default_vnode_fraction: 0.05}
 users:
   - {name: alice, uid: 1001, priority: 4, active: true}
 storage_nodes:
@@ -36,10 +36,10 @@ def test_a_good_config_loads(tmp_path):
 @pytest.mark.parametrize("text,message", [
     # unknown keys, at the top and in each section
     ("colour: blue", f"colour: got an unknown key (value 'blue'); allowed: {KEYS}"),
-    ("policy: {speed: 3}", "policy.speed: got an unknown key (value 3); allowed: keys mode, default_vnode_fraction, "
+    ("policy: {speed: 3}", "policy.speed: got an unknown key (value 3); allowed: keys sharing, default_vnode_fraction, "
                            "default_priority, account_priorities, queue_priorities, job_priority_min, "
-                           "job_priority_max, job_expiry_seconds, allocation, control_seconds, probe_fraction, "
-                           "hysteresis, fallback_seconds"),
+                           "job_priority_max, job_expiry_seconds, control_seconds, probe_fraction, "
+                           "fallback_seconds"),
     ("users: [{name: alice, uid: 1001, colour: red}]",
      "users[0].colour: got an unknown key (value 'red'); allowed: keys name, uid, priority, active"),
     ("storage_nodes: [{id: dn1, disks: []}]",
@@ -52,9 +52,9 @@ def test_a_good_config_loads(tmp_path):
      "tls.pin: got an unknown key (value 'x'); allowed: keys ca, cert, key, server_name"),
     # wrong types
     ("listen: 7070", "listen: got 7070; allowed: non-empty text"),
-    ("policy: fair", "policy: got 'fair'; allowed: a mapping with keys mode, default_vnode_fraction, "
+    ("policy: fair", "policy: got 'fair'; allowed: a mapping with keys sharing, default_vnode_fraction, "
                      "default_priority, account_priorities, queue_priorities, job_priority_min, job_priority_max, "
-                     "job_expiry_seconds, allocation, control_seconds, probe_fraction, hysteresis, fallback_seconds"),
+                     "job_expiry_seconds, control_seconds, probe_fraction, fallback_seconds"),
     ("policy: {default_vnode_fraction: '0.1'}",
      "policy.default_vnode_fraction: got '0.1'; allowed: a number above 0, at most 1"),
     ("users: {alice: 4}", "users: got {'alice': 4}; allowed: a list, each item a mapping with keys name, uid, "
@@ -97,8 +97,10 @@ def test_a_good_config_loads(tmp_path):
     ("storage_nodes: [{id: 'dn 1', devices: [{name: /dev/sdb, read_bps: 1, write_bps: 1}]}]",
      "storage_nodes[0].id: got 'dn 1'; allowed: 1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'"),
     # bad choices
-    ("policy: {mode: fastest}", "policy.mode: got 'fastest'; allowed: one of throttle, weight"),
-    ("policy: {allocation: fair}", "policy.allocation: got 'fair'; allowed: one of static, work-conserving"),
+    ("policy: {sharing: fair}", "policy.sharing: got 'fair'; allowed: one of static, work-conserving"),
+    ("policy: {allocation: work-conserving}", "policy.allocation: got 'work-conserving'; allowed: no longer a key: "
+                                              "policy.sharing replaces allocation and mode (sharing: static or "
+                                              "work-conserving)"),
     ("log_format: xml", "log_format: got 'xml'; allowed: one of plain, json"),
     # rules across keys
     ("policy: {job_priority_min: 60}", "policy.job_priority_min: got 60; allowed: at most job_priority_max (50)"),

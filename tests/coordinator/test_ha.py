@@ -192,7 +192,7 @@ def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_st
     """Doorman's rule: the new leader sends a node nothing for learn_seconds while usage reports come
     in; the first state it sends carries an allocation (never the static shares alone first)."""
     name = unique_name("ha")
-    config = {**COORDINATOR_CONFIG, "policy": {"allocation": "work-conserving", "control_seconds": 0.2},
+    config = {**COORDINATOR_CONFIG, "policy": {"sharing": "work-conserving", "control_seconds": 0.2},
               "zookeeper": {"learn_seconds": 2.0}}
     with HACoordinators(name, ensemble.hosts, config, count=2, session_timeout_seconds=SESSION_SECONDS) as co:
         leader = co.wait_for_leader()

@@ -99,7 +99,7 @@ def test_a_bad_change_is_one_line_and_changes_nothing(tmp_path, change, error, m
 
 
 def test_a_capacity_below_the_admitted_reservations_is_refused(tmp_path):
-    cluster = cluster_of(tmp_path, policy={"allocation": "work-conserving"})
+    cluster = cluster_of(tmp_path, policy={"sharing": "work-conserving"})
     cluster.commands.set_reservation("alice", 20 * MB, "admin:test")
     generation = cluster.generation()
     with pytest.raises(InvalidArgument, match="reservations would total 20.0 MB/s"):
@@ -108,17 +108,16 @@ def test_a_capacity_below_the_admitted_reservations_is_refused(tmp_path):
 
 
 def test_work_conserving_takes_capacities_in_place_and_new_nodes_at_the_next_start(tmp_path):
-    cluster = cluster_of(tmp_path, policy={"allocation": "work-conserving"})
+    cluster = cluster_of(tmp_path, policy={"sharing": "work-conserving"})
     _, pending = cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
     assert pending == ""
     assert list(cluster.weights._book_columns.capacity) == [120 * MB, 90 * MB], "the next weight step steps on them"
-    assert cluster.allocator._capacity["read"][("dn1", "/dev/sdb")] == 120 * MB
     generation = cluster.generation()
     _, pending = cluster.node_commands.add("dn2", [device("/dev/sdc")], [], "admin:test")
     assert pending == AT_NEXT_START and cluster.generation() == generation + 1
     assert "dn2" in cluster.store.storage_nodes() and "dn2" not in cluster.publishing.nodes
     cluster.store.close()
-    assert "dn2" in cluster_of(tmp_path, policy={"allocation": "work-conserving"}).publishing.nodes
+    assert "dn2" in cluster_of(tmp_path, policy={"sharing": "work-conserving"}).publishing.nodes
 
 
 def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):

@@ -80,7 +80,7 @@ def test_the_pressure_rpc_answers_and_refuses_a_bad_window(coordinator):
     node = answer.users[0].nodes[0]
     assert node.held_at_limit and node.held_seconds == pytest.approx(1.0)
     assert node.allowed_read_bps == 20 * MB and node.read_bps == pytest.approx(20 * MB, rel=0.01)
-    assert answer.window_seconds == 60 and answer.allocation == "static"
+    assert answer.window_seconds == 60 and answer.sharing == "static"
     with pytest.raises(grpc.RpcError) as e:
         admin.Pressure(pb.PressureRequest(window_seconds=-1), timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid window" in e.value.details()

@@ -87,7 +87,7 @@ def test_a_second_coordinator_on_the_same_address_refuses_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("content,message", [
     (b"listen: \xff\n", "(whole file): got byte 0xff at offset 8; allowed: UTF-8 text"),
-    (b"policy: {mode: fastest}\n", "policy.mode: got 'fastest'; allowed: one of throttle, weight"),
+    (b"policy: {sharing: fastest}\n", "policy.sharing: got 'fastest'; allowed: one of static, work-conserving"),
     (b"users: [{name: alice, uid: 1001}, {name: bob, uid: 1001}]\n",
      "users[1].uid: got 1001; allowed: a uid no user listed before has"),
     (b"insecure: false\n", "tls: got nothing; allowed: a tls section {ca, cert, key}, or insecure: true (lab only); "

@@ -159,18 +159,20 @@ def test_a_publisher_pass_that_fails_is_retried_and_the_streams_get_the_change(c
 
 def test_a_control_loop_tick_that_fails_is_retried(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(supervision, "FIRST_RETRY_SECONDS", 0.01)
-    raw = dict(COORDINATOR_CONFIG, policy={"allocation": "work-conserving", "control_seconds": 0.05})
+    raw = dict(COORDINATOR_CONFIG, policy={"sharing": "work-conserving", "control_seconds": 0.05})
     config = parse_config(raw)
     cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
-    flaky, failures = _failing_twice(cluster.allocator.tick, "injected tick failure")
-    monkeypatch.setattr(cluster.allocator, "tick", flaky)
+    flaky, failures = _failing_twice(cluster.weights.tick, "injected tick failure")
+    monkeypatch.setattr(cluster.weights, "tick", flaky)
     server, port = create_server(cluster, "127.0.0.1:0")
     server.start()
     try:
         with caplog.at_level(logging.ERROR), grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stream = pb_grpc.AgentLinkStub(channel).WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
+            link = pb_grpc.AgentLinkStub(channel)
+            link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1"), timeout=5)   # a node in the step
+            stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
             state = next(stream)
-            while not state.allocation.users:      # the first tick that does not fail allocates
+            while not state.allocation.users:      # the first tick that does not fail sends caps
                 state = next(stream)
             stream.cancel()
     finally:

@@ -47,20 +47,9 @@ def test_unknown_users_are_not_booked_and_a_silent_node_moves_nothing():
 def test_an_agent_without_a_summary_is_booked_from_its_counters_over_a_window():
     ledger = UsageLedger(Clock(1003.0))
     for t, total in ((1000.0, 0), (1001.0, 10 * MB), (1002.0, 30 * MB), (1003.0, 50 * MB)):
-        samples = ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=t, usage=[
+        ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=t, usage=[
             pb.UserUsage(user="alice", device="/d0", read_bytes=total)]), {"alice"})
     assert ledger.rates("dn1")["alice"][0] == pytest.approx(20 * MB)       # (50 - 10) / 2 s
-    assert [(s.read_bps, s.seconds) for s in samples] == [(20 * MB, 1.0)]  # the last interval
-
-
-def test_every_flow_gives_one_sample_per_user_and_device_per_report_even_unlisted():
-    ledger = UsageLedger(Clock())
-    users = {"alice", "bob"}
-    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (MB, 0, False, False),
-                                           ("bob", "/d0"): (2 * MB, 0, False, False)}, full=True), users)
-    samples = ledger.observe(summary_report(1000.5, {("alice", "/d0"): (0, 0, False, False)}), users,
-                             every_flow=True)
-    assert sorted((s.user, s.read_bps, s.seconds) for s in samples) == [("alice", 0, 0.5), ("bob", 2 * MB, 0.5)]
 
 
 def test_held_time_is_booked_once_per_report_and_kept_for_users_a_partial_report_does_not_list():

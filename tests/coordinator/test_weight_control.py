@@ -1,6 +1,7 @@
-"""The work-conserving loop for nodes whose edges share by weight: the weight step fed by the usage
+"""The work-conserving loop, for nodes whose edges share by weight: the weight step fed by the usage
 ledger, each node sent its local weights only when a user's rate there would move, as a packed
-WeightTable that the storage agent reads back (agents.storage.allocation)."""
+WeightTable that the storage agent reads back (agents.storage.allocation). Cap-only nodes:
+test_cap_only_nodes.py."""
 
 import itertools
 import time
@@ -12,12 +13,13 @@ from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.weight_control import WeightControl
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1_000_000
 BW = 60 * MB
-CONFIG = {"policy": {"allocation": "work-conserving"},
+CONFIG = {"policy": {"sharing": "work-conserving"},
           "storage_nodes": [{"id": dn, "devices": [{"name": "/dev/sdb", "read_bps": BW, "write_bps": BW}]}
                             for dn in ("dn0", "dn1", "dn2")]}
 
@@ -45,12 +47,12 @@ class Sent(dict):
 
 @pytest.fixture
 def control():
-    """A WeightControl over dn0 and dn1 (their backends share by weight; dn2 only caps), and what it
-    sent each node (refreshed by tick())."""
+    """A WeightControl over dn0 and dn1 (their backends share by weight; dn2's agent never registered),
+    and what it sent each node (refreshed by tick())."""
     ledger = UsageLedger()
     control = WeightControl(parse_config(CONFIG), ledger, itertools.count(1).__next__)
-    for node, yes in (("dn0", True), ("dn1", True), ("dn2", False)):
-        control.shares_by_weight(node, yes)
+    for node in ("dn0", "dn1"):
+        control.register(node, Edge(by_weight=True))
     sent = Sent(control)
     tick = control.tick
 
@@ -80,13 +82,14 @@ def test_a_users_weight_moves_to_where_its_demand_is_and_totals_reach_the_max_mi
     report(ledger, "dn1", {"bob": (60 * MB, True)})
     assert control.tick(users) == {"dn0", "dn1"}
     given = {node: control.given(node) for node in ("dn0", "dn1")}
-    assert given["dn0"]["alice"][0] == pytest.approx(58 * MB, rel=0.05)
-    assert given["dn1"]["bob"][0] == pytest.approx(60 * MB, rel=0.01)
+    assert given["dn0"]["alice"].allocated_read_bps == pytest.approx(58 * MB, rel=0.05)
+    assert given["dn1"]["bob"].allocated_read_bps == pytest.approx(60 * MB, rel=0.01)
     assert sent["dn0"][("alice", 0)] > 10 * sent["dn0"][("bob", 0)]
-    assert not control.manages("dn2") and "dn2" not in sent
+    assert "dn2" not in sent and control.given("dn2") == {}   # not registered: not in the step
     totals = control.given_totals()   # the metrics' one series per user: the same step, summed over nodes
     for name in ("alice", "bob"):
-        assert totals[name][0] == pytest.approx(sum(given[node].get(name, (0.0,))[0] for node in given))
+        assert totals[name][0] == pytest.approx(sum(given[node][name].allocated_read_bps
+                                                    for node in given if name in given[node]), rel=1e-6)
 
 
 def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
@@ -103,16 +106,16 @@ def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
         held = sent[node]
         total = held[("alice", 0)] + held[("bob", 0)]
         given = control.given(node)
-        assert given["alice"][4] == pytest.approx(held[("alice", 0)] / total, rel=1e-4)
-        assert given["alice"][4] + given["bob"][4] == pytest.approx(1.0)
-        assert given["alice"][5] + given["bob"][5] == pytest.approx(1.0)   # nobody writes: standby weights
+        assert given["alice"].weight_read_share == pytest.approx(held[("alice", 0)] / total, rel=1e-4)
+        assert given["alice"].weight_read_share + given["bob"].weight_read_share == pytest.approx(1.0)
+        assert given["alice"].weight_write_share + given["bob"].weight_write_share == pytest.approx(1.0)   # nobody writes: standby weights
     report(ledger, "dn1", {"alice": (0.0, False), "bob": (60 * MB, True)})
-    before = control.given("dn0")["alice"][4]
+    before = control.given("dn0")["alice"].weight_read_share
     assert control.tick(users) == {"dn0"}      # alice's weight moves to dn0, where she still reads
-    assert control.given("dn0")["alice"][4] > before
-    assert control.given("dn0")["alice"][4] == pytest.approx(
+    assert control.given("dn0")["alice"].weight_read_share > before
+    assert control.given("dn0")["alice"].weight_read_share == pytest.approx(
         sent["dn0"][("alice", 0)] / (sent["dn0"][("alice", 0)] + sent["dn0"][("bob", 0)]), rel=1e-4)
-    assert {user: share[4] for user, share in control.given("dn1").items()} == {"bob": 1.0}   # alone there
+    assert {user: given.weight_read_share for user, given in control.given("dn1").items()} == {"bob": 1.0}   # alone there
 
 
 def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_move(control):
@@ -124,10 +127,10 @@ def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_mo
     report(ledger, "dn1", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
     control.tick(users)
     assert control.tick(users) == set()
-    before = control.given("dn0")["alice"][0]
+    before = control.given("dn0")["alice"].allocated_read_bps
     report(ledger, "dn1", {"alice": (0.0, False), "bob": (60 * MB, True)})
     assert control.tick(users) == {"dn0"}
-    assert control.given("dn0")["alice"][0] > 1.2 * before
+    assert control.given("dn0")["alice"].allocated_read_bps > 1.2 * before
     assert control.updates == {"dn0": 2, "dn1": 1}
 
 
@@ -186,7 +189,7 @@ def test_a_user_given_all_it_asked_keeps_a_standby_weight_and_an_idle_one_too(co
     assert weights[("bob", 0)] < 4                                  # bob's weight is spread over two nodes
 
 
-WHOLE_NODES = {"policy": {"allocation": "work-conserving"},
+WHOLE_NODES = {"policy": {"sharing": "work-conserving"},
                "storage_nodes": [{"id": dn, "devices": [{"name": f"/dev/sd{d}", "read_bps": BW, "write_bps": BW}
                                                        for d in "bcd"]} for dn in ("dn0", "dn1")]}
 
@@ -198,15 +201,15 @@ def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_i
     ledger = UsageLedger()
     control = WeightControl(parse_config(WHOLE_NODES), ledger, itertools.count(1).__next__)
     for node in ("dn0", "dn1"):
-        control.shares_by_weight(node, True, per_node=True)
+        control.register(node, Edge(by_weight=True, per_node=True))
     for node, flows in (("dn0", {"alice": 120 * MB, "bob": 60 * MB}), ("dn1", {"bob": 180 * MB})):
         entries = {(u, "/dev/sdc"): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
         ledger.observe(pb.UsageReport(node_id=node, sampled_at_unix=time.time(), demand=packed(entries, True, [])),
                        {"alice", "bob"})
     users = [user("alice", 8), user("bob", 4)]
     assert control.tick(users) == {"dn0", "dn1"}
-    assert control.given("dn0")["alice"][0] == pytest.approx(175 * MB, rel=0.03)
-    assert control.given("dn1")["bob"][0] == pytest.approx(180 * MB, rel=0.01)
+    assert control.given("dn0")["alice"].allocated_read_bps == pytest.approx(175 * MB, rel=0.03)
+    assert control.given("dn1")["bob"].allocated_read_bps == pytest.approx(180 * MB, rel=0.01)
     given = allocated_shares(pb.DesiredState.FromString(control.node_allocation("dn0")[1]).allocation)
     assert set(given["alice"]) == {"/dev/sdb", "/dev/sdc", "/dev/sdd"}
     alice = {s.read_weight for s in given["alice"].values()}
@@ -215,9 +218,9 @@ def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_i
 
 
 def test_the_agent_applies_a_weight_table_and_ignores_one_that_does_not_add_up():
-    share = pb.DeviceShare(device="/dev/sdb", read_weight=8.0, write_weight=8.0)
-    state = pb.DesiredState(allocation_policy="work-conserving",
-                            vnodes=[pb.VNodeSpec(user="alice", shares=[share])])
+    share = pb.DeviceShare(device="/dev/sdb")
+    state = pb.DesiredState(sharing="work-conserving",
+                            vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share])])
     table = pb.WeightTable(users=["alice"], devices=["/dev/sdb"], read_weights=[3.5], write_weights=[2.5])
     state.allocation.CopyFrom(pb.Allocation(sequence=1, weights=table))
     applied = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
@@ -236,7 +239,7 @@ def test_a_node_whose_agent_is_gone_is_not_awaited_so_the_next_step_does_not_wai
     nodes = ("dn0", "dn1", "dn2")
     for node in nodes:
         cluster.runtime.register_node(node, [pb.Device(name="/dev/sdb")], "datanode-throttle", [],
-                                      shares_by_weight=True)
+                                      Edge(by_weight=True))
         cluster.runtime.stream_opened(node)
         report(cluster.ledger, node, {"alice": (40 * MB, True), "bob": (20 * MB, True)})
     users = [user("alice", 8), user("bob", 4)]

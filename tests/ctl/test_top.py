@@ -62,7 +62,7 @@ def test_json_is_one_document_for_scripts(coordinator, capsys):
     cluster, channel, port = coordinator
     alice_held_bob_below(cluster, channel)
     answer = json.loads(in_process(capsys, port, "top", "--json", "--window", "60"))
-    assert answer["window_seconds"] == 60 and answer["allocation"] == "static"
+    assert answer["window_seconds"] == 60 and answer["sharing"] == "static"
     alice, bob = answer["users"]
     assert alice["user"] == "alice" and alice["nodes_held"] == 1 and alice["held_seconds"] == 30.0
     node = alice["nodes"][0]

@@ -39,7 +39,7 @@ def dn_users():
 def test_an_idle_users_share_is_lent_and_taken_back():
     alice, bob = LocalUser("alice", 64_531, 8), LocalUser("bob", 64_532, 4)
     # Idleness is seen after 0.5 s of reports and acted on at the next tick: 0.25 s reports, 0.5 s ticks.
-    policy = {"allocation": "work-conserving", "control_seconds": 0.5}
+    policy = {"sharing": "work-conserving", "control_seconds": 0.5}
     with hdfs_vnode_cluster(unique_name("fair"), [alice, bob], NODE_BW, policy=policy,
                             agent_settings={"report_seconds": 0.25},
                             before_agents=write_user_files([alice, bob], 640 * MiB)) as (hdfs, cluster):
@@ -119,7 +119,7 @@ LEND_SECONDS = RECLAIM_SECONDS = 3.0
 # moment when one user looked less demanding (a client just restarted, or descheduled on a loaded
 # host), its last weights keep that skew for up to fallback_seconds (a 5.6:1 split on a CI host).
 # With a 1-s fallback the coordinator-less edge is judged on the priority weights it then keeps.
-DN_POLICY = {"allocation": "work-conserving", "control_seconds": 0.5, "fallback_seconds": 1.0}
+DN_POLICY = {"sharing": "work-conserving", "control_seconds": 0.5, "fallback_seconds": 1.0}
 FALLBACK_LOGGED = "coordinator out of reach"
 
 

@@ -51,7 +51,7 @@ def test_a_lone_local_reader_keeps_short_circuit_and_two_at_once_are_split_throu
 
     with hdfs_vnode_cluster(unique_name("scr"), [alice, bob], NODE_BW, datanodes=1, backend="datanode-throttle",
                             short_circuit=True, before_agents=write,
-                            policy={"allocation": "work-conserving"}) as (hdfs, cluster):
+                            policy={"sharing": "work-conserving"}) as (hdfs, cluster):
         channel = ThrottleChannel(hdfs.throttle_socket(hdfs.datanodes[0]))
         cluster.wait_for(lambda: set(channel.stats().users) >= set(names),
                          timeout=30, what="the agent's shares")

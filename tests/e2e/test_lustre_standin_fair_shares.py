@@ -106,7 +106,7 @@ def test_standin_allocations_become_tbf_rule_rates_lent_and_taken_back(tmp_path,
     node = LocalNode("oss1", (device,), NODE_BW, NODE_BW, settings={
         "backend": "lustre-tbf", "report_seconds": 0.5,
         "lustre": {"experimental": True, "lctl": str(lctl), "targets": {"lustre-OST0000": device}, "ledger": str(tmp_path / "ledger.json")}})
-    policy = {"allocation": "work-conserving", "control_seconds": 0.5}
+    policy = {"sharing": "work-conserving", "control_seconds": 0.5}
     with LocalCluster(unique_name("tbf-fair"), [ALICE, BOB], [node], coordinator_settings={"policy": policy}) \
             as cluster, Traffic(oss) as traffic:
         traffic.reading = {ALICE, BOB}
@@ -130,6 +130,6 @@ def test_standin_allocations_become_tbf_rule_rates_lent_and_taken_back(tmp_path,
     changes = [line for line in log.splitlines() if "nrs_tbf_rule=change vnode_alice rate=" in line]
     assert len(changes) >= 2, log
     assert log.count("start vnode_alice") == 1 and log.count("stop vnode_alice") == 1, log   # the stop: teardown
-    assert status["allocation"] == "work-conserving"
+    assert status["sharing"] == "work-conserving"
     alice = next(u for u in status["users"] if u["name"] == "alice")
     assert alice["nodes"][0]["allocated_read_bps"] > 0

@@ -33,7 +33,7 @@ class ListedThreads(PollingWait):
 
 def state(users: dict[str, int]) -> pb.DesiredState:
     return pb.DesiredState(
-        generation=1, node_id="guest", mode="throttle",
+        generation=1, node_id="guest",
         vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.DeviceShare(device=DEVICE, read_bps=5_000_000)])
                 for u, uid in users.items()],
         default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),

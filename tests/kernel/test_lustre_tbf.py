@@ -426,7 +426,7 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
 
     def state(generation, users):
         return pb.DesiredState(
-            generation=generation, node_id="oss1", mode="throttle",
+            generation=generation, node_id="oss1",
             vnodes=[pb.VNodeSpec(user=u, uid=uids[u], priority=priorities[u],
                                  shares=[pb.DeviceShare(device="/dev/ost0", read_bps=bps[u], write_bps=bps[u])])
                     for u in users],
@@ -455,7 +455,7 @@ def test_standin_a_pass_reads_the_rule_list_once_however_many_users(oss, tmp_pat
     reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
     users = {f"user{i}": 500 + i for i in range(6)}
     state = pb.DesiredState(
-        generation=1, node_id="oss1", mode="throttle",
+        generation=1, node_id="oss1",
         vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=4, shares=[
             pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)]) for u, uid in users.items()],
         default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name=u, uid=uid, priority=4, active=True)
@@ -499,7 +499,7 @@ def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(o
         place_processes(backend, "alice", [1])
     reconciler = Reconciler(backend, HandlersThatMustNotBeScanned(), {"/dev/ost0": OST0})
     reconciler.apply(pb.DesiredState(
-        generation=1, node_id="oss1", mode="throttle",
+        generation=1, node_id="oss1",
         vnodes=[pb.VNodeSpec(user="alice", uid=500, priority=4,
                              shares=[pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)])],
         default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name="alice", uid=500, priority=4, active=True)]))

@@ -180,7 +180,7 @@ def _print_summaries(status: pb.StatusResponse) -> None:
              _range(us.summary.target_write_bps_min, us.summary.target_write_bps_max),
              mb(us.summary.measured_read_bps), mb(us.summary.measured_write_bps), us.summary.applied_generation_min,
              us.summary.nodes_held_at_limit] for us in status.users]
-    print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
+    print(f"generation {status.generation}, sharing {status.sharing}")
     print(render(["USER", "PRIO", "ACTIVE", "NODES", "TARGET_RD_MB/s", "TARGET_WR_MB/s", "MEASURED_RD_MB/s",
                   "MEASURED_WR_MB/s", "MIN_APPLIED_GEN", "HELD_NODES"], rows))
     print(f"{len(status.users)} users x {len(status.nodes)} nodes: one line per user (targets lowest-highest over "
@@ -199,7 +199,7 @@ def _print_status(status: pb.StatusResponse) -> None:
         _print_not_enforcing(status)
         return
     rows = []
-    fair = status.allocation == "work-conserving"
+    fair = status.sharing == "work-conserving"
     for us in status.users:
         u = us.user
         for n in us.nodes or [pb.UserNodeStatus(node_id="-")]:
@@ -212,7 +212,7 @@ def _print_status(status: pb.StatusResponse) -> None:
                             mb(n.allocated_write_bps), _demand(n.demand_read_bps), _demand(n.demand_write_bps),
                             _share(n.weight_read_share), _share(n.weight_write_share)]
             rows.append(row)
-    print(f"generation {status.generation}, mode {status.mode}, allocation {status.allocation or 'static'}")
+    print(f"generation {status.generation}, sharing {status.sharing}")
     head = ["USER", "WEIGHT" if fair else "PRIO", "ACTIVE", "NODE", "TARGET_RD_MB/s", "TARGET_WR_MB/s",
             "MEASURED_RD_MB/s", "MEASURED_WR_MB/s", "APPLIED_GEN"]
     if fair:

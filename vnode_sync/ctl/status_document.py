@@ -11,8 +11,7 @@ def status_json(status: pb.StatusResponse) -> dict:
     """A flat, stable shape: users[] each with name, priority and per-node targets."""
     return {
         "generation": status.generation,
-        "mode": status.mode,
-        "allocation": status.allocation or "static",
+        "sharing": status.sharing,
         "users": [{"name": us.user.name, "uid": us.user.uid, "priority": us.user.priority,
                    "active": us.user.active, "running_jobs": us.user.running_jobs,
                    "reservation_bps": us.user.reservation_bps, "limit_bps": us.user.limit_bps,
@@ -34,7 +33,7 @@ def _summary_json(summary: pb.UserSummary) -> dict:
 
 
 def _allocation_json(status: pb.StatusResponse, n: pb.UserNodeStatus) -> dict:
-    if status.allocation != "work-conserving":
+    if status.sharing != "work-conserving":
         return {}
     # JSON has no infinity: an unbounded demand is null
     return {"allocated_read_bps": n.allocated_read_bps, "allocated_write_bps": n.allocated_write_bps,

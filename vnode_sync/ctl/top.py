@@ -64,7 +64,7 @@ def _share(rate: float, allowed: int) -> str:
 
 def render_top(answer: pb.PressureResponse, height: int | None = None) -> str:
     clock = datetime.datetime.fromtimestamp(answer.sampled_at_unix or time.time()).strftime("%H:%M:%S")
-    head = (f"vnode-sync top  {clock}  generation {answer.generation}, allocation {answer.allocation or 'static'}; "
+    head = (f"vnode-sync top  {clock}  generation {answer.generation}, sharing {answer.sharing}; "
             f"held time over the last {duration(answer.window_seconds)}"
             + (f" (coordinator saw {duration(answer.covered_seconds)})"
                if answer.covered_seconds + 1 < answer.window_seconds else ""))
@@ -94,7 +94,7 @@ def render_top(answer: pb.PressureResponse, height: int | None = None) -> str:
 
 def top_json(answer: pb.PressureResponse) -> dict:
     return {
-        "generation": answer.generation, "allocation": answer.allocation or "static",
+        "generation": answer.generation, "sharing": answer.sharing,
         "window_seconds": answer.window_seconds, "covered_seconds": round(answer.covered_seconds, 1),
         "sampled_at_unix": answer.sampled_at_unix,
         "users": [{"user": u.user, "priority": u.priority, "pressure": round(u.pressure, 3),

@@ -10,9 +10,9 @@ does not use it. Counters are reported on the node's first device. Shares are bu
 apply_limits and sent whole by commit().
 
 With `sharing: weights` (the default) the Java agent shares each volume by weight at every packet
-(work-conserving by itself), and the coordinator's per-tick rate allocations are ignored:
+(work-conserving by itself), and takes the coordinator's weight step's local weights:
 read_bps/write_bps are ceilings. `sharing: rates` sends no weights, so the agent only caps each user
-at the rates it is given (the allocation, or the static shares). Each usage() also keeps each
+at the rates it is given (the step's caps, or the static shares). Each usage() also keeps each
 volume's queue from STATS (its depth, waiting packets, what it moved) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
@@ -33,12 +33,11 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, N
                                          Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, VolumeQueue, user_of_vnode
+from vnode_sync.kernel.held import waited_held
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
-# A user waited at least this share of the last report interval in its throttler: held at its limit.
-HELD_FRACTION = 0.1
 # Weights go to the Java agent scaled so the largest on the node is this (only ratios matter; the
 # scale keeps small ones exact in the decimal on the wire).
 WEIGHT_SCALE = 1000.0
@@ -52,7 +51,7 @@ class DataNodeThrottleSettings(Settings):
     """The Java agent's control socket: its -javaagent socket= argument (docs/datanode-throttle.md)."""
     sharing: Literal[SHARINGS] = "weights"
     """weights: the Java agent shares the node by local weight at every packet (work-conserving by
-    itself). rates: it only caps each user at the rates it is sent (the allocation loop's), as before."""
+    itself). rates: it only caps each user at the rates it is sent (the weight step's caps)."""
 
 
 @dataclass
@@ -207,7 +206,7 @@ class DataNodeThrottleBackend:
         previous, self._samples[vnode] = self._samples.get(vnode), _Sample(now, wait)
         if previous is None or now <= previous.at:
             return False
-        return (wait - previous.wait_ns) / 1e9 >= HELD_FRACTION * (now - previous.at)
+        return waited_held((wait - previous.wait_ns) / 1e9, now - previous.at)
 
     def teardown(self) -> None:
         """Lift every share in the DataNode (it keeps running); its counters stay."""

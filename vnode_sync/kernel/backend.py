@@ -98,8 +98,8 @@ class LimitEnforcer(Protocol):
     name: str                         # "blkio-v1", "io-v2", "lustre-tbf", ...
     placer: ThreadPlacer | None
     # True where the backend shares each device by the VNodes' local weights at every request (BFQ,
-    # iocost, the DataNode's scheduler): work-conserving by itself, so the agent ignores the
-    # coordinator's per-tick rate allocations and read_bps/write_bps are only ceilings.
+    # iocost, the DataNode's scheduler): work-conserving by itself, so the coordinator sends it local
+    # weights and read_bps/write_bps are only ceilings; False: it can only cap, and is sent caps.
     shares_by_weight: bool
     # True where that sharing is per node, not per device (the DataNode's one scheduler per direction):
     # the center then weighs the node as one resource per direction.

@@ -41,8 +41,6 @@ class LustreSettings(Settings):
     ledger: str | None = None
     """File recording which rules this agent started; unset: /var/lib/vnode-sync/<subtree>.lustre-tbf-rules.json,
     "": in memory only (a restart then cannot tell its own rules from the site's)."""
-    hit_fraction: Annotated[float, at.Gt(0), at.Le(1)] = 0.9
-    """Share of the cap that counts as "held at limit": 0.9, since RPC counts are sampled."""
 
     @field_validator("jobid_rule")
     @classmethod

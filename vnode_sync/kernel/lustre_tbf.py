@@ -28,6 +28,7 @@ from typing import Callable
 
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.held import at_limit
 from vnode_sync.kernel.lustre_lctl import Lctl, LctlError
 from vnode_sync.kernel.lustre_ledger import OwnedRule, RuleLedger
 from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
@@ -88,7 +89,6 @@ class LustreTbfBackend:
     jobid_rule: str = "*.{uid}"           # jobid policy: the job ids of a uid (jobid_name "%e.%u")
     jobid_uid: str = r".*\.(?P<uid>\d+)"  # job_stats: where the uid sits in a job id
     ledger: RuleLedger = field(default_factory=RuleLedger)
-    hit_fraction: float = 0.9
     clock: Callable[[], float] = time.monotonic
 
     name = "lustre-tbf"
@@ -125,7 +125,7 @@ class LustreTbfBackend:
         return cls(lctl=Lctl(settings.lctl), targets={ost: device_number(dev) for ost, dev in settings.targets.items()},
                    service=settings.service, policy=settings.policy, rpc_bytes=settings.rpc_bytes,
                    rule_prefix=settings.rule_prefix, jobid_rule=settings.jobid_rule, jobid_uid=settings.jobid_uid,
-                   ledger=RuleLedger(ledger or None), hit_fraction=settings.hit_fraction)
+                   ledger=RuleLedger(ledger or None))
 
     def limitations(self) -> list[str]:
         return [
@@ -428,7 +428,7 @@ class LustreTbfBackend:
         active = sum(1 for (queue, _), r in views.items() if queue == "regular" and r and r.ref > 0) or 1
         rate = conversion.per_partition
         return LimitState(vnode, owned.name, rate, active, measured,
-                          held=measured >= self.hit_fraction * rate * active)
+                          held=at_limit(measured, rate * active))
 
     def teardown(self) -> None:
         """Stop the rules vnode-sync started, and only those; TBF itself stays as the site had it."""

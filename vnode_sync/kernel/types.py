@@ -21,10 +21,10 @@ class DeviceNumber:
 class DeviceLimits:
     """What one VNode gets on one device. 0 means none (for weight, the default).
 
-    read_bps/write_bps/iops are limits: static caps (allocation static), or ceilings (allocation
-    work-conserving). read_weight/write_weight are local weights, scale-free (only their ratios among
-    the VNodes on the device matter; 0 = none), and reserve_*_bps floors; weight is BFQ's integer
-    1..1000 as written to the kernel (mode weight, or derived from the local weights)."""
+    read_bps/write_bps/iops are limits: static caps (sharing static), ceilings or a cap-only node's
+    caps (sharing work-conserving). read_weight/write_weight are local weights, scale-free (only their
+    ratios among the VNodes on the device matter; 0 = none), and reserve_*_bps floors; weight is BFQ's
+    integer 1..1000 as written to the kernel (derived from the local weights)."""
 
     device: DeviceNumber
     read_bps: int = 0

@@ -131,10 +131,9 @@ class ConnectionOwner(_message.Message):
     def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ...) -> None: ...
 
 class DesiredState(_message.Message):
-    __slots__ = ("generation", "node_id", "mode", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation", "devices", "allocation_policy")
+    __slots__ = ("generation", "node_id", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation", "devices", "sharing")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
-    MODE_FIELD_NUMBER: _ClassVar[int]
     VNODES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_VNODE_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
@@ -142,10 +141,9 @@ class DesiredState(_message.Message):
     STORE_ID_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
-    ALLOCATION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
     generation: int
     node_id: str
-    mode: str
     vnodes: _containers.RepeatedCompositeFieldContainer[VNodeSpec]
     default_vnode: VNodeSpec
     users: _containers.RepeatedCompositeFieldContainer[User]
@@ -153,8 +151,8 @@ class DesiredState(_message.Message):
     store_id: int
     allocation: Allocation
     devices: _containers.RepeatedCompositeFieldContainer[Device]
-    allocation_policy: str
-    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., mode: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., allocation_policy: _Optional[str] = ...) -> None: ...
+    sharing: str
+    def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., sharing: _Optional[str] = ...) -> None: ...
 
 class UserAllocation(_message.Message):
     __slots__ = ("user", "shares")
@@ -375,18 +373,16 @@ class UserStatus(_message.Message):
     def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ..., summary: _Optional[_Union[UserSummary, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("generation", "mode", "users", "nodes", "allocation")
+    __slots__ = ("generation", "users", "nodes", "sharing")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
-    MODE_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
-    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
     generation: int
-    mode: str
     users: _containers.RepeatedCompositeFieldContainer[UserStatus]
     nodes: _containers.RepeatedCompositeFieldContainer[StorageNode]
-    allocation: str
-    def __init__(self, generation: _Optional[int] = ..., mode: _Optional[str] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., allocation: _Optional[str] = ...) -> None: ...
+    sharing: str
+    def __init__(self, generation: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., sharing: _Optional[str] = ...) -> None: ...
 
 class JobRequest(_message.Message):
     __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority", "reservation_bps", "limit_bps")
@@ -481,20 +477,20 @@ class UserPressure(_message.Message):
     def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ..., pressure: _Optional[float] = ..., held_seconds: _Optional[float] = ..., nodes_held: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodePressure, _Mapping]]] = ...) -> None: ...
 
 class PressureResponse(_message.Message):
-    __slots__ = ("generation", "allocation", "window_seconds", "covered_seconds", "users", "sampled_at_unix")
+    __slots__ = ("generation", "sharing", "window_seconds", "covered_seconds", "users", "sampled_at_unix")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
-    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
     WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
     COVERED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
     generation: int
-    allocation: str
+    sharing: str
     window_seconds: float
     covered_seconds: float
     users: _containers.RepeatedCompositeFieldContainer[UserPressure]
     sampled_at_unix: float
-    def __init__(self, generation: _Optional[int] = ..., allocation: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
+    def __init__(self, generation: _Optional[int] = ..., sharing: _Optional[str] = ..., window_seconds: _Optional[float] = ..., covered_seconds: _Optional[float] = ..., users: _Optional[_Iterable[_Union[UserPressure, _Mapping]]] = ..., sampled_at_unix: _Optional[float] = ...) -> None: ...
 
 class RegisterRequest(_message.Message):
     __slots__ = ("node_id", "devices", "backend", "limitations", "shares_by_weight", "shares_per_node")
