@@ -151,8 +151,10 @@ class Allocator:
         """`skips(node_id)`: the node is not this allocator's (its edge shares by weight: weight_control.py)."""
         self.policy = config.policy
         self.skips = skips
-        self.set_capacities(config)
         self._lock = threading.Lock()
+        self._node_bytes: dict[str, tuple[int, bytes]] = {}
+        self.updates: dict[str, int] = {}
+        self.set_capacities(config)
         self._usage: dict[tuple[str, str, str], _Pending] = {}     # (user, node, device), since the last tick
         self._estimator = DemandEstimator()
         self._pushed: dict[tuple[str, str, str, str], int] = {}  # (direction, user, node, device) -> bytes/s
@@ -160,14 +162,16 @@ class Allocator:
         self._idle: set[tuple[str, str, str, str]] = set()   # (direction, user, node, device) idle at the last tick
         self._sequence = 0
         self._next_sequence = next_sequence
-        self._node_bytes: dict[str, tuple[int, bytes]] = {}
-        self.updates: dict[str, int] = {n: 0 for n in self.nodes}
 
     def set_capacities(self, config: CoordinatorConfig) -> None:
-        """Each device's capacity (the same nodes, new values: the next tick allocates within them)."""
+        """Each device's capacity, of the nodes as they are now (added or removed at runtime too): the next
+        tick allocates within them; a removed node's allocation and count are forgotten."""
         self.nodes = {n.node_id: n for n in config.storage_nodes}
         self._capacity = {d: {(n.node_id, dev.name): float(getattr(dev, f"{d}_bps"))
                               for n in config.storage_nodes for dev in n.devices} for d in DIRECTIONS}
+        with self._lock:
+            self._node_bytes = {k: v for k, v in self._node_bytes.items() if k in self.nodes}
+            self.updates = {n: self.updates.get(n, 0) for n in self.nodes}
 
     # ---- input -------------------------------------------------------------
 
@@ -234,17 +238,17 @@ class Allocator:
         old = self._pushed.get(key)
         if old is None:
             return True
-        capacity = self._capacity[key[0]][(key[2], key[3])]
+        capacity = self._capacity[key[0]].get((key[2], key[3]), 0.0)   # 0: removed since the tick began
         return abs(value - old) > max(self.policy.hysteresis * old, 0.01 * capacity)
 
     def _publish(self, new: dict[tuple[str, str, str, str], float], now: float) -> set[str]:
         changed = {key[2] for key, value in new.items() if self._moved(key, value)}
-        changed |= {key[2] for key in self._pushed if key not in new}   # a user left
+        changed |= {key[2] for key in self._pushed if key not in new and key[2] in self.nodes}   # a user left
         for key, value in new.items():
             if key[2] in changed:
                 if value > self._pushed.get(key, 0):
                     self._estimator.raised(key, now)
-        self._pushed = {k: v for k, v in self._pushed.items() if k[2] not in changed}
+        self._pushed = {k: v for k, v in self._pushed.items() if k[2] not in changed and k[2] in self.nodes}
         self._pushed.update({k: max(1, int(v)) for k, v in new.items() if k[2] in changed})
         with self._lock:
             for node in changed:
