@@ -87,6 +87,7 @@ def datanode_host(tmp_path):
         "vnode_datanode_user": pwd.getpwuid(os.getuid()).pw_name, "vnode_datanode_group": grp.getgrgid(os.getgid()).gr_name,
         "vnode_datanode_restart_command": ["sh", "-c", restart], "vnode_datanode_verify_seconds": 20,
         "vnode_datanode_verify_enforcing": False,
+        "vnode_datanode_data_address": "",   # the stand-in serves no block transfers
     }
     try:
         yield tmp_path, settings
