@@ -297,28 +297,30 @@ def test_nodes_and_devices_added_and_removed_at_runtime_keep_what_stays_and_send
     assert control.given("dn0")["alice"][0] < 0.9 * alice_before, "bob's share of dn0 grew back"
 
 
-def test_ticks_and_node_changes_from_two_threads_never_see_half_a_layout(control):
-    """The control loop ticks off the event loop while the store thread changes the nodes: each change
-    waits for the tick in progress, and each tick runs on one layout."""
+def test_a_node_change_during_a_tick_waits_for_its_end_and_the_next_tick_steps_on_the_new_layout(control,
+                                                                                                 monkeypatch):
+    """The control loop ticks off the event loop while the store thread changes the nodes: a change made
+    while the weight step runs is laid out only once that tick has ended (its arrays are indexed by the
+    columns it began with)."""
     import threading
+    import vnode_sync.coordinator.weight_control as weight_control
     control, ledger, _ = control
     users = [user("alice", 8), user("bob", 4)]
-    layouts = [nodes(("dn0", ("/dev/sdb",)), ("dn1", ("/dev/sdb",)), ("dn2", ("/dev/sdb",))),
-               nodes(("dn0", ("/dev/sdb", "/dev/sdc")), ("dn2", ("/dev/sdb",)), ("dn4", ("/dev/sdd", "/dev/sde")))]
-    failures, done = [], threading.Event()
+    report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    changed_at, stepped = [], []
+    change = threading.Thread(target=lambda: (control.set_nodes(parse_config(
+        nodes(("dn0", ("/dev/sdb", "/dev/sdc")), ("dn4", ("/dev/sdd",))))), changed_at.append(time.monotonic())))
 
-    def ticks():
-        try:
-            while not done.is_set():
-                report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
-                control.tick(users)
-        except Exception as e:   # noqa: BLE001 (any failure is the finding)
-            failures.append(e)
-    thread = threading.Thread(target=ticks)
-    thread.start()
-    for i in range(40):
-        control.set_nodes(parse_config(layouts[i % 2]))
-        control.shares_by_weight("dn0", True)
-    done.set()
-    thread.join(30)
-    assert failures == []
+    def step_while_the_nodes_change(*args, **kwargs):
+        if not stepped:
+            change.start()
+            change.join(0.3)     # the change is under way, and must wait
+        stepped.append(time.monotonic())
+        return local_weights(*args, **kwargs)
+    local_weights = weight_control.local_weights
+    monkeypatch.setattr(weight_control, "local_weights", step_while_the_nodes_change)
+    assert control.tick(users) == {"dn0", "dn1"}, "the nodes it began with (dn1 is sent its first weights)"
+    change.join(10)
+    assert changed_at and changed_at[0] > stepped[0], "the change was laid out during the tick"
+    assert list(table(control, "dn0").devices) == ["/dev/sdb"], "the tick's message is of the layout it began on"
+    assert "dn0" in control.tick(users) and list(table(control, "dn0").devices) == ["/dev/sdb", "/dev/sdc"]
