@@ -7,7 +7,7 @@ SHA256SUMS changes nothing; a Java agent with a required hook left unwoven stops
 datanode_throttle: section names the -javaagent socket.
 
 The end-to-end run (a running DataNode without the agent taken to a split measured by Hadoop's client) is
-not here: it needs the testbed's real HDFS.
+tests/e2e/test_hdfs_datanode_role.py, on the testbed's real HDFS.
 """
 
 import grp
