@@ -73,26 +73,26 @@ class AdminService(pb_grpc.AdminServicer):
                                         last_seen_unix=runtime.last_seen, connected=runtime.streams > 0,
                                         limitations=runtime.limitations, errors=errors,
                                         allocation_updates=updates.get(node.node_id, 0),
-                                        not_enforcing=runtime.not_enforcing))
+                                        not_enforcing=runtime.not_enforcing, degraded=runtime.degraded))
         return nodes
 
-    def _node_change(self, node, pending: str) -> pb.StorageNodeChange:
-        return pb.StorageNodeChange(node=self._nodes([node])[0], generation=self.cluster.generation(), pending=pending)
+    def _node_change(self, node) -> pb.StorageNodeChange:
+        return pb.StorageNodeChange(node=self._nodes([node])[0], generation=self.cluster.generation())
 
     @store_rpc
     def AddStorageNode(self, request, caller):
-        return self._node_change(*self.cluster.node_commands.add(request.node_id, request.devices, request.endpoints,
-                                                                  caller.actor))
+        return self._node_change(self.cluster.node_commands.add(request.node_id, request.devices, request.endpoints,
+                                                                 caller.actor))
 
     @store_rpc
     def SetStorageNode(self, request, caller):
         endpoints = list(request.endpoints) if request.replace_endpoints else None
-        return self._node_change(*self.cluster.node_commands.set(request.node_id, request.devices,
-                                                                  request.remove_devices, endpoints, caller.actor))
+        return self._node_change(self.cluster.node_commands.set(request.node_id, request.devices,
+                                                                 request.remove_devices, endpoints, caller.actor))
 
     @store_rpc
     def RemoveStorageNode(self, request, caller):
-        return self._node_change(*self.cluster.node_commands.remove(request.node_id, caller.actor))
+        return self._node_change(self.cluster.node_commands.remove(request.node_id, caller.actor))
 
     @store_rpc
     def ListNodes(self, request, caller):

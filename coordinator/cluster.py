@@ -53,13 +53,12 @@ class Cluster:
 
     def set_storage_nodes(self, nodes: Sequence[StorageNodeConfig]) -> None:
         """Every part that reads the storage nodes takes `nodes` (on the store thread, before the
-        change's generation is published). The weights and allocations take new capacities of the
-        same nodes and devices only (node_commands.py refuses other changes under them)."""
+        change's generation is published), the work-conserving weights and allocations too."""
         config = self.config.model_copy(update={"storage_nodes": tuple(nodes)})
         before = [n.node_id for n in self.config.storage_nodes]
         node_ids = [n.node_id for n in nodes]
         if self.weights is not None:
-            self.weights.set_capacities(config)
+            self.weights.set_nodes(config)
         self.publishing.set_nodes(config)
         self.runtime.set_nodes(node_ids)
         self.config = self.commands.config = config

@@ -5,15 +5,11 @@ The store holds every node as the admin declared it (one JSON document each). Th
 and the file's list is read no more (a start whose file differs says so in the log): a change made
 at runtime must survive a restart, and two sources of truth that both win sometimes would lose one.
 
-Each command validates the node by the config file's rules, refuses what the running coordinator
-cannot take in place (below), changes the store in one transaction with a new generation (a kill
-leaves the old node list or the new), hands the new list to every part that reads it
-(`Cluster.set_storage_nodes`), publishes the generation (each node's agent gets its new desired
-state; the work-conserving loop ticks at once) and writes one audit line.
-
-Not in place: under the work-conserving policy, a change of which nodes or devices there are is
-stored and takes effect at the coordinator's next start (the weight step's arrays are laid out per
-device for the coordinator's life; capacities change in place), and the answer says so.
+Each command validates the node by the config file's rules, changes the store in one transaction with
+a new generation (a kill leaves the old node list or the new), hands the new list to every part that
+reads it (`Cluster.set_storage_nodes`: under the work-conserving policy the weight step's arrays are laid
+out again between two ticks), publishes the generation (each node's agent gets its new desired state;
+the work-conserving loop ticks at once) and writes one audit line. Every change is in force at once.
 """
 
 import json
@@ -23,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from vnode_sync import validation
 from vnode_sync.config_loading import parse
-from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.policy.admission import check_admission
 from vnode_sync.coordinator.store import Store
 from vnode_sync.errors import InvalidArgument, InvalidSetting, NotFound
@@ -34,10 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
-
-
-AT_NEXT_START = ("stored; in force at the coordinator's next start: under policy.sharing work-conserving "
-                 "only capacities change in place (the weight step's arrays are laid out per device)")
 
 
 def _endpoint_text(endpoint: tuple[str, int | None]) -> str:
@@ -89,10 +81,6 @@ def _device(device) -> dict:
     return raw
 
 
-def _layout(nodes: Sequence[StorageNodeConfig]) -> list[tuple[str, tuple[str, ...]]]:
-    return [(n.node_id, tuple(d.name for d in n.devices)) for n in nodes]
-
-
 class StorageNodeCommands:
     def __init__(self, cluster: "Cluster"):
         self.cluster = cluster
@@ -108,15 +96,15 @@ class StorageNodeCommands:
             raise NotFound(f"unknown storage node {node_id!r}")
         return node
 
-    def add(self, node_id: str, devices, endpoints: Sequence[str], actor: str) -> tuple[StorageNodeConfig, str]:
-        """Returns the node and why it waits for the next start ("": in force); as `set` and `remove`."""
+    def add(self, node_id: str, devices, endpoints: Sequence[str], actor: str) -> StorageNodeConfig:
+        """Returns the node as stored and in force; as `set`, and `remove` the node removed."""
         validation.node_id(node_id)
         node = node_of({"id": node_id, "devices": [_device(d) for d in devices], "endpoints": list(endpoints)},
                        f"storage node {node_id!r}")
         return self._change(node_id, node, create=True, actor=actor)
 
     def set(self, node_id: str, devices, remove_devices: Sequence[str], endpoints: Sequence[str] | None,
-            actor: str) -> tuple[StorageNodeConfig, str]:
+            actor: str) -> StorageNodeConfig:
         """`devices` set the capacities of those they name (a new name adds one), `remove_devices` drop
         devices; `endpoints` (None: unchanged) replace the node's."""
         old = self.node(node_id)
@@ -135,36 +123,27 @@ class StorageNodeCommands:
         node = node_of(merged, f"storage node {node_id!r}")
         return self._change(node_id, node, create=False, actor=actor, old=old)
 
-    def remove(self, node_id: str, actor: str) -> tuple[StorageNodeConfig, str]:
+    def remove(self, node_id: str, actor: str) -> StorageNodeConfig:
         old = self.node(node_id)
         nodes = tuple(n for n in self.nodes if n.node_id != node_id)
-        pending = self._pending(nodes)
         generation, _ = self.cluster.store.remove_storage_node(node_id)
-        self._take(nodes, generation, pending)
-        audit.info("actor=%s action=remove-storage-node node=%s old=%s generation=%d%s",
-                   actor, node_id, _audited(old), generation, " at_next_start=true" if pending else "")
-        return old, pending
+        self._take(nodes, generation)
+        audit.info("actor=%s action=remove-storage-node node=%s old=%s generation=%d",
+                   actor, node_id, _audited(old), generation)
+        return old
 
     def _change(self, node_id: str, node: StorageNodeConfig, create: bool, actor: str,
-                old: StorageNodeConfig | None = None) -> tuple[StorageNodeConfig, str]:
+                old: StorageNodeConfig | None = None) -> StorageNodeConfig:
         if create and self.cluster.config.node(node_id) is not None:
             raise InvalidArgument(f"storage node {node_id!r} exists already; use `vnodectl nodes set` to change it")
         nodes = (*self.nodes, node) if create else tuple(node if n.node_id == node_id else n for n in self.nodes)
-        pending = self._pending(nodes)
         self._admit(nodes)
         generation, _ = self.cluster.store.put_storage_node(node_id, spec_of(node), create)
-        self._take(nodes, generation, pending)
-        audit.info("actor=%s action=%s node=%s old=%s new=%s generation=%d%s", actor,
+        self._take(nodes, generation)
+        audit.info("actor=%s action=%s node=%s old=%s new=%s generation=%d", actor,
                    "add-storage-node" if create else "set-storage-node", node_id,
-                   _audited(old), _audited(node), generation, " at_next_start=true" if pending else "")
-        return node, pending
-
-    def _pending(self, nodes: Sequence[StorageNodeConfig]) -> str:
-        """Why a change to `nodes` cannot be taken in place ("": it can)."""
-        config = self.cluster.config
-        if config.policy.sharing == WORK_CONSERVING and _layout(nodes) != _layout(config.storage_nodes):
-            return AT_NEXT_START
-        return ""
+                   _audited(old), _audited(node), generation)
+        return node
 
     def _admit(self, nodes: Sequence[StorageNodeConfig]) -> None:
         """Lower capacities must still hold every admitted reservation (as set-reservation checks)."""
@@ -175,7 +154,6 @@ class StorageNodeCommands:
             check_admission({f"{n.node_id}:{d.name}": getattr(d, direction) for n in nodes for d in n.devices},
                             reservations)
 
-    def _take(self, nodes: Sequence[StorageNodeConfig], generation: int, pending: str) -> None:
-        if not pending:
-            self.cluster.set_storage_nodes(nodes)
+    def _take(self, nodes: Sequence[StorageNodeConfig], generation: int) -> None:
+        self.cluster.set_storage_nodes(nodes)
         self.cluster.publishing.published(generation)

@@ -34,6 +34,7 @@ class NodeRuntime:
     errors: list[str] = field(default_factory=list)
     held_at_limit: set[str] = field(default_factory=set)  # users held there in its last report (from the ledger)
     not_enforcing: str = ""   # why the node's backend is not enforcing, as its last report said
+    degraded: list[str] = field(default_factory=list)   # what it enforces with less than it should, as reported
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class NodeRuntimes:
             runtime.last_seen = time.time()
             runtime.errors = list(report.errors)
             runtime.not_enforcing = report.not_enforcing
+            runtime.degraded = list(report.degraded)
         return self.publishing.generation()
 
     # ---- compute agents ----------------------------------------------------------
@@ -179,7 +181,8 @@ class NodeRuntimes:
         with self._lock:
             r = self._nodes.get(node_id) or NodeRuntime()
             runtime = NodeRuntime(r.backend, list(r.limitations), list(r.devices), r.applied_generation,
-                                  r.last_seen, r.streams, list(r.errors), not_enforcing=r.not_enforcing)
+                                  r.last_seen, r.streams, list(r.errors), not_enforcing=r.not_enforcing,
+                                  degraded=list(r.degraded))
         runtime.held_at_limit = self.ledger.held_users(node_id)
         return runtime
 

@@ -17,9 +17,10 @@ hysteresis (policy.hysteresis.THRESHOLD), or a user it has moved to another prio
 A resource is one (node, device, direction) where the edge weighs each device (BFQ), and one
 (node, direction) of all the node's devices' capacity where it weighs the node as a whole (the
 DataNode's scheduler, which also reports all its bytes on one device). Everything per pair is done
-on arrays indexed by the configured columns, fixed for the coordinator's life: a tick at 10,000
-nodes runs no Python loop over users x resources, and a node's message is its slice of the weights
-written as a packed WeightTable.
+on arrays indexed by the configured columns: a tick at 10,000 nodes runs no Python loop over users x
+resources, and a node's message is its slice of the weights written as a packed WeightTable. Nodes and
+devices added or removed at runtime (`vnodectl nodes`) lay the columns out again between two ticks
+(set_nodes): what stays keeps its demand, warm start and what it was sent.
 
 Weights and caps are in memory: no store transaction, no generation; a node's serialized
 Allocation is appended to its desired state and only changed nodes' streams send.
@@ -126,6 +127,23 @@ class _Layout:
     def __len__(self) -> int:
         return len(self.key)
 
+    @property
+    def by_device(self) -> int:
+        """How many of the resources, first, are devices (the rest are whole nodes' directions)."""
+        return len(self.device_columns)
+
+
+@dataclass(frozen=True)
+class _Carried:
+    """The last step's resources carried over to columns laid out again (set_nodes): only their keys,
+    which the next tick aligns its warm start and what was sent by."""
+
+    key: np.ndarray
+    by_device: int
+
+    def __len__(self) -> int:
+        return len(self.key)
+
 
 class WeightControl:
     def __init__(self, config: CoordinatorConfig, ledger: UsageLedger, next_sequence: Callable[[], int]):
@@ -134,6 +152,9 @@ class WeightControl:
         self.ledger = ledger
         self._next_sequence = next_sequence
         self._lock = threading.Lock()
+        # Held for a whole tick and by set_nodes: the columns are laid out again between two ticks, never
+        # during one (the step's arrays are indexed by them). `_lock` guards the book against reports.
+        self._tick_lock = threading.Lock()
         self._book_columns = _Columns(config)
         self._managed = np.zeros(len(self._book_columns.node_ids), dtype=bool)    # registered
         self._per_node = np.zeros(len(self._book_columns.node_ids), dtype=bool)
@@ -219,8 +240,10 @@ class WeightControl:
 
     def register(self, node_id: str, edge: Edge) -> None:
         """A node's agent registered: the next step covers the node, and sends it weights or caps."""
-        i = self._book_columns.node_index[node_id]
         with self._lock:
+            i = self._book_columns.node_index.get(node_id)
+            if i is None:
+                return   # removed meanwhile
             if self._managed[i] and bool(self._caps_only[i]) == edge.by_weight:
                 self._resend.add(i)   # another backend: what it was sent is of the other kind
             self._managed[i] = True
@@ -250,19 +273,80 @@ class WeightControl:
         with self._lock:
             return bool(self._awaited)
 
-    def set_capacities(self, config: CoordinatorConfig) -> None:
-        """New capacities of the same nodes and devices (every column keeps its place, so the demand
-        book and the warm start stay aligned): the next tick steps on them."""
+    def set_nodes(self, config: CoordinatorConfig) -> None:
+        """The storage nodes as changed at runtime: new capacities, nodes or devices added or removed. The
+        next tick steps on them. Where the nodes and devices are the same, every column keeps its place.
+        Otherwise every array indexed by column or node is laid out again: what stays keeps its demand,
+        its warm start and what its node was sent; a new node or device starts with none (its node is sent
+        weights at the next tick); what is gone is dropped. A node whose devices changed is sent again."""
         columns = _Columns(config)
-        if columns.node_ids != self._book_columns.node_ids or columns.devices != self._book_columns.devices:
-            raise ValueError("set_capacities needs the same nodes and devices in the same order")
-        with self._lock:
+        with self._tick_lock, self._lock:
+            old = self._book_columns
+            if columns.node_ids != old.node_ids or columns.devices != old.devices:
+                self._lay_out(old, columns)
             self.config, self._book_columns = config, columns
+
+    def _lay_out(self, old: _Columns, new: _Columns) -> None:
+        """Every array of `old`'s columns and nodes moved to `new`'s (both locks held)."""
+        column = np.array([new.of.get(key, -1) for key in sorted(old.of, key=old.of.get)], dtype=int)
+        node = np.array([new.node_index.get(node_id, -1) for node_id in old.node_ids], dtype=int)
+        kept_columns, kept_nodes = np.flatnonzero(column >= 0), np.flatnonzero(node >= 0)
+
+        def moved(array: np.ndarray, index: np.ndarray, kept: np.ndarray, width: int, fill=0) -> np.ndarray:
+            out = np.full((*array.shape[:-1], width), fill, dtype=array.dtype)
+            out[..., index[kept]] = array[..., kept]
+            return out
+
+        self._demand = moved(self._demand, column, kept_columns, len(new))
+        self._held = moved(self._held, column, kept_columns, len(new))
+        pair = 2 * new.node + new.direction   # each column's (node, direction)
+        self._node_demand = np.zeros((len(self._demand), 2 * len(new.node_ids)), dtype=np.float32)
+        np.add.at(self._node_demand, (slice(None), pair), self._demand)
+        held = np.zeros(self._node_demand.shape, dtype=np.int32)
+        np.add.at(held, (slice(None), pair), self._held)
+        self._node_held = held > 0
+        self._managed = moved(self._managed, node, kept_nodes, len(new.node_ids), False)
+        self._per_node = moved(self._per_node, node, kept_nodes, len(new.node_ids), False)
+        self._caps_only = moved(self._caps_only, node, kept_nodes, len(new.node_ids), False)
+        # A node whose devices changed is sent its whole table again (its message lists its devices).
+        resent = [i for i in kept_nodes if old.devices[i] != new.devices[node[i]]]
+        self._resend = {int(node[i]) for i in self._resend if node[i] >= 0} | {int(node[i]) for i in resent}
+        if self._sent_priority is not None:
+            self._sent_priority = moved(self._sent_priority, node, kept_nodes, len(new.node_ids))
+            self._sent_priority[:, node[resent]] = 0
+        if self._layout is not None:
+            # The last step's resources by their key: a device's column, or a whole node's first one.
+            by_device = self._layout.by_device
+            whole = self._layout.key[by_device:]
+            whole_node = node[old.node[whole]]
+            key = np.concatenate([column[self._layout.key[:by_device]],
+                                  np.where(whole_node >= 0, new.start[np.maximum(whole_node, 0)]
+                                           + (whole - old.start[old.node[whole]]), -1)])
+            kept = np.flatnonzero(key >= 0)
+            self._layout = _Carried(key[kept], int(np.count_nonzero(kept < by_device)))
+            self._weights, self._level = self._weights[:, kept], self._level[kept]
+            self._sent = self._sent[:, kept]
+            self._sent[:, np.isin(new.node[self._layout.key], node[resent])] = np.nan
+        # given() and given_totals() read the last step by its layout: empty until the next tick.
+        self.last_step = None
+        removed = {old.node_ids[i] for i in np.flatnonzero(node < 0)}
+        self._node_bytes = {k: v for k, v in self._node_bytes.items() if k not in removed}
+        self.updates = {k: v for k, v in self.updates.items() if k not in removed}
+        self._awaited = {k: v for k, v in self._awaited.items() if k not in removed}
+
+    def manages(self, node_id: str) -> bool:
+        i = self._book_columns.node_index.get(node_id)
+        with self._lock:
+            return i is not None and bool(self._managed[i])
 
     # ---- the tick ----------------------------------------------------------------
 
     def tick(self, users: Sequence[UserRecord]) -> set[str]:
         """One control step; the nodes whose weights or caps changed (their streams must send)."""
+        with self._tick_lock:
+            return self._tick(users)
+
+    def _tick(self, users: Sequence[UserRecord]) -> set[str]:
         with self._lock:
             layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy(), self._caps_only.copy())
             resend, self._resend = self._resend, set()

@@ -78,13 +78,25 @@ def stand_in_jar(directory, version: str) -> str:
     return jar
 
 
+def _dist_jar(directory, version: str) -> str:
+    """The DataNode agent's jar setup built, where it is current (the role's end-to-end test loads it into a
+    DataNode), else a stand-in."""
+    from testbed.hdfs_cluster import datanode_throttle_jar
+    from vnode_sync.errors import NotFound
+    try:
+        return datanode_throttle_jar()
+    except NotFound:
+        return stand_in_jar(directory, version)
+
+
 @pytest.fixture(scope="session")
 def product_dist(tmp_path_factory, product_wheel) -> str:
-    """make dist's directory for this checkout (the session's wheel, a stand-in jar), built once per session."""
+    """make dist's directory for this checkout (the session's wheel, setup's jar or a stand-in), built once
+    per session."""
     out = tmp_path_factory.mktemp("dist")
     version = os.path.basename(product_wheel).split("-")[1]
     build = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "dist.py"), "--out", str(out / "dist"),
-                            "--wheel", product_wheel, "--jar", stand_in_jar(out, version)],
+                            "--wheel", product_wheel, "--jar", _dist_jar(out, version)],
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr
     return str(out / "dist")

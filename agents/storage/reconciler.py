@@ -68,6 +68,8 @@ class Reconciler:
     on_first_placement: Callable[[HandlerThread], None] | None = None
     # Why the backend did not enforce the shares at the last pass (its own word); None: it did.
     not_enforcing: str | None = None
+    # What it enforced with less than it should at the last pass (the backend's own lines); []: nothing.
+    degraded: list[str] = field(default_factory=list)
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -127,6 +129,11 @@ class Reconciler:
             self.errors.append(f"{self.backend.name}: {e}")
         self.not_enforcing = self.backend.not_enforcing() or (
             discovery_not_enforcing(self.discovery) if self.backend.placer is not None else None)
+        degraded = self.backend.degraded()
+        if degraded != self.degraded:
+            for line in degraded:
+                log.warning("degraded: %s", line)
+            self.degraded = degraded
         if self.state.generation != self.applied_generation:
             log.info("applied generation %d: %d VNodes, %d handler threads placed, %d errors",
                      state.generation, len(desired), len(self.placed), len(self.errors))
@@ -276,7 +283,7 @@ class Reconciler:
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
-                              not_enforcing=self.not_enforcing or "",
+                              not_enforcing=self.not_enforcing or "", degraded=self.degraded,
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))
                                     for v, h in sorted(held.items()) if (user_of_vnode(v) or "") in held_listed],

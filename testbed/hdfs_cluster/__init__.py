@@ -17,6 +17,7 @@ Command line (as root):
     python -m testbed.hdfs_cluster write --name demo /alice/a.bin --size-mb 512 --as-uid 1001
     python -m testbed.hdfs_cluster read --name demo /alice/a.bin --as-uid 1002 --hdfs-user bob
     python -m testbed.hdfs_cluster status --name demo
+    python -m testbed.hdfs_cluster restart-datanode --name demo dn0  # as Hadoop's launcher: conf/dn0/hadoop-env.sh
     python -m testbed.hdfs_cluster down --name demo      # also when `up`'s process is gone
     python -m testbed.hdfs_cluster cleanup-stale [--prefix P] [--dry-run]
 

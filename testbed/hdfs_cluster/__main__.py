@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     add_user.add_argument("user")
     add_user.add_argument("--uid", type=int, required=True)
     named("status", "print the state file and which daemons run")
+    restart = named("restart-datanode", "restart one DataNode as Hadoop's launcher does: its conf dir's hadoop-env.sh "
+                                        "(JAVA_HOME, HDFS_DATANODE_OPTS) read; returns once the JVM is started")
+    restart.add_argument("datanode", help="its id, e.g. dn0")
     write = named("write", "write a file of SIZE bytes streamed from memory")
     write.add_argument("path")
     write.add_argument("--size-mb", type=int, required=True)
@@ -115,6 +118,9 @@ def _run(args: argparse.Namespace) -> int:
             state = json.load(f)
         state["running"] = {str(p.pid): _main_class(p.cmdline()) for p in _marked_processes(workdir)}
         print(json.dumps(state, indent=2))
+    elif args.command == "restart-datanode":
+        dn = cluster.restart_datanode_as_hadoop(args.datanode)
+        print(f"{dn.id}: pid {dn.pid}")
     elif args.command == "add-user":
         cluster.add_user(args.user, args.uid)
         print(f"{args.user}@{cluster.kerberos.realm}: ticket cache {cluster.kerberos.ccache(args.user)}")

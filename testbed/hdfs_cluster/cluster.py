@@ -6,6 +6,7 @@ import logging
 import os
 import pwd
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -409,13 +410,74 @@ class HdfsCluster:
         agent and not one JVM instance's luck (its heap layout and JIT decisions)."""
         self.datanode_throttle = datanode_throttle
         for dn in self.datanodes:
-            process = self._processes.pop(dn.pid, None)
-            if process is not None:
-                stop_process(process, grace_seconds=30)
+            self._stop_datanode(dn)
             dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
                                  agent=self._datanode_agent(dn)).pid
         self._save()
-        self._wait_for_data_ports(timeout=90)
+        self.wait_until_serving()
+
+    def conf_dir(self, dn: DataNode) -> str:
+        """The DataNode's HADOOP_CONF_DIR: hdfs-site.xml, core-site.xml, and hadoop-env.sh where one is written."""
+        return self._conf_dir(dn.id)
+
+    def restart_datanode_as_hadoop(self, dn_id: str) -> DataNode:
+        """Restart one DataNode as Hadoop's launcher (`hdfs --daemon start datanode`) starts one: its conf
+        dir's hadoop-env.sh sourced, java from the JAVA_HOME it sets (else the cluster's DataNode runtime),
+        HDFS_DATANODE_OPTS among the JVM's options; what a site's service runs. The command line's
+        `restart-datanode` calls it from another process (a deploy role's restart command). Returns once the
+        new JVM is started, not serving (wait_until_serving)."""
+        dn = next((d for d in self.datanodes if d.id == dn_id), None)
+        if dn is None:
+            raise NotFound(f"no DataNode {dn_id!r} (the cluster has {', '.join(d.id for d in self.datanodes)})")
+        java_home, options = self._hadoop_env(dn)
+        if java_home:
+            self.datanode_java = JavaRuntime.at(java_home)
+        self._stop_datanode(dn)
+        dn.pid = self._spawn("datanode", DATANODE_CLASS, self._conf_dir(dn.id), dn.log, within=self._datanode_netns(),
+                             agent=[*self._datanode_agent(dn), *options]).pid
+        self._save()
+        return dn
+
+    def _hadoop_env(self, dn: DataNode) -> tuple[str | None, list[str]]:
+        """(JAVA_HOME, HDFS_DATANODE_OPTS split as the shell splits them) after sourcing the DataNode's
+        hadoop-env.sh as Hadoop's scripts do; (None, []) without one."""
+        path = os.path.join(self._conf_dir(dn.id), "hadoop-env.sh")
+        if not os.path.exists(path):
+            return None, []
+        read = subprocess.run(["bash", "-c", '. "$1" >/dev/null; printf "%s\\0%s" "${JAVA_HOME:-}" "${HDFS_DATANODE_OPTS:-}"',
+                               "hadoop-env", path], env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                              capture_output=True, text=True, timeout=30)
+        if read.returncode != 0:
+            raise InvalidArgument(f"{path}: sourcing it failed (exit {read.returncode}): {read.stderr.strip()[:500]}")
+        java_home, options = read.stdout.split("\0", 1)
+        return java_home or None, shlex.split(options)
+
+    def _stop_datanode(self, dn: DataNode) -> None:
+        """Stop its JVM, ours or one another process (a restart command) started."""
+        process = self._processes.pop(dn.pid, None)
+        if process is not None:
+            stop_process(process, grace_seconds=30)
+            return
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if MARKER + self.workdir in psutil.Process(dn.pid).cmdline():
+                stop_processes([psutil.Process(dn.pid)], grace_seconds=30)
+
+    def reload_datanode_pids(self) -> None:
+        """Each DataNode's pid from cluster.json, after another process restarted some (restart-datanode);
+        the JVMs this process started and that one stopped are reaped."""
+        with open(self.state_path) as f:
+            pids = {entry["id"]: entry["pid"] for entry in json.load(f)["datanodes"]}
+        for dn in self.datanodes:
+            if pids[dn.id] != dn.pid:
+                old = self._processes.pop(dn.pid, None)
+                if old is not None:
+                    old.wait(30)
+                dn.pid = pids[dn.id]
+
+    def wait_until_serving(self, timeout: float = 90) -> None:
+        """After DataNodes restarted: each accepts block transfers, a probe is written to every one and read
+        back, and the NameNode sees room for a block on each."""
+        self._wait_for_data_ports(timeout=timeout)
         self._probe(attempts=20)  # the NameNode may still hand out a DataNode that re-registers
         self._wait_until_writable(timeout=30)
 

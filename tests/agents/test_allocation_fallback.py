@@ -134,6 +134,9 @@ class RecordingBackend:
     def not_enforcing(self):
         return None
 
+    def degraded(self):
+        return []
+
     def set_capacities(self, capacities):
         self.capacities = capacities
 

@@ -9,6 +9,7 @@ import pytest
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.distribution import version
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VNodeUsage
@@ -250,3 +251,6 @@ def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_p
     assert "USER name=alice read_weight=0 read_floor_bps=0 read_ceiling_bps=5000000 write_weight=0 " \
            "write_floor_bps=0 write_ceiling_bps=0" in received, received
     assert "UID uid=1001 name=alice" in received
+    # The stand-in is release 0.2.0: it enforces, and the node is reported degraded naming both versions.
+    assert reconciler.degraded == [f"DataNode throttle: the Java agent is version 0.2.0, this storage agent "
+                                   f"{version()}: install the jar of release {version()} and restart the DataNode"]

@@ -8,7 +8,7 @@ import pytest
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_commands import AT_NEXT_START
+from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.wire import vnode_pb2 as pb
@@ -39,8 +39,8 @@ def test_new_capacities_are_published_at_once_in_a_new_generation(tmp_path):
     cluster = cluster_of(tmp_path)
     assert shares(cluster, "dn1")["alice"] == (20 * MB, 10 * MB), "4/(4+8) of the file's 60/30 MB/s"
     generation = cluster.generation()
-    node, pending = cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
-    assert pending == "" and cluster.generation() == generation + 1
+    node = cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
+    assert cluster.generation() == generation + 1
     assert shares(cluster, "dn1")["alice"] == (40 * MB, 30 * MB)
     state = cluster.publishing.desired_state("dn1")
     assert [(d.name, d.read_bps, d.write_bps) for d in state.devices] == [("/dev/sdb", 120 * MB, 90 * MB)]
@@ -107,17 +107,23 @@ def test_a_capacity_below_the_admitted_reservations_is_refused(tmp_path):
     assert cluster.generation() == generation
 
 
-def test_work_conserving_takes_capacities_in_place_and_new_nodes_at_the_next_start(tmp_path):
+def test_work_conserving_takes_capacities_and_nodes_added_or_removed_in_place(tmp_path):
+    """No coordinator restart: the weight step's columns follow at once."""
     cluster = cluster_of(tmp_path, policy={"sharing": "work-conserving"})
-    _, pending = cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
-    assert pending == ""
+    cluster.node_commands.set("dn1", [device()], [], None, "admin:test")
     assert list(cluster.weights._book_columns.capacity) == [120 * MB, 90 * MB], "the next weight step steps on them"
     generation = cluster.generation()
-    _, pending = cluster.node_commands.add("dn2", [device("/dev/sdc")], [], "admin:test")
-    assert pending == AT_NEXT_START and cluster.generation() == generation + 1
-    assert "dn2" in cluster.store.storage_nodes() and "dn2" not in cluster.publishing.nodes
+    cluster.node_commands.add("dn2", [device("/dev/sdc"), device("/dev/sdd")], [], "admin:test")
+    assert cluster.generation() == generation + 1 and "dn2" in cluster.publishing.nodes
+    assert cluster.weights._book_columns.node_ids == ["dn1", "dn2"] and len(cluster.weights._book_columns) == 6
+    cluster.runtime.register_node("dn2", [], "datanode-throttle", [], Edge(by_weight=True, per_node=True))
+    assert cluster.weights.manages("dn2")
+    cluster.node_commands.remove("dn1", "admin:test")
+    assert cluster.weights._book_columns.node_ids == ["dn2"] and cluster.weights.manages("dn2")
+    cluster.control_tick(cluster.users())   # a step on the new layout
     cluster.store.close()
-    assert "dn2" in cluster_of(tmp_path, policy={"sharing": "work-conserving"}).publishing.nodes
+    again = cluster_of(tmp_path, policy={"sharing": "work-conserving"})
+    assert "dn2" in again.publishing.nodes and "dn1" not in again.publishing.nodes
 
 
 def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):

@@ -255,3 +255,75 @@ def test_a_node_whose_agent_is_gone_is_not_awaited_so_the_next_step_does_not_wai
     assert cluster.awaiting_reports()                     # dn1's agent is there: its report is owed
     cluster.weights.measured("dn1", cluster.weights.node_allocation("dn1")[0])
     assert not cluster.awaiting_reports()                 # and only dn1's
+
+
+def nodes(*devices_of: tuple[str, tuple[str, ...]]) -> dict:
+    return {**CONFIG, "storage_nodes": [{"id": node, "devices": [{"name": d, "read_bps": BW, "write_bps": BW}
+                                                                  for d in devices]} for node, devices in devices_of]}
+
+
+def table(control, node) -> pb.WeightTable:
+    return pb.DesiredState.FromString(control.node_allocation(node)[1]).allocation.weights
+
+
+def test_nodes_and_devices_added_and_removed_at_runtime_keep_what_stays_and_send_what_is_new(control):
+    """`vnodectl nodes add|set|remove` under work-conserving, with no restart: the arrays are laid out
+    again between two ticks. dn2 removed and dn3 added: dn0 and dn1 keep their demand, warm start and what
+    they were sent (nothing is sent to them again); dn3 is weighed once its agent registers and reports;
+    dn2 is forgotten. A device added to dn0: dn0's table is sent again, listing it. dn1 removed: bob's
+    weight comes back to dn0, where he now reads only."""
+    control, ledger, sent = control
+    users = [user("alice", 8), user("bob", 4)]
+    report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    report(ledger, "dn1", {"bob": (60 * MB, True)})
+    assert control.tick(users) == {"dn0", "dn1"}
+    before = {node: control.node_allocation(node) for node in ("dn0", "dn1")}
+
+    control.set_nodes(parse_config(nodes(("dn0", ("/dev/sdb",)), ("dn1", ("/dev/sdb",)), ("dn3", ("/dev/sdb",)))))
+    assert control.manages("dn0") and control.manages("dn1") and not control.manages("dn3")
+    assert control.tick(users) == set(), "dn0 and dn1 as they were: nothing moved there"
+    assert {node: control.node_allocation(node) for node in ("dn0", "dn1")} == before
+    control.register("dn3", Edge(by_weight=True))
+    report(ledger, "dn3", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
+    assert "dn3" in control.tick(users)
+    assert set(table(control, "dn3").users) == {"alice", "bob"}
+
+    control.set_nodes(parse_config(nodes(("dn0", ("/dev/sdb", "/dev/sdc")), ("dn1", ("/dev/sdb",)),
+                                         ("dn3", ("/dev/sdb",)))))
+    assert "dn0" in control.tick(users)
+    assert list(table(control, "dn0").devices) == ["/dev/sdb", "/dev/sdc"]
+
+    alice_before = control.given("dn0")["alice"].allocated_read_bps
+    control.set_nodes(parse_config(nodes(("dn0", ("/dev/sdb", "/dev/sdc")), ("dn3", ("/dev/sdb",)))))
+    assert control.node_allocation("dn1") == (0, b"") and "dn1" not in control.updates
+    assert "dn0" in control.tick(users)
+    assert control.given("dn0")["alice"].allocated_read_bps < 0.9 * alice_before, "bob's share of dn0 grew back"
+
+
+def test_a_node_change_during_a_tick_waits_for_its_end_and_the_next_tick_steps_on_the_new_layout(control,
+                                                                                                 monkeypatch):
+    """The control loop ticks off the event loop while the store thread changes the nodes: a change made
+    while the weight step runs is laid out only once that tick has ended (its arrays are indexed by the
+    columns it began with)."""
+    import threading
+    import vnode_sync.coordinator.weight_control as weight_control
+    control, ledger, _ = control
+    users = [user("alice", 8), user("bob", 4)]
+    report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})
+    changed_at, stepped = [], []
+    change = threading.Thread(target=lambda: (control.set_nodes(parse_config(
+        nodes(("dn0", ("/dev/sdb", "/dev/sdc")), ("dn4", ("/dev/sdd",))))), changed_at.append(time.monotonic())))
+
+    def step_while_the_nodes_change(*args, **kwargs):
+        if not stepped:
+            change.start()
+            change.join(0.3)     # the change is under way, and must wait
+        stepped.append(time.monotonic())
+        return local_weights(*args, **kwargs)
+    local_weights = weight_control.local_weights
+    monkeypatch.setattr(weight_control, "local_weights", step_while_the_nodes_change)
+    assert control.tick(users) == {"dn0", "dn1"}, "the nodes it began with (dn1 is sent its first weights)"
+    change.join(10)
+    assert changed_at and changed_at[0] > stepped[0], "the change was laid out during the tick"
+    assert list(table(control, "dn0").devices) == ["/dev/sdb"], "the tick's message is of the layout it began on"
+    assert "dn0" in control.tick(users) and list(table(control, "dn0").devices) == ["/dev/sdb", "/dev/sdc"]

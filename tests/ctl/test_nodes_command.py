@@ -93,3 +93,22 @@ def test_a_change_survives_a_restart_of_the_coordinator_process_and_the_file_onl
         stop_process(process)
     assert nodes["dn1"]["devices"][0]["read_bps"] == 90_000_000 and set(nodes) == {"dn1", "dn2"}
     assert "the store's are used" in (tmp_path / "second.log").read_text()
+
+
+def test_a_node_whose_java_agent_is_of_another_release_is_listed_enforcing_and_degraded_in_one_line(coordinator):
+    cluster, channel, port = coordinator
+    agent = pb_grpc.AgentLinkStub(channel)
+    agent.Register(pb.RegisterRequest(node_id="dn1", backend="datanode-throttle"), timeout=10)
+    stream = agent.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=30)
+    next(stream)
+    line = ("DataNode throttle: the Java agent is version 0.2.0, this storage agent 0.3.0: install the jar of "
+            "release 0.3.0 and restart the DataNode")
+    agent.ReportUsage(pb.UsageReport(node_id="dn1", applied_generation=cluster.generation(), degraded=[line]),
+                      timeout=10)
+    listed = vnodectl(port, "nodes")
+    assert listed.returncode == 0, listed.stderr
+    assert [row.split()[:4] for row in listed.stdout.splitlines() if row.startswith("dn1 ")] == \
+        [["dn1", "yes", "datanode-throttle", "yes"]], listed.stdout
+    assert [row for row in listed.stdout.splitlines() if "degraded" in row] == [f"dn1: degraded: {line}"]
+    assert nodes_json(port)["dn1"]["degraded"] == [line] and nodes_json(port)["dn1"]["enforcing"]
+    stream.cancel()

@@ -177,6 +177,17 @@ def test_a_required_hook_the_agent_does_not_name_counts_as_missing_and_extra_one
     assert "requestShortCircuitFds" not in backend.not_enforcing()
 
 
+def test_a_java_agent_of_another_release_enforces_and_the_node_is_degraded_naming_both_versions(backend):
+    backend.version = "0.3.0"
+    assert backend.degraded() == [], "before the handshake there is no version to compare"
+    backend.setup()
+    assert backend.not_enforcing() is None
+    assert backend.degraded() == ["DataNode throttle: the Java agent is version 0.2.0, this storage agent 0.3.0: "
+                                  "install the jar of release 0.3.0 and restart the DataNode"]
+    backend.version = "0.2.0"
+    assert backend.degraded() == []
+
+
 def test_an_agent_it_cannot_speak_to_is_not_enforcing_and_the_pass_goes_on(backend):
     backend.channel.fail = Unsupported("the Java agent on /s is too old")
     backend.setup()                              # does not raise: the reconcile pass must go on

@@ -7,7 +7,7 @@ SHA256SUMS changes nothing; a Java agent with a required hook left unwoven stops
 datanode_throttle: section names the -javaagent socket.
 
 The end-to-end run (a running DataNode without the agent taken to a split measured by Hadoop's client) is
-not here: it needs the testbed's real HDFS.
+tests/e2e/test_hdfs_datanode_role.py, on the testbed's real HDFS.
 """
 
 import grp
@@ -87,6 +87,7 @@ def datanode_host(tmp_path):
         "vnode_datanode_user": pwd.getpwuid(os.getuid()).pw_name, "vnode_datanode_group": grp.getgrgid(os.getgid()).gr_name,
         "vnode_datanode_restart_command": ["sh", "-c", restart], "vnode_datanode_verify_seconds": 20,
         "vnode_datanode_verify_enforcing": False,
+        "vnode_datanode_data_address": "",   # the stand-in serves no block transfers
     }
     try:
         yield tmp_path, settings

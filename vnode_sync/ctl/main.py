@@ -191,6 +191,8 @@ def _print_not_enforcing(status: pb.StatusResponse) -> None:
     for node in status.nodes:
         if node.not_enforcing:
             print(f"{node.node_id}: not enforcing: {node.not_enforcing}")
+        for line in node.degraded:
+            print(f"{node.node_id}: degraded: {line}")
 
 
 def _print_status(status: pb.StatusResponse) -> None:
@@ -236,6 +238,8 @@ def _print_nodes(nodes) -> None:
     for n in nodes:
         if n.not_enforcing:
             print(f"{n.node_id}: not enforcing: {n.not_enforcing}")
+        for line in n.degraded:
+            print(f"{n.node_id}: degraded: {line}")
         for note in n.limitations:
             print(f"{n.node_id}: cannot: {note}")
         for error in n.errors:

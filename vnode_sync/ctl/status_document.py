@@ -51,6 +51,7 @@ def node_json(node: pb.StorageNode) -> dict:
             "allocation_updates": node.allocation_updates,
             "limitations": list(node.limitations), "errors": list(node.errors),
             "enforcing": bool(node.backend) and not node.not_enforcing, "not_enforcing": node.not_enforcing,
+            "degraded": list(node.degraded),
             "devices": [{"name": d.name, "major": d.major, "minor": d.minor, "read_bps": d.read_bps,
                          "write_bps": d.write_bps, "read_iops": d.read_iops, "write_iops": d.write_iops}
                         for d in node.devices]}

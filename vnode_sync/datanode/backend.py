@@ -16,7 +16,9 @@ at the rates it is given (the step's caps, or the static shares). Each usage() a
 volume's queue from STATS (its depth, waiting packets, what it moved) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
-otherwise not_enforcing() says why and the storage agent reports the node as not enforcing.
+otherwise not_enforcing() says why and the storage agent reports the node as not enforcing. A Java agent
+of another release than this storage agent's (its HELLO's version) still enforces, if it passes the
+handshake; degraded() names the two versions (one release is one version for everything: make dist).
 """
 
 import logging
@@ -29,6 +31,7 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
+from vnode_sync.distribution import version as release_version
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
                                          Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
@@ -66,6 +69,7 @@ class DataNodeThrottleBackend:
     devices: list[DeviceNumber] = field(default_factory=list)
     clock: Callable[[], float] = time.monotonic
     sharing: str = "weights"
+    version: str = field(default_factory=release_version)   # this storage agent's, which the jar's should be
 
     name = "datanode-throttle"
     placer = None
@@ -126,6 +130,12 @@ class DataNodeThrottleBackend:
             (log.warning if why else log.info)("%s", why or "DataNode throttle: enforcing again")
             self._reported = why
         return why
+
+    def degraded(self) -> list[str]:
+        if self._hello is None or self._hello.version == self.version:
+            return []
+        return [f"DataNode throttle: the Java agent is version {self._hello.version}, this storage agent "
+                f"{self.version}: install the jar of release {self.version} and restart the DataNode"]
 
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         self._capacities = list(capacities)

@@ -41,6 +41,9 @@ class CgroupVNodes:
     def not_enforcing(self) -> str | None:
         return None
 
+    def degraded(self) -> list[str]:
+        return []
+
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         """The node's devices; capacity itself is the coordinator's business (weights are scale-free)."""
         self.devices = sorted(c.device for c in capacities)

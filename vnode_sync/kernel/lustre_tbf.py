@@ -150,6 +150,9 @@ class LustreTbfBackend:
     def not_enforcing(self) -> str | None:
         return None
 
+    def degraded(self) -> list[str]:
+        return []
+
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         """Rates come whole from the desired state; capacity is the coordinator's business."""
 

@@ -53,7 +53,7 @@ class Device(_message.Message):
     def __init__(self, name: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ...) -> None: ...
 
 class StorageNode(_message.Message):
-    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors", "allocation_updates", "not_enforcing")
+    __slots__ = ("node_id", "devices", "backend", "applied_generation", "last_seen_unix", "connected", "limitations", "errors", "allocation_updates", "not_enforcing", "degraded")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class StorageNode(_message.Message):
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_UPDATES_FIELD_NUMBER: _ClassVar[int]
     NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     backend: str
@@ -74,7 +75,8 @@ class StorageNode(_message.Message):
     errors: _containers.RepeatedScalarFieldContainer[str]
     allocation_updates: int
     not_enforcing: str
-    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ..., not_enforcing: _Optional[str] = ...) -> None: ...
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ..., not_enforcing: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeviceShare(_message.Message):
     __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight", "read_weight", "write_weight", "reserve_read_bps", "reserve_write_bps")
@@ -581,7 +583,7 @@ class DemandSummary(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., device_index: _Optional[_Iterable[int]] = ..., read_bps: _Optional[_Iterable[float]] = ..., write_bps: _Optional[_Iterable[float]] = ..., read_held: _Optional[_Iterable[bool]] = ..., write_held: _Optional[_Iterable[bool]] = ..., read_demand_bps: _Optional[_Iterable[float]] = ..., write_demand_bps: _Optional[_Iterable[float]] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand", "measured_allocation")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand", "measured_allocation", "degraded")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
@@ -591,6 +593,7 @@ class UsageReport(_message.Message):
     NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
     DEMAND_FIELD_NUMBER: _ClassVar[int]
     MEASURED_ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     applied_generation: int
     sampled_at_unix: float
@@ -600,7 +603,8 @@ class UsageReport(_message.Message):
     not_enforcing: str
     demand: DemandSummary
     measured_allocation: int
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ..., measured_allocation: _Optional[int] = ...) -> None: ...
+    degraded: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ..., measured_allocation: _Optional[int] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)
