@@ -1,4 +1,4 @@
-"""The DataNode throttle's per-packet cost: the weighted scheduler against main's RateBucket (JMH).
+"""The DataNode throttle's per-packet cost: the per-volume dispatcher against a static cap's RateBucket (JMH).
 
     .venv/bin/python -m benchmarks.datanode_scheduler_cost [--forks 3] [--iterations 10]
 
@@ -50,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
                     rows[(name, threads)] = (metric["score"], metric["scoreError"])
     print(f"\nns per 64 KiB packet (JMH average time, {args.forks} forks x {args.iterations} iterations; "
           f"limits never bind, nothing sleeps)")
-    print(f"{'threads':>7} | {'RateBucket (main)':>18} | {'weighted scheduler':>19} | {'ratio':>6} | "
+    print(f"{'threads':>7} | {'RateBucket (static)':>18} | {'volume dispatcher':>19} | {'ratio':>6} | "
           f"{'extra ns':>8} | {'extra / packet at 1 GB/s':>24}")
     for threads in (1, 2):
         base, base_err = rows[("rateBucket", threads)]
-        new, new_err = rows[("weightedAdmit", threads)]
+        new, new_err = rows[("dispatch", threads)]
         print(f"{threads:>7} | {base:>10.1f} +- {base_err:<5.1f} | {new:>11.1f} +- {new_err:<5.1f} | "
               f"{new / base:>6.2f} | {new - base:>8.1f} | {(new - base) / PACKET_NS_AT_1GBPS * 100:>23.3f}%")
     print(f"\nload average at end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
