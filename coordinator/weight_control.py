@@ -3,7 +3,7 @@
 Each tick: every active user's priority (global weight), reservation and limit, and its demand on
 every resource of those nodes as the usage ledger has it from the agents' demand summaries, go to
 the global weight step (policy.local_weights, on arrays, warm-started from the last tick's
-weights); a node is sent its new local weights only when, for the demands known, some user's rate
+weights; with groups, the tree step, policy.tree_step, which resolves the tree into users' weights); a node is sent its new local weights only when, for the demands known, some user's rate
 there would move beyond the hysteresis (policy.hysteresis). The edges lend and reclaim at every
 packet by themselves; this loop only moves weight to where each user's demand is, so that users'
 cluster-wide totals approach the weighted max-min. Nodes whose backend can only cap keep the rate
@@ -28,7 +28,10 @@ import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
+from vnode_sync.coordinator.group_tree import weight_tree
+from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
+from vnode_sync.coordinator.policy.tree_step import tree_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
@@ -224,8 +227,10 @@ class WeightControl:
 
     # ---- the tick ----------------------------------------------------------------
 
-    def tick(self, users: Sequence[UserRecord]) -> set[str]:
-        """One control step; the nodes whose weights changed (their streams must send)."""
+    def tick(self, users: Sequence[UserRecord], groups: Sequence[GroupRecord] = ()) -> set[str]:
+        """One control step; the nodes whose weights changed (their streams must send). With groups that
+        hold active users, the tree step (policy.tree_step) gives users the weights that realise the
+        tree's hierarchical sharing; the edges still see one weight per user."""
         with self._lock:
             layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy())
         active = [u for u in users if u.active]
@@ -236,10 +241,14 @@ class WeightControl:
         weight = np.array([float(u.effective_priority) for u in active])
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
-        previous = self._aligned(self._weights, names, layout, weight)
-        step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
-                             previous_level=self._aligned_level(layout),
-                             seconds=STEP_SHARE * self.policy.control_seconds)
+        tree = weight_tree(active, groups) if groups else None
+        if tree is None:   # one level: today's step, warm-started
+            previous = self._aligned(self._weights, names, layout, weight)
+            step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
+                                 previous_level=self._aligned_level(layout),
+                                 seconds=STEP_SHARE * self.policy.control_seconds)
+        else:
+            step = tree_weights(layout.capacity, tree.arrays(names), demand).step
         sent = self._aligned(self._sent, names, layout, None)
         never = np.isnan(sent)
         realised = step.realised(np.where(never, step.weight, sent))
