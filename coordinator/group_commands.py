@@ -45,6 +45,16 @@ class GroupCommands:
             raise Unsupported(f"groups apply only with policy.allocation work-conserving; this coordinator's is "
                               f"{allocation}, which would ignore them (docs/tree-of-weights.md)")
 
+    def _managed(self) -> dict[str, int]:
+        """The groups NSS keeps (config nss_groups): group -> its configured weight."""
+        return dict(self.config.nss_groups.groups) if self.config.nss_groups else {}
+
+    def _not_managed(self, group: str, what: str) -> None:
+        """One source per subtree: a group NSS keeps is changed through NSS and the config only."""
+        if group in self._managed():
+            raise InvalidArgument(f"group {group!r} is kept by NSS (the coordinator config's nss_groups): {what} "
+                                  "there, not with vnodectl")
+
     def group(self, name: str) -> GroupRecord:
         found = next((g for g in self.store.groups() if g.name == name), None)
         if found is None:
@@ -64,9 +74,12 @@ class GroupCommands:
         return record
 
     def set_group(self, name: str, actor: str, weight: int | None = None, parent: str | None = None,
-                  floor_bps: int | None = None, ceiling_bps: int | None = None) -> GroupRecord:
-        """Only the settings given change."""
+                  floor_bps: int | None = None, ceiling_bps: int | None = None, by_source: bool = False) -> GroupRecord:
+        """Only the settings given change. A group NSS keeps takes its weight and place from the config
+        (its floor and ceiling are vnodectl's); `by_source`: the change is NSS's own (nss_groups.py)."""
         validation.group_name(name)
+        if not by_source and (weight is not None or parent is not None):
+            self._not_managed(name, "its weight is set in nss_groups.groups and it sits under the root;")
         old = self.group(name)
         changed = {k: v for k, v in (("weight", weight), ("parent", parent), ("floor_bps", floor_bps),
                                      ("ceiling_bps", ceiling_bps)) if v is not None}
@@ -79,10 +92,14 @@ class GroupCommands:
                    _settings(before), _settings(record), generation)
         return record
 
-    def move_user(self, user: str, group: str, actor: str) -> UserRecord:
+    def move_user(self, user: str, group: str, actor: str, by_source: bool = False) -> UserRecord:
+        """`by_source`: the move is NSS's own (nss_groups.py), into or out of the groups it keeps."""
         validation.user_name(user)
         if group:   # "": back under the root
             validation.group_name(group)
+        if not by_source:
+            self._not_managed(group, "its members are the Unix group's; change them")
+            self._not_managed(self.store.user(user).group, "its members are the Unix group's; change them")
         generation, old = self.store.move_user(user, group)
         self._published(generation)
         audit.info("actor=%s action=move user=%s old=%s new=%s generation=%d", actor, user, old or "-",
@@ -91,6 +108,7 @@ class GroupCommands:
 
     def remove_group(self, name: str, actor: str) -> GroupRecord:
         validation.group_name(name)
+        self._not_managed(name, "remove it from nss_groups.groups")
         generation, old = self.store.remove_group(name)
         self._published(generation)
         audit.info("actor=%s action=remove-group group=%s old=%s generation=%d", actor, name, _settings(old),
