@@ -6,7 +6,8 @@ from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.rpc import store_rpc
-from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, user_message
+from vnode_sync.coordinator.groups import GroupRecord
+from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
 from vnode_sync.wire import vnode_pb2 as pb
@@ -51,6 +52,34 @@ class AdminService(pb_grpc.AdminServicer):
     def RemoveUser(self, request, caller):
         self.commands.remove_user(request.user, caller.actor)
         return pb.RemoveUserResponse(user=request.user)
+
+    @store_rpc
+    def AddGroup(self, request, caller):
+        g = request.group
+        record = self.cluster.group_commands.add_group(GroupRecord(g.name, g.weight, g.parent, g.floor_bps,
+                                                                   g.ceiling_bps), caller.actor)
+        return group_message(record, ())
+
+    @store_rpc
+    def SetGroup(self, request, caller):
+        given = {f: getattr(request, f) for f in ("weight", "parent", "floor_bps", "ceiling_bps")
+                 if request.HasField(f)}
+        record = self.cluster.group_commands.set_group(request.name, caller.actor, **given)
+        return group_message(record, self.cluster.users())
+
+    @store_rpc
+    def RemoveGroup(self, request, caller):
+        return group_message(self.cluster.group_commands.remove_group(request.name, caller.actor), ())
+
+    @store_rpc
+    def MoveUser(self, request, caller):
+        return user_message(self.cluster.group_commands.move_user(request.user, request.group, caller.actor))
+
+    @store_rpc
+    def ListGroups(self, request, caller):
+        users = self.cluster.users()
+        return pb.ListGroupsResponse(groups=[group_message(g, users) for g in self.cluster.group_commands.groups()],
+                                     generation=self.cluster.generation())
 
     @store_rpc
     def ListUsers(self, request, caller):
@@ -123,8 +152,20 @@ class AdminService(pb_grpc.AdminServicer):
         policy = self.cluster.config.policy
         shown = {n.node_id for n in nodes}
         head = pb.StatusResponse(generation=self.cluster.generation(),
-                                 nodes=[n for n in self._nodes() if n.node_id in shown], sharing=policy.sharing)
+                                 nodes=[n for n in self._nodes() if n.node_id in shown],
+                                 sharing=policy.sharing, groups=self._group_statuses(caller, request))
         return StatusAnswer(head, users, views, summarise)
+
+    def _group_statuses(self, caller, request) -> list[pb.GroupStatus]:
+        """Every group with its subtree's rates (the snapshot's, refreshed above), on a status of the whole
+        cluster, for those who may read every user's (a user sees none: a group's total tells of its
+        other users)."""
+        snapshot = self.cluster.publishing.snapshot()
+        if not snapshot.groups or caller.role == "user" or request.user or request.node:
+            return []
+        weights = self.cluster.weights
+        return group_statuses(snapshot.groups, snapshot.users, self.cluster.ledger.user_rates(),
+                              weights.given_totals() if weights is not None else {})
 
     @store_rpc
     def Pressure(self, request, caller):

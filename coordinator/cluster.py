@@ -1,7 +1,8 @@
 """The coordinator's state, assembled from its parts, and the views that read across them.
 
 - `commands`: the audited commands (users, jobs) that change the durable store; `node_commands`
-  those that add, change and remove storage nodes (node_commands.py);
+  those that add, change and remove storage nodes (node_commands.py); `group_commands` those on the
+  tree of weights (group_commands.py);
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
 - `ledger`: the usage reports, booked once; the work-conserving control loop (`weights`) reads it and
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.commands import Commands
 from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.group_commands import GroupCommands
+from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.node_commands import StorageNodeCommands, stored_nodes
 from vnode_sync.coordinator.node_runtime import NodeRuntimes
 from vnode_sync.coordinator.pressure import NodeShareView
@@ -50,6 +53,7 @@ class Cluster:
         self.runtime = NodeRuntimes(self.publishing, self.ledger, self.weights)
         self.commands = Commands(config, store, self.publishing)
         self.node_commands = StorageNodeCommands(self)
+        self.group_commands = GroupCommands(config, store, self.publishing)
 
     def set_storage_nodes(self, nodes: Sequence[StorageNodeConfig]) -> None:
         """Every part that reads the storage nodes takes `nodes` (on the store thread, before the
@@ -61,15 +65,15 @@ class Cluster:
             self.weights.set_nodes(config)
         self.publishing.set_nodes(config)
         self.runtime.set_nodes(node_ids)
-        self.config = self.commands.config = config
+        self.config = self.commands.config = self.group_commands.config = config
         if node_ids != before:
             for listener in self.on_nodes_changed:
                 listener(node_ids, set(before) - set(node_ids))
 
-    def control_tick(self, users: list[UserRecord]) -> set[str]:
+    def control_tick(self, users: Sequence[UserRecord], groups: Sequence[GroupRecord] = ()) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or
-        caps changed."""
-        changed = self.weights.tick(users)
+        caps changed. Every node shares by the tree of `groups` (none: users by their priorities)."""
+        changed = self.weights.tick(users, groups)
         self.weights.unreachable(self.runtime.unreachable(changed))   # no report will come from them
         return changed
 

@@ -134,6 +134,31 @@ class Policy(Settings):
         return self
 
 
+GroupName = checked_by(validation.group_name, "1-32 characters from a-z, 0-9, '_', '-', starting with a letter or '_'")
+GroupWeight = Annotated[int, at.Ge(validation.GROUP_WEIGHT_MIN), at.Le(validation.GROUP_WEIGHT_MAX)]
+
+
+class NssGroupsSettings(Settings):
+    """The `nss_groups:` section: groups of the tree of weights whose members are the site's Unix
+    groups' as NSS has them (`getent group`: files, LDAP, SSSD), refreshed on a period
+    (coordinator/nss_groups.py). These groups are NSS's: vnodectl does not move users in or out of them."""
+
+    groups: dict[GroupName, GroupWeight]
+    """Unix group -> its weight under the root (the tree's group has the Unix group's name)."""
+    refresh_seconds: Annotated[float, at.Ge(1.0), at.Le(86400.0), Unit("seconds")] = 300.0
+    """How often NSS is asked again: a membership change reaches the shares within this."""
+    prefer: dict[UserName, GroupName] = Field(default_factory=dict)
+    """User -> the one of these groups it sits in when NSS lists it in several (else it is refused in
+    one logged line and stays where it was)."""
+
+    @model_validator(mode="after")
+    def _preferred_are_listed(self):
+        for user, group in self.prefer.items():
+            if group not in self.groups:
+                raise Refused(f"prefer.{user}", group, f"one of the groups listed ({', '.join(self.groups)})")
+        return self
+
+
 class ZooKeeperSettings(Settings):
     """The `zookeeper:` section: state in an existing ZooKeeper ensemble, and several coordinators of
     which one leads (docs/ha.md). Without it, state is the SQLite file and one coordinator serves."""
@@ -205,6 +230,9 @@ class CoordinatorConfig(SecuredSettings):
     zookeeper: ZooKeeperSettings | None = None
     """State in ZooKeeper and one leader among several coordinators (docs/ha.md); none: state_path
     (SQLite), one coordinator."""
+    nss_groups: NssGroupsSettings | None = None
+    """Groups whose members come from the site's Unix groups (docs/tree-of-weights.md); none: groups are
+    vnodectl's alone."""
     fan_out_processes: Annotated[int, at.Ge(1), at.Le(64)] = 1
     """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
     own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,

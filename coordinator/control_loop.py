@@ -41,8 +41,8 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
             await store_thread.run(cluster.publishing.refresh_snapshot)   # the change's users
         poke.clear()
         began = loop.time()
-        users = cluster.publishing.snapshot().users
-        changed = await loop.run_in_executor(None, cluster.control_tick, users)
+        snapshot = cluster.publishing.snapshot()
+        changed = await loop.run_in_executor(None, cluster.control_tick, snapshot.users, snapshot.groups)
         if changed:
             fan_out.wake()
 

@@ -1,6 +1,7 @@
 """vnode-coordinator: serve users, priorities and shares to agents and admins."""
 
 import argparse
+import asyncio
 import logging
 import os
 import signal
@@ -11,6 +12,7 @@ from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import CoordinatorConfig, load_config
 from vnode_sync.coordinator.fan_out_processes import FanOutCommand, listen_host
 from vnode_sync.coordinator.heap import tune_for_streams
+from vnode_sync.coordinator.nss_groups import NssGroups
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
@@ -43,6 +45,14 @@ def supervised(name: str, one_pass, every: float, run_pass):
 
     loop.__name__ = name
     return loop
+
+
+def nss_refresh(source: NssGroups, server, every: float):
+    """Groups from NSS every `every` s: getent off the store thread (LDAP may be slow), the changes on it."""
+    async def read_then_apply(_source) -> None:
+        members = await asyncio.get_running_loop().run_in_executor(None, source.read)
+        await server.store_call(source.apply, members)
+    return supervised("nss-groups", source, every, read_then_apply)
 
 
 class CoordinatorMetrics:
@@ -162,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         # The job expiry pass runs on the store thread, in order with every other store call.
         fan_out = FanOutCommand(os.path.abspath(args.config), listen_host(args.listen or config.listen),
                                 config.fan_out_processes)
-        server.serve(cluster, background=(supervised("job-expiry", cluster.commands.expire_jobs, JOB_EXPIRY_CHECK_SECONDS,
-                                                     server.store_call),), fan_out_command=fan_out)
+        background = [supervised("job-expiry", cluster.commands.expire_jobs, JOB_EXPIRY_CHECK_SECONDS, server.store_call)]
+        if config.nss_groups is not None:
+            background.append(nss_refresh(NssGroups(config.nss_groups, cluster.group_commands), server,
+                                          config.nss_groups.refresh_seconds))
+        server.serve(cluster, background=tuple(background), fan_out_command=fan_out)
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)
         if ha is not None:

@@ -5,7 +5,9 @@ coordinator already holds in memory, so nothing on the RPC path updates a gauge.
 and errors are counted by a gRPC server interceptor, one place for every method.
 
 Label values are bounded by the site's configuration: `node` by the configured storage nodes,
-`user` by the users in the store, `service`/`method`/`code` by the wire protocol. Per-user series
+`user` by the users in the store, `group` by the groups in the store (the tree of weights: one
+series per group, its subtree's users summed, never per group and node), `service`/`method`/`code`
+by the wire protocol. Per-user series
 are one per user (or per user and direction) across the cluster, never per user and node: each
 user's rate is kept summed by the usage ledger as reports are booked, its share from the weight
 control's last step.
@@ -23,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.groups import group_members, roll_up
 
 # gRPC round trips here run from ~0.2 ms (ReportUsage) to seconds (Status of 10,000 x 100).
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -74,6 +77,7 @@ class CoordinatorCollector(Collector):
         yield GaugeMetricFamily("vnode_sync_coordinator_agents_configured", "Storage nodes in the configuration",
                                 len(cluster.config.storage_nodes))
         yield from self._users()
+        yield from self._groups()
 
     def _users(self) -> Iterator[Metric]:
         users = self.cluster.publishing.snapshot().users
@@ -106,6 +110,29 @@ class CoordinatorCollector(Collector):
                 given.add_metric([user, "read"], read)
                 given.add_metric([user, "write"], write)
             yield given
+
+
+    def _groups(self) -> Iterator[Metric]:
+        snapshot = self.cluster.publishing.snapshot()
+        if not snapshot.groups:
+            return
+        members = group_members(snapshot.users, snapshot.groups)
+        weight = GaugeMetricFamily("vnode_sync_coordinator_group_weight",
+                                   "The group's weight among its siblings in the tree of weights", labels=["group"])
+        rate = GaugeMetricFamily("vnode_sync_coordinator_group_rate_bytes_per_second",
+                                 "What the users of the group's subtree move over every storage node, summed",
+                                 labels=["group", "direction"])
+        given = GaugeMetricFamily("vnode_sync_coordinator_group_given_bytes_per_second",
+                                  "What the last work-conserving step gives the users of the group's subtree, summed",
+                                  labels=["group", "direction"])
+        rates = roll_up(members, self.cluster.ledger.user_rates())
+        shares = roll_up(members, self.cluster.weights.given_totals() if self.cluster.weights is not None else {})
+        for group in snapshot.groups:
+            weight.add_metric([group.name], group.weight)
+            for family, values in ((rate, rates), (given, shares)):
+                family.add_metric([group.name, "read"], values[group.name][0])
+                family.add_metric([group.name, "write"], values[group.name][1])
+        yield from (weight, rate, given)
 
 
 class RpcMetrics(aio.ServerInterceptor):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.desired_state import build_desired_state
+from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
@@ -31,6 +32,7 @@ class Snapshot:
     generation: int
     users: tuple[UserRecord, ...]
     names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
+    groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
 
 
 class StorageNodes:
@@ -123,7 +125,7 @@ class Publishing:
         if self._snapshot.generation == generation:
             return self._snapshot
         users = tuple(self.store.users())
-        snapshot = Snapshot(generation, users, frozenset(u.name for u in users))
+        snapshot = Snapshot(generation, users, frozenset(u.name for u in users), tuple(self.store.groups()))
         # Built here, off the event loop: a stream then only joins bytes.
         templates = {(generation, self._device_class[node.node_id]): self._build_template(snapshot, node)
                      for node in self._device_sets}

@@ -3,8 +3,10 @@ serialized pieces built once per node and per (user, target), joined, instead of
 message objects; or one summary per user."""
 
 import collections
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vnode_sync.coordinator.groups import GroupRecord, group_members, roll_up
 from vnode_sync.coordinator.node_runtime import NodeRuntime
 from vnode_sync.coordinator.rpc import EncodeLater
 from vnode_sync.coordinator.serialized import field_entry
@@ -18,7 +20,25 @@ _STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
 def user_message(record: UserRecord) -> pb.User:
     return pb.User(name=record.name, uid=record.uid, priority=record.effective_priority,
                    active=record.active, running_jobs=record.running_jobs,
-                   reservation_bps=record.effective_reservation, limit_bps=record.effective_limit)
+                   reservation_bps=record.effective_reservation, limit_bps=record.effective_limit,
+                   group=record.group)
+
+
+def group_message(record: GroupRecord, users: Sequence[UserRecord]) -> pb.Group:
+    """The group and the users right in it."""
+    return pb.Group(name=record.name, weight=record.weight, parent=record.parent, floor_bps=record.floor_bps,
+                    ceiling_bps=record.ceiling_bps, users=[u.name for u in users if u.group == record.name])
+
+
+def group_statuses(groups: Sequence[GroupRecord], users: Sequence[UserRecord],
+                   measured: dict[str, tuple[float, float]], given: dict[str, tuple[float, float]]) -> list[pb.GroupStatus]:
+    """Per group, its subtree's users: how many are active, their measured and given rates summed."""
+    members = group_members(users, groups)
+    active = {u.name for u in users if u.active}
+    rates, shares = roll_up(members, measured), roll_up(members, given)
+    return [pb.GroupStatus(group=group_message(g, users), active_users=sum(n in active for n in members[g.name]),
+                           measured_read_bps=rates[g.name][0], measured_write_bps=rates[g.name][1],
+                           given_read_bps=shares[g.name][0], given_write_bps=shares[g.name][1]) for g in groups]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The coordinator's durable state in SQLite: users, jobs, the generation counter. `Store` names
+"""The coordinator's durable state in SQLite: users, groups, jobs, the generation counter. `Store` names
 what the rest of the coordinator uses of it, which zookeeper_store.py keeps in ZooKeeper alike.
 
 Every change runs in one transaction and bumps the generation in the same
@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from vnode_sync.coordinator.groups import GroupRecord, check_member, check_new, check_parent, check_removable
 from vnode_sync.durable import replace_durably
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 
@@ -45,6 +46,14 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
 # declared it, one JSON document (coordinator.config.StorageNodeConfig) per node. Seeded once from the
 # config file (meta 'nodes_seeded'); from then on changed only by the node commands.
 NODES_SCHEMA = "CREATE TABLE IF NOT EXISTS storage_nodes (node_id TEXT PRIMARY KEY, spec TEXT NOT NULL)"
+# Added with the tree of weights (groups.py): made when an older store is opened; its users stay under the root.
+GROUPS_SCHEMA = """CREATE TABLE IF NOT EXISTS groups (
+    name TEXT PRIMARY KEY,
+    weight INTEGER NOT NULL CHECK (weight >= 1),
+    parent TEXT NOT NULL DEFAULT '',            -- '': under the root
+    floor_bps INTEGER NOT NULL DEFAULT 0,
+    ceiling_bps INTEGER NOT NULL DEFAULT 0      -- 0: none
+)"""
 TABLES = {"users", "jobs", "meta"}
 # Columns added after the first release, added to an older store when it is opened.
 ADDED_COLUMNS = (
@@ -52,6 +61,7 @@ ADDED_COLUMNS = (
     ("users", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),         # work-conserving ceiling; 0 = none
     ("jobs", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),    # a job's own floor for its user
     ("jobs", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),          # a job's own ceiling for its user; 0 = none
+    ("users", "group_name", "TEXT NOT NULL DEFAULT ''"),          # its group (groups.py); '' = under the root
 )
 # Every read of users sums up their jobs: without an index SQLite builds one of every job on each
 # read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
@@ -85,6 +95,7 @@ class UserRecord:
     limit_bps: int = 0            # 0 = none
     job_reservation_bps: int = 0  # highest reservation among running jobs
     job_limit_bps: int = 0        # while every running job asks for a ceiling, the highest of them; else 0
+    group: str = ""               # the group it sits in (groups.py); "" = under the root
 
     @property
     def effective_reservation(self) -> int:
@@ -113,8 +124,8 @@ class UserRecord:
 
 
 def _user_record(row) -> UserRecord:
-    n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res, job_lim = row
-    return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res, job_lim)
+    n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res, job_lim, group = row
+    return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res, job_lim, group)
 
 
 @runtime_checkable
@@ -143,6 +154,11 @@ class Store(Protocol):
     def set_limit(self, name: str, bps: int) -> tuple[int, int]: ...
     def set_active(self, name: str, active: bool) -> tuple[int, bool]: ...
     def remove_user(self, name: str) -> int: ...
+    def groups(self) -> list[GroupRecord]: ...
+    def add_group(self, record: GroupRecord) -> int: ...
+    def set_group(self, record: GroupRecord) -> tuple[int, GroupRecord]: ...
+    def move_user(self, name: str, group: str) -> tuple[int, str]: ...
+    def remove_group(self, name: str) -> tuple[int, GroupRecord]: ...
 
     def start_job(self, job_id: str, node: str, user: str, uid: int, priority: int | None,
                   new_user_priority: int, reservation_bps: int = 0, limit_bps: int = 0) -> int: ...
@@ -218,6 +234,7 @@ class UserSeed(Protocol):
 
 def _add_columns(db: sqlite3.Connection) -> None:
     db.execute(NODES_SCHEMA)
+    db.execute(GROUPS_SCHEMA)
     for table, column, kind in ADDED_COLUMNS:
         present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         if column not in present:
@@ -429,7 +446,8 @@ class StateStore(UserSettings):
         SELECT u.name, u.uid, u.priority, u.active,
                COUNT(j.job_id), MAX(j.priority), SUM(j.job_id IS NOT NULL AND j.priority IS NULL),
                u.reservation_bps, u.limit_bps, COALESCE(MAX(j.reservation_bps), 0),
-               CASE WHEN SUM(j.limit_bps = 0) = 0 THEN COALESCE(MAX(j.limit_bps), 0) ELSE 0 END
+               CASE WHEN SUM(j.limit_bps = 0) = 0 THEN COALESCE(MAX(j.limit_bps), 0) ELSE 0 END,
+               u.group_name
         FROM users u LEFT JOIN jobs j ON j.user = u.name {where}
         GROUP BY u.name ORDER BY u.name"""
 
@@ -475,6 +493,61 @@ class StateStore(UserSettings):
             if db.execute("DELETE FROM users WHERE name = ?", (name,)).rowcount == 0:
                 raise NotFound(f"unknown user {name!r}")
             return self._bump(db)
+
+    # ---- groups ------------------------------------------------------------
+    # Each change reads the groups and checks the rules (groups.py) inside its own transaction.
+
+    @staticmethod
+    def _groups_in(db) -> dict[str, GroupRecord]:
+        return {row[0]: GroupRecord(*row) for row in
+                db.execute("SELECT name, weight, parent, floor_bps, ceiling_bps FROM groups ORDER BY name")}
+
+    def groups(self) -> list[GroupRecord]:
+        with self._lock:
+            return list(self._groups_in(self._db).values())
+
+    def add_group(self, record: GroupRecord) -> int:
+        with self._transaction() as db:
+            check_new(self._groups_in(db), record)
+            db.execute("INSERT INTO groups (name, weight, parent, floor_bps, ceiling_bps) VALUES (?, ?, ?, ?, ?)",
+                       (record.name, record.weight, record.parent, record.floor_bps, record.ceiling_bps))
+            return self._bump(db)
+
+    def set_group(self, record: GroupRecord) -> tuple[int, GroupRecord]:
+        """Replace the group's settings (the caller fills in those not changed); returns (generation, old)."""
+        with self._transaction() as db:
+            groups = self._groups_in(db)
+            old = groups.get(record.name)
+            if old is None:
+                raise NotFound(f"unknown group {record.name!r}")
+            if old == record:
+                return self.generation(), old
+            if record.parent != old.parent:
+                check_parent(groups, record.name, record.parent)
+            db.execute("UPDATE groups SET weight = ?, parent = ?, floor_bps = ?, ceiling_bps = ? WHERE name = ?",
+                       (record.weight, record.parent, record.floor_bps, record.ceiling_bps, record.name))
+            return self._bump(db), old
+
+    def move_user(self, name: str, group: str) -> tuple[int, str]:
+        """Put user `name` in `group` ("": under the root); returns (generation, old group)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT group_name FROM users WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise NotFound(f"unknown user {name!r}")
+            check_member(self._groups_in(db), group)
+            if row[0] == group:
+                return self.generation(), row[0]
+            db.execute("UPDATE users SET group_name = ? WHERE name = ?", (group, name))
+            return self._bump(db), row[0]
+
+    def remove_group(self, name: str) -> tuple[int, GroupRecord]:
+        """Only an empty group (no users, no groups under it); returns (generation, the removed group)."""
+        with self._transaction() as db:
+            groups = self._groups_in(db)
+            users_in = dict(db.execute("SELECT name, group_name FROM users WHERE group_name = ?", (name,)).fetchall())
+            check_removable(groups, users_in, name)
+            db.execute("DELETE FROM groups WHERE name = ?", (name,))
+            return self._bump(db), groups[name]
 
     # ---- jobs --------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Each tick: every active user's priority (global weight), reservation and limit, and its demand on
 every resource of the registered nodes as the usage ledger has it from the agents' demand summaries
 (the agents' one estimate, agents/storage/demand.py), go to the global weight step
-(policy.local_weights, on arrays, warm-started from the last tick's weights). What a node is sent
+(policy.local_weights, on arrays, warm-started from the last tick's weights; with groups, the tree
+step, policy.tree_step, which resolves the tree into users' weights). What a node is sent
 depends on its edge (`Edge`, as its agent registered):
 - an edge that shares by weight (BFQ, the DataNode's scheduler) gets the step's local weights: it
   lends and reclaims at every packet by itself, and this loop only moves weight to where each user's
@@ -34,10 +35,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
+from vnode_sync.coordinator.group_tree import weight_tree
+from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.policy.caps import caps
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
+from vnode_sync.coordinator.policy.tree_step import tree_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
@@ -341,12 +345,14 @@ class WeightControl:
 
     # ---- the tick ----------------------------------------------------------------
 
-    def tick(self, users: Sequence[UserRecord]) -> set[str]:
-        """One control step; the nodes whose weights or caps changed (their streams must send)."""
+    def tick(self, users: Sequence[UserRecord], groups: Sequence[GroupRecord] = ()) -> set[str]:
+        """One control step; the nodes whose weights or caps changed (their streams must send). With groups
+        that hold active users, the tree step (policy.tree_step) gives users the weights that realise the
+        tree's hierarchical sharing; the edges still see one weight or cap per user."""
         with self._tick_lock:
-            return self._tick(users)
+            return self._tick(users, groups)
 
-    def _tick(self, users: Sequence[UserRecord]) -> set[str]:
+    def _tick(self, users: Sequence[UserRecord], groups: Sequence[GroupRecord]) -> set[str]:
         with self._lock:
             layout = _Layout(self._book_columns, self._managed.copy(), self._per_node.copy(), self._caps_only.copy())
             resend, self._resend = self._resend, set()
@@ -358,10 +364,14 @@ class WeightControl:
         weight = np.array([float(u.effective_priority) for u in active])
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
-        previous = self._aligned(self._weights, names, layout, weight)
-        step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
-                             previous_level=self._aligned_level(layout),
-                             seconds=STEP_SHARE * self.policy.control_seconds)
+        tree = weight_tree(active, groups) if groups else None
+        if tree is None:   # one level: the flat step, warm-started
+            previous = self._aligned(self._weights, names, layout, weight)
+            step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,
+                                 previous_level=self._aligned_level(layout),
+                                 seconds=STEP_SHARE * self.policy.control_seconds)
+        else:
+            step = tree_weights(layout.capacity, tree.arrays(names), demand).step
         new = step.weight
         if layout.capped.any():
             new = step.weight.copy()

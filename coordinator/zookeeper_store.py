@@ -2,8 +2,8 @@
 several coordinators of which one leads.
 
 Layout under `root`: `generation` (the counter, as text), `store_id`, `users/<name>`,
-`jobs/<job id>@<node>` and `nodes/<node id>` (JSON each; names percent-encoded; `nodes` exists once
-the config file's storage nodes were seeded). Every change is one multi-op
+`jobs/<job id>@<node>`, `nodes/<node id>` and `groups/<name>` (JSON each; names percent-encoded;
+`nodes` exists once the config file's storage nodes were seeded, `groups` once a group was added). Every change is one multi-op
 transaction of writes conditional on the versions read (create fails on an existing znode,
 set and delete name the version) that also writes the generation znode at the version read: any
 two changes are ordered by that znode's version, so a change computed from a state someone else
@@ -31,6 +31,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
                               RolledBackError, ZookeeperError)
 from kazoo.handlers.threading import KazooTimeoutError
 
+from vnode_sync.coordinator.groups import GroupRecord, check_member, check_new, check_parent, check_removable
 from vnode_sync.coordinator.store import StoreUnusable, UserRecord, UserSettings
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
@@ -72,6 +73,7 @@ class _State:
     users: dict[str, tuple[dict, int]] = field(default_factory=dict)   # name -> (fields, znode version)
     jobs: dict[tuple[str, str], tuple[dict, int]] = field(default_factory=dict)   # (job, node) -> ...
     nodes: dict[str, tuple[dict, int]] | None = None   # storage node id -> (spec, version); None: not seeded
+    groups: dict[str, tuple[dict, int]] | None = None  # group name -> (fields, version); None: none added yet
     records: list[UserRecord] | None = None   # made from users and jobs on the first read
 
     def user_records(self) -> list[UserRecord]:
@@ -92,7 +94,7 @@ def _user_record(name: str, fields: dict, jobs: list[dict]) -> UserRecord:
                       max(explicit, default=None), any(j["priority"] is None for j in jobs),
                       fields["reservation_bps"], fields["limit_bps"],
                       max((j["reservation_bps"] for j in jobs), default=0),
-                      max(limits) if limits and 0 not in limits else 0)
+                      max(limits) if limits and 0 not in limits else 0, fields.get("group", ""))
 
 
 @dataclass
@@ -215,10 +217,16 @@ class ZooKeeperStore(UserSettings):
                 nodes = self._call(self.client.get_children_async(self._path("nodes")))
             except NoNodeError:
                 nodes = None   # not seeded yet
+            try:
+                groups = self._call(self.client.get_children_async(self._path("groups")))
+            except NoNodeError:
+                groups = None   # no group added yet
             pending = [("users/" + u, self.client.get_async(self._path("users/" + u))) for u in users]
             pending += [("jobs/" + j, self.client.get_async(self._path("jobs/" + j))) for j in jobs]
             pending += [("nodes/" + n, self.client.get_async(self._path("nodes/" + n))) for n in nodes or ()]
-            state = _State(stat.version, int(data), nodes={} if nodes is not None else None)
+            pending += [("groups/" + g, self.client.get_async(self._path("groups/" + g))) for g in groups or ()]
+            state = _State(stat.version, int(data), nodes={} if nodes is not None else None,
+                           groups={} if groups is not None else None)
             for key, started in pending:
                 try:
                     raw, znode = self._call(started)
@@ -229,6 +237,8 @@ class ZooKeeperStore(UserSettings):
                     state.users[_decode(key[6:])] = (fields, znode.version)
                 elif key.startswith("nodes/"):
                     state.nodes[_decode(key[6:])] = (fields, znode.version)
+                elif key.startswith("groups/"):
+                    state.groups[_decode(key[7:])] = (fields, znode.version)
                 else:
                     state.jobs[(fields["job_id"], fields["node"])] = (fields, znode.version)
             _, again = self._call(self.client.get_async(self._path("generation")))
@@ -328,15 +338,21 @@ class ZooKeeperStore(UserSettings):
     @staticmethod
     def _applied(state: _State, change: _Change, generation: int) -> _State:
         after = _State(state.version + 1, generation, dict(state.users), dict(state.jobs),
-                       dict(state.nodes) if state.nodes is not None else None)
+                       dict(state.nodes) if state.nodes is not None else None,
+                       dict(state.groups) if state.groups is not None else None)
         for kind, key, fields, version in change.ops:
             if key == "nodes":
                 after.nodes = {}
+                continue
+            if key == "groups":
+                after.groups = {}
                 continue
             if key.startswith("users/"):
                 table, item = after.users, _decode(key[6:])
             elif key.startswith("nodes/"):
                 table, item = after.nodes, _decode(key[6:])
+            elif key.startswith("groups/"):
+                table, item = after.groups, _decode(key[7:])
             else:
                 table = after.jobs
                 job_part, node_part = key[5:].split("@")
@@ -383,6 +399,65 @@ class ZooKeeperStore(UserSettings):
             change.delete(f"users/{_encode(name)}", state.users[name][1])
             return change, None
         return self._change(plan)[0]
+
+    # ---- groups ------------------------------------------------------------------
+    # Each change plans on the state read and checks the rules (groups.py) on it: a change computed
+    # from a state someone else changed meanwhile fails whole and is planned again.
+
+    @staticmethod
+    def _groups_of(state: _State) -> dict[str, GroupRecord]:
+        return {name: GroupRecord(name, **fields) for name, (fields, _) in sorted((state.groups or {}).items())}
+
+    def groups(self) -> list[GroupRecord]:
+        return list(self._groups_of(self._current()).values())
+
+    def add_group(self, record: GroupRecord) -> int:
+        def plan(state):
+            check_new(self._groups_of(state), record)
+            change = _Change()
+            if state.groups is None:
+                change.create("groups", {})
+            change.create(f"groups/{_encode(record.name)}", record.fields())
+            return change, None
+        return self._change(plan)[0]
+
+    def set_group(self, record: GroupRecord) -> tuple[int, GroupRecord]:
+        def plan(state):
+            groups = self._groups_of(state)
+            old = groups.get(record.name)
+            if old is None:
+                raise NotFound(f"unknown group {record.name!r}")
+            if old == record:
+                return None, old
+            if record.parent != old.parent:
+                check_parent(groups, record.name, record.parent)
+            change = _Change()
+            change.set(f"groups/{_encode(record.name)}", record.fields(), state.groups[record.name][1])
+            return change, old
+        return self._change(plan)
+
+    def move_user(self, name: str, group: str) -> tuple[int, str]:
+        def plan(state):
+            if name not in state.users:
+                raise NotFound(f"unknown user {name!r}")
+            check_member(self._groups_of(state), group)
+            fields, version = state.users[name]
+            old = fields.get("group", "")
+            if old == group:
+                return None, old
+            change = _Change()
+            change.set(f"users/{_encode(name)}", {**fields, "group": group}, version)
+            return change, old
+        return self._change(plan)
+
+    def remove_group(self, name: str) -> tuple[int, GroupRecord]:
+        def plan(state):
+            groups = self._groups_of(state)
+            check_removable(groups, {u: f.get("group", "") for u, (f, _) in state.users.items()}, name)
+            change = _Change()
+            change.delete(f"groups/{_encode(name)}", state.groups[name][1])
+            return change, groups[name]
+        return self._change(plan)
 
     # ---- jobs --------------------------------------------------------------------
 

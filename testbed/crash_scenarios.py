@@ -4,7 +4,7 @@ and say what that start holds: the state before the step, the state after it, or
 
     python -m testbed.crash_scenarios [NAME...]          # kill at every point; print counts and outcomes
 
-Each step runs the same call the product makes (the coordinator's store opening, set-priority and storage-node
+Each step runs the same call the product makes (the coordinator's store opening, set-priority, a move into a group and storage-node
 write, the agent's state-cache write, the batch hook's spool write) in a process of its own that
 stays single-threaded, so strace can name each call (testbed/crash_points.py). The real services
 add threads (gRPC) around these calls but no other writes to these files.
@@ -120,6 +120,35 @@ def _set_priority_holds(workdir: str) -> str:
     return outcomes[state]
 
 
+def _prepare_group(workdir: str) -> None:
+    """A store with a group `g1` (weight 2) and alice under the root."""
+    from vnode_sync.coordinator.groups import GroupRecord
+    _prepare_store(workdir)
+    store = _start_coordinator_store(workdir)
+    store.add_group(GroupRecord("g1", 2))
+    store.close()
+
+
+def _move_user(workdir: str) -> None:
+    store = _start_coordinator_store(workdir)
+    store.move_user("alice", "g1")   # what the Admin MoveUser call runs on the store thread
+    store.close()
+
+
+def _move_user_holds(workdir: str) -> str:
+    store = _restarted_store(workdir)
+    try:
+        state = (store.user("alice").group, [(g.name, g.weight) for g in store.groups()], store.generation())
+    finally:
+        store.close()
+    first = 2 + len(SEED_USERS)   # the seeded users' generations, then the group's
+    outcomes = {("", first): "before", ("g1", first + 1): "after"}
+    if state[1] != [("g1", 2)] or (state[0], state[2]) not in outcomes:
+        raise Neither(f"alice's group, the groups and generation {state}: neither alice under the root at "
+                      f"{first} nor in g1 at {first + 1}, with g1 (weight 2) kept")
+    return outcomes[(state[0], state[2])]
+
+
 def _prepare_nodes(workdir: str) -> None:
     """A store whose storage nodes were seeded from the file (the coordinator's first start does it)."""
     from vnode_sync.coordinator.node_commands import stored_nodes
@@ -217,6 +246,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("first-start", _write_coordinator_config, _first_start, _first_start_holds),
     Scenario("set-priority", _prepare_store, _set_priority, _set_priority_holds),
     Scenario("set-storage-node", _prepare_nodes, _set_storage_node, _set_storage_node_holds),
+    Scenario("move-user", _prepare_group, _move_user, _move_user_holds),
     Scenario("agent-cache", lambda w: _save_cache(w, 1), lambda w: _save_cache(w, 2), _cache_holds),
     Scenario("spool", lambda w: _spool(w, "start"), lambda w: _spool(w, "end"), _spool_holds),
 )}

@@ -22,6 +22,7 @@ NODE_ID_ALLOWED = "1-63 characters from A-Z, a-z, 0-9, '.', '_', '-'"
 UID_ALLOWED = f"a whole number from 1 to {UID_MAX} (not root)"
 
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?")
+_GROUP_NAME = re.compile(r"[a-z_][a-z0-9_-]*")   # a user name without the trailing '$' of machine accounts
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
@@ -29,6 +30,30 @@ def user_name(value: str) -> str:
     if not isinstance(value, str) or len(value) > USER_NAME_MAX or not _USER_NAME.fullmatch(value):
         shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
         raise InvalidArgument(f"invalid user name {shown!r}: use {USER_NAME_ALLOWED}")
+    return value
+
+
+GROUP_WEIGHT_MIN = 1
+GROUP_WEIGHT_MAX = 10_000   # cgroup v2 io.weight's range: only ratios among siblings matter
+
+
+def group_name(value: str) -> str:
+    """A group (project, account, Unix group): named as a user is, for the same reasons (it reaches
+    logs, metrics labels and, with nested edges, cgroup paths)."""
+    if not isinstance(value, str) or len(value) > USER_NAME_MAX or not _GROUP_NAME.fullmatch(value):
+        shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
+        raise InvalidArgument(f"invalid group name {shown!r}: use 1-{USER_NAME_MAX} characters from a-z, 0-9, '_', '-', "
+                              "starting with a letter or '_'")
+    return value
+
+
+def group_weight(value) -> int:
+    """Accept an int or a decimal string from GROUP_WEIGHT_MIN to GROUP_WEIGHT_MAX."""
+    allowed = f"must be an integer from {GROUP_WEIGHT_MIN} to {GROUP_WEIGHT_MAX}"
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not GROUP_WEIGHT_MIN <= value <= GROUP_WEIGHT_MAX:
+        raise InvalidArgument(f"invalid group weight {value!r}: {allowed}")
     return value
 
 

@@ -261,8 +261,8 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
         ticks, ticked = [], threading.Condition()
         real_tick = cluster.weights.tick
 
-        def tick(users):
-            changed = real_tick(users)
+        def tick(users, groups=()):
+            changed = real_tick(users, groups)
             with ticked:
                 ticks.append(set(changed))
                 ticked.notify_all()

@@ -1,5 +1,5 @@
 """A kill at every syscall that writes state (strace fault injection, testbed/crash_points.py) in:
-the coordinator's first start, a set-priority, a storage-node change, the storage agent's
+the coordinator's first start, a set-priority, a move into a group, a storage-node change, the storage agent's
 state-cache write, a batch spool write. After each kill the next start holds the state before or the state after, never neither, and
 never refuses a store it never finished. Each test prints its counts (pytest -s), as
 `python -m testbed.crash_scenarios` does."""

@@ -81,6 +81,28 @@ def test_the_coordinator_serves_one_series_per_user_and_direction_with_its_rate_
     assert not [k for k in got if "node" in dict(k[1]) and "user" in dict(k[1])]   # never per user and node
 
 
+def test_groups_are_one_series_each_their_subtrees_users_summed_and_promtool_finds_no_problem(scraped):
+    from vnode_sync.coordinator.groups import GroupRecord
+    cluster, _, url = scraped
+    for group in (GroupRecord("physics", 2), GroupRecord("theory", 1, "physics")):
+        cluster.store.add_group(group)
+    cluster.store.move_user("alice", "theory")
+    cluster.publishing.published(cluster.store.move_user("bob", "physics")[0])
+    cluster.publishing.refresh_snapshot()
+    cluster.ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=cluster.ledger.now(), demand=pb.DemandSummary(
+        full=True, users=["alice", "bob"], devices=["/dev/loop7"], user_index=[0, 1], device_index=[0, 0],
+        read_bps=[7e6, 3e6], write_bps=[2e6, 0], read_held=[True, False], write_held=[False, False],
+        read_demand_bps=[9e6, 3e6], write_demand_bps=[2e6, 0])), {"alice", "bob"})
+    text = urllib.request.urlopen(url, timeout=5).read()
+    got = samples(text.decode())
+    rates = {labels: v for (name, labels), v in got.items() if name == "vnode_sync_coordinator_group_rate_bytes_per_second"}
+    assert rates == {(("direction", "read"), ("group", "physics")): 10e6, (("direction", "write"), ("group", "physics")): 2e6,
+                     (("direction", "read"), ("group", "theory")): 7e6, (("direction", "write"), ("group", "theory")): 2e6}
+    assert got[("vnode_sync_coordinator_group_weight", (("group", "physics"),))] == 2
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, timeout=30)
+    assert lint.returncode == 0, lint.stdout.decode() + lint.stderr.decode()
+
+
 def test_only_the_metrics_path_is_served(scraped):
     url = scraped[2].replace("/metrics", "/")
     with pytest.raises(urllib.error.HTTPError) as e:

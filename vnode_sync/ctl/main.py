@@ -18,6 +18,7 @@ import grpc
 from vnode_sync import validation
 from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
 from vnode_sync.ctl.settings import load_ctl_settings
+from vnode_sync.ctl.groups_command import GROUP_COMMANDS, add_group_commands, group_status_lines, run_group_command
 from vnode_sync.ctl.measure import add_measure_command, run_measure
 from vnode_sync.ctl.nodes_command import add_node_actions, run_node_action
 from vnode_sync.ctl.status_document import node_json, status_json
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", action="store_true",
                    help="one line (or JSON object) per user: its nodes' target range and summed rates "
                         "(ignored with --user or --node)")
+    add_group_commands(sub)
     add_top_command(sub)
     add_measure_command(sub)
     return parser
@@ -198,6 +200,7 @@ def _print_not_enforcing(status: pb.StatusResponse) -> None:
 def _print_status(status: pb.StatusResponse) -> None:
     if any(us.HasField("summary") for us in status.users[:1]):
         _print_summaries(status)
+        _print_groups(status)
         _print_not_enforcing(status)
         return
     rows = []
@@ -221,7 +224,15 @@ def _print_status(status: pb.StatusResponse) -> None:
         head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s",
                      "WEIGHT_RD_%", "WEIGHT_WR_%"]
     print(render(head, rows))
+    _print_groups(status)
     _print_not_enforcing(status)
+
+
+def _print_groups(status: pb.StatusResponse) -> None:
+    lines = group_status_lines(status)
+    if lines:
+        print("by group (each group's subtree summed):")
+        print(lines)
 
 
 def _enforcing(node: pb.StorageNode) -> str:
@@ -266,12 +277,15 @@ def run(args, stub: pb_grpc.AdminStub, timeout: float = RPC_TIMEOUT_SECONDS) -> 
         if args.json:
             print(json.dumps({"generation": response.generation, "users": [
                 {"name": u.name, "uid": u.uid, "priority": u.priority, "active": u.active,
-                 "running_jobs": u.running_jobs, "reservation_bps": u.reservation_bps, "limit_bps": u.limit_bps}
+                 "running_jobs": u.running_jobs, "reservation_bps": u.reservation_bps, "limit_bps": u.limit_bps,
+                 "group": u.group}
                 for u in response.users]}, indent=2))
         else:
             print(render(["USER", "UID", "PRIO", "ACTIVE", "JOBS"],
                          [[u.name, u.uid, u.priority, "yes" if u.active else "no", u.running_jobs]
                           for u in response.users]))
+    elif args.command in GROUP_COMMANDS:
+        print(run_group_command(args, stub, t))
     elif args.command == "nodes" and args.node_action:
         print(run_node_action(args, stub, t))
     elif args.command == "measure-capacity":

@@ -15,6 +15,7 @@ def status_json(status: pb.StatusResponse) -> dict:
         "users": [{"name": us.user.name, "uid": us.user.uid, "priority": us.user.priority,
                    "active": us.user.active, "running_jobs": us.user.running_jobs,
                    "reservation_bps": us.user.reservation_bps, "limit_bps": us.user.limit_bps,
+                   "group": us.user.group,
                    **({"summary": _summary_json(us.summary)} if us.HasField("summary") else {"nodes": [
                        {"node_id": n.node_id, "target_read_bps": n.target_read_bps,
                         "target_write_bps": n.target_write_bps,
@@ -24,6 +25,10 @@ def status_json(status: pb.StatusResponse) -> dict:
                         "held_at_limit": n.held_at_limit, **_allocation_json(status, n)} for n in us.nodes]})}
                   for us in status.users],
         "nodes": [node_json(n) for n in status.nodes],
+        "groups": [{"name": gs.group.name, "parent": gs.group.parent, "weight": gs.group.weight,
+                    "active_users": gs.active_users, "measured_read_bps": round(gs.measured_read_bps, 1),
+                    "measured_write_bps": round(gs.measured_write_bps, 1), "given_read_bps": round(gs.given_read_bps, 1),
+                    "given_write_bps": round(gs.given_write_bps, 1)} for gs in status.groups],
     }
 
 

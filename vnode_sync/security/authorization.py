@@ -30,9 +30,10 @@ Row = TypeVar("Row")
 
 ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation", "SetLimit", "RemoveUser",
                          "ListUsers", "ListNodes", "Status", "StartJob", "EndJob", "ReconcileJobs", "Pressure",
-                         "AddStorageNode", "SetStorageNode", "RemoveStorageNode"})
+                         "AddStorageNode", "SetStorageNode", "RemoveStorageNode",
+                         "AddGroup", "SetGroup", "RemoveGroup", "MoveUser", "ListGroups"})
 USER_READS = frozenset({"ListUsers", "Status", "Pressure"})
-MONITOR_CALLS = frozenset({"ListUsers", "ListNodes", "Status", "Pressure"})
+MONITOR_CALLS = frozenset({"ListUsers", "ListNodes", "Status", "Pressure", "ListGroups"})
 METRICS_READERS = ("admin", "monitor")
 NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
 # RPC -> the request field that must name the calling compute host.

@@ -17,7 +17,7 @@ HELD_SOURCE_MEASURED: HeldSource
 HELD_SOURCE_ESTIMATED: HeldSource
 
 class User(_message.Message):
-    __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps")
+    __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps", "group")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class User(_message.Message):
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_BPS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_BPS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: int
     priority: int
@@ -32,7 +33,8 @@ class User(_message.Message):
     running_jobs: int
     reservation_bps: int
     limit_bps: int
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ...) -> None: ...
+    group: str
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops")
@@ -375,16 +377,96 @@ class UserStatus(_message.Message):
     def __init__(self, user: _Optional[_Union[User, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[UserNodeStatus, _Mapping]]] = ..., summary: _Optional[_Union[UserSummary, _Mapping]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("generation", "users", "nodes", "sharing")
+    __slots__ = ("generation", "users", "nodes", "sharing", "groups")
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     SHARING_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     generation: int
     users: _containers.RepeatedCompositeFieldContainer[UserStatus]
     nodes: _containers.RepeatedCompositeFieldContainer[StorageNode]
     sharing: str
-    def __init__(self, generation: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., sharing: _Optional[str] = ...) -> None: ...
+    groups: _containers.RepeatedCompositeFieldContainer[GroupStatus]
+    def __init__(self, generation: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserStatus, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[StorageNode, _Mapping]]] = ..., sharing: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[GroupStatus, _Mapping]]] = ...) -> None: ...
+
+class Group(_message.Message):
+    __slots__ = ("name", "weight", "parent", "floor_bps", "ceiling_bps", "users")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_BPS_FIELD_NUMBER: _ClassVar[int]
+    CEILING_BPS_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    weight: int
+    parent: str
+    floor_bps: int
+    ceiling_bps: int
+    users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., parent: _Optional[str] = ..., floor_bps: _Optional[int] = ..., ceiling_bps: _Optional[int] = ..., users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AddGroupRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: Group
+    def __init__(self, group: _Optional[_Union[Group, _Mapping]] = ...) -> None: ...
+
+class SetGroupRequest(_message.Message):
+    __slots__ = ("name", "weight", "parent", "floor_bps", "ceiling_bps")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_BPS_FIELD_NUMBER: _ClassVar[int]
+    CEILING_BPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    weight: int
+    parent: str
+    floor_bps: int
+    ceiling_bps: int
+    def __init__(self, name: _Optional[str] = ..., weight: _Optional[int] = ..., parent: _Optional[str] = ..., floor_bps: _Optional[int] = ..., ceiling_bps: _Optional[int] = ...) -> None: ...
+
+class GroupRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class MoveUserRequest(_message.Message):
+    __slots__ = ("user", "group")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    group: str
+    def __init__(self, user: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("groups", "generation")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[Group]
+    generation: int
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class GroupStatus(_message.Message):
+    __slots__ = ("group", "active_users", "measured_read_bps", "measured_write_bps", "given_read_bps", "given_write_bps")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVE_USERS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    GIVEN_READ_BPS_FIELD_NUMBER: _ClassVar[int]
+    GIVEN_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    group: Group
+    active_users: int
+    measured_read_bps: float
+    measured_write_bps: float
+    given_read_bps: float
+    given_write_bps: float
+    def __init__(self, group: _Optional[_Union[Group, _Mapping]] = ..., active_users: _Optional[int] = ..., measured_read_bps: _Optional[float] = ..., measured_write_bps: _Optional[float] = ..., given_read_bps: _Optional[float] = ..., given_write_bps: _Optional[float] = ...) -> None: ...
 
 class JobRequest(_message.Message):
     __slots__ = ("job_id", "user", "uid", "node", "account", "queue", "requested_priority", "reservation_bps", "limit_bps")

@@ -99,6 +99,31 @@ class AdminStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
                 _registered_method=True)
+        self.AddGroup = channel.unary_unary(
+                '/vnode_sync.v1.Admin/AddGroup',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.AddGroupRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+                _registered_method=True)
+        self.SetGroup = channel.unary_unary(
+                '/vnode_sync.v1.Admin/SetGroup',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.SetGroupRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+                _registered_method=True)
+        self.RemoveGroup = channel.unary_unary(
+                '/vnode_sync.v1.Admin/RemoveGroup',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.GroupRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+                _registered_method=True)
+        self.MoveUser = channel.unary_unary(
+                '/vnode_sync.v1.Admin/MoveUser',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.MoveUserRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/vnode_sync.v1.Admin/ListGroups',
+                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
         self.AddStorageNode = channel.unary_unary(
                 '/vnode_sync.v1.Admin/AddStorageNode',
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.StorageNodeSpec.SerializeToString,
@@ -197,6 +222,36 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MoveUser(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AddStorageNode(self, request, context):
         """Storage nodes at runtime: persisted in the store, published at once (no coordinator restart).
         """
@@ -283,6 +338,31 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Pressure,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.SerializeToString,
+            ),
+            'AddGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddGroup,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.AddGroupRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.SerializeToString,
+            ),
+            'SetGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetGroup,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.SetGroupRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.SerializeToString,
+            ),
+            'RemoveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveGroup,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.GroupRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.Group.SerializeToString,
+            ),
+            'MoveUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.MoveUser,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.MoveUserRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.User.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsRequest.FromString,
+                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsResponse.SerializeToString,
             ),
             'AddStorageNode': grpc.unary_unary_rpc_method_handler(
                     servicer.AddStorageNode,
@@ -651,6 +731,141 @@ class Admin:
             '/vnode_sync.v1.Admin/Pressure',
             vnode__sync_dot_wire_dot_vnode__pb2.PressureRequest.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.PressureResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/AddGroup',
+            vnode__sync_dot_wire_dot_vnode__pb2.AddGroupRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/SetGroup',
+            vnode__sync_dot_wire_dot_vnode__pb2.SetGroupRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/RemoveGroup',
+            vnode__sync_dot_wire_dot_vnode__pb2.GroupRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.Group.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MoveUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/MoveUser',
+            vnode__sync_dot_wire_dot_vnode__pb2.MoveUserRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.User.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/vnode_sync.v1.Admin/ListGroups',
+            vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsRequest.SerializeToString,
+            vnode__sync_dot_wire_dot_vnode__pb2.ListGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,
