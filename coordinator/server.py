@@ -36,7 +36,7 @@ SERVER_OPTIONS = (
     ("grpc.so_reuseport", 0),
     # Calls that arrived but that the server has not yet taken up wait in gRPC core's pending queue;
     # beyond 1,000 it cancels new calls at random and beyond 3,000 all of them (its defaults). A
-    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, ReportUsage) exceed
+    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, StreamUsage) exceed
     # that from ~1,000 nodes on: with the defaults, 10,000 agents never all connected (every retried
     # Register was cancelled, and so were admin calls). They wait instead; gRPC still cancels any
     # call pending 30 s.

@@ -102,8 +102,7 @@ class Reconciler:
         self.state, self.users = state, user_directory_of(state)
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
-        if state.devices:   # a coordinator before them sends none: the backend keeps what it knew
-            self.backend.set_capacities(self._capacities(state))
+        self.backend.set_capacities(self._capacities(state))
         self.backend.setup()
         self.limits = {}
         for vnode, spec in desired.items():
@@ -238,7 +237,7 @@ class Reconciler:
 
     def usage_report(self, node_id: str, only_if_sharp: bool = False) -> pb.UsageReport | None:
         """The demand summary (what moved since the last report, or every entry when it is full), with
-        the counters of the users it names and the held time of those held since (all when full).
+        the held time of those held since (all when full).
         `only_if_sharp`: None unless some user's demand moved sharply since the last report
         (demand_summary.SHARP); the demand estimate still takes the sample."""
         names = {dev: name for name, dev in self.devices.items()}
@@ -257,25 +256,13 @@ class Reconciler:
                 return None
             self.demand.keep_last_look()   # reported: the next interval starts here
         summary = self.summaries.build(entries, now)
-        named = set(summary.users)
         held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},
                                                   summary.full)
-        usage = []
-        for vnode, measured in measured_by_vnode.items():
-            user = user_of_vnode(vnode) or ""
-            if user not in named:
-                continue
-            is_held = held[vnode].held if vnode in held else measured.held_at_limit
-            for dev, c in measured.devices.items():
-                if dev in names:
-                    usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
-                                              write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios, held_at_limit=is_held))
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
-                              sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
+                              sampled_at_unix=sampled_at, errors=self.errors[:20],
                               not_enforcing=self.not_enforcing or "",
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))

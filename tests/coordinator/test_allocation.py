@@ -5,6 +5,8 @@ import random
 
 import pytest
 
+from tests.fakes.reports import usage_report
+from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.allocation import Allocator, DemandEstimator
 from vnode_sync.coordinator.usage_ledger import UsageLedger
 from vnode_sync.coordinator.config import parse_config
@@ -23,29 +25,24 @@ def user(name, priority, active=True, reservation=0, limit=0):
 
 
 class Feed:
-    """Cumulative counters per (user, node), as agents report them, advanced at given rates."""
+    """Each node's full report of every VNode it has, idle or not, at the rates given for a step."""
 
     def __init__(self, allocator):
-        self.allocator, self.t, self.bytes = allocator, 1000.0, {}
+        self.allocator, self.t, self.seen = allocator, 1000.0, set()
         self.ledger = UsageLedger()
 
     def step(self, rates: dict, seconds=1.0):
         self.t += seconds
+        self.seen |= set(rates)
         for node in ("dn0", "dn1"):
-            usage = []
-            for (u, n), rate in rates.items():
-                if n == node:
-                    self.bytes[(u, n)] = self.bytes.get((u, n), 0) + int(rate * seconds)
-            for (u, n), total in self.bytes.items():   # an agent reports every VNode, idle or not
-                if n == node:
-                    usage.append(pb.UserUsage(user=u, device="/dev/sdb", read_bytes=total))
-            observe(self.allocator, self.ledger, pb.UsageReport(node_id=node, sampled_at_unix=self.t, usage=usage))
+            observe(self.allocator, self.ledger, usage_report(node, self.t, {
+                (u, "/dev/sdb"): (rates.get((u, n), 0.0), 0.0) for u, n in self.seen if n == node}))
         return self.t
 
 
 def observe(allocator, ledger, report) -> bool:
     """A report as the coordinator takes it: booked in the ledger, whose samples the allocator reads."""
-    return allocator.observe(report.node_id, ledger.observe(report, {u.user for u in report.usage}))
+    return allocator.observe(report.node_id, ledger.observe(report, set(report.demand.users)))
 
 
 def given(allocator, node):
@@ -161,9 +158,9 @@ def test_held_at_its_limit_counts_only_for_the_direction_the_user_moves_bytes_in
     allocator = Allocator(parse_config(CONFIG))
     users = [user("alice", 8)]
     ledger = UsageLedger()
-    for t, read in ((1000.0, 0), (1000.5, 10 * MB), (1001.0, 20 * MB)):
-        observe(allocator, ledger, pb.UsageReport(node_id="dn0", sampled_at_unix=t, usage=[
-            pb.UserUsage(user="alice", device="/dev/sdb", read_bytes=read, held_at_limit=True)]))
+    for t in (1000.0, 1000.5, 1001.0):
+        observe(allocator, ledger, pb.UsageReport(node_id="dn0", sampled_at_unix=t, demand=packed(
+            {("alice", "/dev/sdb"): Entry(20 * MB, 0.0, True, False, 40 * MB, 0.0)}, True, [])))
     allocator.tick(users, 1001.0)
     status = allocator.status("dn0")["alice"]
     assert status.demand_read_bps == math.inf and status.demand_write_bps < math.inf
@@ -252,8 +249,8 @@ def test_a_report_of_a_user_back_from_idle_asks_for_a_tick_now_and_it_is_unbound
     probe = given(allocator, "dn0")["bob"]
     assert probe == pytest.approx(0.02 * BW, rel=0.01)
     feed.t += 0.5
-    returning = observe(allocator, feed.ledger, pb.UsageReport(node_id="dn0", sampled_at_unix=feed.t, usage=[
-        pb.UserUsage(user="bob", device="/dev/sdb", read_bytes=int(0.6 * probe * 0.5))]))
+    returning = observe(allocator, feed.ledger, usage_report("dn0", feed.t, {("bob", "/dev/sdb"): (0.6 * probe, 0.0)},
+                                                             full=False))
     assert returning, "60% of his probe: bob is back"
     allocator.tick(users, feed.t)
     assert given(allocator, "dn0")["bob"] == pytest.approx(20 * MB, rel=0.05)   # his weighted share

@@ -6,6 +6,7 @@ import time
 import grpc
 import pytest
 
+from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -46,11 +47,8 @@ def test_reports_naming_unknown_users_are_ignored_and_bump_nothing(coordinator):
     stream.cancel()
     assert [(c.client_port, c.user) for c in with_connections.connections] == [(4001, "alice")]
     assert with_connections.generation == first.generation == cluster.generation()
-    t = time.time()
-    for seconds, read in ((-1.0, 0), (0.0, 5_000_000)):
-        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=t + seconds, usage=[
-            pb.UserUsage(user=user, device="/dev/loop7", read_bytes=read) for user in ("nobody", "alice")]),
-            timeout=5)
+    link.StreamUsage(iter([usage_report("dn1", time.time(), {(user, "/dev/loop7"): (5_000_000, 0.0)
+                                                             for user in ("nobody", "alice")})]), timeout=5)
     rates = cluster.runtime.measured_rates("dn1")
     assert rates["alice"].read_bps == 5_000_000 and "nobody" not in rates
     assert cluster.generation() == first.generation
@@ -116,9 +114,6 @@ GARBAGE = [
     ("Admin", "ReconcileJobs", pb.RunningJobsRequest(source="", job_ids=[]), "INVALID_ARGUMENT", "needs a source"),
     ("Admin", "ReconcileJobs", pb.RunningJobsRequest(source="c1", job_ids=["j1", " "]), "INVALID_ARGUMENT",
      "invalid job id ' '"),
-    ("AgentLink", "ReportUsage", pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user=LONG, read_bytes=5)]),
-     "INVALID_ARGUMENT", "invalid user name"),
-    ("AgentLink", "ReportUsage", pb.UsageReport(node_id="dn9"), "NOT_FOUND", "dn9"),
     ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
         pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="Bad User")]), "INVALID_ARGUMENT",
      "invalid user name 'Bad User'"),
@@ -152,8 +147,8 @@ def test_a_usage_stream_with_a_garbage_name_is_refused_and_changes_nothing(coord
     cluster, channel, _ = coordinator
     before = _state(cluster)
     link = pb_grpc.AgentLinkStub(channel)
-    reports = iter([pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="alice", read_bytes=5)]),
-                    pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="x" * 300, read_bytes=5)])])
+    reports = iter([usage_report("dn1", time.time(), {("alice", "/dev/loop7"): (5.0, 0.0)}),
+                    usage_report("dn1", time.time(), {(LONG, "/dev/loop7"): (5.0, 0.0)})])
     with pytest.raises(grpc.RpcError) as e:
         link.StreamUsage(reports, timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid user name" in e.value.details()

@@ -131,11 +131,11 @@ def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):
     streams = StreamsOfShare(0, 2, nodes, AccessPolicy(nodes, lambda user: 10), lambda event: None)
     streams.take(pb.FanOutBatch(generation=5, states=[pb.FanOutState(node_id="dn1", message=b"x")],
                                 nodes=pb.FanOutNodes(node_ids=["dn1", "dn2"])))
-    streams.access.authorize("ReportUsage", CallerIdentity("node", "dn2"), pb.UsageReport(node_id="dn2"), "peer")
+    streams.access.authorize("StreamUsage", CallerIdentity("node", "dn2"), pb.UsageReport(node_id="dn2"), "peer")
     streams.take(pb.FanOutBatch(generation=6, nodes=pb.FanOutNodes(node_ids=["dn2"])))
     assert nodes == {"dn2"} and streams.messages == {} and streams.changes.moves_of("dn1") == 1
     with pytest.raises(PermissionDenied):
-        streams.access.authorize("ReportUsage", CallerIdentity("node", "dn1"), pb.UsageReport(node_id="dn1"), "peer")
+        streams.access.authorize("StreamUsage", CallerIdentity("node", "dn1"), pb.UsageReport(node_id="dn1"), "peer")
     streams.take(pb.FanOutBatch(generation=7))
     assert nodes == {"dn2"}, "a batch without the list leaves it"
 
