@@ -155,7 +155,7 @@ class NodeRuntimes:
             validation.user_name(c.user)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
-            if c.server_address and (not _normalised_address(c.server_address) or not 0 < c.server_port < 65536):
+            if not _normalised_address(c.server_address) or not 0 < c.server_port < 65536:
                 raise InvalidArgument(f"invalid storage end {c.server_address!r}:{c.server_port} of connection "
                                       f"{c.client_address}:{c.client_port}: need a normalised IP address "
                                       "and a port 1..65535")

@@ -214,9 +214,8 @@ class Publishing:
 
     # ---- connections -----------------------------------------------------------
 
-    def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str] | None:
-        """Every reported connection, at once: the nodes whose connection part changed (None: every
-        node). No durable transaction and no new generation: connections are runtime state,
+    def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str]:
+        """Every reported connection, at once: the nodes whose connection part changed. No durable transaction and no new generation: connections are runtime state,
         re-sent to the nodes they concern."""
         parts = self._routes.parts(connections)
         with self._lock:

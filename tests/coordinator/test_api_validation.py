@@ -10,6 +10,8 @@ from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
+STORAGE_END = {"server_address": "10.0.0.1", "server_port": 9866}   # as a compute agent sees the storage node
+
 
 def test_a_uid_held_by_another_user_is_refused(coordinator):
     cluster, channel, _ = coordinator
@@ -41,8 +43,8 @@ def test_reports_naming_unknown_users_are_ignored_and_bump_nothing(coordinator):
     stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10)
     first = next(stream)
     link.ReportConnections(pb.ConnectionReport(reporter="c1", connections=[
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody"),
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4001, user="alice")]), timeout=5)
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody", **STORAGE_END),
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4001, user="alice", **STORAGE_END)]), timeout=5)
     with_connections = next(stream)            # the connection change, sent without a new generation
     stream.cancel()
     assert [(c.client_port, c.user) for c in with_connections.connections] == [(4001, "alice")]
@@ -115,11 +117,15 @@ GARBAGE = [
     ("Admin", "ReconcileJobs", pb.RunningJobsRequest(source="c1", job_ids=["j1", " "]), "INVALID_ARGUMENT",
      "invalid job id ' '"),
     ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="Bad User")]), "INVALID_ARGUMENT",
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="Bad User", **STORAGE_END)]),
+     "INVALID_ARGUMENT",
      "invalid user name 'Bad User'"),
     ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
         pb.ConnectionOwner(client_address="10.0.0.9", client_port=70000, user="alice")]), "INVALID_ARGUMENT",
      "invalid connection '10.0.0.9':70000"),
+    ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="alice")]), "INVALID_ARGUMENT",
+     "invalid storage end '':0"),
     ("AgentLink", "Register", pb.RegisterRequest(node_id="dn1", devices=[pb.Device(name="/dev/sdz")]),
      "INVALID_ARGUMENT", "device '/dev/sdz' is not configured for node 'dn1'"),
     ("AgentLink", "Register", pb.RegisterRequest(node_id="a b"), "INVALID_ARGUMENT", "invalid node id 'a b'"),
