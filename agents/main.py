@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if metrics:
         from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
 
-        agent.reconciler.on_first_placement = CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed
+        agent.reconciler.on_first_placement(CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed)
         metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)
     if config.fast_thread_moves and backend.placer is not None:

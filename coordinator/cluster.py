@@ -12,8 +12,9 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.allocation import Allocator, PairStatus
+from vnode_sync.coordinator.allocation import Allocator
 from vnode_sync.coordinator.commands import Commands
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
 from vnode_sync.coordinator.node_commands import StorageNodeCommands, stored_nodes
@@ -22,6 +23,9 @@ from vnode_sync.coordinator.pressure import NodeShareView
 from vnode_sync.coordinator.publishing import Publishing
 from vnode_sync.coordinator.store import Store, UserRecord
 from vnode_sync.coordinator.usage_ledger import UsageLedger
+
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import PairStatus
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +48,7 @@ class Cluster:
         config = config.model_copy(update={"storage_nodes": stored_nodes(store, config)})
         self.config = config
         self.store = store
-        # Told (every node id, the removed ones) when storage nodes are added or removed (the server
-        # ends removed nodes' streams and tells its fan-out processes), from the store thread.
-        self.on_nodes_changed: list[Callable[[list[str], set[str]], None]] = []
+        self._nodes_listeners: list[Callable[[list[str], set[str]], None]] = []
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         # The work-conserving policy's in-memory weights and allocations (None: Algorithm 1 only, as the paper).
         self.weights = self.allocator = None
@@ -77,8 +79,13 @@ class Cluster:
         self.runtime.set_nodes(node_ids)
         self.config = self.commands.config = config
         if node_ids != before:
-            for listener in self.on_nodes_changed:
+            for listener in self._nodes_listeners:
                 listener(node_ids, set(before) - set(node_ids))
+
+    def on_nodes_changed(self, listener: Callable[[list[str], set[str]], None]) -> None:
+        """`listener(every node id, the removed ones)` when storage nodes are added or removed (the
+        server ends removed nodes' streams and tells its fan-out processes), from the store thread."""
+        self._nodes_listeners.append(listener)
 
     def control_tick(self, users: list[UserRecord]) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or
@@ -105,11 +112,10 @@ class Cluster:
         """Every user, read from the store (a blocking read: off the event loop)."""
         return self.store.users()
 
-    def allocation_status(self, node_id: str) -> dict[str, PairStatus]:
+    def allocation_status(self, node_id: str) -> "dict[str, PairStatus]":
         """user -> what the work-conserving loop gives it on the node and what it is estimated to want."""
         if self.weights is not None and self.weights.manages(node_id):
-            return {user: PairStatus(int(r), int(w), dr, dw, rs, ws)
-                    for user, (r, w, dr, dw, rs, ws) in self.weights.given(node_id).items()}
+            return self.weights.given(node_id)
         return self.allocator.status(node_id) if self.allocator else {}
 
     def share_views(self) -> list[NodeShareView]:

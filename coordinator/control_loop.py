@@ -27,7 +27,7 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
     loop = asyncio.get_running_loop()
     poke = asyncio.Event()
     cluster.publishing.add_listener(lambda _generation: loop.call_soon_threadsafe(poke.set))
-    cluster.runtime.allocation_wanted = lambda: loop.call_soon_threadsafe(poke.set)
+    cluster.runtime.on_tick_wanted(lambda: loop.call_soon_threadsafe(poke.set))
     period = cluster.config.policy.control_seconds
     began = loop.time()
 

@@ -58,13 +58,17 @@ class NodeRuntimes:
         self.allocator = allocator
         self.ledger = ledger
         self.weights = weights
-        self.allocation_wanted: Callable[[], None] = lambda: None   # set by the control loop: tick now
+        self._tick_wanted: list[Callable[[], None]] = []
         self._lock = threading.RLock()
         self._nodes: dict[str, NodeRuntime] = {n.node_id: NodeRuntime()
                                                for n in publishing.config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
         self._connections_version = 0   # bumped by every change of them
         self._unknown_users_logged: set[str] = set()
+
+    def on_tick_wanted(self, listener: Callable[[], None]) -> None:
+        """`listener()` when a report wants a control tick now (a user back from idle)."""
+        self._tick_wanted.append(listener)
 
     def set_nodes(self, node_ids) -> None:
         """The storage nodes changed at runtime: a new one starts unknown, a removed one is forgotten."""
@@ -135,7 +139,8 @@ class NodeRuntimes:
                                   f"usage report from {report.node_id}")
         samples = self.ledger.observe(report, known, every_flow=self.allocator is not None)
         if self.allocator is not None and self.allocator.observe(report.node_id, samples):
-            self.allocation_wanted()
+            for listener in self._tick_wanted:
+                listener()
         if self.weights is not None:
             self.weights.measured(report.node_id, report.measured_allocation)
         with self._lock:

@@ -164,13 +164,13 @@ class CoordinatorServer:
                   if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
-        cluster.on_nodes_changed.append(
+        cluster.on_nodes_changed(
             lambda node_ids, removed: self._loop.call_soon_threadsafe(self._nodes_changed, node_ids, removed))
         stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
-            self.fan_out.on_wake = self.fan_out_processes.publish
-            self.fan_out_processes.on_ready = self.fan_out.changes.move
+            self.fan_out.on_wake(self.fan_out_processes.publish)
+            self.fan_out_processes.on_ready(self.fan_out.changes.move)
             stream_port = self.fan_out_processes.port_for
         self._services.handlers = (
             service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),

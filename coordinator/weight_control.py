@@ -23,6 +23,7 @@ Allocation is appended to its desired state and only changed nodes' streams send
 import math
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,6 +47,20 @@ _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].nu
 STEP_SHARE = 0.3
 _TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
+
+
+@dataclass(frozen=True)
+class PairStatus:
+    """What the work-conserving loop gives one user on one node, and what it is estimated to want."""
+
+    allocated_read_bps: int            # what the step expects the node's edge to give it
+    allocated_write_bps: int
+    demand_read_bps: float
+    demand_write_bps: float
+    # Its part of the weights the node was last sent among the users listed, averaged over the node's
+    # devices: what it gets while all of them are backlogged.
+    weight_read_share: float = 0.0
+    weight_write_share: float = 0.0
 
 
 class _Columns:
@@ -180,14 +195,14 @@ class WeightControl:
                     for book in (self._demand, self._held, self._node_demand, self._node_held))
         return row
 
-    def shares_by_weight(self, node_id: str, yes: bool, per_node: bool = False) -> None:
+    def shares_by_weight(self, node_id: str, by_weight: bool, per_node: bool = False) -> None:
         """A node registered: does its backend share by weight (this loop) or only cap (the allocator),
         and by device or as a whole node?"""
         i = self._book_columns.node_index[node_id]
         with self._lock:
-            self._managed[i] = yes
-            self._per_node[i] = yes and per_node
-            if not yes:
+            self._managed[i] = by_weight
+            self._per_node[i] = by_weight and per_node
+            if not by_weight:
                 self._node_bytes.pop(node_id, None)
 
     def measured(self, node_id: str, allocation: int) -> None:
@@ -358,10 +373,9 @@ class WeightControl:
         with self._lock:
             return self._node_bytes.get(node_id, (0, b""))
 
-    def given(self, node_id: str) -> dict[str, tuple[float, float, float, float, float, float]]:
-        """user -> (read, write bytes/s the step expects the node's edge to give it, read, write demand,
-        summed over the node's devices; read, write part of the weights the node was last sent among
-        the users listed, averaged over its devices: what each gets while all of them are backlogged)."""
+    def given(self, node_id: str) -> dict[str, PairStatus]:
+        """user -> what the step expects the node's edge to give it and its demand, summed over the
+        node's devices, and its part of the weights the node was last sent."""
         with self._lock:
             step, names, layout, sent = self.last_step, self._users, self._layout, self._sent
         node = self._book_columns.node_index.get(node_id)
@@ -374,8 +388,8 @@ class WeightControl:
         weights = np.nan_to_num(sent[listed, first:last].reshape(len(listed), (last - first) // 2, 2))  # NaN: never
         total = weights.sum(axis=0)
         share = np.divide(weights, total, out=np.zeros_like(weights), where=total > 0).mean(axis=1)
-        return {names[i]: (float(given[i, 0]), float(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),
-                           float(share[k, 0]), float(share[k, 1]))
+        return {names[i]: PairStatus(int(given[i, 0]), int(given[i, 1]), float(wanted[i, 0]), float(wanted[i, 1]),
+                                     float(share[k, 0]), float(share[k, 1]))
                 for k, i in enumerate(listed)}
 
 

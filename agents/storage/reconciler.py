@@ -64,10 +64,13 @@ class Reconciler:
     last_sample: UsageSample | None = None
     passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
     errors_found: int = 0
-    # Called with each handler thread the first time it is placed (capture latency is timed there).
-    on_first_placement: Callable[[HandlerThread], None] | None = None
+    _placement_listeners: list[Callable[[HandlerThread], None]] = field(default_factory=list, init=False, repr=False)
     # Why the backend did not enforce the shares at the last pass (its own word); None: it did.
     not_enforcing: str | None = None
+
+    def on_first_placement(self, listener: Callable[[HandlerThread], None]) -> None:
+        """`listener(thread)` the first time each handler thread is placed (capture latency is timed there)."""
+        self._placement_listeners.append(listener)
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -169,8 +172,9 @@ class Reconciler:
             first = key not in self.placed
             self.placed[key] = target
             moved += 1
-            if first and self.on_first_placement is not None:
-                self.on_first_placement(thread)
+            if first:
+                for listener in self._placement_listeners:
+                    listener(thread)
         for gone in set(self.placed) - seen:
             del self.placed[gone]
         return moved

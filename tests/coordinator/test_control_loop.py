@@ -20,7 +20,7 @@ class _Cluster:
         self.config = SimpleNamespace(policy=SimpleNamespace(control_seconds=PERIOD))
         self.publishing = SimpleNamespace(add_listener=lambda listener: None, refresh_snapshot=lambda: None,
                                           snapshot=lambda: SimpleNamespace(users=[]))
-        self.runtime = SimpleNamespace(allocation_wanted=None)
+        self.runtime = SimpleNamespace(on_tick_wanted=lambda listener: None)
         self.durations = durations
         self.reports_after = reports_after     # seconds from a tick's end to the reports under its weights (None: never)
         self.starts: list[float] = []

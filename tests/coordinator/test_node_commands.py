@@ -50,7 +50,7 @@ def test_new_capacities_are_published_at_once_in_a_new_generation(tmp_path):
 def test_a_node_added_at_runtime_is_served_and_a_removed_one_is_refused(tmp_path):
     cluster = cluster_of(tmp_path)
     told = []
-    cluster.on_nodes_changed.append(lambda node_ids, removed: told.append((node_ids, removed)))
+    cluster.on_nodes_changed(lambda node_ids, removed: told.append((node_ids, removed)))
     cluster.node_commands.add("dn2", [device("/dev/sdc")], ["10.0.0.2:9866"], "admin:test")
     assert "dn2" in cluster.publishing.nodes, "its agent's certificate is now allowed (the access policy asks this)"
     assert cluster.publishing.desired_state("dn2").node_id == "dn2"

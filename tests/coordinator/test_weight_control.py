@@ -80,13 +80,13 @@ def test_a_users_weight_moves_to_where_its_demand_is_and_totals_reach_the_max_mi
     report(ledger, "dn1", {"bob": (60 * MB, True)})
     assert control.tick(users) == {"dn0", "dn1"}
     given = {node: control.given(node) for node in ("dn0", "dn1")}
-    assert given["dn0"]["alice"][0] == pytest.approx(58 * MB, rel=0.05)
-    assert given["dn1"]["bob"][0] == pytest.approx(60 * MB, rel=0.01)
+    assert given["dn0"]["alice"].allocated_read_bps == pytest.approx(58 * MB, rel=0.05)
+    assert given["dn1"]["bob"].allocated_read_bps == pytest.approx(60 * MB, rel=0.01)
     assert sent["dn0"][("alice", 0)] > 10 * sent["dn0"][("bob", 0)]
     assert not control.manages("dn2") and "dn2" not in sent
     totals = control.given_totals()   # the metrics' one series per user: the same step, summed over nodes
     for name in ("alice", "bob"):
-        assert totals[name][0] == pytest.approx(sum(given[node].get(name, (0.0,))[0] for node in given))
+        assert totals[name][0] == pytest.approx(sum((given[node][name].allocated_read_bps if name in given[node] else 0) for node in given))
 
 
 def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
@@ -103,16 +103,16 @@ def test_status_shows_each_users_part_of_the_weights_the_node_was_sent(control):
         held = sent[node]
         total = held[("alice", 0)] + held[("bob", 0)]
         given = control.given(node)
-        assert given["alice"][4] == pytest.approx(held[("alice", 0)] / total, rel=1e-4)
-        assert given["alice"][4] + given["bob"][4] == pytest.approx(1.0)
-        assert given["alice"][5] + given["bob"][5] == pytest.approx(1.0)   # nobody writes: standby weights
+        assert given["alice"].weight_read_share == pytest.approx(held[("alice", 0)] / total, rel=1e-4)
+        assert given["alice"].weight_read_share + given["bob"].weight_read_share == pytest.approx(1.0)
+        assert given["alice"].weight_write_share + given["bob"].weight_write_share == pytest.approx(1.0)   # nobody writes: standby weights
     report(ledger, "dn1", {"alice": (0.0, False), "bob": (60 * MB, True)})
-    before = control.given("dn0")["alice"][4]
+    before = control.given("dn0")["alice"].weight_read_share
     assert control.tick(users) == {"dn0"}      # alice's weight moves to dn0, where she still reads
-    assert control.given("dn0")["alice"][4] > before
-    assert control.given("dn0")["alice"][4] == pytest.approx(
+    assert control.given("dn0")["alice"].weight_read_share > before
+    assert control.given("dn0")["alice"].weight_read_share == pytest.approx(
         sent["dn0"][("alice", 0)] / (sent["dn0"][("alice", 0)] + sent["dn0"][("bob", 0)]), rel=1e-4)
-    assert {user: share[4] for user, share in control.given("dn1").items()} == {"bob": 1.0}   # alone there
+    assert {user: share.weight_read_share for user, share in control.given("dn1").items()} == {"bob": 1.0}   # alone there
 
 
 def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_move(control):
@@ -124,10 +124,10 @@ def test_steady_demand_sends_nothing_and_a_change_goes_only_where_rates_would_mo
     report(ledger, "dn1", {"alice": (30 * MB, True), "bob": (30 * MB, True)})
     control.tick(users)
     assert control.tick(users) == set()
-    before = control.given("dn0")["alice"][0]
+    before = control.given("dn0")["alice"].allocated_read_bps
     report(ledger, "dn1", {"alice": (0.0, False), "bob": (60 * MB, True)})
     assert control.tick(users) == {"dn0"}
-    assert control.given("dn0")["alice"][0] > 1.2 * before
+    assert control.given("dn0")["alice"].allocated_read_bps > 1.2 * before
     assert control.updates == {"dn0": 2, "dn1": 1}
 
 
@@ -205,8 +205,8 @@ def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_i
                        {"alice", "bob"})
     users = [user("alice", 8), user("bob", 4)]
     assert control.tick(users) == {"dn0", "dn1"}
-    assert control.given("dn0")["alice"][0] == pytest.approx(175 * MB, rel=0.03)
-    assert control.given("dn1")["bob"][0] == pytest.approx(180 * MB, rel=0.01)
+    assert control.given("dn0")["alice"].allocated_read_bps == pytest.approx(175 * MB, rel=0.03)
+    assert control.given("dn1")["bob"].allocated_read_bps == pytest.approx(180 * MB, rel=0.01)
     given = allocated_shares(pb.DesiredState.FromString(control.node_allocation("dn0")[1]).allocation)
     assert set(given["alice"]) == {"/dev/sdb", "/dev/sdc", "/dev/sdd"}
     alice = {s.read_weight for s in given["alice"].values()}
