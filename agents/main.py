@@ -8,9 +8,9 @@ import sys
 
 import grpc
 
+from vnode_sync.agents.config import AgentConfig, load_agent_config
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
-from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.node_lock import hold_node_lock
 from vnode_sync.distribution import version
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError

@@ -130,7 +130,7 @@ def test_settings_make_the_backend():
 
 def test_agent_config_selects_the_lustre_backend():
     from vnode_sync.agents.plugins import make_backend
-    from vnode_sync.agents.storage.config import parse_agent_config
+    from vnode_sync.agents.config import parse_agent_config
     config = parse_agent_config({"node_id": "oss1", "backend": "lustre-tbf",
                                  "lustre": {"experimental": True, "lctl": "/opt/lustre/lctl", "ledger": ""}})
     backend = make_backend(config)

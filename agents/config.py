@@ -9,18 +9,48 @@ compute role.
 from typing import Annotated, Literal
 
 import annotated_types as at
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from vnode_sync.agents.compute.settings import ComputeSettings
 from vnode_sync.agents.handlers.generic import GenericDiscoverySettings
 from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
-from vnode_sync.agents.storage.report_interval import PROBE_SECONDS
-from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refused, Seconds, load, parse,
+from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refused, Seconds, Settings, load, parse,
                                        plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
 from vnode_sync.kernel.lustre_settings import LustreSettings
 from vnode_sync.metrics.settings import AgentMetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings
+
+PROBE_SECONDS = 0.25
+ENDPOINT_ALLOWED = "host:port or :port (any host), port 1-65535"
+
+
+def _endpoint(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536 or (not host and not text.startswith(":")):
+        raise ValueError(ENDPOINT_ALLOWED)
+    return text
+
+
+class ComputeSettings(Settings):
+    """What the compute agent watches and how often."""
+
+    storage_endpoints: Annotated[ListOf[Annotated[str, AfterValidator(_endpoint), Allowed(ENDPOINT_ALLOWED)]],
+                                 at.MinLen(1)]
+    """Storage endpoints whose connections are reported (the DataNodes' data port, e.g. ':9866')."""
+    min_uid: Annotated[int, at.Ge(1), at.Le(2**32 - 2)] = 1000
+    """Lowest uid that is a user: system accounts and root are never reported or placed (Debian's 1000)."""
+    connection_seconds: Seconds = 0.1
+    """How often connections are looked at: a new connection's bytes go to the storage node's
+    default VNode until its owner arrives there, so this is short."""
+    placement_seconds: Seconds = 1.0
+    """How often job processes are placed."""
+
+    @property
+    def endpoints(self) -> tuple[tuple[str | None, int], ...]:
+        """(host or None for any, port) of each storage endpoint."""
+        return tuple((text.rpartition(":")[0].strip("[]") or None, int(text.rpartition(":")[2]))
+                     for text in self.storage_endpoints)
+
 
 BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf", "datanode-throttle")
 ROLES = ("storage", "compute")
@@ -58,7 +88,7 @@ class AgentConfig(SecuredSettings):
     report_seconds: Seconds = 1.0
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
     probe_seconds: Seconds = PROBE_SECONDS
-    """Between reports, demand is looked at this often, and a user's that moved sharply (stopped, came
+    """Between reports, demand is looked at this often (agents/storage/report_interval.py), and a user's that moved sharply (stopped, came
     back, halved or doubled) is reported at once; report_seconds or more: only at reports. Less often
     where looks would take more than 5 % of a core (thousands of VNodes)."""
     capture_seconds: Seconds = 0.5
