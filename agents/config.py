@@ -13,8 +13,8 @@ from pydantic import AfterValidator, Field, model_validator
 
 from vnode_sync.agents.handlers.generic import GenericDiscoverySettings
 from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
-from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refused, Seconds, Settings, load, parse,
-                                       plugin_section)
+from vnode_sync.config_loading import (MEASURED, TEST_SEAM, Allowed, ListOf, LogFormat, NodeId, Refused,
+                                       Seconds, Settings, load, parse, plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
 from vnode_sync.kernel.lustre_settings import LustreSettings
 from vnode_sync.metrics.settings import AgentMetricsSettings, refuse_unasked_plaintext
@@ -39,10 +39,10 @@ class ComputeSettings(Settings):
     """Storage endpoints whose connections are reported (the DataNodes' data port, e.g. ':9866')."""
     min_uid: Annotated[int, at.Ge(1), at.Le(2**32 - 2)] = 1000
     """Lowest uid that is a user: system accounts and root are never reported or placed (Debian's 1000)."""
-    connection_seconds: Seconds = 0.1
+    connection_seconds: Annotated[Seconds, MEASURED] = 0.1
     """How often connections are looked at: a new connection's bytes go to the storage node's
     default VNode until its owner arrives there, so this is short."""
-    placement_seconds: Seconds = 1.0
+    placement_seconds: Annotated[Seconds, MEASURED] = 1.0
     """How often job processes are placed."""
 
     @property
@@ -73,25 +73,25 @@ class AgentConfig(SecuredSettings):
     """host:port of the coordinator; several coordinators (docs/ha.md): comma-separated, the leader is followed."""
     backend: Literal[BACKENDS] = "auto"
     """How limits are enforced; auto: cgroup v1 blkio if mounted, else cgroup v2 io."""
-    cgroup_root: Annotated[str, at.MinLen(1)] = "/sys/fs/cgroup"
+    cgroup_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/sys/fs/cgroup"
     """Where the cgroup hierarchies are mounted (tests point it at a fake tree)."""
     cgroup_name: CgroupName = ""
     """The agent's own subtree; VNodes live below it, nothing outside it is touched."""
-    proc_root: Annotated[str, at.MinLen(1)] = "/proc"
+    proc_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/proc"
     """/proc, or a fake tree in tests."""
     devices: ListOf[Annotated[str, at.MinLen(1)]] = ()
     """Block device paths whose I/O is shared (as the coordinator's storage_nodes devices)."""
     discovery: DiscoverySection = GenericDiscoverySettings()
     """How handler threads are found; the keys beside `kind` are the plug-in's own."""
-    resync_seconds: Seconds = 5.0
+    resync_seconds: Annotated[Seconds, MEASURED] = 5.0
     """Full reconcile (limits, membership drift, stale VNodes) at least this often."""
     report_seconds: Seconds = 1.0
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
-    probe_seconds: Seconds = PROBE_SECONDS
+    probe_seconds: Annotated[Seconds, MEASURED] = PROBE_SECONDS
     """Between reports, demand is looked at this often (agents/storage/report_interval.py), and a user's that moved sharply (stopped, came
     back, halved or doubled) is reported at once; report_seconds or more: only at reports. Less often
     where looks would take more than 5 % of a core (thousands of VNodes)."""
-    capture_seconds: Seconds = 0.5
+    capture_seconds: Annotated[Seconds, MEASURED] = 0.5
     """Longest wait between capture passes when the discovery plug-in has no event."""
     fast_thread_moves: bool = True
     """Mount an empty cgroup hierarchy with favordynmods while running, so moving a handler

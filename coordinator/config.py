@@ -13,8 +13,8 @@ import annotated_types as at
 from pydantic import Field, model_validator
 
 from vnode_sync import validation
-from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
-                                       checked_by, load, parse)
+from vnode_sync.config_loading import (MEASURED, ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit,
+                                       UserName, checked_by, load, parse)
 from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings, TlsFiles
 
@@ -138,7 +138,7 @@ class ZooKeeperSettings(Settings):
     session_timeout_seconds: Annotated[float, at.Ge(2.0), at.Le(60.0), Unit("seconds")] = 10.0
     """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
     a standby takes over once ZooKeeper has expired the session (this long too)."""
-    learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds")] = 3.0
+    learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds"), MEASURED] = 3.0
     """Under the work-conserving policy, a new leader learns the demand from the agents' usage reports
     this long before it sends any node its state (as Doorman's new master learns for a lease before
     it grants): each node then gets one state with an allocation, not the static shares first and

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 import annotated_types as at
 from pydantic import Field, field_validator
 
-from vnode_sync.config_loading import Allowed, Settings, Unit
+from vnode_sync.config_loading import MEASURED, Allowed, Settings, Unit
 
 DEFAULT_SERVICE = "ost.OSS.ost_io"
 RULE_PREFIX_ALLOWED = "1-8 characters from A-Z, a-z, 0-9, '_' (it leaves room in a 15-character TBF rule name)"
@@ -41,7 +41,7 @@ class LustreSettings(Settings):
     ledger: str | None = None
     """File recording which rules this agent started; unset: /var/lib/vnode-sync/<subtree>.lustre-tbf-rules.json,
     "": in memory only (a restart then cannot tell its own rules from the site's)."""
-    hit_fraction: Annotated[float, at.Gt(0), at.Le(1)] = 0.9
+    hit_fraction: Annotated[float, at.Gt(0), at.Le(1), MEASURED] = 0.9
     """Share of the cap that counts as "held at limit": 0.9, since RPC counts are sampled."""
 
     @field_validator("jobid_rule")
