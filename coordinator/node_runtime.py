@@ -135,8 +135,7 @@ class NodeRuntimes:
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self.publishing.nodes[report.node_id]
-        known = self._known_users(report.demand.users,
-                                  f"usage report from {report.node_id}")
+        known = self._known_users(report.demand.users, f"usage report from {report.node_id}")
         samples = self.ledger.observe(report, known, every_flow=self.allocator is not None)
         if self.allocator is not None and self.allocator.observe(report.node_id, samples):
             for listener in self._tick_wanted:
