@@ -13,7 +13,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from vnode_sync.agents.handlers.generic import GenericDiscoverySettings
 from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
-from vnode_sync.config_loading import (MEASURED, TEST_SEAM, Allowed, ListOf, LogFormat, NodeId, Refused,
+from vnode_sync.config_loading import (MEASURED, TEST_SEAM, Allowed, Group, ListOf, LogFormat, NodeId, Refused,
                                        Seconds, Settings, load, parse, plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
 from vnode_sync.kernel.lustre_settings import LustreSettings
@@ -62,47 +62,51 @@ CgroupName = Annotated[str, Field(pattern=r"^([^/.][^/]*)?$"),
                        Allowed("a single directory name, not starting with '.' ('' for vnode-sync.<node_id>)")]
 
 
+NODE, ENFORCEMENT, RESTARTS = Group("This node and its coordinator"), Group("Enforcement"), Group("Across restarts")
+
+
 class AgentConfig(SecuredSettings):
     """A storage or compute agent's file."""
 
-    node_id: NodeId
+    node_id: Annotated[NodeId, NODE]
     """This node's id, as the coordinator's storage_nodes list it (and its certificate's CN node:<id>)."""
-    role: Literal[ROLES] = "storage"
+    role: Annotated[Literal[ROLES], NODE] = "storage"
     """storage: enforce shares on this node; compute: report connections and place jobs."""
-    coordinator: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
+    coordinator: Annotated[str, at.MinLen(1), NODE] = "127.0.0.1:7070"
     """host:port of the coordinator; several coordinators (docs/ha.md): comma-separated, the leader is followed."""
-    backend: Literal[BACKENDS] = "auto"
+    backend: Annotated[Literal[BACKENDS], ENFORCEMENT] = "auto"
     """How limits are enforced; auto: cgroup v1 blkio if mounted, else cgroup v2 io."""
     cgroup_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/sys/fs/cgroup"
     """Where the cgroup hierarchies are mounted (tests point it at a fake tree)."""
-    cgroup_name: CgroupName = ""
+    cgroup_name: Annotated[CgroupName, ENFORCEMENT] = ""
     """The agent's own subtree; VNodes live below it, nothing outside it is touched."""
     proc_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/proc"
     """/proc, or a fake tree in tests."""
-    devices: ListOf[Annotated[str, at.MinLen(1)]] = ()
+    devices: Annotated[ListOf[Annotated[str, at.MinLen(1)]], ENFORCEMENT] = ()
     """Block device paths whose I/O is shared (as the coordinator's storage_nodes devices)."""
     discovery: DiscoverySection = GenericDiscoverySettings()
     """How handler threads are found; the keys beside `kind` are the plug-in's own."""
     resync_seconds: Annotated[Seconds, MEASURED] = 5.0
     """Full reconcile (limits, membership drift, stale VNodes) at least this often."""
-    report_seconds: Seconds = 1.0
+    report_seconds: Annotated[Seconds, Group("Usage reports")] = 1.0
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
     probe_seconds: Annotated[Seconds, MEASURED] = PROBE_SECONDS
-    """Between reports, demand is looked at this often (agents/storage/report_interval.py), and a user's that moved sharply (stopped, came
-    back, halved or doubled) is reported at once; report_seconds or more: only at reports. Less often
-    where looks would take more than 5 % of a core (thousands of VNodes)."""
+    """Between reports, demand is looked at this often (agents/storage/report_interval.py), and a
+    user's that moved sharply (stopped, came back, halved or doubled) is reported at once;
+    report_seconds or more: only at reports. Less often where looks would take more than 5 % of a
+    core (thousands of VNodes)."""
     capture_seconds: Annotated[Seconds, MEASURED] = 0.5
     """Longest wait between capture passes when the discovery plug-in has no event."""
-    fast_thread_moves: bool = True
+    fast_thread_moves: Annotated[bool, ENFORCEMENT] = True
     """Mount an empty cgroup hierarchy with favordynmods while running, so moving a handler
     thread does not wait for an RCU grace period (vnode_sync/kernel/fast_moves.py)."""
-    state_cache: str = ""
+    state_cache: Annotated[str, RESTARTS] = ""
     """Last desired state, so a restart enforces it even while the coordinator is down; "": none."""
-    run_dir: Annotated[str, at.MinLen(1)] = "/run/vnode-sync"
+    run_dir: Annotated[str, at.MinLen(1), RESTARTS] = "/run/vnode-sync"
     """Where a storage agent holds its lock: one agent per cgroup subtree (so per node id) on a host."""
-    teardown_on_exit: bool = False
+    teardown_on_exit: Annotated[bool, RESTARTS] = False
     """Remove every VNode on exit (demos, tests). Production keeps enforcing across restarts."""
-    log_format: LogFormat = "plain"
+    log_format: Annotated[LogFormat, Group("Logs")] = "plain"
     """plain for people, json for a log collector."""
     lustre: LustreSettings = Field(default_factory=LustreSettings)
     """Settings of the lustre-tbf backend (lctl path, OSS service, RPC size)."""

@@ -7,10 +7,10 @@ fails here: lower a default's reason to exist first, or raise the number on purp
 import subprocess
 import sys
 
+from tests.conftest import REPO
 from vnode_sync.agents.config import AgentConfig
 from vnode_sync.config_loading import Internal, documented
 from vnode_sync.coordinator.config import CoordinatorConfig
-from tests.conftest import REPO
 
 # Committed counts (before issue 59: 53 coordinator, 58 agent).
 COORDINATOR_SETTINGS = 52
@@ -22,6 +22,12 @@ def test_the_settings_an_admin_sees_only_shrink():
     print(f"settings an admin sees: coordinator {coordinator}, agent {agent}")
     assert coordinator <= COORDINATOR_SETTINGS, f"coordinator settings grew to {coordinator}"
     assert agent <= AGENT_SETTINGS, f"agent settings grew to {agent}"
+
+
+def test_every_key_of_a_file_is_listed_under_a_group_or_its_section():
+    for kind in (CoordinatorConfig, AgentConfig):
+        ungrouped = [d.key for d in documented(kind) if "." not in d.key and not d.group]
+        assert ungrouped == [], f"{kind.__name__}: give these a Group: {ungrouped}"
 
 
 def test_an_internal_setting_is_read_but_not_listed():

@@ -66,6 +66,13 @@ class Internal:
     why: str
 
 
+@dataclass(frozen=True)
+class Group:
+    """The heading a file's own key is listed under in docs/settings.md (sections are their own group)."""
+
+    name: str
+
+
 # A path tests point at a fake tree; a period or threshold set by measurement (its docstring says which).
 TEST_SEAM = Internal("a test seam: tests point it at a fake tree")
 MEASURED = Internal("set by measurement; a site has no reason to move it")
@@ -354,6 +361,7 @@ class Documented:
     allowed: str
     default: str
     why: str
+    group: str = ""
 
 
 def documented(kind: type["Settings"], prefix: str = "") -> list[Documented]:
@@ -382,8 +390,9 @@ def documented(kind: type["Settings"], prefix: str = "") -> list[Documented]:
             continue
         key = f"{prefix}{name}"
         default = "required" if field.is_required() else _as_yaml(field.get_default(call_default_factory=True))
+        group = next((m.name for m in field.metadata if isinstance(m, Group)), "")
         out.append(Documented(key, describe(field.annotation, field.metadata), default,
-                              " ".join((field.description or "").split())))
+                              " ".join((field.description or "").split()), group))
     return list({d.key: d for d in out}.values())   # a key several plug-ins share is listed once
 
 
@@ -393,10 +402,11 @@ def reference(title: str, kind: type["Settings"]) -> str:
     sections: dict[str, list[Documented]] = {}
     for setting in documented(kind):
         section, _, _ = setting.key.rpartition(".")
-        sections.setdefault(section, []).append(setting)
+        heading = f"`{section}:`" if section else setting.group or "The file's own keys"
+        sections.setdefault(heading, []).append(setting)
     lines = [f"## {title}", ""]
-    for section, settings in sorted(sections.items(), key=lambda item: item[0] != ""):
-        lines += [f"### `{section}:`" if section else "### The file's own keys", "",
+    for heading, settings in sorted(sections.items(), key=lambda item: item[0].startswith("`")):
+        lines += [f"### {heading}", "",
                   "| key | may be | default | why |", "|---|---|---|---|"]
         lines += [f"| `{s.key.rpartition('.')[2]}` | {_cell(s.allowed)} | {_cell(s.default)} | {_cell(s.why)} |"
                   for s in settings]
