@@ -8,9 +8,9 @@ import sys
 
 import grpc
 
+from vnode_sync.agents.config import AgentConfig, load_agent_config
 from vnode_sync.agents.plugins import make_backend, make_discovery
 from vnode_sync.agents.storage.agent import StorageAgent
-from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
 from vnode_sync.agents.storage.node_lock import hold_node_lock
 from vnode_sync.distribution import version
 from vnode_sync.errors import InvalidSetting, NotFound, VNodeSyncError
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if metrics:
         from vnode_sync.agents.storage.metrics import CaptureTimer, StorageAgentCollector
 
-        agent.reconciler.on_first_placement = CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed
+        agent.reconciler.on_first_placement(CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed)
         metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)
     if config.fast_thread_moves and backend.placer is not None:

@@ -1,15 +1,15 @@
 """Choosing the enforcement backend and the handler-discovery plug-in from the agent config."""
 
+from vnode_sync.agents.config import AgentConfig
 from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.handlers.generic import GenericDiscovery
 from vnode_sync.agents.handlers.hdfs import HdfsDiscovery
-from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import Unsupported
 from vnode_sync.kernel.backend import HostCgroups, LimitEnforcer
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.kernel.io_v2 import IoV2Backend
 
-# kind -> plug-in; its settings class (agents/storage/config.py DISCOVERY_KINDS) names its arguments.
+# kind -> plug-in; its settings class (agents/config.py DISCOVERY_KINDS) names its arguments.
 DISCOVERY_PLUGINS = {"generic": GenericDiscovery, "hdfs": HdfsDiscovery}
 
 

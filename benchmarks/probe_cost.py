@@ -27,8 +27,9 @@ import time
 from benchmarks.policy_instances import machine
 from testbed.loopdev import loop_device
 from testbed.names import unique_name
+from vnode_sync.agents.config import PROBE_SECONDS
 from vnode_sync.agents.storage.reconciler import Reconciler
-from vnode_sync.agents.storage.report_interval import PROBE_SECONDS, next_look_in
+from vnode_sync.agents.storage.report_interval import next_look_in
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
 from vnode_sync.wire import vnode_pb2 as pb

@@ -3,8 +3,8 @@
     .venv/bin/python -m benchmarks.report_cost [--users 100 1000 10000] [--changed 10]
 
 The usage ledger (coordinator/usage_ledger.py) books each report. Per node size, CPU per report of:
-  - a full report (every VNode's counters, as every report was before demand summaries, and as an
-    agent without one still sends): the baseline, measured in the same run;
+  - a full summary (every entry, as an agent sends every FULL_SECONDS and after a reconnect): the
+    baseline, measured in the same run;
   - a demand summary listing only `--changed` moved entries (the agent's steady state), booked for
     the weight step (every node kind, cap-only ones too).
 Target: a summary's cost does not grow with the node's unchanged users (ratio to the smallest node ~1).
@@ -22,11 +22,6 @@ from vnode_sync.wire import vnode_pb2 as pb
 MB = 1_000_000
 DEVICES = ("/dev/sdb", "/dev/sdc")
 REPORTS = 200
-
-
-def full_report(users: list[str], at: float) -> pb.UsageReport:
-    return pb.UsageReport(node_id="dn0", sampled_at_unix=at, usage=[
-        pb.UserUsage(user=u, device=d, read_bytes=int(at * 10 * MB)) for u in users for d in DEVICES])
 
 
 def summary_report(users: list[str], at: float, changed: int, full: bool) -> pb.UsageReport:
@@ -55,7 +50,7 @@ def main() -> int:
         users = [f"u{i}" for i in range(n)]
         known = set(users)
         rounds = max(5, REPORTS * 100 // n)
-        full = per_report(UsageLedger(), [full_report(users, 1000.0 + i) for i in range(rounds)], known)
+        full = per_report(UsageLedger(), [summary_report(users, 1000.0 + i, 0, True) for i in range(rounds)], known)
         ledger = UsageLedger()
         ledger.observe(summary_report(users, 999.0, args.changed, True), known)
         summaries = [summary_report(users, 1000.0 + i, args.changed, False) for i in range(REPORTS)]

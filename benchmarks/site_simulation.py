@@ -46,19 +46,20 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import MB, machine
+from vnode_sync.agents.config import PROBE_SECONDS
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS, HELD_GROWTH
 from vnode_sync.agents.storage.demand_summary import FLOOR_BPS, SHARP
-from vnode_sync.agents.storage.report_interval import PROBE_SECONDS, next_report_in
+from vnode_sync.agents.storage.report_interval import next_report_in
+from vnode_sync.coordinator.control_loop import AWAIT_PERIODS
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
-from vnode_sync.coordinator.control_loop import AWAIT_PERIODS
 from vnode_sync.coordinator.weight_control import STEP_SHARE
 
 TICK_SECONDS = 0.1
 CONTROL_SECONDS = 1.0
 PRINT_SECONDS = 0.5
-REPORT_SECONDS = 1.0   # agents/storage/config.py's report_seconds
+REPORT_SECONDS = 1.0   # agents/config.py's report_seconds
 HELD = 0.98            # served below this fraction of what it asked: held, it would take more
 HEADROOM = 1.0        # a user given all it wants is counted at what it moved: its standby weight lets it grow at once
 SETTLED = 0.95

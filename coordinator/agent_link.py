@@ -56,18 +56,14 @@ class AgentLinkService(pb_grpc.AgentLinkServicer):
         finally:
             self.runtime.stream_closed(request.node_id)
 
-    @loop_rpc
-    def ReportUsage(self, request, caller):
-        return pb.ReportAck(generation=self.runtime.report_usage(request))
-
     async def StreamUsage(self, reports, context):
-        """Usage reports on one call; each is authorized and taken as a ReportUsage call is."""
+        """Usage reports on one call; each is authorized and booked on its own."""
         caller, peer = caller_of(context), context.peer()
         generation = self.publishing.generation()
         async for report in reports:
             await refuse_missing(context, report, "StreamUsage", "UsageReport")
             try:
-                self.access.authorize("ReportUsage", caller, report, peer)
+                self.access.authorize("StreamUsage", caller, report, peer)
                 generation = self.runtime.report_usage(report)
             except VNodeSyncError as e:
                 await abort(context, "StreamUsage", e)

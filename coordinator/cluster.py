@@ -38,9 +38,7 @@ class Cluster:
         config = config.model_copy(update={"storage_nodes": stored_nodes(store, config)})
         self.config = config
         self.store = store
-        # Told (every node id, the removed ones) when storage nodes are added or removed (the server
-        # ends removed nodes' streams and tells its fan-out processes), from the store thread.
-        self.on_nodes_changed: list[Callable[[list[str], set[str]], None]] = []
+        self._nodes_listeners: list[Callable[[list[str], set[str]], None]] = []
         self.ledger = UsageLedger()   # every usage report, booked once: rates, held, demand, held time
         # The work-conserving step's in-memory weights and caps (None: static shares, Algorithm 1 as the paper).
         self.weights: "WeightControl | None" = None
@@ -67,8 +65,13 @@ class Cluster:
         self.runtime.set_nodes(node_ids)
         self.config = self.commands.config = self.group_commands.config = config
         if node_ids != before:
-            for listener in self.on_nodes_changed:
+            for listener in self._nodes_listeners:
                 listener(node_ids, set(before) - set(node_ids))
+
+    def on_nodes_changed(self, listener: Callable[[list[str], set[str]], None]) -> None:
+        """`listener(every node id, the removed ones)` when storage nodes are added or removed (the
+        server ends removed nodes' streams and tells its fan-out processes), from the store thread."""
+        self._nodes_listeners.append(listener)
 
     def control_tick(self, users: Sequence[UserRecord], groups: Sequence[GroupRecord] = ()) -> set[str]:
         """One work-conserving step over every node (off the event loop): the nodes whose weights or

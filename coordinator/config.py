@@ -13,8 +13,8 @@ import annotated_types as at
 from pydantic import Field, model_validator
 
 from vnode_sync import validation
-from vnode_sync.config_loading import (ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit, UserName,
-                                       checked_by, load, parse)
+from vnode_sync.config_loading import (MEASURED, Group, ListOf, LogFormat, NodeId, Priority, Refused, Settings, Uid, Unit,
+                                       UserName, checked_by, load, parse)
 from vnode_sync.metrics.settings import MetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings, TlsFiles
 
@@ -173,7 +173,7 @@ class ZooKeeperSettings(Settings):
     session_timeout_seconds: Annotated[float, at.Ge(2.0), at.Le(60.0), Unit("seconds")] = 10.0
     """A leader cut off from ZooKeeper stops publishing at once and gives up leading after this long;
     a standby takes over once ZooKeeper has expired the session (this long too)."""
-    learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds")] = 3.0
+    learn_seconds: Annotated[float, at.Ge(0.0), at.Le(60.0), Unit("seconds"), MEASURED] = 3.0
     """Under work-conserving sharing, a new leader learns the demand from the agents' usage reports
     this long before it sends any node its state (as Doorman's new master learns for a lease before
     it grants): each node then gets one state with an allocation, not the static shares first and
@@ -207,12 +207,15 @@ class ZooKeeperSettings(Settings):
         return self
 
 
+SERVING, LOGS = Group("Serving"), Group("Logs")
+
+
 class CoordinatorConfig(SecuredSettings):
     """The coordinator's file (`vnode-coordinator --config`)."""
 
-    listen: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
+    listen: Annotated[str, at.MinLen(1), SERVING] = "127.0.0.1:7070"
     """host:port to serve on; loopback by default, so nothing is exposed until configured."""
-    state_path: Annotated[str, at.MinLen(1)] = "/var/lib/vnode-sync/coordinator.sqlite"
+    state_path: Annotated[str, at.MinLen(1), Group("State")] = "/var/lib/vnode-sync/coordinator.sqlite"
     """The SQLite state database (users, priorities, jobs, generation)."""
     policy: Policy = Field(default_factory=Policy)
     """How shares are computed (sharing, batch defaults)."""
@@ -221,9 +224,9 @@ class CoordinatorConfig(SecuredSettings):
     storage_nodes: ListOf[StorageNodeConfig] = ()
     """Every storage node and its devices' bandwidth, copied into the store on the first start that finds
     none there; afterwards the store's list wins (changed with `vnodectl nodes`, docs/using.md)."""
-    log_format: LogFormat = "plain"
+    log_format: Annotated[LogFormat, LOGS] = "plain"
     """plain for people, json for a log collector."""
-    audit_log: str = ""
+    audit_log: Annotated[str, LOGS] = ""
     """Audit lines (who changed what, old and new value) also go to this file; "": the log only."""
     metrics: MetricsSettings | None = None
     """The Prometheus endpoint (docs/metrics.md); none: off."""
@@ -233,7 +236,7 @@ class CoordinatorConfig(SecuredSettings):
     nss_groups: NssGroupsSettings | None = None
     """Groups whose members come from the site's Unix groups (docs/tree-of-weights.md); none: groups are
     vnodectl's alone."""
-    fan_out_processes: Annotated[int, at.Ge(1), at.Le(64)] = 1
+    fan_out_processes: Annotated[int, at.Ge(1), at.Le(64), SERVING] = 1
     """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
     own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,
     each serving the streams of a share of the nodes, with the same TLS identity and access rules;

@@ -3,8 +3,7 @@
 A compute agent reports each connection with its storage end (server address and port, as the
 compute node sees it). A node whose `endpoints` are configured gets only the connections to
 those endpoints; a node without endpoints gets every connection, since nothing tells its
-connections apart (the behaviour before connections named their storage end). A connection with
-no storage end (from an older compute agent) goes to every node.
+connections apart.
 
 The parts are DesiredState field 7 (`connections`) entries, already serialized: appended to a
 node's serialized desired state they are its connections (a repeated field is concatenated).
@@ -22,11 +21,9 @@ _CONNECTIONS_FIELD = pb.DesiredState.DESCRIPTOR.fields_by_name["connections"].nu
 
 @dataclass(frozen=True)
 class ConnectionParts:
-    """Every node's connection part: `everything` for nodes without endpoints; for the others,
-    `unaddressed` (connections naming no storage end) followed by their own `of_node` entries."""
+    """Every node's connection part: `everything` for nodes without endpoints, `of_node` for the others."""
 
     everything: bytes = b""
-    unaddressed: bytes = b""
     of_node: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -49,28 +46,22 @@ class ConnectionRoutes:
                 *self._by_address.get(connection.server_address, ())}
 
     def parts(self, connections: Iterable[pb.ConnectionOwner]) -> ConnectionParts:
-        everything, unaddressed, of_node = [], [], {}
+        everything, of_node = [], {}
         for connection in connections:
             entry = field_entry(_CONNECTIONS_FIELD, connection.SerializeToString())
             everything.append(entry)
-            if not connection.server_address:
-                unaddressed.append(entry)
-                continue
             for node in self.nodes_of(connection):
                 of_node.setdefault(node, []).append(entry)
-        return ConnectionParts(b"".join(everything) if self._unrouted else b"", b"".join(unaddressed),
+        return ConnectionParts(b"".join(everything) if self._unrouted else b"",
                                {node: b"".join(entries) for node, entries in of_node.items()})
 
     def part(self, parts: ConnectionParts, node_id: str) -> bytes:
         if node_id in self._unrouted:
             return parts.everything
-        own = parts.of_node.get(node_id, b"")
-        return parts.unaddressed + own if parts.unaddressed else own
+        return parts.of_node.get(node_id, b"")
 
-    def changed(self, old: ConnectionParts, new: ConnectionParts) -> set[str] | None:
-        """The nodes whose part differs; None means every node."""
-        if old.unaddressed != new.unaddressed:
-            return None
+    def changed(self, old: ConnectionParts, new: ConnectionParts) -> set[str]:
+        """The nodes whose part differs."""
         nodes = {n for n in old.of_node.keys() | new.of_node.keys() if old.of_node.get(n) != new.of_node.get(n)}
         if old.everything != new.everything:
             nodes |= self._unrouted

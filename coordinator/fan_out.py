@@ -94,8 +94,7 @@ class FanOut:
         self.runtime = cluster.runtime
         self.store_thread = store_thread
         self.changes = NodeChanges()
-        # Told of every wake: the fan-out processes, if any (nodes None: every node).
-        self.on_wake: Callable[[set[str] | None], None] = lambda nodes: None
+        self._wake_listeners: list[Callable[[set[str] | None], None]] = []
         self.granting = asyncio.Event()   # clear while a new leader learns (docs/ha.md): streams wait
         self.granting.set()
         self._bumped = asyncio.Event()
@@ -103,6 +102,10 @@ class FanOut:
         self._connections_published = 0   # the version of the connections the streams have
         self._loop = asyncio.get_running_loop()
         self.publishing.add_listener(lambda _generation: self._loop.call_soon_threadsafe(self._bumped.set))
+
+    def on_wake(self, listener: Callable[[set[str] | None], None]) -> None:
+        """`listener(nodes)` at every wake (nodes None: every node's): the fan-out processes, if any."""
+        self._wake_listeners.append(listener)
 
     @property
     def closing(self) -> bool:
@@ -164,4 +167,5 @@ class FanOut:
     def wake(self, nodes: set[str] | None = None) -> None:
         """Wake the streams of `nodes` (None: every node's), here and in the fan-out processes."""
         self.changes.wake(nodes)
-        self.on_wake(nodes)
+        for listener in self._wake_listeners:
+            listener(nodes)

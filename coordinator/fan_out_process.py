@@ -121,10 +121,10 @@ class StreamsOfShare(pb_grpc.AgentLinkServicer):
         async for report in reports:
             await refuse_missing(context, report, "StreamUsage", "UsageReport")
             try:
-                self.access.authorize("ReportUsage", caller, report, peer)
+                self.access.authorize("StreamUsage", caller, report, peer)
                 if report.node_id not in self.nodes:
                     raise NotFound(f"storage node {report.node_id!r} is not configured on the coordinator")
-                for name in {u.user for u in report.usage} - {""}:
+                for name in set(report.demand.users) - {""}:
                     validation.user_name(name)
             except VNodeSyncError as e:
                 await abort(context, "StreamUsage", e)

@@ -65,8 +65,12 @@ class FanOutProcesses:
         self._pipes: list[asyncio.StreamWriter | None] = [None] * n
         self._children: list[asyncio.subprocess.Process | None] = [None] * n
         self._stopping = False
-        # Called with a child's nodes once it serves: their streams served meanwhile by the coordinator end.
-        self.on_ready: Callable[[list[str]], None] = lambda nodes: None
+        self._ready_listeners: list[Callable[[list[str]], None]] = []
+
+    def on_ready(self, listener: Callable[[list[str]], None]) -> None:
+        """`listener(a child's nodes)` once it serves them: their streams served meanwhile by the
+        coordinator end."""
+        self._ready_listeners.append(listener)
 
     def _take_nodes(self, node_ids: list[str]) -> None:
         n = self.command.processes
@@ -171,7 +175,8 @@ class FanOutProcesses:
             self._send(k, self._shares[k], with_nodes=True)   # the store's nodes, which may differ from the file's
             self._ports[k] = pb.FanOutEvent.FromString(hello).port
             supervisor.succeeded()
-            self.on_ready(self._shares[k])
+            for listener in self._ready_listeners:
+                listener(self._shares[k])
             log.info("fan-out process %d of %d (pid %d) serves the streams of %d nodes on port %d",
                      k + 1, c.processes, child.pid, len(self._shares[k]), self._ports[k])
             while (payload := await read_frame(child.stdout)) is not None:

@@ -129,8 +129,7 @@ class NodeRuntimes:
     def report_usage(self, report: pb.UsageReport) -> int:
         """Kept in memory (no generation); usage of users the coordinator does not know is ignored."""
         self.publishing.nodes[report.node_id]
-        known = self._known_users([u.user for u in report.usage] + list(report.demand.users),
-                                  f"usage report from {report.node_id}")
+        known = self._known_users(report.demand.users, f"usage report from {report.node_id}")
         self.ledger.observe(report, known)
         if self.weights is not None:
             self.weights.measured(report.node_id, report.measured_allocation)
@@ -152,7 +151,7 @@ class NodeRuntimes:
             validation.user_name(c.user)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
-            if c.server_address and (not _normalised_address(c.server_address) or not 0 < c.server_port < 65536):
+            if not _normalised_address(c.server_address) or not 0 < c.server_port < 65536:
                 raise InvalidArgument(f"invalid storage end {c.server_address!r}:{c.server_port} of connection "
                                       f"{c.client_address}:{c.client_port}: need a normalised IP address "
                                       "and a port 1..65535")

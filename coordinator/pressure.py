@@ -49,19 +49,19 @@ def rank(users: Iterable[tuple[str, int]], nodes: Iterable[NodeShareView], book:
                 continue
             read, write = view.rates.get(user, (0.0, 0.0))
             allowed_read, allowed_write = view.allowed.get(user, (0, 0))
-            seconds, is_held, since, source = book.held(view.node_id, user, window, now)
-            if not (read or write or seconds or is_held):
+            held = book.held(view.node_id, user, window, now)
+            if not (read or write or held.seconds or held.now):
                 continue
             row = rows.get(user)
             if row is None:
                 row = rows[user] = pb.UserPressure(user=user, priority=priorities[user])
             row.nodes.append(pb.NodePressure(node_id=view.node_id, read_bps=read, write_bps=write,
                                              allowed_read_bps=allowed_read, allowed_write_bps=allowed_write,
-                                             held_at_limit=is_held, held_since_unix=since, held_seconds=seconds,
-                                             held_source=source))
+                                             held_at_limit=held.now, held_since_unix=held.since,
+                                             held_seconds=held.seconds, held_source=held.source))
             row.pressure = max(row.pressure, _ratio(read, allowed_read), _ratio(write, allowed_write))
-            row.held_seconds = max(row.held_seconds, seconds)
-            row.nodes_held += is_held
+            row.held_seconds = max(row.held_seconds, held.seconds)
+            row.nodes_held += held.now
     ranked = sorted(rows.values(), key=lambda r: (-r.nodes_held, -r.held_seconds, -r.pressure, r.user))
     for row in ranked:
         row.nodes.sort(key=lambda n: (not n.held_at_limit, -n.held_seconds, n.node_id))

@@ -59,6 +59,16 @@ class StorageNodes:
         return node_id in self._by_id
 
 
+@dataclass(frozen=True)
+class StreamMessage:
+    """A node's stream message and the parts it was made of (the same parts: the same message)."""
+
+    state: bytes         # the serialized desired state of its generation
+    connections: bytes   # its connection part
+    sequence: int        # the allocation sequence appended (0: none)
+    message: bytes
+
+
 class Publishing:
     """The generation, its snapshot, and every node's serialized desired state of it."""
 
@@ -75,8 +85,7 @@ class Publishing:
         # (generation, device class) -> serialized DesiredState without node_id; node_id -> (generation, bytes)
         self._templates: dict[tuple[int, int], tuple[pb.DesiredState, bytes]] = {}
         self._node_states: dict[str, tuple[int, bytes]] = {}
-        # node_id -> (state bytes, connection part, allocation sequence, the message a stream sends)
-        self._messages: dict[str, tuple[bytes, bytes, int, bytes]] = {}
+        self._messages: dict[str, StreamMessage] = {}   # node_id -> what its stream sends now
         self._targets: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
         self._connection_parts = ConnectionParts()
         self.set_nodes(config)
@@ -181,10 +190,10 @@ class Publishing:
             connections = self._routes.part(self._connection_parts, node_id)
         sequence, allocation = self.weights.node_allocation(node_id) if self.weights is not None else (0, b"")
         cached = self._messages.get(node_id)
-        if cached and cached[0] is state and cached[1] == connections and cached[2] == sequence:
-            return cached[3]
+        if cached and cached.state is state and cached.connections == connections and cached.sequence == sequence:
+            return cached.message
         message = state + connections + allocation if connections or allocation else state
-        self._messages[node_id] = (state, connections, sequence, message)
+        self._messages[node_id] = StreamMessage(state, connections, sequence, message)
         return message
 
     def desired_state(self, node_id: str) -> pb.DesiredState:
@@ -210,9 +219,8 @@ class Publishing:
 
     # ---- connections -----------------------------------------------------------
 
-    def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str] | None:
-        """Every reported connection, at once: the nodes whose connection part changed (None: every
-        node). No durable transaction and no new generation: connections are runtime state,
+    def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str]:
+        """Every reported connection, at once: the nodes whose connection part changed. No durable transaction and no new generation: connections are runtime state,
         re-sent to the nodes they concern."""
         parts = self._routes.parts(connections)
         with self._lock:

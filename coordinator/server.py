@@ -36,7 +36,7 @@ SERVER_OPTIONS = (
     ("grpc.so_reuseport", 0),
     # Calls that arrived but that the server has not yet taken up wait in gRPC core's pending queue;
     # beyond 1,000 it cancels new calls at random and beyond 3,000 all of them (its defaults). A
-    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, ReportUsage) exceed
+    # cluster's agents reconnecting at once (each: Register, WatchDesiredState, StreamUsage) exceed
     # that from ~1,000 nodes on: with the defaults, 10,000 agents never all connected (every retried
     # Register was cancelled, and so were admin calls). They wait instead; gRPC still cancels any
     # call pending 30 s.
@@ -164,13 +164,13 @@ class CoordinatorServer:
                   if self._credentials else OpenAccess())
         self._cluster = cluster
         self.fan_out = FanOut(cluster, self._store_thread)
-        cluster.on_nodes_changed.append(
+        cluster.on_nodes_changed(
             lambda node_ids, removed: self._loop.call_soon_threadsafe(self._nodes_changed, node_ids, removed))
         stream_port = lambda node_id: 0  # noqa: E731 - streams are served here
         if fan_out_command is not None and fan_out_command.processes > 1:
             self.fan_out_processes = FanOutProcesses(fan_out_command, cluster.publishing, cluster.runtime)
-            self.fan_out.on_wake = self.fan_out_processes.publish
-            self.fan_out_processes.on_ready = self.fan_out.changes.move
+            self.fan_out.on_wake(self.fan_out_processes.publish)
+            self.fan_out_processes.on_ready(self.fan_out.changes.move)
             stream_port = self.fan_out_processes.port_for
         self._services.handlers = (
             service_handlers("Admin", AdminService(cluster, access, self._store_thread, self._encoding_threads),

@@ -5,13 +5,17 @@ message objects; or one summary per user."""
 import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.groups import GroupRecord, group_members, roll_up
-from vnode_sync.coordinator.node_runtime import NodeRuntime
+from vnode_sync.coordinator.node_runtime import NodeRuntime, UserNodeRate
 from vnode_sync.coordinator.rpc import EncodeLater
 from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
+
+if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
+    from vnode_sync.coordinator.weight_control import PairStatus
 
 _USER_STATUS_NODES = pb.UserStatus.DESCRIPTOR.fields_by_name["nodes"].number
 _STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
@@ -47,9 +51,9 @@ class NodeView:
 
     node_id: str
     runtime: NodeRuntime
-    targets: dict        # user -> (read, write) bytes/s of Algorithm 1; one object per set of devices
-    rates: dict          # user -> UserNodeRate, measured (only users with a rate)
-    allocations: dict    # user -> the work-conserving allocation (empty under Algorithm 1)
+    targets: dict[str, tuple[int, int]]   # user -> (read, write) bytes/s of Algorithm 1; one object per set of devices
+    rates: dict[str, UserNodeRate]        # measured (only users with a rate)
+    allocations: "dict[str, PairStatus]"  # the work-conserving loop's (empty under Algorithm 1)
 
 
 def entries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:

@@ -28,7 +28,10 @@ CREATE TABLE IF NOT EXISTS users (
     name TEXT PRIMARY KEY,
     uid INTEGER NOT NULL,
     priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 100),
-    active INTEGER NOT NULL DEFAULT 0
+    active INTEGER NOT NULL DEFAULT 0,
+    reservation_bps INTEGER NOT NULL DEFAULT 0,   -- work-conserving floor, bytes/s per node
+    limit_bps INTEGER NOT NULL DEFAULT 0,         -- work-conserving ceiling; 0 = none
+    group_name TEXT NOT NULL DEFAULT ''           -- its group (groups.py); '' = under the root
 );
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT NOT NULL,
@@ -37,36 +40,29 @@ CREATE TABLE IF NOT EXISTS jobs (
     priority INTEGER,            -- NULL: the user's own priority applies
     started_at REAL NOT NULL,
     confirmed_at REAL NOT NULL,
+    reservation_bps INTEGER NOT NULL DEFAULT 0,   -- a job's own floor for its user
+    limit_bps INTEGER NOT NULL DEFAULT 0,         -- a job's own ceiling for its user; 0 = none
     PRIMARY KEY (job_id, node)
 );
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
-"""
-# Added after the first release (made when an older store is opened): each storage node as the admin
-# declared it, one JSON document (coordinator.config.StorageNodeConfig) per node. Seeded once from the
-# config file (meta 'nodes_seeded'); from then on changed only by the node commands.
-NODES_SCHEMA = "CREATE TABLE IF NOT EXISTS storage_nodes (node_id TEXT PRIMARY KEY, spec TEXT NOT NULL)"
-# Added with the tree of weights (groups.py): made when an older store is opened; its users stay under the root.
-GROUPS_SCHEMA = """CREATE TABLE IF NOT EXISTS groups (
+-- Each storage node as the admin declared it, one JSON document (coordinator.config.StorageNodeConfig)
+-- per node. Seeded once from the config file (meta 'nodes_seeded'); from then on changed only by the
+-- node commands.
+CREATE TABLE IF NOT EXISTS storage_nodes (node_id TEXT PRIMARY KEY, spec TEXT NOT NULL);
+-- Every read of users sums up their jobs: without an index SQLite builds one of every job on each
+-- read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
+CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, limit_bps, job_id);
+-- The tree of weights (groups.py): users' groups, groups under groups.
+CREATE TABLE IF NOT EXISTS groups (
     name TEXT PRIMARY KEY,
     weight INTEGER NOT NULL CHECK (weight >= 1),
     parent TEXT NOT NULL DEFAULT '',            -- '': under the root
     floor_bps INTEGER NOT NULL DEFAULT 0,
     ceiling_bps INTEGER NOT NULL DEFAULT 0      -- 0: none
-)"""
-TABLES = {"users", "jobs", "meta"}
-# Columns added after the first release, added to an older store when it is opened.
-ADDED_COLUMNS = (
-    ("users", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),   # work-conserving floor, bytes/s per node
-    ("users", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),         # work-conserving ceiling; 0 = none
-    ("jobs", "reservation_bps", "INTEGER NOT NULL DEFAULT 0"),    # a job's own floor for its user
-    ("jobs", "limit_bps", "INTEGER NOT NULL DEFAULT 0"),          # a job's own ceiling for its user; 0 = none
-    ("users", "group_name", "TEXT NOT NULL DEFAULT ''"),          # its group (groups.py); '' = under the root
-)
-# Every read of users sums up their jobs: without an index SQLite builds one of every job on each
-# read (16 ms at 3,300 jobs, and a StartJob read users three times). It covers what the sums read.
-# Made after ADDED_COLUMNS, whose reservation_bps and limit_bps it holds.
-INDEXES = "CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs (user, priority, reservation_bps, limit_bps, job_id)"
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', 1);
+"""
+TABLES = ("users", "jobs", "storage_nodes", "groups", "meta")
 
 
 # A new store is made under this suffix and renamed to the state path once whole (see StateStore).
@@ -232,20 +228,26 @@ class UserSeed(Protocol):
     active: bool
 
 
-def _add_columns(db: sqlite3.Connection) -> None:
-    db.execute(NODES_SCHEMA)
-    db.execute(GROUPS_SCHEMA)
-    for table, column, kind in ADDED_COLUMNS:
-        present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-        if column not in present:
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-    db.execute(INDEXES)
+def _columns(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """Each vnode-sync table's columns, in order."""
+    return {table: [row[1] for row in db.execute(f"PRAGMA table_info({table})")] for table in TABLES}
+
+
+def _schema_columns() -> dict[str, list[str]]:
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA)
+        return _columns(db)
+    finally:
+        db.close()
+
+
+COLUMNS = _schema_columns()   # a store of other columns is another version's: refused, never altered
 
 
 def _build(db: sqlite3.Connection, seed_users: Iterable[UserSeed]) -> list[UserSeed]:
     """Schema, identity and the seed users in one transaction; returns the users seeded."""
     db.executescript("BEGIN IMMEDIATE;" + SCHEMA)
-    _add_columns(db)
     db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
     seeded = list(seed_users)
     db.executemany("INSERT INTO users (name, uid, priority, active) VALUES (?, ?, ?, ?)",
@@ -349,16 +351,19 @@ class StateStore(UserSettings):
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             raise StoreUnusable(f"state file {self.path} has no vnode-sync tables (empty); {restore_hint(self.path)}")
-        if not TABLES <= tables:
-            raise StoreUnusable(f"state file {self.path} lacks tables {sorted(TABLES - tables)}; "
+        if not set(TABLES) <= tables:
+            raise StoreUnusable(f"state file {self.path} lacks tables {sorted(set(TABLES) - tables)}; "
                                 f"{restore_hint(self.path)}")
+        columns = _columns(self._db)
+        for table, wanted in COLUMNS.items():
+            if columns[table] != wanted:
+                raise StoreUnusable(f"state file {self.path}: table {table} has columns {columns[table]}, this "
+                                    f"coordinator's has {wanted}; {restore_hint(self.path)}")
         meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        if "generation" not in meta:
-            raise StoreUnusable(f"state file {self.path} has no generation; {restore_hint(self.path)}")
-        if "store_id" not in meta:  # a store from before identities: give it one, once
-            self._db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (secrets.randbits(62) | 1,))
+        for key in ("generation", "store_id"):
+            if key not in meta:
+                raise StoreUnusable(f"state file {self.path} has no {key}; {restore_hint(self.path)}")
         self._db.execute("PRAGMA journal_mode = WAL")
-        _add_columns(self._db)
 
     def store_id(self) -> int:
         """This store's identity, made at initialise: a restored or re-made store is told apart."""

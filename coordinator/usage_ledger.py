@@ -2,8 +2,7 @@
 
 Per (node, user, device): the measured rates, the held flags and the demand of the agent's demand
 estimator (agents/storage/demand.py), from the report's demand summary (only the entries that
-moved: booking costs what changed, not the node's users) or, from an agent without one, derived from
-the cumulative counters every report lists. Per (node, user): the held time, one sample every
+moved: booking costs what changed, not the node's users). Per (node, user): the held time, one sample every
 HISTORY_STEP_SECONDS for MAX_WINDOW_SECONDS, made monotonic across agent restarts, so "held for how
 long in the last minutes" is one subtraction (pairs never held keep nothing). Status, the Pressure
 RPC (`vnodectl top`), the metrics and the work-conserving control loop all read this book; "held"
@@ -20,9 +19,6 @@ from vnode_sync.wire import vnode_pb2 as pb
 
 HISTORY_STEP_SECONDS = 5.0
 MAX_WINDOW_SECONDS = 3600.0
-# Rates from counters are taken over this many seconds of reports: long enough to smooth a
-# throttle's time slices, short enough to follow a priority change.
-COUNTER_WINDOW_SECONDS = 2.0
 # A node that has not reported for this long moves nothing as far as the book says.
 STALE_SECONDS = 10.0
 
@@ -43,6 +39,16 @@ class Flow:
         return self.read_held or self.write_held
 
 
+@dataclass(frozen=True)
+class PairHeld:
+    """How long one user was held on one node within a window, and whether it is held now."""
+
+    seconds: float = 0.0         # held within the window
+    now: bool = False
+    since: float = 0.0           # start of the current held stretch (unix seconds; 0: not held now)
+    source: int = pb.HELD_SOURCE_UNSPECIFIED   # measured by the backend or estimated by the agent
+
+
 @dataclass
 class _Held:
     source: int
@@ -61,8 +67,6 @@ class _Held:
 class _Node:
     flows: dict[tuple[str, str], Flow] = field(default_factory=dict)
     held_devices: dict[str, set[str]] = field(default_factory=dict)   # user -> devices where a flow is held
-    # Agents without a demand summary: (user, device) -> recent (sampled_at, read_bytes, write_bytes)
-    counters: dict[tuple[str, str], collections.deque] = field(default_factory=dict)
     held: dict[str, _Held] = field(default_factory=dict)
     last_report: float | None = None      # when its previous report was sampled (unix seconds)
 
@@ -93,27 +97,27 @@ class UsageLedger:
     # ---- booking -------------------------------------------------------------------
 
     def observe(self, report: pb.UsageReport, known_users: set[str]) -> None:
-        """Book one report (users unknown here are ignored)."""
+        """Book one report (users unknown here are ignored). The listeners are told after the book's
+        lock is released (they take their own), in the order reports are observed: one caller, the
+        event loop, observes them."""
         at = report.sampled_at_unix or self._clock()
+        summary = report.demand
         with self._lock:
             node = self._nodes.setdefault(report.node_id, _Node())
             previous, node.last_report = node.last_report, at
-            if report.HasField("demand"):
-                present = self._book_summary(node, report.demand, known_users)
-            else:
-                present = self._book_counters(node, report, known_users, at)
+            present = self._book_summary(node, summary, known_users)
             self._book_held(node, report, known_users, at, previous, present)
+            changed: dict[tuple[str, str], Flow] = {}
             if self._listeners:
-                full = not report.HasField("demand") or report.demand.full
-                if full:
+                if summary.full:
                     changed = dict(node.flows)
                 else:
-                    listed = set(zip((report.demand.users[i] for i in report.demand.user_index),
-                                     (report.demand.devices[i] for i in report.demand.device_index)))
+                    listed = set(zip((summary.users[i] for i in summary.user_index),
+                                     (summary.devices[i] for i in summary.device_index)))
                     changed = {k: node.flows[k] for k in listed if k in node.flows}
-                gone = list(report.demand.gone) if report.HasField("demand") else []
-                for listener in self._listeners:
-                    listener(report.node_id, full, changed, gone)
+            listeners = list(self._listeners)
+        for listener in listeners:
+            listener(report.node_id, summary.full, changed, list(summary.gone))
 
     def _count(self, user: str, flow: Flow, sign: int) -> None:
         if user:
@@ -159,51 +163,18 @@ class UsageLedger:
 
     @staticmethod
     def _touched(report: pb.UsageReport) -> set[str] | None:
-        """The users a summary report says something of (None: a full one, or counters: all)."""
-        if not report.HasField("demand") or report.demand.full:
+        """The users a summary report says something of (None: a full one, all)."""
+        if report.demand.full:
             return None
         return set(report.demand.users) | set(report.demand.gone) | {h.user for h in report.held}
-
-    def _book_counters(self, node: _Node, report: pb.UsageReport, known: set[str],
-                       at: float) -> set[str]:
-        """An agent without a demand summary lists every VNode's cumulative counters in every report."""
-        flows, counters = {}, {}
-        for u in report.usage:
-            if u.user and u.user not in known:
-                continue
-            key = (u.user, u.device)
-            recent = node.counters.get(key, collections.deque())
-            if recent and (u.read_bytes < recent[-1][1] or u.write_bytes < recent[-1][2]):
-                recent.clear()   # counters restarted: the VNode was made anew
-            recent.append((at, u.read_bytes, u.write_bytes))
-            while len(recent) > 2 and recent[0][0] < at - COUNTER_WINDOW_SECONDS:
-                recent.popleft()
-            counters[key] = recent
-            first = recent[0]
-            span = at - first[0]
-            read = (u.read_bytes - first[1]) / span if span > 0 else 0.0
-            write = (u.write_bytes - first[2]) / span if span > 0 else 0.0
-            # The VNode's held flag, as the agent decided it (it may hold a VNode that moved nothing this time).
-            flows[key] = Flow(read, write, u.held_at_limit, u.held_at_limit, read, write)
-        self._drop_flows(node)
-        for key, flow in flows.items():
-            self._set_flow(node, key, flow)
-        node.counters = counters
-        node.held_devices = {}
-        for (user, device), flow in flows.items():
-            if flow.held:
-                node.held_devices.setdefault(user, set()).add(device)
-        return {user for user, _ in flows}
 
     def _book_held(self, node: _Node, report: pb.UsageReport, known: set[str], at: float,
                    previous: float | None, present: set[str] | None) -> None:
         """Held time per user; `present`: the users the node has now (None: the report does not say,
         users it does not list are as before)."""
-        listed = set()
         for held in report.held:
             if held.user and held.user not in known:
                 continue
-            listed.add(held.user)
             entry = node.held.get(held.user)
             if entry is None:
                 if held.held_seconds <= 0:
@@ -226,8 +197,8 @@ class UsageLedger:
             if is_held and not entry.now:
                 entry.since = at
             entry.now = is_held
-        if present is not None or not report.HasField("demand"):
-            for gone in set(node.held) - (listed if not report.HasField("demand") else present):
+        if present is not None:
+            for gone in set(node.held) - present:
                 del node.held[gone]
 
     # ---- reading -------------------------------------------------------------------
@@ -272,20 +243,20 @@ class UsageLedger:
                 return set()
             return {user for user, devices in node.held_devices.items() if user and devices}
 
-    def held(self, node_id: str, user: str, window: float, now: float) -> tuple[float, bool, float, int]:
-        """(held seconds within the last `window` s, held now, held since, source) for one pair."""
+    def held(self, node_id: str, user: str, window: float, now: float) -> PairHeld:
+        """The pair's held time within the last `window` seconds up to `now`."""
         with self._lock:
             node = self._nodes.get(node_id)
             entry = node.held.get(user) if node else None
             if entry is None:
-                return 0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED
+                return PairHeld()
             start = now - window
             base = entry.samples[0][1] if entry.samples else entry.total
             for at, total in entry.samples:
                 if at > start:
                     break
                 base = total
-            return max(0.0, entry.total - base), entry.now, entry.since if entry.now else 0.0, entry.source
+            return PairHeld(max(0.0, entry.total - base), entry.now, entry.since if entry.now else 0.0, entry.source)
 
     def held_pairs(self) -> list[tuple[str, str]]:
         with self._lock:

@@ -10,7 +10,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from vnode_sync.agents.storage.config import AgentConfig, load_agent_config
+from vnode_sync.agents.config import AgentConfig, load_agent_config
 from vnode_sync.batch.settings import BatchSettings, load_settings
 from vnode_sync.config_loading import Settings, describe, load
 from vnode_sync.coordinator.config import CoordinatorConfig, load_config

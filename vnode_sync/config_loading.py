@@ -59,6 +59,26 @@ class Allowed:
 
 
 @dataclass(frozen=True)
+class Internal:
+    """A setting nobody running a site should change (a test seam, or a period fixed by measurement):
+    still read from the file, but out of the documented surface (docs/settings.md) and its count."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Group:
+    """The heading a file's own key is listed under in docs/settings.md (sections are their own group)."""
+
+    name: str
+
+
+# A path tests point at a fake tree; a period or threshold set by measurement (its docstring says which).
+TEST_SEAM = Internal("a test seam: tests point it at a fake tree")
+MEASURED = Internal("set by measurement; a site has no reason to move it")
+
+
+@dataclass(frozen=True)
 class _PluginKey:
     key: str
     kinds: tuple[str, ...]
@@ -332,3 +352,77 @@ def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= _SHOWN_MAX else text[:_SHOWN_MAX - 3] + "..."
 
+
+@dataclass(frozen=True)
+class Documented:
+    """One setting an admin sees: its key path, what it may be (with its unit), its default and why."""
+
+    key: str
+    allowed: str
+    default: str
+    why: str
+    group: str = ""
+
+
+def documented(kind: type["Settings"], prefix: str = "") -> list[Documented]:
+    """Every setting of `kind` and its sections an admin sees, in file order; Internal ones left out.
+    A section's settings are listed under its key (a list's under `key[]`), a plug-in's under each kind."""
+    out = []
+    for name, field in kind.model_fields.items():
+        if any(isinstance(m, Internal) for m in field.metadata):
+            continue
+        target, meta = _unwrapped(field.annotation, list(field.metadata))
+        plugin = _plugin_key(meta)
+        if plugin is not None:
+            choice = f"{prefix}{name}.{plugin.key}"
+            default = field.get_default(call_default_factory=True)
+            out.append(Documented(choice, f"one of {', '.join(plugin.kinds)}", _as_yaml(getattr(default, plugin.key, None)),
+                                  f"Which plug-in reads the `{name}:` section; the other keys are its own."))
+            for member in get_args(target):
+                cls, _ = _unwrapped(member, [])
+                out += [d for d in documented(cls, f"{prefix}{name}.") if d.key != choice]
+            continue
+        if get_origin(target) is tuple and _is_settings(get_args(target)[0]):
+            out += documented(get_args(target)[0], f"{prefix}{name}[].")
+            continue
+        if _is_settings(target):
+            out += documented(target, f"{prefix}{name}.")
+            continue
+        key = f"{prefix}{name}"
+        default = "required" if field.is_required() else _as_yaml(field.get_default(call_default_factory=True))
+        group = next((m.name for m in field.metadata if isinstance(m, Group)), "")
+        out.append(Documented(key, describe(field.annotation, field.metadata), default,
+                              " ".join((field.description or "").split()), group))
+    return list({d.key: d for d in out}.values())   # a key several plug-ins share is listed once
+
+
+def reference(title: str, kind: type["Settings"]) -> str:
+    """The settings of `kind` an admin sees, as Markdown: one table per section (the file's own keys
+    first), each setting with what it may be (its unit), its default and why."""
+    sections: dict[str, list[Documented]] = {}
+    for setting in documented(kind):
+        section, _, _ = setting.key.rpartition(".")
+        heading = f"`{section}:`" if section else setting.group or "The file's own keys"
+        sections.setdefault(heading, []).append(setting)
+    lines = [f"## {title}", ""]
+    for heading, settings in sorted(sections.items(), key=lambda item: item[0].startswith("`")):
+        lines += [f"### {heading}", "",
+                  "| key | may be | default | why |", "|---|---|---|---|"]
+        lines += [f"| `{s.key.rpartition('.')[2]}` | {_cell(s.allowed)} | {_cell(s.default)} | {_cell(s.why)} |"
+                  for s in settings]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _as_yaml(value: Any) -> str:
+    """A default as it would be written in the YAML file."""
+    if value is None:
+        return "none"
+    if isinstance(value, (tuple, list, dict)) and not value:
+        return "[]" if not isinstance(value, dict) else "{}"
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip() \
+        if isinstance(value, (bool, str, int, float)) else str(value)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -20,9 +20,8 @@ import grpc
 
 from vnode_sync.agents.compute.connections import storage_connections
 from vnode_sync.agents.compute.placement import job_processes, place_processes, placer_of
-from vnode_sync.agents.compute.settings import ComputeSettings
+from vnode_sync.agents.config import AgentConfig, ComputeSettings
 from vnode_sync.agents.plugins import make_backend
-from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, run_passes

@@ -72,7 +72,7 @@ from vnode_sync.agents.handlers.generic import real_uid, threads_of, thread_comm
 from vnode_sync.agents.handlers.proc_connector import ThreadChanges, open_thread_events
 from vnode_sync.agents.handlers.sockets import (TCP_LISTEN, TcpSocket, peer_of, socket_inodes,
                                                 sockets_in_use, tcp_sockets)
-from vnode_sync.config_loading import Seconds, Settings
+from vnode_sync.config_loading import MEASURED, Seconds, Settings
 from vnode_sync.kernel.procfs import read_text
 
 log = logging.getLogger(__name__)
@@ -185,14 +185,14 @@ class HdfsDiscoverySettings(Settings):
     """Text in the DataNode's command line, to pick one where a host runs several (its conf dir)."""
     data_port: Annotated[int, at.Ge(1), at.Le(65535)] | None = None
     """dfs.datanode.address's port; unset: read from the DataNode's hdfs-site.xml, else learnt."""
-    events: Literal["auto", "netlink", "poll"] = "auto"
+    events: Annotated[Literal["auto", "netlink", "poll"], MEASURED] = "auto"
     """Where thread births come from: netlink's proc connector when it works, else polling /proc."""
-    poll_seconds: Seconds = 0.002
+    poll_seconds: Annotated[Seconds, MEASURED] = 0.002
     """Polling interval without netlink, and the retry while a young thread is not linked yet:
     2 ms, so a new handler's first bytes are mostly charged to its user."""
-    settle_seconds: Seconds = 2.0
+    settle_seconds: Annotated[Seconds, MEASURED] = 2.0
     """How long a thread counts as young (its connection may not be visible yet)."""
-    spawner_in_default: bool = True
+    spawner_in_default: Annotated[bool, MEASURED] = True
     """Keep the DataXceiverServer thread in the default VNode (see "Born throttled" above)."""
 
 

@@ -5,10 +5,10 @@ import os
 import threading
 import time
 
+from vnode_sync.agents.config import AgentConfig
 from vnode_sync.agents.handlers.base import HandlerDiscovery
 from vnode_sync.agents.storage.allocation import effective_state, has_allocation, static_state
 from vnode_sync.agents.storage.capture import CaptureLoop
-from vnode_sync.agents.storage.config import AgentConfig
 from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.agents.storage.report_interval import ReportInterval, next_look_in, next_report_in

@@ -64,12 +64,15 @@ class Reconciler:
     last_sample: UsageSample | None = None
     passes: int = 0            # reconcile passes run, and the errors they found (cumulative, for metrics)
     errors_found: int = 0
-    # Called with each handler thread the first time it is placed (capture latency is timed there).
-    on_first_placement: Callable[[HandlerThread], None] | None = None
+    _placement_listeners: list[Callable[[HandlerThread], None]] = field(default_factory=list, init=False, repr=False)
     # Why the backend did not enforce the shares at the last pass (its own word); None: it did.
     not_enforcing: str | None = None
     # What it enforced with less than it should at the last pass (the backend's own lines); []: nothing.
     degraded: list[str] = field(default_factory=list)
+
+    def on_first_placement(self, listener: Callable[[HandlerThread], None]) -> None:
+        """`listener(thread)` the first time each handler thread is placed (capture latency is timed there)."""
+        self._placement_listeners.append(listener)
 
     def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
         if share.device not in self.devices:
@@ -104,8 +107,7 @@ class Reconciler:
         self.state, self.users = state, user_directory_of(state)
         desired = {vnode_name(v.user): v for v in state.vnodes}
         desired[DEFAULT_VNODE] = state.default_vnode
-        if state.devices:   # a coordinator before them sends none: the backend keeps what it knew
-            self.backend.set_capacities(self._capacities(state))
+        self.backend.set_capacities(self._capacities(state))
         self.backend.setup()
         self.limits = {}
         for vnode, spec in desired.items():
@@ -177,8 +179,9 @@ class Reconciler:
             first = key not in self.placed
             self.placed[key] = target
             moved += 1
-            if first and self.on_first_placement is not None:
-                self.on_first_placement(thread)
+            if first:
+                for listener in self._placement_listeners:
+                    listener(thread)
         for gone in set(self.placed) - seen:
             del self.placed[gone]
         return moved
@@ -245,7 +248,7 @@ class Reconciler:
 
     def usage_report(self, node_id: str, only_if_sharp: bool = False) -> pb.UsageReport | None:
         """The demand summary (what moved since the last report, or every entry when it is full), with
-        the counters of the users it names and the held time of those held since (all when full).
+        the held time of those held since (all when full).
         `only_if_sharp`: None unless some user's demand moved sharply since the last report
         (demand_summary.SHARP); the demand estimate still takes the sample."""
         names = {dev: name for name, dev in self.devices.items()}
@@ -264,25 +267,13 @@ class Reconciler:
                 return None
             self.demand.keep_last_look()   # reported: the next interval starts here
         summary = self.summaries.build(entries, now)
-        named = set(summary.users)
         held_listed = self.summaries.held_to_send({user_of_vnode(v) or "": h.seconds for v, h in held.items()},
                                                   summary.full)
-        usage = []
-        for vnode, measured in measured_by_vnode.items():
-            user = user_of_vnode(vnode) or ""
-            if user not in named:
-                continue
-            is_held = held[vnode].held if vnode in held else measured.held_at_limit
-            for dev, c in measured.devices.items():
-                if dev in names:
-                    usage.append(pb.UserUsage(user=user, device=names[dev], read_bytes=c.read_bytes,
-                                              write_bytes=c.write_bytes, read_ios=c.read_ios,
-                                              write_ios=c.write_ios, held_at_limit=is_held))
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
                                        dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
-                              sampled_at_unix=sampled_at, usage=usage, errors=self.errors[:20],
+                              sampled_at_unix=sampled_at, errors=self.errors[:20],
                               not_enforcing=self.not_enforcing or "", degraded=self.degraded,
                               held=[pb.HeldTime(user=user_of_vnode(v) or "", held_seconds=h.seconds,
                                                 source=_HELD_SOURCE.get(h.source, pb.HELD_SOURCE_ESTIMATED))

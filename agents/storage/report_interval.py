@@ -6,7 +6,7 @@ long at least) are measured wholly under the new weights. The coordinator's next
 for such a report from every node it sent weights (coordinator/control_loop.py): a step on rates
 from before its own last weights would answer its own past and swing.
 
-Between reports the agent looks at its demand every PROBE_SECONDS and reports at once when a user's
+Between reports the agent looks at its demand every `probe_seconds` and reports at once when a user's
 moved sharply (demand_summary.SHARP: it stopped, came back, halved or doubled), so the center lends
 and gives back without waiting for the next report: once a rate span has passed since the last
 report and since the weights in force took force (its rates are then new, and measured under them).
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS
 
-PROBE_SECONDS = 0.25
 PROBE_CPU_SHARE = 0.05
 
 

@@ -3,9 +3,9 @@ each bad value refused in one line naming the file, the key path, the value and 
 
 import pytest
 
+from vnode_sync.agents.config import load_agent_config
 from vnode_sync.agents.handlers.hdfs import HdfsDiscovery
 from vnode_sync.agents.plugins import make_discovery
-from vnode_sync.agents.storage.config import load_agent_config
 from vnode_sync.errors import InvalidSetting
 
 HDFS_KEYS = ("keys kind, pid, pid_file, cmdline_contains, data_port, events, poll_seconds, settle_seconds, "

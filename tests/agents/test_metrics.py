@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.datanode.test_backend import RecordingChannel
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
+from vnode_sync.agents.config import parse_agent_config
 from vnode_sync.agents.storage.agent import StorageAgent
-from vnode_sync.agents.storage.config import parse_agent_config
 from vnode_sync.agents.storage.demand import Flow as DemandFlow
 from vnode_sync.agents.storage.demand import VNodeDemand
 from vnode_sync.agents.storage.metrics import StorageAgentCollector

@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
+from vnode_sync.agents.storage.demand_summary import unpacked
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.distribution import version
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
@@ -131,14 +132,18 @@ def test_a_missing_device_is_reported_not_fatal(world):
     assert r.backend.limits("vnode.alice") == {DEV: DeviceLimits(DEV, read_bps=1)}
 
 
-def test_usage_is_reported_per_user_and_device(world):
+def test_usage_is_reported_per_user_and_device_in_the_demand_summary(world, monkeypatch):
     kernel, fs, discovery, new_reconciler = world
+    clock = [100.0]
+    monkeypatch.setattr("vnode_sync.agents.storage.reconciler.time.monotonic", lambda: clock[0])
     r = new_reconciler()
     r.apply(state(3, {"alice": 1_000_000}))
-    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=123456)
+    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=0)
+    r.usage_report("n1")                                   # the first sample: no rates yet
+    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=4_000_000)
+    clock[0] = 102.0
     report = r.usage_report("n1")
-    alice = [u for u in report.usage if u.user == "alice"]
-    assert [(u.device, u.read_bytes) for u in alice] == [(DEVICE, 123456)]
+    assert unpacked(report.demand)[("alice", DEVICE)].read_bps == pytest.approx(2_000_000)
     assert report.applied_generation == 3
 
 
@@ -163,18 +168,21 @@ def test_between_reports_only_a_sharp_move_in_demand_makes_a_report(world, monke
     assert list(stopped.demand.users) == ["alice"] and stopped.demand.read_demand_bps == [0.0]
 
 
-def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(world):
+def test_a_backend_that_sees_a_user_at_its_limit_says_so_in_the_usage_report(world, monkeypatch):
     kernel, fs, discovery, new_reconciler = world
+    clock = [100.0]
+    monkeypatch.setattr("vnode_sync.agents.storage.reconciler.time.monotonic", lambda: clock[0])
     r = new_reconciler()
     r.apply(state(3, {"alice": 1_000_000, "bob": 2_000_000}))
-    fs.account_io(f"{r.backend.root}/vnode.alice", DEV, read_bytes=5)
-    fs.account_io(f"{r.backend.root}/vnode.bob", DEV, read_bytes=5)
-
     measured = r.backend.usage
     r.backend.usage = lambda: {v: VNodeUsage(u.devices, held_at_limit=v == "vnode.alice")
                                for v, u in measured().items()}
-    held = {u.user: u.held_at_limit for u in r.usage_report("n1").usage}
-    assert held["alice"] is True and held["bob"] is False
+    for second, moved in ((100.0, 0), (101.0, 1_000_000)):
+        clock[0] = second
+        for user in ("alice", "bob"):
+            fs.account_io(f"{r.backend.root}/vnode.{user}", DEV, read_bytes=moved)
+        entries = unpacked(r.usage_report("n1").demand)
+    assert entries[("alice", DEVICE)].read_held is True and entries[("bob", DEVICE)].read_held is False
 
 
 def test_a_helper_keeps_the_vnode_it_was_born_in_through_resyncs_until_its_user_is_known(world):

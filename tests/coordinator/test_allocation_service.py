@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from tests.conftest import COORDINATOR_CONFIG, served_coordinator
+from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -26,10 +27,9 @@ def fair_coordinator(tmp_path):
 
 
 def report(link, t, alice, bob, held=()):
-    """Cumulative bytes read; `held`: the users the agent saw held at their caps."""
-    link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=t, usage=[
-        pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=alice, held_at_limit="alice" in held),
-        pb.UserUsage(user="bob", device="/dev/loop7", read_bytes=bob, held_at_limit="bob" in held)]), timeout=5)
+    """dn1 reports alice and bob reading at these bytes/s; `held`: the users the agent saw held at their caps."""
+    link.StreamUsage(iter([usage_report("dn1", t, {("alice", "/dev/loop7"): (alice, 0.0),
+                                                   ("bob", "/dev/loop7"): (bob, 0.0)}, held=held)]), timeout=5)
 
 
 def test_allocations_follow_usage_on_the_stream_without_new_generations(fair_coordinator):
@@ -158,18 +158,14 @@ def test_vnodectl_status_shows_weight_reservation_limit_allocation_demand_and_me
         return next(u for u in status.users if u.user.name == user).nodes[0].allocated_read_bps
 
     # alice reads 2 MB/s (less than she is given), bob all he is given (held at his cap); reported every 0.25 s or so.
-    alice = bob = 0
     deadline = time.monotonic() + 20
-    last = time.time()
     while True:
-        now = time.time()
-        alice, bob = alice + int(2 * MB * (now - last)), bob + int(max(1, given("bob")) * (now - last))
-        report(link, now, alice, bob, held={"bob"})
-        last = now
+        report(link, time.time(), 2 * MB, max(1, given("bob")), held={"bob"})
         doc = json.loads(run("--json"))
         nodes = {u["name"]: u["nodes"][0] for u in doc["users"]}
-        if nodes["bob"].get("allocated_read_bps") == 50 * MB and \
-                nodes["alice"].get("demand_read_bps") == pytest.approx(2 * MB, rel=0.1):
+        # bob's last report under his final allocation: he reads all of it
+        if nodes["bob"].get("allocated_read_bps") == 50 * MB and nodes["bob"].get("measured_read_bps", 0) > 10 * MB \
+                and nodes["alice"].get("demand_read_bps") == pytest.approx(2 * MB, rel=0.1):
             break
         assert time.monotonic() < deadline, nodes
         time.sleep(0.25)
@@ -296,11 +292,11 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
                 q.get()
 
         def usage(node, t, bob):
-            link.ReportUsage(pb.UsageReport(node_id=node, sampled_at_unix=t, usage=[
-                pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=0),
-                pb.UserUsage(user="bob", device="/dev/loop7", read_bytes=bob, held_at_limit=True)]), timeout=5)
+            link.StreamUsage(iter([usage_report(node, t, {("alice", "/dev/loop7"): (0.0, 0.0),
+                                                          ("bob", "/dev/loop7"): (bob, 0.0)}, held={"bob"})]),
+                             timeout=5)
         usage("dn1", 1000.0, 0)
-        usage("dn1", 1000.5, int(30 * MB))  # all of the node for 0.5 s, held: bob reads on dn1
+        usage("dn1", 1000.5, 60 * MB)  # all of the node, held: bob reads on dn1
         state = received["dn1"].get(timeout=5)
         assert allocations(state)["bob"] == 60 * MB and allocations(state)["alice"] < 5 * MB
         assert not any("dn0" in changed for changed in after_ticks(3)), "dn0's allocation did not change"
@@ -316,14 +312,13 @@ def test_vnodectl_status_shows_each_users_part_of_the_weights_a_weight_sharing_n
     link = pb_grpc.AgentLinkStub(channel)
     link.Register(pb.RegisterRequest(node_id="dn1", backend="datanode-throttle", shares_by_weight=True,
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
-    link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=1000.0, usage=[
-        pb.UserUsage(user=name, device="/dev/loop7", read_bytes=0, held_at_limit=True) for name in ("alice", "bob")]),
-        timeout=5)
+    both = ("alice", "bob")
+    link.StreamUsage(iter([usage_report("dn1", 1000.0, {(name, "/dev/loop7"): (0.0, 0.0) for name in both}, both)]),
+                     timeout=5)
     deadline = time.monotonic() + 20
     while True:
-        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=1001.0, usage=[
-            pb.UserUsage(user=name, device="/dev/loop7", read_bytes=20 * MB, held_at_limit=True)
-            for name in ("alice", "bob")]), timeout=5)
+        link.StreamUsage(iter([usage_report("dn1", 1001.0, {(name, "/dev/loop7"): (20 * MB, 0.0) for name in both},
+                                            both)]), timeout=5)
         result = subprocess.run([sys.executable, "-m", "vnode_sync.ctl.main", "--coordinator", f"127.0.0.1:{port}",
                                  "status", "--json"], capture_output=True, text=True, timeout=30)
         assert result.returncode == 0, result.stderr

@@ -6,8 +6,11 @@ import time
 import grpc
 import pytest
 
+from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+STORAGE_END = {"server_address": "10.0.0.1", "server_port": 9866}   # as a compute agent sees the storage node
 
 
 def test_a_uid_held_by_another_user_is_refused(coordinator):
@@ -40,17 +43,14 @@ def test_reports_naming_unknown_users_are_ignored_and_bump_nothing(coordinator):
     stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10)
     first = next(stream)
     link.ReportConnections(pb.ConnectionReport(reporter="c1", connections=[
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody"),
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4001, user="alice")]), timeout=5)
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="nobody", **STORAGE_END),
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4001, user="alice", **STORAGE_END)]), timeout=5)
     with_connections = next(stream)            # the connection change, sent without a new generation
     stream.cancel()
     assert [(c.client_port, c.user) for c in with_connections.connections] == [(4001, "alice")]
     assert with_connections.generation == first.generation == cluster.generation()
-    t = time.time()
-    for seconds, read in ((-1.0, 0), (0.0, 5_000_000)):
-        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=t + seconds, usage=[
-            pb.UserUsage(user=user, device="/dev/loop7", read_bytes=read) for user in ("nobody", "alice")]),
-            timeout=5)
+    link.StreamUsage(iter([usage_report("dn1", time.time(), {(user, "/dev/loop7"): (5_000_000, 0.0)
+                                                             for user in ("nobody", "alice")})]), timeout=5)
     rates = cluster.runtime.measured_rates("dn1")
     assert rates["alice"].read_bps == 5_000_000 and "nobody" not in rates
     assert cluster.generation() == first.generation
@@ -116,15 +116,16 @@ GARBAGE = [
     ("Admin", "ReconcileJobs", pb.RunningJobsRequest(source="", job_ids=[]), "INVALID_ARGUMENT", "needs a source"),
     ("Admin", "ReconcileJobs", pb.RunningJobsRequest(source="c1", job_ids=["j1", " "]), "INVALID_ARGUMENT",
      "invalid job id ' '"),
-    ("AgentLink", "ReportUsage", pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user=LONG, read_bytes=5)]),
-     "INVALID_ARGUMENT", "invalid user name"),
-    ("AgentLink", "ReportUsage", pb.UsageReport(node_id="dn9"), "NOT_FOUND", "dn9"),
     ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
-        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="Bad User")]), "INVALID_ARGUMENT",
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="Bad User", **STORAGE_END)]),
+     "INVALID_ARGUMENT",
      "invalid user name 'Bad User'"),
     ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
         pb.ConnectionOwner(client_address="10.0.0.9", client_port=70000, user="alice")]), "INVALID_ARGUMENT",
      "invalid connection '10.0.0.9':70000"),
+    ("AgentLink", "ReportConnections", pb.ConnectionReport(reporter="c1", connections=[
+        pb.ConnectionOwner(client_address="10.0.0.9", client_port=4000, user="alice")]), "INVALID_ARGUMENT",
+     "invalid storage end '':0"),
     ("AgentLink", "Register", pb.RegisterRequest(node_id="dn1", devices=[pb.Device(name="/dev/sdz")]),
      "INVALID_ARGUMENT", "device '/dev/sdz' is not configured for node 'dn1'"),
     ("AgentLink", "Register", pb.RegisterRequest(node_id="a b"), "INVALID_ARGUMENT", "invalid node id 'a b'"),
@@ -152,8 +153,8 @@ def test_a_usage_stream_with_a_garbage_name_is_refused_and_changes_nothing(coord
     cluster, channel, _ = coordinator
     before = _state(cluster)
     link = pb_grpc.AgentLinkStub(channel)
-    reports = iter([pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="alice", read_bytes=5)]),
-                    pb.UsageReport(node_id="dn1", usage=[pb.UserUsage(user="x" * 300, read_bytes=5)])])
+    reports = iter([usage_report("dn1", time.time(), {("alice", "/dev/loop7"): (5.0, 0.0)}),
+                    usage_report("dn1", time.time(), {(LONG, "/dev/loop7"): (5.0, 0.0)})])
     with pytest.raises(grpc.RpcError) as e:
         link.StreamUsage(reports, timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid user name" in e.value.details()

@@ -22,6 +22,7 @@ import grpc
 import pytest
 import yaml
 
+from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -99,9 +100,8 @@ class WatchedCoordinator:
 
 
 def _report(node: int, users: list[str], t: float) -> pb.UsageReport:
-    return pb.UsageReport(node_id=f"dn{node:02d}", sampled_at_unix=t, usage=[
-        pb.UserUsage(user=user, device="/dev/sda", read_bytes=int(t * 1e6), write_bytes=int(t * 5e5),
-                     held_at_limit=i % 7 == 0) for i, user in enumerate(users)])
+    return usage_report(f"dn{node:02d}", t, {(user, "/dev/sda"): (1e6, 5e5) for user in users},
+                        held={user for i, user in enumerate(users) if i % 7 == 0})
 
 
 def _enough(counts: dict[str, int], nodes: int) -> bool:
@@ -137,13 +137,16 @@ def _load(address: str, seconds: float, nodes: int) -> dict[str, int]:
 
     def report_usage():
         rng = random.Random(1)
-        while not done.is_set():
-            t = time.time()
-            for node in range(nodes):
-                users = [f"u{rng.randrange(USERS):05d}" for _ in range(50)] + [f"ghost{node}"]
-                link.ReportUsage(_report(node, users, t), timeout=10)
-                counts["reports"] += 1
-            done.wait(0.1)   # each node reports every ~0.1 s (agents: report_seconds, 1 s by default)
+
+        def reports():
+            while not done.is_set():
+                t = time.time()
+                for node in range(nodes):
+                    users = [f"u{rng.randrange(USERS):05d}" for _ in range(50)] + [f"ghost{node}"]
+                    yield _report(node, users, t)
+                    counts["reports"] += 1
+                done.wait(0.1)   # each node reports every ~0.1 s (agents: report_seconds, 1 s by default)
+        link.StreamUsage(reports(), timeout=LOAD_SECONDS_AT_MOST + 30)
 
     def report_connections():
         rng = random.Random(2)
@@ -210,8 +213,8 @@ def test_the_detector_sees_a_report_handler_that_blocks(tmp_path):
     try:
         with grpc.insecure_channel(coordinator.address) as channel:
             for _ in range(BLOCKING_FLAGS):
-                pb_grpc.AgentLinkStub(channel).ReportUsage(_report(0, ["u00000"], time.time()), timeout=10)
+                pb_grpc.AgentLinkStub(channel).StreamUsage(iter([_report(0, ["u00000"], time.time())]), timeout=10)
         slow = coordinator.slow_callbacks()
     finally:
         coordinator.kill()
-    assert slow["HandleExceptions[/vnode_sync.v1.AgentLink/ReportUsage]"] >= BLOCKING_FLAGS, slow
+    assert slow["HandleExceptions[/vnode_sync.v1.AgentLink/StreamUsage]"] >= BLOCKING_FLAGS, slow

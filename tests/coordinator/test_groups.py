@@ -81,26 +81,6 @@ def test_the_tree_is_at_most_max_depth_levels_of_groups(store):
         store.set_group(GroupRecord("side", 1, f"l{MAX_DEPTH - 2}"))
 
 
-def test_a_store_from_before_groups_gains_them_with_its_users_under_the_root(tmp_path):
-    import sqlite3
-    path = str(tmp_path / "old.sqlite")
-    StateStore(path).close()
-    db = sqlite3.connect(path)
-    db.execute("DROP TABLE groups")
-    db.execute("ALTER TABLE users DROP COLUMN group_name")
-    db.execute("INSERT INTO users (name, uid, priority) VALUES ('alice', 1001, 4)")
-    db.commit()
-    db.close()
-    store = StateStore(path, create=False)
-    try:
-        assert store.groups() == [] and store.user("alice").group == ""
-        store.add_group(GroupRecord("g", 2))
-        store.move_user("alice", "g")
-        assert store.user("alice").group == "g"
-    finally:
-        store.close()
-
-
 def _user(name: str, priority: int, group: str = "", active: bool = True, **more) -> UserRecord:
     return UserRecord(name, 1000 + len(name), priority, active, 0, None, False, group=group, **more)
 

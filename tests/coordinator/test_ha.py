@@ -13,6 +13,7 @@ import pytest
 from testbed.ha_coordinators import HACoordinators
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER
 from tests.conftest import COORDINATOR_CONFIG, unique_name
+from tests.fakes.reports import usage_report
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 from vnode_sync.wire.leader import LEADER_KEY, dial
@@ -202,9 +203,11 @@ def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_st
         opened = time.monotonic()
         channel = grpc.insecure_channel(address)
         link = pb_grpc.AgentLinkStub(channel)
-        reports = [pb.UsageReport(node_id="dn1", sampled_at_unix=time.time() + 0.5 * i, usage=[
-            pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=10_000_000 * i, write_bytes=0)])
-            for i in range(1, 4)]
+        # as an agent does: it registers (a cap-only node here), then streams its reports
+        link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-throttle",
+                                         devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=15)
+        reports = [usage_report("dn1", time.time() + 0.5 * i, {("alice", "/dev/loop7"): (20_000_000, 0.0)})
+                   for i in range(1, 4)]
 
         def paced():
             for report in reports:

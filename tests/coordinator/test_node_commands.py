@@ -50,7 +50,7 @@ def test_new_capacities_are_published_at_once_in_a_new_generation(tmp_path):
 def test_a_node_added_at_runtime_is_served_and_a_removed_one_is_refused(tmp_path):
     cluster = cluster_of(tmp_path)
     told = []
-    cluster.on_nodes_changed.append(lambda node_ids, removed: told.append((node_ids, removed)))
+    cluster.on_nodes_changed(lambda node_ids, removed: told.append((node_ids, removed)))
     cluster.node_commands.add("dn2", [device("/dev/sdc")], ["10.0.0.2:9866"], "admin:test")
     assert "dn2" in cluster.publishing.nodes, "its agent's certificate is now allowed (the access policy asks this)"
     assert cluster.publishing.desired_state("dn2").node_id == "dn2"
@@ -136,11 +136,11 @@ def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):
     streams = StreamsOfShare(0, 2, nodes, AccessPolicy(nodes, lambda user: 10), lambda event: None)
     streams.take(pb.FanOutBatch(generation=5, states=[pb.FanOutState(node_id="dn1", message=b"x")],
                                 nodes=pb.FanOutNodes(node_ids=["dn1", "dn2"])))
-    streams.access.authorize("ReportUsage", CallerIdentity("node", "dn2"), pb.UsageReport(node_id="dn2"), "peer")
+    streams.access.authorize("StreamUsage", CallerIdentity("node", "dn2"), pb.UsageReport(node_id="dn2"), "peer")
     streams.take(pb.FanOutBatch(generation=6, nodes=pb.FanOutNodes(node_ids=["dn2"])))
     assert nodes == {"dn2"} and streams.messages == {} and streams.changes.moves_of("dn1") == 1
     with pytest.raises(PermissionDenied):
-        streams.access.authorize("ReportUsage", CallerIdentity("node", "dn1"), pb.UsageReport(node_id="dn1"), "peer")
+        streams.access.authorize("StreamUsage", CallerIdentity("node", "dn1"), pb.UsageReport(node_id="dn1"), "peer")
     streams.take(pb.FanOutBatch(generation=7))
     assert nodes == {"dn2"}, "a batch without the list leaves it"
 

@@ -4,8 +4,9 @@ import grpc
 import pytest
 
 from tests.fakes.clock import Clock
+from tests.fakes.reports import usage_report
 from vnode_sync.coordinator.pressure import NodeShareView, rank
-from vnode_sync.coordinator.usage_ledger import HISTORY_STEP_SECONDS, UsageLedger
+from vnode_sync.coordinator.usage_ledger import HISTORY_STEP_SECONDS, PairHeld, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -14,9 +15,7 @@ MB = 1_000_000
 
 def report(node: str, at: float, held: dict[str, float], now_held: set[str] = frozenset(),
            source=pb.HELD_SOURCE_ESTIMATED) -> pb.UsageReport:
-    return pb.UsageReport(node_id=node, sampled_at_unix=at,
-                          usage=[pb.UserUsage(user=u, device="/dev/x", held_at_limit=u in now_held) for u in held],
-                          held=[pb.HeldTime(user=u, held_seconds=s, source=source) for u, s in held.items()])
+    return usage_report(node, at, {(u, "/dev/x"): (0.0, 0.0) for u in held}, now_held, held, source=source)
 
 
 def test_held_time_within_a_window_is_what_was_added_in_it():
@@ -25,10 +24,10 @@ def test_held_time_within_a_window_is_what_was_added_in_it():
     for second in range(0, 601):  # held the whole 10 minutes, one report a second
         clock.now = 1000.0 + second
         book.observe(report("dn1", clock.now, {"alice": float(second), "bob": 0.0}, {"alice"}), {"alice", "bob"})
-    seconds, held_now, since, source = book.held("dn1", "alice", 300.0, clock.now)
-    assert 300 <= seconds <= 300 + HISTORY_STEP_SECONDS
-    assert held_now and since == 1001.0 and source == pb.HELD_SOURCE_ESTIMATED
-    assert book.held("dn1", "bob", 300.0, clock.now) == (0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED)
+    alice = book.held("dn1", "alice", 300.0, clock.now)
+    assert 300 <= alice.seconds <= 300 + HISTORY_STEP_SECONDS
+    assert alice.now and alice.since == 1001.0 and alice.source == pb.HELD_SOURCE_ESTIMATED
+    assert book.held("dn1", "bob", 300.0, clock.now) == PairHeld(0.0, False, 0.0, pb.HELD_SOURCE_UNSPECIFIED)
     assert book.held_now() == {"alice": 1}
 
 
@@ -38,8 +37,8 @@ def test_an_agent_restart_does_not_lose_or_subtract_held_time():
     book.observe(report("dn1", 1000.0, {"alice": 50.0}, {"alice"}), {"alice"})
     book.observe(report("dn1", 1010.0, {"alice": 60.0}, {"alice"}), {"alice"})
     book.observe(report("dn1", 1020.0, {"alice": 4.0}, {"alice"}), {"alice"})   # restarted: counts from 0
-    assert book.held("dn1", "alice", 10.0, 1020.0)[0] == pytest.approx(4.0)
-    assert book.held("dn1", "alice", 300.0, 1020.0)[0] == pytest.approx(14.0)   # 50 were before the first report
+    assert book.held("dn1", "alice", 10.0, 1020.0).seconds == pytest.approx(4.0)
+    assert book.held("dn1", "alice", 300.0, 1020.0).seconds == pytest.approx(14.0)   # 50 were before the first report
 
 
 def test_unknown_users_and_removed_vnodes_are_not_kept():
@@ -71,10 +70,10 @@ def test_the_pressure_rpc_answers_and_refuses_a_bad_window(coordinator):
     link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)
     link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
-    for at, held in ((1.0, 0.0), (2.0, 1.0)):
-        usage = report("dn1", cluster.ledger.now() - 2 + at, {"alice": held}, {"alice"} if held else set())
-        usage.usage[0].read_bytes = int(at * 20 * MB)
-        link.ReportUsage(usage, timeout=5)
+    now = cluster.ledger.now()
+    link.StreamUsage(iter([report("dn1", now - 1, {"alice": 0.0}),
+                           usage_report("dn1", now, {("alice", "/dev/loop7"): (20 * MB, 0.0)}, {"alice"},
+                                        {"alice": 1.0})]), timeout=5)
     answer = admin.Pressure(pb.PressureRequest(window_seconds=60), timeout=5)
     assert [u.user for u in answer.users] == ["alice"]
     node = answer.users[0].nodes[0]

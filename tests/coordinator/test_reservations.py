@@ -1,6 +1,5 @@
 """Reservations and limits: durable, per job through the batch hooks, and stores made before them."""
 
-import sqlite3
 
 import pytest
 
@@ -56,26 +55,6 @@ def test_a_jobs_new_limit_is_a_change_and_the_same_start_again_is_not(tmp_path):
     assert store.start_job("7", "cn1", "bob", 1002, None, 10, limit_bps=30 * MB) == first
     assert store.start_job("7", "cn1", "bob", 1002, None, 10, limit_bps=20 * MB) > first
     assert store.user("bob").effective_limit == 20 * MB
-
-
-def test_a_store_from_before_reservations_gets_the_columns(tmp_path):
-    path = str(tmp_path / "old.sqlite")
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE users (name TEXT PRIMARY KEY, uid INTEGER NOT NULL, priority INTEGER NOT NULL, active INTEGER);
-        CREATE TABLE jobs (job_id TEXT, node TEXT, user TEXT, priority INTEGER, started_at REAL, confirmed_at REAL,
-                           PRIMARY KEY (job_id, node));
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-        INSERT INTO meta VALUES ('generation', 3);
-        INSERT INTO users VALUES ('alice', 1001, 4, 1);""")
-    db.commit()
-    db.close()
-    store = StateStore(path, create=False)
-    assert store.user("alice").reservation_bps == 0
-    store.set_reservation("alice", 5 * MB)
-    assert store.user("alice").reservation_bps == 5 * MB
-    store.start_job("1", "cn1", "alice", 1001, None, 10, limit_bps=9 * MB)
-    assert store.user("alice").effective_limit == 9 * MB
 
 
 @pytest.mark.parametrize("text,bps", [("15MB/s", 15 * MB), ("800KB", 800_000), ("1.5GiB/s", int(1.5 * (1 << 30))),

@@ -7,6 +7,7 @@ import time
 import grpc
 import pytest
 
+from tests.fakes.reports import usage_report
 from vnode_sync.coordinator.status_encoding import StatusAnswer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -120,12 +121,8 @@ def test_an_unconfigured_node_or_device_is_refused(coordinator):
 def test_usage_reports_become_measured_rates(coordinator):
     cluster, channel, _ = coordinator
     link = pb_grpc.AgentLinkStub(channel)
-    import time
-    now = time.time()
-    for i, t in enumerate((now - 1.0, now)):
-        link.ReportUsage(pb.UsageReport(node_id="dn1", applied_generation=cluster.generation(), sampled_at_unix=t,
-                                        usage=[pb.UserUsage(user="bob", device="/dev/loop7",
-                                                            read_bytes=i * 40 * MB)]), timeout=5)
+    link.StreamUsage(iter([usage_report("dn1", time.time(), {("bob", "/dev/loop7"): (40 * MB, 0.0)},
+                                        applied_generation=cluster.generation())]), timeout=5)
     status = admin(channel).Status(pb.StatusRequest(), timeout=5)
     bob = next(u for u in status.users if u.user.name == "bob")
     assert bob.nodes[0].measured_read_bps == pytest.approx(40 * MB)
@@ -143,12 +140,11 @@ def test_garbage_on_the_wire_is_refused_and_the_server_keeps_serving(coordinator
     assert admin(channel).ListUsers(pb.ListUsersRequest(), timeout=5).users
 
 
-def test_usage_reports_on_one_stream_are_taken_like_single_reports(coordinator):
+def test_usage_reports_on_one_stream_are_each_taken_and_a_bad_one_ends_the_call(coordinator):
     cluster, channel, _ = coordinator
     link = pb_grpc.AgentLinkStub(channel)
     generation = cluster.generation()
-    reports = [pb.UsageReport(node_id="dn1", applied_generation=generation, sampled_at_unix=float(t),
-                              usage=[pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=t * MB)])
+    reports = [usage_report("dn1", float(t), {("alice", "/dev/loop7"): (MB, 0.0)}, applied_generation=generation)
                for t in range(1, 4)]
     assert link.StreamUsage(iter(reports), timeout=5).generation == generation
     assert cluster.runtime.node_runtime("dn1").applied_generation == generation

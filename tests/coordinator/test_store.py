@@ -105,6 +105,8 @@ def test_an_unfinished_first_start_is_made_again_and_a_finished_store_is_never_r
 @pytest.mark.parametrize("damage,message", [
     ("DROP TABLE meta", "lacks tables ['meta']"),
     ("DELETE FROM meta WHERE key = 'generation'", "has no generation"),
+    ("DELETE FROM meta WHERE key = 'store_id'", "has no store_id"),
+    ("ALTER TABLE users RENAME COLUMN limit_bps TO ceiling_bps", "table users has columns"),
 ])
 def test_a_store_that_was_complete_and_lost_a_part_is_refused_not_remade(tmp_path, damage, message):
     path = tmp_path / "state.sqlite"

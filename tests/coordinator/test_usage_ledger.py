@@ -1,4 +1,4 @@
-"""The one usage ledger: reports booked once, from a demand summary or from counters."""
+"""The one usage ledger: each report's demand summary booked once."""
 
 import pytest
 
@@ -44,12 +44,23 @@ def test_unknown_users_are_not_booked_and_a_silent_node_moves_nothing():
     assert ledger.rates("dn1") == {}
 
 
-def test_an_agent_without_a_summary_is_booked_from_its_counters_over_a_window():
-    ledger = UsageLedger(Clock(1003.0))
-    for t, total in ((1000.0, 0), (1001.0, 10 * MB), (1002.0, 30 * MB), (1003.0, 50 * MB)):
-        ledger.observe(pb.UsageReport(node_id="dn1", sampled_at_unix=t, usage=[
-            pb.UserUsage(user="alice", device="/d0", read_bytes=total)]), {"alice"})
-    assert ledger.rates("dn1")["alice"][0] == pytest.approx(20 * MB)       # (50 - 10) / 2 s
+def test_listeners_are_told_what_changed_after_the_ledger_lets_go_of_its_lock():
+    ledger = UsageLedger(Clock(1000.0))
+    told = []
+
+    def listener(node_id, full, changed, gone):
+        # Another module's listener takes its own lock: never while the ledger's is held.
+        free = ledger._lock.acquire(timeout=1.0)
+        if free:
+            ledger._lock.release()
+        told.append((node_id, full, sorted(changed), gone, free, ledger.rates(node_id)))
+
+    ledger.on_flows(listener)
+    ledger.observe(summary_report(1000.0, {("alice", "/d0"): (MB, 0, False, False)}, full=True), {"alice"})
+    ledger.observe(summary_report(1000.5, {}, gone=["alice"]), {"alice"})
+    assert told == [("dn1", True, [("alice", "/d0")], [], True, {"alice": (MB, 0.0)}),
+                    ("dn1", False, [], ["alice"], True, {})]
+
 
 
 def test_held_time_is_booked_once_per_report_and_kept_for_users_a_partial_report_does_not_list():
@@ -60,7 +71,8 @@ def test_held_time_is_booked_once_per_report_and_kept_for_users_a_partial_report
                                   full=True, held={"alice": 1.0}), users)
     ledger.observe(summary_report(1010.0, {}, held={"alice": 11.0}), users)
     ledger.observe(summary_report(1011.0, {}), users)        # nothing listed: alice is as before
-    assert ledger.held("dn1", "alice", 60.0, 1011.0)[:2] == (pytest.approx(10.0), True)   # 1 s was before the first report
+    alice = ledger.held("dn1", "alice", 60.0, 1011.0)
+    assert (alice.seconds, alice.now) == (pytest.approx(10.0), True)   # 1 s was before the first report
     assert ledger.held_now() == {"alice": 1}
     ledger.observe(summary_report(1012.0, {}, gone=["alice"]), users)
     assert ledger.held_pairs() == []

@@ -103,8 +103,8 @@ def test_a_node_whose_java_agent_is_of_another_release_is_listed_enforcing_and_d
     next(stream)
     line = ("DataNode throttle: the Java agent is version 0.2.0, this storage agent 0.3.0: install the jar of "
             "release 0.3.0 and restart the DataNode")
-    agent.ReportUsage(pb.UsageReport(node_id="dn1", applied_generation=cluster.generation(), degraded=[line]),
-                      timeout=10)
+    agent.StreamUsage(iter([pb.UsageReport(node_id="dn1", applied_generation=cluster.generation(), degraded=[line],
+                                           demand=pb.DemandSummary(full=True))]), timeout=10)
     listed = vnodectl(port, "nodes")
     assert listed.returncode == 0, listed.stderr
     assert [row.split()[:4] for row in listed.stdout.splitlines() if row.startswith("dn1 ")] == \

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from tests.conftest import COORDINATOR_CONFIG, served_coordinator
+from tests.fakes.reports import usage_report
 from vnode_sync.ctl import main as vnodectl
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
@@ -25,13 +26,10 @@ CONFIG = {**COORDINATOR_CONFIG,
 def site(tmp_path):
     with served_coordinator(CONFIG, tmp_path) as (cluster, channel, port):
         now = time.time()
-        for node, read_bytes in (("dn1", 2 * MB), ("dn2", 4 * MB)):   # alice reads 2 and 4 MB/s there
-            for t, scale in ((now - 1.0, 0), (now, 1)):
-                cluster.runtime.report_usage(pb.UsageReport(node_id=node, applied_generation=cluster.generation(),
-                                                    sampled_at_unix=t, usage=[pb.UserUsage(
-                                                        user="alice", device="/dev/loop7",
-                                                        read_bytes=10 * MB + scale * read_bytes,
-                                                        held_at_limit=node == "dn2")]))
+        for node, read_bps in (("dn1", 2 * MB), ("dn2", 4 * MB)):   # alice reads 2 and 4 MB/s there
+            cluster.runtime.report_usage(usage_report(node, now, {("alice", "/dev/loop7"): (read_bps, 0.0)},
+                                                      held={"alice"} if node == "dn2" else (),
+                                                      applied_generation=cluster.generation()))
         yield cluster, channel, port
 
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.fakes.reports import usage_report
 from vnode_sync.ctl.main import main
 from vnode_sync.ctl.top import render_top
 from vnode_sync.wire import vnode_pb2 as pb
@@ -30,14 +31,11 @@ def alice_held_bob_below(cluster, channel):
     link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1",
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
     now = cluster.ledger.now()
-    for i, at in enumerate((now - 31, now - 1, now)):
-        held = i > 0
-        link.ReportUsage(pb.UsageReport(node_id="dn1", sampled_at_unix=at, usage=[
-            pb.UserUsage(user="alice", device="/dev/loop7", read_bytes=int(20 * MB * (at - now + 31)),
-                         held_at_limit=held),
-            pb.UserUsage(user="bob", device="/dev/loop7", read_bytes=int(10 * MB * (at - now + 31)))], held=[
-            pb.HeldTime(user="alice", held_seconds=30.0 * (i > 0), source=pb.HELD_SOURCE_ESTIMATED),
-            pb.HeldTime(user="bob", source=pb.HELD_SOURCE_ESTIMATED)]), timeout=5)
+    link.StreamUsage(iter([usage_report("dn1", at, {("alice", "/dev/loop7"): (20 * MB, 0.0),
+                                                    ("bob", "/dev/loop7"): (10 * MB, 0.0)},
+                                        held={"alice"} if i > 0 else (),
+                                        held_seconds={"alice": 30.0 * (i > 0), "bob": 0.0})
+                           for i, at in enumerate((now - 31, now - 1, now))]), timeout=5)
 
 
 def in_process(capsys, port, *args) -> str:

@@ -251,7 +251,7 @@ def test_hello_reads_protocol_hadoop_and_hooks_and_skips_keys_it_does_not_know(t
 
 
 @pytest.mark.parametrize("reply,message", [
-    (b"ERR unknown request 'HELLO protocol=2'\n", "is too old: it does not know HELLO, so it speaks protocol 1"),
+    (b"ERR unknown request 'HELLO protocol=2'\n", "cannot speak protocol 2: unknown request 'HELLO protocol=2'"),
     (b"ERR protocol 2 is not spoken here: this agent (0.3.0) speaks 3..3\n",
      "cannot speak protocol 2: protocol 2 is not spoken here: this agent \\(0.3.0\\) speaks 3..3"),
     (b"OK protocol=3 agent=vnode-sync-datanode-throttle version=0.3.0 started_ms=1\n",

@@ -24,7 +24,7 @@ import yaml
 
 from tests.conftest import REPO, stand_in_jar
 from tests.deploy.test_ansible import ANSIBLE_DIR, WHY_NO_ANSIBLE, recap
-from vnode_sync.agents.storage.config import load_agent_config
+from vnode_sync.agents.config import load_agent_config
 from vnode_sync.datanode.readiness import READY, readiness
 from vnode_sync.distribution import version
 

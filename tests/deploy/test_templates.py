@@ -8,10 +8,10 @@ import subprocess
 import pytest
 import yaml
 
-from vnode_sync.agents.storage.config import load_agent_config
+from tests.conftest import REPO
+from vnode_sync.agents.config import load_agent_config
 from vnode_sync.coordinator.config import load_config
 from vnode_sync.ctl.settings import load_ctl_settings
-from tests.conftest import REPO
 
 ROLES = os.path.join(REPO, "deploy", "ansible", "roles")
 WHY_NO_ANSIBLE = None if shutil.which("ansible-playbook") else \

@@ -130,7 +130,7 @@ def test_settings_make_the_backend():
 
 def test_agent_config_selects_the_lustre_backend():
     from vnode_sync.agents.plugins import make_backend
-    from vnode_sync.agents.storage.config import parse_agent_config
+    from vnode_sync.agents.config import parse_agent_config
     config = parse_agent_config({"node_id": "oss1", "backend": "lustre-tbf",
                                  "lustre": {"experimental": True, "lctl": "/opt/lustre/lctl", "ledger": ""}})
     backend = make_backend(config)
@@ -439,9 +439,9 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
     assert rates == {"alice": 2, "bob": 4, "carol": 4}     # floor(share / (4 MiB x 4 CPTs))
 
     oss.serve(500, "dd.500", offered_per_cpt=1, seconds=4, cpts=(0,))
-    report = reconciler.usage_report("oss1")
-    alice = next(u for u in report.usage if u.user == "alice")
-    assert (alice.device, alice.read_bytes) == ("/dev/ost0", 4 * 4 * MiB)
+    reconciler.usage_report("oss1")
+    alice = reconciler.last_sample.usage["vnode.alice"].devices
+    assert [c.read_bytes for c in alice.values()] == [4 * 4 * MiB]
 
     reconciler.apply(state(2, ["bob"]))                    # alice and carol went idle
     listing = RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout)

@@ -12,12 +12,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import COORDINATOR_CONFIG
+from vnode_sync.config_loading import parse
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
 from vnode_sync.coordinator.server import create_server
 from vnode_sync.coordinator.store import StateStore
-from vnode_sync.config_loading import parse
 from vnode_sync.errors import ConfigError, Unavailable
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import MetricsSettings, endpoint_tls
@@ -198,7 +198,7 @@ def test_bad_metrics_settings_are_one_line_errors(raw, error):
 
 
 def test_plaintext_off_this_host_must_be_asked_for_in_the_config():
-    from vnode_sync.agents.storage.config import parse_agent_config
+    from vnode_sync.agents.config import parse_agent_config
     with pytest.raises(ConfigError, match="metrics.plaintext: got False; allowed: true to serve metrics in plaintext"):
         parse_agent_config({"node_id": "dn1", "metrics": {"listen": "0.0.0.0:9811"}})
     assert parse_agent_config({"node_id": "dn1", "metrics": {"listen": "0.0.0.0:9811", "plaintext": True}}).metrics

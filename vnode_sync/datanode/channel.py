@@ -182,10 +182,6 @@ class ThrottleChannel:
         try:
             answer = self._exchange([f"HELLO protocol={PROTOCOL}"])[-1]
         except InvalidArgument as e:
-            if "unknown request" in str(e):
-                raise Unsupported(f"the Java agent on {self.path} is too old: it does not know HELLO, so it "
-                                  f"speaks protocol 1 (0.1.x); this storage agent needs protocol {PROTOCOL}: "
-                                  f"install the jar of this release and restart the DataNode") from e
             raise Unsupported(f"the Java agent on {self.path} cannot speak protocol {PROTOCOL}: "
                               f"{str(e).removeprefix('DataNode throttle refused: ')}") from e
         fields = _fields(answer, "OK")

@@ -4,7 +4,7 @@ Rules (identities as in `vnode_sync.security.identity`):
 - admin:<name>     every Admin RPC, any user, any priority; no AgentLink RPC.
 - user:<name>      Status, ListUsers and Pressure, showing only their own user; SetPriority on
                    their own user, only to a value at or below their current priority.
-- node:<id>        Register, WatchDesiredState, ReportUsage (also each report on StreamUsage)
+- node:<id>        Register, WatchDesiredState, StreamUsage (each report on it)
                    for node_id == <id>, and
                    only if <id> is a storage node configured on the coordinator.
 - compute:<host>   StartJob/EndJob with node == <host>, ReconcileJobs with
@@ -35,7 +35,7 @@ ADMIN_CALLS = frozenset({"AddUser", "SetPriority", "SetActive", "SetReservation"
 USER_READS = frozenset({"ListUsers", "Status", "Pressure"})
 MONITOR_CALLS = frozenset({"ListUsers", "ListNodes", "Status", "Pressure", "ListGroups"})
 METRICS_READERS = ("admin", "monitor")
-NODE_CALLS = frozenset({"Register", "WatchDesiredState", "ReportUsage"})
+NODE_CALLS = frozenset({"Register", "WatchDesiredState", "StreamUsage"})
 # RPC -> the request field that must name the calling compute host.
 COMPUTE_CALLS = {"StartJob": "node", "EndJob": "node", "ReconcileJobs": "source", "ReportConnections": "reporter"}
 

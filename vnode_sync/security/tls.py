@@ -16,7 +16,7 @@ import annotated_types as at
 import grpc
 from pydantic import model_validator
 
-from vnode_sync.config_loading import Refused, Settings
+from vnode_sync.config_loading import Group, Refused, Settings
 from vnode_sync.errors import ConfigError
 from vnode_sync.security.identity import COORDINATOR_SERVER_NAME
 
@@ -57,7 +57,7 @@ class SecuredSettings(Settings):
 
     tls: TlsFiles | None = None
     """Mutual TLS (PEM paths), made with `vnodectl certs`; the README says how."""
-    insecure: bool = False
+    insecure: Annotated[bool, Group("Transport (with the `tls:` section)")] = False
     """Plaintext, no authentication: lab use only, warned about on every start. Off, so that
     forgetting `tls:` never opens the cluster to anyone on the network."""
 

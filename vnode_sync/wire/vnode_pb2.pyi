@@ -608,24 +608,6 @@ class WatchRequest(_message.Message):
     known_generation: int
     def __init__(self, node_id: _Optional[str] = ..., known_generation: _Optional[int] = ...) -> None: ...
 
-class UserUsage(_message.Message):
-    __slots__ = ("user", "device", "read_bytes", "write_bytes", "read_ios", "write_ios", "held_at_limit")
-    USER_FIELD_NUMBER: _ClassVar[int]
-    DEVICE_FIELD_NUMBER: _ClassVar[int]
-    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
-    WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
-    READ_IOS_FIELD_NUMBER: _ClassVar[int]
-    WRITE_IOS_FIELD_NUMBER: _ClassVar[int]
-    HELD_AT_LIMIT_FIELD_NUMBER: _ClassVar[int]
-    user: str
-    device: str
-    read_bytes: int
-    write_bytes: int
-    read_ios: int
-    write_ios: int
-    held_at_limit: bool
-    def __init__(self, user: _Optional[str] = ..., device: _Optional[str] = ..., read_bytes: _Optional[int] = ..., write_bytes: _Optional[int] = ..., read_ios: _Optional[int] = ..., write_ios: _Optional[int] = ..., held_at_limit: _Optional[bool] = ...) -> None: ...
-
 class HeldTime(_message.Message):
     __slots__ = ("user", "held_seconds", "source")
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -665,11 +647,10 @@ class DemandSummary(_message.Message):
     def __init__(self, full: _Optional[bool] = ..., users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., user_index: _Optional[_Iterable[int]] = ..., device_index: _Optional[_Iterable[int]] = ..., read_bps: _Optional[_Iterable[float]] = ..., write_bps: _Optional[_Iterable[float]] = ..., read_held: _Optional[_Iterable[bool]] = ..., write_held: _Optional[_Iterable[bool]] = ..., read_demand_bps: _Optional[_Iterable[float]] = ..., write_demand_bps: _Optional[_Iterable[float]] = ..., gone: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UsageReport(_message.Message):
-    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "usage", "errors", "held", "not_enforcing", "demand", "measured_allocation", "degraded")
+    __slots__ = ("node_id", "applied_generation", "sampled_at_unix", "errors", "held", "not_enforcing", "demand", "measured_allocation", "degraded")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     APPLIED_GENERATION_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_UNIX_FIELD_NUMBER: _ClassVar[int]
-    USAGE_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     NOT_ENFORCING_FIELD_NUMBER: _ClassVar[int]
@@ -679,14 +660,13 @@ class UsageReport(_message.Message):
     node_id: str
     applied_generation: int
     sampled_at_unix: float
-    usage: _containers.RepeatedCompositeFieldContainer[UserUsage]
     errors: _containers.RepeatedScalarFieldContainer[str]
     held: _containers.RepeatedCompositeFieldContainer[HeldTime]
     not_enforcing: str
     demand: DemandSummary
     measured_allocation: int
     degraded: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., usage: _Optional[_Iterable[_Union[UserUsage, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ..., measured_allocation: _Optional[int] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., applied_generation: _Optional[int] = ..., sampled_at_unix: _Optional[float] = ..., errors: _Optional[_Iterable[str]] = ..., held: _Optional[_Iterable[_Union[HeldTime, _Mapping]]] = ..., not_enforcing: _Optional[str] = ..., demand: _Optional[_Union[DemandSummary, _Mapping]] = ..., measured_allocation: _Optional[int] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReportAck(_message.Message):
     __slots__ = ("generation",)

@@ -977,11 +977,6 @@ class AgentLinkStub:
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.WatchRequest.SerializeToString,
                 response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.DesiredState.FromString,
                 _registered_method=True)
-        self.ReportUsage = channel.unary_unary(
-                '/vnode_sync.v1.AgentLink/ReportUsage',
-                request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
-                response_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
-                _registered_method=True)
         self.StreamUsage = channel.stream_unary(
                 '/vnode_sync.v1.AgentLink/StreamUsage',
                 request_serializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
@@ -1009,16 +1004,9 @@ class AgentLinkServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ReportUsage(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def StreamUsage(self, request_iterator, context):
-        """The same reports on one long-lived call, as agents send them: to the coordinator a report is
-        then one message, not one call (a new call costs it about three times as much). Answered when
-        the agent ends the call.
+        """Usage reports on one long-lived call: to the coordinator a report is one message, not one call
+        (a new call costs it about three times as much). Answered when the agent ends the call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1042,11 +1030,6 @@ def add_AgentLinkServicer_to_server(servicer, server):
                     servicer.WatchDesiredState,
                     request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.WatchRequest.FromString,
                     response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.DesiredState.SerializeToString,
-            ),
-            'ReportUsage': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReportUsage,
-                    request_deserializer=vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.FromString,
-                    response_serializer=vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.SerializeToString,
             ),
             'StreamUsage': grpc.stream_unary_rpc_method_handler(
                     servicer.StreamUsage,
@@ -1113,33 +1096,6 @@ class AgentLink:
             '/vnode_sync.v1.AgentLink/WatchDesiredState',
             vnode__sync_dot_wire_dot_vnode__pb2.WatchRequest.SerializeToString,
             vnode__sync_dot_wire_dot_vnode__pb2.DesiredState.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReportUsage(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/vnode_sync.v1.AgentLink/ReportUsage',
-            vnode__sync_dot_wire_dot_vnode__pb2.UsageReport.SerializeToString,
-            vnode__sync_dot_wire_dot_vnode__pb2.ReportAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,18 +9,48 @@ compute role.
 from typing import Annotated, Literal
 
 import annotated_types as at
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from vnode_sync.agents.compute.settings import ComputeSettings
 from vnode_sync.agents.handlers.generic import GenericDiscoverySettings
 from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
-from vnode_sync.agents.storage.report_interval import PROBE_SECONDS
-from vnode_sync.config_loading import (Allowed, ListOf, LogFormat, NodeId, Refused, Seconds, load, parse,
-                                       plugin_section)
+from vnode_sync.config_loading import (MEASURED, TEST_SEAM, Allowed, Group, ListOf, LogFormat, NodeId, Refused,
+                                       Seconds, Settings, load, parse, plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
 from vnode_sync.kernel.lustre_settings import LustreSettings
 from vnode_sync.metrics.settings import AgentMetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings
+
+PROBE_SECONDS = 0.25
+ENDPOINT_ALLOWED = "host:port or :port (any host), port 1-65535"
+
+
+def _endpoint(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536 or (not host and not text.startswith(":")):
+        raise ValueError(ENDPOINT_ALLOWED)
+    return text
+
+
+class ComputeSettings(Settings):
+    """What the compute agent watches and how often."""
+
+    storage_endpoints: Annotated[ListOf[Annotated[str, AfterValidator(_endpoint), Allowed(ENDPOINT_ALLOWED)]],
+                                 at.MinLen(1)]
+    """Storage endpoints whose connections are reported (the DataNodes' data port, e.g. ':9866')."""
+    min_uid: Annotated[int, at.Ge(1), at.Le(2**32 - 2)] = 1000
+    """Lowest uid that is a user: system accounts and root are never reported or placed (Debian's 1000)."""
+    connection_seconds: Annotated[Seconds, MEASURED] = 0.1
+    """How often connections are looked at: a new connection's bytes go to the storage node's
+    default VNode until its owner arrives there, so this is short."""
+    placement_seconds: Annotated[Seconds, MEASURED] = 1.0
+    """How often job processes are placed."""
+
+    @property
+    def endpoints(self) -> tuple[tuple[str | None, int], ...]:
+        """(host or None for any, port) of each storage endpoint."""
+        return tuple((text.rpartition(":")[0].strip("[]") or None, int(text.rpartition(":")[2]))
+                     for text in self.storage_endpoints)
+
 
 BACKENDS = ("auto", "blkio-v1", "io-v2", "lustre-tbf", "datanode-throttle")
 ROLES = ("storage", "compute")
@@ -32,47 +62,51 @@ CgroupName = Annotated[str, Field(pattern=r"^([^/.][^/]*)?$"),
                        Allowed("a single directory name, not starting with '.' ('' for vnode-sync.<node_id>)")]
 
 
+NODE, ENFORCEMENT, RESTARTS = Group("This node and its coordinator"), Group("Enforcement"), Group("Across restarts")
+
+
 class AgentConfig(SecuredSettings):
     """A storage or compute agent's file."""
 
-    node_id: NodeId
+    node_id: Annotated[NodeId, NODE]
     """This node's id, as the coordinator's storage_nodes list it (and its certificate's CN node:<id>)."""
-    role: Literal[ROLES] = "storage"
+    role: Annotated[Literal[ROLES], NODE] = "storage"
     """storage: enforce shares on this node; compute: report connections and place jobs."""
-    coordinator: Annotated[str, at.MinLen(1)] = "127.0.0.1:7070"
+    coordinator: Annotated[str, at.MinLen(1), NODE] = "127.0.0.1:7070"
     """host:port of the coordinator; several coordinators (docs/ha.md): comma-separated, the leader is followed."""
-    backend: Literal[BACKENDS] = "auto"
+    backend: Annotated[Literal[BACKENDS], ENFORCEMENT] = "auto"
     """How limits are enforced; auto: cgroup v1 blkio if mounted, else cgroup v2 io."""
-    cgroup_root: Annotated[str, at.MinLen(1)] = "/sys/fs/cgroup"
+    cgroup_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/sys/fs/cgroup"
     """Where the cgroup hierarchies are mounted (tests point it at a fake tree)."""
-    cgroup_name: CgroupName = ""
+    cgroup_name: Annotated[CgroupName, ENFORCEMENT] = ""
     """The agent's own subtree; VNodes live below it, nothing outside it is touched."""
-    proc_root: Annotated[str, at.MinLen(1)] = "/proc"
+    proc_root: Annotated[str, at.MinLen(1), TEST_SEAM] = "/proc"
     """/proc, or a fake tree in tests."""
-    devices: ListOf[Annotated[str, at.MinLen(1)]] = ()
+    devices: Annotated[ListOf[Annotated[str, at.MinLen(1)]], ENFORCEMENT] = ()
     """Block device paths whose I/O is shared (as the coordinator's storage_nodes devices)."""
     discovery: DiscoverySection = GenericDiscoverySettings()
     """How handler threads are found; the keys beside `kind` are the plug-in's own."""
-    resync_seconds: Seconds = 5.0
+    resync_seconds: Annotated[Seconds, MEASURED] = 5.0
     """Full reconcile (limits, membership drift, stale VNodes) at least this often."""
-    report_seconds: Seconds = 1.0
+    report_seconds: Annotated[Seconds, Group("Usage reports")] = 1.0
     """Usage reports to the coordinator this often; measured MB/s comes from them."""
-    probe_seconds: Seconds = PROBE_SECONDS
-    """Between reports, demand is looked at this often, and a user's that moved sharply (stopped, came
-    back, halved or doubled) is reported at once; report_seconds or more: only at reports. Less often
-    where looks would take more than 5 % of a core (thousands of VNodes)."""
-    capture_seconds: Seconds = 0.5
+    probe_seconds: Annotated[Seconds, MEASURED] = PROBE_SECONDS
+    """Between reports, demand is looked at this often (agents/storage/report_interval.py), and a
+    user's that moved sharply (stopped, came back, halved or doubled) is reported at once;
+    report_seconds or more: only at reports. Less often where looks would take more than 5 % of a
+    core (thousands of VNodes)."""
+    capture_seconds: Annotated[Seconds, MEASURED] = 0.5
     """Longest wait between capture passes when the discovery plug-in has no event."""
-    fast_thread_moves: bool = True
+    fast_thread_moves: Annotated[bool, ENFORCEMENT] = True
     """Mount an empty cgroup hierarchy with favordynmods while running, so moving a handler
     thread does not wait for an RCU grace period (vnode_sync/kernel/fast_moves.py)."""
-    state_cache: str = ""
+    state_cache: Annotated[str, RESTARTS] = ""
     """Last desired state, so a restart enforces it even while the coordinator is down; "": none."""
-    run_dir: Annotated[str, at.MinLen(1)] = "/run/vnode-sync"
+    run_dir: Annotated[str, at.MinLen(1), RESTARTS] = "/run/vnode-sync"
     """Where a storage agent holds its lock: one agent per cgroup subtree (so per node id) on a host."""
-    teardown_on_exit: bool = False
+    teardown_on_exit: Annotated[bool, RESTARTS] = False
     """Remove every VNode on exit (demos, tests). Production keeps enforcing across restarts."""
-    log_format: LogFormat = "plain"
+    log_format: Annotated[LogFormat, Group("Logs")] = "plain"
     """plain for people, json for a log collector."""
     lustre: LustreSettings = Field(default_factory=LustreSettings)
     """Settings of the lustre-tbf backend (lctl path, OSS service, RPC size)."""
