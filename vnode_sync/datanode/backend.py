@@ -20,6 +20,7 @@ otherwise not_enforcing() says why and the storage agent reports the node as not
 """
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 
+from vnode_sync.datanode.cpu_shares import CpuShares
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
                                          Shares, Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import Unavailable, VNodeSyncError
@@ -53,6 +55,10 @@ class DataNodeThrottleSettings(Settings):
     sharing: Literal[SHARINGS] = "weights"
     """weights: the Java agent shares the node by local weight at every packet (work-conserving by
     itself). rates: it only caps each user at the rates it is sent (the allocation loop's), as before."""
+    cpu_shares: bool = True
+    """Move each transfer thread, for its op, into its user's cgroup v1 cpu group weighed by the user's
+    weight, so the cores are shared by weight too where the CPU binds (docs/edge.md G10). Needs the v1
+    cpu controller; without it the node runs on, its cores shared as CFS does."""
 
 
 @dataclass
@@ -67,6 +73,7 @@ class DataNodeThrottleBackend:
     devices: list[DeviceNumber] = field(default_factory=list)
     clock: Callable[[], float] = time.monotonic
     sharing: str = "weights"
+    cpu: CpuShares | None = None
 
     name = "datanode-throttle"
     placer = None
@@ -92,7 +99,12 @@ class DataNodeThrottleBackend:
         return ["shares are per DataNode, not per disk: a user's weight, floor and ceiling are the sums "
                 "of its device ones",
                 "a client on another host with block access tokens off is charged to the default VNode "
-                "unless a compute agent reports its connection"]
+                "unless a compute agent reports its connection"] + (
+                [self.cpu.limitation()] if self.cpu is not None and self.cpu.limitation() else [])
+
+    def side_loops(self) -> list[tuple[str, Callable[[threading.Event], None]]]:
+        """Loops the storage agent runs beside its own: the CPU shares' watch of the op threads."""
+        return [("cpu-shares", self.cpu.run)] if self.cpu is not None else []
 
     def setup(self) -> None:
         """The handshake, once per DataNode start (and until every hook it needs is woven). A DataNode
@@ -174,6 +186,10 @@ class DataNodeThrottleBackend:
         users = {user_of_vnode(v): self._shares(v, scale) for v in self._limits if v != DEFAULT_VNODE}
         wanted = ThrottleSettings(self._generation, self._shares(DEFAULT_VNODE, scale), users, dict(uids),
                                   dict(connections), self._node())
+        if self.cpu is not None:
+            # A thread's CPU weight is its user's larger direction's: it may read and write.
+            self.cpu.set_weights({user: max(shares.read.weight, shares.write.weight)
+                                  for user, shares in {None: wanted.default, **users}.items()})
         if self._applied is not None and wanted == self._applied:
             return
         self._generation += 1
@@ -212,6 +228,8 @@ class DataNodeThrottleBackend:
     def teardown(self) -> None:
         """Lift every share in the DataNode (it keeps running); its counters stay."""
         self._limits.clear()
+        if self.cpu is not None:
+            self.cpu.teardown()
         try:
             self._generation += 1
             self.channel.apply(ThrottleSettings(self._generation, Shares()))
