@@ -31,7 +31,8 @@ without the cpu groups (the edge before them). The order rotates with the seed s
 always runs first.
 
 --scenario KIND:WEIGHT,... runs one given scenario of bulk users instead of drawn ones (KIND
-bulk-reader or bulk-writer), e.g. `--scenario bulk-reader:8,bulk-reader:4,bulk-reader:1`.
+bulk-reader or bulk-writer), e.g. `--scenario bulk-reader:8,bulk-reader:4,bulk-reader:1`, once per
+seed: there the seed only rotates the policies' order.
 
 Judged (`judge`), per scenario: each interactive user's p50 and p99 against static's (target <= 1.2,
 all <= 1.5); each backlogged user's rate against its weighted share of what the backlogged users
@@ -53,6 +54,7 @@ Profiles (issue 58, item 2), with the docs' settings for hosts with interactive 
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -237,6 +239,7 @@ class Cell:
     steal_seconds: float = 0.0
     cpu_busy: float = 0.0   # the machine's CPUs busy over the window, 0..1 (benchmarks.machine_sample.cpu_ticks)
     cpu_groups: list[str] = field(default_factory=list)   # at the window's end: each user's cpu group, threads, shares
+    datanode_cpu: float = 0.0   # the DataNode JVM's CPU over the window, cores (user + system)
     # The Java agent's view over the window: each user's packets' wait in the volume's dispatcher
     # (seconds per second, summed over its threads; under none every user is DEFAULT: slot -1), and
     # each volume's depth, waiting packets and slots lent, sampled every SAMPLE_SECONDS.
@@ -346,7 +349,7 @@ def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
             parts.append(f"u{user.slot} {cell.rates.get(user.slot, 0) / MB:.1f} MB/s"
                          + (f" ({share:.2f} of share)" if share is not None else ""))
     node = f"node {cell.node_bps / MB:.1f} MB/s" + (f" ({verdict.throughput:.2f} of none)" if verdict.throughput else "")
-    return (f"  {cell.policy:<8} | {' | '.join(parts)} | {node} | cpu {cell.cpu_busy:.0%} | steal {cell.steal_seconds:.1f} s\n"
+    return (f"  {cell.policy:<8} | {' | '.join(parts)} | {node} | cpu {cell.cpu_busy:.0%}, DataNode {cell.datanode_cpu:.2f} cores | steal {cell.steal_seconds:.1f} s\n"
             f"         edge: {describe_edge(cell)}")
 
 
@@ -479,6 +482,10 @@ class Testbed:
                 + (f", lent {max(f['lent']) - min(f['lent']):.0f}" if "lent" in f else "")
                 for volume, f in sorted(seen.items())]
 
+    def datanode_cpu_seconds(self) -> float:
+        times = psutil.Process(self.dn.pid).cpu_times()
+        return times.user + times.system
+
     def cpu_groups(self) -> list[str]:
         """The DataNode's per-user cpu groups (docs/edge.md G10) as 'group: N threads, S shares'."""
         home = os.path.join(CPU_HIERARCHY, cgroup_of(self.dn.pid).lstrip("/"))
@@ -544,13 +551,14 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
             time.sleep(WARM_UP_SECONDS)
             before_bytes = {slot: c.bytes() for slot, c in clients.items()}
             before_node, before_machine, before_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
-            before_cpu = machine_sample.cpu_ticks()
+            before_cpu, before_dn = machine_sample.cpu_ticks(), bed.datanode_cpu_seconds()
             start = time.monotonic()
             cell.volumes = bed.volume_samples(window)
             cell.cpu_groups = bed.cpu_groups()
             end = time.monotonic()
             after_node, after_machine, after_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
-            after_cpu = machine_sample.cpu_ticks()
+            after_cpu, after_dn = machine_sample.cpu_ticks(), bed.datanode_cpu_seconds()
+            cell.datanode_cpu = (after_dn - before_dn) / (end - start)
             busy, idle = after_cpu.busy - before_cpu.busy, after_cpu.idle - before_cpu.idle
             cell.cpu_busy = busy / (busy + idle) if busy + idle > 0 else 0.0
             cell.waited = {slot: (after_waits[slot] - before_waits.get(slot, 0)) / 1e9 / (end - start)
@@ -646,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", type=parse_policies, default=POLICIES,
                         help=f"comma-separated, of {', '.join(POLICIES + OPTIONAL_POLICIES)}")
     parser.add_argument("--scenario", type=parse_scenario, default=None,
-                        help="one scenario of bulk users, e.g. bulk-reader:8,bulk-reader:4 (instead of --seeds)")
+                        help="one scenario of bulk users, e.g. bulk-reader:8,bulk-reader:4, instead of drawn ones: "
+                             "run once per seed, each seed rotating the policies' order")
     parser.add_argument("--testbed-defaults", action="store_true",
                         help="without the docs' settings for interactive hosts (nodelalloc, queue of 4, close retry 2 ms)")
     args = parser.parse_args(argv)
@@ -676,8 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     scenarios, cells = {}, {}
     with testbed(profile, not args.testbed_defaults) as bed:
         print(f"[{time.monotonic() - started:.0f} s] HDFS up", flush=True)
-        for seed in [args.scenario.seed] if args.scenario else args.seeds:
-            scenario = args.scenario or draw(seed)
+        for seed in args.seeds:
+            # A given scenario runs once per seed: the seed only rotates the policies' order.
+            scenario = dataclasses.replace(args.scenario, seed=seed) if args.scenario else draw(seed)
             scenarios[seed] = scenario
             bed.prepare(scenario)
             by_policy = {}
