@@ -241,6 +241,8 @@ class CpuShares:
                 why = "the Java agent closed the watch"
             except (OSError, VNodeSyncError) as e:
                 why = str(e)
+            except Exception as e:  # noqa: BLE001 - the node goes on without CPU shares; logged, watched again
+                why = f"{type(e).__name__}: {e}"
             if not stop.is_set() and why != self._reported:
                 log.warning("CPU shares: %s; watching again every %.0f s", why, RECONNECT_SECONDS)
             self._reported = why
