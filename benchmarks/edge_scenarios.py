@@ -359,7 +359,9 @@ def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], ou
     for seed, by_policy in cells.items():
         print_scenario(scenarios[seed], by_policy, verdicts[seed], out)
     print(f"\ndistribution over {len(cells)} scenarios (seeds {', '.join(map(str, cells))}):", file=out)
-    for policy in ("wc", "none"):
+    for policy in ("wc", *OPTIONAL_POLICIES, "none"):
+        if not any(policy in v for v in verdicts.values()):
+            continue
         print(f" {policy}:", file=out)
         for line in distribution(verdicts, policy):
             print(line, file=out)
