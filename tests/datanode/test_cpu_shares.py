@@ -13,7 +13,7 @@ from testbed.names import unique_name
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.cpu_shares import LARGEST_SHARES, CpuShares, OpThread, parse_line
-from vnode_sync.errors import InvalidArgument
+from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.cpu_v1 import NICE_0_SHARES
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
@@ -259,3 +259,16 @@ def cpu_cgroup(tid: int) -> str:
             if "cpu" in controllers.split(","):
                 return os.path.join(REAL_CPU, where.lstrip("/")).rstrip("/")
     raise AssertionError(f"thread {tid} is in no v1 cpu cgroup")
+
+
+def test_a_cgroup_the_kernel_refuses_is_logged_and_never_fails_the_reconcile_pass(node, caplog):
+    cpu = attached(node)
+    cpu.set_weights({"alice": 8.0})
+    cpu.take(OpThread(TIDS[0], "alice"))
+
+    def refuse(group, shares):
+        raise KernelError(os.path.join(node.parent, group), "kernel refused: Permission denied")
+
+    cpu.groups.ensure = refuse
+    cpu.set_weights({"alice": 4.0, "bob": 8.0})   # re-weighs alice's group: refused
+    assert "could not apply new weights" in caplog.text

@@ -102,27 +102,31 @@ class CpuShares:
         self.groups: CpuGroups | None = None
         self._pid = 0
         self._reported: str | None = None
-        self.moves = 0
-        self.move_seconds = 0.0   # spent writing `tasks`, for the per-op cost
+        self._ensured: dict[str, int] = {}          # group -> shares written (skips a mkdir and a read per op)
 
     def limitation(self) -> str | None:
         return self.unavailable
 
     def set_weights(self, weights: dict[str | None, float]) -> None:
-        """Each user's weight on this node (None: DEFAULT; 0: not weighed, its threads stay home)."""
+        """Each user's weight on this node (None: DEFAULT; 0: not weighed, its threads stay home). Called
+        by the reconcile pass: a cgroup the kernel refuses is logged, never raised into it."""
         with self._lock:
             if weights == self._weights:
                 return
             self._weights = dict(weights)
+            self._ensured.clear()
             if self.groups is None:
                 return
             wanted = {vnode_name(u) for u, w in weights.items() if w > 0}
-            for tid, user in list(self._serving.items()):
-                self._place(tid, user)
-            for group in self.groups.groups():
-                if group not in wanted:
-                    self._forget_group(group)
-                    self.groups.remove(group)
+            try:
+                for tid, user in list(self._serving.items()):
+                    self._place(tid, user)
+                for group in self.groups.groups():
+                    if group not in wanted:
+                        self._forget_group(group)
+                        self.groups.remove(group)
+            except VNodeSyncError as e:
+                log.warning("CPU shares: could not apply new weights (the next op's line tries again): %s", e)
 
     def _shares(self, user: str | None) -> int:
         weight = self._weights.get(user, 0.0)
@@ -134,23 +138,23 @@ class CpuShares:
         assert self.groups is not None
         shares = self._shares(user if user in self._weights else None)
         group = vnode_name(user if user in self._weights else None)
-        began = time.perf_counter()
         if shares <= 0:
             if tid in self._placed:
                 self.groups.release(tid)
                 del self._placed[tid]
             return
-        self.groups.ensure(group, shares)
+        if self._ensured.get(group) != shares:
+            self.groups.ensure(group, shares)
+            self._ensured[group] = shares
         if self._placed.get(tid) != group:
             if self.groups.place(group, tid):
                 self._placed[tid] = group
             else:
                 self._serving.pop(tid, None)
                 self._placed.pop(tid, None)
-            self.moves += 1
-            self.move_seconds += time.perf_counter() - began
 
     def _forget_group(self, group: str) -> None:
+        self._ensured.pop(group, None)
         for tid in [t for t, g in self._placed.items() if g == group]:
             del self._placed[tid]
 
@@ -186,6 +190,7 @@ class CpuShares:
             self._pid = pid
             self.groups = CpuGroups(home, self.group_name, self.fs)
             self._placed.clear()
+            self._ensured.clear()
             self._parent_shares = 0
             for group in self.groups.groups():   # an earlier agent's or DataNode's: its threads go home
                 self.groups.remove(group)
@@ -268,3 +273,4 @@ class CpuShares:
                     log.warning("CPU shares: could not remove %s: %s", self.groups.parent, e)
             self._serving.clear()
             self._placed.clear()
+            self._ensured.clear()
