@@ -197,8 +197,11 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
     JVM: the agent is built for Java 8, and what a site runs is 8 or 11."""
     alice, bob = users
     sources = {alice.name: put_sources[0], bob.name: put_sources[1]}
+    # The throttler alone, as on a host where the agent may make no cgroup: without the transfer
+    # threads' cpu groups (docs/edge.md G10), whose placement tests/datanode/test_cpu_shares.py checks.
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, disk_mb=3072, datanode_java_home=datanode_java.home) as (hdfs, cluster):
+                            replication=2, disk_mb=3072, datanode_java_home=datanode_java.home,
+                            throttle_settings={"cpu_shares": False}) as (hdfs, cluster):
         assert_datanodes_run_on(hdfs, datanode_java)
         assert no_cgroup_of(cluster)
         at_start = thread_cgroups(hdfs)

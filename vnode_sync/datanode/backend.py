@@ -1,8 +1,9 @@
 """The `datanode-throttle` backend: per-user shares enforced inside the DataNode by its Java agent.
 
 A LimitEnforcer with no placer: the Java agent knows the user of each transfer itself (block
-token, else the client socket's owner), so no thread is moved and no cgroup is made or
-written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
+token, else the client socket's owner), so no thread is moved for its I/O. With `cpu_shares` (the
+default) each transfer thread is also moved, for its op, into its user's cgroup v1 cpu group
+(cpu_shares.py, docs/edge.md G10); without it no cgroup is made or written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
 bytes, before the page cache. The Java agent dispatches each data volume by the node's weights
 (docs/edge.md), so a user's weight, floor and ceiling there are the sums of its device ones; the
 node's configured capacity (the sum of its devices') is sent for what it reports, and the edge
