@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         agent.reconciler.on_first_placement(CaptureTimer(metrics.registry, config.node_id, config.proc_root).placed)
         metrics.serve(StorageAgentCollector(agent))
     fast_moves = FastMoves(config.fast_moves_mountpoint)
-    if config.fast_thread_moves and backend.placer is not None:
+    if config.fast_thread_moves and (backend.placer is not None or getattr(backend, "cpu", None) is not None):
         try:
             log.info("fast thread moves (cgroup favordynmods): %s", fast_moves.enable())
         except VNodeSyncError as e:

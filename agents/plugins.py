@@ -19,10 +19,12 @@ def make_backend(config: AgentConfig) -> LimitEnforcer:
     if kind == "datanode-throttle":
         from vnode_sync.datanode.backend import DataNodeThrottleBackend
         from vnode_sync.datanode.channel import ThrottleChannel
+        from vnode_sync.datanode.cpu_shares import CpuShares
         from vnode_sync.kernel.devices import device_number
-        return DataNodeThrottleBackend(ThrottleChannel(config.datanode_throttle.socket),
-                                       [device_number(d) for d in config.devices],
-                                       sharing=config.datanode_throttle.sharing)
+        settings = config.datanode_throttle
+        cpu = CpuShares(settings.socket, config.cgroup_subtree, host, config.proc_root) if settings.cpu_shares else None
+        return DataNodeThrottleBackend(ThrottleChannel(settings.socket), [device_number(d) for d in config.devices],
+                                       sharing=settings.sharing, cpu=cpu)
     if kind == "lustre-tbf":
         from vnode_sync.kernel.lustre_tbf import LustreTbfBackend
         return LustreTbfBackend.from_settings(config.cgroup_subtree, config.lustre)

@@ -221,11 +221,14 @@ class Trace:
 
 
 @contextlib.contextmanager
-def governed(hdfs: HdfsCluster, name: str, users: list[LocalUser], policy: str, bw: int) -> Iterator[LocalCluster]:
+def governed(hdfs: HdfsCluster, name: str, users: list[LocalUser], policy: str, bw: int,
+             cpu_shares: bool = True) -> Iterator[LocalCluster]:
+    """POLICY in force on every DataNode; CPU_SHARES: transfer threads in per-user cpu groups too."""
     nodes = [LocalNode(dn.id, (dn.loop_device,), bw, bw, {"kind": "hdfs", "pid": dn.pid},
                        {"backend": "datanode-throttle",
                         "datanode_throttle": {"socket": hdfs.throttle_socket(dn),
-                                              "sharing": "rates" if policy == "wc-rates" else "weights"}},
+                                              "sharing": "rates" if policy == "wc-rates" else "weights",
+                                              "cpu_shares": cpu_shares}},
                        (f"{dn.host}:{dn.ports.data}",))
              for dn in hdfs.datanodes]
     settings = {"sharing": "static" if policy == "static" else "work-conserving", "control_seconds": CONTROL_SECONDS}

@@ -25,8 +25,14 @@ the node's throughput (what the Java agent counted for every user and DEFAULT, r
 and the machine's steal (benchmarks.machine_sample).
 
 Policies: none (no vnode-sync: an APPLY with no shares, every user DEFAULT, not scheduled), static
-(allocation static: ceilings), wc (allocation work-conserving: the Java agent's weights). The order
-rotates with the seed so that none of them always runs first.
+(allocation static: ceilings), wc (allocation work-conserving: the Java agent's weights, and each
+transfer thread in its user's cpu group: docs/edge.md G10); on request (--policies) wc-nocpu, wc
+without the cpu groups (the edge before them). The order rotates with the seed so that none of them
+always runs first.
+
+--scenario KIND:WEIGHT,... runs one given scenario of bulk users instead of drawn ones (KIND
+bulk-reader or bulk-writer), e.g. `--scenario bulk-reader:8,bulk-reader:4,bulk-reader:1`, once per
+seed: there the seed only rotates the policies' order.
 
 Judged (`judge`), per scenario: each interactive user's p50 and p99 against static's (target <= 1.2,
 all <= 1.5); each backlogged user's rate against its weighted share of what the backlogged users
@@ -48,6 +54,7 @@ Profiles (issue 58, item 2), with the docs' settings for hosts with interactive 
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -67,7 +74,7 @@ from benchmarks import machine_sample
 from benchmarks.bootstrap import p50, p99
 from benchmarks.bulk_shares import governed
 from benchmarks.interactive_shares import WRITE_SITE
-from testbed.cpu_priority import cpu_priority
+from testbed.cpu_priority import CPU_HIERARCHY, cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
 from testbed.local_cluster import LocalUser
@@ -77,10 +84,12 @@ from testbed.processes import exit_once_on_signals
 from testbed.share_watch import CacheDropper, ClientBytes, block_files
 from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import Shares, ThrottleChannel, ThrottleSettings
+from vnode_sync.kernel.cpu_v1 import cgroup_of
 
 MB = 1_000_000
 MiB = 1 << 20
 POLICIES = ("none", "static", "wc")
+OPTIONAL_POLICIES = ("wc-nocpu",)   # wc without per-user cpu groups: the edge before them
 KINDS = ("bulk reader", "bulk writer", "interactive reader", "interactive writer")
 BULK = ("bulk reader", "bulk writer")
 MAX_USERS = 6
@@ -174,11 +183,34 @@ def draw(seed: int) -> Scenario:
     return Scenario(seed, tuple(users))
 
 
-def policy_order(seed: int) -> tuple[str, ...]:
+def policy_order(seed: int, policies: tuple[str, ...] = POLICIES) -> tuple[str, ...]:
     """POLICIES rotated by the seed, reversed every other turn: each policy runs first, second and last alike."""
-    turn = seed % len(POLICIES)
-    order = POLICIES[turn:] + POLICIES[:turn]
-    return order if (seed // len(POLICIES)) % 2 == 0 else order[::-1]
+    turn = seed % len(policies)
+    order = policies[turn:] + policies[:turn]
+    return order if (seed // len(policies)) % 2 == 0 else order[::-1]
+
+
+def parse_policies(text: str) -> tuple[str, ...]:
+    policies = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in policies if p not in POLICIES + OPTIONAL_POLICIES]
+    if unknown or not policies or len(set(policies)) != len(policies):
+        raise argparse.ArgumentTypeError(f"policies {text!r}: give distinct ones of "
+                                         f"{', '.join(POLICIES + OPTIONAL_POLICIES)}")
+    return policies
+
+
+def parse_scenario(text: str, seed: int = 0) -> Scenario:
+    """'bulk-reader:8,bulk-writer:4' -> a Scenario of those bulk users (slots in order)."""
+    users = []
+    for slot, part in enumerate(p.strip() for p in text.split(",")):
+        kind, _, weight = part.partition(":")
+        kind = kind.replace("-", " ")
+        if kind not in BULK or not weight.isdigit() or not WEIGHTS[0] <= int(weight) <= 100:
+            raise argparse.ArgumentTypeError(f"scenario user {part!r}: give bulk-reader:W or bulk-writer:W, W 1-100")
+        users.append(ScenarioUser(slot, int(weight), kind))
+    if not 1 <= len(users) <= MAX_USERS:
+        raise argparse.ArgumentTypeError(f"scenario {text!r}: 1-{MAX_USERS} users")
+    return Scenario(seed, tuple(users))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -205,6 +237,9 @@ class Cell:
     rates: dict[int, float] = field(default_factory=dict)             # bulk slot -> client bytes/s
     node_bps: float = 0.0
     steal_seconds: float = 0.0
+    cpu_busy: float = 0.0   # the machine's CPUs busy over the window, 0..1 (benchmarks.machine_sample.cpu_ticks)
+    cpu_groups: list[str] = field(default_factory=list)   # at the window's end: each user's cpu group, threads, shares
+    datanode_cpu: float = 0.0   # the DataNode JVM's CPU over the window, cores (user + system)
     # The Java agent's view over the window: each user's packets' wait in the volume's dispatcher
     # (seconds per second, summed over its threads; under none every user is DEFAULT: slot -1), and
     # each volume's depth, waiting packets and slots lent, sampled every SAMPLE_SECONDS.
@@ -297,7 +332,8 @@ def distribution(verdicts: dict[int, dict[str, Verdict]], policy: str) -> list[s
 def describe_edge(cell: Cell) -> str:
     """The Java agent's view: who waited in its dispatcher (s/s) and the volumes' depths over the window."""
     waited = " ".join(f"{'DEFAULT' if slot < 0 else f'u{slot}'} {w:.2f}" for slot, w in sorted(cell.waited.items()))
-    return f"waited {waited or '-'}; volumes {'; '.join(cell.volumes) or '-'}"
+    return (f"waited {waited or '-'}; volumes {'; '.join(cell.volumes) or '-'}"
+            + (f"; cpu groups {'; '.join(cell.cpu_groups)}" if cell.cpu_groups else ""))
 
 
 def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
@@ -313,7 +349,7 @@ def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
             parts.append(f"u{user.slot} {cell.rates.get(user.slot, 0) / MB:.1f} MB/s"
                          + (f" ({share:.2f} of share)" if share is not None else ""))
     node = f"node {cell.node_bps / MB:.1f} MB/s" + (f" ({verdict.throughput:.2f} of none)" if verdict.throughput else "")
-    return (f"  {cell.policy:<6} | {' | '.join(parts)} | {node} | steal {cell.steal_seconds:.1f} s\n"
+    return (f"  {cell.policy:<8} | {' | '.join(parts)} | {node} | cpu {cell.cpu_busy:.0%}, DataNode {cell.datanode_cpu:.2f} cores | steal {cell.steal_seconds:.1f} s\n"
             f"         edge: {describe_edge(cell)}")
 
 
@@ -323,7 +359,9 @@ def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], ou
     for seed, by_policy in cells.items():
         print_scenario(scenarios[seed], by_policy, verdicts[seed], out)
     print(f"\ndistribution over {len(cells)} scenarios (seeds {', '.join(map(str, cells))}):", file=out)
-    for policy in ("wc", "none"):
+    for policy in ("wc", *OPTIONAL_POLICIES, "none"):
+        if not any(policy in v for v in verdicts.values()):
+            continue
         print(f" {policy}:", file=out)
         for line in distribution(verdicts, policy):
             print(line, file=out)
@@ -337,7 +375,7 @@ def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], ou
 
 def print_scenario(scenario: Scenario, by_policy: dict[str, Cell], verdicts: dict[str, Verdict], out) -> None:
     print(f"seed {scenario.seed}: {scenario.describe()}; ran {', '.join(by_policy)}", file=out)
-    for policy in POLICIES:
+    for policy in POLICIES + OPTIONAL_POLICIES:
         if policy in by_policy:
             print(cell_line(scenario, by_policy[policy], verdicts[policy]), file=out)
 
@@ -446,6 +484,23 @@ class Testbed:
                 + (f", lent {max(f['lent']) - min(f['lent']):.0f}" if "lent" in f else "")
                 for volume, f in sorted(seen.items())]
 
+    def datanode_cpu_seconds(self) -> float:
+        times = psutil.Process(self.dn.pid).cpu_times()
+        return times.user + times.system
+
+    def cpu_groups(self) -> list[str]:
+        """The DataNode's per-user cpu groups (docs/edge.md G10) as 'group: N threads, S shares'."""
+        home = os.path.join(CPU_HIERARCHY, cgroup_of(self.dn.pid).lstrip("/"))
+        found = []
+        for directory, _, files in os.walk(home):
+            name = os.path.basename(directory)
+            if directory != home and "tasks" in files:
+                with contextlib.suppress(OSError):
+                    threads = len(open(os.path.join(directory, "tasks")).read().split())
+                    shares = open(os.path.join(directory, "cpu.shares")).read().strip()
+                    found.append(f"{name}: {threads} threads, {shares} shares")
+        return found
+
     def lift_shares(self) -> None:
         """No vnode-sync: every user DEFAULT, with no weight, floor or ceiling (the agent's teardown)."""
         self.generation += 1
@@ -467,7 +522,8 @@ def policy_in_force(bed: Testbed, scenario: Scenario, policy: str) -> Iterator[N
         return
     users = [bed.user(u.slot, u.weight) for u in scenario.users]
     bw = int(bed.profile.configured_mbps * MB)
-    with governed(bed.hdfs, unique_name("edgesc"), users, "static" if policy == "static" else "wc-weights", bw):
+    with governed(bed.hdfs, unique_name("edgesc"), users, "static" if policy == "static" else "wc-weights", bw,
+                  cpu_shares=policy != "wc-nocpu"):
         yield
 
 
@@ -497,10 +553,16 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
             time.sleep(WARM_UP_SECONDS)
             before_bytes = {slot: c.bytes() for slot, c in clients.items()}
             before_node, before_machine, before_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
+            before_cpu, before_dn = machine_sample.cpu_ticks(), bed.datanode_cpu_seconds()
             start = time.monotonic()
             cell.volumes = bed.volume_samples(window)
+            cell.cpu_groups = bed.cpu_groups()
             end = time.monotonic()
             after_node, after_machine, after_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
+            after_cpu, after_dn = machine_sample.cpu_ticks(), bed.datanode_cpu_seconds()
+            cell.datanode_cpu = (after_dn - before_dn) / (end - start)
+            busy, idle = after_cpu.busy - before_cpu.busy, after_cpu.idle - before_cpu.idle
+            cell.cpu_busy = busy / (busy + idle) if busy + idle > 0 else 0.0
             cell.waited = {slot: (after_waits[slot] - before_waits.get(slot, 0)) / 1e9 / (end - start)
                            for slot in after_waits}
             for u in scenario.users:
@@ -591,6 +653,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes-per-policy", type=float, default=0.7, help="each cell's window")
     parser.add_argument("--json", metavar="FILE", help="append each scenario's cells to FILE (one JSON line each)")
     parser.add_argument("--summarize", metavar="FILE", help="print the report of a --json FILE and exit (no HDFS)")
+    parser.add_argument("--policies", type=parse_policies, default=POLICIES,
+                        help=f"comma-separated, of {', '.join(POLICIES + OPTIONAL_POLICIES)}")
+    parser.add_argument("--scenario", type=parse_scenario, default=None,
+                        help="one scenario of bulk users, e.g. bulk-reader:8,bulk-reader:4, instead of drawn ones: "
+                             "run once per seed, each seed rotating the policies' order")
     parser.add_argument("--testbed-defaults", action="store_true",
                         help="without the docs' settings for interactive hosts (nodelalloc, queue of 4, close retry 2 ms)")
     args = parser.parse_args(argv)
@@ -621,14 +688,15 @@ def main(argv: list[str] | None = None) -> int:
     with testbed(profile, not args.testbed_defaults) as bed:
         print(f"[{time.monotonic() - started:.0f} s] HDFS up", flush=True)
         for seed in args.seeds:
-            scenario = draw(seed)
+            # A given scenario runs once per seed: the seed only rotates the policies' order.
+            scenario = dataclasses.replace(args.scenario, seed=seed) if args.scenario else draw(seed)
             scenarios[seed] = scenario
             bed.prepare(scenario)
             by_policy = {}
-            for policy in policy_order(seed):
+            for policy in policy_order(seed, args.policies):
                 by_policy[policy] = run_cell(bed, scenario, policy, window)
                 print(f"[{time.monotonic() - started:.0f} s] seed {seed} {policy} done", flush=True)
-            cells[seed] = {p: by_policy[p] for p in policy_order(seed)}
+            cells[seed] = {p: by_policy[p] for p in policy_order(seed, args.policies)}
             print_scenario(scenario, cells[seed], judge(scenario, cells[seed]), sys.stdout)
             sys.stdout.flush()
             if args.json:

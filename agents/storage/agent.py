@@ -130,6 +130,8 @@ class StorageAgent:
         self.loops.start_thread("coordinator-link", self.link.run)
         self.loops.start_thread("usage-reports", self.link.send_reports)
         self.loops.start_thread("capture", lambda: self.capture.run(self._stop))
+        for name, loop in getattr(self.backend, "side_loops", lambda: [])():
+            self.loops.start_thread(name, lambda loop=loop: loop(self._stop))
         try:
             run_passes("reconcile", f"node {self.config.node_id}, cgroups {self.config.cgroup_subtree}",
                        self._one_pass, self._stop, wait=self._new_state.wait,

@@ -56,7 +56,7 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
      "discovery.poll_seconds: got an unknown key (value 1); allowed: keys kind, comm_pattern, pids, uid_map"),
     ("lustre: {rate_mbps: 5}", f"lustre.rate_mbps: got an unknown key (value 5); allowed: {LUSTRE_KEYS}"),
     ("datanode_throttle: {socket: /run/x, colour: red}",
-     "datanode_throttle.colour: got an unknown key (value 'red'); allowed: keys socket, sharing"),
+     "datanode_throttle.colour: got an unknown key (value 'red'); allowed: keys socket, sharing, cpu_shares"),
     ("compute: {storage_endpoints: [':9866'], colour: red}",
      "compute.colour: got an unknown key (value 'red'); allowed: keys storage_endpoints, min_uid, "
      "connection_seconds, placement_seconds"),

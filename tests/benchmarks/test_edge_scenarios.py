@@ -11,8 +11,8 @@ from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel.types import DeviceNumber
 
 from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, POLICIES, SIZES_MIB, Cell, Scenario, ScenarioUser,
-                                       cells_from_json, cells_to_json, draw, judge, parse_seeds, policy_order, report,
-                                       weighted_shares)
+                                       cells_from_json, cells_to_json, draw, judge, parse_policies, parse_scenario,
+                                       parse_seeds, policy_order, report, weighted_shares)
 
 SEEDS = range(400)
 
@@ -120,3 +120,16 @@ def test_a_shaped_link_for_more_than_one_datanode_is_refused_before_anything_is_
     with pytest.raises(InvalidArgument, match="datanode_link_mbps"):
         HdfsCluster("edge-scenarios-refused", workdir=str(tmp_path / "w"), datanodes=2, datanode_link_mbps=40)
     assert not (tmp_path / "w").exists()
+
+
+def test_a_given_scenario_and_policies_are_parsed_and_bad_ones_refused_in_one_line():
+    scenario = parse_scenario("bulk-reader:8,bulk-writer:4")
+    assert scenario.users == (ScenarioUser(0, 8, "bulk reader"), ScenarioUser(1, 4, "bulk writer"))
+    assert parse_policies("none,wc,wc-nocpu") == ("none", "wc", "wc-nocpu")
+    assert set(policy_order(5, ("none", "wc", "wc-nocpu"))) == {"none", "wc", "wc-nocpu"}
+    for bad in ("interactive-reader:4", "bulk-reader:0", "bulk-reader", "bulk-reader:1," * 7):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_scenario(bad)
+    for bad in ("wc,wc", "fast", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_policies(bad)

@@ -159,8 +159,10 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
     WebHDFS tests below, and the scheduler that splits is the same Java on every line. On the JDK on PATH;
     Java 11 is the next test's."""
     alice, bob = users
+    # The throttler alone, as on a host where the agent may make no cgroup: without the transfer
+    # threads' cpu groups (docs/edge.md G10), whose placement tests/datanode/test_cpu_shares.py checks.
     with hdfs_vnode_cluster(unique_name("dnthrottle"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, disk_mb=3072) as (hdfs, cluster):
+                            replication=2, disk_mb=3072, throttle_settings={"cpu_shares": False}) as (hdfs, cluster):
         assert_datanodes_run_on(hdfs, default_java())
         assert no_cgroup_of(cluster)
         at_start = thread_cgroups(hdfs)

@@ -7,7 +7,8 @@ block/blk-throttle.c, bfq-cgroup.c as observed on this project's machines:
   anything else malformed is EINVAL;
 - writing a TID to `tasks` moves that thread out of every other cgroup of the hierarchy
   (ESRCH if it does not exist); v2 `cgroup.procs` moves the whole process;
-- blkio.bfq.weight_device accepts 1..1000 only while BFQ is the device's scheduler.
+- blkio.bfq.weight_device accepts 1..1000 only while BFQ is the device's scheduler;
+- cpu.shares takes a whole number and clamps it to 2..262144 (kernel/sched/core.c), EINVAL otherwise.
 
 cgroup v2 (Documentation/admin-guide/cgroup-v2.rst), as strict as the kernel:
 - a child's cgroup.controllers is its parent's cgroup.subtree_control, and a controller's
@@ -33,7 +34,7 @@ V1_FILES = {
     "blkio.throttle.read_bps_device": "", "blkio.throttle.write_bps_device": "",
     "blkio.throttle.read_iops_device": "", "blkio.throttle.write_iops_device": "",
     "blkio.throttle.io_service_bytes": "Total 0\n", "blkio.bfq.weight": "100\n",
-    "blkio.bfq.weight_device": "default 100\n",
+    "blkio.bfq.weight_device": "default 100\n", "cpu.shares": "1024\n",
 }
 V2_FILES = {"cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n"}
 V2_IO_FILES = {"io.max": "", "io.weight": "default 100\n", "io.stat": ""}
@@ -107,6 +108,7 @@ class FakeCgroupFS(CgroupFS):
             "blkio.bfq.weight_device": self._bfq_weight, "io.max": self._io_max,
             "io.weight": self._io_weight, "cgroup.subtree_control": self._subtree_control,
             "cgroup.threads": self._move_single_thread, "cgroup.type": self._set_type,
+            "cpu.shares": self._cpu_shares,
         }.get(name)
         if not os.path.exists(path):
             self._refuse(path, errno.ENOENT, text)
@@ -175,6 +177,11 @@ class FakeCgroupFS(CgroupFS):
         else:
             lines[dev] = f"{dev} {value}"
         self._store(path, "".join(lines[d] + "\n" for d in sorted(lines)))
+
+    def _cpu_shares(self, path: str, text: str) -> None:
+        if not text.strip().isdigit():
+            self._refuse(path, errno.EINVAL, text)
+        self._store(path, f"{max(2, min(262_144, int(text)))}\n")
 
     def _bfq_weight(self, path: str, text: str) -> None:
         dev, value = self._device_value(path, text)

@@ -9,6 +9,8 @@
         UID uid= name= / CONN ip= port= name=
     STATS                        -> NODE ..., DEFAULT <counters>, USER name= <counters>..., OK generation=N
     PING                         -> OK vnode-sync-datanode-throttle <version> started=<ms>
+    WATCH threads                -> OK watching threads, then THREAD tid= [user=] / IDLE tid= lines as ops
+                                    start and end (read by vnode_sync/datanode/cpu_shares.py, not here)
 
 Every line is a KIND and key=value fields; both sides skip keys (and line kinds) they do not know,
 so one new counter or setting does not break an older peer; a change that would is a new protocol,

@@ -144,6 +144,24 @@ class HostCgroups:
     def has_blkio_v1(self) -> bool:
         return os.path.exists(os.path.join(self.blkio_v1, "blkio.throttle.read_bps_device"))
 
+    @property
+    def cpu_v1(self) -> str:
+        return os.path.join(self.root, "cpu")
+
+    def has_cpu_v1(self) -> bool:
+        return os.path.exists(os.path.join(self.cpu_v1, "cpu.shares"))
+
+    def has_cpu_v2(self) -> bool:
+        """Whether a cgroup2 mount offers the cpu controller (threaded: it can weigh single threads)."""
+        for candidate in (self.root, os.path.join(self.root, "unified")):
+            try:
+                with open(os.path.join(candidate, "cgroup.controllers")) as f:
+                    if "cpu" in f.read().split():
+                        return True
+            except OSError:
+                continue
+        return False
+
     def v2_mount(self) -> str | None:
         """The cgroup2 mount that offers the io controller, if any."""
         for candidate in (self.root, os.path.join(self.root, "unified")):

@@ -44,7 +44,7 @@ public final class Agent {
         new DepthLoop(throttles).start();
         if (args.socket() != null) {
             new ControlServer(args.socket(), throttles,
-                    new Protocol.Environment(report, Agent::hadoopVersion)).start();
+                    new Protocol.Environment(report, Agent::hadoopVersion, Hooks.OP_THREADS)).start();
         }
         AgentLog.info("vnode-sync throttle agent: shares are unknown until the storage agent sends them on "
                 + args.socket() + "; every op gets the default ceilings (read " + args.defaultReadBps()

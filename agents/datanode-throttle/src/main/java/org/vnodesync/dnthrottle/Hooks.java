@@ -25,6 +25,8 @@ public final class Hooks {
     private static volatile Throttles throttles;
     private static volatile Identity identity;
     private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
+    /** Which thread serves which user's op, for the storage agent's CPU cgroups (WATCH threads). */
+    static final OpThreads OP_THREADS = new OpThreads();
     /** The user of this thread's read op through the DataNode, for the short-circuit gate. */
     private static final ThreadLocal<String> READING = new ThreadLocal<>();
     /** The DataNode, seen at its first short-circuit request: its registry revokes grants. */
@@ -53,6 +55,7 @@ public final class Hooks {
             Throttles.Charge charge = t.chargeFor(user);
             charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
             CURRENT.set(charge);
+            OP_THREADS.started(charge.name());
             if (!write) {
                 readStarted(charge.name());
             }
@@ -62,6 +65,7 @@ public final class Hooks {
                 Throttles.Charge charge = t.chargeFor(null);
                 charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
                 CURRENT.set(charge);
+                OP_THREADS.started(charge.name());
             } catch (Throwable ignored) {
                 // nothing more to do: the op keeps Hadoop's throttler
             }
@@ -86,6 +90,7 @@ public final class Hooks {
             if (charge != null) {
                 charge.counters().addOp(write ? Direction.WRITE : Direction.READ);
                 CURRENT.set(charge);
+                OP_THREADS.started(charge.name());
                 if (!write) {
                     readStarted(charge.name());
                 }
@@ -155,7 +160,14 @@ public final class Hooks {
     }
 
     public static void opEnd() {
-        CURRENT.remove();
+        if (CURRENT.get() != null) {
+            CURRENT.remove();
+            try {
+                OP_THREADS.ended();
+            } catch (Throwable e) {
+                AgentLog.once("op-threads", "could not tell an op's end to the storage agent", e);
+            }
+        }
         String reading = READING.get();
         if (reading != null) {
             READING.remove();

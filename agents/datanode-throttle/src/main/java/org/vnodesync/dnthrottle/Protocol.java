@@ -22,15 +22,27 @@ final class Protocol {
     static final int MAX_LINE = 4096;
     static final int MAX_APPLY_LINES = 200_000;
     private static final String TOO_LONG = "\u0000too long";
+    /** Turns the connection into a stream of op threads (OpThreads), for the storage agent's CPU cgroups. */
+    static final String WATCH_THREADS = "WATCH threads";
 
     /** What the handshake says about the DataNode this agent runs in. */
     static final class Environment {
         private final HookReport hooks;
         private final Supplier<String> hadoopVersion;
+        private final OpThreads opThreads;
 
         Environment(HookReport hooks, Supplier<String> hadoopVersion) {
+            this(hooks, hadoopVersion, new OpThreads());
+        }
+
+        Environment(HookReport hooks, Supplier<String> hadoopVersion, OpThreads opThreads) {
             this.hooks = hooks;
             this.hadoopVersion = hadoopVersion;
+            this.opThreads = opThreads;
+        }
+
+        OpThreads opThreads() {
+            return opThreads;
         }
 
         HookReport hooks() {
@@ -58,6 +70,10 @@ final class Protocol {
     void serve(InputStream in, OutputStream out) throws IOException {
         String line;
         while ((line = readLine(in)) != null) {
+            if (line.equals(WATCH_THREADS)) {
+                environment.opThreads().watch(out);  // the connection is the watcher's until it ends
+                return;
+            }
             String reply = handle(line, in);
             if (reply == null) {
                 return;  // peer went away inside an APPLY: nothing applied
@@ -105,7 +121,7 @@ final class Protocol {
         String hooks = environment.hooks().fields();
         return "OK protocol=" + MAX_PROTOCOL + " min_protocol=" + MIN_PROTOCOL + " agent=vnode-sync-datanode-throttle"
                 + " version=" + VERSION + " hadoop=" + hadoop + " started_ms=" + throttles.startedMs()
-                + " scheduler=sfq-depth" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
+                + " scheduler=sfq-depth watch=threads" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
     }
 
     /** The node as the last APPLY configured it (capacities: what static caps divide; the edge needs none). */

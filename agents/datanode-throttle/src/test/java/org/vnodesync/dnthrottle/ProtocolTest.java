@@ -39,7 +39,7 @@ class ProtocolTest {
         hooks.set("BlockSender.sendBlock", HookReport.SKIPPED);
         hooks.set("DataXceiver.readBlock", HookReport.WOVEN);
         assertEquals("OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=" + Protocol.VERSION
-                + " hadoop=3.4.2 started_ms=1234 scheduler=sfq-depth hook.BlockSender.sendBlock=skipped"
+                + " hadoop=3.4.2 started_ms=1234 scheduler=sfq-depth watch=threads hook.BlockSender.sendBlock=skipped"
                 + " hook.DataXceiver.readBlock=woven\n", talk("HELLO protocol=2 client=vnode-sync/0.1.0\n"));
     }
 

@@ -1,0 +1,99 @@
+"""cgroup v1 `cpu`: CPU weights per thread. A TID written to a cgroup's `tasks` moves that thread alone,
+and CFS shares the cores among sibling groups by their `cpu.shares` (2..262144; a nice-0 task
+weighs 1024), each group's share among its own threads (Documentation/scheduler/sched-design-CFS.rst,
+admin-guide/cgroup-v1/cgroups.rst). The kernel clamps a value out of range rather than refusing it.
+
+`CpuGroups` keeps one directory, `parent`, inside a process's own cpu cgroup (`home`), and one group a
+VNode inside it. Threads leave `home` only for those groups and go back to `home` when released, so
+whatever the site set on the process's cgroup (a quota, its own shares) still holds for all of them.
+"""
+
+import os
+
+from vnode_sync.errors import KernelError, ThreadGone
+from vnode_sync.kernel.cgroupfs import CgroupFS
+
+MIN_SHARES = 2
+MAX_SHARES = 262_144
+NICE_0_SHARES = 1024
+
+
+def clamp_shares(value: float) -> int:
+    return max(MIN_SHARES, min(MAX_SHARES, round(value)))
+
+
+def cgroup_of(pid: int, proc_root: str = "/proc", controller: str = "cpu") -> str:
+    """PID's cgroup in the v1 hierarchy of CONTROLLER ('/' for the root), from /proc/PID/cgroup."""
+    path = os.path.join(proc_root, str(pid), "cgroup")
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise KernelError(path, f"cannot read: {e.strerror}") from None
+    for line in lines:
+        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
+        if controller in controllers.split(","):
+            return where or "/"
+    raise KernelError(path, f"no v1 {controller} hierarchy holds pid {pid}")
+
+
+class CpuGroups:
+    """Per-VNode cpu cgroups under `parent`, whose threads come from and go back to `home`."""
+
+    def __init__(self, home: str, name: str, fs: CgroupFS | None = None):
+        self.home = home
+        self.parent = os.path.join(home, name)
+        self.fs = fs or CgroupFS()
+
+    def _path(self, group: str, filename: str = "") -> str:
+        return os.path.join(self.parent, group, filename) if filename else os.path.join(self.parent, group)
+
+    def set_parent_shares(self, shares: int) -> None:
+        self.fs.mkdir(self.parent)
+        self.fs.write(os.path.join(self.parent, "cpu.shares"), str(clamp_shares(shares)))
+
+    def ensure(self, group: str, shares: int) -> None:
+        """GROUP exists with SHARES (written only when they differ)."""
+        self.fs.mkdir(self.parent)
+        self.fs.mkdir(self._path(group))
+        path = self._path(group, "cpu.shares")
+        shares = clamp_shares(shares)
+        if self.fs.read(path).strip() != str(shares):
+            self.fs.write(path, str(shares))
+
+    def shares(self, group: str) -> int:
+        return int(self.fs.read(self._path(group, "cpu.shares")))
+
+    def groups(self) -> list[str]:
+        return self.fs.subdirs(self.parent) if self.fs.exists(self.parent) else []
+
+    def members(self, group: str) -> set[int]:
+        return {int(t) for t in self.fs.read(self._path(group, "tasks")).split()}
+
+    def place(self, group: str, tid: int) -> bool:
+        """Moves TID into GROUP; False if the thread has exited meanwhile."""
+        return self._move(self._path(group), tid)
+
+    def release(self, tid: int) -> bool:
+        return self._move(self.home, tid)
+
+    def _move(self, cgroup: str, tid: int) -> bool:
+        try:
+            self.fs.write(os.path.join(cgroup, "tasks"), str(tid))
+            return True
+        except ThreadGone:
+            return False
+
+    def remove(self, group: str) -> None:
+        for tid in self.members(group):
+            self.release(tid)
+        self.fs.rmdir(self._path(group))
+
+    def teardown(self) -> None:
+        """Every thread back home, every group and the parent removed."""
+        for group in self.groups():
+            self.remove(group)
+        if self.fs.exists(self.parent):
+            for tid in self.fs.read(os.path.join(self.parent, "tasks")).split():
+                self.release(int(tid))
+            self.fs.rmdir(self.parent)
