@@ -61,20 +61,6 @@ _TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
 
 
-@dataclass(frozen=True)
-class PairStatus:
-    """What the work-conserving loop gives one user on one node, and what it is estimated to want."""
-
-    allocated_read_bps: int            # what the step expects the node's edge to give it
-    allocated_write_bps: int
-    demand_read_bps: float
-    demand_write_bps: float
-    # Its part of the weights the node was last sent among the users listed, averaged over the node's
-    # devices: what it gets while all of them are backlogged.
-    weight_read_share: float = 0.0
-    weight_write_share: float = 0.0
-
-
 class _Columns:
     """Every configured (node, device, direction), node by node, devices in configured order, read then
     write: the demand book's columns. Each node's columns are one contiguous block."""

@@ -116,7 +116,7 @@ def test_a_store_that_was_complete_and_lost_a_part_is_refused_not_remade(tmp_pat
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.raises(StoreUnusable, match=re.escape(message)) as refused:
+    with pytest.raises(StoreUnusable, match=re.escape(message)):
         StateStore(str(path), seed_users=[Seed("alice", 1001, 4)])
     assert path.read_bytes() == before
     # The refusing store kept no connection open (its traceback, kept here, still holds it): the

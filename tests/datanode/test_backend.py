@@ -2,8 +2,6 @@
 exercised by tests/datanode_throttle and tests/e2e/test_hdfs_datanode_throttle.py): what it sends,
 when, what it reports, and the handshake that refuses an agent it cannot speak to."""
 
-import os
-import re
 import socket
 import threading
 
@@ -15,7 +13,6 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, N
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VolumeQueue
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
-from tests.conftest import REPO
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}

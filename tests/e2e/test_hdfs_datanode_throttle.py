@@ -8,7 +8,6 @@ socket's checks, on the default line. The
 split runs with the DataNodes on the JDK on PATH (17); a shorter test runs them on Java 11 (Hadoop 3.3 and
 3.4 support 8 and 11)."""
 
-import contextlib
 import glob
 import json
 import os

@@ -33,11 +33,11 @@ from pydantic import Field
 
 from vnode_sync.config_loading import Allowed, Settings
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
-                                         Shares, Stats, ThrottleChannel, ThrottleSettings)
+                                         Shares, ThrottleChannel, ThrottleSettings)
 from vnode_sync.datanode.cpu_shares import CpuShares
 from vnode_sync.distribution import version as release_version
 from vnode_sync.errors import Unavailable, VNodeSyncError
-from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, VolumeQueue, user_of_vnode
+from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.held import waited_held
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 

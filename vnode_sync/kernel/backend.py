@@ -153,21 +153,17 @@ class HostCgroups:
 
     def has_cpu_v2(self) -> bool:
         """Whether a cgroup2 mount offers the cpu controller (threaded: it can weigh single threads)."""
-        for candidate in (self.root, os.path.join(self.root, "unified")):
-            try:
-                with open(os.path.join(candidate, "cgroup.controllers")) as f:
-                    if "cpu" in f.read().split():
-                        return True
-            except OSError:
-                continue
-        return False
+        return self._v2_mount_offering("cpu") is not None
 
     def v2_mount(self) -> str | None:
         """The cgroup2 mount that offers the io controller, if any."""
+        return self._v2_mount_offering("io")
+
+    def _v2_mount_offering(self, controller: str) -> str | None:
         for candidate in (self.root, os.path.join(self.root, "unified")):
             try:
                 with open(os.path.join(candidate, "cgroup.controllers")) as f:
-                    if "io" in f.read().split():
+                    if controller in f.read().split():
                         return candidate
             except OSError:
                 continue

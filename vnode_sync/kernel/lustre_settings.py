@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 import annotated_types as at
 from pydantic import Field, field_validator
 
-from vnode_sync.config_loading import MEASURED, Allowed, Settings, Unit
+from vnode_sync.config_loading import Allowed, Settings, Unit
 
 DEFAULT_SERVICE = "ost.OSS.ost_io"
 RULE_PREFIX_ALLOWED = "1-8 characters from A-Z, a-z, 0-9, '_' (it leaves room in a 15-character TBF rule name)"

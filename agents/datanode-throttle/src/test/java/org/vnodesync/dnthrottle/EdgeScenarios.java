@@ -441,8 +441,7 @@ final class EdgeScenarios {
 
         /** The worst p50 or p99 ratio of the interactive users whose load is at most 1 (NaN: none). */
         double worstWithinShare() {
-            return interactive.values().stream().filter(f -> f[6] <= 1).mapToDouble(f -> Math.max(f[0], f[1]))
-                    .max().orElse(Double.NaN);
+            return worstWhereAtMostOne(6);
         }
 
         /**
@@ -452,7 +451,12 @@ final class EdgeScenarios {
          * caps leave the disk idle for it), and the weights win (docs/edge.md, section 5).
          */
         double worstCapWithinShare() {
-            return interactive.values().stream().filter(f -> f[7] <= 1).mapToDouble(f -> Math.max(f[0], f[1]))
+            return worstWhereAtMostOne(7);
+        }
+
+        /** The worst p50 or p99 ratio of the interactive users whose figure at INDEX is at most 1. */
+        private double worstWhereAtMostOne(int index) {
+            return interactive.values().stream().filter(f -> f[index] <= 1).mapToDouble(f -> Math.max(f[0], f[1]))
                     .max().orElse(Double.NaN);
         }
 
