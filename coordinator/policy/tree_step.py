@@ -54,7 +54,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
-from vnode_sync.coordinator.policy.water_filling import water_fill
 from vnode_sync.coordinator.policy.local_weights import WeightStep, iteration_budget, local_weights
 from vnode_sync.coordinator.policy.weight_tree import TreeArrays, node_ceilings, pair_bounds, split_down, water_level
 from vnode_sync.errors import InvalidArgument
@@ -113,9 +112,11 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     levels.within(1, None)
     for level in range(2, tree.height + 1):
         informed = levels.informed(level, static)
+        levels.within(level - 1, informed)     # the re-split
         levels.within(level, informed)
-        levels.trade(level, static)
     rows, allocation = levels.rows[tree.height], levels.given[tree.height]
+    if levels.informed_miss[tree.height] <= SELECT:
+        allocation = informed
     order = np.argsort(tree.row[rows])
     allocation = allocation[order]
     totals = allocation.sum(axis=1)
@@ -180,19 +181,6 @@ class _Levels:
         self.informed_miss[level] = float(np.max(np.abs(got / np.maximum(target, 1e-30) - 1)[target > 0], initial=0.0))
         return step.allocation.astype(np.float64)
 
-    def trade(self, level: int, static: np.ndarray) -> None:
-        """Step 2d: trades between parents at fixed totals (module docstring)."""
-        tree = self.tree
-        rows, slot = self._parent_slot(level)
-        target = self.given[level - 1].sum(axis=1)
-        totals = np.zeros(tree.nodes)
-        totals[self.rows[level - 1]] = target
-        anchor = self.rows[level - 1][slot]
-        reach = np.minimum(self.demand[level], self.capacity).sum(axis=1)
-        due = _level_shares(tree, rows, anchor, reach, totals, static)
-        self.given[level] = _trade(self.given[level], due, slot, target, self.demand[level], self.capacity,
-                                   self.floor[level])
-
     def within(self, level: int, informed: np.ndarray | None) -> None:
         """Steps 1, 2b and 2c: every row of `level` within what the row above it got, by weight; warm from
         `informed` (the allocation of level `level` or of the level below it, summed up to `level`)."""
@@ -227,85 +215,6 @@ class _Levels:
             self.steps += 1
             given[np.ix_(kids, columns)] = step.allocation
         self.given[level] = given
-
-
-TRADE_ALPHA = 10
-TRADE_STEP = 0.1
-TRADE_ROUNDS = 300
-PROJECTIONS = 60
-FREEZE_WINDOW = 5
-FREEZE_GROWTH = 1e-3
-TRADE_SETTLED = 1e-4
-
-
-def _trade(x: np.ndarray, due: np.ndarray, slot: np.ndarray, target: np.ndarray, ceiling: np.ndarray,
-           capacity: np.ndarray, floor: np.ndarray | None) -> np.ndarray:
-    x = np.array(x, dtype=np.float64)
-    ceiling = np.minimum(ceiling, capacity[None, :])
-    low = floor if floor is not None else np.zeros_like(x)
-    wants = ceiling > 0
-    reach = ceiling.sum(axis=1)
-    frozen = np.zeros(len(x), dtype=bool)
-    pushed_since = np.zeros(len(x), dtype=int)    # rounds each row has been pushed in a row
-    history = []
-    held = np.zeros(len(x))      # a frozen row's total when it froze: it keeps at least that
-    for _ in range(TRADE_ROUNDS):
-        totals = x.sum(axis=1)
-        level = totals / due
-        was = frozen.copy()
-        frozen |= totals >= reach * (1 - 1e-3)
-        history.append(totals)
-        if len(history) > FREEZE_WINDOW:
-            before = history.pop(0)
-            frozen |= (pushed_since >= FREEZE_WINDOW) & (totals <= before * (1 + FREEZE_GROWTH))
-        held = np.where(frozen & ~was, totals, held)
-        if frozen.all():
-            break
-        ref = level[~frozen].min()
-        gain = (np.maximum(level, ref) / ref) ** -TRADE_ALPHA
-        pushed_since = np.where(gain > 0.5, pushed_since + 1, 0)
-        # Only ratios within a parent matter once its total is fitted: the most pushed row of each stays.
-        top = np.zeros(len(target))
-        np.maximum.at(top, slot, gain)
-        x = x * np.exp(TRADE_STEP * (gain - top[slot]))[:, None]
-        x = _project(x, low, ceiling, slot, target, capacity, floor, held)
-        if np.all(np.abs(x.sum(axis=1) - totals) <= TRADE_SETTLED * np.maximum(totals, 1e-9 * capacity.max())):
-            break
-    return x
-
-
-def _project(x, low, ceiling, slot, target, capacity, floor, held):
-    for _ in range(PROJECTIONS):
-        short = held > x.sum(axis=1)
-        x[short] *= (held[short] / np.maximum(x[short].sum(axis=1), 1e-30))[:, None]
-        x = _fit_rows(x, low, ceiling, slot, target)
-        x = water_fill(x, capacity, ceiling, floor)[0]
-        got = np.bincount(slot, weights=x.sum(axis=1), minlength=len(target))
-        if np.all(np.abs(got - target) <= 1e-4 * np.maximum(target, 1.0)):
-            break
-    return x
-
-
-def _fit_rows(x: np.ndarray, low: np.ndarray, high: np.ndarray, slot: np.ndarray, target: np.ndarray,
-              rounds: int = 30) -> np.ndarray:
-    """x scaled by one factor per group of rows (slot) so that each group's clip(x * f, low, high) sums to target."""
-    groups = len(target)
-    factor = np.ones(groups)
-    lo, hi = np.zeros(groups), np.full(groups, np.inf)
-    for _ in range(rounds):
-        y = x * factor[slot][:, None]
-        inside = (y > low) & (y < high)
-        got = np.bincount(slot, weights=np.clip(y, low, high).sum(axis=1), minlength=groups)
-        slope = np.bincount(slot, weights=np.where(inside, x, 0.0).sum(axis=1), minlength=groups)
-        error = target - got
-        if np.all(np.abs(error) <= 1e-6 * np.maximum(target, 1.0)):
-            break
-        lo = np.where(error > 0, factor, lo)
-        hi = np.where(error < 0, factor, hi)
-        newton = factor + np.divide(error, slope, out=np.full(groups, -1.0), where=slope > 0)
-        fine = (slope > 0) & (newton >= lo) & (newton <= hi)
-        factor = np.where(fine, newton, np.where(np.isfinite(hi), (lo + hi) / 2, 2 * factor))
-    return np.clip(x * factor[slot][:, None], low, high)
 
 
 def _level_shares(tree: TreeArrays, rows: np.ndarray, anchor: np.ndarray, reach: np.ndarray, totals: np.ndarray,
