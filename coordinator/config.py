@@ -7,6 +7,7 @@ once; `vnodectl nodes add|set|remove` changes them at runtime and the store's wi
 Read by the one typed loader (vnode_sync.config_loading); each class below is one section.
 """
 
+import re
 from typing import Annotated, Literal
 
 import annotated_types as at
@@ -159,6 +160,30 @@ class NssGroupsSettings(Settings):
         return self
 
 
+class SlurmAccountsSettings(Settings):
+    """The `slurm_accounts:` section: groups of the tree of weights copied from Slurm's accounts
+    (`sacctmgr show associations`: the fair-share tree the site already keeps), refreshed on a period
+    (coordinator/slurm_accounts.py). These groups are Slurm's: vnodectl does not change their weight or
+    place, nor move users in or out of them."""
+
+    accounts: Annotated[ListOf[GroupName], at.MinLen(1)]
+    """The Slurm accounts copied with their subtrees, each a group under the tree's root; every group's
+    weight is its account's Slurm fair-share (Share)."""
+    cluster: Annotated[str, at.MaxLen(64)] = ""
+    """The Slurm cluster whose associations are read ("": sacctmgr's default, the one local slurm.conf names)."""
+    refresh_seconds: Annotated[float, at.Ge(1.0), at.Le(86400.0), Unit("seconds")] = 300.0
+    """How often sacctmgr is asked again: an account change reaches the shares within this."""
+    prefer: dict[UserName, GroupName] = Field(default_factory=dict)
+    """User -> the one of the copied accounts it sits in when Slurm has it in several (else it is
+    refused in one logged line and stays where it was)."""
+
+    @model_validator(mode="after")
+    def _cluster_name(self):
+        if self.cluster and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.cluster):
+            raise Refused("cluster", self.cluster, "a Slurm cluster name: letters, digits, '_', '.', '-'")
+        return self
+
+
 class ZooKeeperSettings(Settings):
     """The `zookeeper:` section: state in an existing ZooKeeper ensemble, and several coordinators of
     which one leads (docs/ha.md). Without it, state is the SQLite file and one coordinator serves."""
@@ -236,6 +261,8 @@ class CoordinatorConfig(SecuredSettings):
     nss_groups: NssGroupsSettings | None = None
     """Groups whose members come from the site's Unix groups (docs/tree-of-weights.md); none: groups are
     vnodectl's alone."""
+    slurm_accounts: SlurmAccountsSettings | None = None
+    """Groups copied from Slurm's accounts (docs/tree-of-weights.md); none: not from Slurm."""
     fan_out_processes: Annotated[int, at.Ge(1), at.Le(64), SERVING] = 1
     """Processes that serve the agents' desired-state and usage-report streams: 1, the coordinator's
     own event loop; N > 1, N child processes (one per core) on ephemeral ports of the listen host,
@@ -246,6 +273,15 @@ class CoordinatorConfig(SecuredSettings):
     @model_validator(mode="after")
     def _metrics_transport(self):
         refuse_unasked_plaintext(self.metrics, self.security)
+        return self
+
+    @model_validator(mode="after")
+    def _one_source_per_group(self):
+        if self.nss_groups is not None and self.slurm_accounts is not None:
+            both = sorted(set(self.nss_groups.groups) & set(self.slurm_accounts.accounts))
+            if both:
+                raise Refused("slurm_accounts.accounts", both[0], "a group nss_groups does not keep already "
+                              "(one source per group)")
         return self
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ from vnode_sync.coordinator.config import CoordinatorConfig, load_config
 from vnode_sync.coordinator.fan_out_processes import FanOutCommand, listen_host
 from vnode_sync.coordinator.heap import tune_for_streams
 from vnode_sync.coordinator.nss_groups import NssGroups
+from vnode_sync.coordinator.slurm_accounts import SlurmAccounts
 from vnode_sync.coordinator.server import CoordinatorServer
 from vnode_sync.coordinator.store import StateStore
 from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
@@ -47,12 +48,13 @@ def supervised(name: str, one_pass, every: float, run_pass):
     return loop
 
 
-def nss_refresh(source: NssGroups, server, every: float):
-    """Groups from NSS every `every` s: getent off the store thread (LDAP may be slow), the changes on it."""
+def source_refresh(name: str, source: NssGroups | SlurmAccounts, server, every: float):
+    """Groups from NSS or Slurm every `every` s: getent or sacctmgr off the store thread (LDAP or slurmdbd
+    may be slow), the changes on it."""
     async def read_then_apply(_source) -> None:
-        members = await asyncio.get_running_loop().run_in_executor(None, source.read)
-        await server.store_call(source.apply, members)
-    return supervised("nss-groups", source, every, read_then_apply)
+        found = await asyncio.get_running_loop().run_in_executor(None, source.read)
+        await server.store_call(source.apply, found)
+    return supervised(name, source, every, read_then_apply)
 
 
 class CoordinatorMetrics:
@@ -174,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
                                 config.fan_out_processes)
         background = [supervised("job-expiry", cluster.commands.expire_jobs, JOB_EXPIRY_CHECK_SECONDS, server.store_call)]
         if config.nss_groups is not None:
-            background.append(nss_refresh(NssGroups(config.nss_groups, cluster.group_commands), server,
-                                          config.nss_groups.refresh_seconds))
+            background.append(source_refresh("nss-groups", NssGroups(config.nss_groups, cluster.group_commands),
+                                             server, config.nss_groups.refresh_seconds))
+        if config.slurm_accounts is not None:
+            background.append(source_refresh("slurm-accounts",
+                                             SlurmAccounts(config.slurm_accounts, cluster.group_commands), server,
+                                             config.slurm_accounts.refresh_seconds))
         server.serve(cluster, background=tuple(background), fan_out_command=fan_out)
     except VNodeSyncError as e:
         print(f"vnode-coordinator: error: {e}", file=sys.stderr)

@@ -57,18 +57,19 @@ def read_members(groups: Sequence[str], users: Sequence[str], getent: str = GETE
     return members
 
 
-def placement(members: Mapping[str, set[str]], users: Sequence[str], prefer: Mapping[str, str]) -> \
-        tuple[dict[str, str], list[str]]:
+def placement(members: Mapping[str, set[str]], users: Sequence[str], prefer: Mapping[str, str],
+              source: str = "NSS groups", prefer_key: str = "nss_groups.prefer") -> tuple[dict[str, str], list[str]]:
     """user -> the configured group it belongs in ("": none of them); and one line per user refused
-    (in several, none preferred), who is left out of the placement."""
+    (in several, none preferred), who is left out of the placement. `source` and `prefer_key` name the
+    groups' source and its config's preference in that line."""
     placed, refused = {}, []
     for user in users:
         found = sorted(g for g, names in members.items() if user in names)
         if len(found) > 1 and prefer.get(user) in found:
             found = [prefer[user]]
         if len(found) > 1:
-            refused.append(f"user {user} is in NSS groups {', '.join(found)}: a user sits in one group; name one "
-                           f"under nss_groups.prefer (left where it is)")
+            refused.append(f"user {user} is in {source} {', '.join(found)}: a user sits in one group; name one "
+                           f"under {prefer_key} (left where it is)")
             continue
         placed[user] = found[0] if found else ""
     return placed, refused

@@ -13,7 +13,8 @@ from vnode_sync.config_loading import Internal, documented
 from vnode_sync.coordinator.config import CoordinatorConfig
 
 # Committed counts (before issue 59: 53 coordinator, 58 agent).
-COORDINATOR_SETTINGS = 53   # 52, less policy.allocation, mode and hysteresis (one sharing), plus nss_groups (3)
+COORDINATOR_SETTINGS = 57   # 52, less policy.allocation, mode and hysteresis (one sharing), plus nss_groups (3)
+#                             and slurm_accounts (4: accounts, cluster, refresh_seconds, prefer)
 AGENT_SETTINGS = 47   # 46, plus datanode_throttle.cpu_shares
 
 

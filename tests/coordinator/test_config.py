@@ -18,7 +18,7 @@ storage_nodes:
 """
 NODE = "storage_nodes:\n  - {id: dn1, devices: [{name: /dev/sdb, read_bps: 1, write_bps: 1}]}\n"
 KEYS = ("keys tls, insecure, listen, state_path, policy, users, storage_nodes, log_format, audit_log, metrics, "
-        "zookeeper, nss_groups, fan_out_processes")
+        "zookeeper, nss_groups, slurm_accounts, fan_out_processes")
 
 
 def write(tmp_path, text):
