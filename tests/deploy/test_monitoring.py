@@ -82,5 +82,8 @@ def test_the_dashboard_asks_only_for_documented_metrics_with_bounded_labels():
                                                                                   re.sub(RECORDED, "", e))}
     assert used and not [m for m in used if f"`{m}`" not in documented]
     assert recorded and recorded <= recording_rules()
-    assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "user", "node"}
+    assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "user", "node", "group"}
+    by_group = [e for e in exprs if "vnode_sync_coordinator_group_" in e]
+    assert len(by_group) == 5 and all("sum by (group)" in e or "max by (group)" in e for e in by_group), \
+        "the tree's groups: moved and given per group and direction, and their weights, one series per group"
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
