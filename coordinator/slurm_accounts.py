@@ -8,7 +8,8 @@ agree on the store thread: each configured account and every account under it is
 configured ones under the tree's root and the others under their Slurm parent, each weighted by its
 Slurm fair-share; every store user sits in the copied account Slurm associates it with, or under the
 root if none. A user Slurm associates with two of them is refused in one logged line and left where
-it is, unless `prefer` names one. An account gone from Slurm is removed once empty. Only the store's
+it is, unless `prefer` names one. An account gone from Slurm is removed once empty (a configured one
+stays, emptied, and is named in a logged line each pass). Only the store's
 users are moved. One source per subtree: vnodectl cannot change these groups' weight or place, add
 groups under them, or move users in or out of them (group_commands.py).
 

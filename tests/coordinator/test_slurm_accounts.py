@@ -20,7 +20,7 @@ from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.slurm_accounts import SlurmAccounts, copied_accounts, parse_associations
 from vnode_sync.coordinator.store import StateStore
-from vnode_sync.errors import InvalidArgument, Unavailable
+from vnode_sync.errors import InvalidArgument, InvalidSetting, Unavailable
 
 ASSOCIATIONS = os.path.join(os.path.dirname(__file__), "data", "sacctmgr-assoc.txt")
 USERS = ("ann", "bea", "cy", "dan", "eve", "fay")
@@ -135,9 +135,15 @@ def test_sacctmgr_failing_changes_nothing(tmp_path):
     assert cluster.generation() == generation and cluster.store.groups() == []
 
 
-def test_a_group_kept_by_nss_is_not_slurm_s_too():
-    with pytest.raises(Exception, match="one source per group"):
-        parse_config({**COORDINATOR_CONFIG, "nss_groups": {"groups": {"physics": 1}},
-                      "slurm_accounts": {"accounts": ["physics"]}})
-    with pytest.raises(Exception, match="slurm_accounts.cluster"):
-        parse_config({**COORDINATOR_CONFIG, "slurm_accounts": {"accounts": ["physics"], "cluster": "x;reboot"}})
+def test_a_config_slurm_accounts_cannot_apply_is_refused_in_one_line():
+    shared = {**COORDINATOR_CONFIG, "policy": {"sharing": "work-conserving"}}
+    for raw, refused in (
+            ({**shared, "nss_groups": {"groups": {"physics": 1}}, "slurm_accounts": {"accounts": ["physics"]}},
+             "slurm_accounts.accounts: got 'physics'; allowed: a group nss_groups does not keep already"),
+            ({**shared, "slurm_accounts": {"accounts": ["physics"], "cluster": "x;reboot"}},
+             "slurm_accounts.cluster: got 'x;reboot'"),
+            ({**COORDINATOR_CONFIG, "slurm_accounts": {"accounts": ["physics"]}},
+             "slurm_accounts: got '(set)'; allowed: only with policy.sharing work-conserving")):
+        with pytest.raises(InvalidSetting) as e:
+            parse_config(raw)
+        assert refused in str(e.value) and "\n" not in str(e.value)
