@@ -282,10 +282,11 @@ class CoordinatorConfig(SecuredSettings):
             if both:
                 raise Refused("slurm_accounts.accounts", both[0], "a group nss_groups does not keep already "
                               "(one source per group)")
-        if self.slurm_accounts is not None and self.policy.sharing != WORK_CONSERVING:
-            # Groups are refused under static sharing: every refresh would fail, and the coordinator with it.
-            raise Refused("slurm_accounts", "(set)", f"only with policy.sharing {WORK_CONSERVING}, which shares by "
-                          "the tree's weights")
+        for name, section in (("nss_groups", self.nss_groups), ("slurm_accounts", self.slurm_accounts)):
+            if section is not None and self.policy.sharing != WORK_CONSERVING:
+                # Groups are refused under static sharing: every refresh would fail, and the coordinator with it.
+                raise Refused(name, "(set)", f"only with policy.sharing {WORK_CONSERVING}, which shares by the "
+                              "tree's weights")
         return self
 
     @model_validator(mode="after")

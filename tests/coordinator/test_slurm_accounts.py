@@ -143,7 +143,9 @@ def test_a_config_slurm_accounts_cannot_apply_is_refused_in_one_line():
             ({**shared, "slurm_accounts": {"accounts": ["physics"], "cluster": "x;reboot"}},
              "slurm_accounts.cluster: got 'x;reboot'"),
             ({**COORDINATOR_CONFIG, "slurm_accounts": {"accounts": ["physics"]}},
-             "slurm_accounts: got '(set)'; allowed: only with policy.sharing work-conserving")):
+             "slurm_accounts: got '(set)'; allowed: only with policy.sharing work-conserving"),
+            ({**COORDINATOR_CONFIG, "nss_groups": {"groups": {"physics": 1}}},
+             "nss_groups: got '(set)'; allowed: only with policy.sharing work-conserving")):
         with pytest.raises(InvalidSetting) as e:
             parse_config(raw)
         assert refused in str(e.value) and "\n" not in str(e.value)
