@@ -105,21 +105,27 @@ class Copied:
 
 
 def copied_accounts(found: Associations, tops: Sequence[str], taken: set[str] = frozenset()) -> Copied:
-    """The configured accounts and their subtrees as groups, parents first. An account whose name is
+    """The configured accounts and their subtrees as groups, parents first (a configured account under
+    another is copied in its place under it). An account whose name is
     not a group name, is a group another source keeps (`taken`), or would sit deeper than the tree
     allows, is left out with its subtree, in one line each; a configured account Slurm does not list,
     likewise."""
     children: dict[str, list[str]] = {}
     for account, parent in found.parent.items():
         children.setdefault(parent, []).append(account)
-    groups, refused = [], []
+    groups, refused, copied = [], [], set()
     for top in tops:
         if top not in found.parent:
             refused.append(f"account {top} (slurm_accounts.accounts) is not in Slurm's associations")
             continue
+        if _under(found.parent, top, set(tops) - {top}):     # copied in its place under the other
+            continue
         stack = [(top, "", 1)]
         while stack:
             account, parent, depth = stack.pop()
+            if account in copied:     # Slurm's tree has no loops; output that does is not followed round
+                continue
+            copied.add(account)
             try:
                 validation.group_name(account)
             except InvalidArgument as e:
@@ -139,6 +145,18 @@ def copied_accounts(found: Associations, tops: Sequence[str], taken: set[str] = 
             groups.append(GroupRecord(account, share, parent))
             stack.extend((child, account, depth + 1) for child in sorted(children.get(account, []), reverse=True))
     return Copied(groups, refused)
+
+
+def _under(parent: dict[str, str], account: str, others: set[str]) -> bool:
+    """Whether one of `others` is above `account` in Slurm's tree."""
+    seen = set()
+    up = parent.get(account, "")
+    while up and up not in seen:
+        if up in others:
+            return True
+        seen.add(up)
+        up = parent.get(up, "")
+    return False
 
 
 class SlurmAccounts:

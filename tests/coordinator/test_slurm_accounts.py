@@ -56,6 +56,8 @@ def test_accounts_the_tree_cannot_hold_are_left_out_with_their_subtrees():
         "account big: Slurm share 50000 is above the tree's 10000; weighted 10000",
         "account a3 and the accounts under it not copied: group a3 is kept by NSS (nss_groups); one source per group",
         "account gone (slurm_accounts.accounts) is not in Slurm's associations"]
+    looped = copied_accounts(parse_associations("c|x||y|1\nc|y||x|1\n"), ["x"])
+    assert [(g.name, g.parent) for g in looped.groups] == [("x", ""), ("y", "x")]
     deep = copied_accounts(parse_associations(text), ["a1"])
     assert [g.name for g in deep.groups] == ["a1", "a2", "a3", "a4", "a5", "a6"]
     assert deep.refused == ["account a7 and the accounts under it not copied: deeper than the tree's 6 levels of groups"]
@@ -110,15 +112,17 @@ def test_slurm_accounts_reach_the_tree_follow_slurm_and_stay_slurm_s(tmp_path, c
     assert cluster.generation() == generation
     commands.set_group("physics", "admin", ceiling_bps=50_000_000)     # floors and ceilings stay vnodectl's
 
-    # Slurm changes: theory is gone (cy with it), chem's share halves; the site prefers chem for bea.
-    changed = "\n".join(line for line in text.splitlines() if "theory" not in line).replace("|chem||root|20",
-                                                                                             "|chem||root|10")
-    _stand_in_sacctmgr(tmp_path, changed + "\n")
+    # Slurm changes: theory is gone (cy with it), chem's share halves and it moves under physics, a new
+    # account optics under chem takes eve; the site prefers chem for bea.
+    changed = "\n".join(line for line in text.splitlines() if "theory" not in line).replace(
+        "|chem||root|20", "|chem||physics|10") + "\nlinux|optics||chem|2\nlinux|optics|eve||1\n"
+    _stand_in_sacctmgr(tmp_path, changed)
     preferring = parse_config({**raw, "slurm_accounts": {**raw["slurm_accounts"], "prefer": {"bea": "chem"}}})
     SlurmAccounts(preferring.slurm_accounts, commands, sacctmgr=sacctmgr)()
-    assert {(g.name, g.weight, g.parent) for g in cluster.store.groups()} == {("physics", 40, ""), ("chem", 10, "")}
+    assert {(g.name, g.weight, g.parent) for g in cluster.store.groups()} == {
+        ("physics", 40, ""), ("chem", 10, "physics"), ("optics", 2, "chem")}
     assert commands.group("physics").ceiling_bps == 50_000_000
-    assert _placed(cluster) == {"ann": "physics", "bea": "chem", "cy": "", "dan": "chem", "eve": "", "fay": ""}
+    assert _placed(cluster) == {"ann": "physics", "bea": "chem", "cy": "", "dan": "chem", "eve": "optics", "fay": ""}
 
 
 def test_sacctmgr_failing_changes_nothing(tmp_path):
