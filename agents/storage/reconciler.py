@@ -11,13 +11,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory, discovery_not_enforcing
+from vnode_sync.agents.storage.allocation import NODE
 from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
 from vnode_sync.agents.storage.demand_summary import Entry, SummaryBuilder
 from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, Share, Shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -74,29 +75,34 @@ class Reconciler:
         """`listener(thread)` the first time each handler thread is placed (capture latency is timed there)."""
         self._placement_listeners.append(listener)
 
-    def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
-        if share.device not in self.devices:
+    def _device(self, name: str) -> DeviceNumber | None:
+        if name not in self.devices:
             try:
-                self.devices[share.device] = device_number(share.device)
+                self.devices[name] = device_number(name)
             except VNodeSyncError as e:
                 self.errors.append(str(e))
                 return None
-        return self.devices[share.device]
+        return self.devices[name]
 
-    def _limits(self, spec: pb.VNodeSpec) -> list[DeviceLimits]:
-        limits = []
+    def _limits(self, spec: pb.VNodeSpec) -> tuple[list[DeviceLimits], Shares]:
+        """The spec's device shares as the kernel takes them, and its share of the node as a whole."""
+        limits, node = [], Shares()
         for share in spec.shares:
-            dev = self._device(share)
+            if share.device == NODE:
+                node = Shares(*(Share(s.weight, s.floor_bps, s.ceiling_bps) for s in (share.read, share.write)))
+                continue
+            dev = self._device(share.device)
             if dev is not None:
-                limits.append(DeviceLimits(dev, share.read_bps, share.write_bps, share.read_iops,
-                                           share.write_iops, share.weight, share.read_weight, share.write_weight,
-                                           share.reserve_read_bps, share.reserve_write_bps))
-        return limits
+                # BFQ's one weight for both directions (agents/storage/allocation.py made them equal).
+                limits.append(DeviceLimits(dev, share.read.ceiling_bps, share.write.ceiling_bps,
+                                           share.read.ceiling_iops, share.write.ceiling_iops,
+                                           round(max(share.read.weight, share.write.weight))))
+        return limits, node
 
     def _capacities(self, state: pb.DesiredState) -> list[DeviceCapacity]:
         capacities = []
         for device in state.devices:
-            dev = self._device(pb.DeviceShare(device=device.name))
+            dev = self._device(device.name)
             if dev is not None:
                 capacities.append(DeviceCapacity(dev, device.read_bps, device.write_bps))
         return capacities
@@ -113,8 +119,8 @@ class Reconciler:
         for vnode, spec in desired.items():
             try:
                 self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
-                self.limits[vnode] = self._limits(spec)
-                self.backend.apply_limits(vnode, self.limits[vnode])
+                self.limits[vnode], node = self._limits(spec)
+                self.backend.apply_limits(vnode, self.limits[vnode], node)
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
         self.place_handlers()

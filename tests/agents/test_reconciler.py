@@ -40,13 +40,17 @@ class ListedThreads(PollingWait):
                 + [HandlerThread(tid, tid, user, inherits=True) for tid, user in self.helpers.items()])
 
 
+def shares(read_bps: int) -> list[pb.ResourceShare]:
+    """A read ceiling on the device and on the node as a whole, as the coordinator sends both."""
+    return [pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=read_bps)) for device in (DEVICE, "")]
+
+
 def state(generation, active: dict[str, int], users=None) -> pb.DesiredState:
     users = users or {"alice": 1001, "bob": 1002, "carol": 1003}
     return pb.DesiredState(
         generation=generation, node_id="n1",
-        vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1,
-                             shares=[pb.DeviceShare(device=DEVICE, read_bps=bps)]) for u, bps in active.items()],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),
+        vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1, shares=shares(bps)) for u, bps in active.items()],
+        default_vnode=pb.VNodeSpec(shares=shares(1_000_000)),
         users=[pb.User(name=n, uid=uid) for n, uid in users.items()])
 
 
@@ -126,7 +130,7 @@ def test_a_missing_device_is_reported_not_fatal(world):
     kernel, fs, discovery, new_reconciler = world
     r = new_reconciler()
     s = state(3, {"alice": 1})
-    s.vnodes[0].shares.add(device="/dev/does-not-exist", read_bps=5)
+    s.vnodes[0].shares.add(device="/dev/does-not-exist", read=pb.Share(ceiling_bps=5))
     r.apply(s)
     assert any("/dev/does-not-exist" in e for e in r.errors)
     assert r.backend.limits("vnode.alice") == {DEV: DeviceLimits(DEV, read_bps=1)}
