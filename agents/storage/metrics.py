@@ -87,7 +87,8 @@ class StorageAgentCollector(Collector):
         for family, value in zip(io.values(), other):
             family.add_metric([node, OTHER_USER], value)
         yield from io.values()
-        yield from self._limits(node, names, {v: sample.limits[v] for v in view.named if v in sample.limits})
+        yield from self._limits(node, names, {v: sample.limits[v] for v in view.named if v in sample.limits},
+                                sample.node_limits)
         yield from self._held(node, sample, view)
         if agent.backend.placer is not None:
             threads = GaugeMetricFamily("vnode_sync_user_threads", "Handler threads the agent placed in the "
@@ -169,7 +170,7 @@ class StorageAgentCollector(Collector):
         yield moved
         yield waiting
 
-    def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
+    def _limits(self, node: str, names: dict, limits: dict, node_limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
                                  "The user's limit in force on the node, summed over its devices: its static share "
                                  "or its work-conserving allocation (absent: no limit)",
@@ -180,7 +181,10 @@ class StorageAgentCollector(Collector):
             user = user_label(vnode)
             on_node = [limit for limit in device_limits if limit.device in names]
             for direction, field in DIRECTIONS:
-                total = sum(getattr(limit, field) for limit in on_node)
+                if vnode in node_limits:   # a backend that shares the node enforces its share of the node
+                    total = getattr(node_limits[vnode], direction).ceiling_bps
+                else:
+                    total = sum(getattr(limit, field) for limit in on_node)
                 if total:
                     rate.add_metric([node, user, direction], total)
             weights = [limit.weight for limit in on_node if limit.weight]

@@ -42,6 +42,7 @@ class UsageSample:
     held: dict[str, VNodeDemand]              # VNodes with a limit (or a measured wait)
     demand: dict[str, VNodeDemand]            # every VNode: rates, held, demand per device and direction
     limits: dict[str, list[DeviceLimits]]     # VNode -> the limits in force (static shares or allocation)
+    node_limits: dict[str, Shares]            # VNode -> its share of the node, where the backend shares the node
     threads: dict[str, int]                   # VNode -> handler threads placed there (placing backends)
 
 
@@ -58,8 +59,10 @@ class Reconciler:
     placed: dict[int, str] = field(default_factory=dict)
     # processes a per-process backend must not move (they serve several users), with the reason
     shared_processes: dict[int, str] = field(default_factory=dict)
-    # VNode -> the limits of the last pass, as the desired state gives them
+    # VNode -> the limits of the last pass, as the desired state gives them; and its share of the node as a
+    # whole, kept where the backend shares the node (what it enforces there)
     limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
+    node_limits: dict[str, Shares] = field(default_factory=dict)
     demand: DemandEstimator = field(default_factory=DemandEstimator)
     summaries: SummaryBuilder = field(default_factory=SummaryBuilder)
     last_sample: UsageSample | None = None
@@ -115,11 +118,13 @@ class Reconciler:
         desired[DEFAULT_VNODE] = state.default_vnode
         self.backend.set_capacities(self._capacities(state))
         self.backend.setup()
-        self.limits = {}
+        self.limits, self.node_limits = {}, {}
         for vnode, spec in desired.items():
             try:
                 self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
                 self.limits[vnode], node = self._limits(spec)
+                if self.backend.shares_per_node:
+                    self.node_limits[vnode] = node
                 self.backend.apply_limits(vnode, self.limits[vnode], node)
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
@@ -277,7 +282,7 @@ class Reconciler:
                                                   summary.full)
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
-                                       dict(collections.Counter(self.placed.values())))
+                                       dict(self.node_limits), dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, errors=self.errors[:20],
                               not_enforcing=self.not_enforcing or "", degraded=self.degraded,

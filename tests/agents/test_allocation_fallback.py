@@ -125,6 +125,7 @@ class RecordingBackend:
     name = "recording"
     placer = None
     shares_by_weight = False
+    shares_per_node = False
 
     def __init__(self):
         self.applied = {}
