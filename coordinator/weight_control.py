@@ -17,7 +17,7 @@ hysteresis (policy.hysteresis.THRESHOLD), or a user it has moved to another prio
 
 A resource is one (node, device, direction) where the edge weighs each device (BFQ), and one
 (node, direction) of all the node's devices' capacity where it weighs the node as a whole (the
-DataNode's scheduler, which also reports all its bytes on one device). Everything per pair is done
+DataNode's scheduler, which also reports its bytes for the node, device ""). Everything per pair is done
 on arrays indexed by the configured columns: a tick at 10,000 nodes runs no Python loop over users x
 resources, and a node's message is its slice of the weights (or caps) written as a packed ShareTable
 on the resources its edge shares: its devices, or the node as a whole (device ""). Nodes and
@@ -213,6 +213,9 @@ class WeightControl:
                     continue
                 row = self._row(user)
                 touched.append(row)
+                # The node as a whole (device "", an edge that shares the node) is booked at its key, its
+                # first device's column: only the node's sum over its devices is read.
+                device = device or columns.devices[i][0]
                 for direction, (want, held) in enumerate(((flow.read_demand_bps, flow.read_held),
                                                           (flow.write_demand_bps, flow.write_held))):
                     j = columns.of.get((node_id, device, direction))

@@ -18,7 +18,7 @@ from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, Share, Shares
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber, Share, Shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ class Reconciler:
         the held time of those held since (all when full).
         `only_if_sharp`: None unless some user's demand moved sharply since the last report
         (demand_summary.SHARP); the demand estimate still takes the sample."""
-        names = {dev: name for name, dev in self.devices.items()}
+        names = {dev: name for name, dev in self.devices.items()} | {WHOLE_NODE: NODE}
         try:
             measured_by_vnode = self.backend.usage()
         except VNodeSyncError as e:

@@ -266,3 +266,22 @@ def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_p
     # The stand-in is release 0.2.0: it enforces, and the node is reported degraded naming both versions.
     assert reconciler.degraded == [f"DataNode throttle: the Java agent is version 0.2.0, this storage agent "
                                    f"{version()}: install the jar of release {version()} and restart the DataNode"]
+
+
+def test_a_datanode_reports_its_users_bytes_for_the_node_as_a_whole_not_on_a_disk():
+    """The DataNode's throttler does not know a transfer's disk: its counters go to the center as the
+    node's (device ""), the resource its share is of."""
+    from tests.datanode.test_backend import RecordingChannel
+    from vnode_sync.datanode.channel import Counters
+    backend = DataNodeThrottleBackend(RecordingChannel(), [DEV])
+    clock = [100.0]
+    backend.clock = lambda: clock[0]
+    reconciler = Reconciler(backend, ListedThreads(), {DEVICE: DEV})
+    reconciler.apply(state(1, {"alice": 5_000_000}))
+    backend.channel.counters = {"alice": Counters(read_bytes=0)}
+    reconciler.usage_report("n1")
+    clock[0] += 1.0
+    backend.channel.counters = {"alice": Counters(read_bytes=4_000_000)}
+    entries = unpacked(reconciler.usage_report("n1").demand)
+    assert {device for _, device in entries} == {""}
+    assert entries[("alice", "")].read_bps > 0

@@ -195,16 +195,16 @@ WHOLE_NODES = {"policy": {"sharing": "work-conserving"},
                                                        for d in "bcd"]} for dn in ("dn0", "dn1")]}
 
 
-def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_its_weight_on_each():
-    """The DataNode's scheduler shares the node (3 disks, 180 MB/s) as a whole and reports all its
-    bytes on one device. alice (8) reads on dn0 only, bob (4) on both: her max-min total is all of
+def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_one_weight_for_it():
+    """The DataNode's scheduler shares the node (3 disks, 180 MB/s) as a whole and reports its bytes
+    for the node (device ""). alice (8) reads on dn0 only, bob (4) on both: her max-min total is all of
     dn0 but a trace, which the center can see only if dn0 counts as 180 MB/s, not one disk's 60."""
     ledger = UsageLedger()
     control = WeightControl(parse_config(WHOLE_NODES), ledger, itertools.count(1).__next__)
     for node in ("dn0", "dn1"):
         control.register(node, Edge(by_weight=True, per_node=True))
     for node, flows in (("dn0", {"alice": 120 * MB, "bob": 60 * MB}), ("dn1", {"bob": 180 * MB})):
-        entries = {(u, "/dev/sdc"): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
+        entries = {(u, ""): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
         ledger.observe(pb.UsageReport(node_id=node, sampled_at_unix=time.time(), demand=packed(entries, True, [])),
                        {"alice", "bob"})
     users = [user("alice", 8), user("bob", 4)]

@@ -12,7 +12,7 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, N
                                          Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VolumeQueue
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
@@ -105,8 +105,8 @@ def test_usage_counts_per_user_and_says_who_waited(backend):
     backend.channel.counters = {"alice": Counters(read_bytes=9, read_wait_ns=300_000_000),
                                 "bob": Counters(write_bytes=9, write_wait_ns=50_000_000)}
     usage = backend.usage()
-    assert usage["vnode.alice"].devices == {SDB: usage["vnode.alice"].devices[SDB]}   # reported on the first disk
-    assert usage["vnode.alice"].devices[SDB].read_bytes == 9
+    assert list(usage["vnode.alice"].devices) == [WHOLE_NODE]   # the node's, on no disk
+    assert usage["vnode.alice"].devices[WHOLE_NODE].read_bytes == 9
     assert usage["vnode.alice"].held_at_limit and not usage["vnode.bob"].held_at_limit
 
 

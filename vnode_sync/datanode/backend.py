@@ -7,8 +7,8 @@ default) each transfer thread is also moved, for its op, into its user's cgroup 
 bytes, before the page cache. The Java agent dispatches each data volume by the node's weights
 (docs/edge.md), so it takes each user's share of the node as a whole (the desired state's node
 share, apply_limits' `node`) as it is, and no device's; the node's configured capacity (the sum of
-its devices') is sent for what it reports, and the edge does not use it. Counters are reported on
-the node's first device. Shares are buffered by apply_limits and sent whole by commit().
+its devices') is sent for what it reports, and the edge does not use it. Counters are the node's
+as a whole (WHOLE_NODE, the wire's device ""). Shares are buffered by apply_limits and sent whole by commit().
 
 With `sharing: weights` (the default) the Java agent shares each volume by weight at every packet
 (work-conserving by itself), and takes the coordinator's weight step's local weights. `sharing:
@@ -39,7 +39,7 @@ from vnode_sync.distribution import version as release_version
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.held import waited_held
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
@@ -218,14 +218,9 @@ class DataNodeThrottleBackend:
             self._hello = None    # another DataNode (perhaps another jar): shake hands again
         now = self.clock()
         counted = {DEFAULT_VNODE: stats.default, **{f"vnode.{u}": c for u, c in stats.users.items()}}
-        return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
-                                  c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
+        return {vnode: VNodeUsage({WHOLE_NODE: IoCounters(c.read_bytes, c.write_bytes, c.read_ops, c.write_ops)},
+                                  self._held(vnode, c, now), HELD_MEASURED, c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
                 for vnode, c in counted.items() if vnode in self._shares}
-
-    def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:
-        if not self.devices:
-            return {}
-        return {self.devices[0]: IoCounters(c.read_bytes, c.write_bytes, c.read_ops, c.write_ops)}
 
     def _held(self, vnode: str, c: Counters, now: float) -> bool:
         wait = c.read_wait_ns + c.write_wait_ns

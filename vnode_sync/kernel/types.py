@@ -17,6 +17,11 @@ class DeviceNumber:
         return f"{self.major}:{self.minor}"
 
 
+# Where a backend counts per device, the key of one that counts the node as a whole (the DataNode's
+# throttler, which does not know a transfer's disk): no device has it. It is the wire's device "".
+WHOLE_NODE = DeviceNumber(-1, -1)
+
+
 @dataclass(frozen=True)
 class DeviceLimits:
     """What one VNode gets on one device, as cgroup files and TBF rules hold it. 0 means none (for
