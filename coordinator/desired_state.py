@@ -16,11 +16,10 @@ from dataclasses import dataclass
 
 from vnode_sync.coordinator.config import WORK_CONSERVING, DeviceCapacity, Policy, StorageNodeConfig
 from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.shares import priority_shares
+from vnode_sync.shares import NODE, priority_shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 DEFAULT_VNODE_PRIORITY = 1
-NODE = ""   # ResourceShare.device of the node as a whole
 
 
 @dataclass(frozen=True)

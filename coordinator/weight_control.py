@@ -46,6 +46,7 @@ from vnode_sync.coordinator.policy.tree_step import tree_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
+from vnode_sync.shares import NODE
 from vnode_sync.wire import vnode_pb2 as pb
 
 DIRECTIONS = ("read", "write")
@@ -60,7 +61,7 @@ _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].nu
 STEP_SHARE = 0.3
 _TABLE = {name: pb.ShareTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
-_NODE_PART = string_entries(_TABLE["devices"], [""])   # the one resource of an edge that shares the node
+_NODE_PART = string_entries(_TABLE["devices"], [NODE])   # the one resource of an edge that shares the node
 
 
 class _Columns:
@@ -215,7 +216,7 @@ class WeightControl:
                 touched.append(row)
                 # The node as a whole (device "", an edge that shares the node) is booked at its key, its
                 # first device's column: only the node's sum over its devices is read.
-                device = device or columns.devices[i][0]
+                device = columns.devices[i][0] if device == NODE else device
                 for direction, (want, held) in enumerate(((flow.read_demand_bps, flow.read_held),
                                                           (flow.write_demand_bps, flow.write_held))):
                     j = columns.of.get((node_id, device, direction))

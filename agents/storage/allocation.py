@@ -15,11 +15,10 @@ Without the coordinator for `fallback_seconds` the agent drops the allocation (s
 bandwidth lent by a cap is never lent forever and a weight edge keeps sharing by priority.
 """
 
-from vnode_sync.shares import bfq_weights, weighted_shares
+from vnode_sync.shares import NODE, bfq_weights, weighted_shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 WORK_CONSERVING = "work-conserving"
-NODE = ""   # ResourceShare.device of the node as a whole
 
 
 def has_allocation(state: pb.DesiredState) -> bool:

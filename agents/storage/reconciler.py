@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vnode_sync.agents.handlers.base import HandlerDiscovery, HandlerThread, UserDirectory, discovery_not_enforcing
-from vnode_sync.agents.storage.allocation import NODE
 from vnode_sync.agents.storage.demand import DemandEstimator, VNodeDemand
 from vnode_sync.agents.storage.demand_summary import Entry, SummaryBuilder
 from vnode_sync.errors import ThreadGone, VNodeSyncError
@@ -19,6 +18,7 @@ from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforc
                                        user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
 from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber, Share, Shares
+from vnode_sync.shares import NODE
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
