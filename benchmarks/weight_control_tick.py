@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from vnode_sync.agents.storage.allocation import allocated
+from vnode_sync.agents.storage.allocation import allocated_weights
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.store import UserRecord
@@ -141,7 +141,7 @@ def run(nodes: int, disks: int, users: int, per_node: bool, seed: int) -> dict:
     sample = sorted(change or first)[:BASELINE_SAMPLE]
     message = control.node_allocation(sample[0])[1]
     old_per_node, old_size = baseline_per_node(control, names, sample)
-    _, decode = cpu(lambda: allocated(pb.DesiredState.FromString(message).allocation.shares))
+    _, decode = cpu(lambda: allocated_weights(pb.DesiredState.FromString(message).allocation.shares))
     return {"setup": setup, "first": (len(first), first_cpu, first_messages), "steady": (len(steady), steady_cpu),
             "change": (len(change), change_cpu, spent[0]), "size": len(message), "old_per_node": old_per_node,
             "old_size": old_size, "decode": decode, "iterations": control.last_step.iterations}

@@ -25,17 +25,24 @@ def has_allocation(state: pb.DesiredState) -> bool:
     return state.HasField("allocation") and len(state.allocation.shares.users) > 0
 
 
-def allocated(table: pb.ShareTable) -> dict[tuple[str, str], tuple[float, float]]:
-    """(user, device) -> (read, write) the table gives there: weights, or ceilings where it has those.
-    A table whose arrays do not add up is no allocation (never half-applied)."""
+def allocated_weights(table: pb.ShareTable) -> dict[tuple[str, str], tuple[float, float]]:
+    """(user, device) -> (read, write) local weights the table gives there."""
+    return _pairs(table, table.read_weights, table.write_weights)
+
+
+def allocated_ceilings(table: pb.ShareTable) -> dict[tuple[str, str], tuple[float, float]]:
+    """(user, device) -> (read, write) ceilings, bytes/s, the table gives there (a cap-only edge's)."""
+    return _pairs(table, table.read_ceilings_bps, table.write_ceilings_bps)
+
+
+def _pairs(table: pb.ShareTable, read, write) -> dict[tuple[str, str], tuple[float, float]]:
+    """A table whose arrays do not add up gives nothing (never half-applied)."""
     devices = list(table.devices)
     size = len(table.users) * len(devices)
-    for read, write in ((table.read_weights, table.write_weights),
-                        (table.read_ceilings_bps, table.write_ceilings_bps)):
-        if len(read) == size and len(write) == size and size:
-            return {(user, device): (read[u * len(devices) + d], write[u * len(devices) + d])
-                    for u, user in enumerate(table.users) for d, device in enumerate(devices)}
-    return {}
+    if not size or len(read) != size or len(write) != size:
+        return {}
+    return {(user, device): (read[u * len(devices) + d], write[u * len(devices) + d])
+            for u, user in enumerate(table.users) for d, device in enumerate(devices)}
 
 
 def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> pb.DesiredState:
@@ -44,11 +51,12 @@ def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> p
     out.CopyFrom(state)
     if state.sharing != WORK_CONSERVING:
         return out
-    given = allocated(state.allocation.shares) if has_allocation(state) else {}
+    table = state.allocation.shares
     if shares_by_weight:
-        _weights(out, given)
+        _weights(out, allocated_weights(table) if has_allocation(state) else {})
         _bfq_weights(out)
         return out
+    given = allocated_ceilings(table) if has_allocation(state) else {}
     if given:
         _apply_caps(out, given)
     else:

@@ -290,3 +290,12 @@ def test_a_backend_that_shares_the_node_gets_the_node_share_as_sent_with_no_sum_
         effective_state(state, shares_by_weight=True))
     assert backend.node["vnode.bob"] == Shares(Share(2.5, 5_000_000, 20_000_000), Share(1.5, 5_000_000, 20_000_000))
     assert [l.read_bps for l in backend.applied["vnode.bob"]] == [20_000_000, 20_000_000]
+
+
+def test_each_edge_reads_only_its_own_part_of_the_table():
+    """A weight edge sent a cap-only edge's table (it registered as the other kind since) takes no cap
+    for a weight: it weighs by priority; a cap-only edge sent weights splits by priority."""
+    weighed = shares(effective_state(wc_state(CAPS), shares_by_weight=True))
+    assert (weighed["alice"].read.weight, weighed["bob"].read.weight) == (1000, 500)   # 8 : 4
+    capped = shares(effective_state(wc_state(WEIGHTS), shares_by_weight=False))
+    assert capped["alice"].read.ceiling_bps == 40_000_000                             # 8/12 of 60

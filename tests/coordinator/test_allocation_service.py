@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import COORDINATOR_CONFIG, served_coordinator
 from tests.fakes.reports import usage_report
-from vnode_sync.agents.storage.allocation import allocated
+from vnode_sync.agents.storage.allocation import allocated_ceilings
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -197,7 +197,7 @@ def test_vnodectl_status_shows_weight_reservation_limit_allocation_demand_and_me
 
 def allocations(state) -> dict[str, int]:
     """user -> its read cap on dn1's one device, as the step last sent it."""
-    return {user: int(read) for (user, _), (read, _) in allocated(state.allocation.shares).items()}
+    return {user: int(read) for (user, _), (read, _) in allocated_ceilings(state.allocation.shares).items()}
 
 
 def test_admin_changes_reach_the_allocation_at_once_not_at_the_next_control_period(tmp_path):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vnode_sync.agents.storage.allocation import allocated, effective_state
+from vnode_sync.agents.storage.allocation import allocated_ceilings, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.node_edge import CAPS_ONLY, Edge
@@ -39,7 +39,7 @@ def capped():
 
     def caps(node):
         sequence, message = control.node_allocation(node)
-        given = allocated(pb.DesiredState.FromString(message).allocation.shares) if sequence else {}
+        given = allocated_ceilings(pb.DesiredState.FromString(message).allocation.shares) if sequence else {}
         return {name: ceilings[0] for (name, device), ceilings in given.items() if device == "/dev/sdb"}
 
     return control, ledger, caps

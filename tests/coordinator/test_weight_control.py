@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vnode_sync.agents.storage.allocation import allocated, effective_state
+from vnode_sync.agents.storage.allocation import allocated_weights, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.groups import GroupRecord
@@ -41,7 +41,7 @@ class Sent(dict):
         for node in ("dn0", "dn1", "dn2"):
             sequence, message = self.control.node_allocation(node)
             if sequence:
-                given = allocated(pb.DesiredState.FromString(message).allocation.shares)
+                given = allocated_weights(pb.DesiredState.FromString(message).allocation.shares)
                 self[node] = {(name, k): weights[k] for (name, device), weights in given.items()
                               if device == "/dev/sdb" for k in (0, 1)}
 
@@ -213,7 +213,7 @@ def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_o
     assert control.given("dn1")["bob"].allocated_read_bps == pytest.approx(180 * MB, rel=0.01)
     sent = table(control, "dn0")
     assert list(sent.devices) == [""], "one weight per user and direction for the node, not one per disk"
-    given = allocated(sent)
+    given = allocated_weights(sent)
     assert given[("alice", "")][0] > 10 * given[("bob", "")][0]
 
 
