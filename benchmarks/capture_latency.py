@@ -234,9 +234,9 @@ class HdfsTarget:
 def desired_state(device: str, default_bps: int) -> pb.DesiredState:
     return pb.DesiredState(
         generation=1, node_id="bench",
-        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.DeviceShare(device=device)])
+        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.ResourceShare(device=device)])
                 for u, uid in USERS.items()],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=default_bps)]),
+        default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=default_bps))]),
         users=[pb.User(name=u, uid=uid, active=True) for u, uid in USERS.items()])
 
 

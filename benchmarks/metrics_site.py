@@ -54,7 +54,7 @@ def node_sample(users: int) -> UsageSample:
         demand[vnode] = VNodeDemand({DEVICE: (Flow(i * 1000.0, held), Flow(0.0))}, held, float(i % 60), HELD_ESTIMATED)
         limits[vnode] = [DeviceLimits(DEVICE, read_bps=20 * MB, write_bps=10 * MB)]
         threads[vnode] = 2
-    return UsageSample(time.time(), usage, demand, demand, limits, threads)
+    return UsageSample(time.time(), usage, demand, demand, limits, {}, threads)
 
 
 def stand_in_agent(sample: UsageSample, top_users: int):

@@ -52,8 +52,8 @@ def desired(users: int, device: str) -> pb.DesiredState:
     return pb.DesiredState(
         generation=1, node_id="probe",
         vnodes=[pb.VNodeSpec(user=n, uid=FIRST_UID + i, priority=1,
-                             shares=[pb.DeviceShare(device=device, read_bps=50_000_000)]) for i, n in enumerate(names)],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]),
+                             shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=50_000_000))]) for i, n in enumerate(names)],
+        default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=1_000_000))]),
         users=[pb.User(name=n, uid=FIRST_UID + i) for i, n in enumerate(names)])
 
 

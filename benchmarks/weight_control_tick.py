@@ -11,9 +11,9 @@ are oversubscribed. Per site, the CPU of three ticks: the first
 (every node is sent), one with nothing changed (none is), and one after half the users went idle on
 half the nodes; the seconds spent writing messages, the nodes sent and a message's size.
 
-Baseline, in the same run: the per-pair message of dd46e60 (a DeviceShare per user and device, each
-node's columns found by a scan over every resource), built for a sample of nodes and scaled to the
-nodes sent. The agent's side is timed too: reading one node's weights back (agents.storage.allocation).
+Baseline, in the same run: the per-pair message of dd46e60 (a share per user and device, each node's
+columns found by a scan over every resource), built for a sample of nodes and scaled to the nodes
+sent. The agent's side is timed too: reading one node's weights back (agents.storage.allocation).
 CPU is the process's (time.process_time), all its threads together: the step works its blocks of
 resources on every core (policy.column_shards), so a tick ends sooner than its CPU here.
 """
@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from vnode_sync.agents.storage.allocation import allocated_shares
+from vnode_sync.agents.storage.allocation import allocated_weights
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.node_edge import Edge
 from vnode_sync.coordinator.store import UserRecord
@@ -91,16 +91,16 @@ def timed_messages(control: WeightControl) -> list[float]:
 
 def per_pair_message(node_id: str, names: list[str], resources: list[tuple[str, str, int]], weights: np.ndarray,
                      sequence: int) -> bytes:
-    """dd46e60's form: the node's columns found by a scan, a DeviceShare per user and device."""
+    """dd46e60's form: the node's columns found by a scan, a share message per user and device."""
     columns = [(j, r) for j, r in enumerate(resources) if r[0] == node_id]
     per_user = []
     for i, name in enumerate(names):
-        shares: dict[str, dict[str, float]] = {}
+        shares: dict[str, dict[str, pb.Share]] = {}
         for j, (_, device, direction) in columns:
-            shares.setdefault(device, {})[f"{('read', 'write')[direction]}_weight"] = float(weights[i, j])
-        per_user.append(pb.UserAllocation(user=name, shares=[pb.DeviceShare(device=device, **fields)
-                                                             for device, fields in sorted(shares.items())]))
-    return pb.DesiredState(allocation=pb.Allocation(sequence=sequence, users=per_user)).SerializeToString()
+            shares.setdefault(device, {})[("read", "write")[direction]] = pb.Share(weight=float(weights[i, j]))
+        per_user.append(pb.VNodeSpec(user=name, shares=[pb.ResourceShare(device=device, **fields)
+                                                        for device, fields in sorted(shares.items())]))
+    return pb.DesiredState(generation=sequence, vnodes=per_user).SerializeToString()
 
 def baseline_per_node(control: WeightControl, names: list[str], sample: list[str]) -> tuple[float, int]:
     """CPU and bytes of the per-pair message per node, over SAMPLE, with the last step's weights spread
@@ -141,7 +141,7 @@ def run(nodes: int, disks: int, users: int, per_node: bool, seed: int) -> dict:
     sample = sorted(change or first)[:BASELINE_SAMPLE]
     message = control.node_allocation(sample[0])[1]
     old_per_node, old_size = baseline_per_node(control, names, sample)
-    _, decode = cpu(lambda: allocated_shares(pb.DesiredState.FromString(message).allocation))
+    _, decode = cpu(lambda: allocated_weights(pb.DesiredState.FromString(message).allocation.shares))
     return {"setup": setup, "first": (len(first), first_cpu, first_messages), "steady": (len(steady), steady_cpu),
             "change": (len(change), change_cpu, spent[0]), "size": len(message), "old_per_node": old_per_node,
             "old_size": old_size, "decode": decode, "iterations": control.last_step.iterations}

@@ -201,8 +201,8 @@ class Publishing:
         return pb.DesiredState.FromString(self.stream_message(node_id))
 
     def targets(self, node_id: str) -> dict[str, tuple[int, int]]:
-        """user -> (read, write) bytes/s this node's desired state gives them, of the latest snapshot;
-        computed once per generation for all nodes with the same devices."""
+        """user -> (read, write) ceilings, bytes/s, this node's desired state gives them over its devices,
+        of the latest snapshot; computed once per generation for all nodes with the same devices."""
         snapshot = self.snapshot()
         node = self.nodes[node_id]
         key = (snapshot.generation, self._device_class[node_id])
@@ -210,8 +210,8 @@ class Publishing:
             cached = self._targets.get(key)
         if cached is None:
             template, _ = self._template(snapshot, node)
-            cached = {v.user: (sum(s.read_bps for s in v.shares), sum(s.write_bps for s in v.shares))
-                      for v in template.vnodes}
+            cached = {v.user: (sum(s.read.ceiling_bps for s in v.shares if s.device),
+                               sum(s.write.ceiling_bps for s in v.shares if s.device)) for v in template.vnodes}
             with self._lock:
                 self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
                 self._targets[key] = cached

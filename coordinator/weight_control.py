@@ -17,9 +17,10 @@ hysteresis (policy.hysteresis.THRESHOLD), or a user it has moved to another prio
 
 A resource is one (node, device, direction) where the edge weighs each device (BFQ), and one
 (node, direction) of all the node's devices' capacity where it weighs the node as a whole (the
-DataNode's scheduler, which also reports all its bytes on one device). Everything per pair is done
+DataNode's scheduler, which also reports its bytes for the node, device ""). Everything per pair is done
 on arrays indexed by the configured columns: a tick at 10,000 nodes runs no Python loop over users x
-resources, and a node's message is its slice of the weights written as a packed WeightTable. Nodes and
+resources, and a node's message is its slice of the weights (or caps) written as a packed ShareTable
+on the resources its edge shares: its devices, or the node as a whole (device ""). Nodes and
 devices added or removed at runtime (`vnodectl nodes`) lay the columns out again between two ticks
 (set_nodes): what stays keeps its demand, warm start and what it was sent.
 
@@ -45,10 +46,11 @@ from vnode_sync.coordinator.policy.tree_step import tree_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
+from vnode_sync.shares import NODE
 from vnode_sync.wire import vnode_pb2 as pb
 
 DIRECTIONS = ("read", "write")
-_ALLOCATION_WEIGHTS = pb.Allocation.DESCRIPTOR.fields_by_name["weights"].number
+_ALLOCATION_SHARES = pb.Allocation.DESCRIPTOR.fields_by_name["shares"].number
 _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].number
 # The weight step's iterations stop after this share of the control period (CPU time of the thread
 # that runs it, one of the threads working its blocks of resources; the fixed passes come on top,
@@ -57,8 +59,9 @@ _DESIRED_ALLOCATION = pb.DesiredState.DESCRIPTOR.fields_by_name["allocation"].nu
 # and the next step resumes from them. Rounds, not iterations, bound how fast the site settles
 # (benchmarks/results/policy/README.md).
 STEP_SHARE = 0.3
-_TABLE = {name: pb.WeightTable.DESCRIPTOR.fields_by_name[name].number
+_TABLE = {name: pb.ShareTable.DESCRIPTOR.fields_by_name[name].number
           for name in ("users", "devices", "read_weights", "write_weights")}
+_NODE_PART = string_entries(_TABLE["devices"], [NODE])   # the one resource of an edge that shares the node
 
 
 class _Columns:
@@ -80,7 +83,7 @@ class _Columns:
         node_capacity = np.zeros((len(nodes), 2))
         np.add.at(node_capacity, (self.node, self.direction), self.capacity)
         self.node_capacity = node_capacity
-        # The devices part of each node's WeightTable, written once.
+        # The devices part of each node's ShareTable, written once.
         self.devices_part = [string_entries(_TABLE["devices"], list(names)) for names in self.devices]
 
     def __len__(self) -> int:
@@ -211,6 +214,9 @@ class WeightControl:
                     continue
                 row = self._row(user)
                 touched.append(row)
+                # The node as a whole (device "", an edge that shares the node) is booked at its key, its
+                # first device's column: only the node's sum over its devices is read.
+                device = columns.devices[i][0] if device == NODE else device
                 for direction, (want, held) in enumerate(((flow.read_demand_bps, flow.read_held),
                                                           (flow.write_demand_bps, flow.write_held))):
                     j = columns.of.get((node_id, device, direction))
@@ -478,41 +484,30 @@ class WeightControl:
 
     def _message(self, node: int, layout: _Layout, names: list[str], users_part: bytes,
                  sent: np.ndarray) -> tuple[int, bytes]:
-        """The node's weights (a WeightTable) or caps as a serialized DesiredState holding only its Allocation."""
+        """The node's part of the step, a ShareTable of weights or ceilings on the resources its edge
+        shares (its devices, or the node), as a serialized DesiredState holding only its Allocation."""
         first, last = layout.block[node]
-        devices = len(self._book_columns.devices[node])
-        block = sent[:, first:last].reshape(len(sent), -1, 2)
-        sequence = self._next_sequence()
+        block = sent[:, first:last].reshape(len(sent), -1, 2)   # users x resources x (read, write)
+        devices_part = _NODE_PART if layout.per_node[node] else self._book_columns.devices_part[node]
         if layout.caps_only[node]:
-            if layout.per_node[node]:
-                block = np.repeat(block / devices, devices, axis=1)   # the node's cap over its devices: the edge sums them
-            return sequence, self._caps_message(node, sequence, names, block)
-        if layout.per_node[node]:
-            block = np.repeat(block, devices, axis=1)   # the node's weight on each device: the edge sums them
-        table = [users_part, self._book_columns.devices_part[node],
-                 *packed_floats(_TABLE["read_weights"], block[:, :, 0]),
-                 *packed_floats(_TABLE["write_weights"], block[:, :, 1])]
+            capped = np.maximum(1, np.nan_to_num(block, nan=1.0)).astype(np.uint64)   # 0 on the wire is "none"
+            table = [users_part, devices_part,
+                     pb.ShareTable(read_ceilings_bps=capped[:, :, 0].ravel().tolist(),
+                                   write_ceilings_bps=capped[:, :, 1].ravel().tolist()).SerializeToString()]
+        else:
+            table = [users_part, devices_part, *packed_floats(_TABLE["read_weights"], block[:, :, 0]),
+                     *packed_floats(_TABLE["write_weights"], block[:, :, 1])]
+        sequence = self._next_sequence()
         table_length = sum(map(len, table))
         head = (pb.Allocation(sequence=sequence, fallback_seconds=self.policy.fallback_seconds).SerializeToString()
-                + field_head(_ALLOCATION_WEIGHTS, table_length))
+                + field_head(_ALLOCATION_SHARES, table_length))
         # Joined once: a site's message is ~100 kB, and every concatenation would copy it again.
         return sequence, b"".join([field_head(_DESIRED_ALLOCATION, len(head) + table_length), head, *table])
-
-    def _caps_message(self, node: int, sequence: int, names: list[str], caps: np.ndarray) -> bytes:
-        """Caps, users x devices x (read, write) bytes/s, as a cap-only node's Allocation (few such nodes
-        and users per node: built as messages)."""
-        devices = self._book_columns.devices[node]
-        capped = np.maximum(1, np.nan_to_num(caps, nan=1.0)).astype(np.int64)   # 0 on the wire is "no limit"
-        return pb.DesiredState(allocation=pb.Allocation(
-            sequence=sequence, fallback_seconds=self.policy.fallback_seconds,
-            users=[pb.UserAllocation(user=user, shares=[
-                pb.DeviceShare(device=device, read_bps=int(capped[u, d, 0]), write_bps=int(capped[u, d, 1]))
-                for d, device in enumerate(devices)]) for u, user in enumerate(names)])).SerializeToString()
 
     # ---- output --------------------------------------------------------------------
 
     def node_allocation(self, node_id: str) -> tuple[int, bytes]:
-        """(sequence, serialized DesiredState holding only the weights or caps); (0, b"") before the first."""
+        """(sequence, serialized DesiredState holding only its Allocation); (0, b"") before the first."""
         with self._lock:
             return self._node_bytes.get(node_id, (0, b""))
 

@@ -191,7 +191,7 @@ def _cached_state(generation: int):
     from vnode_sync.wire import vnode_pb2 as pb
     return pb.DesiredState(generation=generation, node_id="dn1", store_id=77,
                            vnodes=[pb.VNodeSpec(user="alice", uid=1001, priority=4, shares=[
-                               pb.DeviceShare(device="/dev/sdb", read_bps=generation * 1_000_000)])])
+                               pb.ResourceShare(device="/dev/sdb", read=pb.Share(ceiling_bps=generation * 1_000_000))])])
 
 
 def _save_cache(workdir: str, generation: int) -> None:

@@ -12,6 +12,8 @@ from vnode_sync.validation import priority as _valid_priority
 
 BFQ_WEIGHT_MIN = 1
 BFQ_WEIGHT_MAX = 1000
+# The wire's ResourceShare.device (and ShareTable's) of the node as a whole, where its edge shares the node.
+NODE = ""
 
 
 def priority_shares(bandwidth: int, priorities: Mapping[str, int]) -> dict[str, int]:

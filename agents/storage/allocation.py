@@ -1,47 +1,48 @@
-"""What the reconciler enforces: the desired state as the node's backend can take it.
+"""What the reconciler enforces: the desired state with the step's allocation, as the node's backend takes it.
 
-Work-conserving sharing (the state's `sharing`):
-- A backend that shares by weight (BFQ, the DataNode's scheduler) takes each user's floor and ceiling
-  from the state and its local weights from the coordinator's allocation (the weight step's), and
-  lends and reclaims at every request by itself. A user the allocation does not list (before the
-  first, after the fallback, a user just activated) is weighed by its priority. For cgroups, the
-  local weights become BFQ's integer weights per device.
-- A cap-only backend (Lustre TBF, blkio without BFQ, io.max) takes the allocation's caps; until
-  there is one (or after the fallback), each device's capacity split by the users' priorities
-  (Algorithm 1), under their ceilings.
-Without the coordinator for `fallback_seconds` the agent drops the allocation (static_state): a
-cap-only backend goes back to the priority split, a weight backend to the priority weights, so
-bandwidth lent by a cap is never lent forever and the edge keeps sharing by weight.
-Static sharing: the state's caps, as the coordinator split them.
+Each `Share` field means one thing (vnode.proto); this module only decides which value is in force
+under work-conserving sharing (the state's `sharing`; static: the state's caps, as the coordinator
+split them):
+- ceiling: the state's (the user's limit); for a cap-only edge (Lustre TBF, blkio without BFQ, io.max)
+  the allocation's, which the step keeps under it; without an allocation (before the first, after
+  the fallback) each resource's capacity split by the users' priorities (Algorithm 1), under the state's.
+- weight: the allocation's, for an edge that shares by weight (BFQ, the DataNode's scheduler), which
+  lends and reclaims at every request by itself; a user the allocation does not list (before the
+  first, after the fallback, a user just activated) is weighed by its priority. On a device the
+  weights become BFQ's integers (1..1000, ratios kept; one for both directions). A cap-only edge has none.
+- floor: the state's, for an edge that shares by weight; a cap-only edge has none.
+Without the coordinator for `fallback_seconds` the agent drops the allocation (static_state), so
+bandwidth lent by a cap is never lent forever and a weight edge keeps sharing by priority.
 """
 
-from vnode_sync.shares import bfq_weights, weighted_shares
+from vnode_sync.shares import NODE, bfq_weights, weighted_shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 WORK_CONSERVING = "work-conserving"
-DIRECTIONS = ("read", "write")
 
 
 def has_allocation(state: pb.DesiredState) -> bool:
-    allocation = state.allocation
-    return state.HasField("allocation") and (len(allocation.users) > 0 or len(allocation.weights.users) > 0)
+    return state.HasField("allocation") and len(state.allocation.shares.users) > 0
 
 
-def allocated_shares(allocation: pb.Allocation) -> dict[str, dict[str, pb.DeviceShare]]:
-    """user -> device -> what the allocation gives it there: its per-pair shares, and its WeightTable's
-    local weights (the form the center sends to nodes that share by weight)."""
-    given = {u.user: {s.device: s for s in u.shares} for u in allocation.users}
-    table = allocation.weights
+def allocated_weights(table: pb.ShareTable) -> dict[tuple[str, str], tuple[float, float]]:
+    """(user, device) -> (read, write) local weights the table gives there."""
+    return _pairs(table, table.read_weights, table.write_weights)
+
+
+def allocated_ceilings(table: pb.ShareTable) -> dict[tuple[str, str], tuple[float, float]]:
+    """(user, device) -> (read, write) ceilings, bytes/s, the table gives there (a cap-only edge's)."""
+    return _pairs(table, table.read_ceilings_bps, table.write_ceilings_bps)
+
+
+def _pairs(table: pb.ShareTable, read, write) -> dict[tuple[str, str], tuple[float, float]]:
+    """A table whose arrays do not add up gives nothing (never half-applied)."""
     devices = list(table.devices)
-    read, write = list(table.read_weights), list(table.write_weights)
-    if len(read) != len(table.users) * len(devices) or len(write) != len(read):
-        return given   # a table that does not add up is no allocation (never half-applied)
-    for u, user in enumerate(table.users):
-        shares = given.setdefault(user, {})
-        for d, device in enumerate(devices):
-            at = u * len(devices) + d
-            shares[device] = pb.DeviceShare(device=device, read_weight=read[at], write_weight=write[at])
-    return given
+    size = len(table.users) * len(devices)
+    if not size or len(read) != size or len(write) != size:
+        return {}
+    return {(user, device): (read[u * len(devices) + d], write[u * len(devices) + d])
+            for u, user in enumerate(table.users) for d, device in enumerate(devices)}
 
 
 def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> pb.DesiredState:
@@ -50,18 +51,19 @@ def effective_state(state: pb.DesiredState, shares_by_weight: bool = False) -> p
     out.CopyFrom(state)
     if state.sharing != WORK_CONSERVING:
         return out
-    given = allocated_shares(state.allocation) if has_allocation(state) else {}
+    table = state.allocation.shares
     if shares_by_weight:
-        _weights(out, given)
+        _weights(out, allocated_weights(table) if has_allocation(state) else {})
         _bfq_weights(out)
         return out
+    given = allocated_ceilings(table) if has_allocation(state) else {}
     if given:
         _apply_caps(out, given)
     else:
         _priority_caps(out)
-    for spec in _specs(out):   # a cap-only backend has no use for floors (and a cgroup without BFQ refuses weights)
+    for spec in _specs(out):   # a cap-only edge has no use for floors (and a cgroup without BFQ refuses weights)
         for share in spec.shares:
-            share.reserve_read_bps = share.reserve_write_bps = 0
+            share.read.floor_bps = share.write.floor_bps = 0
     return out
 
 
@@ -73,59 +75,59 @@ def static_state(state: pb.DesiredState) -> pb.DesiredState:
     return out
 
 
-def _apply_caps(out: pb.DesiredState, given: dict) -> None:
-    for vnode in out.vnodes:
-        for share in vnode.shares:
-            allocated = given.get(vnode.user, {}).get(share.device)
-            if allocated is not None:
-                # 0 on the wire means "no limit": a cap is never that.
-                share.read_bps = max(1, allocated.read_bps)
-                share.write_bps = max(1, allocated.write_bps)
-
-
-def _weights(out: pb.DesiredState, given: dict) -> None:
-    """The step's local weights; a user's priority where it sent none."""
-    for spec in _specs(out):
-        for share in spec.shares:
-            allocated = given.get(spec.user, {}).get(share.device) if spec.user else None
-            for d in DIRECTIONS:
-                weight = getattr(allocated, f"{d}_weight") if allocated is not None else 0.0
-                setattr(share, f"{d}_weight", weight if weight > 0 else float(spec.priority))
-
-
 def _specs(out: pb.DesiredState) -> list[pb.VNodeSpec]:
     return [*out.vnodes, out.default_vnode]
 
 
+def _apply_caps(out: pb.DesiredState, given: dict[tuple[str, str], tuple[float, float]]) -> None:
+    for vnode in out.vnodes:
+        for share in vnode.shares:
+            caps = given.get((vnode.user, share.device))
+            if caps is not None:
+                # 0 on the wire means "none": a cap is never that.
+                share.read.ceiling_bps, share.write.ceiling_bps = (max(1, int(c)) for c in caps)
+
+
+def _weights(out: pb.DesiredState, given: dict[tuple[str, str], tuple[float, float]]) -> None:
+    """The step's local weights; a user's priority where it sent none."""
+    for spec in _specs(out):
+        for share in spec.shares:
+            weights = given.get((spec.user, share.device), (0.0, 0.0)) if spec.user else (0.0, 0.0)
+            share.read.weight, share.write.weight = (w if w > 0 else float(spec.priority) for w in weights)
+
+
 def _bfq_weights(out: pb.DesiredState) -> None:
     """BFQ has one weight per device for both directions: the larger local weight, scaled per device."""
-    by_device: dict[str, dict[int, pb.DeviceShare]] = {}
+    by_device: dict[str, dict[int, pb.ResourceShare]] = {}
     for index, spec in enumerate(_specs(out)):
         for share in spec.shares:
-            by_device.setdefault(share.device, {})[index] = share
+            if share.device != NODE:
+                by_device.setdefault(share.device, {})[index] = share
     for shares in by_device.values():
-        ints = bfq_weights({i: max(s.read_weight, s.write_weight) for i, s in shares.items()})
+        ints = bfq_weights({i: max(s.read.weight, s.write.weight) for i, s in shares.items()})
         for i, share in shares.items():
-            if ints[i]:
-                share.weight = ints[i]
+            share.read.weight = share.write.weight = float(ints[i])
 
 
 def _priority_caps(out: pb.DesiredState) -> None:
-    """No allocation yet: each device's capacity split by the active users' priorities, under their ceilings."""
-    capacity = {d.name: d for d in out.devices}
-    users: dict[str, dict[str, pb.DeviceShare]] = {}
-    priority = {vnode.user: vnode.priority for vnode in out.vnodes}
+    """No allocation yet: each resource's capacity split by the active users' priorities, under their ceilings."""
+    capacity = {d.name: (d.read_bps, d.write_bps) for d in out.devices}
+    capacity[NODE] = (sum(c[0] for c in capacity.values()), sum(c[1] for c in capacity.values()))
+    iops = {d.name: (d.read_iops, d.write_iops) for d in out.devices}
+    priority = {vnode.user: float(vnode.priority) for vnode in out.vnodes}
+    users: dict[str, dict[str, pb.ResourceShare]] = {}
     for vnode in out.vnodes:
         for share in vnode.shares:
             users.setdefault(share.device, {})[vnode.user] = share
     for device, shares in users.items():
         if device not in capacity:
             continue
-        for field in ("read_bps", "write_bps", "read_iops", "write_iops"):
-            total = getattr(capacity[device], field)
-            if not total:
-                continue
-            split = weighted_shares(total, {u: float(priority[u]) for u in shares})
-            for user, share in shares.items():
-                ceiling = getattr(share, field)
-                setattr(share, field, max(1, min(split[user], ceiling) if ceiling else split[user]))
+        for d, direction in enumerate(("read", "write")):
+            for field, total in (("ceiling_bps", capacity[device][d]), ("ceiling_iops", iops.get(device, (0, 0))[d])):
+                if not total:
+                    continue
+                split = weighted_shares(total, {u: priority[u] for u in shares})
+                for user, share in shares.items():
+                    ceiling = getattr(getattr(share, direction), field)
+                    setattr(getattr(share, direction), field,
+                            max(1, min(split[user], ceiling) if ceiling else split[user]))

@@ -25,9 +25,11 @@ from vnode_sync.agents.storage.link import LINK_STATES
 from vnode_sync.agents.storage.top_users import IO_FIELDS, OTHER_USER, TopUsers, View
 from vnode_sync.kernel.backend import user_of_vnode
 from vnode_sync.kernel.procfs import thread_start_seconds
+from vnode_sync.kernel.types import WHOLE_NODE
 from vnode_sync.metrics.settings import DEFAULT_TOP_USERS
 
 DEFAULT_USER = "(default)"
+WHOLE_NODE_LABEL = "(node)"   # the device label of a backend that counts the node as a whole (the DataNode's)
 # Birth of a handler thread -> in its user's VNode. Measured 10-25 ms p99 on an idle host
 # (benchmarks/capture_latency); /proc's start time has 10 ms resolution (USER_HZ 100).
 CAPTURE_BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -71,6 +73,7 @@ class StorageAgentCollector(Collector):
             return
         view = self.top.view(sample)
         names = {dev: name for name, dev in dict(agent.reconciler.devices).items()}  # a copy: apply may add one
+        names[WHOLE_NODE] = WHOLE_NODE_LABEL
         yield from self._node_totals(node, names, view)
         io = {key: CounterMetricFamily(f"vnode_sync_user_{key}", text, labels=["node", "user"])
               for key, text in (("read_bytes", "Bytes the user's VNode read from the node's devices"),
@@ -87,7 +90,8 @@ class StorageAgentCollector(Collector):
         for family, value in zip(io.values(), other):
             family.add_metric([node, OTHER_USER], value)
         yield from io.values()
-        yield from self._limits(node, names, {v: sample.limits[v] for v in view.named if v in sample.limits})
+        yield from self._limits(node, names, {v: sample.limits[v] for v in view.named if v in sample.limits},
+                                sample.node_limits)
         yield from self._held(node, sample, view)
         if agent.backend.placer is not None:
             threads = GaugeMetricFamily("vnode_sync_user_threads", "Handler threads the agent placed in the "
@@ -169,7 +173,7 @@ class StorageAgentCollector(Collector):
         yield moved
         yield waiting
 
-    def _limits(self, node: str, names: dict, limits: dict) -> Iterator[Metric]:
+    def _limits(self, node: str, names: dict, limits: dict, node_limits: dict) -> Iterator[Metric]:
         rate = GaugeMetricFamily("vnode_sync_user_limit_bytes_per_second",
                                  "The user's limit in force on the node, summed over its devices: its static share "
                                  "or its work-conserving allocation (absent: no limit)",
@@ -180,7 +184,10 @@ class StorageAgentCollector(Collector):
             user = user_label(vnode)
             on_node = [limit for limit in device_limits if limit.device in names]
             for direction, field in DIRECTIONS:
-                total = sum(getattr(limit, field) for limit in on_node)
+                if vnode in node_limits:   # a backend that shares the node enforces its share of the node
+                    total = getattr(node_limits[vnode], direction).ceiling_bps
+                else:
+                    total = sum(getattr(limit, field) for limit in on_node)
                 if total:
                     rate.add_metric([node, user, direction], total)
             weights = [limit.weight for limit in on_node if limit.weight]

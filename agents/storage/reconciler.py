@@ -17,7 +17,8 @@ from vnode_sync.errors import ThreadGone, VNodeSyncError
 from vnode_sync.kernel.backend import (DEFAULT_VNODE, HELD_MEASURED, LimitEnforcer, ThreadPlacer, VNodeUsage,
                                        user_of_vnode, vnode_name)
 from vnode_sync.kernel.devices import device_number
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber, Share, Shares
+from vnode_sync.shares import NODE
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class UsageSample:
     held: dict[str, VNodeDemand]              # VNodes with a limit (or a measured wait)
     demand: dict[str, VNodeDemand]            # every VNode: rates, held, demand per device and direction
     limits: dict[str, list[DeviceLimits]]     # VNode -> the limits in force (static shares or allocation)
+    node_limits: dict[str, Shares]            # VNode -> its share of the node, where the backend shares the node
     threads: dict[str, int]                   # VNode -> handler threads placed there (placing backends)
 
 
@@ -57,8 +59,10 @@ class Reconciler:
     placed: dict[int, str] = field(default_factory=dict)
     # processes a per-process backend must not move (they serve several users), with the reason
     shared_processes: dict[int, str] = field(default_factory=dict)
-    # VNode -> the limits of the last pass, as the desired state gives them
+    # VNode -> the limits of the last pass, as the desired state gives them; and its share of the node as a
+    # whole, kept where the backend shares the node (what it enforces there)
     limits: dict[str, list[DeviceLimits]] = field(default_factory=dict)
+    node_limits: dict[str, Shares] = field(default_factory=dict)
     demand: DemandEstimator = field(default_factory=DemandEstimator)
     summaries: SummaryBuilder = field(default_factory=SummaryBuilder)
     last_sample: UsageSample | None = None
@@ -74,29 +78,34 @@ class Reconciler:
         """`listener(thread)` the first time each handler thread is placed (capture latency is timed there)."""
         self._placement_listeners.append(listener)
 
-    def _device(self, share: pb.DeviceShare) -> DeviceNumber | None:
-        if share.device not in self.devices:
+    def _device(self, name: str) -> DeviceNumber | None:
+        if name not in self.devices:
             try:
-                self.devices[share.device] = device_number(share.device)
+                self.devices[name] = device_number(name)
             except VNodeSyncError as e:
                 self.errors.append(str(e))
                 return None
-        return self.devices[share.device]
+        return self.devices[name]
 
-    def _limits(self, spec: pb.VNodeSpec) -> list[DeviceLimits]:
-        limits = []
+    def _limits(self, spec: pb.VNodeSpec) -> tuple[list[DeviceLimits], Shares]:
+        """The spec's device shares as the kernel takes them, and its share of the node as a whole."""
+        limits, node = [], Shares()
         for share in spec.shares:
-            dev = self._device(share)
+            if share.device == NODE:
+                node = Shares(*(Share(s.weight, s.floor_bps, s.ceiling_bps) for s in (share.read, share.write)))
+                continue
+            dev = self._device(share.device)
             if dev is not None:
-                limits.append(DeviceLimits(dev, share.read_bps, share.write_bps, share.read_iops,
-                                           share.write_iops, share.weight, share.read_weight, share.write_weight,
-                                           share.reserve_read_bps, share.reserve_write_bps))
-        return limits
+                # BFQ's one weight for both directions (agents/storage/allocation.py made them equal).
+                limits.append(DeviceLimits(dev, share.read.ceiling_bps, share.write.ceiling_bps,
+                                           share.read.ceiling_iops, share.write.ceiling_iops,
+                                           round(max(share.read.weight, share.write.weight))))
+        return limits, node
 
     def _capacities(self, state: pb.DesiredState) -> list[DeviceCapacity]:
         capacities = []
         for device in state.devices:
-            dev = self._device(pb.DeviceShare(device=device.name))
+            dev = self._device(device.name)
             if dev is not None:
                 capacities.append(DeviceCapacity(dev, device.read_bps, device.write_bps))
         return capacities
@@ -109,12 +118,14 @@ class Reconciler:
         desired[DEFAULT_VNODE] = state.default_vnode
         self.backend.set_capacities(self._capacities(state))
         self.backend.setup()
-        self.limits = {}
+        self.limits, self.node_limits = {}, {}
         for vnode, spec in desired.items():
             try:
                 self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
-                self.limits[vnode] = self._limits(spec)
-                self.backend.apply_limits(vnode, self.limits[vnode])
+                self.limits[vnode], node = self._limits(spec)
+                if self.backend.shares_per_node:
+                    self.node_limits[vnode] = node
+                self.backend.apply_limits(vnode, self.limits[vnode], node)
             except VNodeSyncError as e:
                 self.errors.append(f"{vnode}: {e}")
         self.place_handlers()
@@ -251,7 +262,7 @@ class Reconciler:
         the held time of those held since (all when full).
         `only_if_sharp`: None unless some user's demand moved sharply since the last report
         (demand_summary.SHARP); the demand estimate still takes the sample."""
-        names = {dev: name for name, dev in self.devices.items()}
+        names = {dev: name for name, dev in self.devices.items()} | {WHOLE_NODE: NODE}
         try:
             measured_by_vnode = self.backend.usage()
         except VNodeSyncError as e:
@@ -271,7 +282,7 @@ class Reconciler:
                                                   summary.full)
         sampled_at = time.time()
         self.last_sample = UsageSample(sampled_at, measured_by_vnode, held, demand, dict(self.limits),
-                                       dict(collections.Counter(self.placed.values())))
+                                       dict(self.node_limits), dict(collections.Counter(self.placed.values())))
         return pb.UsageReport(node_id=node_id, applied_generation=self.applied_generation,
                               sampled_at_unix=sampled_at, errors=self.errors[:20],
                               not_enforcing=self.not_enforcing or "", degraded=self.degraded,

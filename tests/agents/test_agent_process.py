@@ -60,8 +60,8 @@ def test_with_the_coordinator_down_the_agent_enforces_its_cached_state(tmp_path)
     with loop_device(name) as (device, dev):
         state = pb.DesiredState(generation=9, node_id="n1",
                                 vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
-                                                     shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
-                                default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))
+                                                     shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=12_345_678))])],
+                                default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=1_000_000))]))
         cache = tmp_path / "agent.state"
         cache.write_bytes(encode_state_cache(state))
         config = tmp_path / "agent.yaml"

@@ -27,18 +27,20 @@ def state(device: str) -> pb.DesiredState:
     return pb.DesiredState(
         generation=5, node_id="n1", sharing="work-conserving",
         vnodes=[pb.VNodeSpec(user="alice", uid=64_411, priority=4,
-                             shares=[pb.DeviceShare(device=device, read_bps=STATIC, write_bps=STATIC, read_iops=77)])],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]),
-        allocation=pb.Allocation(sequence=3, fallback_seconds=2.0, users=[pb.UserAllocation(
-            user="alice", shares=[pb.DeviceShare(device=device, read_bps=ALLOCATED, write_bps=2_000_000)])]))
+                             shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=STATIC, ceiling_iops=77),
+                                                      write=pb.Share(ceiling_bps=STATIC))])],
+        default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=1_000_000))]),
+        allocation=pb.Allocation(sequence=3, fallback_seconds=2.0, shares=pb.ShareTable(
+            users=["alice"], devices=[device], read_ceilings_bps=[ALLOCATED], write_ceilings_bps=[2_000_000])))
 
 
-def test_the_allocation_replaces_read_and_write_bytes_only_and_the_fallback_drops_it():
+def test_the_allocation_replaces_the_byte_ceilings_only_and_the_fallback_drops_it():
     effective = effective_state(state("/dev/x"))
     share = effective.vnodes[0].shares[0]
-    assert (share.read_bps, share.write_bps, share.read_iops) == (ALLOCATED, 2_000_000, 77)
+    assert (share.read.ceiling_bps, share.write.ceiling_bps, share.read.ceiling_iops) == (ALLOCATED, 2_000_000, 77)
     fallback = static_state(state("/dev/x"))
-    assert not fallback.HasField("allocation") and effective_state(fallback).vnodes[0].shares[0].read_bps == STATIC
+    assert not fallback.HasField("allocation")
+    assert effective_state(fallback).vnodes[0].shares[0].read.ceiling_bps == STATIC
 
 
 @needs_kernel
@@ -123,9 +125,11 @@ class RecordingBackend:
     name = "recording"
     placer = None
     shares_by_weight = False
+    shares_per_node = False
 
     def __init__(self):
         self.applied = {}
+        self.node = {}
         self.capacities = []
 
     def limitations(self):
@@ -155,8 +159,9 @@ class RecordingBackend:
     def limits(self, vnode):
         return {}
 
-    def apply_limits(self, vnode, limits):
+    def apply_limits(self, vnode, limits, node=None):
         self.applied[vnode] = limits
+        self.node[vnode] = node
 
     def commit(self, uids, connections):
         pass
@@ -189,8 +194,8 @@ def wc_state(allocation: pb.Allocation | None = None) -> pb.DesiredState:
     ceiling and a 5 MB/s floor; the default VNode at priority 1 under its 6 MB/s ceiling. No weights:
     they come from the allocation, else from the priorities."""
     def share(ceiling=0, floor=0):
-        return pb.DeviceShare(device="/dev/x", read_bps=ceiling, write_bps=ceiling,
-                              reserve_read_bps=floor, reserve_write_bps=floor)
+        bounds = pb.Share(ceiling_bps=ceiling, floor_bps=floor)
+        return pb.ResourceShare(device="/dev/x", read=bounds, write=bounds)
     out = pb.DesiredState(generation=5, node_id="n1", sharing="work-conserving",
                           devices=[pb.Device(name="/dev/x", read_bps=60_000_000, write_bps=30_000_000)],
                           vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share()]),
@@ -201,37 +206,45 @@ def wc_state(allocation: pb.Allocation | None = None) -> pb.DesiredState:
     return out
 
 
-RATES = pb.Allocation(sequence=1, fallback_seconds=2, users=[
-    pb.UserAllocation(user="alice", shares=[pb.DeviceShare(device="/dev/x", read_bps=50_000_000, write_bps=1)]),
-    pb.UserAllocation(user="bob", shares=[pb.DeviceShare(device="/dev/x", read_bps=10_000_000, write_bps=2,
-                                                         read_weight=2, write_weight=2)])])
+# The step's part for a weight edge (bob's weight; alice, unlisted, keeps her priority) and for a cap-only one.
+WEIGHTS = pb.Allocation(sequence=1, fallback_seconds=2, shares=pb.ShareTable(
+    users=["bob"], devices=["/dev/x"], read_weights=[2], write_weights=[2]))
+CAPS = pb.Allocation(sequence=1, fallback_seconds=2, shares=pb.ShareTable(
+    users=["alice", "bob"], devices=["/dev/x"], read_ceilings_bps=[50_000_000, 10_000_000], write_ceilings_bps=[1, 2]))
 
 
-def shares(state: pb.DesiredState) -> dict[str, pb.DeviceShare]:
+def shares(state: pb.DesiredState) -> dict[str, pb.ResourceShare]:
     return {v.user or "(default)": v.shares[0] for v in [*state.vnodes, state.default_vnode]}
 
 
-def test_a_weight_backend_takes_the_allocations_weights_else_priorities_keeps_floors_and_ceilings_and_no_caps():
-    got = shares(effective_state(wc_state(RATES), shares_by_weight=True))
-    assert (got["alice"].read_weight, got["alice"].read_bps) == (8, 0)          # no cap from the tick's rates
-    assert (got["bob"].read_weight, got["bob"].read_bps, got["bob"].reserve_read_bps) == (2, 20_000_000, 5_000_000)
+def test_a_weight_backend_takes_the_allocations_weights_else_priorities_and_keeps_floors_and_ceilings():
+    got = shares(effective_state(wc_state(WEIGHTS), shares_by_weight=True))
+    assert got["alice"].read.ceiling_bps == 0
+    assert (got["bob"].read.ceiling_bps, got["bob"].read.floor_bps) == (20_000_000, 5_000_000)
     # BFQ's integers per device, ratios kept (bob's local weight from the allocation: 2 of alice's 8).
-    assert (got["alice"].weight, got["bob"].weight, got["(default)"].weight) == (1000, 250, 125)
+    assert (got["alice"].read.weight, got["bob"].read.weight, got["(default)"].write.weight) == (1000, 250, 125)
 
 
-def test_a_cap_only_backend_takes_the_allocations_caps_or_until_then_the_priority_split_under_ceilings():
-    got = shares(effective_state(wc_state(RATES), shares_by_weight=False))
-    assert (got["alice"].read_bps, got["bob"].read_bps) == (50_000_000, 10_000_000)
-    assert (got["alice"].read_weight, got["alice"].weight, got["bob"].reserve_read_bps) == (0, 0, 0)
+def test_a_cap_only_backend_takes_the_allocations_ceilings_or_until_then_the_priority_split_under_ceilings():
+    got = shares(effective_state(wc_state(CAPS), shares_by_weight=False))
+    assert (got["alice"].read.ceiling_bps, got["bob"].read.ceiling_bps) == (50_000_000, 10_000_000)
+    assert (got["alice"].read.weight, got["bob"].read.floor_bps) == (0, 0)
     got = shares(effective_state(wc_state(), shares_by_weight=False))
-    assert (got["alice"].read_bps, got["alice"].write_bps) == (40_000_000, 20_000_000)   # 8/12 of 60 and 30
-    assert (got["bob"].read_bps, got["bob"].write_bps) == (20_000_000, 10_000_000)       # 4/12, under 20 MB/s
-    assert got["(default)"].read_bps == 6_000_000
+    assert (got["alice"].read.ceiling_bps, got["alice"].write.ceiling_bps) == (40_000_000, 20_000_000)  # 8/12 of 60, 30
+    assert (got["bob"].read.ceiling_bps, got["bob"].write.ceiling_bps) == (20_000_000, 10_000_000)      # 4/12, under 20
+    assert got["(default)"].read.ceiling_bps == 6_000_000
+
+
+def test_a_table_whose_arrays_do_not_add_up_is_no_allocation():
+    broken = pb.Allocation(sequence=1, shares=pb.ShareTable(users=["alice", "bob"], devices=["/dev/x"],
+                                                            read_ceilings_bps=[1], write_ceilings_bps=[1]))
+    got = shares(effective_state(wc_state(broken), shares_by_weight=False))
+    assert got["alice"].read.ceiling_bps == 40_000_000   # the priority split, as with none
 
 
 def test_without_the_coordinator_a_weight_backend_falls_back_to_the_priority_weights():
-    fallback = effective_state(static_state(wc_state(RATES)), shares_by_weight=True)
-    assert shares(fallback)["bob"].read_weight == 4 and not fallback.HasField("allocation")
+    fallback = effective_state(static_state(wc_state(WEIGHTS)), shares_by_weight=True)
+    assert shares(fallback)["bob"].read.weight == 500 and not fallback.HasField("allocation")   # 4 of alice's 8
 
 
 def test_the_reconciler_hands_local_weights_floors_and_capacities_to_the_backend():
@@ -248,5 +261,41 @@ def test_the_reconciler_hands_local_weights_floors_and_capacities_to_the_backend
     Reconciler(backend, NoThreads(), {"/dev/x": DeviceNumber(7, 9)}).apply(
         effective_state(wc_state(), shares_by_weight=True))
     (bob,) = backend.applied["vnode.bob"]
-    assert (bob.read_weight, bob.write_weight, bob.reserve_read_bps, bob.read_bps) == (4, 4, 5_000_000, 20_000_000)
+    assert (bob.weight, bob.read_bps) == (500, 20_000_000)   # BFQ's integer: 4 of alice's 8
     assert backend.capacities == [DeviceCapacity(DeviceNumber(7, 9), 60_000_000, 30_000_000)]
+
+
+def test_a_backend_that_shares_the_node_gets_the_node_share_as_sent_with_no_sum_over_devices():
+    """Two devices, and the node's own share (device ""): the node's floor and ceiling are the user's,
+    once, and its weight the step's for the node."""
+    from vnode_sync.agents.storage.reconciler import Reconciler
+    from vnode_sync.kernel.types import DeviceNumber, Share, Shares
+
+    class NoThreads:
+        name, shared_process = "none", False
+
+        def scan(self, users):
+            return []
+
+    bounds = pb.Share(ceiling_bps=20_000_000, floor_bps=5_000_000)
+    state = pb.DesiredState(
+        generation=5, node_id="n1", sharing="work-conserving",
+        devices=[pb.Device(name=d, read_bps=60_000_000, write_bps=30_000_000) for d in ("/dev/x", "/dev/y")],
+        vnodes=[pb.VNodeSpec(user="bob", priority=4, shares=[pb.ResourceShare(device=d, read=bounds, write=bounds)
+                                                             for d in ("/dev/x", "/dev/y", "")])],
+        allocation=pb.Allocation(sequence=1, shares=pb.ShareTable(users=["bob"], devices=[""], read_weights=[2.5],
+                                                                  write_weights=[1.5])))
+    backend = RecordingBackend()
+    Reconciler(backend, NoThreads(), {"/dev/x": DeviceNumber(7, 9), "/dev/y": DeviceNumber(7, 10)}).apply(
+        effective_state(state, shares_by_weight=True))
+    assert backend.node["vnode.bob"] == Shares(Share(2.5, 5_000_000, 20_000_000), Share(1.5, 5_000_000, 20_000_000))
+    assert [l.read_bps for l in backend.applied["vnode.bob"]] == [20_000_000, 20_000_000]
+
+
+def test_each_edge_reads_only_its_own_part_of_the_table():
+    """A weight edge sent a cap-only edge's table (it registered as the other kind since) takes no cap
+    for a weight: it weighs by priority; a cap-only edge sent weights splits by priority."""
+    weighed = shares(effective_state(wc_state(CAPS), shares_by_weight=True))
+    assert (weighed["alice"].read.weight, weighed["bob"].read.weight) == (1000, 500)   # 8 : 4
+    capped = shares(effective_state(wc_state(WEIGHTS), shares_by_weight=False))
+    assert capped["alice"].read.ceiling_bps == 40_000_000                             # 8/12 of 60

@@ -21,7 +21,7 @@ from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.errors import ConfigError, Unavailable
 from vnode_sync.kernel.backend import HELD_MEASURED, VNodeUsage, VolumeQueue, vnode_name
 from vnode_sync.kernel.blkio_v1 import BlkioV1Backend
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters, Share, Shares
 from vnode_sync.wire import vnode_pb2 as pb
 
 SDB = DeviceNumber(8, 16)
@@ -140,7 +140,7 @@ def busy_sample(users: int, held: set[int] = frozenset(), scale: int = 1) -> Usa
         limits[vnode] = [DeviceLimits(SDB, read_bps=10 * MB, weight=100)]
         threads[vnode] = 1
     usage[vnode_name(None)] = VNodeUsage({SDB: IoCounters(7 * MB, 0, 7, 0)})
-    return UsageSample(0.0, usage, demand, demand, limits, threads)
+    return UsageSample(0.0, usage, demand, demand, limits, {}, threads)
 
 
 def totals(got: dict, name: str) -> tuple[float, float]:
@@ -218,3 +218,17 @@ def scrape_with(collector: StorageAgentCollector) -> dict:
 
 def scrape_top(agent: StorageAgent, top_users: int) -> dict:
     return scrape_with(StorageAgentCollector(agent, top_users))
+
+
+def test_a_backend_that_shares_the_node_shows_its_node_ceiling_as_the_limit_not_its_devices_sum(agent_of):
+    agent = agent_of(datanode())
+    sample = busy_sample(3)
+    alice = vnode_name("u0001")
+    sample.limits[alice] = [DeviceLimits(SDB, read_bps=10 * MB), DeviceLimits(SDB, read_bps=10 * MB)]
+    sample.node_limits[alice] = Shares(Share(ceiling_bps=7 * MB), Share())
+    agent.reconciler.last_sample = sample
+    got = scrape_top(agent, 3)
+    assert got[("vnode_sync_user_limit_bytes_per_second",
+                (("direction", "read"), ("node", "dn1"), ("user", "u0001")))] == 7 * MB
+    assert ("vnode_sync_user_limit_bytes_per_second",
+            (("direction", "write"), ("node", "dn1"), ("user", "u0001"))) not in got

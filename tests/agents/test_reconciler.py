@@ -40,13 +40,17 @@ class ListedThreads(PollingWait):
                 + [HandlerThread(tid, tid, user, inherits=True) for tid, user in self.helpers.items()])
 
 
+def shares(read_bps: int) -> list[pb.ResourceShare]:
+    """A read ceiling on the device and on the node as a whole, as the coordinator sends both."""
+    return [pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=read_bps)) for device in (DEVICE, "")]
+
+
 def state(generation, active: dict[str, int], users=None) -> pb.DesiredState:
     users = users or {"alice": 1001, "bob": 1002, "carol": 1003}
     return pb.DesiredState(
         generation=generation, node_id="n1",
-        vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1,
-                             shares=[pb.DeviceShare(device=DEVICE, read_bps=bps)]) for u, bps in active.items()],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),
+        vnodes=[pb.VNodeSpec(user=u, uid=users[u], priority=1, shares=shares(bps)) for u, bps in active.items()],
+        default_vnode=pb.VNodeSpec(shares=shares(1_000_000)),
         users=[pb.User(name=n, uid=uid) for n, uid in users.items()])
 
 
@@ -126,7 +130,7 @@ def test_a_missing_device_is_reported_not_fatal(world):
     kernel, fs, discovery, new_reconciler = world
     r = new_reconciler()
     s = state(3, {"alice": 1})
-    s.vnodes[0].shares.add(device="/dev/does-not-exist", read_bps=5)
+    s.vnodes[0].shares.add(device="/dev/does-not-exist", read=pb.Share(ceiling_bps=5))
     r.apply(s)
     assert any("/dev/does-not-exist" in e for e in r.errors)
     assert r.backend.limits("vnode.alice") == {DEV: DeviceLimits(DEV, read_bps=1)}
@@ -262,3 +266,22 @@ def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_p
     # The stand-in is release 0.2.0: it enforces, and the node is reported degraded naming both versions.
     assert reconciler.degraded == [f"DataNode throttle: the Java agent is version 0.2.0, this storage agent "
                                    f"{version()}: install the jar of release {version()} and restart the DataNode"]
+
+
+def test_a_datanode_reports_its_users_bytes_for_the_node_as_a_whole_not_on_a_disk():
+    """The DataNode's throttler does not know a transfer's disk: its counters go to the center as the
+    node's (device ""), the resource its share is of."""
+    from tests.datanode.test_backend import RecordingChannel
+    from vnode_sync.datanode.channel import Counters
+    backend = DataNodeThrottleBackend(RecordingChannel(), [DEV])
+    clock = [100.0]
+    backend.clock = lambda: clock[0]
+    reconciler = Reconciler(backend, ListedThreads(), {DEVICE: DEV})
+    reconciler.apply(state(1, {"alice": 5_000_000}))
+    backend.channel.counters = {"alice": Counters(read_bytes=0)}
+    reconciler.usage_report("n1")
+    clock[0] += 1.0
+    backend.channel.counters = {"alice": Counters(read_bytes=4_000_000)}
+    entries = unpacked(reconciler.usage_report("n1").demand)
+    assert {device for _, device in entries} == {""}
+    assert entries[("alice", "")].read_bps > 0

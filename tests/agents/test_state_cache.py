@@ -21,8 +21,8 @@ from vnode_sync.wire import vnode_pb2 as pb
 def _state(device: str, read_bps: int) -> pb.DesiredState:
     return pb.DesiredState(generation=9, node_id="n1", store_id=77,
                            vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
-                                                shares=[pb.DeviceShare(device=device, read_bps=read_bps)])],
-                           default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))
+                                                shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=read_bps))])],
+                           default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=1_000_000))]))
 
 
 def _truncated(data: bytes) -> bytes:

@@ -49,8 +49,8 @@ def _config(tmp_path, name, device):
     cache.write_bytes(encode_state_cache(pb.DesiredState(
         generation=5, node_id="n1",
         vnodes=[pb.VNodeSpec(user="alice", uid=64_401, priority=4,
-                             shares=[pb.DeviceShare(device=device, read_bps=12_345_678)])],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=device, read_bps=1_000_000)]))))
+                             shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=12_345_678))])],
+        default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=device, read=pb.Share(ceiling_bps=1_000_000))]))))
     config = tmp_path / "agent.yaml"
     config.write_text(yaml.safe_dump({"node_id": "n1", "coordinator": "127.0.0.1:1", "cgroup_name": name,
                                       "devices": [device], "state_cache": str(cache), "teardown_on_exit": True,

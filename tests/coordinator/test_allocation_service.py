@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import COORDINATOR_CONFIG, served_coordinator
 from tests.fakes.reports import usage_report
+from vnode_sync.agents.storage.allocation import allocated_ceilings
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -40,17 +41,17 @@ def test_allocations_follow_usage_on_the_stream_without_new_generations(fair_coo
     stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
     generation = cluster.generation()
     state = next(stream)
-    while not state.allocation.users:          # the first tick: idle users may each take the room left
+    while not state.allocation.shares.users:          # the first tick: idle users may each take the room left
         state = next(stream)
     assert state.allocation.fallback_seconds == 7
-    assert {u.user: u.shares[0].read_bps for u in state.allocation.users} == {"alice": 60 * MB, "bob": 60 * MB}
+    assert allocations(state) == {"alice": 60 * MB, "bob": 60 * MB}
     written = cluster.store.rows_written
     # alice reads held at her cap, bob nothing: alice is lent the node, bob keeps his probe.
     report(link, 1000.0, 0, 0)
     report(link, 1001.0, int(30 * MB), 0, held={"alice"})
-    while {u.user: u.shares[0].read_bps for u in state.allocation.users}.get("bob", 0) > 50 * MB:
+    while allocations(state).get("bob", 0) > 50 * MB:
         state = next(stream)
-    given = {u.user: u.shares[0].read_bps for u in state.allocation.users}
+    given = allocations(state)
     assert given["alice"] == 60 * MB and given["bob"] == pytest.approx(1.8 * MB)
     assert state.generation == generation, "allocations are not generations"
     assert cluster.generation() == generation
@@ -195,7 +196,8 @@ def test_vnodectl_status_shows_weight_reservation_limit_allocation_demand_and_me
 
 
 def allocations(state) -> dict[str, int]:
-    return {u.user: u.shares[0].read_bps for u in state.allocation.users}
+    """user -> its read cap on dn1's one device, as the step last sent it."""
+    return {user: int(read) for (user, _), (read, _) in allocated_ceilings(state.allocation.shares).items()}
 
 
 def test_admin_changes_reach_the_allocation_at_once_not_at_the_next_control_period(tmp_path):
@@ -283,7 +285,7 @@ def test_an_allocation_reaches_only_the_node_it_changes(tmp_path, monkeypatch):
             threading.Thread(target=_drain, args=(stream, received[node]), daemon=True).start()
         for node, q in received.items():     # the first ticks: caps for both on both nodes
             state = q.get(timeout=10)
-            while len(state.allocation.users) < 2:
+            while len(state.allocation.shares.users) < 2:
                 state = q.get(timeout=10)
         while any(after_ticks(2)):           # settled: two ticks in a row changed no node
             pass

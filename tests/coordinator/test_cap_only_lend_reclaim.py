@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from vnode_sync.agents.storage.allocation import allocated_shares
+from vnode_sync.agents.storage.allocation import allocated_ceilings
 from vnode_sync.agents.storage.demand import DemandEstimator
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
@@ -67,8 +67,8 @@ class Node:
                 self.control.tick(USERS)
                 sequence, message = self.control.node_allocation("dn0")
                 if sequence:
-                    given = allocated_shares(pb.DesiredState.FromString(message).allocation)
-                    self.caps = {name: shares[NAME].read_bps for name, shares in given.items()}
+                    given = allocated_ceilings(pb.DesiredState.FromString(message).allocation.shares)
+                    self.caps = {name: ceilings[0] for (name, device), ceilings in given.items() if device == NAME}
             out.append((self.now - start, dict(self.rates)))
         return out
 

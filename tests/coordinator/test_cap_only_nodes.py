@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vnode_sync.agents.storage.allocation import allocated_shares, effective_state
+from vnode_sync.agents.storage.allocation import allocated_ceilings, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.node_edge import CAPS_ONLY, Edge
@@ -39,8 +39,8 @@ def capped():
 
     def caps(node):
         sequence, message = control.node_allocation(node)
-        given = allocated_shares(pb.DesiredState.FromString(message).allocation) if sequence else {}
-        return {name: shares["/dev/sdb"].read_bps for name, shares in given.items()}
+        given = allocated_ceilings(pb.DesiredState.FromString(message).allocation.shares) if sequence else {}
+        return {name: ceilings[0] for (name, device), ceilings in given.items() if device == "/dev/sdb"}
 
     return control, ledger, caps
 
@@ -96,14 +96,14 @@ def test_a_light_user_may_grow_into_the_room_left_and_a_limit_is_a_ceiling(cappe
 
 
 def test_a_cap_only_backend_takes_the_caps_and_drops_weights_and_floors():
-    share = pb.DeviceShare(device="/dev/sdb", read_bps=0, reserve_read_bps=5 * MB)
+    share = pb.ResourceShare(device="/dev/sdb", read=pb.Share(floor_bps=5 * MB))
     state = pb.DesiredState(sharing="work-conserving", devices=[pb.Device(name="/dev/sdb", read_bps=BW, write_bps=BW)],
                             vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share])])
-    state.allocation.CopyFrom(pb.Allocation(sequence=3, users=[pb.UserAllocation(user="alice", shares=[
-        pb.DeviceShare(device="/dev/sdb", read_bps=42 * MB, write_bps=7 * MB)])]))
+    state.allocation.CopyFrom(pb.Allocation(sequence=3, shares=pb.ShareTable(
+        users=["alice"], devices=["/dev/sdb"], read_ceilings_bps=[42 * MB], write_ceilings_bps=[7 * MB])))
     applied = effective_state(state, shares_by_weight=False).vnodes[0].shares[0]
-    assert (applied.read_bps, applied.write_bps, applied.read_weight, applied.reserve_read_bps) == (42 * MB, 7 * MB,
-                                                                                                    0.0, 0)
+    assert (applied.read.ceiling_bps, applied.write.ceiling_bps, applied.read.weight, applied.read.floor_bps) == (
+        42 * MB, 7 * MB, 0.0, 0)
 
 
 def test_a_node_that_registers_again_with_another_backend_is_sent_anew(capped):
@@ -115,7 +115,8 @@ def test_a_node_that_registers_again_with_another_backend_is_sent_anew(capped):
     control.register("dn0", Edge(by_weight=True))   # BFQ now: weights, not caps
     assert control.tick(users) == {"dn0"}
     allocation = pb.DesiredState.FromString(control.node_allocation("dn0")[1]).allocation
-    assert list(allocation.weights.users) == ["alice", "bob"] and not allocation.users
+    table = allocation.shares
+    assert list(table.users) == ["alice", "bob"] and len(table.read_weights) == 2 and not table.read_ceilings_bps
 
 
 @pytest.mark.parametrize("policy,message", [

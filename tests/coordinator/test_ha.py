@@ -218,7 +218,7 @@ def test_a_new_leader_under_the_work_conserving_policy_learns_before_it_sends_st
         waited = time.monotonic() - opened
         channel.close()
         assert waited > 1.0, f"the new leader sent a state {waited:.2f} s after the stream opened, before learning"
-        assert first.HasField("allocation") and first.allocation.users, "the first state carries an allocation"
+        assert first.HasField("allocation") and first.allocation.shares.users, "the first state carries an allocation"
 
 
 def test_store_commands_of_the_sqlite_file_refuse_a_zookeeper_config(tmp_path):

@@ -73,12 +73,12 @@ def test_the_stream_sends_the_whole_state_then_every_new_generation(coordinator)
                                      devices=[pb.Device(name="/dev/loop7", major=7, minor=7)]), timeout=5)
     stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=10)
     first = next(stream)
-    assert {v.user: v.shares[0].read_bps for v in first.vnodes} == {"alice": 20 * MB, "bob": 40 * MB}
-    assert first.default_vnode.shares[0].read_bps == 6 * MB
+    assert {v.user: v.shares[0].read.ceiling_bps for v in first.vnodes} == {"alice": 20 * MB, "bob": 40 * MB}
+    assert first.default_vnode.shares[0].read.ceiling_bps == 6 * MB
     admin(channel).SetActive(pb.SetActiveRequest(user="alice", active=False), timeout=5)
     second = next(stream)
     assert second.generation > first.generation
-    assert {v.user: v.shares[0].read_bps for v in second.vnodes} == {"bob": 60 * MB}
+    assert {v.user: v.shares[0].read.ceiling_bps for v in second.vnodes} == {"bob": 60 * MB}
     stream.cancel()
 
 

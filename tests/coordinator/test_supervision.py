@@ -172,7 +172,7 @@ def test_a_control_loop_tick_that_fails_is_retried(tmp_path, monkeypatch, caplog
             link.Register(pb.RegisterRequest(node_id="dn1", backend="blkio-v1"), timeout=5)   # a node in the step
             stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn1"), timeout=20)
             state = next(stream)
-            while not state.allocation.users:      # the first tick that does not fail sends caps
+            while not state.allocation.shares.users:      # the first tick that does not fail sends caps
                 state = next(stream)
             stream.cancel()
     finally:

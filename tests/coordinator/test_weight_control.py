@@ -1,6 +1,6 @@
 """The work-conserving loop, for nodes whose edges share by weight: the weight step fed by the usage
 ledger, each node sent its local weights only when a user's rate there would move, as a packed
-WeightTable that the storage agent reads back (agents.storage.allocation). Cap-only nodes:
+ShareTable that the storage agent reads back (agents.storage.allocation). Cap-only nodes:
 test_cap_only_nodes.py."""
 
 import itertools
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vnode_sync.agents.storage.allocation import allocated_shares, effective_state
+from vnode_sync.agents.storage.allocation import allocated_weights, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.groups import GroupRecord
@@ -41,9 +41,9 @@ class Sent(dict):
         for node in ("dn0", "dn1", "dn2"):
             sequence, message = self.control.node_allocation(node)
             if sequence:
-                given = allocated_shares(pb.DesiredState.FromString(message).allocation)
-                self[node] = {(name, k): getattr(shares["/dev/sdb"], f"{d}_weight")
-                              for name, shares in given.items() for k, d in enumerate(("read", "write"))}
+                given = allocated_weights(pb.DesiredState.FromString(message).allocation.shares)
+                self[node] = {(name, k): weights[k] for (name, device), weights in given.items()
+                              if device == "/dev/sdb" for k in (0, 1)}
 
 
 @pytest.fixture
@@ -195,40 +195,39 @@ WHOLE_NODES = {"policy": {"sharing": "work-conserving"},
                                                        for d in "bcd"]} for dn in ("dn0", "dn1")]}
 
 
-def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_its_weight_on_each():
-    """The DataNode's scheduler shares the node (3 disks, 180 MB/s) as a whole and reports all its
-    bytes on one device. alice (8) reads on dn0 only, bob (4) on both: her max-min total is all of
+def test_a_node_weighed_as_a_whole_is_one_resource_of_all_its_devices_and_gets_one_weight_for_it():
+    """The DataNode's scheduler shares the node (3 disks, 180 MB/s) as a whole and reports its bytes
+    for the node (device ""). alice (8) reads on dn0 only, bob (4) on both: her max-min total is all of
     dn0 but a trace, which the center can see only if dn0 counts as 180 MB/s, not one disk's 60."""
     ledger = UsageLedger()
     control = WeightControl(parse_config(WHOLE_NODES), ledger, itertools.count(1).__next__)
     for node in ("dn0", "dn1"):
         control.register(node, Edge(by_weight=True, per_node=True))
     for node, flows in (("dn0", {"alice": 120 * MB, "bob": 60 * MB}), ("dn1", {"bob": 180 * MB})):
-        entries = {(u, "/dev/sdc"): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
+        entries = {(u, ""): Entry(rate, 0.0, True, False, 4 * rate, 0.0) for u, rate in flows.items()}
         ledger.observe(pb.UsageReport(node_id=node, sampled_at_unix=time.time(), demand=packed(entries, True, [])),
                        {"alice", "bob"})
     users = [user("alice", 8), user("bob", 4)]
     assert control.tick(users) == {"dn0", "dn1"}
     assert control.given("dn0")["alice"].allocated_read_bps == pytest.approx(175 * MB, rel=0.03)
     assert control.given("dn1")["bob"].allocated_read_bps == pytest.approx(180 * MB, rel=0.01)
-    given = allocated_shares(pb.DesiredState.FromString(control.node_allocation("dn0")[1]).allocation)
-    assert set(given["alice"]) == {"/dev/sdb", "/dev/sdc", "/dev/sdd"}
-    alice = {s.read_weight for s in given["alice"].values()}
-    bob = {s.read_weight for s in given["bob"].values()}
-    assert len(alice) == 1 and len(bob) == 1 and alice.pop() > 10 * bob.pop()
+    sent = table(control, "dn0")
+    assert list(sent.devices) == [""], "one weight per user and direction for the node, not one per disk"
+    given = allocated_weights(sent)
+    assert given[("alice", "")][0] > 10 * given[("bob", "")][0]
 
 
 def test_the_agent_applies_a_weight_table_and_ignores_one_that_does_not_add_up():
-    share = pb.DeviceShare(device="/dev/sdb")
+    share = pb.ResourceShare(device="")   # the node's: local weights as sent (a device's become BFQ integers)
     state = pb.DesiredState(sharing="work-conserving",
                             vnodes=[pb.VNodeSpec(user="alice", priority=8, shares=[share])])
-    table = pb.WeightTable(users=["alice"], devices=["/dev/sdb"], read_weights=[3.5], write_weights=[2.5])
-    state.allocation.CopyFrom(pb.Allocation(sequence=1, weights=table))
+    table = pb.ShareTable(users=["alice"], devices=[""], read_weights=[3.5], write_weights=[2.5])
+    state.allocation.CopyFrom(pb.Allocation(sequence=1, shares=table))
     applied = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
-    assert (applied.read_weight, applied.write_weight) == (3.5, 2.5)
-    del state.allocation.weights.write_weights[:]
+    assert (applied.read.weight, applied.write.weight) == (3.5, 2.5)
+    del state.allocation.shares.write_weights[:]
     untouched = effective_state(state, shares_by_weight=True).vnodes[0].shares[0]
-    assert (untouched.read_weight, untouched.write_weight) == (8.0, 8.0)
+    assert (untouched.read.weight, untouched.write.weight) == (8.0, 8.0)
 
 
 def test_a_node_whose_agent_is_gone_is_not_awaited_so_the_next_step_does_not_wait_for_it():
@@ -263,8 +262,8 @@ def nodes(*devices_of: tuple[str, tuple[str, ...]]) -> dict:
                                                                   for d in devices]} for node, devices in devices_of]}
 
 
-def table(control, node) -> pb.WeightTable:
-    return pb.DesiredState.FromString(control.node_allocation(node)[1]).allocation.weights
+def table(control, node) -> pb.ShareTable:
+    return pb.DesiredState.FromString(control.node_allocation(node)[1]).allocation.shares
 
 
 def test_nodes_and_devices_added_and_removed_at_runtime_keep_what_stays_and_send_what_is_new(control):

@@ -29,7 +29,7 @@ def test_a_capacity_set_with_vnodectl_reaches_the_agents_stream_at_once(coordina
     assert second.generation > first.generation
     assert [(d.name, d.read_bps, d.write_bps) for d in second.devices] == [("/dev/loop7", 120_000_000, 45_000_000)]
     alice = next(v for v in second.vnodes if v.user == "alice")
-    assert alice.shares[0].read_bps == 40_000_000, "Algorithm 1 on the new capacity: 120 x 4/(4+8)"
+    assert alice.shares[0].read.ceiling_bps == 40_000_000, "Algorithm 1 on the new capacity: 120 x 4/(4+8)"
     stream.cancel()
 
 

@@ -12,7 +12,7 @@ from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, N
                                          Stats, ThrottleChannel, ThrottleSettings)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VolumeQueue
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber
 
 SDB, SDC = DeviceNumber(8, 16), DeviceNumber(8, 32)
 ALL_WOVEN = {hook: "woven" for hook in REQUIRED_HOOKS}
@@ -56,22 +56,21 @@ def backend():
     return b
 
 
-def test_a_users_weight_floor_and_ceiling_are_the_sums_of_its_device_shares_and_sent_once_per_change(backend):
+def test_a_users_node_share_is_sent_as_given_its_devices_ignored_and_sent_once_per_change(backend):
     backend.set_capacities([DeviceCapacity(SDB, 60, 50), DeviceCapacity(SDC, 40, 50)])
     backend.ensure_vnode("vnode.alice", 1001)
-    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5, read_weight=8, write_weight=8,
-                                                      reserve_read_bps=3),
-                                         DeviceLimits(SDC, read_bps=20, read_weight=8, write_weight=8)])
+    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5), DeviceLimits(SDC, read_bps=20)],
+                         Shares(Share(16, 3, 30), Share(16, 0, 0)))
     backend.ensure_vnode("vnode.bob", 1002)
-    backend.apply_limits("vnode.bob", [DeviceLimits(SDB, read_weight=4, write_weight=4),
-                                       DeviceLimits(SDC, read_weight=4, write_weight=4)])
+    backend.apply_limits("vnode.bob", [DeviceLimits(SDB), DeviceLimits(SDC)], Shares(Share(8), Share(8)))
     backend.ensure_vnode(DEFAULT_VNODE)
-    backend.apply_limits(DEFAULT_VNODE, [DeviceLimits(SDB, read_bps=1, write_bps=2, read_weight=1, write_weight=1)])
+    backend.apply_limits(DEFAULT_VNODE, [DeviceLimits(SDB, read_bps=1, write_bps=2)],
+                         Shares(Share(1, 0, 1), Share(1, 0, 2)))
     assert backend.channel.applied == []                     # buffered until the pass ends
     backend.commit({1001: "alice"}, {("10.0.0.7", 41000): "alice"})
     sent = backend.channel.applied[-1]
     # Weights scaled so the node's largest is 1000: only ratios matter.
-    assert sent.users["alice"] == Shares(Share(1000, 3, 30), Share(1000, 0, 0))   # one device has no write ceiling
+    assert sent.users["alice"] == Shares(Share(1000, 3, 30), Share(1000, 0, 0))
     assert sent.users["bob"] == Shares(Share(500, 0, 0), Share(500, 0, 0))
     assert sent.default == Shares(Share(62.5, 0, 1), Share(62.5, 0, 2))
     assert sent.node == NodeCapacity(100, 100, (SDB, SDC))
@@ -85,12 +84,12 @@ def test_a_users_weight_floor_and_ceiling_are_the_sums_of_its_device_shares_and_
     assert "alice" not in backend.channel.applied[-1].users and backend.channel.applied[-1].generation == 2
 
 
-def test_with_sharing_rates_it_sends_caps_only_as_before(backend):
+def test_with_sharing_rates_it_sends_the_ceilings_it_is_given_and_no_capacity(backend):
     backend.sharing = "rates"
     assert not backend.shares_by_weight
     backend.set_capacities([DeviceCapacity(SDB, 60, 60)])
     backend.ensure_vnode("vnode.alice")
-    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5, read_weight=8, write_weight=8)])
+    backend.apply_limits("vnode.alice", [DeviceLimits(SDB, read_bps=10, write_bps=5)], Shares.ceilings(10, 5))
     backend.commit({}, {})
     sent = backend.channel.applied[-1]
     assert sent.users["alice"] == Shares.ceilings(10, 5) and sent.node == NodeCapacity()
@@ -106,8 +105,8 @@ def test_usage_counts_per_user_and_says_who_waited(backend):
     backend.channel.counters = {"alice": Counters(read_bytes=9, read_wait_ns=300_000_000),
                                 "bob": Counters(write_bytes=9, write_wait_ns=50_000_000)}
     usage = backend.usage()
-    assert usage["vnode.alice"].devices == {SDB: usage["vnode.alice"].devices[SDB]}   # reported on the first disk
-    assert usage["vnode.alice"].devices[SDB].read_bytes == 9
+    assert list(usage["vnode.alice"].devices) == [WHOLE_NODE]   # the node's, on no disk
+    assert usage["vnode.alice"].devices[WHOLE_NODE].read_bytes == 9
     assert usage["vnode.alice"].held_at_limit and not usage["vnode.bob"].held_at_limit
 
 

@@ -16,7 +16,7 @@ from vnode_sync.datanode.cpu_shares import LARGEST_SHARES, CpuShares, OpThread, 
 from vnode_sync.errors import InvalidArgument, KernelError
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.cpu_v1 import NICE_0_SHARES
-from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
+from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, Share, Shares
 
 PID = os.getpid()   # SO_PEERCRED of the stand-in Java agent below, which runs in this process
 TIDS = (PID + 1, PID + 2, PID + 3)
@@ -209,9 +209,9 @@ def test_the_backend_gives_each_user_the_weight_it_sends_the_java_agent(node):
 
     backend = DataNodeThrottleBackend(Channel(), [DEV], cpu=cpu)
     backend.ensure_vnode("vnode.alice")
-    backend.apply_limits("vnode.alice", [DeviceLimits(DEV, read_weight=8.0, write_weight=2.0)])
+    backend.apply_limits("vnode.alice", [DeviceLimits(DEV)], Shares(Share(8.0), Share(2.0)))
     backend.ensure_vnode("vnode.bob")
-    backend.apply_limits("vnode.bob", [DeviceLimits(DEV, read_weight=1.0, write_weight=4.0)])
+    backend.apply_limits("vnode.bob", [DeviceLimits(DEV)], Shares(Share(1.0), Share(4.0)))
     backend.commit({}, {})
     cpu.take(OpThread(TIDS[0], "alice"))
     cpu.take(OpThread(TIDS[1], "bob"))

@@ -34,9 +34,9 @@ class ListedThreads(PollingWait):
 def state(users: dict[str, int]) -> pb.DesiredState:
     return pb.DesiredState(
         generation=1, node_id="guest",
-        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.DeviceShare(device=DEVICE, read_bps=5_000_000)])
+        vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=1, shares=[pb.ResourceShare(device=DEVICE, read=pb.Share(ceiling_bps=5_000_000))])
                 for u, uid in users.items()],
-        default_vnode=pb.VNodeSpec(shares=[pb.DeviceShare(device=DEVICE, read_bps=1_000_000)]),
+        default_vnode=pb.VNodeSpec(shares=[pb.ResourceShare(device=DEVICE, read=pb.Share(ceiling_bps=1_000_000))]),
         users=[pb.User(name=n, uid=uid) for n, uid in users.items()])
 
 

@@ -226,26 +226,24 @@ def test_it_shares_by_weight_only_while_bfq_is_the_scheduler_of_every_device(wor
         w.use_bfq(False)
 
 
-def test_work_conserving_weights_and_ceilings_are_written_and_local_weights_and_floors_stay_out(world):
-    """BFQ's integer weight and a limit together; the local weights and floors are not kernel
-    values, so applying the same set again finds nothing to change."""
+def test_work_conserving_weights_and_ceilings_are_written_and_applying_them_again_writes_nothing(world):
+    """BFQ's integer weight and a limit together; applying the same set again finds nothing to change."""
     w, backend = world
     backend.ensure_vnode("vnode.alice")
     backend.ensure_vnode("vnode.bob")
     w.use_bfq(True)
     try:
-        alice = DeviceLimits(w.device, weight=1000, read_weight=8, write_weight=8)
-        bob = DeviceLimits(w.device, read_bps=20_000_000, write_bps=20_000_000, weight=500, read_weight=4,
-                           write_weight=4, reserve_read_bps=5_000_000)
+        alice = DeviceLimits(w.device, weight=1000)
+        bob = DeviceLimits(w.device, read_bps=20_000_000, write_bps=20_000_000, weight=500)
         backend.apply_limits("vnode.alice", [alice])
         backend.apply_limits("vnode.bob", [bob])
-        assert backend.limits("vnode.alice") == {w.device: DeviceLimits(w.device, weight=1000)}
-        assert backend.limits("vnode.bob") == {w.device: bob.in_kernel()}
+        assert backend.limits("vnode.alice") == {w.device: alice}
+        assert backend.limits("vnode.bob") == {w.device: bob}
         path = os.path.join(backend.root, "vnode.bob", "blkio.bfq.weight_device")
         before = os.stat(path).st_mtime_ns
         backend.apply_limits("vnode.bob", [bob])            # nothing differs: nothing written
         assert os.stat(path).st_mtime_ns == before
-        backend.apply_limits("vnode.bob", [DeviceLimits(w.device, weight=250, read_weight=1)])
+        backend.apply_limits("vnode.bob", [DeviceLimits(w.device, weight=250)])
         assert backend.limits("vnode.bob") == {w.device: DeviceLimits(w.device, weight=250)}
     finally:
         backend.apply_limits("vnode.alice", [])

@@ -428,9 +428,9 @@ def test_standin_reconciler_turns_coordinator_shares_into_rules(oss, tmp_path):
         return pb.DesiredState(
             generation=generation, node_id="oss1",
             vnodes=[pb.VNodeSpec(user=u, uid=uids[u], priority=priorities[u],
-                                 shares=[pb.DeviceShare(device="/dev/ost0", read_bps=bps[u], write_bps=bps[u])])
+                                 shares=[pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=bps[u]), write=pb.Share(ceiling_bps=bps[u]))])
                     for u in users],
-            default_vnode=pb.VNodeSpec(user="", shares=[pb.DeviceShare(device="/dev/ost0", read_bps=MB)]),
+            default_vnode=pb.VNodeSpec(user="", shares=[pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=MB))]),
             users=[pb.User(name=u, uid=uids[u], priority=priorities[u], active=u in users) for u in uids])
 
     reconciler.apply(state(1, ["alice", "bob", "carol"]))
@@ -457,7 +457,7 @@ def test_standin_a_pass_reads_the_rule_list_once_however_many_users(oss, tmp_pat
     state = pb.DesiredState(
         generation=1, node_id="oss1",
         vnodes=[pb.VNodeSpec(user=u, uid=uid, priority=4, shares=[
-            pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)]) for u, uid in users.items()],
+            pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=100 * MB), write=pb.Share(ceiling_bps=100 * MB))]) for u, uid in users.items()],
         default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name=u, uid=uid, priority=4, active=True)
                                                     for u, uid in users.items()])
     reconciler.apply(state)                                  # starts TBF and six rules
@@ -501,7 +501,7 @@ def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(o
     reconciler.apply(pb.DesiredState(
         generation=1, node_id="oss1",
         vnodes=[pb.VNodeSpec(user="alice", uid=500, priority=4,
-                             shares=[pb.DeviceShare(device="/dev/ost0", read_bps=100 * MB, write_bps=100 * MB)])],
+                             shares=[pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=100 * MB), write=pb.Share(ceiling_bps=100 * MB))])],
         default_vnode=pb.VNodeSpec(user=""), users=[pb.User(name="alice", uid=500, priority=4, active=True)]))
     assert reconciler.errors == []
     assert reconciler.place_handlers() == 0

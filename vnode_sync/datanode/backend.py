@@ -5,15 +5,15 @@ token, else the client socket's owner), so no thread is moved for its I/O. With 
 default) each transfer thread is also moved, for its op, into its user's cgroup v1 cpu group
 (cpu_shares.py, docs/edge.md G10); without it no cgroup is made or written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
 bytes, before the page cache. The Java agent dispatches each data volume by the node's weights
-(docs/edge.md), so a user's weight, floor and ceiling there are the sums of its device ones; the
-node's configured capacity (the sum of its devices') is sent for what it reports, and the edge
-does not use it. Counters are reported on the node's first device. Shares are buffered by
-apply_limits and sent whole by commit().
+(docs/edge.md), so it takes each user's share of the node as a whole (the desired state's node
+share, apply_limits' `node`) as it is, and no device's; the node's configured capacity (the sum of
+its devices') is sent for what it reports, and the edge does not use it. Counters are the node's
+as a whole (WHOLE_NODE, the wire's device ""). Shares are buffered by apply_limits and sent whole by commit().
 
 With `sharing: weights` (the default) the Java agent shares each volume by weight at every packet
-(work-conserving by itself), and takes the coordinator's weight step's local weights:
-read_bps/write_bps are ceilings. `sharing: rates` sends no weights, so the agent only caps each user
-at the rates it is given (the step's caps, or the static shares). Each usage() also keeps each
+(work-conserving by itself), and takes the coordinator's weight step's local weights. `sharing:
+rates` registers the node as cap-only: it is sent no weights, and the agent only holds each user
+to its ceiling (the step's caps, or the static shares). Each usage() also keeps each
 volume's queue from STATS (its depth, waiting packets, what it moved) for the metrics.
 
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
@@ -39,7 +39,7 @@ from vnode_sync.distribution import version as release_version
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
 from vnode_sync.kernel.held import waited_held
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class DataNodeThrottleBackend:
 
     def __post_init__(self):
         self._limits: dict[str, list[DeviceLimits]] = {}
+        self._shares: dict[str, Shares] = {}   # VNode -> its share of the node, as applied
         self._capacities: list[DeviceCapacity] = []
         self._applied: ThrottleSettings | None = None
         self._generation = 0
@@ -100,8 +101,8 @@ class DataNodeThrottleBackend:
         return self.sharing == "weights"
 
     def limitations(self) -> list[str]:
-        return ["shares are per DataNode, not per disk: a user's weight, floor and ceiling are the sums "
-                "of its device ones",
+        return ["shares are per DataNode, not per disk: a user has one weight, floor and ceiling per "
+                "direction on the node",
                 "a client on another host with block access tokens off is charged to the default VNode "
                 "unless a compute agent reports its connection"] + (
                 [self.cpu.limitation()] if self.cpu is not None and self.cpu.limitation() else [])
@@ -154,34 +155,32 @@ class DataNodeThrottleBackend:
         self._capacities = list(capacities)
 
     def vnodes(self) -> list[str]:
-        return sorted(self._limits)
+        return sorted(self._shares)
 
     def ensure_vnode(self, vnode: str, uid: int | None = None) -> None:
+        self._shares.setdefault(vnode, Shares())
         self._limits.setdefault(vnode, [])
 
     def remove_vnode(self, vnode: str) -> None:
+        self._shares.pop(vnode, None)
         self._limits.pop(vnode, None)
 
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]:
         return {l.device: l for l in self._limits.get(vnode, [])}
 
-    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
+    def apply_limits(self, vnode: str, limits: list[DeviceLimits], node: Shares = Shares()) -> None:
+        """The node's share is what the Java agent enforces; the device limits are kept only to be read
+        back (limits())."""
+        self._shares[vnode] = node
         self._limits[vnode] = list(limits)
 
-    def _shares(self, vnode: str, scale: float) -> Shares:
-        limits = self._limits.get(vnode, [])
-
-        def share(direction: str) -> Share:
-            ceiling = _node_ceiling([getattr(l, f"{direction}_bps") for l in limits])
-            if not self.shares_by_weight:
-                return Share(ceiling_bps=ceiling)
-            return Share(scale * sum(getattr(l, f"{direction}_weight") for l in limits),
-                         sum(getattr(l, f"reserve_{direction}_bps") for l in limits), ceiling)
-        return Shares(share("read"), share("write"))
+    def _scaled(self, vnode: str, scale: float) -> Shares:
+        shares = self._shares.get(vnode, Shares())
+        return Shares(*(Share(scale * s.weight, s.floor_bps, s.ceiling_bps) for s in (shares.read, shares.write)))
 
     def _weight_scale(self) -> float:
-        largest = max((sum(getattr(l, f"{d}_weight") for l in limits) for limits in self._limits.values()
-                       for d in ("read", "write")), default=0.0)
+        largest = max((s.weight for shares in self._shares.values() for s in (shares.read, shares.write)),
+                      default=0.0)
         return WEIGHT_SCALE / largest if largest > 0 else 1.0
 
     def _node(self) -> NodeCapacity:
@@ -193,8 +192,8 @@ class DataNodeThrottleBackend:
     def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None:
         """Send the whole set if it changed; the DataNode applies it at once or not at all."""
         scale = self._weight_scale()
-        users = {user_of_vnode(v): self._shares(v, scale) for v in self._limits if v != DEFAULT_VNODE}
-        wanted = ThrottleSettings(self._generation, self._shares(DEFAULT_VNODE, scale), users, dict(uids),
+        users = {user_of_vnode(v): self._scaled(v, scale) for v in self._shares if v != DEFAULT_VNODE}
+        wanted = ThrottleSettings(self._generation, self._scaled(DEFAULT_VNODE, scale), users, dict(uids),
                                   dict(connections), self._node())
         if self.cpu is not None:
             # A thread's CPU weight is its user's larger direction's: it may read and write.
@@ -219,14 +218,9 @@ class DataNodeThrottleBackend:
             self._hello = None    # another DataNode (perhaps another jar): shake hands again
         now = self.clock()
         counted = {DEFAULT_VNODE: stats.default, **{f"vnode.{u}": c for u, c in stats.users.items()}}
-        return {vnode: VNodeUsage(self._on_first_device(c), self._held(vnode, c, now), HELD_MEASURED,
-                                  c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
-                for vnode, c in counted.items() if vnode in self._limits}
-
-    def _on_first_device(self, c: Counters) -> dict[DeviceNumber, IoCounters]:
-        if not self.devices:
-            return {}
-        return {self.devices[0]: IoCounters(c.read_bytes, c.write_bytes, c.read_ops, c.write_ops)}
+        return {vnode: VNodeUsage({WHOLE_NODE: IoCounters(c.read_bytes, c.write_bytes, c.read_ops, c.write_ops)},
+                                  self._held(vnode, c, now), HELD_MEASURED, c.read_wait_ns / 1e9, c.write_wait_ns / 1e9)
+                for vnode, c in counted.items() if vnode in self._shares}
 
     def _held(self, vnode: str, c: Counters, now: float) -> bool:
         wait = c.read_wait_ns + c.write_wait_ns
@@ -238,6 +232,7 @@ class DataNodeThrottleBackend:
     def teardown(self) -> None:
         """Lift every share in the DataNode (it keeps running); its counters stay."""
         self._limits.clear()
+        self._shares.clear()
         if self.cpu is not None:
             self.cpu.teardown()
         try:
@@ -245,11 +240,6 @@ class DataNodeThrottleBackend:
             self.channel.apply(ThrottleSettings(self._generation, Shares()))
         except Unavailable as e:
             log.warning("DataNode throttle: could not lift the shares: %s", e)
-
-
-def _node_ceiling(device_ceilings: list[int]) -> int:
-    """The node's ceiling from its devices': their sum, or none (0) if any device has none."""
-    return sum(device_ceilings) if device_ceilings and all(device_ceilings) else 0
 
 
 def _missing_text(missing: dict[str, str]) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import VolumeQueue
-from vnode_sync.kernel.types import DeviceNumber
+from vnode_sync.kernel.types import DeviceNumber, Share, Shares  # noqa: F401 (re-exported: what APPLY carries)
 from vnode_sync.validation import user_name as validate_user_name
 
 TIMEOUT_SECONDS = 5.0
@@ -50,27 +50,9 @@ OPTIONAL_HOOKS = {
 WOVEN = "woven"
 
 
-@dataclass(frozen=True)
-class Share:
-    """One user's share in one direction: local weight (0: none), floor and ceiling in bytes/s (0: none)."""
-
-    weight: float = 0.0
-    floor_bps: int = 0
-    ceiling_bps: int = 0
-
-
-@dataclass(frozen=True)
-class Shares:
-    read: Share = Share()
-    write: Share = Share()
-
-    @classmethod
-    def ceilings(cls, read_bps: int, write_bps: int) -> "Shares":
-        return cls(Share(ceiling_bps=read_bps), Share(ceiling_bps=write_bps))
-
-    def fields(self) -> str:
-        return " ".join(f"{d}_{k}={_number(getattr(getattr(self, d), a))}" for d in ("read", "write")
-                        for k, a in (("weight", "weight"), ("floor_bps", "floor_bps"), ("ceiling_bps", "ceiling_bps")))
+def _share_fields(shares: Shares) -> str:
+    return " ".join(f"{d}_{k}={_number(getattr(getattr(shares, d), k))}" for d in ("read", "write")
+                    for k in ("weight", "floor_bps", "ceiling_bps"))
 
 
 @dataclass(frozen=True)
@@ -99,9 +81,9 @@ class ThrottleSettings:
         lines = [f"APPLY generation={self.generation}",
                  f"NODE read_capacity_bps={self.node.read_bps} write_capacity_bps={self.node.write_bps}"
                  + (f" devices={devices}" if devices else ""),
-                 f"DEFAULT {self.default.fields()}"]
+                 f"DEFAULT {_share_fields(self.default)}"]
         for name, shares in sorted(self.users.items()):
-            lines.append(f"USER name={validate_user_name(name)} {shares.fields()}")
+            lines.append(f"USER name={validate_user_name(name)} {_share_fields(shares)}")
         lines += [f"UID uid={uid} name={validate_user_name(name)}" for uid, name in sorted(self.uids.items())]
         lines += [f"CONN ip={ip} port={port} name={validate_user_name(name)}"
                   for (ip, port), name in sorted(self.connections.items())]

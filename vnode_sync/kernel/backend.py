@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters, Shares
 
 USER_VNODE_PREFIX = "vnode."
 DEFAULT_VNODE = "vnode-default"
@@ -99,10 +99,11 @@ class LimitEnforcer(Protocol):
     placer: ThreadPlacer | None
     # True where the backend shares each device by the VNodes' local weights at every request (BFQ,
     # iocost, the DataNode's scheduler): work-conserving by itself, so the coordinator sends it local
-    # weights and read_bps/write_bps are only ceilings; False: it can only cap, and is sent caps.
+    # weights and its ceilings are only the users' limits; False: it can only cap, and is sent caps as ceilings.
     shares_by_weight: bool
     # True where that sharing is per node, not per device (the DataNode's one scheduler per direction):
-    # the center then weighs the node as one resource per direction.
+    # the center then weighs the node as one resource per direction, and the backend takes the node's
+    # share (apply_limits' `node`) rather than its devices'.
     shares_per_node: bool
     # Where that sharing is by a dispatcher of the backend's own (the DataNode's): each volume's queue
     # as of the last usage() read. () for every other backend, before the first read, and after a read
@@ -123,7 +124,9 @@ class LimitEnforcer(Protocol):
     def ensure_vnode(self, vnode: str, uid: int | None = None) -> None: ...
     def remove_vnode(self, vnode: str) -> None: ...
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]: ...
-    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None: ...
+    # Its shares: per device (`limits`), and of the node as a whole (`node`); a backend takes the one it
+    # shares by (shares_per_node), as the desired state carries both.
+    def apply_limits(self, vnode: str, limits: list[DeviceLimits], node: Shares = Shares()) -> None: ...
     # After a reconcile pass: a backend that buffers limits sends them whole; who is who, for
     # backends that identify users themselves (uid -> user, (client ip, port) -> user).
     def commit(self, uids: dict[int, str], connections: dict[tuple[str, int], str]) -> None: ...

@@ -10,7 +10,7 @@ import os
 from vnode_sync.errors import KernelError, ThreadGone
 from vnode_sync.kernel.backend import VNodeUsage, is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters, Shares
 
 
 class CgroupVNodes:
@@ -75,10 +75,10 @@ class CgroupVNodes:
         """Write what differs between `have` and `want` for one device."""
         raise NotImplementedError
 
-    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
+    def apply_limits(self, vnode: str, limits: list[DeviceLimits], node: Shares = Shares()) -> None:
         """Make the VNode's limits exactly `limits`: set what differs, clear what is not wanted."""
         current = self.limits(vnode)
-        wanted = {l.device: l.in_kernel() for l in limits}
+        wanted = {l.device: l for l in limits}
         for dev in set(current) | set(wanted):
             have = current.get(dev, DeviceLimits(dev))
             want = wanted.get(dev, DeviceLimits(dev))

@@ -34,7 +34,7 @@ from vnode_sync.kernel.lustre_ledger import OwnedRule, RuleLedger
 from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
 from vnode_sync.kernel.lustre_rules import POLICIES, JobStat, PolicyState, RuleList, RuleMatch, rule_name_for
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
-from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters
+from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters, Shares
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ class LustreTbfBackend:
             return {d.device: d for d in self._wanted.get(vnode, [])}
         return {}
 
-    def apply_limits(self, vnode: str, limits: list[DeviceLimits]) -> None:
+    def apply_limits(self, vnode: str, limits: list[DeviceLimits], node: Shares = Shares()) -> None:
         """Make the user's rule carry the rate its shares convert to; restore hand edits."""
         if vnode == DEFAULT_VNODE:
             return

@@ -17,14 +17,18 @@ class DeviceNumber:
         return f"{self.major}:{self.minor}"
 
 
+# Where a backend counts per device, the key of one that counts the node as a whole (the DataNode's
+# throttler, which does not know a transfer's disk): no device has it. It is the wire's device "".
+WHOLE_NODE = DeviceNumber(-1, -1)
+
+
 @dataclass(frozen=True)
 class DeviceLimits:
-    """What one VNode gets on one device. 0 means none (for weight, the default).
+    """What one VNode gets on one device, as cgroup files and TBF rules hold it. 0 means none (for
+    weight, the default).
 
-    read_bps/write_bps/iops are limits: static caps (sharing static), ceilings or a cap-only node's
-    caps (sharing work-conserving). read_weight/write_weight are local weights, scale-free (only their
-    ratios among the VNodes on the device matter; 0 = none), and reserve_*_bps floors; weight is BFQ's
-    integer 1..1000 as written to the kernel (derived from the local weights)."""
+    read_bps/write_bps/iops are ceilings (the wire's Share.ceiling_*); weight is BFQ's integer 1..1000
+    (the local weights on the device, scaled, agents/storage/allocation.py)."""
 
     device: DeviceNumber
     read_bps: int = 0
@@ -32,18 +36,29 @@ class DeviceLimits:
     read_iops: int = 0
     write_iops: int = 0
     weight: int = 0
-    read_weight: float = 0.0
-    write_weight: float = 0.0
-    reserve_read_bps: int = 0
-    reserve_write_bps: int = 0
 
     def is_unlimited(self) -> bool:
         return not (self.read_bps or self.write_bps or self.read_iops or self.write_iops or self.weight)
 
-    def in_kernel(self) -> "DeviceLimits":
-        """Only what cgroup files hold (throttles and the BFQ weight): local weights become `weight`
-        before they reach a cgroup backend, and cgroups have no floors."""
-        return DeviceLimits(self.device, self.read_bps, self.write_bps, self.read_iops, self.write_iops, self.weight)
+
+@dataclass(frozen=True)
+class Share:
+    """One VNode's share in one direction of a resource a backend shares as a whole (the DataNode):
+    local weight (scale-free, 0: none), floor and ceiling in bytes/s (0: none). The wire's Share."""
+
+    weight: float = 0.0
+    floor_bps: int = 0
+    ceiling_bps: int = 0
+
+
+@dataclass(frozen=True)
+class Shares:
+    read: Share = Share()
+    write: Share = Share()
+
+    @classmethod
+    def ceilings(cls, read_bps: int, write_bps: int) -> "Shares":
+        return cls(Share(ceiling_bps=read_bps), Share(ceiling_bps=write_bps))
 
 
 @dataclass(frozen=True)

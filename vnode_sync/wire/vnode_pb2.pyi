@@ -80,33 +80,27 @@ class StorageNode(_message.Message):
     degraded: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, node_id: _Optional[str] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., backend: _Optional[str] = ..., applied_generation: _Optional[int] = ..., last_seen_unix: _Optional[float] = ..., connected: _Optional[bool] = ..., limitations: _Optional[_Iterable[str]] = ..., errors: _Optional[_Iterable[str]] = ..., allocation_updates: _Optional[int] = ..., not_enforcing: _Optional[str] = ..., degraded: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class DeviceShare(_message.Message):
-    __slots__ = ("device", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops", "weight", "read_weight", "write_weight", "reserve_read_bps", "reserve_write_bps")
-    DEVICE_FIELD_NUMBER: _ClassVar[int]
-    MAJOR_FIELD_NUMBER: _ClassVar[int]
-    MINOR_FIELD_NUMBER: _ClassVar[int]
-    READ_BPS_FIELD_NUMBER: _ClassVar[int]
-    WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
-    READ_IOPS_FIELD_NUMBER: _ClassVar[int]
-    WRITE_IOPS_FIELD_NUMBER: _ClassVar[int]
+class Share(_message.Message):
+    __slots__ = ("weight", "floor_bps", "ceiling_bps", "ceiling_iops")
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    READ_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    WRITE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
-    RESERVE_READ_BPS_FIELD_NUMBER: _ClassVar[int]
-    RESERVE_WRITE_BPS_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_BPS_FIELD_NUMBER: _ClassVar[int]
+    CEILING_BPS_FIELD_NUMBER: _ClassVar[int]
+    CEILING_IOPS_FIELD_NUMBER: _ClassVar[int]
+    weight: float
+    floor_bps: int
+    ceiling_bps: int
+    ceiling_iops: int
+    def __init__(self, weight: _Optional[float] = ..., floor_bps: _Optional[int] = ..., ceiling_bps: _Optional[int] = ..., ceiling_iops: _Optional[int] = ...) -> None: ...
+
+class ResourceShare(_message.Message):
+    __slots__ = ("device", "read", "write")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    READ_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
     device: str
-    major: int
-    minor: int
-    read_bps: int
-    write_bps: int
-    read_iops: int
-    write_iops: int
-    weight: int
-    read_weight: float
-    write_weight: float
-    reserve_read_bps: int
-    reserve_write_bps: int
-    def __init__(self, device: _Optional[str] = ..., major: _Optional[int] = ..., minor: _Optional[int] = ..., read_bps: _Optional[int] = ..., write_bps: _Optional[int] = ..., read_iops: _Optional[int] = ..., write_iops: _Optional[int] = ..., weight: _Optional[int] = ..., read_weight: _Optional[float] = ..., write_weight: _Optional[float] = ..., reserve_read_bps: _Optional[int] = ..., reserve_write_bps: _Optional[int] = ...) -> None: ...
+    read: Share
+    write: Share
+    def __init__(self, device: _Optional[str] = ..., read: _Optional[_Union[Share, _Mapping]] = ..., write: _Optional[_Union[Share, _Mapping]] = ...) -> None: ...
 
 class VNodeSpec(_message.Message):
     __slots__ = ("user", "uid", "priority", "shares")
@@ -117,8 +111,8 @@ class VNodeSpec(_message.Message):
     user: str
     uid: int
     priority: int
-    shares: _containers.RepeatedCompositeFieldContainer[DeviceShare]
-    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
+    shares: _containers.RepeatedCompositeFieldContainer[ResourceShare]
+    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[ResourceShare, _Mapping]]] = ...) -> None: ...
 
 class ConnectionOwner(_message.Message):
     __slots__ = ("client_address", "client_port", "user", "server_address", "server_port")
@@ -158,37 +152,31 @@ class DesiredState(_message.Message):
     sharing: str
     def __init__(self, generation: _Optional[int] = ..., node_id: _Optional[str] = ..., vnodes: _Optional[_Iterable[_Union[VNodeSpec, _Mapping]]] = ..., default_vnode: _Optional[_Union[VNodeSpec, _Mapping]] = ..., users: _Optional[_Iterable[_Union[User, _Mapping]]] = ..., connections: _Optional[_Iterable[_Union[ConnectionOwner, _Mapping]]] = ..., store_id: _Optional[int] = ..., allocation: _Optional[_Union[Allocation, _Mapping]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., sharing: _Optional[str] = ...) -> None: ...
 
-class UserAllocation(_message.Message):
-    __slots__ = ("user", "shares")
-    USER_FIELD_NUMBER: _ClassVar[int]
-    SHARES_FIELD_NUMBER: _ClassVar[int]
-    user: str
-    shares: _containers.RepeatedCompositeFieldContainer[DeviceShare]
-    def __init__(self, user: _Optional[str] = ..., shares: _Optional[_Iterable[_Union[DeviceShare, _Mapping]]] = ...) -> None: ...
-
 class Allocation(_message.Message):
-    __slots__ = ("sequence", "users", "fallback_seconds", "weights")
+    __slots__ = ("sequence", "fallback_seconds", "shares")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
-    USERS_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    SHARES_FIELD_NUMBER: _ClassVar[int]
     sequence: int
-    users: _containers.RepeatedCompositeFieldContainer[UserAllocation]
     fallback_seconds: float
-    weights: WeightTable
-    def __init__(self, sequence: _Optional[int] = ..., users: _Optional[_Iterable[_Union[UserAllocation, _Mapping]]] = ..., fallback_seconds: _Optional[float] = ..., weights: _Optional[_Union[WeightTable, _Mapping]] = ...) -> None: ...
+    shares: ShareTable
+    def __init__(self, sequence: _Optional[int] = ..., fallback_seconds: _Optional[float] = ..., shares: _Optional[_Union[ShareTable, _Mapping]] = ...) -> None: ...
 
-class WeightTable(_message.Message):
-    __slots__ = ("users", "devices", "read_weights", "write_weights")
+class ShareTable(_message.Message):
+    __slots__ = ("users", "devices", "read_weights", "write_weights", "read_ceilings_bps", "write_ceilings_bps")
     USERS_FIELD_NUMBER: _ClassVar[int]
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     READ_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     WRITE_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    READ_CEILINGS_BPS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CEILINGS_BPS_FIELD_NUMBER: _ClassVar[int]
     users: _containers.RepeatedScalarFieldContainer[str]
     devices: _containers.RepeatedScalarFieldContainer[str]
     read_weights: _containers.RepeatedScalarFieldContainer[float]
     write_weights: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., read_weights: _Optional[_Iterable[float]] = ..., write_weights: _Optional[_Iterable[float]] = ...) -> None: ...
+    read_ceilings_bps: _containers.RepeatedScalarFieldContainer[int]
+    write_ceilings_bps: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, users: _Optional[_Iterable[str]] = ..., devices: _Optional[_Iterable[str]] = ..., read_weights: _Optional[_Iterable[float]] = ..., write_weights: _Optional[_Iterable[float]] = ..., read_ceilings_bps: _Optional[_Iterable[int]] = ..., write_ceilings_bps: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SetPriorityRequest(_message.Message):
     __slots__ = ("user", "priority")
