@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.report_cost [--users 100 1000 10000] [--changed 10]
 
-The usage ledger (coordinator/usage_ledger.py) books each report. Per node size, CPU per report of:
+The usage ledger (coordinator/state/usage_ledger.py) books each report. Per node size, CPU per report of:
   - a full summary (every entry, as an agent sends every FULL_SECONDS and after a reconnect): the
     baseline, measured in the same run;
   - a demand summary listing only `--changed` moved entries (the agent's steady state), booked for
@@ -16,7 +16,7 @@ import time
 
 from benchmarks.policy_instances import machine
 from vnode_sync.agents.storage.demand_summary import Entry, packed
-from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1_000_000

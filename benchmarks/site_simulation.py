@@ -18,12 +18,12 @@ What is simulated, and how:
     a lower bound that gets no standby weight) or not (given all it asked: its rate, and its
     standby weight lets it grow at once). The center has each node's last report;
   - the center: the real weight step (policy.local_weights, warm-started from its last weights and
-    levels, its iterations within STEP_SHARE of the period as in coordinator/weight_control.py), then
+    levels, its iterations within STEP_SHARE of the period as in coordinator/control/weight_control.py), then
     only nodes where some share moved beyond the hysteresis (policy.hysteresis.THRESHOLD: a user's rate
     there, for the demands the center knows, would move by more than --hysteresis) get the new weights once
     the step's own elapsed time has passed (from the next tick at the soonest; its threads work
     blocks of columns at once, policy.column_shards, so the simulation is otherwise still while it
-    runs). As the coordinator's control loop runs (coordinator/control_loop.py), the next step begins
+    runs). As the coordinator's control loop runs (coordinator/api/control_loop.py), the next step begins
     a period after this one began (at once if it took longer), and not before every node sent weights
     has reported an interval measured under them (at most AWAIT_PERIODS periods). Each step's
     elapsed time and CPU (all its threads) are printed.
@@ -50,11 +50,11 @@ from vnode_sync.agents.config import PROBE_SECONDS
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS, HELD_GROWTH
 from vnode_sync.agents.storage.demand_summary import FLOOR_BPS, SHARP
 from vnode_sync.agents.storage.report_interval import next_report_in
-from vnode_sync.coordinator.control_loop import AWAIT_PERIODS
+from vnode_sync.coordinator.api.control_loop import AWAIT_PERIODS
 from vnode_sync.coordinator.policy.hysteresis import THRESHOLD, nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.water_filling import water_fill
-from vnode_sync.coordinator.weight_control import STEP_SHARE
+from vnode_sync.coordinator.control.weight_control import STEP_SHARE
 
 TICK_SECONDS = 0.1
 CONTROL_SECONDS = 1.0

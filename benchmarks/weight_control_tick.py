@@ -27,10 +27,10 @@ import numpy as np
 
 from vnode_sync.agents.storage.allocation import allocated_weights
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_edge import Edge
-from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.weight_control import WeightControl
+from vnode_sync.coordinator.control.node_edge import Edge
+from vnode_sync.coordinator.state.store import UserRecord
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.weight_control import WeightControl
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1e6

@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 from benchmarks.percentile import percentile
 from testbed.names import unique_name
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
-from vnode_sync.coordinator.zookeeper_store import ZooKeeperStore
+from vnode_sync.coordinator.state.zookeeper_store import ZooKeeperStore
 
 
 def timed(call: Callable[[], object], calls: int) -> list[float]:

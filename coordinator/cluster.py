@@ -1,8 +1,8 @@
 """The coordinator's state, assembled from its parts, and the views that read across them.
 
 - `commands`: the audited commands (users, jobs) that change the durable store; `node_commands`
-  those that add, change and remove storage nodes (node_commands.py); `group_commands` those on the
-  tree of weights (group_commands.py);
+  those that add, change and remove storage nodes (commands/nodes.py); `group_commands` those on the
+  tree of weights (commands/groups.py);
 - `publishing`: the generation, its snapshot, and each node's serialized desired state;
 - `runtime`: what agents reported since the coordinator started (in memory);
 - `ledger`: the usage reports, booked once; the work-conserving control loop (`weights`) reads it and
@@ -15,26 +15,26 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.commands import Commands
+from vnode_sync.coordinator.commands.users import Commands
 from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig, StorageNodeConfig
-from vnode_sync.coordinator.group_commands import GroupCommands
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.node_commands import StorageNodeCommands, stored_nodes
-from vnode_sync.coordinator.node_runtime import NodeRuntimes
-from vnode_sync.coordinator.pressure import NodeShareView
-from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.store import Store, UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.commands.groups import GroupCommands
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.commands.nodes import StorageNodeCommands, stored_nodes
+from vnode_sync.coordinator.control.node_runtime import NodeRuntimes
+from vnode_sync.coordinator.state.pressure import NodeShareView
+from vnode_sync.coordinator.control.publishing import Publishing
+from vnode_sync.coordinator.state.store import Store, UserRecord
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
 
 if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
-    from vnode_sync.coordinator.weight_control import PairStatus, WeightControl
+    from vnode_sync.coordinator.control.weight_control import PairStatus, WeightControl
 
 log = logging.getLogger(__name__)
 
 
 class Cluster:
     def __init__(self, config: CoordinatorConfig, store: Store):
-        # The store's storage nodes win over the file's, which seed it once (node_commands.py).
+        # The store's storage nodes win over the file's, which seed it once (commands/nodes.py).
         config = config.model_copy(update={"storage_nodes": stored_nodes(store, config)})
         self.config = config
         self.store = store
@@ -44,7 +44,7 @@ class Cluster:
         self.weights: "WeightControl | None" = None
         if config.policy.sharing == WORK_CONSERVING:
             # numpy comes with the weight step: a coordinator with static shares never loads it.
-            from vnode_sync.coordinator.weight_control import WeightControl
+            from vnode_sync.coordinator.control.weight_control import WeightControl
             self.weights = WeightControl(config, self.ledger, itertools.count(1).__next__)
             threading.Thread(target=_compile_weight_step, name="weight-step-compile", daemon=True).start()
         self.publishing = Publishing(config, store, self.weights)

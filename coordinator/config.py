@@ -3,7 +3,7 @@
 Users listed here are created on first start; later changes made with vnodectl are kept
 in the state database and win over this file. Storage nodes likewise: this file's seed the store
 once; `vnodectl nodes add|set|remove` changes them at runtime and the store's win afterwards
-(coordinator/node_commands.py).
+(coordinator/commands/nodes.py).
 Read by the one typed loader (vnode_sync.config_loading); each class below is one section.
 """
 
@@ -142,7 +142,7 @@ GroupWeight = Annotated[int, at.Ge(validation.GROUP_WEIGHT_MIN), at.Le(validatio
 class NssGroupsSettings(Settings):
     """The `nss_groups:` section: groups of the tree of weights whose members are the site's Unix
     groups' as NSS has them (`getent group`: files, LDAP, SSSD), refreshed on a period
-    (coordinator/nss_groups.py). These groups are NSS's: vnodectl does not move users in or out of them."""
+    (coordinator/commands/nss_groups.py). These groups are NSS's: vnodectl does not move users in or out of them."""
 
     groups: dict[GroupName, GroupWeight]
     """Unix group -> its weight under the root (the tree's group has the Unix group's name)."""
@@ -163,7 +163,7 @@ class NssGroupsSettings(Settings):
 class SlurmAccountsSettings(Settings):
     """The `slurm_accounts:` section: groups of the tree of weights copied from Slurm's accounts
     (`sacctmgr show associations`: the fair-share tree the site already keeps), refreshed on a period
-    (coordinator/slurm_accounts.py). These groups are Slurm's: vnodectl does not change their weight or
+    (coordinator/commands/slurm_accounts.py). These groups are Slurm's: vnodectl does not change their weight or
     place, nor move users in or out of them."""
 
     accounts: Annotated[ListOf[GroupName], at.MinLen(1)]

@@ -10,13 +10,13 @@ import threading
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import CoordinatorConfig, load_config
-from vnode_sync.coordinator.fan_out_processes import FanOutCommand, listen_host
+from vnode_sync.coordinator.fan_out.processes import FanOutCommand, listen_host
 from vnode_sync.coordinator.heap import tune_for_streams
-from vnode_sync.coordinator.nss_groups import NssGroups
-from vnode_sync.coordinator.slurm_accounts import SlurmAccounts
-from vnode_sync.coordinator.server import CoordinatorServer
-from vnode_sync.coordinator.store import StateStore
-from vnode_sync.coordinator.store_admin import STORE_COMMANDS, run_store_command
+from vnode_sync.coordinator.commands.nss_groups import NssGroups
+from vnode_sync.coordinator.commands.slurm_accounts import SlurmAccounts
+from vnode_sync.coordinator.api.server import CoordinatorServer
+from vnode_sync.coordinator.state.store import StateStore
+from vnode_sync.coordinator.state.store_admin import STORE_COMMANDS, run_store_command
 from vnode_sync.distribution import extra_refusal, version
 from vnode_sync.errors import InvalidSetting, VNodeSyncError
 from vnode_sync.logs import configure
@@ -66,7 +66,7 @@ class CoordinatorMetrics:
         # The endpoint's module first: loading it turns off the `_created` series of the metrics made here.
         import vnode_sync.metrics.endpoint  # noqa: F401
         from prometheus_client import CollectorRegistry
-        from vnode_sync.coordinator.metrics import RpcMetrics
+        from vnode_sync.coordinator.api.metrics import RpcMetrics
 
         self.config = config
         self.registry = CollectorRegistry()
@@ -82,7 +82,7 @@ class CoordinatorMetrics:
 
     def serve(self, cluster: Cluster) -> None:
         from prometheus_client import ProcessCollector
-        from vnode_sync.coordinator.metrics import CoordinatorCollector
+        from vnode_sync.coordinator.api.metrics import CoordinatorCollector
 
         self.registry.register(CoordinatorCollector(cluster))
         ProcessCollector(registry=self.registry)
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = CoordinatorMetrics(config) if config.metrics is not None else None
         rpc_metrics = (metrics.rpc,) if metrics else ()
         if config.zookeeper is not None:   # imported only then: the single coordinator needs no ZooKeeper client
-            from vnode_sync.coordinator.ha import HighAvailability
+            from vnode_sync.coordinator.ha.campaign import HighAvailability
             ha = HighAvailability(config)
         # The addresses first: a second coordinator on them refuses before touching any state.
         server = CoordinatorServer(args.listen or config.listen, credentials,

@@ -61,7 +61,7 @@ def _write_coordinator_config(workdir: str) -> None:
 
 def _start_coordinator_store(workdir: str):
     """What vnode-coordinator does with its state file when it starts (coordinator/main.py)."""
-    from vnode_sync.coordinator.store import StateStore
+    from vnode_sync.coordinator.state.store import StateStore
     config = _coordinator_config(workdir)
     return StateStore(config.state_path, seed_users=config.users)
 
@@ -71,7 +71,7 @@ def _first_start(workdir: str) -> None:
 
 
 def _restarted_store(workdir: str):
-    from vnode_sync.coordinator.store import UNFINISHED_SUFFIX, StoreUnusable
+    from vnode_sync.coordinator.state.store import UNFINISHED_SUFFIX, StoreUnusable
     try:
         store = _start_coordinator_store(workdir)
     except StoreUnusable as e:
@@ -122,7 +122,7 @@ def _set_priority_holds(workdir: str) -> str:
 
 def _prepare_group(workdir: str) -> None:
     """A store with a group `g1` (weight 2) and alice under the root."""
-    from vnode_sync.coordinator.groups import GroupRecord
+    from vnode_sync.coordinator.state.groups import GroupRecord
     _prepare_store(workdir)
     store = _start_coordinator_store(workdir)
     store.add_group(GroupRecord("g1", 2))
@@ -151,7 +151,7 @@ def _move_user_holds(workdir: str) -> str:
 
 def _prepare_nodes(workdir: str) -> None:
     """A store whose storage nodes were seeded from the file (the coordinator's first start does it)."""
-    from vnode_sync.coordinator.node_commands import stored_nodes
+    from vnode_sync.coordinator.commands.nodes import stored_nodes
     _prepare_store(workdir)
     store = _start_coordinator_store(workdir)
     stored_nodes(store, _coordinator_config(workdir))

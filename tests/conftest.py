@@ -139,8 +139,8 @@ def served_coordinator(raw_config: dict, state_dir):
 
     from vnode_sync.coordinator.cluster import Cluster
     from vnode_sync.coordinator.config import parse_config
-    from vnode_sync.coordinator.server import create_server
-    from vnode_sync.coordinator.store import StateStore
+    from vnode_sync.coordinator.api.server import create_server
+    from vnode_sync.coordinator.state.store import StateStore
 
     config = parse_config(raw_config)
     cluster = Cluster(config, StateStore(str(state_dir / "state.sqlite"), seed_users=config.users))

@@ -16,7 +16,7 @@ from testbed.loopdev import loop_device
 from testbed.ports import free_port
 from testbed.processes import start_coordinator, stop_process
 from vnode_sync.agents.storage.link import RECONNECT_CAP_SECONDS
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.kernel.backend import HostCgroups
 
 AGENTS = 3

@@ -6,7 +6,7 @@ and the cgroup-v2 qemu guest, whose emulated CPU lacks instructions numpy's whee
 import subprocess
 import sys
 
-ENTRY_POINTS = ["vnode_sync.coordinator.main", "vnode_sync.coordinator.server", "vnode_sync.agents.main"]
+ENTRY_POINTS = ["vnode_sync.coordinator.main", "vnode_sync.coordinator.api.server", "vnode_sync.agents.main"]
 
 
 def test_the_coordinator_and_the_agents_import_without_numpy():

@@ -86,6 +86,9 @@ def test_the_layers_name_every_top_level_product_module(product_wheel):
     ("vnode_sync/coordinator/policy/water_filling.py", "import vnode_sync.wire", "the policies are pure"),
     ("vnode_sync/agents/config.py", "import vnode_sync.agents.compute.main", "the agent: its entry point"),
     ("vnode_sync/agents/storage/demand.py", "import vnode_sync.agents.compute.placement", "the agent: its entry point"),
+    ("vnode_sync/coordinator/state/store.py", "import vnode_sync.coordinator.control.publishing", "the coordinator: entry"),
+    ("vnode_sync/coordinator/commands/nodes.py", "import vnode_sync.coordinator.cluster", "the coordinator: entry"),
+    ("vnode_sync/coordinator/state/groups.py", "import vnode_sync.coordinator.state.store", "no import circle"),
 ])
 def test_a_broken_layer_rule_is_caught(product_wheel, tmp_path, module, line, contract):
     zipfile.ZipFile(product_wheel).extractall(tmp_path)

@@ -3,7 +3,7 @@
 The agent reports at once when it applies a new state (that report still measures the old
 weights); the next report is due FLOW_SPAN_SECONDS later, the first whose rates (which span that
 long at least) are measured wholly under the new weights. The coordinator's next weight step waits
-for such a report from every node it sent weights (coordinator/control_loop.py): a step on rates
+for such a report from every node it sent weights (coordinator/api/control_loop.py): a step on rates
 from before its own last weights would answer its own past and swing.
 
 Between reports the agent looks at its demand every `probe_seconds` and reports at once when a user's

@@ -9,8 +9,8 @@ from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.batch.cli import SLURM_WRAPPERS, install_hooks
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.server import create_server
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.api.server import create_server
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.security import certs
 from vnode_sync.security.tls import TlsFiles, server_credentials
 

@@ -14,11 +14,11 @@ from vnode_sync.agents.storage.allocation import allocated_ceilings
 from vnode_sync.agents.storage.demand import DemandEstimator
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_edge import CAPS_ONLY
+from vnode_sync.coordinator.control.node_edge import CAPS_ONLY
 from vnode_sync.coordinator.policy.water_filling import water_fill
-from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.weight_control import WeightControl
+from vnode_sync.coordinator.state.store import UserRecord
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.weight_control import WeightControl
 from vnode_sync.kernel.backend import VNodeUsage
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber, IoCounters
 from vnode_sync.wire import vnode_pb2 as pb

@@ -10,10 +10,10 @@ import pytest
 from vnode_sync.agents.storage.allocation import allocated_ceilings, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_edge import CAPS_ONLY, Edge
-from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.weight_control import WeightControl
+from vnode_sync.coordinator.control.node_edge import CAPS_ONLY, Edge
+from vnode_sync.coordinator.state.store import UserRecord
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.weight_control import WeightControl
 from vnode_sync.errors import InvalidSetting
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -138,7 +138,7 @@ def test_the_old_keys_and_bad_sharing_settings_are_refused_in_one_line(policy, m
 
 def test_static_is_the_default_and_makes_no_step():
     from vnode_sync.coordinator.cluster import Cluster
-    from vnode_sync.coordinator.store import StateStore
+    from vnode_sync.coordinator.state.store import StateStore
     config = parse_config({k: v for k, v in CONFIG.items() if k != "policy"})
     assert config.policy.sharing == "static"
     assert Cluster(config, StateStore(":memory:")).weights is None

@@ -7,7 +7,7 @@ import asyncio
 import time
 from types import SimpleNamespace
 
-from vnode_sync.coordinator.control_loop import AWAIT_PERIODS, allocation_loop
+from vnode_sync.coordinator.api.control_loop import AWAIT_PERIODS, allocation_loop
 
 PERIOD = 0.5
 SLOW_TICK = 1.0

@@ -3,8 +3,8 @@ per device and one for the node as a whole (device ""), ceilings and floors only
 the step alone."""
 
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.desired_state import build_desired_state
-from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.control.desired_state import build_desired_state
+from vnode_sync.coordinator.state.store import UserRecord
 
 MB = 1_000_000
 DEVICES = [{"name": "/dev/sdb", "read_bps": 60 * MB, "write_bps": 30 * MB, "read_iops": 600},

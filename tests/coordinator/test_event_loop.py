@@ -37,9 +37,9 @@ WATCHED_COORDINATOR = """
 import logging, os, sys, time
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import load_config
-from vnode_sync.coordinator.node_runtime import NodeRuntimes
-from vnode_sync.coordinator.server import create_server
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.control.node_runtime import NodeRuntimes
+from vnode_sync.coordinator.api.server import create_server
+from vnode_sync.coordinator.state.store import StateStore
 
 if os.geteuid() == 0:   # other processes on a shared machine should not count as the loop's own stalls
     os.setpriority(os.PRIO_PROCESS, 0, -10)

@@ -15,7 +15,7 @@ import yaml
 from tests.coordinator.test_process import start, write_config
 from testbed.processes import stop_process
 from vnode_sync.agents.storage.link import CoordinatorLink
-from vnode_sync.coordinator.fan_out_pipe import share_of
+from vnode_sync.coordinator.fan_out.pipe import share_of
 from vnode_sync.security import certs
 from vnode_sync.security.tls import TlsFiles, secure_channel
 from vnode_sync.wire import vnode_pb2 as pb
@@ -244,7 +244,7 @@ def test_a_fan_out_process_takes_the_coordinators_gate():
     """A leader's pause ends a process's streams and its learning holds them (docs/ha.md)."""
     import asyncio
 
-    from vnode_sync.coordinator.fan_out_process import StreamsOfShare
+    from vnode_sync.coordinator.api.fan_out_process import StreamsOfShare
     from vnode_sync.security.authorization import OpenAccess
 
     async def follow() -> None:

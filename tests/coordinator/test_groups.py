@@ -8,10 +8,10 @@ import pytest
 
 from tests.coordinator.test_zookeeper_store import client, root  # noqa: F401 (fixtures; the ensemble is conftest's)
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER
-from vnode_sync.coordinator.group_tree import weight_tree
-from vnode_sync.coordinator.groups import MAX_DEPTH, GroupRecord, group_members, roll_up
+from vnode_sync.coordinator.control.group_tree import weight_tree
+from vnode_sync.coordinator.state.groups import MAX_DEPTH, GroupRecord, group_members, roll_up
 from vnode_sync.coordinator.policy.weight_tree import Group, User
-from vnode_sync.coordinator.store import StateStore, UserRecord
+from vnode_sync.coordinator.state.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
 
 
@@ -21,7 +21,7 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         made = StateStore(str(tmp_path / "s.sqlite"))
     else:
-        from vnode_sync.coordinator.zookeeper_store import ZooKeeperStore
+        from vnode_sync.coordinator.state.zookeeper_store import ZooKeeperStore
         made = ZooKeeperStore(request.getfixturevalue("client"), request.getfixturevalue("root"))
     made.add_user("alice", 1001, 4, True)
     made.add_user("bob", 1002, 8, True)

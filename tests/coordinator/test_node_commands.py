@@ -8,8 +8,8 @@ import pytest
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.node_edge import Edge
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.control.node_edge import Edge
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.errors import InvalidArgument, NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -128,7 +128,7 @@ def test_work_conserving_takes_capacities_and_nodes_added_or_removed_in_place(tm
 
 def test_a_fan_out_process_takes_the_node_list_it_is_sent(tmp_path):
     """Its access policy and its streams share the set the coordinator's batches update."""
-    from vnode_sync.coordinator.fan_out_process import StreamsOfShare
+    from vnode_sync.coordinator.api.fan_out_process import StreamsOfShare
     from vnode_sync.security.authorization import AccessPolicy, PermissionDenied
     from vnode_sync.security.identity import CallerIdentity
 

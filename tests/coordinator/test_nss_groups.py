@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import COORDINATOR_CONFIG, served_coordinator
 from testbed.unix_users import local_users
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.nss_groups import NssGroups, placement, read_members
+from vnode_sync.coordinator.commands.nss_groups import NssGroups, placement, read_members
 from vnode_sync.errors import InvalidArgument
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="groupadd and useradd need root")

@@ -5,8 +5,8 @@ import pytest
 
 from tests.fakes.clock import Clock
 from tests.fakes.reports import usage_report
-from vnode_sync.coordinator.pressure import NodeShareView, rank
-from vnode_sync.coordinator.usage_ledger import HISTORY_STEP_SECONDS, PairHeld, UsageLedger
+from vnode_sync.coordinator.state.pressure import NodeShareView, rank
+from vnode_sync.coordinator.state.usage_ledger import HISTORY_STEP_SECONDS, PairHeld, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 

@@ -21,7 +21,7 @@ from tests.conftest import unique_name
 from tests.conftest import write_coordinator_config as write_config
 from testbed.processes import start_coordinator as start
 from testbed.processes import stop_process
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -211,7 +211,7 @@ FAILING_COORDINATOR = """
 import sys
 from vnode_sync import supervision
 from vnode_sync.coordinator import main
-from vnode_sync.coordinator.commands import Commands
+from vnode_sync.coordinator.commands.users import Commands
 
 supervision.FIRST_RETRY_SECONDS = 0.05
 supervision.FAILURES_BEFORE_GIVING_UP = 4

@@ -5,7 +5,7 @@ import pytest
 
 from vnode_sync import validation
 from vnode_sync.batch.jobs import JobPhase, from_pbs_argv, from_slurm_env, requested_limit, requested_reservation
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.errors import InvalidArgument
 
 MB = 1_000_000

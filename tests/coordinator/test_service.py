@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from tests.fakes.reports import usage_report
-from vnode_sync.coordinator.status_encoding import StatusAnswer
+from vnode_sync.coordinator.api.status_encoding import StatusAnswer
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -162,7 +162,7 @@ def test_usage_reports_on_one_stream_are_each_taken_and_a_bad_one_ends_the_call(
 def test_a_taken_address_is_refused_in_the_same_words_whoever_wins_the_race_to_bind(monkeypatch):
     """Two coordinators started at once: the loser's first check may still find the address free and
     gRPC's bind then fails. Both paths give the one wording (they gave two, picked by the race)."""
-    from vnode_sync.coordinator import server
+    from vnode_sync.coordinator.api import server
     from vnode_sync.errors import Unavailable
 
     holder = socket.socket()

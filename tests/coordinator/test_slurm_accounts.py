@@ -17,9 +17,9 @@ import pytest
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.slurm_accounts import SlurmAccounts, copied_accounts, parse_associations
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.commands.slurm_accounts import SlurmAccounts, copied_accounts, parse_associations
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.errors import InvalidArgument, InvalidSetting, Unavailable
 
 ASSOCIATIONS = os.path.join(os.path.dirname(__file__), "data", "sacctmgr-assoc.txt")
@@ -85,7 +85,7 @@ def test_slurm_accounts_reach_the_tree_follow_slurm_and_stay_slurm_s(tmp_path, c
     text = open(ASSOCIATIONS).read()
     sacctmgr = _stand_in_sacctmgr(tmp_path, text)
     source = SlurmAccounts(config.slurm_accounts, cluster.group_commands, sacctmgr=sacctmgr)
-    with caplog.at_level(logging.WARNING, logger="vnode_sync.coordinator.slurm_accounts"):
+    with caplog.at_level(logging.WARNING, logger="vnode_sync.coordinator.commands.slurm_accounts"):
         source()
     assert (tmp_path / "argv").read_text().split() == [
         "--parsable2", "--noheader", "show", "associations", "format=cluster,account,user,parentname,share",

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from vnode_sync.coordinator.store import UNFINISHED_SUFFIX, StateStore, StoreUnusable
+from vnode_sync.coordinator.state.store import UNFINISHED_SUFFIX, StateStore, StoreUnusable
 from vnode_sync.errors import InvalidArgument, NotFound
 
 

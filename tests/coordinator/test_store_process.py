@@ -14,7 +14,7 @@ from tests.conftest import needs_kernel, unique_name
 from tests.conftest import write_coordinator_config as write_config
 from testbed.processes import start_coordinator as start
 from testbed.processes import stop_process
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.state.store import StateStore
 
 
 def coordinator(config: str, *args, timeout=20) -> subprocess.CompletedProcess:

@@ -8,11 +8,11 @@ import grpc
 from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync import supervision
 from vnode_sync.coordinator import main as coordinator_main
-from vnode_sync.coordinator import publishing as publishing_module
+from vnode_sync.coordinator.control import publishing as publishing_module
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.server import create_server
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.api.server import create_server
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -79,7 +79,7 @@ def test_each_nodes_desired_state_is_built_once_per_generation_for_every_stream(
 
 
 def test_a_stop_that_gRPC_or_a_task_never_finishes_still_returns_and_says_which(monkeypatch, tmp_path, caplog):
-    from vnode_sync.coordinator import server as server_module
+    from vnode_sync.coordinator.api import server as server_module
     monkeypatch.setattr(server_module, "STOP_STEP_SECONDS", 0.2)
 
     async def deaf_to_cancel():

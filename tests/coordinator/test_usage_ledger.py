@@ -4,7 +4,7 @@ import pytest
 
 from tests.fakes.clock import Clock
 from vnode_sync.agents.storage.demand_summary import Entry, packed
-from vnode_sync.coordinator.usage_ledger import STALE_SECONDS, UsageLedger
+from vnode_sync.coordinator.state.usage_ledger import STALE_SECONDS, UsageLedger
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1_000_000

@@ -11,11 +11,11 @@ import pytest
 from vnode_sync.agents.storage.allocation import allocated_weights, effective_state
 from vnode_sync.agents.storage.demand_summary import Entry, packed
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import UsageLedger
-from vnode_sync.coordinator.node_edge import Edge
-from vnode_sync.coordinator.weight_control import WeightControl
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.state.store import UserRecord
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.node_edge import Edge
+from vnode_sync.coordinator.control.weight_control import WeightControl
 from vnode_sync.wire import vnode_pb2 as pb
 
 MB = 1_000_000
@@ -234,7 +234,7 @@ def test_a_node_whose_agent_is_gone_is_not_awaited_so_the_next_step_does_not_wai
     """A dead agent's node would hold the next step back AWAIT_PERIODS after every tick that sent it
     weights; its last stream closing, or having none as they are sent, drops it from the wait."""
     from vnode_sync.coordinator.cluster import Cluster
-    from vnode_sync.coordinator.store import StateStore
+    from vnode_sync.coordinator.state.store import StateStore
     cluster = Cluster(parse_config(CONFIG), StateStore(":memory:"))
     nodes = ("dn0", "dn1", "dn2")
     for node in nodes:
@@ -306,7 +306,7 @@ def test_a_node_change_during_a_tick_waits_for_its_end_and_the_next_tick_steps_o
     while the weight step runs is laid out only once that tick has ended (its arrays are indexed by the
     columns it began with)."""
     import threading
-    import vnode_sync.coordinator.weight_control as weight_control
+    import vnode_sync.coordinator.control.weight_control as weight_control
     control, ledger, _ = control
     users = [user("alice", 8), user("bob", 4)]
     report(ledger, "dn0", {"alice": (40 * MB, True), "bob": (20 * MB, True)})

@@ -11,8 +11,8 @@ from kazoo.client import KazooClient
 
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
 from tests.conftest import unique_name
-from vnode_sync.coordinator.store import StateStore, Store, StoreUnusable
-from vnode_sync.coordinator.zookeeper_store import LostLeadership, ZooKeeperStore
+from vnode_sync.coordinator.state.store import StateStore, Store, StoreUnusable
+from vnode_sync.coordinator.state.zookeeper_store import LostLeadership, ZooKeeperStore
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 pytestmark = pytest.mark.skipif(WHY_NO_ZOOKEEPER is not None, reason=WHY_NO_ZOOKEEPER or "")
@@ -239,7 +239,7 @@ def test_with_a_digest_identity_no_other_client_can_read_or_change_the_policy(en
     from kazoo.exceptions import NoAuthError
 
     from vnode_sync.coordinator.config import ZooKeeperSettings
-    from vnode_sync.coordinator.leadership import connect
+    from vnode_sync.coordinator.ha.leadership import connect
 
     password = tmp_path / "zookeeper.password"
     password.write_text("s3cret\n")
@@ -266,7 +266,7 @@ def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certif
     """docs/ha.md: zookeeper.tls; the servers' secure port requires a client certificate from their CA
     (a client without one, or with one from another CA, is refused)."""
     from vnode_sync.coordinator.config import ZooKeeperSettings
-    from vnode_sync.coordinator.leadership import connect
+    from vnode_sync.coordinator.ha.leadership import connect
     from vnode_sync.security.tls import TlsFiles
 
     with ZooKeeperEnsemble(unique_name("zktls"), tls=True) as secured:
@@ -299,7 +299,7 @@ def test_on_an_ensemble_that_requires_sasl_only_the_coordinators_sasl_user_can_r
     from kazoo.exceptions import NoAuthError
 
     from vnode_sync.coordinator.config import ZooKeeperSettings
-    from vnode_sync.coordinator.leadership import connect
+    from vnode_sync.coordinator.ha.leadership import connect
 
     password = tmp_path / "sasl.password"
     password.write_text("s3cret\n")

@@ -15,9 +15,9 @@ from tests.conftest import COORDINATOR_CONFIG
 from vnode_sync.config_loading import parse
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
-from vnode_sync.coordinator.metrics import CoordinatorCollector, RpcMetrics
-from vnode_sync.coordinator.server import create_server
-from vnode_sync.coordinator.store import StateStore
+from vnode_sync.coordinator.api.metrics import CoordinatorCollector, RpcMetrics
+from vnode_sync.coordinator.api.server import create_server
+from vnode_sync.coordinator.state.store import StateStore
 from vnode_sync.errors import ConfigError, Unavailable
 from vnode_sync.metrics.endpoint import MetricsEndpoint
 from vnode_sync.metrics.settings import MetricsSettings, endpoint_tls
@@ -82,7 +82,7 @@ def test_the_coordinator_serves_one_series_per_user_and_direction_with_its_rate_
 
 
 def test_groups_are_one_series_each_their_subtrees_users_summed_and_promtool_finds_no_problem(scraped):
-    from vnode_sync.coordinator.groups import GroupRecord
+    from vnode_sync.coordinator.state.groups import GroupRecord
     cluster, _, url = scraped
     for group in (GroupRecord("physics", 2), GroupRecord("theory", 1, "physics")):
         cluster.store.add_group(group)

@@ -6,7 +6,7 @@ import pytest
 from tests.fakes.reports import usage_report
 from tests.security.conftest import unchecked_channel
 from vnode_sync.agents.storage.link import CoordinatorLink
-from vnode_sync.coordinator.server import create_server
+from vnode_sync.coordinator.api.server import create_server
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 

@@ -1,5 +1,5 @@
 """`vnodectl add-group | set-group | remove-group | move | groups`: the tree of weights (users under
-groups, groups under groups), changed while the coordinator serves (coordinator/group_commands.py);
+groups, groups under groups), changed while the coordinator serves (coordinator/commands/groups.py);
 and the per-group lines `vnodectl status` prints."""
 
 import argparse

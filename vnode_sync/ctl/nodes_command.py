@@ -1,5 +1,5 @@
 """`vnodectl nodes add|set|remove`: storage nodes and their devices' capacities, changed while the
-coordinator serves (coordinator/node_commands.py); `vnodectl nodes` alone lists them."""
+coordinator serves (coordinator/commands/nodes.py); `vnodectl nodes` alone lists them."""
 
 import argparse
 

@@ -5,7 +5,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from vnode_sync.coordinator.usage_ledger import MAX_WINDOW_SECONDS, UsageLedger
+from vnode_sync.coordinator.state.usage_ledger import MAX_WINDOW_SECONDS, UsageLedger
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 

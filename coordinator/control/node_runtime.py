@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vnode_sync import validation
-from vnode_sync.coordinator.node_edge import CAPS_ONLY, Edge
-from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.node_edge import CAPS_ONLY, Edge
+from vnode_sync.coordinator.control.publishing import Publishing
+from vnode_sync.coordinator.state.usage_ledger import UsageLedger
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
 if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
-    from vnode_sync.coordinator.weight_control import WeightControl
+    from vnode_sync.coordinator.control.weight_control import WeightControl
 
 log = logging.getLogger(__name__)
 

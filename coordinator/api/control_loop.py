@@ -10,9 +10,9 @@ a failed pass is retried after a backoff (supervised)."""
 
 import asyncio
 
-from vnode_sync.coordinator.call_threads import StoreThread
+from vnode_sync.coordinator.state.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.fan_out import FanOut
+from vnode_sync.coordinator.fan_out.changes import FanOut
 from vnode_sync.supervision import run_passes_async, set_within
 
 # After a tick that sent nodes new weights, the next waits until each of them has reported rates

@@ -11,7 +11,7 @@ root if none. A user Slurm associates with two of them is refused in one logged 
 it is, unless `prefer` names one. An account gone from Slurm is removed once empty (a configured one
 stays, emptied, and is named in a logged line each pass). Only the store's
 users are moved. One source per subtree: vnodectl cannot change these groups' weight or place, add
-groups under them, or move users in or out of them (group_commands.py).
+groups under them, or move users in or out of them (commands/groups.py).
 
 Slurm's Share is an integer from 0 up, or `parent` (the association's usage counts as its
 parent's); the tree's weights are 1..10,000 and only ratios among siblings matter: 0 and `parent`
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from vnode_sync import validation
 from vnode_sync.coordinator.config import SlurmAccountsSettings
-from vnode_sync.coordinator.group_commands import GroupCommands
-from vnode_sync.coordinator.groups import MAX_DEPTH, GroupRecord
-from vnode_sync.coordinator.nss_groups import placement
+from vnode_sync.coordinator.commands.groups import GroupCommands
+from vnode_sync.coordinator.state.groups import MAX_DEPTH, GroupRecord
+from vnode_sync.coordinator.commands.nss_groups import placement
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 
 log = logging.getLogger(__name__)

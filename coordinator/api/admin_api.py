@@ -1,13 +1,13 @@
 """The Admin service (vnodectl, batch hooks): every call authorized and run on the store thread."""
 
 from vnode_sync import validation
-from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
+from vnode_sync.coordinator.state.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.node_runtime import second_agent
-from vnode_sync.coordinator.pressure import rank, window_of
-from vnode_sync.coordinator.rpc import store_rpc
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
+from vnode_sync.coordinator.control.node_runtime import second_agent
+from vnode_sync.coordinator.state.pressure import rank, window_of
+from vnode_sync.coordinator.api.rpc import store_rpc
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.api.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
 from vnode_sync.wire import vnode_pb2 as pb

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from vnode_sync.coordinator.groups import GroupRecord, check_member, check_new, check_parent, check_removable
+from vnode_sync.coordinator.state.groups import GroupRecord, check_member, check_new, check_parent, check_removable
 from vnode_sync.durable import replace_durably
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable, VNodeSyncError
 

@@ -4,7 +4,7 @@ A bump (made on the store thread) wakes the publisher, which reads the new snaps
 loop, then wakes every node; bursts of bumps coalesce into one snapshot. A change of connections
 wakes only the nodes whose connections changed, at most once per CONNECTIONS_PUBLISH_SECONDS.
 Both publishers are supervised loops: a failed pass is retried (its change kept) after a backoff.
-With fan-out processes (fan_out_processes.py), every wake also hands the woken nodes' messages
+With fan-out processes (fan_out/processes.py), every wake also hands the woken nodes' messages
 to the processes that serve their streams; when one of them (re)starts, the streams of its nodes
 served here meanwhile are ended, so their agents register again and move there.
 
@@ -16,7 +16,7 @@ a tenth of the loop's time.
 import asyncio
 from collections.abc import Callable
 
-from vnode_sync.coordinator.call_threads import StoreThread
+from vnode_sync.coordinator.state.call_threads import StoreThread
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.supervision import run_passes_async
 

@@ -1,6 +1,6 @@
 """The audited commands on the tree of weights: add, change and remove groups, move users between them.
 
-As commands.py: each runs on the store thread, validates, changes the store in one change (the
+As commands/users.py: each runs on the store thread, validates, changes the store in one change (the
 store checks the tree's rules, groups.py, inside it), publishes the new generation and writes one
 audit line; a refused command raises a VNodeSyncError having changed nothing.
 """
@@ -9,9 +9,9 @@ import logging
 
 from vnode_sync import validation
 from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.store import Store, UserRecord
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.control.publishing import Publishing
+from vnode_sync.coordinator.state.store import Store, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unsupported
 from vnode_sync.security.audit import AUDIT_LOGGER
 

@@ -36,16 +36,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from vnode_sync.coordinator.config import CoordinatorConfig
-from vnode_sync.coordinator.group_tree import weight_tree
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.node_edge import Edge
+from vnode_sync.coordinator.control.group_tree import weight_tree
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.control.node_edge import Edge
 from vnode_sync.coordinator.policy.caps import caps
 from vnode_sync.coordinator.policy.hysteresis import nodes_to_send, rates_moved
 from vnode_sync.coordinator.policy.local_weights import WeightStep, local_weights
 from vnode_sync.coordinator.policy.tree_step import tree_weights
 from vnode_sync.coordinator.serialized import field_head, packed_floats, string_entries
-from vnode_sync.coordinator.store import UserRecord
-from vnode_sync.coordinator.usage_ledger import Flow, UsageLedger
+from vnode_sync.coordinator.state.store import UserRecord
+from vnode_sync.coordinator.state.usage_ledger import Flow, UsageLedger
 from vnode_sync.shares import NODE
 from vnode_sync.wire import vnode_pb2 as pb
 

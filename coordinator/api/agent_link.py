@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from vnode_sync import validation
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.fan_out import FanOut
-from vnode_sync.coordinator.node_edge import Edge
-from vnode_sync.coordinator.node_runtime import second_agent
-from vnode_sync.coordinator.rpc import abort, loop_rpc, refuse_missing
+from vnode_sync.coordinator.fan_out.changes import FanOut
+from vnode_sync.coordinator.control.node_edge import Edge
+from vnode_sync.coordinator.control.node_runtime import second_agent
+from vnode_sync.coordinator.api.rpc import abort, loop_rpc, refuse_missing
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
 from vnode_sync.security.identity import caller_of

@@ -11,8 +11,8 @@ import time
 from vnode_sync import validation
 from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig
 from vnode_sync.coordinator.policy.admission import check_admission
-from vnode_sync.coordinator.publishing import Publishing
-from vnode_sync.coordinator.store import Store, UserRecord
+from vnode_sync.coordinator.control.publishing import Publishing
+from vnode_sync.coordinator.state.store import Store, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unsupported
 from vnode_sync.security.audit import AUDIT_LOGGER
 

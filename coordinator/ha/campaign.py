@@ -7,9 +7,9 @@ import logging
 import threading
 
 from vnode_sync.coordinator.config import WORK_CONSERVING, CoordinatorConfig
-from vnode_sync.coordinator.leadership import Election, LeaderGate, LeaderGuard, connect
-from vnode_sync.coordinator.server import CoordinatorServer
-from vnode_sync.coordinator.zookeeper_store import ZooKeeperStore
+from vnode_sync.coordinator.ha.leadership import Election, LeaderGate, LeaderGuard, connect
+from vnode_sync.coordinator.api.server import CoordinatorServer
+from vnode_sync.coordinator.state.zookeeper_store import ZooKeeperStore
 
 log = logging.getLogger(__name__)
 

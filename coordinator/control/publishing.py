@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
-from vnode_sync.coordinator.connection_routes import ConnectionParts, ConnectionRoutes
-from vnode_sync.coordinator.desired_state import build_desired_state
-from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.store import Store, UserRecord
+from vnode_sync.coordinator.control.connection_routes import ConnectionParts, ConnectionRoutes
+from vnode_sync.coordinator.control.desired_state import build_desired_state
+from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.state.store import Store, UserRecord
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
 if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
-    from vnode_sync.coordinator.weight_control import WeightControl
+    from vnode_sync.coordinator.control.weight_control import WeightControl
 
 
 @dataclass(frozen=True)

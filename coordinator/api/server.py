@@ -15,14 +15,14 @@ from collections.abc import Awaitable, Callable
 import grpc
 from grpc import aio
 
-from vnode_sync.coordinator.admin_api import AdminService
-from vnode_sync.coordinator.agent_link import AgentLinkService
-from vnode_sync.coordinator.call_threads import EncodingThreads, StoreThread
+from vnode_sync.coordinator.api.admin_api import AdminService
+from vnode_sync.coordinator.api.agent_link import AgentLinkService
+from vnode_sync.coordinator.state.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.control_loop import allocation_loop
-from vnode_sync.coordinator.fan_out import FanOut
-from vnode_sync.coordinator.fan_out_processes import FanOutCommand, FanOutProcesses
-from vnode_sync.coordinator.rpc import service_handlers
+from vnode_sync.coordinator.api.control_loop import allocation_loop
+from vnode_sync.coordinator.fan_out.changes import FanOut
+from vnode_sync.coordinator.fan_out.processes import FanOutCommand, FanOutProcesses
+from vnode_sync.coordinator.api.rpc import service_handlers
 from vnode_sync.errors import Unavailable
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess
 from vnode_sync.supervision import Loops

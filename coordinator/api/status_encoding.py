@@ -7,15 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.groups import GroupRecord, group_members, roll_up
-from vnode_sync.coordinator.node_runtime import NodeRuntime, UserNodeRate
-from vnode_sync.coordinator.rpc import EncodeLater
+from vnode_sync.coordinator.state.groups import GroupRecord, group_members, roll_up
+from vnode_sync.coordinator.control.node_runtime import NodeRuntime, UserNodeRate
+from vnode_sync.coordinator.api.rpc import EncodeLater
 from vnode_sync.coordinator.serialized import field_entry
-from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.state.store import UserRecord
 from vnode_sync.wire import vnode_pb2 as pb
 
 if TYPE_CHECKING:   # numpy is imported only by a work-conserving coordinator
-    from vnode_sync.coordinator.weight_control import PairStatus
+    from vnode_sync.coordinator.control.weight_control import PairStatus
 
 _USER_STATUS_NODES = pb.UserStatus.DESCRIPTOR.fields_by_name["nodes"].number
 _STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vnode_sync.coordinator.config import WORK_CONSERVING, DeviceCapacity, Policy, StorageNodeConfig
-from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.state.store import UserRecord
 from vnode_sync.shares import NODE, priority_shares
 from vnode_sync.wire import vnode_pb2 as pb
 

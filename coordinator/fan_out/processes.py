@@ -20,9 +20,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
-from vnode_sync.coordinator.node_runtime import NodeRuntimes
-from vnode_sync.coordinator.publishing import Publishing
+from vnode_sync.coordinator.fan_out.pipe import frame, read_frame, share_of
+from vnode_sync.coordinator.control.node_runtime import NodeRuntimes
+from vnode_sync.coordinator.control.publishing import Publishing
 from vnode_sync.coordinator.serialized import field_entry
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.supervision import PassSupervisor
@@ -162,7 +162,7 @@ class FanOutProcesses:
     async def _run_child(self, k: int, supervisor: PassSupervisor) -> None:
         c = self.command
         child = self._children[k] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "vnode_sync.coordinator.fan_out_process", "--config", c.config_path,
+            sys.executable, "-m", "vnode_sync.coordinator.api.fan_out_process", "--config", c.config_path,
             "--host", c.host, "--index", str(k), "--of", str(c.processes),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 24)
         opened: dict[str, int] = {}

@@ -7,7 +7,7 @@ import os
 import shutil
 
 from vnode_sync.coordinator.config import CoordinatorConfig
-from vnode_sync.coordinator.store import StateStore, StoreUnusable, lock_state_file
+from vnode_sync.coordinator.state.store import StateStore, StoreUnusable, lock_state_file
 from vnode_sync.durable import replace_durably
 
 log = logging.getLogger(__name__)

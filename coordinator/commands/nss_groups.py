@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 
 from vnode_sync import validation
 from vnode_sync.coordinator.config import NssGroupsSettings
-from vnode_sync.coordinator.group_commands import GroupCommands
-from vnode_sync.coordinator.groups import GroupRecord
+from vnode_sync.coordinator.commands.groups import GroupCommands
+from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)

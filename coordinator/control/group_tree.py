@@ -9,9 +9,9 @@ A user's weight is its effective priority; a group's, its own; siblings compare 
 import math
 from collections.abc import Mapping, Sequence
 
-from vnode_sync.coordinator.groups import GroupRecord
+from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree
-from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.coordinator.state.store import UserRecord
 
 
 def _user_node(record: UserRecord) -> User:

@@ -1,4 +1,4 @@
-"""The coordinator's durable state in ZooKeeper: what coordinator/store.py keeps in SQLite, for
+"""The coordinator's durable state in ZooKeeper: what coordinator/state/store.py keeps in SQLite, for
 several coordinators of which one leads.
 
 Layout under `root`: `generation` (the counter, as text), `store_id`, `users/<name>`,
@@ -31,8 +31,8 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
                               RolledBackError, ZookeeperError)
 from kazoo.handlers.threading import KazooTimeoutError
 
-from vnode_sync.coordinator.groups import GroupRecord, check_member, check_new, check_parent, check_removable
-from vnode_sync.coordinator.store import StoreUnusable, UserRecord, UserSettings
+from vnode_sync.coordinator.state.groups import GroupRecord, check_member, check_new, check_parent, check_removable
+from vnode_sync.coordinator.state.store import StoreUnusable, UserRecord, UserSettings
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)

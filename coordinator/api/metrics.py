@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from vnode_sync.coordinator.cluster import Cluster
-from vnode_sync.coordinator.groups import group_members, roll_up
+from vnode_sync.coordinator.state.groups import group_members, roll_up
 
 # gRPC round trips here run from ~0.2 ms (a small unary call) to seconds (Status of 10,000 x 100).
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

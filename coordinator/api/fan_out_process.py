@@ -1,7 +1,7 @@
 """A fan-out process of the coordinator: serves the desired-state streams and usage report
 streams of one share of the storage nodes, on an ephemeral port of the coordinator's listen host.
 
-Started and supervised by the coordinator (fan_out_processes.py), with the coordinator's config:
+Started and supervised by the coordinator (fan_out/processes.py), with the coordinator's config:
 the same server certificate and CA (mutual TLS), the same access rules for WatchDesiredState and
 StreamUsage (a node's certificate watches and reports only as its own node), the same audit log.
 It serves nothing else. It reads its nodes' stream messages, already serialized by the
@@ -9,7 +9,7 @@ coordinator, as FanOutBatch frames on stdin, and tells the coordinator on stdout
 stream opened and closed, and the reports taken, in batches (every REPORT_BATCH_SECONDS). It ends
 when stdin closes (the coordinator is gone) or at SIGTERM/SIGINT.
 
-    python -m vnode_sync.coordinator.fan_out_process --config FILE --host HOST --index K --of N
+    python -m vnode_sync.coordinator.api.fan_out_process --config FILE --host HOST --index K --of N
 """
 
 import argparse
@@ -22,11 +22,11 @@ from grpc import aio
 
 from vnode_sync import validation
 from vnode_sync.coordinator.config import load_config
-from vnode_sync.coordinator.fan_out import NodeChanges, send_changes
-from vnode_sync.coordinator.fan_out_pipe import frame, read_frame, share_of
+from vnode_sync.coordinator.fan_out.changes import NodeChanges, send_changes
+from vnode_sync.coordinator.fan_out.pipe import frame, read_frame, share_of
 from vnode_sync.coordinator.heap import tune_for_streams
-from vnode_sync.coordinator.rpc import abort, refuse_missing, service_handlers
-from vnode_sync.coordinator.server import SERVER_OPTIONS
+from vnode_sync.coordinator.api.rpc import abort, refuse_missing, service_handlers
+from vnode_sync.coordinator.api.server import SERVER_OPTIONS
 from vnode_sync.errors import NotFound, Unavailable, VNodeSyncError
 from vnode_sync.logs import configure
 from vnode_sync.security.audit import send_audit_to

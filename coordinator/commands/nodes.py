@@ -15,18 +15,16 @@ the work-conserving loop ticks at once) and writes one audit line. Every change 
 import json
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vnode_sync import validation
 from vnode_sync.config_loading import parse
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.control.publishing import Publishing
 from vnode_sync.coordinator.policy.admission import check_admission
-from vnode_sync.coordinator.store import Store
+from vnode_sync.coordinator.state.store import Store
 from vnode_sync.errors import InvalidArgument, InvalidSetting, NotFound
 from vnode_sync.security.audit import AUDIT_LOGGER
-
-if TYPE_CHECKING:
-    from vnode_sync.coordinator.cluster import Cluster
 
 log = logging.getLogger(__name__)
 audit = logging.getLogger(AUDIT_LOGGER)
@@ -81,8 +79,18 @@ def _device(device) -> dict:
     return raw
 
 
+class NodeHolder(Protocol):
+    """What the commands use of the cluster (cluster.py), which sits above them and builds them."""
+
+    config: CoordinatorConfig
+    store: Store
+    publishing: Publishing
+
+    def set_storage_nodes(self, nodes: Sequence[StorageNodeConfig]) -> None: ...
+
+
 class StorageNodeCommands:
-    def __init__(self, cluster: "Cluster"):
+    def __init__(self, cluster: NodeHolder):
         self.cluster = cluster
 
     @property

@@ -1,0 +1,1 @@
+"""One leader among several coordinators, elected through ZooKeeper (docs/ha.md)."""
