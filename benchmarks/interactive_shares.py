@@ -52,6 +52,7 @@ from benchmarks import machine_sample
 from benchmarks.bootstrap import CONFIDENCE, DRAWS, describe_ratios, p50, p99
 from benchmarks.disk_warm_up import HEADER_NOTE as WARM_UP_NOTE, add_warm_up_option, warm_up_disks
 from benchmarks.policy_names import policy_list
+from benchmarks.scenario_runner import in_passes
 from benchmarks.write_timeline import closes_turned_down, log_lines
 from testbed.cpu_priority import MAX_SHARES, MIN_SHARES, cpu_child, cpu_priority, stay
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
@@ -131,11 +132,6 @@ def key_values(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split(",") if item)
 
 
-def pass_order(policies: list[str], passes: int) -> list[tuple[int, str]]:
-    """(pass, policy) in the order they run: each pass the reverse of the one before."""
-    return [(n, policy) for n in range(passes) for policy in (policies if n % 2 == 0 else policies[::-1])]
-
-
 def alice_files(policy: str, phase: str, size_mb: int, count: int, pass_number: int = 0) -> list[str]:
     """Her files for one series: each read once, so each read is the disk's."""
     tag = f"{policy}-{phase.replace(' ', '-')}-{size_mb}" + (f"-pass{pass_number}" if pass_number else "")
@@ -145,7 +141,7 @@ def alice_files(policy: str, phase: str, size_mb: int, count: int, pass_number: 
 def write_files(hdfs: HdfsCluster, args) -> set[str]:
     """alice's files (reads) and bob's; returns bob's block files."""
     if args.direction == "read":
-        for pass_number, policy in pass_order(args.policies, args.passes):
+        for pass_number, policy in in_passes(args.policies, args.passes):
             for phase in PHASES:
                 for size in args.sizes:
                     for path in alice_files(policy, phase, size, args.rounds + 1, pass_number):
@@ -312,7 +308,7 @@ def report(results: dict[str, dict], args) -> None:
           + (f"; {WARM_UP_NOTE}" if args.warm_up else "")
           + (f"; the DataNode's ext4 mounted {ext4_mount_options(args.ext4_options)}" if args.ext4_options else "")
           + (f"; clients' CPU {args.client_cpu}" if args.client_cpu != "shared" else "")
-          + (f"; {args.passes} passes, in the order {', '.join(policy for _, policy in pass_order(args.policies, args.passes))}"
+          + (f"; {args.passes} passes, in the order {', '.join(policy for _, policy in in_passes(args.policies, args.passes))}"
              if args.passes > 1 else ""))
     print("ratios are against static in the same run (target with bob: <= 1.2 at p50 and p99; alone: <= 1.0)\n")
     head = f"{'phase':<11} {'MiB':>4} | {'static p50/p99 ms':>18} |"
@@ -411,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:.0f} s] HDFS up, files written", flush=True)
         with queue_settings(hdfs.datanodes[0].loop_device, args.queue):
             runs: dict[str, list[dict]] = {policy: [] for policy in args.policies}
-            for pass_number, policy in pass_order(args.policies, args.passes):
+            for pass_number, policy in in_passes(args.policies, args.passes):
                 runs[policy].append(run_policy(hdfs, name, policy, args, bob_blocks, placement, pass_number))
                 print(f"[{time.monotonic() - started:.0f} s] {policy} pass {pass_number + 1} done", flush=True)
         # Before the teardown: a DataNode or cpu group slow to go must not cost a long run its report.

@@ -18,11 +18,11 @@ run, both with their passes on one thread ("of one core"), and their ratio.
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 from benchmarks.policy_instances import machine
+from benchmarks.scenario_runner import Cell, as_given, cpu, distribution, run_cells, steal_line, worst
 from benchmarks.tree_instances import fairness, grouped_cluster, random_tree_cluster
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.hierarchical_max_min import hierarchical_max_min
@@ -30,15 +30,13 @@ from vnode_sync.coordinator.policy.local_weights import local_weights
 from vnode_sync.coordinator.policy.tree_step import tree_weights
 
 
-def cpu(call):
-    t0 = time.process_time()
-    result = call()
-    return result, time.process_time() - t0
+# Each tree solved both ways, in this order (pure CPU work: the order cannot favour one).
+POLICIES = {"exact": lambda c: hierarchical_max_min(c.capacity, c.arrays, c.demand),
+            "step": lambda c: tree_weights(c.capacity, c.arrays, c.demand)}
 
 
-def measure(cluster) -> dict:
-    exact, exact_cpu = cpu(lambda: hierarchical_max_min(cluster.capacity, cluster.arrays, cluster.demand))
-    step, step_cpu = cpu(lambda: tree_weights(cluster.capacity, cluster.arrays, cluster.demand))
+def judge(cluster, cells: dict[str, Cell]) -> dict:
+    exact, step = cells["exact"].outcome, cells["step"].outcome
     scale = cluster.capacity.max()
     got, want = step.user_totals(), exact.user_totals()
     counted = want > 1e-6 * scale
@@ -49,29 +47,25 @@ def measure(cluster) -> dict:
             "users": fairness(step.allocation, exact.allocation, scale),
             "groups": float((step.totals[top][groups] / exact.totals[top][groups]).min(initial=1.0)),
             "worst_user": int(np.flatnonzero(counted)[np.argmin(ratios)]) if ratios.size else -1,
-            "exact_cpu": exact_cpu, "step_cpu": step_cpu, "steps": step.steps}
-
-
-def distribution(values) -> str:
-    v = np.asarray(values)
-    return " ".join(f"{name} {np.percentile(v, q):.4f}" for name, q in (("min", 0), ("p5", 5), ("median", 50)))
+            "exact_cpu": cells["exact"].cpu_seconds, "step_cpu": cells["step"].cpu_seconds, "steps": step.steps}
 
 
 def fairness_part(trees: int, seed: int, max_users: int, max_resources: int, bounds: bool) -> list[dict]:
     print(f"Part 1{'b' if bounds else 'a'}: {trees} random trees, "
           f"{'floors and ceilings on a tenth of the users and groups' if bounds else 'weights only'}")
     rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(trees):
-        cluster = random_tree_cluster(rng, max_users, max_resources, bounds)
-        r = measure(cluster)
+    rows, cells = [], []
+    drawn = ((i, random_tree_cluster(rng, max_users, max_resources, bounds)) for i in range(trees))
+    for i, cluster, by_policy in run_cells(drawn, POLICIES, as_given):
+        r = judge(cluster, by_policy)
         rows.append(r)
+        cells += by_policy.values()
         print(f"  {i:>3} depth {r['height']} {r['shape'][0]:>2} users x {r['shape'][1]:>2} resources: users "
               f"{r['users']:.4f} groups {r['groups']:.4f}; {r['steps']:>2} flat steps; "
               f"CPU exact {r['exact_cpu']:.2f} s step {r['step_cpu']:.3f} s", flush=True)
     users, groups = [r["users"] for r in rows], [r["groups"] for r in rows]
-    worst = int(np.argmin(users))
-    w = rows[worst]
+    worst_tree = worst(dict(enumerate(users)))
+    w = rows[worst_tree]
     print(f"  users' index (min over users of total / exact total): {distribution(users)}; "
           f">= 0.95 on {sum(u >= 0.95 for u in users)}/{len(rows)} trees")
     print(f"  groups' index (the root's children's totals):          {distribution(groups)}; "
@@ -80,10 +74,11 @@ def fairness_part(trees: int, seed: int, max_users: int, max_resources: int, bou
         at = [r["users"] for r in rows if r["height"] == depth]
         if at:
             print(f"  depth {depth}: {len(at)} trees, users' index {distribution(at)}")
-    print(f"  worst tree: #{worst}, depth {w['height']}, {w['shape'][0]} users x {w['shape'][1]} resources, user "
+    print(f"  worst tree: #{worst_tree}, depth {w['height']}, {w['shape'][0]} users x {w['shape'][1]} resources, user "
           f"u{w['worst_user']} at {w['users']:.4f} of its exact total (groups' index there {w['groups']:.4f})")
     print(f"  CPU: exact median {np.median([r['exact_cpu'] for r in rows]):.3f} s (max "
           f"{max(r['exact_cpu'] for r in rows):.2f} s); step median {np.median([r['step_cpu'] for r in rows]):.4f} s")
+    print(f"  {steal_line(cells)}")
     print()
     return rows
 

@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from benchmarks.scenario_runner import cpu
 from vnode_sync.agents.storage.allocation import allocated_weights
 from vnode_sync.coordinator.config import parse_config
 from vnode_sync.coordinator.control.node_edge import Edge
@@ -69,11 +70,6 @@ def resum(control: WeightControl) -> None:
 def device_index(columns) -> np.ndarray:
     """Each book column's device, as its index among its node's devices."""
     return (np.arange(len(columns)) - columns.start[columns.node]) // 2
-
-def cpu(call):
-    t0 = time.process_time()
-    result = call()
-    return result, time.process_time() - t0
 
 def timed_messages(control: WeightControl) -> list[float]:
     """Wraps the control's message writer to add up its CPU."""

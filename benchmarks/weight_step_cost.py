@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import DENSE_KINDS, Cluster, dense, exact_allocation, machine
+from benchmarks.scenario_runner import cpu
 from vnode_sync.coordinator.policy.column_shards import ColumnShards, cores
 from vnode_sync.coordinator.policy.local_weights import local_weights
 
@@ -41,11 +42,6 @@ def sparse_cluster(users: int, resources: int, seed: int) -> Cluster:
     return Cluster(capacity=rng.uniform(20, 100, resources) * MB, weight=rng.integers(1, 11, users).astype(float),
                    demand=demand, reservation=np.zeros(users), limit=np.full(users, np.inf))
 
-
-def cpu(call):
-    t0 = time.process_time()
-    result = call()
-    return result, time.process_time() - t0
 
 
 def elapsed(call):

@@ -14,24 +14,28 @@ Targets: min ratio >= 0.95 on every instance; >= 95% of capacity used wherever d
 
 import argparse
 import sys
-import time
 
 import numpy as np
 
 from benchmarks.policy_instances import exact_allocation, machine, small, static_allocation
+from benchmarks.scenario_runner import Cell, as_given, distribution, run_cells, steal_line, worst
 from vnode_sync.coordinator.policy.local_weights import local_weights
 
 BUCKETS = (0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.999, 1.0 + 1e-9)
+QUANTILES = (0, 1, 5, 25, 50, 100)
+# Each instance solved three ways, in this order (pure CPU work: the order cannot favour one).
+POLICIES = {"exact": exact_allocation, "step": lambda cluster: local_weights(*cluster.args()),
+            "static": static_allocation}
 
 
 def measure(cluster) -> dict:
-    t0 = time.process_time()
-    exact = exact_allocation(cluster)
-    exact_cpu = time.process_time() - t0
-    t0 = time.process_time()
-    step = local_weights(*cluster.args())
-    step_cpu = time.process_time() - t0
-    static = static_allocation(cluster)
+    """One instance's figures, its three cells run here."""
+    ((_, _, cells),) = run_cells([(0, cluster)], POLICIES, as_given)
+    return judge(cluster, cells)
+
+
+def judge(cluster, cells: dict[str, Cell]) -> dict:
+    exact, step, static = cells["exact"].outcome, cells["step"].outcome, cells["static"].outcome
     exact_totals = exact.sum(axis=1)
     counted = exact_totals > 1e-6 * cluster.capacity.max()
     oversubscribed = cluster.ceiling().sum(axis=0) > cluster.capacity * (1 + 1e-6)
@@ -48,13 +52,7 @@ def measure(cluster) -> dict:
             "static_min": float(ratios(static).min(initial=1.0)),
             "step_use": utilisation(step.allocation), "exact_use": utilisation(exact),
             "static_use": utilisation(static), "iterations": step.iterations, "converged": step.converged,
-            "exact_cpu": exact_cpu, "step_cpu": step_cpu}
-
-
-def distribution(values) -> str:
-    v = np.asarray(values)
-    return " ".join(f"{name} {np.percentile(v, q):.4f}" for name, q in
-                    (("min", 0), ("p1", 1), ("p5", 5), ("p25", 25), ("median", 50), ("max", 100)))
+            "exact_cpu": cells["exact"].cpu_seconds, "step_cpu": cells["step"].cpu_seconds}
 
 
 def histogram(values) -> str:
@@ -71,9 +69,11 @@ def main() -> int:
     print(f"# {machine()}")
     print(f"$ python -m benchmarks.weight_step_fairness --instances {args.instances} --seed {args.seed}", flush=True)
     rng = np.random.default_rng(args.seed)
-    rows = []
-    for i in range(args.instances):
-        rows.append(measure(small(rng)))
+    rows, cells = [], []
+    drawn = ((i, small(rng)) for i in range(args.instances))   # one generator: instance i as before
+    for i, cluster, by_policy in run_cells(drawn, POLICIES, as_given):
+        rows.append(judge(cluster, by_policy))
+        cells += by_policy.values()
         r = rows[-1]
         print(f"  {i:>3} {r['shape'][0]:>3} users x {r['shape'][1]:>3} resources: min total/exact step "
               f"{r['step_min']:.4f} static {r['static_min']:.4f}; least use where oversubscribed step "
@@ -88,19 +88,23 @@ def main() -> int:
     print(f"instances: {len(rows)}; users {sum(r['shape'][0] for r in rows)}; "
           f"sizes up to {max(r['shape'][0] for r in rows)} users x {max(r['shape'][1] for r in rows)} resources")
     print("per instance, min over users of total / exact total (the baseline, same run):")
-    print(f"  weight step        {distribution(step_min)}")
-    print(f"  Algorithm 1 edges  {distribution(static_min)}")
+    print(f"  weight step        {distribution(step_min, QUANTILES)}")
+    print(f"  Algorithm 1 edges  {distribution(static_min, QUANTILES)}")
     print(f"  weight step histogram: {histogram(step_min)}")
     print("every user, total / exact total:")
-    print(f"  weight step        {distribution(pooled_step)}")
-    print(f"  Algorithm 1 edges  {distribution(pooled_static)}")
+    print(f"  weight step        {distribution(pooled_step, QUANTILES)}")
+    print(f"  Algorithm 1 edges  {distribution(pooled_static, QUANTILES)}")
     print("per instance, least utilisation of a resource whose demand exceeds its capacity:")
-    print(f"  weight step        {distribution(use)}")
-    print(f"  exact              {distribution([r['exact_use'] for r in rows])}")
+    print(f"  weight step        {distribution(use, QUANTILES)}")
+    print(f"  exact              {distribution([r['exact_use'] for r in rows], QUANTILES)}")
     print(f"iterations: median {np.median([r['iterations'] for r in rows]):.0f}, max "
           f"{max(r['iterations'] for r in rows)}; converged {sum(r['converged'] for r in rows)}/{len(rows)}")
     print(f"CPU, weight step / exact solver: median {np.median([r['step_cpu'] / r['exact_cpu'] for r in rows]):.4f} "
           f"(exact: median {np.median([r['exact_cpu'] for r in rows]):.3f} s, max {max(r['exact_cpu'] for r in rows):.2f} s)")
+    w = worst(dict(enumerate(step_min)))
+    print(f"worst instance: #{w}, {rows[w]['shape'][0]} users x {rows[w]['shape'][1]} resources, weight step "
+          f"{step_min[w]:.4f} (Algorithm 1 edges {static_min[w]:.4f})")
+    print(steal_line(cells))
     met_fair, met_use = min(step_min) >= 0.95, min(use) >= 0.95
     print(f"target min ratio >= 0.95 on every instance: {'met' if met_fair else 'NOT met'} ({min(step_min):.4f}); "
           f">= 95% used where oversubscribed: {'met' if met_use else 'NOT met'} ({min(use):.4f})")

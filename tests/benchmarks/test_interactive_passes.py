@@ -1,17 +1,11 @@
-"""benchmarks.interactive_shares --passes: the order policies run in, and how a policy's passes pool;
+"""benchmarks.interactive_shares --passes: how a policy's passes pool (their order: test_scenario_runner.py);
 --ext4-options: what it passes to mount."""
 
 import argparse
 
 import pytest
 
-from benchmarks.interactive_shares import alice_files, ext4_option_list, pass_order, pooled, report
-
-
-def test_each_pass_runs_the_policies_in_the_reverse_order_of_the_one_before():
-    assert pass_order(["static", "wc-weights"], 1) == [(0, "static"), (0, "wc-weights")]
-    assert pass_order(["static", "wc-weights"], 3) == [(0, "static"), (0, "wc-weights"), (1, "wc-weights"),
-                                                       (1, "static"), (2, "static"), (2, "wc-weights")]
+from benchmarks.interactive_shares import alice_files, ext4_option_list, pooled, report
 
 
 def test_a_policys_passes_pool_their_transfers_and_average_bobs_rate():
