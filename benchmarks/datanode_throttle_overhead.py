@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 from hdfs import InsecureClient
 
-from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval, round_order
+from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval
+from benchmarks.scenario_runner import rotated
 from testbed.local_cluster import LocalUser
 from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
 from testbed.cpu_priority import MAX_SHARES, cpu_priority
@@ -213,7 +214,7 @@ def measure(args: argparse.Namespace) -> int:
                     read_all(clusters[case], args.read_seconds)
                     remove_all(clusters[case], baseline[clusters[case].name])
             got: dict[str, dict[str, Phase]] = {}
-            for case in round_order(round_, CASES):
+            for case in rotated(round_, CASES):
                 got[case] = {"write": write_all(clusters[case], size),
                              "read": read_all(clusters[case], args.read_seconds)}
                 remove_all(clusters[case], baseline[clusters[case].name])

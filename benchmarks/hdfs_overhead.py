@@ -71,6 +71,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from benchmarks import machine_sample
+from benchmarks.scenario_runner import rotated
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.devices import scheduler
@@ -275,14 +276,6 @@ def describe(trial: Trial) -> str:
     return f"{trial.disks / 1e6:6.1f} MB/s ({trial.wall / 1e6:6.1f} wall; CPUs {cpus})"
 
 
-def round_order(round_: int, cases: tuple[str, ...]) -> tuple[str, ...]:
-    """Each case leads in turn, and every other cycle runs backwards: no case owns a position
-    in the round while the machine drifts."""
-    shift = round_ % len(cases)
-    order = cases[shift:] + cases[:shift]
-    return order[::-1] if (round_ // len(cases)) % 2 else order
-
-
 def bootstrap_median_interval(values: list[float], resamples: int = 10_000) -> tuple[float, float]:
     """95 % percentile-bootstrap interval of the median (seeded: the same data print the same interval)."""
     rng = random.Random(0)
@@ -357,7 +350,7 @@ def main() -> int:
               + (f"; variant: {managements['variant'].describe()}" if args.variant else ""), flush=True)
         read_all(hdfs)  # warm-up: JIT, NameNode caches
         for round_ in range(args.rounds):
-            for case in round_order(round_, cases):
+            for case in rotated(round_, cases):
                 if case not in managements:
                     results[case].append(read_all(hdfs))
                     continue

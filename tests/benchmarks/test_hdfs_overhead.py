@@ -1,19 +1,12 @@
-"""The overhead benchmark's bookkeeping: case order, variants, and what its verdict may claim."""
+"""The overhead benchmark's bookkeeping: variants, and what its verdict may claim (its cases' order:
+test_scenario_runner.py)."""
 
 import statistics
 
 import pytest
 
-from benchmarks.hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval, round_order,  # noqa: E402
+from benchmarks.hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval,  # noqa: E402
                            target_verdict)
-
-
-def test_every_case_leads_in_turn_and_every_other_cycle_runs_backwards():
-    cases = ("none", "managed", "frozen")
-    orders = [round_order(r, cases) for r in range(6)]
-    assert [o[0] for o in orders[:3]] == ["none", "managed", "frozen"]
-    assert orders[3] == tuple(reversed(orders[0]))
-    assert all(sorted(o) == sorted(cases) for o in orders)
 
 
 def test_a_variant_changes_only_the_settings_it_names():

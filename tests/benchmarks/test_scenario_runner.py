@@ -14,6 +14,8 @@ STAT = "cpu  {user} 0 100 5000 40 0 0 {steal} 0 0\n"
 
 def test_rotated_orders_put_each_policy_first_second_and_last_alike_over_the_seeds():
     orders = [rotated(seed, ("none", "static", "wc")) for seed in range(6)]
+    assert [o[0] for o in orders[:3]] == ["none", "static", "wc"]     # each leads in turn
+    assert orders[3] == tuple(reversed(orders[0]))                    # then the cycle runs backwards
     for position in range(3):
         assert sorted(order[position] for order in orders) == ["none", "none", "static", "static", "wc", "wc"]
 
