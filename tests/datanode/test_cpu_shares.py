@@ -176,7 +176,10 @@ class StandInAgent:
         conn, _ = self.server.accept()
         with conn:
             self.asked = conn.recv(100)
-            conn.sendall("".join(line + "\n" for line in ["OK watching threads", *self.lines]).encode())
+            try:
+                conn.sendall("".join(line + "\n" for line in ["OK watching threads", *self.lines]).encode())
+            except BrokenPipeError:
+                return   # the watcher hung up without asking (it refused the DataNode's cgroup)
             time.sleep(0.5)
 
     def close(self):
@@ -224,7 +227,7 @@ REAL_CPU = "/sys/fs/cgroup/cpu"
 
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(REAL_CPU, "cpu.shares")),
-                    reason=f"no cgroup v1 cpu controller at {REAL_CPU} (cgroup v2's threaded cpu is not done)")
+                    reason=f"no cgroup v1 cpu controller at {REAL_CPU} (cgroup v2: tests/kernel/test_cpu_v2.py in the qemu guest)")
 @pytest.mark.skipif(os.geteuid() != 0, reason="moving threads between cgroups needs root")
 def test_on_the_real_kernel_a_thread_lands_in_its_users_group_with_its_shares(tmp_path):
     release = threading.Event()
@@ -272,3 +275,79 @@ def test_a_cgroup_the_kernel_refuses_is_logged_and_never_fails_the_reconcile_pas
     cpu.groups.ensure = refuse
     cpu.set_weights({"alice": 4.0, "bob": 8.0})   # re-weighs alice's group: refused
     assert "could not apply new weights" in caplog.text
+
+
+class V2Node:
+    """A fake cgroup-v2 host (cpu offered at its root, no v1 cpu): the DataNode (PID, threads TIDS) in /dn."""
+
+    def __init__(self, tmp_path):
+        self.root = str(tmp_path / "cgroup")
+        self.proc = tmp_path / "proc"
+        self.kernel = FakeKernel()
+        self.kernel.spawn(PID, *TIDS)
+        for tid in (PID, *TIDS):
+            (self.proc / str(PID) / "task" / str(tid)).mkdir(parents=True)
+        (self.proc / str(PID) / "cgroup").write_text("0::/dn\n")
+        self.fs = FakeCgroupFS(self.root, self.kernel, version=2)
+        self.fs.write(os.path.join(self.root, "cgroup.subtree_control"), "+cpu")
+        self.home = os.path.join(self.root, "dn")
+        self.fs.mkdir(self.home)
+        self.fs.write(os.path.join(self.home, "cgroup.procs"), str(PID))
+        self.parent = os.path.join(self.home, "vnode-sync.dn1")
+
+    def cpu_shares(self, socket_path: str = "/nonexistent") -> CpuShares:
+        return CpuShares(socket_path, "vnode-sync.dn1", HostCgroups(self.root), str(self.proc), self.fs)
+
+    def read(self, path: str) -> str:
+        return self.fs.read(path).strip()
+
+
+def test_on_a_cgroup_v2_host_op_threads_land_in_threaded_groups_weighed_by_their_users(tmp_path):
+    node = V2Node(tmp_path)
+    cpu = node.cpu_shares()
+    assert cpu.limitation() is None
+    cpu.attach(PID)
+    cpu.set_weights({"alice": 8.0, "bob": 4.0})
+    cpu.take(OpThread(TIDS[0], "alice"))
+    cpu.take(OpThread(TIDS[1], "bob"))
+    assert node.read(f"{node.parent}/vnode.alice/cgroup.threads") == str(TIDS[0])
+    assert node.read(f"{node.parent}/vnode.bob/cgroup.threads") == str(TIDS[1])
+    assert (node.read(f"{node.parent}/vnode.alice/cpu.weight"), node.read(f"{node.parent}/vnode.bob/cpu.weight")) == \
+        ("1000", "500")
+    assert node.read(f"{node.parent}/cpu.weight") == "200"   # two ops in progress: two nice-0 threads
+    assert node.read(f"{node.home}/cgroup.type") == "domain threaded"
+    cpu.teardown()
+    assert not os.path.exists(node.parent)
+    assert node.read(f"{node.home}/cgroup.type") == "domain"
+    assert set(node.read(f"{node.home}/cgroup.threads").split()) == {str(t) for t in (PID, *TIDS)}
+
+
+def test_a_datanode_cgroup_that_cannot_hold_the_subtree_is_one_limitation_line_and_never_a_crash(tmp_path, caplog):
+    node = V2Node(tmp_path)
+    node.kernel.spawn(9000)
+    node.fs.mkdir(f"{node.home}/sidecar")
+    node.fs.write(f"{node.home}/sidecar/cgroup.procs", "9000")   # a process in a non-threaded child
+    path = str(tmp_path / "dn.sock")
+    agent = StandInAgent(path, [f"THREAD tid={TIDS[0]} user=alice"])
+    cpu = node.cpu_shares(path)
+    backend = DataNodeThrottleBackend(channel=None, cpu=cpu)
+    stop = threading.Event()
+    runner = threading.Thread(target=cpu.run, args=(stop,))
+    runner.start()
+    try:
+        for _ in range(500):
+            if cpu.refused and cpu._reported:
+                break
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        runner.join(5)
+        agent.close()
+    assert not runner.is_alive()
+    notes = [n for n in backend.limitations() if "CPU shares" in n]
+    assert len(notes) == 1 and "\n" not in notes[0]
+    assert "cannot hold a threaded cpu subtree" in notes[0] and "(sidecar)" in notes[0] and "move them out" in notes[0]
+    assert notes == backend.degraded()
+    assert "cannot hold a threaded cpu subtree" in caplog.text
+    assert not os.path.exists(node.parent)   # nothing was written under the DataNode's cgroup
+    assert node.read(f"{node.home}/cgroup.type") == "domain"

@@ -16,10 +16,16 @@ cgroup v2 (Documentation/admin-guide/cgroup-v2.rst), as strict as the kernel:
 - "+io" in cgroup.subtree_control needs io in the cgroup's own cgroup.controllers (ENOENT);
 - no internal processes: a non-root cgroup cannot enable a domain controller while it holds
   processes, nor take processes while it enables one (EBUSY);
-- threaded mode: writing "threaded" to cgroup.type makes a thread cgroup; io is a domain
-  controller and cannot be enabled in a threaded subtree (EOPNOTSUPP); cgroup.threads moves
-  a single thread only into a threaded cgroup of its process's own threaded domain
-  (EOPNOTSUPP otherwise).
+- threaded mode, after kernel/cgroup/cgroup.c (cgroup_enable_threaded, cgroup_can_be_thread_root,
+  cgroup_is_valid_domain, cgroup_vet_subtree_control_enable, cgroup_migrate_vet_dst): writing
+  "threaded" to cgroup.type makes an empty cgroup threaded if its domain has no populated
+  non-threaded child and enables no domain controller (EOPNOTSUPP otherwise); cgroup.type reads
+  "domain threaded" for a thread root (threaded children, or threads of its own with a threaded
+  controller on for its children) and "domain invalid" below one; io is a domain controller and
+  cannot be enabled in a threaded subtree (EOPNOTSUPP); cgroup.threads moves a single thread only
+  within its threaded domain (EOPNOTSUPP otherwise); cgroup.events says whether a subtree holds
+  threads; cpu.weight (1..10000, ERANGE otherwise) exists where the parent enables cpu;
+  "-CONTROLLER" is EBUSY while a child enables it for its own children.
 """
 
 import errno
@@ -38,8 +44,9 @@ V1_FILES = {
 }
 V2_FILES = {"cgroup.procs": "", "cgroup.threads": "", "cgroup.subtree_control": "", "cgroup.type": "domain\n"}
 V2_IO_FILES = {"io.max": "", "io.weight": "default 100\n", "io.stat": ""}
-V2_ROOT_CONTROLLERS = "io memory pids\n"
-DOMAIN_CONTROLLERS = {"io", "memory"}  # pids is threaded-capable
+V2_CPU_FILES = {"cpu.weight": "100\n"}
+V2_ROOT_CONTROLLERS = "cpu io memory pids\n"
+DOMAIN_CONTROLLERS = {"io", "memory"}  # cpu and pids are threaded-capable
 
 
 class FakeKernel:
@@ -52,16 +59,18 @@ class FakeKernel:
         # for the device (seen on Debian's 6.1 in the qemu guest, testbed/cgroup_v2_guest.py)
         self.iocost_devices: set[DeviceNumber] = set()
         self.rejected_writes = 0
+        self.xattrs: dict[tuple[str, str], str] = {}   # (cgroup path, name) -> value, as systemd sets them
 
     def spawn(self, pid: int, *tids: int) -> None:
         for tid in (pid, *tids):
             self.threads[tid] = pid
 
 
-def make_hierarchy(root: str, version: int, controllers: str = V2_ROOT_CONTROLLERS) -> None:
+def make_hierarchy(root: str, version: int, controllers: str = V2_ROOT_CONTROLLERS, child: bool = False) -> None:
     os.makedirs(root, exist_ok=True)
     files = V1_FILES if version == 1 else {**V2_FILES, "cgroup.controllers": controllers,
-                                           **(V2_IO_FILES if "io" in controllers.split() else {})}
+                                           **(V2_IO_FILES if "io" in controllers.split() else {}),
+                                           **(V2_CPU_FILES if child and "cpu" in controllers.split() else {})}
     for name, content in files.items():
         with open(os.path.join(root, name), "w") as f:
             f.write(content)
@@ -86,15 +95,13 @@ class FakeCgroupFS(CgroupFS):
             make_hierarchy(path, 1)
         else:
             parent = os.path.dirname(path)
-            make_hierarchy(path, 2, self.read(os.path.join(parent, "cgroup.subtree_control")))
-            if self._type(parent) != "domain":
-                self._store(os.path.join(path, "cgroup.type"), "domain invalid\n")
+            make_hierarchy(path, 2, self.read(os.path.join(parent, "cgroup.subtree_control")), child=True)
 
     def rmdir(self, path: str) -> None:
         if not os.path.isdir(path):
             return
-        members = "cgroup.procs" if self.version == 2 else "tasks"
-        if self.read(os.path.join(path, members)).split() or any(
+        members = ("cgroup.procs", "cgroup.threads") if self.version == 2 else ("tasks",)
+        if any(self.read(os.path.join(path, m)).split() for m in members) or any(
                 e.is_dir() for e in os.scandir(path)):
             raise refused(path, errno.EBUSY, action="remove cgroup")
         for entry in os.scandir(path):
@@ -108,7 +115,7 @@ class FakeCgroupFS(CgroupFS):
             "blkio.bfq.weight_device": self._bfq_weight, "io.max": self._io_max,
             "io.weight": self._io_weight, "cgroup.subtree_control": self._subtree_control,
             "cgroup.threads": self._move_single_thread, "cgroup.type": self._set_type,
-            "cpu.shares": self._cpu_shares,
+            "cpu.shares": self._cpu_shares, "cpu.weight": self._cpu_weight,
         }.get(name)
         if not os.path.exists(path):
             self._refuse(path, errno.ENOENT, text)
@@ -147,6 +154,7 @@ class FakeCgroupFS(CgroupFS):
             if self._type(cgroup) == "domain invalid":
                 self._refuse(path, errno.EOPNOTSUPP, text)
             self._move(path, {pid})
+            self._move_threads(cgroup, {t for t, p in self.kernel.threads.items() if p == pid})
         else:
             self._move(os.path.join(os.path.dirname(path), "tasks"),
                        {t for t, p in self.kernel.threads.items() if p == pid})
@@ -177,6 +185,13 @@ class FakeCgroupFS(CgroupFS):
         else:
             lines[dev] = f"{dev} {value}"
         self._store(path, "".join(lines[d] + "\n" for d in sorted(lines)))
+
+    def _cpu_weight(self, path: str, text: str) -> None:
+        if not text.strip().isdigit():
+            self._refuse(path, errno.EINVAL, text)
+        if not 1 <= int(text) <= 10_000:
+            self._refuse(path, errno.ERANGE, text)
+        self._store(path, f"{int(text)}\n")
 
     def _cpu_shares(self, path: str, text: str) -> None:
         if not text.strip().isdigit():
@@ -231,58 +246,139 @@ class FakeCgroupFS(CgroupFS):
             if sign not in "+-" or not sign or not controller:
                 self._refuse(path, errno.EINVAL, text)
             if sign == "-":
+                if any(controller in self._enabled(child) for child in self._children(cgroup)):
+                    self._refuse(path, errno.EBUSY, text)       # a child still passes it on
                 enabled.discard(controller)
                 continue
             if controller not in available:
                 self._refuse(path, errno.ENOENT, text)
-            if controller in DOMAIN_CONTROLLERS:
-                if self._type(cgroup) != "domain":
-                    self._refuse(path, errno.EOPNOTSUPP, text)  # threaded subtrees take threaded controllers only
-                if cgroup != self.hierarchy and self.read(os.path.join(cgroup, "cgroup.procs")).split():
-                    self._refuse(path, errno.EBUSY, text)       # no internal processes
+            if controller not in enabled:
+                self._vet_enable(path, cgroup, controller, text)
             enabled.add(controller)
         self._store(path, " ".join(sorted(enabled)) + "\n" if enabled else "")
-        for child in (e.path for e in os.scandir(cgroup) if e.is_dir()):
+        for child in self._children(cgroup):
             self._store(os.path.join(child, "cgroup.controllers"), " ".join(sorted(enabled)) + "\n")
-            for name, content in V2_IO_FILES.items():
-                target = os.path.join(child, name)
-                if "io" in enabled and not os.path.exists(target):
-                    self._store(target, content)
-                elif "io" not in enabled and os.path.exists(target):
-                    os.unlink(target)
+            for controller, files in (("io", V2_IO_FILES), ("cpu", V2_CPU_FILES)):
+                for name, content in files.items():
+                    target = os.path.join(child, name)
+                    if controller in enabled and not os.path.exists(target):
+                        self._store(target, content)
+                    elif controller not in enabled and os.path.exists(target):
+                        os.unlink(target)
+
+    def _vet_enable(self, path: str, cgroup: str, controller: str, text: str) -> None:
+        """cgroup_vet_subtree_control_enable."""
+        if not self._valid_domain(self._domain(cgroup)):
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        if cgroup == self.hierarchy:
+            return
+        if controller in DOMAIN_CONTROLLERS:
+            if self._thread_root(cgroup) or self._threaded(cgroup):
+                self._refuse(path, errno.EOPNOTSUPP, text)  # threaded subtrees take threaded controllers only
+        elif self._can_be_thread_root(cgroup) or self._threaded(cgroup):
+            return
+        if self._has_threads(cgroup):
+            self._refuse(path, errno.EBUSY, text)            # no internal processes
 
     def _enabled(self, cgroup: str) -> set[str]:
         return set(self.read(os.path.join(cgroup, "cgroup.subtree_control")).split())
 
-    def _type(self, cgroup: str) -> str:
+    def _children(self, cgroup: str) -> list[str]:
+        return [e.path for e in os.scandir(cgroup) if e.is_dir()]
+
+    def _threaded(self, cgroup: str) -> bool:
         path = os.path.join(cgroup, "cgroup.type")
-        return self.read(path).strip() if os.path.exists(path) else "domain"
+        return cgroup != self.hierarchy and os.path.exists(path) and super().read(path).strip() == "threaded"
 
-    def _set_type(self, path: str, text: str) -> None:
-        cgroup = os.path.dirname(path)
-        if text.strip() != "threaded":
-            self._refuse(path, errno.EINVAL, text)
-        if self._enabled(cgroup) & DOMAIN_CONTROLLERS:
-            self._refuse(path, errno.EOPNOTSUPP, text)
-        self._store(path, "threaded\n")
-        parent = os.path.dirname(cgroup)
-        if parent != self.hierarchy and self._type(parent) == "domain":
-            self._store(os.path.join(parent, "cgroup.type"), "domain threaded\n")
+    def _has_threads(self, cgroup: str) -> bool:
+        return bool(super().read(os.path.join(cgroup, "cgroup.threads")).split()
+                    or super().read(os.path.join(cgroup, "cgroup.procs")).split())
 
-    def _threaded_domain(self, cgroup: str) -> str:
-        while self._type(cgroup) == "threaded":
+    def _populated(self, cgroup: str) -> bool:
+        return self._has_threads(cgroup) or any(self._populated(c) for c in self._children(cgroup))
+
+    def _thread_root(self, cgroup: str) -> bool:
+        if self._threaded(cgroup):
+            return False
+        return any(self._threaded(c) for c in self._children(cgroup)) or (
+            self._has_threads(cgroup) and bool(self._enabled(cgroup) - DOMAIN_CONTROLLERS))
+
+    def _can_be_thread_root(self, cgroup: str) -> bool:
+        if cgroup == self.hierarchy:
+            return True
+        if self._threaded(cgroup) or self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+            return False
+        return not any(self._populated(c) for c in self._children(cgroup) if not self._threaded(c))
+
+    def _valid_domain(self, cgroup: str) -> bool:
+        if self._threaded(cgroup):
+            return False
+        while cgroup != self.hierarchy:
+            cgroup = os.path.dirname(cgroup)
+            if self._threaded(cgroup) or (cgroup != self.hierarchy and self._thread_root(cgroup)):
+                return False
+        return True
+
+    def _domain(self, cgroup: str) -> str:
+        while self._threaded(cgroup):
             cgroup = os.path.dirname(cgroup)
         return cgroup
 
+    def _type(self, cgroup: str) -> str:
+        if self._threaded(cgroup):
+            return "threaded"
+        if not self._valid_domain(cgroup):
+            return "domain invalid"
+        return "domain threaded" if self._thread_root(cgroup) else "domain"
+
+    def read(self, path: str) -> str:
+        name, cgroup = os.path.basename(path), os.path.dirname(path)
+        if self.version == 2 and name == "cgroup.type" and os.path.exists(path):
+            return self._type(cgroup) + "\n"
+        if self.version == 2 and name == "cgroup.events" and cgroup != self.hierarchy and os.path.isdir(cgroup):
+            return f"populated {int(self._populated(cgroup))}\nfrozen 0\n"
+        return super().read(path)
+
+    def xattr(self, path: str, name: str) -> str | None:
+        return self.kernel.xattrs.get((path, name))
+
+    def _set_type(self, path: str, text: str) -> None:
+        """cgroup_enable_threaded."""
+        cgroup = os.path.dirname(path)
+        if text.strip() != "threaded":
+            self._refuse(path, errno.EINVAL, text)
+        if self._threaded(cgroup):
+            return
+        if self._populated(cgroup) or self._enabled(cgroup) & DOMAIN_CONTROLLERS:
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        domain = self._domain(os.path.dirname(cgroup))
+        if not self._valid_domain(domain) or not self._can_be_thread_root(domain):
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        self._store(path, "threaded\n")
+
+    def _thread_cgroup(self, tid: int) -> str:
+        for d in self._cgroup_dirs():
+            if str(tid) in super().read(os.path.join(d, "cgroup.threads")).split():
+                return d
+        return self.hierarchy
+
+    def _move_threads(self, target: str, tids: set[int]) -> None:
+        for d in self._cgroup_dirs():
+            f = os.path.join(d, "cgroup.threads")
+            kept = [t for t in super().read(f).split() if int(t) not in tids]
+            self._store(f, "".join(f"{t}\n" for t in kept))
+        f = os.path.join(target, "cgroup.threads")
+        self._store(f, super().read(f) + "".join(f"{t}\n" for t in sorted(tids)))
+
     def _move_single_thread(self, path: str, text: str) -> None:
+        """A thread moves alone only within its threaded domain (cgroup_attach_permissions, cgroup_migrate_vet_dst)."""
         tid = self._parse_id(path, text)
         target = os.path.dirname(path)
-        pid = self.kernel.threads[tid]
-        home = next((d for d in self._cgroup_dirs() if str(pid) in self.read(os.path.join(d, "cgroup.procs")).split()),
-                    self.hierarchy)
-        if self._type(target) != "threaded" or self._threaded_domain(target) != self._threaded_domain(home):
-            self._refuse(path, errno.EOPNOTSUPP, text)  # a thread leaves its process only inside its threaded domain
-        self._store(path, self.read(path) + f"{tid}\n")
+        if self._domain(self._thread_cgroup(tid)) != self._domain(target) or not self._valid_domain(self._domain(target)):
+            self._refuse(path, errno.EOPNOTSUPP, text)
+        if not (self._can_be_thread_root(target) or self._threaded(target)) and self._enabled(target):
+            self._refuse(path, errno.EBUSY, text)
+        self._move_threads(target, {tid})
 
     def _store(self, path: str, content: str) -> None:
         with open(path, "w") as f:

@@ -20,8 +20,10 @@ GUEST_COMMAND = (
     "export PYTHONPATH=. VNODE_SYNC_REAL_CGROUP2=/sys/fs/cgroup VNODE_SYNC_REAL_IO_DEVICE=$GUEST_DISK_DEV\n"
     # Each step's start on the guest's clock, so the log shows which one a slow run spent its time in.
     "step() { echo \"== $1 (at $(cut -d' ' -f1 /proc/uptime) s)\"; }\n"
-    "step pytest; .venv/bin/python -m pytest -p no:cacheprovider -q -rs tests/kernel/test_io_v2.py; echo \"PYTEST_RC=$?\"\n"
+    "step pytest; .venv/bin/python -m pytest -p no:cacheprovider -q -rs tests/kernel/test_io_v2.py "
+    "tests/kernel/test_cpu_v2.py; echo \"PYTEST_RC=$?\"\n"
     "step io.max; .venv/bin/python tests/kernel/guest_io_max.py; echo \"IO_MAX_RC=$?\"\n"
+    "step 'cpu weights'; .venv/bin/python tests/kernel/guest_cpu_weights.py; echo \"CPU_V2_RC=$?\"\n"
     "step 'shared process'; .venv/bin/python tests/kernel/guest_shared_process.py\n"
     "step 'agent refusal'; .venv/bin/python tests/kernel/guest_agent_refusal.py\n"
     "step 'spool power loss'; .venv/bin/python tests/kernel/guest_spool_power_loss.py; echo \"POWER_LOSS_RC=$?\"\n"

@@ -1,9 +1,9 @@
 """The `datanode-throttle` backend: per-user shares enforced inside the DataNode by its Java agent.
 
 A LimitEnforcer with no placer: the Java agent knows the user of each transfer itself (block
-token, else the client socket's owner), so no thread is moved for its I/O. With `cpu_shares` (the
-default) each transfer thread is also moved, for its op, into its user's cgroup v1 cpu group
-(cpu_shares.py, docs/edge.md G10); without it no cgroup is made or written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
+token, else the client socket's owner), so no thread is moved for its I/O. With `cpu_shares` (off by
+default) each transfer thread is also moved, for its op, into its user's cpu group (cgroup v1 cpu, or
+v2's threaded cpu; cpu_shares.py, docs/edge.md G10); without it no cgroup is made or written. Buffered writes are held too: the dispatcher sits where the DataNode receives the
 bytes, before the page cache. The Java agent dispatches each data volume by the node's weights
 (docs/edge.md), so it takes each user's share of the node as a whole (the desired state's node
 share, apply_limits' `node`) as it is, and no device's; the node's configured capacity (the sum of
@@ -58,10 +58,12 @@ class DataNodeThrottleSettings(Settings):
     """weights: the Java agent shares the node by local weight at every packet (work-conserving by
     itself). rates: it only caps each user at the rates it is sent (the weight step's caps)."""
     cpu_shares: bool = False
-    """Move each transfer thread, for its op, into its user's cgroup v1 cpu group weighed by the user's
-    weight, so the cores are shared by weight too where the CPU binds (docs/edge.md G10). Needs the v1
-    cpu controller; without it the node runs on, its cores shared as CFS does. Off by default: on the
-    CPU-bound profile it moved 4-11 % less than without it, for a reason not yet found."""
+    """Move each transfer thread, for its op, into its user's cpu group weighed by the user's weight, so
+    the cores are shared by weight too where the CPU binds (docs/edge.md G10). Needs the cgroup v1 cpu
+    controller, or cgroup v2's cpu with a DataNode cgroup that can hold a threaded subtree (on systemd:
+    Delegate=yes on its unit); without them the node runs on, its cores shared as CFS does, and the
+    agent says why. Off by default: on the CPU-bound profile it moved 4-11 % less than without it, for
+    a reason not yet found."""
 
 
 @dataclass
@@ -146,10 +148,13 @@ class DataNodeThrottleBackend:
         return why
 
     def degraded(self) -> list[str]:
+        # CPU shares refused by the DataNode's cgroup (cgroup v2) show here at once; limitations() only at
+        # the next registration.
+        cpu = [self.cpu.limitation()] if self.cpu is not None and self.cpu.refused else []
         if self._hello is None or self._hello.version == self.version:
-            return []
+            return cpu
         return [f"DataNode throttle: the Java agent is version {self._hello.version}, this storage agent "
-                f"{self.version}: install the jar of release {self.version} and restart the DataNode"]
+                f"{self.version}: install the jar of release {self.version} and restart the DataNode"] + cpu
 
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         self._capacities = list(capacities)

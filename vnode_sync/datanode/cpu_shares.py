@@ -1,5 +1,7 @@
 """CPU by weight for the DataNode's transfer threads (docs/edge.md G10): each thread that serves an op
-sits, for that op, in its user's cgroup v1 `cpu` group, whose `cpu.shares` follow the user's weight.
+sits, for that op, in its user's cpu group, whose weight follows the user's: a cgroup v1 `cpu` group
+(`cpu.shares`) or, on a cgroup-v2 host, a threaded `cpu` group (`cpu.weight`), whichever the host mounts
+(vnode_sync/kernel/cpu_groups.py).
 
 The Java agent says which thread serves whom (`WATCH threads` on its control socket: a snapshot of the
 ops in progress, then `THREAD tid=N [user=NAME]` at each op's start, `IDLE tid=N` at its end); this
@@ -12,8 +14,9 @@ cpu cgroup, so the DataNode's threads still weigh together what they weighed wit
 directory's shares are a nice-0 thread's for each op in progress (CFS gives each runnable thread of
 the DataNode's cgroup that much). Within it, users split by weight; within a user, its threads alike.
 A thread whose op ends stays where it is until its next op (a move costs the kernel more than an
-idle thread in the wrong group). With no v1 cpu controller mounted the node shares the cores as CFS
-does and `not_placing` says why; cgroup v2's threaded `cpu` controller is the analogue, not done.
+idle thread in the wrong group). With no cpu controller mounted, or a DataNode cgroup that cannot hold a
+threaded subtree (cgroup v2: cpu_v2.py says what the admin must set), the node shares the cores as CFS
+does and `limitation` says why.
 """
 
 import logging
@@ -24,10 +27,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from vnode_sync.errors import InvalidArgument, KernelError, VNodeSyncError
+from vnode_sync.errors import InvalidArgument, KernelError, Unsupported, VNodeSyncError
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_v1 import NICE_0_SHARES, CpuGroups, cgroup_of, clamp_shares
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadCpuGroups, cpu_groups_for, unavailable
+from vnode_sync.kernel.cpu_v1 import clamp_shares
 from vnode_sync.validation import user_name as validate_user_name
 
 log = logging.getLogger(__name__)
@@ -72,17 +76,6 @@ def peer_pid(s: socket.socket) -> int:
     return pid
 
 
-def cpu_groups_unavailable(host: HostCgroups) -> str | None:
-    """Why this host cannot give threads CPU weights, or None."""
-    if host.has_cpu_v1():
-        return None
-    if host.has_cpu_v2():
-        return (f"CPU shares: no cgroup v1 cpu controller at {host.cpu_v1}; cgroup v2's threaded cpu controller "
-                f"is the analogue and is not done: transfer threads share the cores as CFS does, not by weight")
-    return (f"CPU shares: no cpu controller mounted under {host.root}: transfer threads share the cores as CFS "
-            f"does, not by weight")
-
-
 class CpuShares:
     """Follows the Java agent's op threads and keeps each in its user's cpu group."""
 
@@ -93,19 +86,21 @@ class CpuShares:
         self.host = host or HostCgroups()
         self.proc_root = proc_root
         self.fs = fs or CgroupFS()
-        self.unavailable = cpu_groups_unavailable(self.host)
+        self.unavailable = unavailable(self.host)
+        self.refused: str | None = None   # why the DataNode's cgroup cannot hold the groups (cgroup v2), if so
         self._lock = threading.Lock()
         self._weights: dict[str | None, float] = {}
         self._serving: dict[int, str | None] = {}   # TID -> user of its op in progress (the Java agent's view)
         self._placed: dict[int, str] = {}           # TID -> the group it was moved to
         self._parent_shares = 0
-        self.groups: CpuGroups | None = None
+        self.groups: ThreadCpuGroups | None = None
         self._pid = 0
         self._reported: str | None = None
         self._ensured: dict[str, int] = {}          # group -> shares written (skips a mkdir and a read per op)
 
     def limitation(self) -> str | None:
-        return self.unavailable
+        return self.unavailable or (f"CPU shares: {self.refused}; transfer threads share the cores as CFS does, "
+                                    f"not by weight" if self.refused else None)
 
     def set_weights(self, weights: dict[str | None, float]) -> None:
         """Each user's weight on this node (None: DEFAULT; 0: not weighed, its threads stay home). Called
@@ -181,19 +176,24 @@ class CpuShares:
             self._set_parent()
 
     def attach(self, pid: int) -> None:
-        """The DataNode at the socket's other end is PID: its cpu cgroup is home."""
-        home = os.path.join(self.host.cpu_v1, cgroup_of(pid, self.proc_root).lstrip("/"))
+        """The DataNode at the socket's other end is PID: its cpu cgroup is home. Unsupported, after removing
+        what an earlier agent left, if that cgroup cannot hold the groups (the refusal says what to set)."""
+        groups = cpu_groups_for(self.host, pid, self.group_name, self.proc_root, self.fs)
         with self._lock:
             self._serving.clear()   # the snapshot that follows says what is in progress
-            if self.groups is not None and self.groups.home == home and self._pid == pid:
+            if self.groups is not None and self.groups.home == groups.home and self._pid == pid and not self.refused:
                 return
             self._pid = pid
-            self.groups = CpuGroups(home, self.group_name, self.fs)
+            self.groups = groups
             self._placed.clear()
             self._ensured.clear()
             self._parent_shares = 0
             for group in self.groups.groups():   # an earlier agent's or DataNode's: its threads go home
                 self.groups.remove(group)
+            self.refused = self.groups.refusal()
+            if self.refused:
+                self.groups = None   # nothing more is written there: run() logs why, and tries again
+                raise Unsupported(self.refused)
             log.info("CPU shares: DataNode pid %d, groups under %s", pid, self.groups.parent)
 
     def follow(self, stop: threading.Event) -> None:
@@ -263,7 +263,7 @@ class CpuShares:
                     s.connect(self.socket_path)
                     self.attach(peer_pid(s))   # removes what an earlier agent left
             except (OSError, VNodeSyncError) as e:
-                log.info("CPU shares: no DataNode on %s (%s): its groups went with its cgroup's threads, if any",
+                log.info("CPU shares: no groups removed for the DataNode on %s (%s); any left went with its threads",
                          self.socket_path, e)
         with self._lock:
             if self.groups is not None:

@@ -156,7 +156,11 @@ class HostCgroups:
 
     def has_cpu_v2(self) -> bool:
         """Whether a cgroup2 mount offers the cpu controller (threaded: it can weigh single threads)."""
-        return self._v2_mount_offering("cpu") is not None
+        return self.cpu_v2_mount() is not None
+
+    def cpu_v2_mount(self) -> str | None:
+        """The cgroup2 mount that offers the cpu controller, if any."""
+        return self._v2_mount_offering("cpu")
 
     def v2_mount(self) -> str | None:
         """The cgroup2 mount that offers the io controller, if any."""

@@ -108,6 +108,13 @@ class CgroupFS:
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def xattr(self, path: str, name: str) -> str | None:
+        """The extended attribute NAME of a cgroup directory (systemd marks delegation so), None if unset."""
+        try:
+            return os.getxattr(path, name).decode(errors="replace")
+        except OSError:
+            return None
+
     def subdirs(self, path: str) -> list[str]:
         try:
             return sorted(e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False))

@@ -6,16 +6,19 @@ admin-guide/cgroup-v1/cgroups.rst). The kernel clamps a value out of range rathe
 `CpuGroups` keeps one directory, `parent`, inside a process's own cpu cgroup (`home`), and one group a
 VNode inside it. Threads leave `home` only for those groups and go back to `home` when released, so
 whatever the site set on the process's cgroup (a quota, its own shares) still holds for all of them.
+It is one side of the seam in cpu_groups.py; cgroup v2's threaded `cpu` (cpu_v2.py) is the other.
 """
 
 import os
 
 from vnode_sync.errors import KernelError, ThreadGone
+from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, checked_group, checked_parent, checked_tid
 
 MIN_SHARES = 2
 MAX_SHARES = 262_144
-NICE_0_SHARES = 1024
+__all__ = ["NICE_0_SHARES", "CpuGroups", "cgroup_of", "clamp_shares"]
 
 
 def clamp_shares(value: float) -> int:
@@ -42,10 +45,14 @@ class CpuGroups:
 
     def __init__(self, home: str, name: str, fs: CgroupFS | None = None):
         self.home = home
-        self.parent = os.path.join(home, name)
+        self.parent = os.path.join(home, checked_parent(name))
         self.fs = fs or CgroupFS()
 
+    def refusal(self) -> str | None:
+        return None   # v1 places any thread in any group of its hierarchy
+
     def _path(self, group: str, filename: str = "") -> str:
+        group = checked_group(group)
         return os.path.join(self.parent, group, filename) if filename else os.path.join(self.parent, group)
 
     def set_parent_shares(self, shares: int) -> None:
@@ -65,7 +72,7 @@ class CpuGroups:
         return int(self.fs.read(self._path(group, "cpu.shares")))
 
     def groups(self) -> list[str]:
-        return self.fs.subdirs(self.parent) if self.fs.exists(self.parent) else []
+        return [g for g in self.fs.subdirs(self.parent) if is_vnode_name(g)] if self.fs.exists(self.parent) else []
 
     def members(self, group: str) -> set[int]:
         return {int(t) for t in self.fs.read(self._path(group, "tasks")).split()}
@@ -79,7 +86,7 @@ class CpuGroups:
 
     def _move(self, cgroup: str, tid: int) -> bool:
         try:
-            self.fs.write(os.path.join(cgroup, "tasks"), str(tid))
+            self.fs.write(os.path.join(cgroup, "tasks"), str(checked_tid(tid)))
             return True
         except ThreadGone:
             return False

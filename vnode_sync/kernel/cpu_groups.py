@@ -1,0 +1,89 @@
+"""The seam for CPU weights on single threads: one protocol, two kernels, chosen by what the host mounts.
+
+cgroup v1 `cpu` (cpu_v1.py) places any thread in any group; cgroup v2's `cpu` is a threaded controller
+(cpu_v2.py) and places threads only inside a threaded subtree of their process's own cgroup. Both keep
+one directory, `parent`, inside the process's cgroup (`home`), and one group a VNode inside it; threads
+go back to `home` when released. Weights cross the seam as CFS shares, v1's unit, in which a nice-0
+thread weighs 1024 (v2 maps them to cpu.weight as the kernel does). v1 is taken where both are mounted
+(a hybrid host), as backend.py takes blkio before io.
+
+Every group name and TID is checked here before it reaches a path: a VNode name of a valid user, a
+positive thread id.
+"""
+
+import os
+import re
+from typing import Protocol
+
+from vnode_sync.errors import InvalidArgument, Unsupported
+from vnode_sync.kernel.backend import HostCgroups, is_vnode_name, user_of_vnode
+from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.validation import user_name
+
+NICE_0_SHARES = 1024
+_PARENT_NAME = re.compile(r"[^/.\x00][^/\x00]{0,254}")   # one directory name, as the agent's cgroup_name
+
+
+class ThreadCpuGroups(Protocol):
+    """Per-VNode CPU groups for single threads of one process."""
+
+    home: str      # the process's own cgroup, where released threads go
+    parent: str    # the directory of the VNodes' groups, inside home
+
+    # Why this process's threads cannot be given groups here, and what the admin must set; None if they can.
+    def refusal(self) -> str | None: ...
+    def set_parent_shares(self, shares: int) -> None: ...
+    def ensure(self, group: str, shares: int) -> None: ...    # exists with SHARES (written only when they differ)
+    def shares(self, group: str) -> int: ...
+    def groups(self) -> list[str]: ...
+    def members(self, group: str) -> set[int]: ...
+    def place(self, group: str, tid: int) -> bool: ...        # False if the thread has exited meanwhile
+    def release(self, tid: int) -> bool: ...
+    def remove(self, group: str) -> None: ...
+    def teardown(self) -> None: ...                           # every thread home, every group and parent gone
+
+
+def checked_group(name: str) -> str:
+    """NAME if it is a VNode's group name (vnode-default, or vnode. and a valid user name)."""
+    if not isinstance(name, str) or not is_vnode_name(name):
+        raise InvalidArgument(f"invalid CPU group {name!r}: use vnode-default or vnode.USER")
+    user = user_of_vnode(name)
+    if user is not None:
+        user_name(user)
+    return name
+
+
+def checked_parent(name: str) -> str:
+    if not isinstance(name, str) or not _PARENT_NAME.fullmatch(name) or name.startswith("cgroup."):
+        raise InvalidArgument(f"invalid CPU groups directory {name!r}: a single directory name of 1-255 characters, "
+                              f"not starting with '.' or 'cgroup.'")
+    return name
+
+
+def checked_tid(tid: int) -> int:
+    if isinstance(tid, bool) or not isinstance(tid, int) or tid <= 0:
+        raise InvalidArgument(f"invalid thread id {tid!r}: a positive whole number")
+    return tid
+
+
+def unavailable(host: HostCgroups) -> str | None:
+    """Why this host cannot give threads CPU weights at all, or None."""
+    if host.has_cpu_v1() or host.cpu_v2_mount() is not None:
+        return None
+    return (f"CPU shares: no cpu controller mounted under {host.root} (neither cgroup v1 cpu nor a cgroup2 "
+            f"offering cpu): transfer threads share the cores as CFS does, not by weight")
+
+
+def cpu_groups_for(host: HostCgroups, pid: int, name: str, proc_root: str = "/proc",
+                   fs: CgroupFS | None = None) -> ThreadCpuGroups:
+    """The groups for process PID's threads, in the hierarchy the host has (Unsupported if none)."""
+    from vnode_sync.kernel import cpu_v1, cpu_v2   # each imports this module for the checks
+
+    if host.has_cpu_v1():
+        home = os.path.join(host.cpu_v1, cpu_v1.cgroup_of(pid, proc_root).lstrip("/"))
+        return cpu_v1.CpuGroups(home, name, fs)
+    mount = host.cpu_v2_mount()
+    if mount is not None:
+        return cpu_v2.ThreadedCpuGroups(os.path.join(mount, cpu_v2.unified_cgroup_of(pid, proc_root).lstrip("/")),
+                                        name, fs, mount=mount)
+    raise Unsupported(unavailable(host))
