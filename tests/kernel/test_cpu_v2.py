@@ -13,7 +13,8 @@ from tests.kernel.test_io_v2 import FakeProcesses, RealProcesses
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import HostCgroups
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import checked_group, cpu_groups_for, unavailable
+from vnode_sync.kernel.cpu_groups import checked_group
+from vnode_sync.kernel.cpu_hierarchy import cpu_groups_for, unavailable
 from vnode_sync.kernel.cpu_v1 import CpuGroups
 from vnode_sync.kernel.cpu_v2 import ThreadedCpuGroups, weight_of_shares
 

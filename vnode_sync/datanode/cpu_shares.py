@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from vnode_sync.errors import InvalidArgument, KernelError, Unsupported, VNodeSyncError
 from vnode_sync.kernel.backend import HostCgroups, vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadCpuGroups, cpu_groups_for, unavailable
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadCpuGroups
+from vnode_sync.kernel.cpu_hierarchy import cpu_groups_for, unavailable
 from vnode_sync.kernel.cpu_v1 import clamp_shares
 from vnode_sync.validation import user_name as validate_user_name
 

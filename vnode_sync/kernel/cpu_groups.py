@@ -1,4 +1,4 @@
-"""The seam for CPU weights on single threads: one protocol, two kernels, chosen by what the host mounts.
+"""The seam for CPU weights on single threads: one protocol, two kernels (chosen in cpu_hierarchy.py).
 
 cgroup v1 `cpu` (cpu_v1.py) places any thread in any group; cgroup v2's `cpu` is a threaded controller
 (cpu_v2.py) and places threads only inside a threaded subtree of their process's own cgroup. Both keep
@@ -11,13 +11,11 @@ Every group name and TID is checked here before it reaches a path: a VNode name 
 positive thread id.
 """
 
-import os
 import re
 from typing import Protocol
 
-from vnode_sync.errors import InvalidArgument, Unsupported
-from vnode_sync.kernel.backend import HostCgroups, is_vnode_name, user_of_vnode
-from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.errors import InvalidArgument
+from vnode_sync.kernel.backend import is_vnode_name, user_of_vnode
 from vnode_sync.validation import user_name
 
 NICE_0_SHARES = 1024
@@ -64,26 +62,3 @@ def checked_tid(tid: int) -> int:
     if isinstance(tid, bool) or not isinstance(tid, int) or tid <= 0:
         raise InvalidArgument(f"invalid thread id {tid!r}: a positive whole number")
     return tid
-
-
-def unavailable(host: HostCgroups) -> str | None:
-    """Why this host cannot give threads CPU weights at all, or None."""
-    if host.has_cpu_v1() or host.cpu_v2_mount() is not None:
-        return None
-    return (f"CPU shares: no cpu controller mounted under {host.root} (neither cgroup v1 cpu nor a cgroup2 "
-            f"offering cpu): transfer threads share the cores as CFS does, not by weight")
-
-
-def cpu_groups_for(host: HostCgroups, pid: int, name: str, proc_root: str = "/proc",
-                   fs: CgroupFS | None = None) -> ThreadCpuGroups:
-    """The groups for process PID's threads, in the hierarchy the host has (Unsupported if none)."""
-    from vnode_sync.kernel import cpu_v1, cpu_v2   # each imports this module for the checks
-
-    if host.has_cpu_v1():
-        home = os.path.join(host.cpu_v1, cpu_v1.cgroup_of(pid, proc_root).lstrip("/"))
-        return cpu_v1.CpuGroups(home, name, fs)
-    mount = host.cpu_v2_mount()
-    if mount is not None:
-        return cpu_v2.ThreadedCpuGroups(os.path.join(mount, cpu_v2.unified_cgroup_of(pid, proc_root).lstrip("/")),
-                                        name, fs, mount=mount)
-    raise Unsupported(unavailable(host))
