@@ -7,6 +7,7 @@ from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.rpc import store_rpc
 from vnode_sync.coordinator.groups import GroupRecord
+from vnode_sync.coordinator.job_vnodes import job_statuses
 from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
@@ -143,7 +144,12 @@ class AdminService(pb_grpc.AdminServicer):
             if not nodes:
                 raise NotFound(f"unknown storage node {request.node!r}")
         publishing, runtime = self.cluster.publishing, self.cluster.runtime
-        publishing.refresh_snapshot()
+        snapshot = publishing.refresh_snapshot()
+        # Each user's running jobs' VNodes, each listed right after its user (its own rates and share).
+        job_rows = {r.name.split(validation.JOB_VNODE_SEPARATOR, 1)[0]: [] for r in snapshot.job_rows}
+        for row in snapshot.job_rows:
+            job_rows[row.name.split(validation.JOB_VNODE_SEPARATOR, 1)[0]].append(row)
+        users = [row for u in users for row in (u, *job_rows.get(u.name, ()))]
         views = [NodeView(node.node_id, runtime.node_runtime(node.node_id), publishing.targets(node.node_id),
                           runtime.measured_rates(node.node_id),
                           self.cluster.allocation_status(node.node_id)) for node in nodes]
@@ -154,7 +160,7 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(),
                                  nodes=[n for n in self._nodes() if n.node_id in shown],
                                  sharing=policy.sharing, groups=self._group_statuses(caller, request))
-        return StatusAnswer(head, users, views, summarise)
+        return StatusAnswer(head, users, views, summarise, job_statuses(snapshot.jobs, runtime.compute_nodes()))
 
     def _group_statuses(self, caller, request) -> list[pb.GroupStatus]:
         """Every group with its subtree's rates (the snapshot's, refreshed above), on a status of the whole

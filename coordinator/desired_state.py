@@ -10,6 +10,7 @@ priority), and cap-only backends get the step's caps there too (docs/fair-shares
 from collections.abc import Sequence
 
 from vnode_sync.coordinator.config import WORK_CONSERVING, DeviceCapacity, Policy, StorageNodeConfig
+from vnode_sync.coordinator.job_vnodes import JobVNode
 from vnode_sync.coordinator.store import UserRecord
 from vnode_sync.shares import priority_shares
 from vnode_sync.wire import vnode_pb2 as pb
@@ -47,11 +48,15 @@ def _default_share(device: DeviceCapacity, policy: Policy) -> pb.DeviceShare:
 
 
 def build_desired_state(generation: int, node: StorageNodeConfig, users: Sequence[UserRecord],
-                        policy: Policy, connections: Sequence[pb.ConnectionOwner] = ()) -> pb.DesiredState:
+                        policy: Policy, connections: Sequence[pb.ConnectionOwner] = (),
+                        jobs: Sequence[JobVNode] = (), job_rows: Sequence[UserRecord] = ()) -> pb.DesiredState:
+    """`job_rows` (the active users' running jobs, job_vnodes.py) become VNodes beside their users'."""
     active = [u for u in users if u.active]
-    per_user: dict[str, list[pb.DeviceShare]] = {u.name: [] for u in active}
+    rows = [*active, *job_rows]
+    job_of = {j.name: j for j in jobs}
+    per_user: dict[str, list[pb.DeviceShare]] = {u.name: [] for u in rows}
     for device in node.devices:
-        for name, share in _shares_on_device(device, active, policy).items():
+        for name, share in _shares_on_device(device, rows, policy).items():
             per_user[name].append(share)
     return pb.DesiredState(
         generation=generation,
@@ -59,8 +64,10 @@ def build_desired_state(generation: int, node: StorageNodeConfig, users: Sequenc
         sharing=policy.sharing,
         devices=[pb.Device(name=d.name, read_bps=d.read_bps, write_bps=d.write_bps, read_iops=d.read_iops,
                            write_iops=d.write_iops) for d in node.devices],
-        vnodes=[pb.VNodeSpec(user=u.name, uid=u.uid, priority=u.effective_priority, shares=per_user[u.name])
-                for u in active],
+        vnodes=[pb.VNodeSpec(user=u.name, uid=u.uid, priority=u.effective_priority, shares=per_user[u.name],
+                             job=job_of[u.name].job_id if u.name in job_of else "",
+                             job_user=job_of[u.name].user if u.name in job_of else "")
+                for u in rows],
         default_vnode=pb.VNodeSpec(user="", priority=DEFAULT_VNODE_PRIORITY,
                                    shares=[_default_share(d, policy) for d in node.devices]),
         users=[pb.User(name=u.name, uid=u.uid, priority=u.effective_priority, active=u.active,

@@ -54,7 +54,7 @@ class ComputeAgent:
     def report_connections(self) -> None:
         users = local_users(self.settings.min_uid)
         owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user,
-                                    server_address=c.server_address, server_port=c.server_port)
+                                    server_address=c.server_address, server_port=c.server_port, job=c.job)
                  for c in storage_connections(users, self.settings.endpoints, self.config.proc_root)]
         if owned == self._reported:
             return

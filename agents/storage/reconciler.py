@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 def user_directory_of(state: pb.DesiredState) -> UserDirectory:
     return UserDirectory(users_by_uid={u.uid: u.name for u in state.users},
                     active_users={v.user for v in state.vnodes},
-                    connections={(c.client_address, c.client_port): c.user for c in state.connections})
+                    # A job's connection goes to its job's VNode (set by the coordinator), else its user's.
+                    connections={(c.client_address, c.client_port): c.vnode or c.user for c in state.connections})
 
 
 _HELD_SOURCE = {HELD_MEASURED: pb.HELD_SOURCE_MEASURED}

@@ -200,6 +200,7 @@ def _print_not_enforcing(status: pb.StatusResponse) -> None:
 def _print_status(status: pb.StatusResponse) -> None:
     if any(us.HasField("summary") for us in status.users[:1]):
         _print_summaries(status)
+        _print_jobs(status)
         _print_groups(status)
         _print_not_enforcing(status)
         return
@@ -224,8 +225,18 @@ def _print_status(status: pb.StatusResponse) -> None:
         head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s",
                      "WEIGHT_RD_%", "WEIGHT_WR_%"]
     print(render(head, rows))
+    _print_jobs(status)
     _print_groups(status)
     _print_not_enforcing(status)
+
+
+def _print_jobs(status: pb.StatusResponse) -> None:
+    lines = [f"  {us.user.name}: job {job.job_id} on {job.node}: "
+             + (f"falls back to its user ({job.fallback})" if job.fallback else f"VNode {job.vnode}")
+             for us in status.users for job in us.user.jobs]
+    if lines:
+        print("running jobs (a job is its own VNode where a compute agent runs on its node):")
+        print("\n".join(lines))
 
 
 def _print_groups(status: pb.StatusResponse) -> None:
