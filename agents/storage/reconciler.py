@@ -113,7 +113,8 @@ class Reconciler:
         self.limits = {}
         for vnode, spec in desired.items():
             try:
-                self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
+                # A job's VNode is reached by its connections, never by its user's uid (that is the user's).
+                self.backend.ensure_vnode(vnode, spec.uid if spec.user and not spec.job else None)
                 self.limits[vnode] = self._limits(spec)
                 self.backend.apply_limits(vnode, self.limits[vnode])
             except VNodeSyncError as e:
