@@ -146,9 +146,9 @@ class AdminService(pb_grpc.AdminServicer):
         publishing, runtime = self.cluster.publishing, self.cluster.runtime
         snapshot = publishing.refresh_snapshot()
         # Each user's running jobs' VNodes, each listed right after its user (its own rates and share).
-        job_rows = {r.name.split(validation.JOB_VNODE_SEPARATOR, 1)[0]: [] for r in snapshot.job_rows}
+        job_rows: dict[str, list] = {}
         for row in snapshot.job_rows:
-            job_rows[row.name.split(validation.JOB_VNODE_SEPARATOR, 1)[0]].append(row)
+            job_rows.setdefault(validation.user_of_job_vnode(row.name), []).append(row)
         users = [row for u in users for row in (u, *job_rows.get(u.name, ()))]
         views = [NodeView(node.node_id, runtime.node_runtime(node.node_id), publishing.targets(node.node_id),
                           runtime.measured_rates(node.node_id),

@@ -13,11 +13,10 @@ jobs, at the admin's priority and limit.
 import math
 from collections.abc import Mapping, Sequence
 
-from vnode_sync.validation import JOB_VNODE_SEPARATOR
-
 from vnode_sync.coordinator.groups import GroupRecord
 from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree
 from vnode_sync.coordinator.store import UserRecord
+from vnode_sync.validation import JOB_VNODE_SEPARATOR
 
 
 def _user_node(record: UserRecord) -> User:

@@ -35,7 +35,6 @@ class OwnedConnection(NamedTuple):
     job: str = ""        # the batch job of the process holding it; "" = none found
 
 
-
 def _matches(remote: Endpoint, storage: Iterable[tuple[str | None, int]]) -> bool:
     return any(port == remote[1] and (address is None or address == remote[0]) for address, port in storage)
 

@@ -100,3 +100,16 @@ def test_the_desired_state_lists_each_job_vnode_with_its_bounds_and_its_user_for
     assert (spec.job, spec.job_user, spec.uid, spec.priority) == ("77", "alice", 2001, 30)
     assert (spec.shares[0].read_bps, spec.shares[0].reserve_read_bps) == (40 * MB, 5 * MB)
     assert [u.name for u in state.users] == ["alice"], "uid -> user identity names users only"
+
+
+def test_a_pbs_prologues_request_becomes_its_jobs_weight_and_ceiling(tmp_path):
+    """pbs_mom's argv (job id, user, group, name, limits, queue, account) -> the hook's event -> the store ->
+    the job's VNode, named so that no path or cgroup sees the array's brackets."""
+    from vnode_sync.batch.jobs import JobPhase, from_pbs_argv
+    event = from_pbs_argv(JobPhase.START, ["12[3].pbs-1", "nobody", "nogroup", "ckpt",
+                                           "other=vnode_priority=20+vnode_limit=30MB/s", "batch", "physics"], node="cn1")
+    store = StateStore(str(tmp_path / "state.sqlite"))
+    store.start_job(event.job_id, event.node, event.user, event.uid, event.requested_priority or None, 10,
+                    event.requested_reservation, event.requested_limit)
+    job, = job_vnodes(store.running_jobs())
+    assert (job.name, job.priority, job.limit_bps) == ("nobody.12-3.pbs-1", 20, 30 * MB)
