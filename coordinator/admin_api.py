@@ -7,7 +7,7 @@ from vnode_sync.coordinator.node_runtime import second_agent
 from vnode_sync.coordinator.pressure import rank, window_of
 from vnode_sync.coordinator.rpc import store_rpc
 from vnode_sync.coordinator.groups import GroupRecord
-from vnode_sync.coordinator.job_vnodes import job_statuses
+from vnode_sync.coordinator.job_vnodes import by_user, job_statuses
 from vnode_sync.coordinator.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
@@ -170,8 +170,8 @@ class AdminService(pb_grpc.AdminServicer):
         if not snapshot.groups or caller.role == "user" or request.user or request.node:
             return []
         weights = self.cluster.weights
-        return group_statuses(snapshot.groups, snapshot.users, self.cluster.ledger.user_rates(),
-                              weights.given_totals() if weights is not None else {})
+        return group_statuses(snapshot.groups, snapshot.users, by_user(self.cluster.ledger.user_rates()),
+                              by_user(weights.given_totals()) if weights is not None else {})
 
     @store_rpc
     def Pressure(self, request, caller):

@@ -94,3 +94,14 @@ def job_statuses(jobs: Sequence[JobVNode], compute_nodes: Collection[str]) -> Ma
         out.setdefault(job.user, []).append(pb.JobVNode(job_id=job.job_id, node=",".join(job.nodes), vnode=job.name,
                                                         fallback=fallback(job, compute_nodes)))
     return out
+
+
+def by_user(per_vnode: Mapping[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Per-VNode (read, write) figures with each job's added to its user's: metrics and group totals stay
+    one series per user, however many jobs come and go."""
+    out: dict[str, tuple[float, float]] = {}
+    for name, (read, write) in per_vnode.items():
+        user = name.split(validation.JOB_VNODE_SEPARATOR, 1)[0]
+        before = out.get(user, (0.0, 0.0))
+        out[user] = (before[0] + read, before[1] + write)
+    return out

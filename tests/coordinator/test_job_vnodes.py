@@ -113,3 +113,9 @@ def test_a_pbs_prologues_request_becomes_its_jobs_weight_and_ceiling(tmp_path):
                     event.requested_reservation, event.requested_limit)
     job, = job_vnodes(store.running_jobs())
     assert (job.name, job.priority, job.limit_bps) == ("nobody.12-3.pbs-1", 20, 30 * MB)
+
+
+def test_metrics_and_group_totals_add_each_jobs_figures_to_its_user_one_series_per_user():
+    from vnode_sync.coordinator.job_vnodes import by_user
+    assert by_user({"alice": (1.0, 2.0), "alice.77": (10.0, 0.0), "alice.78": (5.0, 1.0), "bob": (3.0, 3.0)}) == {
+        "alice": (16.0, 3.0), "bob": (3.0, 3.0)}
