@@ -83,6 +83,46 @@ def node_id(value: str) -> str:
     return value
 
 
+# A batch job as Slurm and PBS name it: Slurm `123` or an array task `123_4`; PBS `123.server`,
+# `123[4].server` or `123[].server`. Nothing else: a job id reaches VNode names, so cgroup paths.
+_JOB_ID = re.compile(r"[0-9]{1,20}(?:_[0-9]{1,10}|\[[0-9]{0,10}\])?(?:\.[A-Za-z0-9-]{1,63}){0,8}")
+JOB_ID_ALLOWED = "a Slurm job id (123, 123_4) or a PBS one (123.server, 123[4].server), at most 64 characters"
+JOB_VNODE_SEPARATOR = "."   # in no user name: `alice.123` is user alice's job 123, never a user
+_JOB_VNODE = re.compile(r"([a-z_][a-z0-9_-]*\$?)\.([0-9]{1,20}(?:_[0-9]{1,10}|-[0-9]{0,10})?(?:\.[a-z0-9-]{1,63}){0,8})")
+
+
+def job_id(value: str) -> str:
+    """A batch job's id, before it names a VNode."""
+    if not isinstance(value, str) or len(value) > 64 or not _JOB_ID.fullmatch(value):
+        shown = value if len(str(value)) <= 40 else str(value)[:40] + "..."
+        raise InvalidArgument(f"invalid job id {shown!r}: use {JOB_ID_ALLOWED}")
+    return value
+
+
+def job_vnode_name(user: str, job: str) -> str:
+    """The VNode of user `user`'s job `job`: `user.job`, a PBS array's `[4]` spelt `-4` and host names
+    lower-cased. One-to-one: Slurm ids have no '-' and PBS ids no '_', and user names no '.'."""
+    token = job_id(job).replace("[", "-").replace("]", "").lower()
+    return f"{user_name(user)}{JOB_VNODE_SEPARATOR}{token}"
+
+
+def vnode_name(value: str) -> str:
+    """A VNode: a user's (its user name) or a job's (`user.job`)."""
+    if isinstance(value, str) and JOB_VNODE_SEPARATOR in value:
+        match = _JOB_VNODE.fullmatch(value)
+        if match is None or len(match.group(1)) > USER_NAME_MAX or len(value) > USER_NAME_MAX + 65:
+            shown = value if len(value) <= 100 else value[:100] + "..."
+            raise InvalidArgument(f"invalid VNode name {shown!r}: a user name, or a user name, '.' and a job id "
+                                  f"({JOB_ID_ALLOWED}, lower-case, '[n]' as '-n')")
+        return value
+    return user_name(value)
+
+
+def user_of_job_vnode(value: str) -> str:
+    """The user a VNode belongs to (itself, for a user's VNode)."""
+    return vnode_name(value).split(JOB_VNODE_SEPARATOR, 1)[0]
+
+
 BANDWIDTH_ALLOWED = f"a whole number of bytes/s from 0 to {RATE_MAX_BPS} (1 TB/s)"
 
 

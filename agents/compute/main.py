@@ -25,8 +25,7 @@ from vnode_sync.agents.plugins import make_backend
 from vnode_sync.errors import VNodeSyncError
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.supervision import EXIT_LOOP_FAILED, LoopFailed, run_passes
-from vnode_sync.wire import vnode_pb2 as pb
-from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire import vnode_pb2 as pb, vnode_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class ComputeAgent:
     def report_connections(self) -> None:
         users = local_users(self.settings.min_uid)
         owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user,
-                                    server_address=c.server_address, server_port=c.server_port)
+                                    server_address=c.server_address, server_port=c.server_port, job=c.job)
                  for c in storage_connections(users, self.settings.endpoints, self.config.proc_root)]
         if owned == self._reported:
             return

@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 def user_directory_of(state: pb.DesiredState) -> UserDirectory:
     return UserDirectory(users_by_uid={u.uid: u.name for u in state.users},
                     active_users={v.user for v in state.vnodes},
-                    connections={(c.client_address, c.client_port): c.user for c in state.connections})
+                    # A job's connection goes to its job's VNode (set by the coordinator), else its user's.
+                    connections={(c.client_address, c.client_port): c.vnode or c.user for c in state.connections})
 
 
 _HELD_SOURCE = {HELD_MEASURED: pb.HELD_SOURCE_MEASURED}
@@ -121,7 +122,8 @@ class Reconciler:
         self.limits, self.node_limits = {}, {}
         for vnode, spec in desired.items():
             try:
-                self.backend.ensure_vnode(vnode, spec.uid if spec.user else None)
+                # A job's VNode is reached by its connections, never by its user's uid (that is the user's).
+                self.backend.ensure_vnode(vnode, spec.uid if spec.user and not spec.job else None)
                 self.limits[vnode], node = self._limits(spec)
                 if self.backend.shares_per_node:
                     self.node_limits[vnode] = node

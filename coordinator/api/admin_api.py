@@ -8,10 +8,10 @@ from vnode_sync.coordinator.state.pressure import rank, window_of
 from vnode_sync.coordinator.api.rpc import store_rpc
 from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.coordinator.api.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
+from vnode_sync.coordinator.control.job_vnodes import by_user, job_statuses
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
-from vnode_sync.wire import vnode_pb2 as pb
-from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire import vnode_pb2 as pb, vnode_pb2_grpc as pb_grpc
 
 
 def _priority(value: int) -> int:
@@ -143,7 +143,12 @@ class AdminService(pb_grpc.AdminServicer):
             if not nodes:
                 raise NotFound(f"unknown storage node {request.node!r}")
         publishing, runtime = self.cluster.publishing, self.cluster.runtime
-        publishing.refresh_snapshot()
+        snapshot = publishing.refresh_snapshot()
+        # Each user's running jobs' VNodes, each listed right after its user (its own rates and share).
+        job_rows: dict[str, list] = {}
+        for row in snapshot.job_rows:
+            job_rows.setdefault(validation.user_of_job_vnode(row.name), []).append(row)
+        users = [row for u in users for row in (u, *job_rows.get(u.name, ()))]
         views = [NodeView(node.node_id, runtime.node_runtime(node.node_id), publishing.targets(node.node_id),
                           runtime.measured_rates(node.node_id),
                           self.cluster.allocation_status(node.node_id)) for node in nodes]
@@ -154,7 +159,7 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(),
                                  nodes=[n for n in self._nodes() if n.node_id in shown],
                                  sharing=policy.sharing, groups=self._group_statuses(caller, request))
-        return StatusAnswer(head, users, views, summarise)
+        return StatusAnswer(head, users, views, summarise, job_statuses(snapshot.jobs, runtime.compute_nodes()))
 
     def _group_statuses(self, caller, request) -> list[pb.GroupStatus]:
         """Every group with its subtree's rates (the snapshot's, refreshed above), on a status of the whole
@@ -164,8 +169,8 @@ class AdminService(pb_grpc.AdminServicer):
         if not snapshot.groups or caller.role == "user" or request.user or request.node:
             return []
         weights = self.cluster.weights
-        return group_statuses(snapshot.groups, snapshot.users, self.cluster.ledger.user_rates(),
-                              weights.given_totals() if weights is not None else {})
+        return group_statuses(snapshot.groups, snapshot.users, by_user(self.cluster.ledger.user_rates()),
+                              by_user(weights.given_totals()) if weights is not None else {})
 
     @store_rpc
     def Pressure(self, request, caller):

@@ -42,7 +42,7 @@ async def allocation_loop(cluster: Cluster, fan_out: FanOut, store_thread: Store
         poke.clear()
         began = loop.time()
         snapshot = cluster.publishing.snapshot()
-        changed = await loop.run_in_executor(None, cluster.control_tick, snapshot.users, snapshot.groups)
+        changed = await loop.run_in_executor(None, cluster.control_tick, snapshot.rows, snapshot.groups)
         if changed:
             fan_out.wake()
 

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.state.groups import group_members, roll_up
+from vnode_sync.coordinator.control.job_vnodes import by_user
 
 # gRPC round trips here run from ~0.2 ms (a small unary call) to seconds (Status of 10,000 x 100).
 RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -93,7 +94,7 @@ class CoordinatorCollector(Collector):
         rate = GaugeMetricFamily("vnode_sync_coordinator_user_rate_bytes_per_second",
                                  "What the user moves over every storage node, as their agents last reported it",
                                  labels=["user", "direction"])
-        rates = self.cluster.ledger.user_rates()
+        rates = by_user(self.cluster.ledger.user_rates())
         for record in users:
             active.add_metric([record.name], 1 if record.active else 0)
             priority.add_metric([record.name], record.effective_priority)
@@ -106,7 +107,7 @@ class CoordinatorCollector(Collector):
             given = GaugeMetricFamily("vnode_sync_coordinator_user_given_bytes_per_second",
                                       "What the last work-conserving step gives the user over every node whose "
                                       "edge shares by weight (its share of the cluster)", labels=["user", "direction"])
-            for user, (read, write) in sorted(self.cluster.weights.given_totals().items()):
+            for user, (read, write) in sorted(by_user(self.cluster.weights.given_totals()).items()):
                 given.add_metric([user, "read"], read)
                 given.add_metric([user, "write"], write)
             yield given
@@ -125,8 +126,9 @@ class CoordinatorCollector(Collector):
         given = GaugeMetricFamily("vnode_sync_coordinator_group_given_bytes_per_second",
                                   "What the last work-conserving step gives the users of the group's subtree, summed",
                                   labels=["group", "direction"])
-        rates = roll_up(members, self.cluster.ledger.user_rates())
-        shares = roll_up(members, self.cluster.weights.given_totals() if self.cluster.weights is not None else {})
+        rates = roll_up(members, by_user(self.cluster.ledger.user_rates()))
+        shares = roll_up(members, by_user(self.cluster.weights.given_totals()) if self.cluster.weights is not None
+                         else {})
         for group in snapshot.groups:
             weight.add_metric([group.name], group.weight)
             for family, values in ((rate, rates), (given, shares)):

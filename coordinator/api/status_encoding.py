@@ -3,8 +3,8 @@ serialized pieces built once per node and per (user, target), joined, instead of
 message objects; or one summary per user."""
 
 import collections
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.state.groups import GroupRecord, group_members, roll_up
@@ -21,11 +21,11 @@ _USER_STATUS_NODES = pb.UserStatus.DESCRIPTOR.fields_by_name["nodes"].number
 _STATUS_USERS = pb.StatusResponse.DESCRIPTOR.fields_by_name["users"].number
 
 
-def user_message(record: UserRecord) -> pb.User:
+def user_message(record: UserRecord, jobs: Sequence[pb.JobVNode] = ()) -> pb.User:
     return pb.User(name=record.name, uid=record.uid, priority=record.effective_priority,
                    active=record.active, running_jobs=record.running_jobs,
                    reservation_bps=record.effective_reservation, limit_bps=record.effective_limit,
-                   group=record.group)
+                   group=record.group, jobs=jobs)
 
 
 def group_message(record: GroupRecord, users: Sequence[UserRecord]) -> pb.Group:
@@ -56,7 +56,8 @@ class NodeView:
     allocations: "dict[str, PairStatus]"  # the work-conserving loop's (empty under Algorithm 1)
 
 
-def entries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
+def entries(users: list[UserRecord], views: list[NodeView],
+            jobs: Mapping[str, Sequence[pb.JobVNode]] = {}) -> list[bytes]:
     """Every (user, node) entry."""
     target_part: dict[tuple[int, int], bytes] = {}
     bases = [pb.UserNodeStatus(node_id=v.node_id, applied_generation=v.runtime.applied_generation).SerializeToString()
@@ -86,12 +87,13 @@ def entries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
                                            weight_read_share=given.weight_read_share,
                                            weight_write_share=given.weight_write_share).SerializeToString()
             pieces.append(field_entry(_USER_STATUS_NODES, piece))
-        user_status = pb.UserStatus(user=user_message(record)).SerializeToString() + b"".join(pieces)
+        user_status = pb.UserStatus(user=user_message(record, jobs.get(name, ()))).SerializeToString() + b"".join(pieces)
         out.append(field_entry(_STATUS_USERS, user_status))
     return out
 
 
-def summaries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
+def summaries(users: list[UserRecord], views: list[NodeView],
+              jobs: Mapping[str, Sequence[pb.JobVNode]] = {}) -> list[bytes]:
     """One summary per user, from the nodes' distinct target sets and their (sparse) measurements:
     O(users x sets of devices), not O(users x nodes)."""
     target_sets = list({id(v.targets): v.targets for v in views}.values())
@@ -114,7 +116,7 @@ def summaries(users: list[UserRecord], views: list[NodeView]) -> list[bytes]:
                                  target_write_bps_min=min(writes), target_write_bps_max=max(writes),
                                  measured_read_bps=read, measured_write_bps=write, applied_generation_min=applied,
                                  nodes_held_at_limit=held[name])
-        out.append(field_entry(_STATUS_USERS, pb.UserStatus(user=user_message(record),
+        out.append(field_entry(_STATUS_USERS, pb.UserStatus(user=user_message(record, jobs.get(name, ())),
                                                            summary=summary).SerializeToString()))
     return out
 
@@ -128,7 +130,9 @@ class StatusAnswer(EncodeLater):
     users: list[UserRecord]
     views: list[NodeView]
     summarise: bool
+    jobs: Mapping[str, Sequence[pb.JobVNode]] = field(default_factory=dict)   # user -> its running jobs
 
     def encode(self) -> bytes:
-        parts = summaries(self.users, self.views) if self.summarise else entries(self.users, self.views)
+        parts = summaries(self.users, self.views, self.jobs) if self.summarise else \
+            entries(self.users, self.views, self.jobs)
         return self.head.SerializeToString() + b"".join(parts)

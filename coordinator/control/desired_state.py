@@ -14,7 +14,8 @@ that shares devices takes the former, one that shares the node (the DataNode's) 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vnode_sync.coordinator.config import WORK_CONSERVING, DeviceCapacity, Policy, StorageNodeConfig
+from vnode_sync.coordinator.config import WORK_CONSERVING, Policy, StorageNodeConfig
+from vnode_sync.coordinator.control.job_vnodes import JobVNode
 from vnode_sync.coordinator.state.store import UserRecord
 from vnode_sync.shares import NODE, priority_shares
 from vnode_sync.wire import vnode_pb2 as pb
@@ -72,15 +73,19 @@ def _default_share(resource: _Resource, policy: Policy) -> pb.ResourceShare:
 
 
 def build_desired_state(generation: int, node: StorageNodeConfig, users: Sequence[UserRecord],
-                        policy: Policy, connections: Sequence[pb.ConnectionOwner] = ()) -> pb.DesiredState:
+                        policy: Policy, connections: Sequence[pb.ConnectionOwner] = (),
+                        jobs: Sequence[JobVNode] = (), job_rows: Sequence[UserRecord] = ()) -> pb.DesiredState:
+    """`job_rows` (the active users' running jobs, job_vnodes.py) become VNodes beside their users'."""
     active = [u for u in users if u.active]
+    rows = [*active, *job_rows]
+    job_of = {j.name: j for j in jobs}
     resources = _resources(node)
-    per_user: dict[str, list[pb.ResourceShare]] = {u.name: [] for u in active}
+    per_user: dict[str, list[pb.ResourceShare]] = {u.name: [] for u in rows}
     for resource in resources:
         if policy.sharing == WORK_CONSERVING:
-            shares = {u.name: _bounds(resource, u) for u in active}
+            shares = {u.name: _bounds(resource, u) for u in rows}
         else:
-            shares = _static(resource, active)
+            shares = _static(resource, rows)
         for name, share in shares.items():
             per_user[name].append(share)
     return pb.DesiredState(
@@ -89,8 +94,10 @@ def build_desired_state(generation: int, node: StorageNodeConfig, users: Sequenc
         sharing=policy.sharing,
         devices=[pb.Device(name=d.name, read_bps=d.read_bps, write_bps=d.write_bps, read_iops=d.read_iops,
                            write_iops=d.write_iops) for d in node.devices],
-        vnodes=[pb.VNodeSpec(user=u.name, uid=u.uid, priority=u.effective_priority, shares=per_user[u.name])
-                for u in active],
+        vnodes=[pb.VNodeSpec(user=u.name, uid=u.uid, priority=u.effective_priority, shares=per_user[u.name],
+                             job=job_of[u.name].job_id if u.name in job_of else "",
+                             job_user=job_of[u.name].user if u.name in job_of else "")
+                for u in rows],
         default_vnode=pb.VNodeSpec(user="", priority=DEFAULT_VNODE_PRIORITY,
                                    shares=[_default_share(r, policy) for r in resources]),
         users=[pb.User(name=u.name, uid=u.uid, priority=u.effective_priority, active=u.active,

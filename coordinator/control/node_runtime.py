@@ -12,6 +12,7 @@ from vnode_sync import validation
 from vnode_sync.coordinator.control.node_edge import CAPS_ONLY, Edge
 from vnode_sync.coordinator.control.publishing import Publishing
 from vnode_sync.coordinator.state.usage_ledger import UsageLedger
+from vnode_sync.coordinator.control.job_vnodes import charge_connections
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -61,6 +62,7 @@ class NodeRuntimes:
                                                for n in publishing.config.storage_nodes}
         self._connections: dict[str, list[pb.ConnectionOwner]] = {}  # reporter -> its connections
         self._connections_version = 0   # bumped by every change of them
+        self._compute_nodes: set[str] = set()   # every reporter since the start: where jobs get VNodes
         self._unknown_users_logged: set[str] = set()
 
     def set_nodes(self, node_ids) -> None:
@@ -149,6 +151,8 @@ class NodeRuntimes:
         validation.node_id(reporter)
         for c in connections:
             validation.user_name(c.user)
+            if c.job:
+                validation.job_id(c.job)
             if not c.client_address or not 0 < c.client_port < 65536:
                 raise InvalidArgument(f"invalid connection {c.client_address!r}:{c.client_port}")
             if not _normalised_address(c.server_address) or not 0 < c.server_port < 65536:
@@ -156,12 +160,20 @@ class NodeRuntimes:
                                       f"{c.client_address}:{c.client_port}: need a normalised IP address "
                                       "and a port 1..65535")
         known = self._known_users([c.user for c in connections], f"connection report from {reporter}")
-        connections = [c for c in connections if c.user in known]
+        snapshot = self.publishing.snapshot()
+        connections = charge_connections([c for c in connections if c.user in known], snapshot.jobs,
+                                         {r.name for r in snapshot.job_rows})
         with self._lock:
+            self._compute_nodes.add(reporter)
             if self._connections.get(reporter, []) != list(connections):
                 self._connections[reporter] = list(connections)
                 self._connections_version += 1
         return self.publishing.generation()
+
+    def compute_nodes(self) -> frozenset[str]:
+        """The compute nodes whose agent has reported since this coordinator started."""
+        with self._lock:
+            return frozenset(self._compute_nodes)
 
     def connections_version(self) -> int:
         """How many times the reported connections changed (0: never)."""

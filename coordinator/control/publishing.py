@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig
+from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig, WORK_CONSERVING
 from vnode_sync.coordinator.control.connection_routes import ConnectionParts, ConnectionRoutes
 from vnode_sync.coordinator.control.desired_state import build_desired_state
 from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.coordinator.state.store import Store, UserRecord
+from vnode_sync.coordinator.control.job_vnodes import JobVNode, job_rows, job_vnodes
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -33,6 +34,13 @@ class Snapshot:
     users: tuple[UserRecord, ...]
     names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
     groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
+    jobs: tuple[JobVNode, ...] = ()       # every running job's VNode (job_vnodes.py)
+    job_rows: tuple[UserRecord, ...] = ()  # the active users' jobs, weighed as VNodes beside them
+
+    @property
+    def rows(self) -> tuple[UserRecord, ...]:
+        """What the weight step shares among: the users and their running jobs' VNodes."""
+        return self.users + self.job_rows
 
 
 class StorageNodes:
@@ -134,7 +142,11 @@ class Publishing:
         if self._snapshot.generation == generation:
             return self._snapshot
         users = tuple(self.store.users())
-        snapshot = Snapshot(generation, users, frozenset(u.name for u in users), tuple(self.store.groups()))
+        jobs = job_vnodes(self.store.running_jobs())
+        # Under static sharing Algorithm 1 splits by user: a job's I/O stays its user's.
+        rows = job_rows(jobs, users) if self.config.policy.sharing == WORK_CONSERVING else ()
+        snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows), tuple(self.store.groups()),
+                            jobs, rows)
         # Built here, off the event loop: a stream then only joins bytes.
         templates = {(generation, self._device_class[node.node_id]): self._build_template(snapshot, node)
                      for node in self._device_sets}
@@ -153,7 +165,7 @@ class Publishing:
 
     def _build_template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
         template = build_desired_state(snapshot.generation, node.model_copy(update={"id": ""}), snapshot.users,
-                                       self.config.policy)
+                                       self.config.policy, jobs=snapshot.jobs, job_rows=snapshot.job_rows)
         template.store_id = self._store_id
         return template, template.SerializeToString()
 

@@ -47,6 +47,7 @@ from vnode_sync.coordinator.serialized import field_head, packed_floats, string_
 from vnode_sync.coordinator.state.store import UserRecord
 from vnode_sync.coordinator.state.usage_ledger import Flow, UsageLedger
 from vnode_sync.shares import NODE
+from vnode_sync.validation import JOB_VNODE_SEPARATOR
 from vnode_sync.wire import vnode_pb2 as pb
 
 DIRECTIONS = ("read", "write")
@@ -370,7 +371,7 @@ class WeightControl:
         weight = np.array([float(u.effective_priority) for u in active])
         reservation = np.array([float(u.effective_reservation) for u in active])
         limit = np.array([float(u.effective_limit) if u.effective_limit else math.inf for u in active])
-        tree = weight_tree(active, groups) if groups else None
+        tree = weight_tree(active, groups) if groups or any(JOB_VNODE_SEPARATOR in n for n in names) else None
         if tree is None:   # one level: the flat step, warm-started
             previous = self._aligned(self._weights, names, layout, weight)
             step = local_weights(layout.capacity, weight, demand, reservation, limit, previous=previous, held=held,

@@ -119,6 +119,18 @@ class UserRecord:
         return max(candidates)
 
 
+@dataclass(frozen=True)
+class JobRecord:
+    """One running job on one compute node, as its hook asked (the batch request syntax)."""
+
+    job_id: str
+    node: str
+    user: str
+    priority: int | None          # None: the job asked for none (its user's own priority applies)
+    reservation_bps: int = 0      # 0 = none
+    limit_bps: int = 0            # 0 = none
+
+
 def _user_record(row) -> UserRecord:
     n, uid, p, a, jobs, jp, default_jobs, res, lim, job_res, job_lim, group = row
     return UserRecord(n, uid, p, bool(a), jobs, jp, bool(default_jobs), res, lim, job_res, job_lim, group)
@@ -144,6 +156,7 @@ class Store(Protocol):
     def user(self, name: str) -> UserRecord: ...
     def holder_of_uid(self, uid: int, other_than: str) -> str | None: ...
     def jobs_of(self, user: str) -> list[tuple[str, str]]: ...
+    def running_jobs(self) -> list[JobRecord]: ...
     def add_user(self, name: str, uid: int, priority: int, active: bool) -> int: ...
     def set_priority(self, name: str, priority: int) -> tuple[int, int]: ...
     def set_reservation(self, name: str, bps: int) -> tuple[int, int]: ...
@@ -616,6 +629,13 @@ class StateStore(UserSettings):
         with self._lock:
             return self._db.execute("SELECT job_id, node FROM jobs WHERE user = ? ORDER BY job_id, node",
                                     (user,)).fetchall()
+
+    def running_jobs(self) -> list[JobRecord]:
+        """Every running job on every node, by job id and node."""
+        with self._lock:
+            rows = self._db.execute("SELECT job_id, node, user, priority, reservation_bps, limit_bps FROM jobs "
+                                    "ORDER BY job_id, node").fetchall()
+        return [JobRecord(*row) for row in rows]
 
     # ---- storage nodes -----------------------------------------------------
 

@@ -32,7 +32,7 @@ from kazoo.exceptions import (BadVersionError, KazooException, NodeExistsError, 
 from kazoo.handlers.threading import KazooTimeoutError
 
 from vnode_sync.coordinator.state.groups import GroupRecord, check_member, check_new, check_parent, check_removable
-from vnode_sync.coordinator.state.store import StoreUnusable, UserRecord, UserSettings
+from vnode_sync.coordinator.state.store import StoreUnusable, UserRecord, UserSettings, JobRecord
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -267,6 +267,10 @@ class ZooKeeperStore(UserSettings):
 
     def jobs_of(self, user: str) -> list[tuple[str, str]]:
         return sorted(key for key, (job, _) in self._current().jobs.items() if job["user"] == user)
+
+    def running_jobs(self) -> list[JobRecord]:
+        return [JobRecord(job_id, node, job["user"], job["priority"], job["reservation_bps"], job["limit_bps"])
+                for (job_id, node), (job, _) in sorted(self._current().jobs.items())]
 
     # ---- changing --------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import pytest
 from tests.fakes.cgroupfs import FakeCgroupFS, FakeKernel
 from vnode_sync.agents.handlers.base import HandlerThread, UserDirectory, PollingWait
 from vnode_sync.agents.storage.demand_summary import unpacked
-from vnode_sync.agents.storage.reconciler import Reconciler
+from vnode_sync.agents.storage.reconciler import Reconciler, user_directory_of
 from vnode_sync.distribution import version
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.channel import REQUIRED_HOOKS, ThrottleChannel
@@ -285,3 +285,17 @@ def test_a_datanode_reports_its_users_bytes_for_the_node_as_a_whole_not_on_a_dis
     entries = unpacked(reconciler.usage_report("n1").demand)
     assert {device for _, device in entries} == {""}
     assert entries[("alice", "")].read_bps > 0
+
+
+def test_a_connection_the_coordinator_charged_to_a_job_goes_to_the_jobs_vnode_else_to_its_user():
+    state = pb.DesiredState(vnodes=[pb.VNodeSpec(user="alice", uid=2001), pb.VNodeSpec(user="alice.77", uid=2001,
+                                                                                        job="77", job_user="alice")],
+                            users=[pb.User(name="alice", uid=2001)],
+                            connections=[pb.ConnectionOwner(client_address="10.0.0.5", client_port=1, user="alice",
+                                                            job="77", vnode="alice.77"),
+                                         pb.ConnectionOwner(client_address="10.0.0.5", client_port=2, user="alice",
+                                                            job="99")])
+    users = user_directory_of(state)
+    assert users.connections == {("10.0.0.5", 1): "alice.77", ("10.0.0.5", 2): "alice"}
+    assert users.users_by_uid == {2001: "alice"}
+    assert users.active_users == {"alice", "alice.77"}

@@ -14,12 +14,12 @@ SLOW_TICK = 1.0
 
 
 class _Cluster:
-    """What the loop touches of a Cluster: its policy's period, the published users and groups, one tick."""
+    """What the loop touches of a Cluster: its policy's period, the published rows (users and jobs) and groups, one tick."""
 
     def __init__(self, durations: list[float], reports_after: float | None = 0.0):
         self.config = SimpleNamespace(policy=SimpleNamespace(control_seconds=PERIOD))
         self.publishing = SimpleNamespace(add_listener=lambda listener: None, refresh_snapshot=lambda: None,
-                                          snapshot=lambda: SimpleNamespace(users=[], groups=()))
+                                          snapshot=lambda: SimpleNamespace(rows=(), groups=()))
         self.weights = SimpleNamespace(on_capped_user_held=lambda listener: None)
         self.durations = durations
         self.reports_after = reports_after     # seconds from a tick's end to the reports under its weights (None: never)

@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER, ZooKeeperEnsemble
 from tests.conftest import unique_name
-from vnode_sync.coordinator.state.store import StateStore, Store, StoreUnusable
+from vnode_sync.coordinator.state.store import StateStore, Store, StoreUnusable, JobRecord
 from vnode_sync.coordinator.state.zookeeper_store import LostLeadership, ZooKeeperStore
 from vnode_sync.errors import InvalidArgument, NotFound, Unavailable
 
@@ -81,6 +81,8 @@ def test_jobs_are_reference_counted_and_idempotent(store):
     assert (bob.running_jobs, bob.effective_priority, bob.effective_reservation) == (2, 30, 7)
     assert bob.effective_limit == 0, "one job asked for no ceiling: none holds"
     assert store.jobs_of("bob") == [("10", "c1"), ("11/x.y", "c2")]
+    # What jobs as VNodes read (job_vnodes.py): each job's own request, as its hook sent it.
+    assert store.running_jobs() == [JobRecord("10", "c1", "bob", None), JobRecord("11/x.y", "c2", "bob", 30, 7, 90)]
     with pytest.raises(InvalidArgument):
         store.start_job("10", "c1", "carol", 1003, None, 10)
     store.end_job("11/x.y", "c2")

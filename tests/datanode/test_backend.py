@@ -201,6 +201,12 @@ def test_teardown_lifts_every_share(backend):
 def test_a_bad_user_name_or_share_never_reaches_the_wire():
     with pytest.raises(InvalidArgument):
         ThrottleSettings(1, Shares(), {"../etc": Shares()}).lines()
+    for bad_job in ("alice.x", "alice.1/..", "alice.12[3]"):
+        with pytest.raises(InvalidArgument):
+            ThrottleSettings(1, Shares(), connections={("10.0.0.5", 1): bad_job}).lines()
+    # A job's VNode (`user.job`) is a name the Java agent keys flows by.
+    assert "CONN ip=10.0.0.5 port=1 name=alice.77" in ThrottleSettings(
+        1, Shares(), {"alice.77": Shares()}, connections={("10.0.0.5", 1): "alice.77"}).lines()
     with pytest.raises(InvalidArgument):
         ThrottleSettings(1, Shares(Share(float("nan")))).lines()
 

@@ -38,3 +38,42 @@ def test_real_connection_of_a_user_process_is_found():
     finally:
         client.close()
         listener.close()
+
+
+def _job_process(proc: FakeProc, pid: int, uid: int, inode: int, cgroup: str = "0::/user.slice\n",
+                 environ: str = "PATH=/usr/bin\0") -> None:
+    proc.process(pid, ["python3"], uid=uid)
+    proc.socket_fd(pid, 5, inode)
+    proc._write(proc._path(pid, "cgroup"), cgroup)
+    proc._write(proc._path(pid, "environ"), environ)
+    os.chown(proc._path(pid), uid, uid)   # a process's /proc dir is owned by its effective uid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the fake /proc entries are owned by the users' uids")
+def test_each_connection_names_the_job_its_process_runs_for_by_slurm_cgroup_or_environment(tmp_path):
+    proc = FakeProc(str(tmp_path))
+    proc.process("self", ["vnode-agent"])
+    for port, inode in ((40001, 11), (40002, 12), (40003, 13), (40004, 14), (40005, 15)):
+        proc.add_socket("self", TcpSocket(("10.0.0.5", port), ("10.0.0.9", 9866), TCP_ESTABLISHED, 64001, inode))
+    # Slurm's cgroup wins over an environment the user could have set.
+    _job_process(proc, 4001, 64001, 11, "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0\n",
+                 "SLURM_JOB_ID=78\0")
+    _job_process(proc, 4002, 64001, 12, environ="SLURM_JOB_ID=78\0")
+    _job_process(proc, 4003, 64001, 13, environ="PBS_JOBID=12[3].pbs-1.example\0")
+    _job_process(proc, 4004, 64001, 14, environ="SLURM_JOB_ID=../../etc\0")   # not a job id: no job
+    _job_process(proc, 4005, 64002, 15, environ="SLURM_JOB_ID=90\0")   # not the socket's owner: not read
+    jobs = {c.client_port: c.job for c in storage_connections(USERS, [(None, 9866)], proc.root)}
+    assert jobs == {40001: "77", 40002: "78", 40003: "12[3].pbs-1.example", 40004: "", 40005: ""}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the client runs as another uid")
+def test_real_connection_of_a_slurm_job_process_names_its_job(monkeypatch):
+    listener, port = create_listener()
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")   # the client inherits it, as a job's task does
+    client = connect_as(64002, port, "HOLD\n")
+    try:
+        assert OwnedConnection("127.0.0.1", client.port, "bob", "127.0.0.1", port, "4242") in storage_connections(
+            USERS, [(None, port)])
+    finally:
+        client.close()
+        listener.close()

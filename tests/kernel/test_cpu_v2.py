@@ -160,6 +160,12 @@ def test_a_group_name_that_is_no_vnode_never_reaches_a_path(tmp_path, bad):
     assert checked_group("vnode-default") == "vnode-default"
 
 
+def test_a_jobs_vnode_has_a_group_of_its_own_and_a_malformed_job_none():
+    assert checked_group("vnode.alice.77") == "vnode.alice.77"
+    with pytest.raises(InvalidArgument):
+        checked_group("vnode.alice.7/7")
+
+
 @pytest.mark.parametrize("bad", [0, -3, True, "12", 1.5])
 def test_a_tid_that_is_not_a_positive_whole_number_is_never_written(tmp_path, bad):
     tree = Tree("fake", tmp_path)

@@ -16,8 +16,7 @@ import sys
 import grpc
 
 from vnode_sync import validation
-from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG
-from vnode_sync.ctl.settings import load_ctl_settings
+from vnode_sync.ctl.settings import DEFAULT_PATH as DEFAULT_CONFIG, load_ctl_settings
 from vnode_sync.ctl.groups_command import GROUP_COMMANDS, add_group_commands, group_status_lines, run_group_command
 from vnode_sync.ctl.measure import add_measure_command, run_measure
 from vnode_sync.ctl.nodes_command import add_node_actions, run_node_action
@@ -28,8 +27,7 @@ from vnode_sync.distribution import version
 from vnode_sync.errors import ConfigError, InvalidArgument, NotFound, VNodeSyncError
 from vnode_sync.security.certs_command import add_certs_commands, run_certs
 from vnode_sync.security.tls import TlsFiles, is_loopback, secure_channel
-from vnode_sync.wire import vnode_pb2 as pb
-from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+from vnode_sync.wire import vnode_pb2 as pb, vnode_pb2_grpc as pb_grpc
 from vnode_sync.wire.leader import dial, split_addresses
 
 DEFAULT_ADDRESS = "127.0.0.1:7070"
@@ -200,6 +198,7 @@ def _print_not_enforcing(status: pb.StatusResponse) -> None:
 def _print_status(status: pb.StatusResponse) -> None:
     if any(us.HasField("summary") for us in status.users[:1]):
         _print_summaries(status)
+        _print_jobs(status)
         _print_groups(status)
         _print_not_enforcing(status)
         return
@@ -224,8 +223,18 @@ def _print_status(status: pb.StatusResponse) -> None:
         head[4:4] = ["RESERVE_MB/s", "LIMIT_MB/s", "ALLOC_RD_MB/s", "ALLOC_WR_MB/s", "DEMAND_RD_MB/s", "DEMAND_WR_MB/s",
                      "WEIGHT_RD_%", "WEIGHT_WR_%"]
     print(render(head, rows))
+    _print_jobs(status)
     _print_groups(status)
     _print_not_enforcing(status)
+
+
+def _print_jobs(status: pb.StatusResponse) -> None:
+    lines = [f"  {us.user.name}: job {job.job_id} on {job.node}: "
+             + (f"falls back to its user ({job.fallback})" if job.fallback else f"VNode {job.vnode}")
+             for us in status.users for job in us.user.jobs]
+    if lines:
+        print("running jobs (a job is its own VNode where a compute agent runs on its node):")
+        print("\n".join(lines))
 
 
 def _print_groups(status: pb.StatusResponse) -> None:

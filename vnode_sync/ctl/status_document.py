@@ -16,6 +16,8 @@ def status_json(status: pb.StatusResponse) -> dict:
                    "active": us.user.active, "running_jobs": us.user.running_jobs,
                    "reservation_bps": us.user.reservation_bps, "limit_bps": us.user.limit_bps,
                    "group": us.user.group,
+                   "jobs": [{"job_id": j.job_id, "node": j.node, "vnode": j.vnode, "fallback": j.fallback}
+                            for j in us.user.jobs],
                    **({"summary": _summary_json(us.summary)} if us.HasField("summary") else {"nodes": [
                        {"node_id": n.node_id, "target_read_bps": n.target_read_bps,
                         "target_write_bps": n.target_write_bps,

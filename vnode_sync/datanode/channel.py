@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import VolumeQueue
 from vnode_sync.kernel.types import DeviceNumber, Share, Shares  # noqa: F401 (re-exported: what APPLY carries)
-from vnode_sync.validation import user_name as validate_user_name
+from vnode_sync.validation import user_name as validate_user_name, vnode_name as validate_vnode_name
 
 TIMEOUT_SECONDS = 5.0
 PROTOCOL = 2
@@ -83,9 +83,9 @@ class ThrottleSettings:
                  + (f" devices={devices}" if devices else ""),
                  f"DEFAULT {_share_fields(self.default)}"]
         for name, shares in sorted(self.users.items()):
-            lines.append(f"USER name={validate_user_name(name)} {_share_fields(shares)}")
+            lines.append(f"USER name={validate_vnode_name(name)} {_share_fields(shares)}")
         lines += [f"UID uid={uid} name={validate_user_name(name)}" for uid, name in sorted(self.uids.items())]
-        lines += [f"CONN ip={ip} port={port} name={validate_user_name(name)}"
+        lines += [f"CONN ip={ip} port={port} name={validate_vnode_name(name)}"
                   for (ip, port), name in sorted(self.connections.items())]
         return lines + ["END"]
 
@@ -203,7 +203,7 @@ class ThrottleChannel:
                 elif kind == "DEFAULT":
                     default = _counters(fields)
                 elif kind == "USER":
-                    users[validate_user_name(fields.get("name", ""))] = _counters(fields)
+                    users[validate_vnode_name(fields.get("name", ""))] = _counters(fields)
             generation = int(_fields(lines[-1], "OK")["generation"])
             if node is None or default is None:
                 raise ValueError("no NODE or DEFAULT line")

@@ -33,7 +33,7 @@ from vnode_sync.kernel.cgroupfs import CgroupFS
 from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadCpuGroups
 from vnode_sync.kernel.cpu_hierarchy import cpu_groups_for, unavailable
 from vnode_sync.kernel.cpu_v1 import clamp_shares
-from vnode_sync.validation import user_name as validate_user_name
+from vnode_sync.validation import vnode_name as validate_vnode_name
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def parse_line(line: str) -> OpThread | None:
     if kind == "IDLE":
         return OpThread(int(tid), idle=True)
     user = fields.get("user")
-    return OpThread(int(tid), validate_user_name(user) if user is not None else None)
+    return OpThread(int(tid), validate_vnode_name(user) if user is not None else None)
 
 
 def peer_pid(s: socket.socket) -> int:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel.backend import is_vnode_name, user_of_vnode
-from vnode_sync.validation import user_name
+from vnode_sync.validation import vnode_name
 
 NICE_0_SHARES = 1024
 _PARENT_NAME = re.compile(r"[^/.\x00][^/\x00]{0,254}")   # one directory name, as the agent's cgroup_name
@@ -42,12 +42,12 @@ class ThreadCpuGroups(Protocol):
 
 
 def checked_group(name: str) -> str:
-    """NAME if it is a VNode's group name (vnode-default, or vnode. and a valid user name)."""
+    """NAME if it is a VNode's group name (vnode-default, or vnode. and a valid VNode: a user's or a job's)."""
     if not isinstance(name, str) or not is_vnode_name(name):
-        raise InvalidArgument(f"invalid CPU group {name!r}: use vnode-default or vnode.USER")
-    user = user_of_vnode(name)
-    if user is not None:
-        user_name(user)
+        raise InvalidArgument(f"invalid CPU group {name!r}: use vnode-default or vnode.VNODE")
+    vnode = user_of_vnode(name)
+    if vnode is not None:
+        vnode_name(vnode)
     return name
 
 

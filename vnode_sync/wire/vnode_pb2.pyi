@@ -17,7 +17,7 @@ HELD_SOURCE_MEASURED: HeldSource
 HELD_SOURCE_ESTIMATED: HeldSource
 
 class User(_message.Message):
-    __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps", "group")
+    __slots__ = ("name", "uid", "priority", "active", "running_jobs", "reservation_bps", "limit_bps", "group", "jobs")
     NAME_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class User(_message.Message):
     RESERVATION_BPS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_BPS_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     name: str
     uid: int
     priority: int
@@ -34,7 +35,20 @@ class User(_message.Message):
     reservation_bps: int
     limit_bps: int
     group: str
-    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
+    jobs: _containers.RepeatedCompositeFieldContainer[JobVNode]
+    def __init__(self, name: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., active: _Optional[bool] = ..., running_jobs: _Optional[int] = ..., reservation_bps: _Optional[int] = ..., limit_bps: _Optional[int] = ..., group: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobVNode, _Mapping]]] = ...) -> None: ...
+
+class JobVNode(_message.Message):
+    __slots__ = ("job_id", "node", "vnode", "fallback")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VNODE_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    node: str
+    vnode: str
+    fallback: str
+    def __init__(self, job_id: _Optional[str] = ..., node: _Optional[str] = ..., vnode: _Optional[str] = ..., fallback: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "major", "minor", "read_bps", "write_bps", "read_iops", "write_iops")
@@ -103,30 +117,38 @@ class ResourceShare(_message.Message):
     def __init__(self, device: _Optional[str] = ..., read: _Optional[_Union[Share, _Mapping]] = ..., write: _Optional[_Union[Share, _Mapping]] = ...) -> None: ...
 
 class VNodeSpec(_message.Message):
-    __slots__ = ("user", "uid", "priority", "shares")
+    __slots__ = ("user", "uid", "priority", "shares", "job", "job_user")
     USER_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     SHARES_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    JOB_USER_FIELD_NUMBER: _ClassVar[int]
     user: str
     uid: int
     priority: int
     shares: _containers.RepeatedCompositeFieldContainer[ResourceShare]
-    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[ResourceShare, _Mapping]]] = ...) -> None: ...
+    job: str
+    job_user: str
+    def __init__(self, user: _Optional[str] = ..., uid: _Optional[int] = ..., priority: _Optional[int] = ..., shares: _Optional[_Iterable[_Union[ResourceShare, _Mapping]]] = ..., job: _Optional[str] = ..., job_user: _Optional[str] = ...) -> None: ...
 
 class ConnectionOwner(_message.Message):
-    __slots__ = ("client_address", "client_port", "user", "server_address", "server_port")
+    __slots__ = ("client_address", "client_port", "user", "server_address", "server_port", "job", "vnode")
     CLIENT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_PORT_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     SERVER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SERVER_PORT_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    VNODE_FIELD_NUMBER: _ClassVar[int]
     client_address: str
     client_port: int
     user: str
     server_address: str
     server_port: int
-    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ...) -> None: ...
+    job: str
+    vnode: str
+    def __init__(self, client_address: _Optional[str] = ..., client_port: _Optional[int] = ..., user: _Optional[str] = ..., server_address: _Optional[str] = ..., server_port: _Optional[int] = ..., job: _Optional[str] = ..., vnode: _Optional[str] = ...) -> None: ...
 
 class DesiredState(_message.Message):
     __slots__ = ("generation", "node_id", "vnodes", "default_vnode", "users", "connections", "store_id", "allocation", "devices", "sharing")

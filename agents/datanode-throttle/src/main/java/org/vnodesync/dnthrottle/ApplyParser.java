@@ -16,7 +16,9 @@ import java.util.regex.Pattern;
  * storage agent may send more), a known key with a bad value refuses the whole set.
  */
 final class ApplyParser {
-    static final Pattern USER_NAME = Pattern.compile("^[a-z_][a-z0-9_-]{0,31}$");
+    /** A VNode: a user's (its name) or one of its batch jobs' ("user.job", vnode_sync.validation.vnode_name). */
+    static final Pattern VNODE_NAME = Pattern.compile(
+            "^[a-z_][a-z0-9_-]{0,31}(\\.[0-9]{1,20}(_[0-9]{1,10}|-[0-9]{0,10})?(\\.[a-z0-9-]{1,63}){0,8})?$");
     private static final Pattern DECIMAL = Pattern.compile("^[0-9]{1,19}$");
     private static final Pattern IPV4 = Pattern.compile("^([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})\\.([0-9]{1,3})$");
     private static final Pattern IPV6 = Pattern.compile("^[0-9A-Fa-f:.]{2,45}$");
@@ -168,8 +170,8 @@ final class ApplyParser {
     }
 
     private static String name(String text) throws BadApply {
-        if (!USER_NAME.matcher(text).matches()) {
-            throw new BadApply("not a user name: '" + printable(text) + "'");
+        if (!VNODE_NAME.matcher(text).matches() || text.length() > 97) {
+            throw new BadApply("not a user or job VNode name: '" + printable(text) + "'");
         }
         return text;
     }

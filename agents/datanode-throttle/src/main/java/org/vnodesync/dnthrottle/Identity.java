@@ -6,7 +6,8 @@ import java.util.Objects;
 import java.util.OptionalLong;
 
 /**
- * Decides whom an op serves, before its first byte: the block token's user; else the remote connection
+ * Decides whom an op serves, before its first byte: the block token's user (or the job VNode of that user a
+ * CONN line names); else the remote connection
  * (CONN lines, from the compute agents: a map lookup); else, for a client on this host only, the owner
  * of its socket (UID lines), asked of the kernel by 4-tuple (sock_diag, O(1)) or, where that cannot be
  * done, found by walking /proc/net/tcp; else nobody (DEFAULT). A client on another host that no CONN
@@ -58,14 +59,15 @@ final class Identity {
 
     /** TOKEN_USER may be null or empty; addresses are DataXceiver's strings like "/127.0.0.1:50010". */
     String resolve(Policy policy, String tokenUser, String remoteAddress, String localAddress) throws IOException {
-        if (tokenUser != null && !tokenUser.isEmpty()) {
-            return tokenUser;
-        }
         Policy.Endpoint client = parseAddress(remoteAddress);
+        String reported = client == null ? null : policy.connections().get(client);
+        if (tokenUser != null && !tokenUser.isEmpty()) {
+            // A compute agent may name one of the token user's batch jobs ("user.job"): its own VNode.
+            return reported != null && reported.startsWith(tokenUser + ".") ? reported : tokenUser;
+        }
         if (client == null) {
             return null;
         }
-        String reported = policy.connections().get(client);
         if (reported != null) {
             return reported;
         }

@@ -58,8 +58,17 @@ class ApplyParserTest {
                 "CONN ip=10.0.0.1 port=0 name=a", "CONN ip=10.0.0.1 port=65536 name=a", "foo", "",
                 "USER  name=alice", "USER name=alice 5", "NODE devices=8", "NODE devices=8:16,",
                 "USER name=alice read_ceiling_bps=99999999999999999999",
-                "USER name=abcdefghijklmnopqrstuvwxyz0123456")) {
+                "USER name=abcdefghijklmnopqrstuvwxyz0123456", "USER name=alice.x", "USER name=alice.", "USER name=alice..1",
+                "USER name=alice.1/2", "CONN ip=10.0.0.1 port=1 name=alice.12[3]")) {
             assertThrows(ApplyParser.BadApply.class, () -> parse(bad), bad);
+        }
+    }
+
+    @Test
+    void acceptsJobVNodeNames() throws Exception {
+        for (String job : Arrays.asList("alice.123", "alice.123_4", "alice.12-3.pbs-1.example", "alice.12-")) {
+            assertEquals(1, parse("USER name=" + job).users().size(), job);
+            assertEquals(job, parse("CONN ip=10.0.0.1 port=1 name=" + job).connections().values().iterator().next());
         }
     }
 

@@ -89,6 +89,17 @@ class IdentityTest {
     }
 
     @Test
+    void aJobVNodeOfTheTokensUserReportedForTheConnectionIsCharged() throws Exception {
+        Policy jobs = ApplyParser.parse(1, Arrays.asList("USER name=carol", "USER name=carol.77",
+                "CONN ip=10.0.0.9 port=40000 name=carol.77", "CONN ip=10.0.0.9 port=40001 name=dave.78"),
+                Policy.Shares.NONE).policy();
+        assertEquals("carol.77", identity.resolve(jobs, "carol", "/10.0.0.9:40000", "/10.0.0.1:9866"));
+        // Another user's job never takes the token's user's op; nor does a user name that merely begins alike.
+        assertEquals("carol", identity.resolve(jobs, "carol", "/10.0.0.9:40001", "/10.0.0.1:9866"));
+        assertEquals("caro", identity.resolve(jobs, "caro", "/10.0.0.9:40000", "/10.0.0.1:9866"));
+    }
+
+    @Test
     void addressStrings() throws Exception {
         assertEquals(at("::1", 80), Identity.parseAddress("/0:0:0:0:0:0:0:1:80"));
         assertEquals(at("::1", 80), Identity.parseAddress("/[::1]:80"));
