@@ -43,8 +43,11 @@ def classpath() -> str:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", help="N, N-M or a comma-separated list of those (such as 0-99)")
-    parser.add_argument("--profile", choices="abcde", help="every seed on this profile (default: seed % 5)")
+    parser.add_argument("--profile", choices="abcde", help="every seed on this profile (default: seed %% 5)")
     parser.add_argument("--seconds", type=float, default=60.0, help="simulated seconds measured per policy")
+    parser.add_argument("--net", choices=["on", "off"], default="on",
+                        help="each thread's time outside the volume per packet: a read's send, a write's receive "
+                             "(default on; off: the model before it)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
@@ -60,7 +63,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def java_args(args: argparse.Namespace) -> list[str]:
-    out = ["--seconds", f"{args.seconds:g}"]
+    out = ["--seconds", f"{args.seconds:g}", "--net", args.net]
     if args.profile:
         out += ["--profile", args.profile]
     if args.trace is not None:

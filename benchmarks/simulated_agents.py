@@ -179,6 +179,9 @@ async def _main(address: str, device: str, first: int, count: int, report_second
 NICE = 10
 
 if __name__ == "__main__":
+    if len(sys.argv) not in (5, 6):
+        sys.exit("usage: python -m benchmarks.simulated_agents ADDRESS DEVICE FIRST COUNT [REPORT_SECONDS] "
+                 "(a process of simulated agents that coordinator_scale starts)")
     raise_open_files_limit()
     os.nice(NICE)
     address_, device_, first_, count_ = sys.argv[1:5]

@@ -12,10 +12,11 @@ package org.vnodesync.dnthrottle;
  * kept if it lost less than 1/(2D) of their mean.
  * So a disk that one sequential reader keeps busy settles at 1 (the depth at which weights hold
  * even with one thread per user), two CPU-bound cores at 2, a disk that reorders a deeper queue
- * deeper. A depth costs the weights only where users share the volume: while one user alone moves
- * there, one packet more is kept for any gain of at least ALONE_WORTH (so a lone user on an HDD has
- * its elevator). Only intervals in which the depth bound (packets waited for a slot most of the time)
- * say anything about it; in the others it is cut to what was used.
+ * deeper. A depth exists to order users: in an interval in which at most one user moved at the
+ * volume the dispatcher bounds nothing (Dispatcher.alone), and the depth is what that user kept in
+ * flight, the depth the volume ran at; probes start from there when a second user comes. Of the
+ * other intervals, only those in which the depth bound (packets waited for a slot most of the time)
+ * say anything about it; in the rest it is cut to what was used.
  *
  * <p>Not thread-safe: its dispatcher calls it under its own lock.
  */
@@ -30,13 +31,6 @@ final class Depth {
     static final int LEAST_PROBED = 300;
     /** Weight of a new binding interval in the level a probe is judged against (about 4 intervals). */
     static final double SMOOTHING = 0.25;
-
-    /**
-     * The least gain a packet more must bring, and the most loss a packet fewer may cost, while one
-     * user alone moves at the volume: the node's throughput target (within 5 % of no vnode-sync,
-     * issue 58); with no one to share with, depth costs nothing else.
-     */
-    static final double ALONE_WORTH = 0.05;
 
     enum Phase { STEADY, PROBING_UP, PROBING_DOWN }
 
@@ -73,15 +67,24 @@ final class Depth {
 
     /**
      * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), at most PEAK
-     * packets were in flight at once, and SHARERS users had packets dispatched. Returns the depth for
-     * the next interval.
+     * packets were in flight at once, and SHARERS users had packets there (waiting, dispatched or in
+     * flight). Returns the depth for the next interval.
      */
     int interval(double bps, boolean binding, int peak, int sharers) {
+        if (sharers <= 1) {
+            // Nobody to order, and the dispatcher bounds nothing: the depth is what the user kept in
+            // flight, and the probes start from there when others come.
+            depth = Math.max(1, peak);
+            phase = Phase.STEADY;
+            best = 0;
+            bindingSince = 0;
+            return depth;
+        }
         switch (phase) {
             case PROBING_UP:
                 // Judged whether or not anyone waited: a depth that lets every thread go shows it by
                 // its throughput alone (two CPU-bound threads on two cores).
-                if (best > 0 && bps > best * (1 + (sharers <= 1 ? ALONE_WORTH : 0.5 / (depth - 1)))) {
+                if (best > 0 && bps > best * (1 + 0.5 / (depth - 1))) {
                     moves++;
                     level = bps;      // the new depth's level: this interval
                     probeEvery = PROBE_EVERY;
@@ -93,7 +96,7 @@ final class Depth {
                 best = 0;
                 return depth;
             case PROBING_DOWN:
-                if (level > 0 && bps >= level * (1 - (sharers <= 1 ? ALONE_WORTH : 0.5 / (depth + 1)))) {
+                if (level > 0 && bps >= level * (1 - 0.5 / (depth + 1))) {
                     moves++;
                     level = bps;
                     probeEvery = PROBE_EVERY;

@@ -12,7 +12,8 @@ import java.util.concurrent.locks.LockSupport;
  * <p>A transfer thread asks before each packet it moves on the volume (its op's Ticket). The packet
  * gets the start tag S = max(F, V - burst) of its flow, F moves to S + bytes / weight, and at most
  * depth packets are in flight: the rest wait, and each packet done dispatches the waiting one with
- * the least start tag. V is the start tag of the last packet dispatched. Nothing here knows how fast
+ * the least start tag (a user alone at the volume is not bounded: alone). V is the start tag of the
+ * last packet dispatched. Nothing here knows how fast
  * the volume is: a packet waits only while depth others are in flight, so whatever the volume, the
  * CPU or the network delivers is moved (work conservation), and what waits is ordered by weight.
  *
@@ -79,7 +80,10 @@ final class Dispatcher {
     private double serviceNs;             // a packet's mean time in its slot
     private double virtualTime;
     private long interval = 1;            // counts the depth's intervals (a Flow's 0: never dispatched)
-    private int sharers;                  // flows with a packet dispatched this interval
+    private int sharers;                  // flows with a packet waiting, dispatched or in flight this interval
+    private Flow sole;                    // the flow, while it is the only one this interval
+    private int lastSharers;              // the same for the interval before
+    private Flow lastSole;
     private double burstBytes;            // what the volume moved over BURST_NS, at the last interval's rate
     private double backloggedWeight;      // the weight V advanced for over the last interval (bytes moved / V's advance)
     private double tickVirtualTime;
@@ -122,6 +126,7 @@ final class Dispatcher {
         }
         long size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
         Flow flow = ticket.flow;
+        present(flow);
         ticket.reserved = reserved;
         ticket.sequence = sequence++;
         if (reserved) {
@@ -133,7 +138,7 @@ final class Dispatcher {
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
         }
-        if ((held || queue.isEmpty()) && counted < depth) {
+        if ((held || queue.isEmpty()) && counted < depth || alone(flow)) {
             dispatch(ticket, now);
             return true;
         }
@@ -246,19 +251,44 @@ final class Dispatcher {
         if (!ticket.reserved) {
             virtualTime = Math.max(virtualTime, ticket.start);
         }
-        if (ticket.flow.interval != interval) {
-            ticket.flow.interval = interval;
-            sharers++;
-        }
+        present(ticket.flow);
         inFlight.add(ticket);
         counted++;
         peak = Math.max(peak, counted);
         ticket.go = true;
     }
 
+    /** FLOW has a packet waiting, dispatched or in flight in this interval: it counts among the users sharing the volume. */
+    private void present(Flow flow) {
+        if (flow.interval != interval) {
+            flow.interval = interval;
+            sharers++;
+            sole = sharers == 1 ? flow : null;
+        }
+    }
+
+    /**
+     * Whether FLOW is the only one to have moved here this interval and the one before (a whole
+     * interval, 100 ms, longer than any gap between one user's packets) and none other waits: with
+     * nobody to order, the depth bounds nothing and the volume is driven as without vnode-sync
+     * (docs/edge.md, section 3). A second flow's first packet waits for the depth like any other, and
+     * from then on it applies.
+     */
+    private boolean alone(Flow flow) {
+        if ((lastSharers != 0 && lastSole != flow) || (sharers != 0 && sole != flow)) {
+            return false;
+        }
+        for (Ticket t : queue) {
+            if (t.flow != flow) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** Dispatches waiting packets into free slots, least start tag first. */
     private void pump(long now) {
-        while (counted < depth && !queue.isEmpty()) {
+        while (!queue.isEmpty() && (counted < depth || alone(queue.peek().flow))) {
             Ticket next = queue.poll();
             if (queue.isEmpty()) {
                 queueEmptied(now);
@@ -306,7 +336,17 @@ final class Dispatcher {
         }
         tickNs = now;
         interval++;
+        lastSharers = sharers;
+        lastSole = sole;
         sharers = 0;
+        sole = null;
+        // A packet waiting or in flight across the interval's start is there in this interval too.
+        for (Ticket t : queue) {
+            present(t.flow);
+        }
+        for (Ticket t : inFlight) {
+            present(t.flow);
+        }
         tickVirtualTime = virtualTime;
         movedBytes = 0;
         queuedNs = 0;

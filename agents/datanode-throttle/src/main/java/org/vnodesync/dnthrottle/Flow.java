@@ -7,7 +7,7 @@ package org.vnodesync.dnthrottle;
 final class Flow {
     final Throttles.Charge charge;
     double finish;   // virtual finish tag of its last packet tagged by weight
-    long interval;   // the dispatcher's interval in which it last had a packet dispatched
+    long interval;   // the dispatcher's interval in which it last asked or had a packet dispatched
 
     Flow(Throttles.Charge charge) {
         this.charge = charge;

@@ -40,10 +40,20 @@ class DepthTest {
     }
 
     @Test
-    void aUserAloneHasTheDepthOfEveryGainOverFivePercent() {
-        // nobody to share with: the HDD's +20 %, +17 %, +14 % are each worth a packet more; +3 % is not
-        assertEquals(4, settle(d -> 100e6 * Math.min(1.6, 1 + 0.2 * (d - 1)), 2000, 1));
-        assertEquals(1, settle(d -> 100e6 * (1 + 0.03 * (d - 1)), 2000, 1));
+    void withOneUserTheDepthIsWhatItKeptInFlightAndTheProbesStartThere() {
+        Depth depth = new Depth();
+        int d = depth.depth();
+        for (int i = 0; i < 100; i++) {
+            d = depth.interval(30e6 * Math.min(d, 3), true, d, 2);
+        }
+        assertEquals(3, d);
+        assertEquals(6, depth.interval(300e6, false, 6, 1));   // unbounded: its six threads in flight
+        assertEquals(Depth.Phase.STEADY, depth.phase());
+        // users share again on a volume that gains nothing past three: back to three by probes down
+        for (int i = 0; i < 400; i++) {
+            d = depth.interval(30e6 * Math.min(d, 3), true, d, 2);
+        }
+        assertEquals(3, d);
     }
 
     @Test

@@ -82,8 +82,13 @@ final class EdgeScenarios {
         }
     }
 
+    /**
+     * NET_BPS: every thread's own per-packet time outside the volume, as bytes/s (infinity: none): a
+     * read's send, which holds its slot, and a write's receive of its next packet, which does not
+     * (SimulatedNode.Worker.netBps).
+     */
     record Scenario(long seed, String profile, List<VolumeSpec> volumes, double configuredBps, double cpuPerByte,
-                    double linkBps, List<UserSpec> users) {
+                    double linkBps, double netBps, List<UserSpec> users) {
         String describe() {
             StringBuilder s = new StringBuilder(profile + " [");
             for (VolumeSpec v : volumes) {
@@ -96,6 +101,9 @@ final class EdgeScenarios {
             if (linkBps < Double.POSITIVE_INFINITY) {
                 s.append(String.format(Locale.ROOT, " link %.0f", linkBps / MB));
             }
+            if (netBps < Double.POSITIVE_INFINITY) {
+                s.append(String.format(Locale.ROOT, " net %.0f", netBps / MB));
+            }
             return s.append("]").toString();
         }
     }
@@ -106,8 +114,16 @@ final class EdgeScenarios {
 
     // ---- drawing
 
-    /** Seed's scenario; PROFILE null: profile "abcde"[seed % 5], so any 5k consecutive seeds cover each k times. */
-    static Scenario draw(long seed, String profile) {
+    /**
+     * Seed's scenario; PROFILE null: profile "abcde"[seed % 5], so any 5k consecutive seeds cover each k
+     * times. NET: threads have a per-packet time outside the volume, drawn log-uniform from 150 to
+     * 1000 MB/s (the testbed's DataNodes send a 64 KiB packet at about 240 MB/s, leaving its 60 MB/s
+     * disk a fifth idle at depth 1), from a stream of its own so that the rest of the draw is the same
+     * with and without it.
+     */
+    static Scenario draw(long seed, String profile, boolean net) {
+        SplittableRandom netDraw = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 59);
+        double netBps = net ? Math.exp(uniform(netDraw, Math.log(150), Math.log(1000))) * MB : Double.POSITIVE_INFINITY;
         SplittableRandom r = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 58);
         String p = profile != null ? profile : String.valueOf("abcde".charAt((int) Math.floorMod(seed, 5L)));
         List<VolumeSpec> volumes = new ArrayList<>();
@@ -191,7 +207,7 @@ final class EdgeScenarios {
                 users.add(new UserSpec("u" + i, k, weights[i], 1, Double.POSITIVE_INFINITY, file, gap, first, vols));
             }
         }
-        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, users);
+        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, users);
     }
 
     private static double uniform(SplittableRandom r, double from, double to) {
@@ -230,6 +246,7 @@ final class EdgeScenarios {
                         w.spread = Arrays.stream(u.volumes).mapToObj(v -> volumes[v]).toArray(SimulatedNode.Volume[]::new);
                     }
                     w.cpuPerByte = s.cpuPerByte;
+                    w.netBps = s.netBps;
                     mine.add(node.add(w));
                 }
                 workers.put(u.name, mine);
@@ -307,8 +324,9 @@ final class EdgeScenarios {
      * one flow of its weight (the edge weighs users at each volume: "local weights"). All flows' rates
      * rise together, each by its weight (rate = weight x level), until a flow meets its own limit or a
      * resource it uses is full; those flows freeze at their rates and the rest go on rising. A flow's own
-     * limit: its threads there times a thread's limit (its client's speed, and one core's worth of bytes:
-     * a thread runs on one core at most); an interactive user's limit is its demand, the rate it moved
+     * limit: its threads there times a thread's limit (its client's speed; one core's worth of bytes:
+     * a thread runs on one core at most; and, with a time outside the volume per packet, what it moves
+     * with the volume to itself at one packet in flight, 1 / (1/volume + 1/net)); an interactive user's limit is its demand, the rate it moved
      * under WEIGHTS, spread evenly over its volumes (its files go to them in turn). The resources: each
      * volume (its speed with all its bulk threads in flight, as NONE keeps them: an interactive thread
      * is idle most of the time and deepens the disk's queue only while it moves), the cores (each byte costs
@@ -329,7 +347,8 @@ final class EdgeScenarios {
                 }
                 for (int v = 0; v < count.length; v++) {
                     if (count[v] > 0) {
-                        flows.add(new FlowAt(u.name, v, u.weight, count[v] * Math.min(u.clientBps, perThread)));
+                        double serial = 1 / (1 / s.volumes.get(v).bps + 1 / s.netBps);
+                        flows.add(new FlowAt(u.name, v, u.weight, count[v] * Math.min(u.clientBps, Math.min(perThread, serial))));
                     }
                 }
             } else {
@@ -740,6 +759,13 @@ final class EdgeScenarios {
 
     // ---- main
 
+    private static boolean onOff(String value, String option) {
+        if (!"on".equals(value) && !"off".equals(value)) {
+            throw new IllegalArgumentException(option + " " + value + ": not on or off");
+        }
+        return "on".equals(value);
+    }
+
     public static void main(String[] args) {
         List<Long> seeds = new ArrayList<>();
         String profile = null;
@@ -748,6 +774,7 @@ final class EdgeScenarios {
         SimulatedNode.Sharing policy = SimulatedNode.Sharing.WEIGHTS;
         double from = 0;
         double to = Double.POSITIVE_INFINITY;
+        boolean net = true;
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -759,8 +786,9 @@ final class EdgeScenarios {
                     case "--policy" -> policy = SimulatedNode.Sharing.valueOf(value);
                     case "--from" -> from = Double.parseDouble(value);
                     case "--to" -> to = Double.parseDouble(value);
+                    case "--net" -> net = onOff(value, "--net");
                     default -> throw new IllegalArgumentException("unknown argument " + args[i]
-                            + " (allowed: --seeds, --profile, --seconds, --trace, --policy, --from, --to)");
+                            + " (allowed: --seeds, --profile, --seconds, --net, --trace, --policy, --from, --to)");
                 }
                 i++;
             }
@@ -773,18 +801,19 @@ final class EdgeScenarios {
             return;
         }
         if (traced != null) {
-            trace(draw(traced, profile), policy, windowNs, (long) (from * SECOND),
+            trace(draw(traced, profile, net), policy, windowNs, (long) (from * SECOND),
                     Double.isInfinite(to) ? Long.MAX_VALUE : (long) (to * SECOND));
             return;
         }
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
-                + "alone: %.0f s%n", WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9);
+                + "alone: %.0f s; threads' time outside the volume per packet (net): %s%n", WARM_UP_NS / 1e9, windowNs / 1e9,
+                ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off");
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
                 + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
                 + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
-            Figures f = evaluate(draw(seed, profile), windowNs);
+            Figures f = evaluate(draw(seed, profile, net), windowNs);
             System.out.println(f.line());
             System.out.flush();
             all.add(f);

@@ -51,6 +51,13 @@ final class SimulatedNode {
         final long fileBytes;        // 0: never pauses
         final long gapNs;
         double cpuPerByte;           // core-seconds per byte (0: no CPU)
+        /**
+         * Its own per-packet time outside the volume, as bytes/s (infinity: none): a read's send of the
+         * packet it read, which its slot covers (UserThrottler: a read's slot covers read and send, so
+         * the volume idles for it at depth 1); a write's receive of its next packet, which its slot does
+         * not (G8: it leaves the volume, with anticipation, and asks again).
+         */
+        double netBps = Double.POSITIVE_INFINITY;
         long startAt;
         final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
         long moved;
@@ -63,6 +70,9 @@ final class SimulatedNode {
         long fileStart;
         long wakeAt = Long.MAX_VALUE;  // a waiting thread polls, or a ceiling sleep ends
         boolean sleeping;              // waiting for its ceiling
+        boolean sending;               // a read's send: its slot held, the volume not used
+        boolean receiving;             // a write's wait for its next packet (and its ceiling), out of the volume
+        long sentBytes;
         long lastBytes;
         boolean stopped;
 
@@ -199,7 +209,8 @@ final class SimulatedNode {
 
     private void step(long end) {
         for (Worker w : workers) {
-            if (!w.stopped && !w.inFlight && !w.waiting && !w.sleeping && w.startAt <= now) {
+            if (!w.stopped && !w.inFlight && !w.waiting && !w.sleeping && !w.sending && !w.receiving
+                    && w.startAt <= now) {
                 startOp(w);
             }
         }
@@ -209,7 +220,7 @@ final class SimulatedNode {
             Worker w = workers.get(i);
             if (w.inFlight && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.remaining / rates[i] * 1e9)));
-            } else if (w.waiting || w.sleeping) {
+            } else if (w.waiting || w.sleeping || w.sending || w.receiving) {
                 next = Math.min(next, w.wakeAt);
             } else if (!w.stopped && !w.inFlight && w.startAt > now) {
                 next = Math.min(next, w.startAt);
@@ -227,6 +238,14 @@ final class SimulatedNode {
         for (Worker w : workers) {
             if (w.inFlight && w.remaining <= 1e-6) {
                 packetDone(w);
+            } else if (w.sending && w.wakeAt <= now) {
+                w.sending = false;
+                w.wakeAt = Long.MAX_VALUE;
+                afterPacket(w, w.sentBytes);
+            } else if (w.receiving && w.wakeAt <= now) {
+                w.receiving = false;
+                w.wakeAt = Long.MAX_VALUE;
+                askNext(w, 0);
             } else if (w.sleeping && w.wakeAt <= now) {
                 w.sleeping = false;
                 w.wakeAt = Long.MAX_VALUE;
@@ -313,6 +332,31 @@ final class SimulatedNode {
         long bytes = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
         w.moved += bytes;
         throttles.chargeFor(w.user).counters().addBytes(w.direction, bytes);
+        if (w.netBps < Double.POSITIVE_INFINITY) {
+            long netNs = Math.max(1, (long) Math.ceil(bytes / w.netBps * 1e9));
+            if (w.direction == Direction.READ) {
+                w.sending = true;
+                w.sentBytes = bytes;
+                w.wakeAt = now + netNs;
+                return;
+            }
+            boolean last = w.stopped || (w.fileBytes > 0 && w.fileLeft == bytes);
+            if (!last) {
+                // As UserThrottler: leaveVolume, then throttle (the ceiling), then the next packet's receive.
+                w.fileLeft -= w.fileBytes > 0 ? bytes : 0;
+                throttles.volume(w.volume.id).release(w.ticket, bytes, now, true);
+                UserShare share = throttles.chargeFor(w.user).share(w.direction);
+                long ceilingNs = share.ceiling.unlimited() ? 0 : share.ceiling.reserve(bytes, now);
+                w.receiving = true;
+                w.wakeAt = now + ceilingNs + netNs;
+                return;
+            }
+        }
+        afterPacket(w, bytes);
+    }
+
+    /** The rest of a packet's end, once it is out of the volume (and, a read, sent). */
+    private void afterPacket(Worker w, long bytes) {
         if (w.fileBytes > 0) {
             w.fileLeft -= bytes;
             if (w.fileLeft == 0) {
