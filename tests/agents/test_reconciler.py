@@ -262,3 +262,15 @@ def test_an_unreachable_datanode_socket_is_an_error_in_the_status_and_the_next_p
     # The stand-in is release 0.2.0: it enforces, and the node is reported degraded naming both versions.
     assert reconciler.degraded == [f"DataNode throttle: the Java agent is version 0.2.0, this storage agent "
                                    f"{version()}: install the jar of release {version()} and restart the DataNode"]
+
+
+def test_a_required_disk_setting_missing_is_reported_degraded_after_the_backends_own_lines(world):
+    kernel, fs, discovery, new_reconciler = world
+    r = new_reconciler()
+    r.disk_checks = lambda: ["disk queue: /dev/sdb queue/nr_requests is 64, required 4 (docs/edge.md section 6)"]
+    r.apply(state(1, {"alice": 5_000_000}))
+    assert r.degraded == ["disk queue: /dev/sdb queue/nr_requests is 64, required 4 (docs/edge.md section 6)"]
+    assert r.not_enforcing is None, "a node short of a required setting still enforces"
+    r.disk_checks = list
+    r.apply(state(2, {"alice": 5_000_000}))
+    assert r.degraded == []
