@@ -2,11 +2,14 @@
 host's own mountinfo: each one missing is one line naming the disk, the setting and both values."""
 
 import os
+import subprocess
 
 import pytest
 
+from tests.conftest import needs_kernel, unique_name
+from testbed.loopdev import loop_device
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.kernel.disk_queue import QueueSetting
+from vnode_sync.kernel.disk_queue import QueueSetting, read_setting
 from vnode_sync.kernel.required_disk_settings import MountOption, disk_of, mounts, parse, unmet
 from vnode_sync.kernel.types import DeviceNumber
 
@@ -88,3 +91,25 @@ def test_this_hosts_own_mountinfo_is_read_with_each_mounts_device_number():
     st = os.stat("/")
     assert root.device == DeviceNumber(os.major(st.st_dev), os.minor(st.st_dev))
     assert "rw" in root.options or "ro" in root.options
+
+
+@needs_kernel
+def test_a_real_loop_disk_is_read_back_and_its_ext4_mount_with_and_without_nodelalloc(tmp_path):
+    mountpoint = tmp_path / "data"
+    mountpoint.mkdir()
+    with loop_device(unique_name("reqdisk"), size_mb=64) as (path, device):
+        queue = f"/sys/dev/block/{device}/queue"
+        ahead, requests = read_setting(queue, "read_ahead_kb"), read_setting(queue, "nr_requests")
+        other = "4" if requests != "4" else "8"
+        subprocess.run(["mkfs.ext4", "-q", "-F", path], check=True, capture_output=True)
+        required = [QueueSetting("read_ahead_kb", ahead), QueueSetting("nr_requests", other), MountOption("nodelalloc")]
+        subprocess.run(["mount", "-o", "nodelalloc", path, str(mountpoint)], check=True, capture_output=True)
+        try:
+            assert unmet({path: device}, required) == [
+                f"disk queue: {path} queue/nr_requests is {requests}, required {other} (docs/edge.md section 6)"]
+            subprocess.run(["mount", "-o", "remount,delalloc", str(mountpoint)], check=True, capture_output=True)
+            assert unmet({path: device}, required)[1:] == [
+                f"mount option: {mountpoint} ({path}, ext4) is mounted without nodelalloc, required "
+                "(docs/edge.md section 6)"]
+        finally:
+            subprocess.run(["umount", str(mountpoint)], capture_output=True)
