@@ -16,12 +16,24 @@ from vnode_sync.agents.handlers.hdfs import HdfsDiscoverySettings
 from vnode_sync.config_loading import (MEASURED, TEST_SEAM, Allowed, Group, ListOf, LogFormat, NodeId, Refused,
                                        Seconds, Settings, load, parse, plugin_section)
 from vnode_sync.datanode.backend import DataNodeThrottleSettings
+from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel.lustre_settings import LustreSettings
+from vnode_sync.kernel.required_disk_settings import parse as parse_required_disk_setting
 from vnode_sync.metrics.settings import AgentMetricsSettings, refuse_unasked_plaintext
 from vnode_sync.security.tls import SecuredSettings
 
 PROBE_SECONDS = 0.25
 ENDPOINT_ALLOWED = "host:port or :port (any host), port 1-65535"
+REQUIRED_DISK_SETTING_ALLOWED = ("KEY=VALUE, KEY one of scheduler, max_sectors_kb, read_ahead_kb, nr_requests, "
+                                 "iosched/<tunable>; or mount_option=NAME")
+
+
+def _required_disk_setting(text: str) -> str:
+    try:
+        parse_required_disk_setting(text)
+    except InvalidArgument as e:
+        raise ValueError(str(e)) from e
+    return text
 
 
 def _endpoint(text: str) -> str:
@@ -84,6 +96,12 @@ class AgentConfig(SecuredSettings):
     """/proc, or a fake tree in tests."""
     devices: Annotated[ListOf[Annotated[str, at.MinLen(1)]], ENFORCEMENT] = ()
     """Block device paths whose I/O is shared (as the coordinator's storage_nodes devices)."""
+    required_disk_settings: Annotated[ListOf[Annotated[str, AfterValidator(_required_disk_setting),
+                                                       Allowed(REQUIRED_DISK_SETTING_ALLOWED)]], ENFORCEMENT] = ()
+    """What the site requires of each of those disks, read back at every full reconcile; each one missing
+    is reported in the node's degraded list (vnodectl nodes): queue files as the storage role sets them
+    (read_ahead_kb=512) and mount options of their file systems (mount_option=nodelalloc). Nothing is
+    changed. The storage role writes its vnode_storage_agent_disk_queue here (docs/deploy-hdfs.md)."""
     discovery: DiscoverySection = GenericDiscoverySettings()
     """How handler threads are found; the keys beside `kind` are the plug-in's own."""
     resync_seconds: Annotated[Seconds, MEASURED] = 5.0

@@ -1,5 +1,6 @@
 """The storage agent: one reconcile loop, one capture loop, one coordinator link."""
 
+import functools
 import logging
 import os
 import threading
@@ -13,6 +14,7 @@ from vnode_sync.agents.storage.link import CoordinatorLink
 from vnode_sync.agents.storage.reconciler import Reconciler
 from vnode_sync.agents.storage.report_interval import ReportInterval, next_look_in, next_report_in
 from vnode_sync.agents.storage.state_cache import BadCache, decode_state_cache, save_state_cache
+from vnode_sync.kernel import required_disk_settings
 from vnode_sync.kernel.backend import LimitEnforcer
 from vnode_sync.kernel.types import DeviceCapacity, DeviceNumber
 from vnode_sync.supervision import LoopFailed, Loops, run_passes
@@ -27,7 +29,9 @@ class StorageAgent:
         self.config = config
         self.backend = backend
         self.discovery = discovery
-        self.reconciler = Reconciler(backend, discovery, dict(devices))
+        required = [required_disk_settings.parse(text) for text in config.required_disk_settings]
+        self.reconciler = Reconciler(backend, discovery, dict(devices), disk_checks=functools.partial(
+            required_disk_settings.unmet, dict(devices), required, config.proc_root) if required else list)
         # Which devices are the node's is known before the first state (a cgroup backend needs them
         # to tell whether it can share by weight); their capacities come with each state.
         backend.set_capacities([DeviceCapacity(dev) for dev in sorted(devices.values())])

@@ -72,8 +72,11 @@ class Reconciler:
     _placement_listeners: list[Callable[[HandlerThread], None]] = field(default_factory=list, init=False, repr=False)
     # Why the backend did not enforce the shares at the last pass (its own word); None: it did.
     not_enforcing: str | None = None
-    # What it enforced with less than it should at the last pass (the backend's own lines); []: nothing.
+    # What it enforced with less than it should at the last pass (the backend's own lines, then the disks'
+    # settings missing); []: nothing.
     degraded: list[str] = field(default_factory=list)
+    # The disk settings the site requires and this host lacks, one line each (kernel/required_disk_settings.py).
+    disk_checks: Callable[[], list[str]] = list
 
     def on_first_placement(self, listener: Callable[[HandlerThread], None]) -> None:
         """`listener(thread)` the first time each handler thread is placed (capture latency is timed there)."""
@@ -144,7 +147,7 @@ class Reconciler:
             self.errors.append(f"{self.backend.name}: {e}")
         self.not_enforcing = self.backend.not_enforcing() or (
             discovery_not_enforcing(self.discovery) if self.backend.placer is not None else None)
-        degraded = self.backend.degraded()
+        degraded = self.backend.degraded() + self.disk_checks()
         if degraded != self.degraded:
             for line in degraded:
                 log.warning("degraded: %s", line)

@@ -48,7 +48,7 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
 @pytest.mark.parametrize("text,message", [
     # unknown keys, at the top and in each section
     ("colour: red", "colour: got an unknown key (value 'red'); allowed: keys tls, insecure, node_id, role, "
-                    "coordinator, backend, cgroup_root, cgroup_name, proc_root, devices, discovery, resync_seconds, "
+                    "coordinator, backend, cgroup_root, cgroup_name, proc_root, devices, required_disk_settings, discovery, resync_seconds, "
                     "report_seconds, probe_seconds, capture_seconds, fast_thread_moves, state_cache, run_dir, teardown_on_exit, log_format, "
                     "lustre, datanode_throttle, compute, metrics"),
     ("discovery: {kind: hdfs, colour: red}", f"discovery.colour: got an unknown key (value 'red'); allowed: {HDFS_KEYS}"),
@@ -97,6 +97,9 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
      "compute.storage_endpoints: got []; allowed: a list, each item host:port or :port (any host), port 1-65535"),
     ("compute: {storage_endpoints: [':9866'], placement_seconds: 0}",
      "compute.placement_seconds: got 0; allowed: a number above 0 (seconds)"),
+    ("required_disk_settings: [mount_option=no delalloc]",
+     "required_disk_settings[0]: got 'mount_option=no delalloc'; allowed: KEY=VALUE, KEY one of scheduler, "
+     "max_sectors_kb, read_ahead_kb, nr_requests, iosched/<tunable>; or mount_option=NAME"),
     ("cgroup_name: ../escape", "cgroup_name: got '../escape'; allowed: a single directory name, not starting with '.' "
                                "('' for vnode-sync.<node_id>)"),
     # bad choices

@@ -299,3 +299,15 @@ def test_a_connection_the_coordinator_charged_to_a_job_goes_to_the_jobs_vnode_el
     assert users.connections == {("10.0.0.5", 1): "alice.77", ("10.0.0.5", 2): "alice"}
     assert users.users_by_uid == {2001: "alice"}
     assert users.active_users == {"alice", "alice.77"}
+
+
+def test_a_required_disk_setting_missing_is_reported_degraded_after_the_backends_own_lines(world):
+    kernel, fs, discovery, new_reconciler = world
+    r = new_reconciler()
+    r.disk_checks = lambda: ["disk queue: /dev/sdb queue/nr_requests is 64, required 4 (docs/edge.md section 6)"]
+    r.apply(state(1, {"alice": 5_000_000}))
+    assert r.degraded == ["disk queue: /dev/sdb queue/nr_requests is 64, required 4 (docs/edge.md section 6)"]
+    assert r.not_enforcing is None, "a node short of a required setting still enforces"
+    r.disk_checks = list
+    r.apply(state(2, {"alice": 5_000_000}))
+    assert r.degraded == []

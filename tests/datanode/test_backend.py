@@ -34,7 +34,9 @@ class RecordingChannel:
         self.hellos += 1
         if self.fail:
             raise self.fail
-        return AgentHello(2, "0.2.0", "3.4.2", self.started_ms, dict(self.hooks))
+        return AgentHello(2, "0.2.0", "3.4.2", self.started_ms, dict(self.hooks), self.java, self.block_tokens)
+
+    java, block_tokens = "", ""   # what the DataNode's HELLO says of its JVM and block tokens ("": not said)
 
     def apply(self, settings: ThrottleSettings) -> None:
         self.applied.append(settings)
@@ -184,6 +186,25 @@ def test_a_java_agent_of_another_release_enforces_and_the_node_is_degraded_namin
     assert backend.degraded() == []
 
 
+@pytest.mark.parametrize("java,block_tokens,expected", [
+    ("11.0.24", "true", []),
+    ("1.8.0_392", "true", []),
+    ("", "", []),   # a jar that does not report them: not judged
+    ("17.0.9", "true", ["DataNode JVM: Java 17 (17.0.9) under Hadoop 3.4.2, whose line supports Java 8 and 11 at "
+                        "runtime: run the DataNode on Java 11 (docs/deploy-hdfs.md #1)"]),
+    ("11.0.24", "false", ["block tokens: dfs.block.access.token.enable is false in the DataNode's configuration: "
+                          "pipeline replicas, WebHDFS and clients on other hosts are charged to the default VNode; set "
+                          "it to true on the NameNodes and DataNodes and restart them (docs/deploy-hdfs.md #6)"]),
+])
+def test_a_datanode_on_a_jvm_its_hadoop_does_not_support_or_without_block_tokens_enforces_and_is_degraded_naming_it(
+        backend, java, block_tokens, expected):
+    backend.version = "0.2.0"
+    backend.channel.java, backend.channel.block_tokens = java, block_tokens
+    backend.setup()
+    assert backend.not_enforcing() is None
+    assert backend.degraded() == expected
+
+
 def test_an_agent_it_cannot_speak_to_is_not_enforcing_and_the_pass_goes_on(backend):
     backend.channel.fail = Unsupported("the Java agent on /s is too old")
     backend.setup()                              # does not raise: the reconcile pass must go on
@@ -250,6 +271,12 @@ def test_hello_reads_protocol_hadoop_and_hooks_and_skips_keys_it_does_not_know(t
     assert hello.missing_hooks() == {"DataXceiver.readBlock": "not_found", "DataXceiver.writeBlock": "absent",
                                      "BlockReceiver.receiveBlock": "absent",
                                      "ReplicaOutputStreams.writeDataToDisk": "absent"}
+
+
+def test_hello_reads_the_datanodes_jvm_and_block_tokens(tmp_path):
+    hello = serve_once(tmp_path, b"OK protocol=2 min_protocol=2 agent=vnode-sync-datanode-throttle version=0.3.0 "
+                                 b"hadoop=3.4.2 started_ms=17 java=11.0.24 block_tokens=false\n").hello()
+    assert (hello.java, hello.block_tokens) == ("11.0.24", "false")
 
 
 @pytest.mark.parametrize("reply,message", [

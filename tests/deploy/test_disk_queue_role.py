@@ -1,6 +1,7 @@
 """The storage role's data-disk queue settings, run by ansible-playbook against a real loop device: set
 now, all or nothing, kept by a udev rule that udev itself runs (`udevadm test`), a second run
-changes nothing, and a typo changes nothing at all."""
+changes nothing, and a typo changes nothing at all; the DataNode's set is then what the storage
+agent's check (required_disk_settings) finds in force."""
 
 import os
 import re
@@ -13,12 +14,15 @@ import yaml
 
 from tests.conftest import needs_kernel, unique_name
 from tests.deploy.test_ansible import ANSIBLE_DIR, WHY_NO_ANSIBLE, recap
-from vnode_sync.kernel import disk_queue
+from testbed.loopdev import loop_device
+from vnode_sync.kernel import disk_queue, required_disk_settings
 
 pytestmark = [needs_kernel, pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")]
 
 INTERACTIVE_BFQ = ["scheduler=bfq", "iosched/timeout_sync=20", "iosched/max_budget=65536",   # docs/edge.md
                    "iosched/strict_guarantees=1", "max_sectors_kb=512"]
+# The DataNode dispatcher's set (vnode_datanode_interactive_disk_queue): no scheduler of its own, so any disk.
+INTERACTIVE_DATANODE = ["read_ahead_kb=512", "max_sectors_kb=256", "nr_requests=4"]
 ROLE = os.path.join(ANSIBLE_DIR, "roles", "vnode_storage_agent")
 TASKS = os.path.join(ROLE, "tasks", "disk_queue.yml")
 
@@ -46,6 +50,24 @@ def run_role(tmp_path, device: str, settings: list[str], rule: str) -> subproces
 @pytest.fixture
 def disk(bfq_disk):
     return bfq_disk
+
+
+def test_the_datanodes_queue_set_by_the_role_is_what_the_agent_then_finds_and_a_rerun_changes_nothing(tmp_path):
+    rule = str(tmp_path / "61-vnode-sync-data-disks.rules")
+    keys = [s.split("=")[0] for s in INTERACTIVE_DATANODE]
+    with loop_device(unique_name("diskq")) as (path, device):
+        before = disk_queue.read_settings(path, keys)
+        required = [required_disk_settings.parse(s) for s in INTERACTIVE_DATANODE]
+        try:
+            assert required_disk_settings.unmet({path: device}, required) != [], "a fresh disk lacks them"
+            first = run_role(tmp_path, path, INTERACTIVE_DATANODE, rule)
+            assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+            assert [f"{s.key}={s.value}" for s in disk_queue.read_settings(path, keys)] == INTERACTIVE_DATANODE
+            assert required_disk_settings.unmet({path: device}, required) == []
+            second = run_role(tmp_path, path, INTERACTIVE_DATANODE, rule)
+            assert second.returncode == 0 and recap(second.stdout)["changed"] == 0, second.stdout[-3000:]
+        finally:
+            disk_queue.apply(path, before)
 
 
 def test_the_storage_role_sets_the_disks_queue_now_and_by_udev_and_a_rerun_changes_nothing(tmp_path, disk):

@@ -28,6 +28,8 @@ EXAMPLE_SITE = {
                                                                    "write_bps": 150_000_000}]}],
     "vnode_storage_agent_devices": ["/dev/sdb"], "vnode_storage_agent_discovery": {"kind": "hdfs"},
     "vnode_storage_agent_metrics": True, "vnode_storage_agent_metrics_top_users": 7,
+    "vnode_storage_agent_disk_queue": ["read_ahead_kb=512", "max_sectors_kb=256", "nr_requests=4"],
+    "vnode_storage_agent_nodelalloc": True,
 }
 
 
@@ -54,6 +56,9 @@ def test_every_rendered_config_loads(tmp_path, insecure):
     assert load_agent_config(str(tmp_path / "compute-agent.yaml")).compute.endpoints == ((None, 9866),)
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).discovery.kind == "hdfs"
     assert load_agent_config(str(tmp_path / "storage-agent.yaml")).metrics.top_users == 7
+    # The disk queue the role sets, and nodelalloc the site mounts with, are what the agent checks.
+    assert load_agent_config(str(tmp_path / "storage-agent.yaml")).required_disk_settings == (
+        "read_ahead_kb=512", "max_sectors_kb=256", "nr_requests=4", "mount_option=nodelalloc")
 
 
 @pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
@@ -104,11 +109,15 @@ def test_only_the_coordinator_role_installs_the_coordinator_extra():
 
 
 @pytest.mark.skipif(WHY_NO_ANSIBLE is not None, reason=WHY_NO_ANSIBLE or "")
-def test_the_coordinators_unit_raises_its_open_file_limit_and_the_agents_units_leave_it(tmp_path):
+def test_the_coordinators_unit_runs_it_as_its_own_account_with_a_raised_open_file_limit_and_the_agents_units_leave_both(
+        tmp_path):
     defaults = [os.path.join(ROLES, role, "defaults", "main.yml") for role in ("vnode_common", "vnode_coordinator")]
     units = {"coordinator": {"vnode_common_service_delegate": False,
                              "vnode_common_service_open_files": "{{ vnode_coordinator_open_files }}",
-                             "vnode_common_service_open_files_why": "a socket per agent"},
+                             "vnode_common_service_open_files_why": "a socket per agent",
+                             "vnode_common_service_user": "{{ vnode_coordinator_user }}",
+                             "vnode_common_service_writable": ["{{ vnode_coordinator_state_dir }}"],
+                             "vnode_common_service_environment": ["NUMBA_CACHE_DIR=/n"]},
              "storage-agent": {"vnode_common_service_delegate": True}}
     play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars_files": defaults,
              "vars": {"vnode_common_service_description": "d", "vnode_common_service_command": ["/bin/true"]},
@@ -122,6 +131,12 @@ def test_the_coordinators_unit_raises_its_open_file_limit_and_the_agents_units_l
     assert result.returncode == 0, result.stdout[-2000:]
     coordinator = (tmp_path / "coordinator.service").read_text()
     assert "\nLimitNOFILE=65536\n" in coordinator and "# Open files (sockets, mostly): a socket per agent" in coordinator
-    assert "LimitNOFILE" not in (tmp_path / "storage-agent.service").read_text()
+    # The coordinator as its own account (the agents stay root: they write cgroups and kernel settings).
+    assert "\nUser=vnode-sync\nGroup=vnode-sync\n" in coordinator and "\nEnvironment=NUMBA_CACHE_DIR=/n\n" in coordinator
+    assert "\nReadWritePaths=/var/lib/vnode-sync/coordinator\n" in coordinator
+    agent = (tmp_path / "storage-agent.service").read_text()
+    assert "LimitNOFILE" not in agent and "User=" not in agent
     with open(os.path.join(REPO, "deploy", "systemd", "vnode-coordinator.service")) as f:
-        assert "\nLimitNOFILE=65536\n" in f.read()
+        unit = f.read()
+    assert "\nLimitNOFILE=65536\n" in unit and "\nUser=vnode-sync\n" in unit
+    assert "\nStateDirectory=vnode-sync/coordinator\n" in unit

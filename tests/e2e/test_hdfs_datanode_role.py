@@ -187,8 +187,11 @@ def test_the_role_from_dist_takes_a_java11_datanode_to_a_measured_split_and_a_re
             hello = ThrottleChannel(socket_path).hello()
             assert hello.version == version() and {h: hello.hooks.get(h) for h in REQUIRED_HOOKS} == \
                 {h: WOVEN for h in REQUIRED_HOOKS}, hello
+            # The handshake names the JVM and the DataNode's block tokens (now on): nothing for the node's
+            # degraded list (docs/deploy-hdfs.md #1, #6).
+            assert hello.java.startswith("11.") and hello.block_tokens == "true", hello
             nodes = json.loads(cluster.vnodectl("nodes", "--json").stdout)["nodes"]
-            assert [(n["node_id"], n["enforcing"]) for n in nodes] == [(dn.id, True)], nodes
+            assert [(n["node_id"], n["enforcing"], n["degraded"]) for n in nodes] == [(dn.id, True, [])], nodes
 
             # Hadoop's client, as each user, times its own transfers: writes, then reads from the disk.
             hdfs.wait_until_serving()

@@ -19,7 +19,8 @@ volume's queue from STATS (its depth, waiting packets, what it moved) for the me
 The Java agent must pass the handshake (protocol 2) and report every hook it needs as woven;
 otherwise not_enforcing() says why and the storage agent reports the node as not enforcing. A Java agent
 of another release than this storage agent's (its HELLO's version) still enforces, if it passes the
-handshake; degraded() names the two versions (one release is one version for everything: make dist).
+handshake; degraded() names the two versions (one release is one version for everything: make dist),
+and each required setting the HELLO shows missing (requirements.py: the JVM, block tokens).
 """
 
 import logging
@@ -35,6 +36,7 @@ from vnode_sync.config_loading import Allowed, Settings
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share,
                                          Shares, ThrottleChannel, ThrottleSettings)
 from vnode_sync.datanode.cpu_shares import CpuShares
+from vnode_sync.datanode.requirements import unmet
 from vnode_sync.distribution import version as release_version
 from vnode_sync.errors import Unavailable, VNodeSyncError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_MEASURED, VNodeUsage, user_of_vnode
@@ -151,10 +153,12 @@ class DataNodeThrottleBackend:
         # CPU shares refused by the DataNode's cgroup (cgroup v2) show here at once; limitations() only at
         # the next registration.
         cpu = [self.cpu.limitation()] if self.cpu is not None and self.cpu.refused else []
-        if self._hello is None or self._hello.version == self.version:
+        if self._hello is None:
             return cpu
-        return [f"DataNode throttle: the Java agent is version {self._hello.version}, this storage agent "
-                f"{self.version}: install the jar of release {self.version} and restart the DataNode"] + cpu
+        other_release = [] if self._hello.version == self.version else [
+            f"DataNode throttle: the Java agent is version {self._hello.version}, this storage agent "
+            f"{self.version}: install the jar of release {self.version} and restart the DataNode"]
+        return other_release + unmet(self._hello) + cpu
 
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         self._capacities = list(capacities)

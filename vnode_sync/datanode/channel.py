@@ -1,7 +1,8 @@
 """The control channel to the DataNode's Java agent: a Unix socket, one line per value, protocol 2.
 
     HELLO protocol=2             -> OK protocol=2 min_protocol=2 agent=... version=... hadoop=...
-                                    started_ms=... hook.<Class.method>=woven|skipped|not_found|failed|pending ...
+                                    started_ms=... java=<java.version> block_tokens=true|false
+                                    hook.<Class.method>=woven|skipped|not_found|failed|pending ...
     APPLY generation=N ... END   -> OK generation=N | ERR <why>; nothing changes on ERR
         NODE read_capacity_bps= write_capacity_bps= devices=MAJ:MIN,...
         DEFAULT / USER name=<user> read_weight= write_weight= read_floor_bps= write_floor_bps=
@@ -99,6 +100,8 @@ class AgentHello:
     hadoop: str
     started_ms: int
     hooks: dict[str, str]
+    java: str = ""           # the DataNode JVM's java.version; "": not reported (an older agent)
+    block_tokens: str = ""   # dfs.block.access.token.enable in the DataNode's Configuration; "": not reported
 
     def missing_hooks(self) -> dict[str, str]:
         """Required hooks that are not woven -> their state (skipped, not_found, failed, pending, absent)."""
@@ -180,7 +183,8 @@ class ThrottleChannel:
             raise Unsupported(f"the Java agent on {self.path} ({fields.get('version', '?')}) answered protocol "
                               f"{protocol}; this storage agent speaks {PROTOCOL}: install matching releases")
         hooks = {k.removeprefix("hook."): v for k, v in fields.items() if k.startswith("hook.")}
-        return AgentHello(protocol, fields.get("version", "?"), fields.get("hadoop", "unknown"), started, hooks)
+        return AgentHello(protocol, fields.get("version", "?"), fields.get("hadoop", "unknown"), started, hooks,
+                          fields.get("java", ""), fields.get("block_tokens", ""))
 
     def apply(self, settings: ThrottleSettings) -> None:
         answer = self._exchange(settings.lines())[-1]

@@ -44,7 +44,8 @@ public final class Agent {
         new DepthLoop(throttles).start();
         if (args.socket() != null) {
             new ControlServer(args.socket(), throttles,
-                    new Protocol.Environment(report, Agent::hadoopVersion, Hooks.OP_THREADS)).start();
+                    new Protocol.Environment(report, Agent::hadoopVersion, Hooks.OP_THREADS, Agent::dataNodeSettings))
+                    .start();
         }
         AgentLog.info("vnode-sync throttle agent: shares are unknown until the storage agent sends them on "
                 + args.socket() + "; every op gets the default ceilings (read " + args.defaultReadBps()
@@ -73,6 +74,27 @@ public final class Agent {
 
     private static String hadoopVersion() {
         return org.apache.hadoop.util.VersionInfo.getVersion();
+    }
+
+    /** Read at the first handshake, as near the DataNode's own reading of its files as this agent gets. */
+    private static final AtomicReference<Map<String, String>> DATANODE_SETTINGS = new AtomicReference<>();
+
+    /**
+     * What the storage agent checks of this DataNode and cannot see itself (docs/deploy-hdfs.md): the JVM
+     * it runs on, and block tokens as its Configuration (hdfs-site.xml on its classpath) has them. The
+     * NameNode's setting decides in the end (DataNode.registerBlockPoolWithSecretManager); it is not
+     * visible here.
+     */
+    static Map<String, String> dataNodeSettings() {
+        Map<String, String> settings = DATANODE_SETTINGS.get();
+        if (settings == null) {
+            settings = new LinkedHashMap<>();
+            settings.put("java", System.getProperty("java.version"));
+            settings.put("block_tokens", String.valueOf(new org.apache.hadoop.hdfs.HdfsConfiguration().getBoolean(
+                    "dfs.block.access.token.enable", false)));
+            DATANODE_SETTINGS.compareAndSet(null, Collections.unmodifiableMap(settings));
+        }
+        return DATANODE_SETTINGS.get();
     }
 
     /**

@@ -6,7 +6,9 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Supplier;
 
 /**
@@ -30,15 +32,22 @@ final class Protocol {
         private final HookReport hooks;
         private final Supplier<String> hadoopVersion;
         private final OpThreads opThreads;
+        private final Supplier<Map<String, String>> settings;
 
         Environment(HookReport hooks, Supplier<String> hadoopVersion) {
-            this(hooks, hadoopVersion, new OpThreads());
+            this(hooks, hadoopVersion, new OpThreads(), Collections::emptyMap);
         }
 
-        Environment(HookReport hooks, Supplier<String> hadoopVersion, OpThreads opThreads) {
+        /**
+         * settings: what the storage agent checks of the DataNode it cannot see itself (its JVM, its
+         * Configuration's block tokens), as HELLO keys; asked at each handshake.
+         */
+        Environment(HookReport hooks, Supplier<String> hadoopVersion, OpThreads opThreads,
+                    Supplier<Map<String, String>> settings) {
             this.hooks = hooks;
             this.hadoopVersion = hadoopVersion;
             this.opThreads = opThreads;
+            this.settings = settings;
         }
 
         OpThreads opThreads() {
@@ -114,14 +123,28 @@ final class Protocol {
         }
         String hadoop;
         try {
-            hadoop = environment.hadoopVersion().get().replaceAll("[^A-Za-z0-9._+-]", "_");
+            hadoop = token(environment.hadoopVersion().get());
         } catch (Throwable e) {
             hadoop = "unknown";
+        }
+        StringBuilder settings = new StringBuilder();
+        try {
+            for (Map.Entry<String, String> setting : environment.settings.get().entrySet()) {
+                settings.append(' ').append(token(setting.getKey())).append('=').append(token(setting.getValue()));
+            }
+        } catch (Throwable e) {
+            // A key the storage agent does not get is one it reports it could not check.
+            AgentLog.once("hello-settings", "vnode-sync throttle agent could not read the DataNode's settings", e);
         }
         String hooks = environment.hooks().fields();
         return "OK protocol=" + MAX_PROTOCOL + " min_protocol=" + MIN_PROTOCOL + " agent=vnode-sync-datanode-throttle"
                 + " version=" + VERSION + " hadoop=" + hadoop + " started_ms=" + throttles.startedMs()
-                + " scheduler=sfq-depth watch=threads" + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
+                + " scheduler=sfq-depth watch=threads" + settings + (hooks.isEmpty() ? "" : " " + hooks) + "\n";
+    }
+
+    /** One value of a key=value line: nothing that would end or split it. */
+    private static String token(String value) {
+        return value == null || value.isEmpty() ? "unknown" : value.replaceAll("[^A-Za-z0-9._+-]", "_");
     }
 
     /** The node as the last APPLY configured it (capacities: what static caps divide; the edge needs none). */

@@ -44,6 +44,31 @@ class ProtocolTest {
     }
 
     @Test
+    void helloNamesTheDataNodesJvmAndBlockTokensAndAnUnreadableSettingIsLeftOut() throws Exception {
+        java.util.Map<String, String> settings = new java.util.LinkedHashMap<>();
+        settings.put("java", "1.8.0_392");
+        settings.put("block_tokens", "false");
+        Protocol protocol = new Protocol(throttles,
+                new Protocol.Environment(hooks, () -> "3.3.6", new OpThreads(), () -> settings));
+        String hello = protocol.handle("HELLO protocol=2", new ByteArrayInputStream(new byte[0]));
+        assertTrue(hello.contains(" hadoop=3.3.6 started_ms=1234 scheduler=sfq-depth watch=threads java=1.8.0_392"
+                + " block_tokens=false\n"), hello);
+        Protocol broken = new Protocol(throttles, new Protocol.Environment(hooks, () -> "3.3.6", new OpThreads(),
+                () -> {
+                    throw new IllegalStateException("no hdfs-site.xml");
+                }));
+        String without = broken.handle("HELLO protocol=2", new ByteArrayInputStream(new byte[0]));
+        assertTrue(without.startsWith("OK protocol=2 ") && !without.contains("java="), without);
+    }
+
+    @Test
+    void theDataNodesSettingsAreItsJvmsAndItsConfigurations() {
+        java.util.Map<String, String> settings = Agent.dataNodeSettings();
+        assertEquals(System.getProperty("java.version"), settings.get("java"));
+        assertEquals("false", settings.get("block_tokens"), "no hdfs-site.xml on the test classpath: Hadoop's default");
+    }
+
+    @Test
     void helloRefusesAProtocolItDoesNotSpeakInOneLine() throws Exception {
         assertEquals("ERR protocol 3 is not spoken here: this agent (" + Protocol.VERSION + ") speaks 2..2\n",
                 talk("HELLO protocol=3\n"));
