@@ -26,6 +26,7 @@ import time
 
 from testbed.hdfs_cluster import HdfsCluster
 from testbed.unix_users import unix_users
+from testbed.hdfs_cluster.runtime import installed_java
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalCluster, LocalNode, LocalUser
 from testbed.loopdev import loop_device
@@ -159,7 +160,11 @@ def run_write_phase(name: str, users: list[LocalUser], seconds: float) -> None:
             os.chmod(path, 0o644)
         print(f"\nstarting HDFS whose DataNodes load vnode-sync's Java agent (backend datanode-throttle: "
               f"no cgroup, block access tokens on, replication 2) ({name})")
-        with hdfs_vnode_cluster(name, users, NODE_BW, backend="datanode-throttle", replication=2) as (hdfs, cluster):
+        # Hadoop 3.3 and 3.4 support Java 8 and 11 at runtime: the DataNodes run on 11 (scripts/setup.d/java11.sh)
+        # where it is installed, as a site's would; on the JDK of the build otherwise (reported degraded).
+        java11 = installed_java(11)
+        with hdfs_vnode_cluster(name, users, NODE_BW, backend="datanode-throttle", replication=2,
+                                datanode_java_home=java11.home if java11 else None) as (hdfs, cluster):
             writers = [hdfs.start_shell("-put", os.path.join(sources, u.name), f"/{u.name}.bin", as_uid=u.uid,
                                         hdfs_user=u.name) for u in users]
             try:
