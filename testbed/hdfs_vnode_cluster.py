@@ -77,13 +77,13 @@ def hdfs_vnode_cluster(name: str, users: list[LocalUser], node_bw: int, datanode
             yield hdfs, cluster
 
 
-def write_user_files(users: list[LocalUser], size: int, replication: int | None = None):
+def write_user_files(users: list[LocalUser], size: int):
     """A `before_agents` step: each user writes `/<user>/on-<dn>.bin` with its first replica on each
-    DataNode (`replication` 1: its only one), then the page cache is dropped so reads reach the disks."""
+    DataNode, then the page cache is dropped so reads reach the disks."""
     def write_to(hdfs: HdfsCluster, dn: DataNode) -> None:
         for user in users:
             hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", size, as_uid=user.uid, hdfs_user=user.name,
-                            replication=replication, on_datanode=dn)
+                            on_datanode=dn)
 
     def write(hdfs: HdfsCluster) -> None:
         # One writer per DataNode at a time: each disk takes one stream, and the DataNodes fill together.

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
 from testbed.hdfs_cluster.kerberos import SERVICE_HOST
 from testbed.hdfs_cluster.metered import MeteredCat, MeteredPut, counted, window
-from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, write_user_files
+from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.kdc import kdc_processes, missing_tools
 from testbed.local_cluster import LocalUser
 from testbed.share_watch import assertion_missed, first_window_that_holds
@@ -77,6 +77,17 @@ def wait_for_flow(cluster, hdfs, meters: dict, users: list[str], direction: str)
     time.sleep(2.0)  # past the JVMs' start and the first packets' burst
 
 
+def write_read_files(users: list[LocalUser]):
+    """Before vnode-sync: each user's /<user>/on-<dn>.bin, one replica, on that DataNode only, so that
+    each `-cat` reads from one known DataNode and both users read on every DataNode at once."""
+    def write(hdfs) -> None:
+        for user in users:
+            for dn in hdfs.datanodes:
+                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", READ_FILE, as_uid=user.uid, hdfs_user=user.name,
+                                replication=1, on_datanode=dn)
+    return write
+
+
 def put_split(hdfs, names: list[str], priorities: dict[str, int]):
     def check(measured: tuple[dict, dict]) -> None:
         clients, nodes = measured
@@ -101,11 +112,8 @@ def cat_split(hdfs, names: list[str], priorities: dict[str, int]):
 def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_flip(users):
     alice, bob = users
     names = [alice.name, bob.name]
-    # Before vnode-sync, each user's /<user>/on-<dn>.bin with its one replica on that DataNode: each `-cat`
-    # reads from one known DataNode, and both users read on every DataNode at once.
     with hdfs_vnode_cluster(unique_name("krb"), [alice, bob], NODE_BW, backend="datanode-throttle", replication=2,
-                            kerberos=True, disk_mb=2048,
-                            before_agents=write_user_files([alice, bob], READ_FILE, replication=1)) as (hdfs, cluster):
+                            kerberos=True, disk_mb=2048, before_agents=write_read_files([alice, bob])) as (hdfs, cluster):
         cluster.wait_for(lambda: all(set(c.stats().users) >= set(names) for c in channels(hdfs).values()),
                          timeout=30, what="the agents' rates in every DataNode")
         # The probe and the read files were written before vnode-sync started: the default's.

@@ -8,7 +8,6 @@ Static allocation: every class is capped at its priority's part of the node band
 import json
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -51,23 +50,15 @@ def test_a_decommissioned_datanodes_re_replication_is_charged_to_system_and_held
     alice, bob, system = users
     names = [alice.name, bob.name]
 
-    def read_files_on(hdfs, dn) -> None:
+    def write(hdfs) -> None:
+        staying = hdfs.datanodes[:2]
         for user in (alice, bob):
-            hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", READ_FILE, as_uid=user.uid, hdfs_user=user.name,
-                            replication=1, on_datanode=dn)
-
-    def moved_files(hdfs) -> None:
+            for dn in staying:
+                hdfs.write_file(f"/{user.name}/on-{dn.id}.bin", READ_FILE, as_uid=user.uid, hdfs_user=user.name,
+                                replication=1, on_datanode=dn)
         for i in range(MOVED_FILES):
             hdfs.write_file(f"/data/{i}.bin", MOVED_FILE, as_uid=alice.uid, hdfs_user=alice.name, replication=2,
                             on_datanode=hdfs.datanodes[2])
-
-    def write(hdfs) -> None:
-        # Each staying DataNode's read files and the leaving one's files at once: eight client JVMs one
-        # after another took most of the ~10 s this step took.
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            writes = [pool.submit(read_files_on, hdfs, dn) for dn in hdfs.datanodes[:2]]
-            for done in [*writes, pool.submit(moved_files, hdfs)]:
-                done.result()
 
     with hdfs_vnode_cluster(unique_name("sysvnode"), [alice, bob, system], NODE_BW, datanodes=3,
                             backend="datanode-throttle", replication=2, disk_mb=1024,
