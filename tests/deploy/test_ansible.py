@@ -60,7 +60,7 @@ def site(tmp_path, product_wheel):
         "vnode_common_ca_dir": str(tmp_path / "ca"), "vnode_common_coordinator_port": port,
         "vnode_common_bin_dir": str(tmp_path / "bin"),
         # python3-venv is here (setup), and apt took 3 s a run (12 s on a loaded host) to say so; its names
-        # are checked by tests/deploy/test_redhat_family.py, as tests/deploy/test_install_from_dist.py leaves it out too.
+        # are checked by tests/deploy/test_redhat_family.py (test_install_from_dist.py leaves it out too).
         "vnode_common_apt_packages": [],
         "vnode_coordinator_service": f"vnode-coordinator-{node_id}",
         "vnode_coordinator_listen": f"127.0.0.1:{port}", "vnode_coordinator_cert_hosts": ["127.0.0.1", "localhost"],
