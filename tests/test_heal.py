@@ -23,8 +23,9 @@ AGENTS = 3
 # What an outage's length changes in an agent is its reconnect backoff (its own and gRPC's channel
 # backoff alike): from RECONNECT_FIRST_SECONDS doubling, under 2 x RECONNECT_CAP_SECONDS in all, to the
 # cap, then flat at it; each delay +-20 %. An outage that then holds the cap for CAPPED_RETRIES retries
-# tests the heal any longer outage gets (60 s did the same in four times the time).
-CAPPED_RETRIES = 4
+# tests the heal any longer outage gets (60 s did the same in four times the time): past the first capped
+# retry every further one is the same; a second leaves room for gRPC's channel backoff, jittered on its own.
+CAPPED_RETRIES = 2
 OUTAGE_SECONDS = math.ceil(1.2 * (2 + CAPPED_RETRIES) * RECONNECT_CAP_SECONDS)
 HEAL_LIMIT_SECONDS = 5.0
 

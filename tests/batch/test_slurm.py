@@ -46,8 +46,10 @@ def slurm_users(count: int):
     return unix_users(names, shell="/bin/sh", user_group=True)
 
 
-def end_placement_watchers(cgroup_name: str, timeout: float = 10) -> None:
-    """The prolog's detached watchers end with their job; end any still running by pid."""
+def end_placement_watchers(cgroup_name: str, timeout: float = 5) -> None:
+    """End the prolog's detached watchers still running. One ends with its job once it has placed a process
+    of it, but one that placed none watches for its whole watch_seconds (20 s here): waiting for those cost
+    the first test 10 s of teardown, for nothing the tests assert."""
     def watchers() -> list[int]:
         pids = []
         for entry in os.listdir("/proc"):
@@ -60,12 +62,12 @@ def end_placement_watchers(cgroup_name: str, timeout: float = 10) -> None:
                 pids.append(int(entry))
         return pids
 
-    deadline = time.monotonic() + timeout
-    while watchers() and time.monotonic() < deadline:
-        time.sleep(0.2)
     for pid in watchers():
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
+    deadline = time.monotonic() + timeout   # gone before their cgroups are torn down
+    while watchers() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class Harness:

@@ -71,6 +71,9 @@ def site(product_wheel):
         "vnode_common_bin_dir": str(tmp_path / "bin"), "vnode_coordinator_user": account,
         # The system's Python, as on a host: the account cannot run a venv made from root's own (under /root).
         "vnode_common_python": "/usr/bin/python3",
+        # python3-venv is here (setup), and apt took 3 s a run (12 s on a loaded host) to say so; its names
+        # are checked by tests/deploy/test_redhat_family.py (test_install_from_dist.py leaves it out too).
+        "vnode_common_apt_packages": [],
         "vnode_coordinator_service": f"vnode-coordinator-{node_id}",
         "vnode_coordinator_listen": f"127.0.0.1:{port}", "vnode_coordinator_cert_hosts": ["127.0.0.1", "localhost"],
         "vnode_coordinator_users": [{"name": "alice", "uid": 1001, "priority": 4, "active": True}],

@@ -61,8 +61,12 @@ def test_synconclose_block_writes_are_charged_to_the_writer_not_the_default_vnod
             return vnode_usage(cluster, dn, vnode).write_bytes
 
         before = written(vnode_name(WRITER.name)), written(DEFAULT_VNODE)
-        for i in range(6):  # six files, each its own block and pipeline: six responders
-            hdfs.write_file(f"/writer/f{i}.bin", 16 * MiB, as_uid=WRITER.uid, hdfs_user=WRITER.name)
+        # Six files, each its own block and pipeline: six responders. One client JVM writes them one after
+        # another: 8.7 s against 10.8 s with a JVM a file, measured one after the other.
+        writer = hdfs.start_interactive([f"/writer/f{i}.bin" for i in range(6)], 0, as_uid=WRITER.uid,
+                                        hdfs_user=WRITER.name, write_bytes=16 * MiB)
+        out, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0 and len(out.splitlines()) == 6, err[-3000:]
         charged = written(vnode_name(WRITER.name)) - before[0]
         in_default = written(DEFAULT_VNODE) - before[1]
         assert charged >= 0.9 * 6 * 16 * MiB, (charged, in_default)

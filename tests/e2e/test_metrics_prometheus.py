@@ -30,7 +30,11 @@ pytestmark = [needs_kernel, pytest.mark.slow,
 MB = 1_000_000
 ALICE, BOB = LocalUser("alice", 64_161, 2), LocalUser("bob", 64_162, 4)
 BOB_PACE = 10 * MB
-WINDOW = 20.0     # seconds of steady reading compared (20 scrapes, 40 agent reports)
+# Seconds of steady reading compared (12 scrapes, 24 agent reports). The agents' counters move in
+# report steps (0.5 s) and Prometheus's samples lag up to a scrape (1 s): a rate over the window is
+# off by at most 0.5 s of 11 (4.5 %, against the 10 % asserted), and held seconds read at its two
+# ends by at most 1.5 s of 12 (12.5 %, against the 20 % allowed). 20 s took 8 s more for no test.
+WINDOW = 12.0
 RULES = os.path.join(REPO, "deploy", "prometheus", "vnode-sync-alerts.yml")   # recording rules the dashboard reads
 
 
@@ -190,7 +194,7 @@ def test_vnodectl_top_shows_the_capped_user_first(observed):
     # Pressure is held time over all the coordinator has seen, which includes the readers' start-up
     # (longer on a loaded host): the held seconds over the window say how long she was capped.
     assert alice["user"] == "alice" and alice["nodes_held"] >= 1 and alice["pressure"] >= 0.5, (top, top_json)
-    assert alice["held_seconds"] >= 0.8 * 20, (top, top_json)
+    assert alice["held_seconds"] >= 0.8 * WINDOW, (top, top_json)
     assert {n["node_id"] for n in alice["nodes"]} == {"node1", "node2"}
     assert all(n["held_source"] == "estimated" for n in alice["nodes"])
     assert bob["nodes_held"] == 0 and bob["pressure"] < 0.5
