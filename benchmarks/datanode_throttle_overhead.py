@@ -48,7 +48,8 @@ from dataclasses import dataclass
 
 from hdfs import InsecureClient
 
-from benchmarks.hdfs_overhead import MIN_ROUNDS_FOR_INTERVAL, USERS, bootstrap_median_interval
+from benchmarks.bootstrap import median_interval, target_verdict
+from benchmarks.hdfs_overhead import USERS
 from benchmarks.scenario_runner import rotated
 from testbed.local_cluster import LocalUser
 from testbed.hdfs_cluster import DISK_KINDS, PACED_READ_MBPS, HdfsCluster, Transfer, datanode_throttle_jar
@@ -130,21 +131,11 @@ def read_all(hdfs: HdfsCluster, seconds: float) -> Phase:
 TARGET = 0.98  # within 2 %
 
 
-def target_verdict(median_ratio: float, interval_low: float, rounds: int) -> str:
-    if rounds < MIN_ROUNDS_FOR_INTERVAL:
-        return f"too few rounds to tell (at least {MIN_ROUNDS_FOR_INTERVAL})"
-    if interval_low >= TARGET:
-        return "within 2 % (the whole interval)"
-    if median_ratio >= TARGET:
-        return "within 2 % by the median, not by the whole interval (more rounds narrow it)"
-    return "NOT within 2 %"
-
-
 def summary(name: str, ratios: list[float], verdict: bool = True) -> str:
-    low, high = bootstrap_median_interval(ratios)
+    low, high = median_interval(ratios)
     median = statistics.median(ratios)
     return (f"{name}: agent/none median {median:.3f}, 95 % CI [{low:.3f}, {high:.3f}] over {len(ratios)} rounds"
-            + (f"; {target_verdict(median, low, len(ratios))}" if verdict else ""))
+            + (f"; {target_verdict(median, low, len(ratios), TARGET, 'within 2 %')}" if verdict else ""))
 
 
 def epoch_medians(ratios: list[float], swap_every: int) -> str:

@@ -59,7 +59,6 @@ two ways of managing compared with each other and with none in the same run, e.g
 import argparse
 import contextlib
 import os
-import random
 import signal
 import statistics
 import subprocess
@@ -71,6 +70,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from benchmarks import machine_sample
+from benchmarks.bootstrap import median_interval, target_verdict
 from benchmarks.scenario_runner import rotated
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
@@ -85,7 +85,7 @@ from testbed.processes import exit_once_on_signals
 # Before each trial, in both cases: the agents' start-up is not what is measured, steady management is.
 SETTLE_SECONDS = 3
 MiB = 1 << 20
-MIN_ROUNDS_FOR_INTERVAL = 5  # below this a bootstrap interval of the median says nothing
+TARGET = 0.97  # within 3 %
 CASE_MEANING = {"frozen": "VNodes and limits, no agent activity", "none again": "the noise floor",
                 "stopped after capture": "threads in the users' VNodes, then no agent activity",
                 "variant": "managed with the --variant settings"}
@@ -276,23 +276,6 @@ def describe(trial: Trial) -> str:
     return f"{trial.disks / 1e6:6.1f} MB/s ({trial.wall / 1e6:6.1f} wall; CPUs {cpus})"
 
 
-def bootstrap_median_interval(values: list[float], resamples: int = 10_000) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of the median (seeded: the same data print the same interval)."""
-    rng = random.Random(0)
-    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-
-
-def target_verdict(median_ratio: float, interval_low: float, rounds: int) -> str:
-    if rounds < MIN_ROUNDS_FOR_INTERVAL:
-        return f"too few rounds to tell (at least {MIN_ROUNDS_FOR_INTERVAL})"
-    if interval_low >= 0.97:
-        return "met (the whole interval)"
-    if median_ratio >= 0.97:
-        return "met by the median, not by the whole interval (more rounds narrow it)"
-    return "NOT met"
-
-
 def main() -> int:
     exit_once_on_signals()  # a kill still stops HDFS and unmounts its disks
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -380,9 +363,10 @@ def main() -> int:
         pairs = [(case, "none") for case in cases[1:]] + [("variant", "managed")] * ("variant" in cases)
         for case, base in pairs:
             paired = [getattr(m, metric) / getattr(n, metric) for m, n in zip(results[case], results[base])]
-            low, high = bootstrap_median_interval(paired)
+            low, high = median_interval(paired)
             middle = statistics.median(paired)
-            verdict = (f"overhead {100 * (1 - middle):+.1f} %, target within 3 %: {target_verdict(middle, low, len(paired))}"
+            verdict = (f"overhead {100 * (1 - middle):+.1f} %, target within 3 %: "
+                       f"{target_verdict(middle, low, len(paired), TARGET, 'met')}"
                        if case == "managed" else CASE_MEANING[case])
             print(f"    {case}/{base} per round: median {middle:.3f} (95 % CI {low:.3f} .. {high:.3f}; "
                   f"range {min(paired):.3f} .. {max(paired):.3f}); {verdict}")

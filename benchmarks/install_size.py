@@ -7,7 +7,8 @@
 Each form goes into a fresh virtualenv (python -m venv) by `pip install --no-index --find-links
 WHEELHOUSE WHEEL`, as a host without an index installs it (the roles' vnode_common_wheelhouse): the wall
 time of that pip alone, and the site-packages size (du, like `du -sb`) less an empty venv's (pip itself).
-Forms are interleaved round by round, so a busy spell on a shared host falls on all of them alike.
+Forms are interleaved round by round, in an order that moves with the round (scenario_runner), so a busy
+spell on a shared host falls on all of them alike; the machine's steal over the cells is printed with them.
 """
 
 import argparse
@@ -18,6 +19,8 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+
+from benchmarks.scenario_runner import run_cells, steal_line
 
 
 @dataclass(frozen=True)
@@ -78,18 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="vnode-sync-install-size.") as parent:
         empty_venv = fresh_venv(parent, "empty")
         empty, empty_packages = tree_bytes(site_packages(empty_venv)), distributions(empty_venv)
-        results: dict[str, list[tuple[float, int, int]]] = {form.name: [] for form in args.form}
-        for round_ in range(args.rounds):
-            for form in args.form:
-                results[form.name].append(install(form, parent, round_))
+        forms = {form.name: lambda round_, form=form: install(form, parent, round_) for form in args.form}
+        rounds = [cells for _, _, cells in run_cells(((r, r) for r in range(args.rounds)), forms)]
+    results = {name: [cells[name].outcome for cells in rounds] for name in forms}
     print(f"# empty venv's site-packages (pip): {empty / 1e6:.1f} MB, not counted below; "
-          f"{args.rounds} rounds, interleaved; load {os.getloadavg()[0]:.1f}")
+          f"{args.rounds} rounds, interleaved in an order that moves; load {os.getloadavg()[0]:.1f}")
     print(f"{'form':<12} {'installed MB':>12} {'packages':>8} {'pip s median':>12} {'min':>6} {'max':>6}  requirement")
     for form in args.form:
         times = [t for t, _, _ in results[form.name]]
         size, packages = results[form.name][0][1] - empty, results[form.name][0][2] - empty_packages
         print(f"{form.name:<12} {size / 1e6:>12.1f} {packages:>8} {statistics.median(times):>12.1f} "
               f"{min(times):>6.1f} {max(times):>6.1f}  {os.path.basename(form.requirement)}")
+    print(steal_line(cell for cells in rounds for cell in cells.values()))
     return 0
 
 

@@ -22,9 +22,9 @@ import mmap
 import os
 import sys
 import threading
-import time
 
 from benchmarks.policy_instances import machine
+from benchmarks.scenario_runner import cpu
 from testbed.loopdev import loop_device
 from testbed.names import unique_name
 from vnode_sync.agents.config import PROBE_SECONDS
@@ -73,10 +73,8 @@ def read_in_each(backend: BlkioV1Backend, device: str) -> None:
 
 
 def cpu_per_call(call, times: int) -> float:
-    t0 = time.process_time()
-    for _ in range(times):
-        call()
-    return (time.process_time() - t0) / times
+    _, spent = cpu(lambda: [call() for _ in range(times)])
+    return spent / times
 
 
 def measure(vnodes: int, looks: int, device: str) -> tuple[float, float, float, int]:

@@ -9,7 +9,8 @@ DataNode-side throttler, work-conserving shares (weights, no ceilings), two loca
 (JVM start excluded):
 1. bob alone, his file 4 times: with short-circuit reads on (the Java agent grants the descriptors) and
    with them off (`-Ddfs.client.read.shortcircuit=false`, every byte through the DataNode), alternating
-   for --rounds rounds; the medians and their ratio, and how many bytes the DataNode's throttler saw.
+   for --rounds rounds in an order that moves with the round (scenario_runner); the medians and their
+   ratio, how many bytes the DataNode's throttler saw, and the machine's steal over those reads.
 2. alice and bob at once with short-circuit on, --seconds: each one's rate from the client and from the
    throttler, against its share of their total (1/3, 2/3).
 """
@@ -25,6 +26,7 @@ from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
 from testbed.names import unique_name
 from testbed.unix_users import unix_users
+from benchmarks.scenario_runner import run_cells, steal_line
 from benchmarks.secure_hdfs_split import free_uid
 from vnode_sync.datanode.channel import ThrottleChannel
 
@@ -61,20 +63,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"HDFS {hdfs.runtime.version}, 1 DataNode, short-circuit reads on, work-conserving, "
               f"{args.node_mbps:g} MB/s configured")
 
-        rates: dict[str, list[float]] = {"short-circuit": [], "through the DataNode": []}
-        seen: dict[str, list[int]] = {"short-circuit": [], "through the DataNode": []}
-        for _ in range(args.rounds):
-            for case, options in (("short-circuit", ()), ("through the DataNode", SCR_OFF)):
+        def bob_alone(options: tuple[str, ...]):
+            def read(_round: int) -> tuple[float, int]:
+                """bob's client rate and the bytes the throttler saw of them."""
                 before = counted(hdfs, "read").get(("dn0", bob.name), 0)
-                rates[case].append(MeteredCat(hdfs, [f"/{bob.name}/f.bin"] * 4, as_uid=bob.uid,
-                                              hdfs_user=bob.name, options=options).finish())
-                seen[case].append(counted(hdfs, "read").get(("dn0", bob.name), 0) - before)
+                rate = MeteredCat(hdfs, [f"/{bob.name}/f.bin"] * 4, as_uid=bob.uid, hdfs_user=bob.name,
+                                  options=options).finish()
+                return rate, counted(hdfs, "read").get(("dn0", bob.name), 0) - before
+            return read
+
+        cases = {"short-circuit": bob_alone(()), "through the DataNode": bob_alone(SCR_OFF)}
+        rounds = [cells for _, _, cells in run_cells(((r, r) for r in range(args.rounds)), cases)]
+        rates = {case: [cells[case].outcome[0] for cells in rounds] for case in cases}
+        seen = {case: [cells[case].outcome[1] for cells in rounds] for case in cases}
         print(f"\nbob alone, 4 x 64 MiB, {args.rounds} rounds (median client MB/s; bytes the throttler saw):")
         for case, values in rates.items():
             print(f"  {case:22} {statistics.median(values) / MB:8.0f} MB/s   "
                   f"{statistics.median(seen[case]) / MiB:6.0f} MiB of {4 * FILE // MiB}")
         print(f"  short-circuit / through the DataNode: "
               f"{statistics.median(rates['short-circuit']) / statistics.median(rates['through the DataNode']):.2f}")
+        print(f"  {steal_line(cell for cells in rounds for cell in cells.values())}")
 
         cats = {u.name: MeteredCat(hdfs, [f"/{u.name}/f.bin"] * 400, as_uid=u.uid, hdfs_user=u.name)
                 for u in (alice, bob)}

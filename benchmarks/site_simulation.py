@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 from benchmarks.policy_instances import MB, machine
+from benchmarks.scenario_runner import cpu
 from vnode_sync.agents.config import PROBE_SECONDS
 from vnode_sync.agents.storage.demand import FLOW_SPAN_SECONDS, HELD_GROWTH
 from vnode_sync.agents.storage.demand_summary import FLOOR_BPS, SHARP
@@ -198,9 +199,8 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     center = Edges(site, static)
     baseline = Edges(site, static)
     no_floor, no_limit = np.zeros(users_), np.full(users_, np.inf)
-    t0 = time.process_time()
-    fair = site.fair_totals(fair_iterations)
-    print(f"# the fair totals (step to convergence, {fair_iterations} iterations): {time.process_time() - t0:.1f} s of CPU",
+    fair, spent = cpu(lambda: site.fair_totals(fair_iterations))
+    print(f"# the fair totals (step to convergence, {fair_iterations} iterations): {spent:.1f} s of CPU",
           flush=True)
     agents = Agents((users_, nodes), report_seconds, probe_seconds)
     previous, level = None, None
@@ -222,10 +222,9 @@ def run(nodes: int, users: int, seconds: float, change_at: float, seed: int, fai
     for tick in range(1, ticks + 1):
         if tick == change_tick + 1:
             site.go_idle()
-            t0 = time.process_time()
-            fair = site.fair_totals(fair_iterations)
+            fair, spent = cpu(lambda: site.fair_totals(fair_iterations))
             print(f"# t={change_at:.1f} s: users 0-{users_ // 2 - 1} idle on nodes 0-{nodes // 2 - 1}; new fair totals "
-                  f"in {time.process_time() - t0:.1f} s of CPU", flush=True)
+                  f"in {spent:.1f} s of CPU", flush=True)
         if pending is not None and tick >= applies:
             center.weight = pending
             pending = None

@@ -21,7 +21,6 @@ resources on every core (policy.column_shards), so a tick ends sooner than its C
 import argparse
 import itertools
 import sys
-import time
 
 import numpy as np
 
@@ -77,9 +76,8 @@ def timed_messages(control: WeightControl) -> list[float]:
     write = control._message
 
     def counted(*args):
-        t0 = time.process_time()
-        out = write(*args)
-        spent[0] += time.process_time() - t0
+        out, took = cpu(lambda: write(*args))
+        spent[0] += took
         return out
 
     control._message = counted
@@ -114,9 +112,8 @@ def baseline_per_node(control: WeightControl, names: list[str], sample: list[str
         width = 2 * len(columns.devices[index[node]])
         block = control._sent[:, first:last]
         spread[:, start:start + width] = np.tile(block, width // block.shape[1])
-    t0 = time.process_time()
-    size = sum(len(per_pair_message(node, names, resources, spread, 1)) for node in sample)
-    return (time.process_time() - t0) / len(sample), size // len(sample)
+    size, spent = cpu(lambda: sum(len(per_pair_message(node, names, resources, spread, 1)) for node in sample))
+    return spent / len(sample), size // len(sample)
 
 def run(nodes: int, disks: int, users: int, per_node: bool, seed: int) -> dict:
     (control, records, rows, columns), setup = cpu(lambda: site(nodes, disks, users, per_node, seed))

@@ -1,10 +1,12 @@
-"""benchmarks.bootstrap: the interval of a ratio of percentiles, drawn again from the measured values."""
+"""benchmarks.bootstrap: the interval of a ratio of percentiles, drawn again from the measured values, and of
+a median of paired ratios with what it lets a run claim."""
 
 import random
+import statistics
 
 import pytest
 
-from benchmarks.bootstrap import Interval, describe_ratios, p50, p99, ratio_interval
+from benchmarks.bootstrap import Interval, describe_ratios, median_interval, p50, p99, ratio_interval, target_verdict
 
 
 def test_a_ratio_of_constant_samples_has_no_spread():
@@ -49,3 +51,18 @@ def test_empty_sides_and_meaningless_settings_are_refused(measured, baseline, kw
 
 def test_describe_ratios_prints_both_percentiles_with_their_intervals():
     assert describe_ratios([0.03] * 5, [0.02] * 5) == "p50  1.50 (1.50-1.50)  p99  1.50 (1.50-1.50)"
+
+
+@pytest.mark.parametrize("target, claim", [(0.97, "met"), (0.98, "within 2 %")])
+def test_the_verdict_claims_the_target_only_when_the_interval_allows(target, claim):
+    assert target_verdict(0.99, 0.985, 20, target, claim) == f"{claim} (the whole interval)"
+    assert target_verdict(0.99, 0.94, 20, target, claim).startswith(f"{claim} by the median")
+    assert target_verdict(0.95, 0.90, 20, target, claim) == f"NOT {claim}"
+    assert target_verdict(1.0, 1.0, 1, target, claim).startswith("too few rounds")
+
+
+def test_the_median_interval_is_repeatable_and_holds_the_median():
+    ratios = [0.91, 0.95, 1.02, 0.88, 0.97, 1.05, 0.93, 0.99]
+    low, high = median_interval(ratios)
+    assert (low, high) == median_interval(ratios)
+    assert low <= statistics.median(ratios) <= high

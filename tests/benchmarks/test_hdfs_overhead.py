@@ -1,12 +1,9 @@
-"""The overhead benchmark's bookkeeping: variants, and what its verdict may claim (its cases' order:
-test_scenario_runner.py)."""
-
-import statistics
+"""The overhead benchmark's bookkeeping: variants and its disk samples (its cases' order:
+test_scenario_runner.py; what its verdict may claim: test_bootstrap.py)."""
 
 import pytest
 
-from benchmarks.hdfs_overhead import (DiskSampler, Management, bootstrap_median_interval,  # noqa: E402
-                           target_verdict)
+from benchmarks.hdfs_overhead import DiskSampler, Management
 
 
 def test_a_variant_changes_only_the_settings_it_names():
@@ -21,20 +18,6 @@ def test_a_variant_changes_only_the_settings_it_names():
 def test_a_variant_that_names_no_known_setting_is_refused(assignment):
     with pytest.raises(SystemExit, match="--variant"):
         Management().changed([assignment])
-
-
-def test_the_verdict_claims_the_target_only_when_the_interval_allows():
-    assert target_verdict(0.99, 0.975, 20) == "met (the whole interval)"
-    assert target_verdict(0.99, 0.94, 20).startswith("met by the median")
-    assert target_verdict(0.95, 0.90, 20) == "NOT met"
-    assert target_verdict(1.0, 1.0, 1).startswith("too few rounds")
-
-
-def test_the_bootstrap_interval_is_repeatable_and_holds_the_median():
-    ratios = [0.91, 0.95, 1.02, 0.88, 0.97, 1.05, 0.93, 0.99]
-    low, high = bootstrap_median_interval(ratios)
-    assert (low, high) == bootstrap_median_interval(ratios)
-    assert low <= statistics.median(ratios) <= high
 
 
 def test_the_disk_samples_split_a_trial_into_start_streaming_and_tail():
