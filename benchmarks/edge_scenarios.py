@@ -28,7 +28,7 @@ Policies: none (no vnode-sync: an APPLY with no shares, every user DEFAULT, not 
 (allocation static: ceilings), wc (allocation work-conserving: the Java agent's weights, and each
 transfer thread in its user's cpu group: docs/edge.md G10); on request (--policies) wc-nocpu, wc
 without the cpu groups (the edge before them). The order rotates with the seed so that none of them
-always runs first.
+always runs first (benchmarks.scenario_runner.rotated).
 
 --scenario KIND:WEIGHT,... runs one given scenario of bulk users instead of drawn ones (KIND
 bulk-reader or bulk-writer), e.g. `--scenario bulk-reader:8,bulk-reader:4,bulk-reader:1`, once per
@@ -74,6 +74,7 @@ from benchmarks import machine_sample
 from benchmarks.bootstrap import p50, p99
 from benchmarks.bulk_shares import governed
 from benchmarks.interactive_shares import WRITE_SITE
+from benchmarks.scenario_runner import parse_seeds, rotated
 from testbed.cpu_priority import CPU_HIERARCHY, cpu_priority
 from testbed.hdfs_cluster import HdfsCluster, datanode_throttle_jar
 from testbed.hdfs_cluster.daemons import Transfer
@@ -183,13 +184,6 @@ def draw(seed: int) -> Scenario:
     return Scenario(seed, tuple(users))
 
 
-def policy_order(seed: int, policies: tuple[str, ...] = POLICIES) -> tuple[str, ...]:
-    """POLICIES rotated by the seed, reversed every other turn: each policy runs first, second and last alike."""
-    turn = seed % len(policies)
-    order = policies[turn:] + policies[:turn]
-    return order if (seed // len(policies)) % 2 == 0 else order[::-1]
-
-
 def parse_policies(text: str) -> tuple[str, ...]:
     policies = tuple(p.strip() for p in text.split(",") if p.strip())
     unknown = [p for p in policies if p not in POLICIES + OPTIONAL_POLICIES]
@@ -211,20 +205,6 @@ def parse_scenario(text: str, seed: int = 0) -> Scenario:
     if not 1 <= len(users) <= MAX_USERS:
         raise argparse.ArgumentTypeError(f"scenario {text!r}: 1-{MAX_USERS} users")
     return Scenario(seed, tuple(users))
-
-
-def parse_seeds(text: str) -> list[int]:
-    """'0-11' or '0,3,5-7' -> the seeds, in order; anything else is an argparse error."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.strip().partition("-")
-            seeds += range(int(low), int(high or low) + 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds {text!r}: give N, N-M or a comma-separated list of them") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"seeds {text!r}: give at least one seed, none below 0")
-    return seeds
 
 
 @dataclass
@@ -693,10 +673,10 @@ def main(argv: list[str] | None = None) -> int:
             scenarios[seed] = scenario
             bed.prepare(scenario)
             by_policy = {}
-            for policy in policy_order(seed, args.policies):
+            for policy in rotated(seed, args.policies):
                 by_policy[policy] = run_cell(bed, scenario, policy, window)
                 print(f"[{time.monotonic() - started:.0f} s] seed {seed} {policy} done", flush=True)
-            cells[seed] = {p: by_policy[p] for p in policy_order(seed, args.policies)}
+            cells[seed] = {p: by_policy[p] for p in rotated(seed, args.policies)}
             print_scenario(scenario, cells[seed], judge(scenario, cells[seed]), sys.stdout)
             sys.stdout.flush()
             if args.json:
