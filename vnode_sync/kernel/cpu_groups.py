@@ -11,11 +11,13 @@ Every group name and TID is checked here before it reaches a path: a VNode name 
 positive thread id.
 """
 
+import os
 import re
 from typing import Protocol
 
-from vnode_sync.errors import InvalidArgument
+from vnode_sync.errors import InvalidArgument, ThreadGone
 from vnode_sync.kernel.backend import is_vnode_name, user_of_vnode
+from vnode_sync.kernel.cgroupfs import CgroupFS
 from vnode_sync.validation import vnode_name
 
 NICE_0_SHARES = 1024
@@ -39,6 +41,40 @@ class ThreadCpuGroups(Protocol):
     def release(self, tid: int) -> bool: ...
     def remove(self, group: str) -> None: ...
     def teardown(self) -> None: ...                           # every thread home, every group and parent gone
+
+
+class ThreadMoves:
+    """Moving single threads between `home` and the VNodes' groups: the same on both kernels but for the
+    file that lists a group's threads (`THREADS`). A class that uses it has `fs`, `home` and `_path`."""
+
+    THREADS: str
+    fs: CgroupFS
+    home: str
+
+    def _path(self, group: str, filename: str = "") -> str:
+        raise NotImplementedError
+
+    def members(self, group: str) -> set[int]:
+        return {int(t) for t in self.fs.read(self._path(group, self.THREADS)).split()}
+
+    def place(self, group: str, tid: int) -> bool:
+        """Moves TID into GROUP; False if the thread has exited meanwhile."""
+        return self._move(self._path(group), tid)
+
+    def release(self, tid: int) -> bool:
+        return self._move(self.home, tid)
+
+    def _move(self, cgroup: str, tid: int) -> bool:
+        try:
+            self.fs.write(os.path.join(cgroup, self.THREADS), str(checked_tid(tid)))
+            return True
+        except ThreadGone:
+            return False
+
+    def remove(self, group: str) -> None:
+        for tid in self.members(group):
+            self.release(tid)
+        self.fs.rmdir(self._path(group))
 
 
 def checked_group(name: str) -> str:

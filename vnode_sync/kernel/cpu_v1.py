@@ -11,10 +11,10 @@ It is one side of the seam in cpu_groups.py; cgroup v2's threaded `cpu` (cpu_v2.
 
 import os
 
-from vnode_sync.errors import KernelError, ThreadGone
+from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, checked_group, checked_parent, checked_tid
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, checked_group, checked_parent
 
 MIN_SHARES = 2
 MAX_SHARES = 262_144
@@ -40,8 +40,10 @@ def cgroup_of(pid: int, proc_root: str = "/proc", controller: str = "cpu") -> st
     raise KernelError(path, f"no v1 {controller} hierarchy holds pid {pid}")
 
 
-class CpuGroups:
+class CpuGroups(ThreadMoves):
     """Per-VNode cpu cgroups under `parent`, whose threads come from and go back to `home`."""
+
+    THREADS = "tasks"
 
     def __init__(self, home: str, name: str, fs: CgroupFS | None = None):
         self.home = home
@@ -73,28 +75,6 @@ class CpuGroups:
 
     def groups(self) -> list[str]:
         return [g for g in self.fs.subdirs(self.parent) if is_vnode_name(g)] if self.fs.exists(self.parent) else []
-
-    def members(self, group: str) -> set[int]:
-        return {int(t) for t in self.fs.read(self._path(group, "tasks")).split()}
-
-    def place(self, group: str, tid: int) -> bool:
-        """Moves TID into GROUP; False if the thread has exited meanwhile."""
-        return self._move(self._path(group), tid)
-
-    def release(self, tid: int) -> bool:
-        return self._move(self.home, tid)
-
-    def _move(self, cgroup: str, tid: int) -> bool:
-        try:
-            self.fs.write(os.path.join(cgroup, "tasks"), str(checked_tid(tid)))
-            return True
-        except ThreadGone:
-            return False
-
-    def remove(self, group: str) -> None:
-        for tid in self.members(group):
-            self.release(tid)
-        self.fs.rmdir(self._path(group))
 
     def teardown(self) -> None:
         """Every thread back home, every group and the parent removed."""

@@ -26,10 +26,10 @@ before anything is written.
 
 import os
 
-from vnode_sync.errors import KernelError, ThreadGone
+from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, checked_group, checked_parent, checked_tid
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, checked_group, checked_parent
 
 MIN_WEIGHT = 1
 MAX_WEIGHT = 10_000
@@ -57,8 +57,10 @@ def unified_cgroup_of(pid: int, proc_root: str = "/proc") -> str:
     raise KernelError(path, f"no cgroup2 line ('0::') for pid {pid}")
 
 
-class ThreadedCpuGroups:
+class ThreadedCpuGroups(ThreadMoves):
     """Per-VNode threaded cpu groups under `parent`, whose threads come from and go back to `home`."""
+
+    THREADS = "cgroup.threads"
 
     def __init__(self, home: str, name: str, fs: CgroupFS | None = None, mount: str | None = None):
         self.home = home.rstrip("/") or "/"
@@ -147,28 +149,6 @@ class ThreadedCpuGroups:
 
     def groups(self) -> list[str]:
         return [g for g in self.fs.subdirs(self.parent) if is_vnode_name(g)] if self.fs.exists(self.parent) else []
-
-    def members(self, group: str) -> set[int]:
-        return {int(t) for t in self._read(self._path(group), "cgroup.threads").split()}
-
-    def place(self, group: str, tid: int) -> bool:
-        """Moves TID into GROUP; False if the thread has exited meanwhile."""
-        return self._move(self._path(group), tid)
-
-    def release(self, tid: int) -> bool:
-        return self._move(self.home, tid)
-
-    def _move(self, cgroup: str, tid: int) -> bool:
-        try:
-            self.fs.write(os.path.join(cgroup, "cgroup.threads"), str(checked_tid(tid)))
-            return True
-        except ThreadGone:
-            return False
-
-    def remove(self, group: str) -> None:
-        for tid in self.members(group):
-            self.release(tid)
-        self.fs.rmdir(self._path(group))
 
     def teardown(self) -> None:
         """Every thread back home, every group and the parent removed, home a plain domain again."""
