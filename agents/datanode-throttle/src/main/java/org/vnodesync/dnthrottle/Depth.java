@@ -13,10 +13,10 @@ package org.vnodesync.dnthrottle;
  * So a disk that one sequential reader keeps busy settles at 1 (the depth at which weights hold
  * even with one thread per user), two CPU-bound cores at 2, a disk that reorders a deeper queue
  * deeper. A depth exists to order users: in an interval in which at most one user moved at the
- * volume the dispatcher bounds nothing (Dispatcher.alone), and the depth is what that user kept in
- * flight, the depth the volume ran at; probes start from there when a second user comes. Of the
- * other intervals, only those in which the depth bound (packets waited for a slot most of the time)
- * say anything about it; in the rest it is cut to what was used.
+ * volume the dispatcher bounds nothing (Dispatcher.alone), and the interval says nothing about the
+ * depth, which is left as it was (probes included) for when users share again. Of the other
+ * intervals, only those in which the depth bound (packets waited for a slot most of the time) say
+ * anything about it; in the rest it is cut to what was used.
  *
  * <p>Not thread-safe: its dispatcher calls it under its own lock.
  */
@@ -72,13 +72,7 @@ final class Depth {
      */
     int interval(double bps, boolean binding, int peak, int sharers) {
         if (sharers <= 1) {
-            // Nobody to order, and the dispatcher bounds nothing: the depth is what the user kept in
-            // flight, and the probes start from there when others come.
-            depth = Math.max(1, peak);
-            phase = Phase.STEADY;
-            best = 0;
-            bindingSince = 0;
-            return depth;
+            return depth;   // nobody to order, and nothing bound: the depth waits for users who share
         }
         switch (phase) {
             case PROBING_UP:
