@@ -10,23 +10,21 @@ gone meanwhile, or one with a malformed id, has no job.
 """
 
 import logging
-import os
 import re
 
 from vnode_sync import validation
 from vnode_sync.agents.compute.placement import JOB_ENVIRONMENT_KEYS, process_environment
 from vnode_sync.errors import InvalidArgument
-from vnode_sync.kernel.procfs import read_text
+from vnode_sync.kernel.procfs import cgroups_of
 
 log = logging.getLogger(__name__)
 
 _SLURM_JOB_CGROUP = re.compile(r"/job_([0-9]{1,20})(?:/|$)")
 
 
-def job_in_cgroup(cgroup_file: str) -> str | None:
-    """The Slurm job id in a /proc/<pid>/cgroup text (any hierarchy), or None."""
-    for line in cgroup_file.splitlines():
-        path = line.split(":", 2)[-1]
+def job_in_cgroups(cgroups: list[tuple[str, str]]) -> str | None:
+    """The Slurm job id in a process's cgroup paths (any hierarchy), or None."""
+    for _, path in cgroups:
         match = _SLURM_JOB_CGROUP.search(path)
         if match:
             return match.group(1)
@@ -36,9 +34,9 @@ def job_in_cgroup(cgroup_file: str) -> str | None:
 def job_of(proc_root: str, pid: int) -> str | None:
     """The validated job id process `pid` runs for; None: no job, gone, or not a job id."""
     found = None
-    cgroup = read_text(os.path.join(proc_root, str(pid), "cgroup"))
-    if cgroup is not None:
-        found = job_in_cgroup(cgroup)
+    cgroups = cgroups_of(proc_root, pid)
+    if cgroups is not None:
+        found = job_in_cgroups(cgroups)
     if found is None:
         env = process_environment(proc_root, pid) or {}
         found = next((env[key] for key in JOB_ENVIRONMENT_KEYS if env.get(key)), None)

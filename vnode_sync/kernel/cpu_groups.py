@@ -15,9 +15,10 @@ import os
 import re
 from typing import Protocol
 
-from vnode_sync.errors import InvalidArgument, ThreadGone
+from vnode_sync.errors import InvalidArgument, KernelError, ThreadGone
 from vnode_sync.kernel.backend import is_vnode_name, user_of_vnode
 from vnode_sync.kernel.cgroupfs import CgroupFS
+from vnode_sync.kernel.procfs import cgroups_of
 from vnode_sync.validation import vnode_name
 
 NICE_0_SHARES = 1024
@@ -41,6 +42,14 @@ class ThreadCpuGroups(Protocol):
     def release(self, tid: int) -> bool: ...
     def remove(self, group: str) -> None: ...
     def teardown(self) -> None: ...                           # every thread home, every group and parent gone
+
+
+def cgroups_or_error(pid: int, proc_root: str = "/proc") -> list[tuple[str, str]]:
+    """PID's (controllers, path) per hierarchy; KernelError if the process is gone or hidden."""
+    found = cgroups_of(proc_root, pid)
+    if found is None:
+        raise KernelError(f"{proc_root}/{pid}/cgroup", "cannot read: the process is gone or hidden")
+    return found
 
 
 class ThreadMoves:

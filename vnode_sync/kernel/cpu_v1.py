@@ -14,7 +14,7 @@ import os
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, checked_group, checked_parent
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, cgroups_or_error, checked_group, checked_parent
 
 MIN_SHARES = 2
 MAX_SHARES = 262_144
@@ -27,17 +27,10 @@ def clamp_shares(value: float) -> int:
 
 def cgroup_of(pid: int, proc_root: str = "/proc", controller: str = "cpu") -> str:
     """PID's cgroup in the v1 hierarchy of CONTROLLER ('/' for the root), from /proc/PID/cgroup."""
-    path = os.path.join(proc_root, str(pid), "cgroup")
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise KernelError(path, f"cannot read: {e.strerror}") from None
-    for line in lines:
-        _, controllers, where = (line.split(":", 2) + ["", ""])[:3]
+    for controllers, where in cgroups_or_error(pid, proc_root):
         if controller in controllers.split(","):
-            return where or "/"
-    raise KernelError(path, f"no v1 {controller} hierarchy holds pid {pid}")
+            return where
+    raise KernelError(f"/proc/{pid}/cgroup", f"no v1 {controller} hierarchy holds pid {pid}")
 
 
 class CpuGroups(ThreadMoves):

@@ -29,7 +29,7 @@ import os
 from vnode_sync.errors import KernelError
 from vnode_sync.kernel.backend import is_vnode_name
 from vnode_sync.kernel.cgroupfs import CgroupFS
-from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, checked_group, checked_parent
+from vnode_sync.kernel.cpu_groups import NICE_0_SHARES, ThreadMoves, cgroups_or_error, checked_group, checked_parent
 
 MIN_WEIGHT = 1
 MAX_WEIGHT = 10_000
@@ -45,16 +45,10 @@ def weight_of_shares(shares: float) -> int:
 
 def unified_cgroup_of(pid: int, proc_root: str = "/proc") -> str:
     """PID's cgroup in the cgroup2 hierarchy ('/' for the root), from the `0::` line of /proc/PID/cgroup."""
-    path = os.path.join(proc_root, str(pid), "cgroup")
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise KernelError(path, f"cannot read: {e.strerror}") from None
-    for line in lines:
-        if line.startswith("0::"):
-            return line[3:] or "/"
-    raise KernelError(path, f"no cgroup2 line ('0::') for pid {pid}")
+    for controllers, where in cgroups_or_error(pid, proc_root):
+        if not controllers:
+            return where
+    raise KernelError(f"/proc/{pid}/cgroup", f"no cgroup2 line ('0::') for pid {pid}")
 
 
 class ThreadedCpuGroups(ThreadMoves):

@@ -20,6 +20,16 @@ def read_text(path: str) -> str | None:
         return None
 
 
+def cgroups_of(proc_root: str, pid: int) -> list[tuple[str, str]] | None:
+    """Process PID's cgroups, one (controllers, path) per hierarchy of /proc/PID/cgroup (controllers ""
+    for cgroup2's `0::` line, comma-separated names for a v1 hierarchy); None if it is gone or hidden."""
+    text = read_text(os.path.join(proc_root, str(pid), "cgroup"))
+    if text is None:
+        return None
+    return [((parts + ["", ""])[1], (parts + ["", ""])[2] or "/")
+            for parts in (line.split(":", 2) for line in text.splitlines() if line)]
+
+
 def read_link(path: str) -> str | None:
     try:
         return os.readlink(path)
