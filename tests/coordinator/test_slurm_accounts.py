@@ -4,9 +4,10 @@ source per subtree (vnodectl cannot change these groups or their members); a use
 refused unless preferred.
 
 The source runs against a real Slurm accounting store: Debian 12's slurmdbd 22.05 on a MariaDB 10.11
-of its own (testbed/slurmdbd.py; one per module, ~10 s to start), the accounts and users made with
-real `sacctmgr add/modify/delete`, and the coordinator's own `sacctmgr show associations` reading
-them. The unit tests below it take text: a real sample captured from that store
+of its own (testbed/slurmdbd.py; one for the module, ~5 s to start and ~5 s to fill), the accounts
+and users made with real `sacctmgr add/modify/delete`, and the coordinator's own `sacctmgr show
+associations` reading them, in the test's process and in a coordinator process on its period. The
+unit tests below them take text: a real sample captured from that store
 (tests/coordinator/data/sacctmgr-assoc.txt) and corner cases real output cannot easily produce."""
 
 import logging
@@ -15,8 +16,9 @@ import re
 
 import pytest
 
-from tests.conftest import COORDINATOR_CONFIG, unique_name
+from tests.conftest import COORDINATOR_CONFIG, unique_name, write_coordinator_config
 from testbed.ports import free_port
+from testbed.processes import start_coordinator, stop_process
 from testbed.slurmdbd import DEBIAN_PACKAGES, LocalSlurmdbd, missing_programs
 from vnode_sync.coordinator.cluster import Cluster
 from vnode_sync.coordinator.config import parse_config
@@ -116,6 +118,36 @@ def test_slurm_accounts_reach_the_tree_follow_slurm_and_stay_slurm_s(slurmdbd, t
     assert _tree(cluster) == {("physics", 40, ""), ("chem", 10, "physics"), ("optics", 2, "chem")}
     assert commands.group("physics").ceiling_bps == 50_000_000
     assert _placed(cluster) == {"ann": "physics", "bea": "chem", "cy": "", "dan": "chem", "eve": "optics", "fay": ""}
+
+
+@pytest.mark.slow
+def test_a_coordinator_process_refreshes_slurm_s_accounts_on_its_period(slurmdbd, tmp_path, monkeypatch):
+    """`slurm_accounts:` in a real coordinator process: a fair-share changed with sacctmgr reaches the group
+    within refresh_seconds, without a restart or a command."""
+    import grpc
+
+    from vnode_sync.wire import vnode_pb2 as pb
+    from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+
+    slurmdbd.sacctmgr_ok("add", "account", "geo", "fairshare=5")     # this test's own, whatever ran before
+    monkeypatch.setenv("SLURM_CONF", slurmdbd.conf)     # inherited by the coordinator process
+    config = write_coordinator_config(tmp_path, policy={"sharing": "work-conserving"},
+                                      slurm_accounts={"accounts": ["geo"], "refresh_seconds": 1})
+    process, port = start_coordinator(config, tmp_path / "coordinator.log")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            admin = pb_grpc.AdminStub(channel)
+
+            def weight_of_geo() -> int | None:
+                groups = admin.ListGroups(pb.ListGroupsRequest(), timeout=10).groups
+                return next((g.weight for g in groups if g.name == "geo"), None)
+
+            slurmdbd.wait_for(lambda: weight_of_geo() == 5, 10, "group geo at Slurm's fair-share 5")
+            slurmdbd.sacctmgr_ok("modify", "account", "geo", "set", "fairshare=7")
+            slurmdbd.wait_for(lambda: weight_of_geo() == 7, 10, "group geo at Slurm's new fair-share 7")
+    finally:
+        stop_process(process)
+        slurmdbd.sacctmgr_ok("delete", "account", "geo")
 
 
 @pytest.mark.slow
