@@ -4,7 +4,7 @@ source per subtree (vnodectl cannot change these groups or their members); a use
 refused unless preferred.
 
 The source runs against a real Slurm accounting store: Debian 12's slurmdbd 22.05 on a MariaDB 10.11
-of its own (testbed/slurmdbd.py; one for the module, ~5 s to start and ~5 s to fill), the accounts
+of its own (testbed/slurmdbd.py; one for the module, ~4 s to start and ~5 s to fill), the accounts
 and users made with real `sacctmgr add/modify/delete`, and the coordinator's own `sacctmgr show
 associations` reading them, in the test's process and in a coordinator process on its period. The
 unit tests below them take text: a real sample captured from that store
@@ -174,6 +174,8 @@ def test_sacctmgr_associations_are_parsed_into_accounts_and_users():
     assert found.share["physics"] == "40" and found.share["bio"] == "parent"
     assert found.accounts_of == {"root": {"root"}, "ann": {"physics"}, "bea": {"physics", "chem"}, "cy": {"theory"},
                                  "dan": {"chem"}, "eve": {"bio"}}
+    # A user's association per partition (not made in the store) lists it once per partition: one account still.
+    assert parse_associations("c|a||root|1\nc|a|u||1\nc|a|u||1\n").accounts_of == {"u": {"a"}}
 
 
 @pytest.mark.parametrize("text, refused", [
