@@ -518,14 +518,14 @@ def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(o
 ALICE_JOB = vnode_name("alice.1234")
 
 
-def job_state(generation, jobs=(("1234", 100),), alice_mbps=100, policy_users=("alice",)):
+def job_state(generation, jobs=(("1234", 100),), alice_mbps=100, users=("alice",)):
     """alice (uid 500) active with her running jobs as VNodes (`alice.<job>`, each its own share)."""
     def shares(mbps):
         return [pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=mbps * MB),
                                  write=pb.Share(ceiling_bps=mbps * MB))]
     return pb.DesiredState(
         generation=generation, node_id="oss1",
-        vnodes=[*(pb.VNodeSpec(user=u, uid=500, priority=4, shares=shares(alice_mbps)) for u in policy_users),
+        vnodes=[*(pb.VNodeSpec(user=u, uid=500, priority=4, shares=shares(alice_mbps)) for u in users),
                 *(pb.VNodeSpec(user=f"alice.{job}", uid=500, priority=4, shares=shares(mbps), job=job, job_user="alice")
                   for job, mbps in jobs)],
         default_vnode=pb.VNodeSpec(user=""),
@@ -651,8 +651,8 @@ def test_standin_a_job_id_lustre_cannot_carry_is_held_by_its_users_rule(oss, tmp
     reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
     job = "4242.pbs-server-01.cluster.example"
     state = job_state(1, jobs=())
-    state.vnodes.append(pb.VNodeSpec(user=f"alice.{job}", uid=500, job=job, job_user="alice", shares=[
-        pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=100 * MB), write=pb.Share(ceiling_bps=100 * MB))]))
+    state.vnodes.append(pb.VNodeSpec(user=f"alice.{job}", uid=500, job=job, job_user="alice",
+                                     shares=job_state(1).vnodes[1].shares))
     reconciler.apply(state)
     assert reconciler.errors == []
     assert [line.split()[0] for line in listed(oss)] == ["vnode_alice", "default"]
@@ -726,3 +726,14 @@ def test_standin_an_agent_killed_between_recording_and_starting_a_job_rule_finds
     assert reconciler.errors == []
     assert [line.split()[0] for line in listed(oss, "high_priority", 2)] == ["vnode_J1234", "vnode_alice", "default"]
     assert any("vnode_J1234 was stopped outside vnode-sync" in n for n in restarted.notes)
+
+
+def test_job_stats_entries_are_charged_to_a_job_by_its_lustre_job_id_as_tbf_reads_it():
+    from vnode_sync.kernel.lustre_jobs import JobStatCharging
+    charging = JobStatCharging.of({"vnode.alice.1234": "1234.500", "vnode.alice.77": "77.500.*",
+                                   "vnode.bob.5-1.srv": "5[1].srv.501"})
+    assert charging.job_vnode("1234.500") == "vnode.alice.1234"
+    assert charging.job_vnode("1234.5001") is None                        # no '*': exact
+    assert charging.job_vnode("77.500.cn7") == "vnode.alice.77"           # "%j.%u.%H" with '{job}.{uid}.*'
+    assert charging.job_vnode("5[1].srv.501") == "vnode.bob.5-1.srv"
+    assert charging.job_vnode("51.srv.501") is None                       # '[1]' is text, not a pattern

@@ -215,7 +215,8 @@ def job_rule_name(prefix: str, vnode: str, job_id: str, taken: Callable[[str], b
     digest = base64.b32encode(hashlib.sha256(vnode.encode()).digest()).decode()
     hashed = f"{prefix}H{digest[:RULE_NAME_MAX - len(prefix) - 1]}"
     if taken(hashed):
-        raise InvalidArgument(f"TBF rule name {hashed!r} for {vnode} is another VNode's; use another lustre.rule_prefix")
+        raise InvalidArgument(f"TBF rule name {hashed!r} for {vnode} is another VNode's; "
+                              f"use another lustre.rule_prefix")
     return hashed
 
 

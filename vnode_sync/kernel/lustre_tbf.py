@@ -234,7 +234,8 @@ class LustreTbfBackend:
 
     def vnodes(self) -> list[str]:
         """VNodes with a rule of their own, and job VNodes held by their users' rules."""
-        return sorted({r.vnode for r in self.ledger.rules.values()} | {j.vnode for j in self._jobs.values() if j.folded})
+        held = {j.vnode for j in self._jobs.values() if j.folded}
+        return sorted({r.vnode for r in self.ledger.rules.values()} | held)
 
     def ensure_vnode(self, vnode: str, uid: int | None = None, job: str = "") -> None:
         """Record the user's uid (a job VNode's: its user's, and its job id); apply_limits starts the rule."""
