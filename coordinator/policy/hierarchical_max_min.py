@@ -32,7 +32,7 @@ The allocation is the one at the deepest level: users' totals fixed, spread as a
 
 That definition also chooses where each parent's total sits over the resources (the split that
 makes children fairest across parents at exactly their parents' totals), and its answer for a user
-can move by up to 9x when the parents' totals move by 1e-6 (docs/tree-of-weights.md). The definition
+can move by up to 8x when the parents' totals move by 1e-6 (docs/tree-of-weights.md). The definition
 the tree step is held to fixes each node's total given its parent's bytes, resource by resource, and
 within_parents computes it exactly: the root's children's totals are the weighted max-min of the
 cluster (the same as level 1 above), and every group's children's totals are the weighted max-min of

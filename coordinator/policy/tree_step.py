@@ -34,7 +34,7 @@ A tree of one level is exactly today's flat step (the same call, the same arrays
 What it does not do: the exact reference of the first definition (hierarchical_max_min) also
 chooses each parent's split over resources, the one that makes children fairest across parents at
 exactly the parents' totals. (a) and (b) lean that way; they do not search for it (its answer moves by
-up to 9x for a change of 1e-6 in the parents' totals: docs/tree-of-weights.md). Group floors are split
+up to 8x for a change of 1e-6 in the parents' totals: docs/tree-of-weights.md). Group floors are split
 among children by weight on each resource alone (weight_tree.pair_bounds), granted first and counted
 in the totals; a group ceiling bounds its row at every level, and the edges' fill holds its users to
 what the levels gave them.
