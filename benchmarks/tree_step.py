@@ -21,7 +21,8 @@ Printed: their distribution (min, p5, median), how many trees reach 0.95, and th
 Part 2: the cost at --users users in --groups groups x --resources resources (every user demanding
 on every resource, benchmarks.tree_instances.grouped_cluster): CPU of one tree step, and of today's
 flat step (policy.local_weights, the users' own weights) on the same users and demand in the same
-run, both with their passes on one thread ("of one core"), and their ratio.
+run, both with their passes on one thread ("of one core"), COST_REPEATS times each, alternating, and
+the ratio of the least of each (and of the medians).
 """
 
 import argparse
@@ -44,6 +45,9 @@ POLICIES = {"exact": lambda c: hierarchical_max_min(c.capacity, c.arrays, c.dema
             "step": lambda c: tree_weights(c.capacity, c.arrays, c.demand)}
 
 
+# Part 2 times each step this many times: a loaded host moves one measurement by 2x (1.09 s and 0.48 s
+# for the same flat step in two runs a minute apart).
+COST_REPEATS = 3
 # How much lower the exact reference's first level is made, to see how much its users' answer hangs on it.
 LOWERED = (1e-6, 1e-4)
 
@@ -126,12 +130,17 @@ def cost_part(groups: int, users: int, resources: int) -> None:
     one_core = ColumnShards(cluster.shape, 1)
     weight = cluster.arrays.weight[cluster.arrays.leaf]
     no_floor, no_ceiling = np.zeros(users), np.full(users, np.inf)
-    flat, flat_cpu = cpu(lambda: local_weights(cluster.capacity, weight, cluster.demand, no_floor, no_ceiling,
-                                               shards=one_core))
-    step, step_cpu = cpu(lambda: tree_weights(cluster.capacity, cluster.arrays, cluster.demand, shards=one_core))
-    print(f"  today's flat step: {flat_cpu:.2f} s ({flat.iterations} iterations)")
-    print(f"  tree step:         {step_cpu:.2f} s ({step.steps} flat steps)")
-    print(f"  tree / flat:       {step_cpu / flat_cpu:.2f}")
+    flat_cpu, step_cpu = [], []
+    for _ in range(COST_REPEATS):     # alternating, so the host's drift weighs on both alike
+        flat, seconds = cpu(lambda: local_weights(cluster.capacity, weight, cluster.demand, no_floor, no_ceiling,
+                                                  shards=one_core))
+        flat_cpu.append(seconds)
+        step, seconds = cpu(lambda: tree_weights(cluster.capacity, cluster.arrays, cluster.demand, shards=one_core))
+        step_cpu.append(seconds)
+    print(f"  today's flat step: {' '.join(f'{v:.2f}' for v in flat_cpu)} s ({flat.iterations} iterations)")
+    print(f"  tree step:         {' '.join(f'{v:.2f}' for v in step_cpu)} s ({step.steps} flat steps)")
+    print(f"  tree / flat:       {min(step_cpu) / min(flat_cpu):.2f} (least of each; "
+          f"median {np.median(step_cpu) / np.median(flat_cpu):.2f})")
     top = cluster.arrays.children(-1)
     share = step.totals[top] / cluster.arrays.weight[top]
     print(f"  groups' totals per weight, max / min: {share.max() / share.min():.4f} (1 where every group is "
