@@ -1,6 +1,6 @@
 """Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
 
-    .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read]
+    .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read] [--read-ahead-kib 0]
     .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
 
 Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
@@ -52,6 +52,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="what a read's slot covers: its read and send, as Hadoop's transferTo does (default, "
                              "what ships), or its read only (a copy; tried and dropped on real HDFS: docs/edge.md "
                              "section 8)")
+    parser.add_argument("--read-ahead-kib", type=int, default=4096,
+                        help="the DataNode's read-ahead in KiB (default 4096: dfs.datanode.readahead.bytes, with "
+                             "Hadoop's native library as production DataNodes load it; 0: none, the model before it)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
@@ -61,13 +64,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--seeds (such as 0-99) or --trace SEED is required")
     if args.seeds and not SEEDS.match(args.seeds):
         parser.error(f"--seeds {args.seeds}: not N, N-M or a comma-separated list of those")
+    if args.read_ahead_kib < 0:
+        parser.error(f"--read-ahead-kib {args.read_ahead_kib}: must be >= 0")
     if args.seconds <= 0:
         parser.error(f"--seconds {args.seconds}: must be > 0")
     return args
 
 
 def java_args(args: argparse.Namespace) -> list[str]:
-    out = ["--seconds", f"{args.seconds:g}", "--net", args.net, "--read-slot", args.read_slot]
+    out = ["--seconds", f"{args.seconds:g}", "--net", args.net, "--read-slot", args.read_slot,
+           "--read-ahead-kib", str(args.read_ahead_kib)]
     if args.profile:
         out += ["--profile", args.profile]
     if args.trace is not None:

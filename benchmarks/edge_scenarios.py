@@ -17,7 +17,8 @@ capacity given to the coordinator (static caps are Algorithm 1's of it; work-con
 it for ceilings only). Clients are Hadoop's: bulk writers `hdfs dfs -put` a sparse local file,
 bulk readers re-read a 256 MiB file and interactive users move one file after another through the
 HDFS client library in one JVM (testbed/hdfs_cluster/VnodeSyncHdfsStream.java `read`, `reads`,
-`writes`); every read is the disk's (testbed.share_watch.CacheDropper). Per cell (one policy of one
+`writes`); the DataNode loads Hadoop's native library as production DataNodes do (its read-ahead, and its
+drop-behind keeping every re-read the disk's: dfs.datanode.drop.cache.behind.reads). Per cell (one policy of one
 scenario): the users start together, WARM_UP_SECONDS pass, then the window: each interactive
 transfer that started and ended in it (the client's own time, open to last byte or close), each
 bulk user's client-side rate (/proc/PID/io rchar: the socket read, or the local file -put read),
@@ -82,7 +83,7 @@ from testbed.local_cluster import LocalUser
 from testbed.loopdev import queue_settings
 from testbed.names import unique_name
 from testbed.processes import exit_once_on_signals
-from testbed.share_watch import CacheDropper, ClientBytes, block_files
+from testbed.share_watch import ClientBytes
 from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import Shares, ThrottleChannel, ThrottleSettings
 from vnode_sync.kernel.cpu_v1 import cgroup_of
@@ -525,7 +526,7 @@ def busiest_others(seconds: float = 1.0, count: int = 5) -> str:
 def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Cell:
     cell_name = f"{scenario.seed}-{policy}"
     cell = Cell(scenario.seed, policy, window)
-    with policy_in_force(bed, scenario, policy), CacheDropper(block_files(bed.hdfs)):
+    with policy_in_force(bed, scenario, policy):
         clients = {}
         try:
             for u in scenario.users:
@@ -568,7 +569,8 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
 
 @contextlib.contextmanager
 def testbed(profile: Profile, docs_settings: bool) -> Iterator[Testbed]:
-    site = {"dfs.block.access.token.enable": "true", **(WRITE_SITE if docs_settings else {})}
+    site = {"dfs.block.access.token.enable": "true", "dfs.datanode.drop.cache.behind.reads": "true",
+            **(WRITE_SITE if docs_settings else {})}
     paced = {"disk_read_mbps": profile.disk_mbps} if profile.disk_mbps else {}
     source_dir = tempfile.mkdtemp(prefix=unique_name("edgesc-src") + ".")
     try:
@@ -582,7 +584,7 @@ def testbed(profile: Profile, docs_settings: bool) -> Iterator[Testbed]:
                 HdfsCluster(unique_name("edgesc"), datanodes=1, disk_mb=12288, disk=profile.disk, hdfs_site=site,
                             datanode_throttle=datanode_throttle_jar(), kerberos=profile.kerberos,
                             ext4_options=DOCS_EXT4 if docs_settings else (), more_disks_mbps=profile.more_disks_mbps,
-                            datanode_link_mbps=profile.link_mbps,
+                            datanode_link_mbps=profile.link_mbps, native=True,
                             **paced) as hdfs, \
                 contextlib.ExitStack() as queues:
             for device in hdfs.datanodes[0].loop_devices:

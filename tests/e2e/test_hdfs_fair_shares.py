@@ -20,8 +20,7 @@ from tests.conftest import needs_java, needs_kernel, unique_name
 from tests.e2e.test_hdfs import MB, MiB, NODE_BW, wait_until_every_user_reads_from_every_datanode
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster, vnode_usage, write_user_files
 from testbed.local_cluster import LocalUser
-from testbed.share_watch import (CacheDropper, ClientBytes, block_files, first_window_that_holds, interval_rates,
-                                 seconds_until, steady_ratio)
+from testbed.share_watch import ClientBytes, first_window_that_holds, interval_rates, seconds_until, steady_ratio
 from testbed.unix_users import local_users
 from vnode_sync.datanode.channel import ThrottleChannel
 from vnode_sync.kernel.backend import vnode_name
@@ -202,16 +201,18 @@ def one_lend_and_reclaim(cluster, shares: DataNodeShares, alice: LocalUser, bob:
 
 
 def test_the_datanode_scheduler_lends_and_reclaims_reads_at_once_with_and_without_the_coordinator(dn_users):
-    """Readers through Hadoop's client re-read their files from disks paced at 60 MB/s (a CacheDropper keeps
-    the page cache from serving them): each DataNode's volume is what holds them, one thread a user, and
-    its dispatcher shares it by weight (docs/edge.md G1); the shares are the Java agent's alone: no
-    allocation loop. Where the readers' own clients bind instead (page-cache reads on this 2-core host),
-    max-min gives each what its client takes (G2), which is no test of the weights."""
+    """Readers through Hadoop's client re-read their files from disks paced at 60 MB/s: each DataNode's
+    volume is what holds them, one thread a user, and its dispatcher shares it by weight (docs/edge.md G1);
+    the shares are the Java agent's alone: no allocation loop. The DataNodes load Hadoop's native library,
+    as production ones do: their read-ahead keeps the disk busy while a packet is sent, and their own
+    drop-behind keeps the page cache from serving a re-read. Where the readers' own clients bind instead
+    (page-cache reads on this 2-core host), max-min gives each what its client takes (G2), which is no test
+    of the weights."""
     alice, bob = dn_users
     with hdfs_vnode_cluster(unique_name("fairdn"), [alice, bob], NODE_BW, policy=DN_POLICY, backend="datanode-throttle",
                             agent_settings={"report_seconds": 0.25}, disk="paced", disk_read_mbps=NODE_BW / MB,
-                            before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster), \
-            CacheDropper(block_files(hdfs)):
+                            native=True, hdfs_site={"dfs.datanode.drop.cache.behind.reads": "true"},
+                            before_agents=write_user_files([alice, bob], 256 * MiB)) as (hdfs, cluster):
         shares = DataNodeShares(hdfs, "read")
         readers: dict[str, list] = {}
 

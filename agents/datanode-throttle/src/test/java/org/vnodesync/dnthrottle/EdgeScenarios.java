@@ -35,6 +35,8 @@ final class EdgeScenarios {
     static final long ALONE_NS = 20 * SECOND;
     /** Every profile's CPU: two cores, as the testbed's VM (profile d makes them bind). */
     static final double CORES = 2;
+    /** A production DataNode's read-ahead: dfs.datanode.readahead.bytes's default (with Hadoop's native library). */
+    static final long DATANODE_READ_AHEAD = 4 * MIB;
 
     enum Kind {
         BULK_READER("BR", Direction.READ, true), BULK_WRITER("BW", Direction.WRITE, true),
@@ -86,10 +88,12 @@ final class EdgeScenarios {
      * NET_BPS: every thread's own per-packet time outside the volume, as bytes/s (infinity: none): a
      * read's send, which holds its slot, and a write's receive of its next packet, which does not
      * (SimulatedNode.Worker.netBps). READ_SLOT_COVERS_SEND: a read's slot covers its send too (Hadoop's
-     * transferTo) rather than its read only (a copy; SimulatedNode.readSlotCoversSend).
+     * transferTo) rather than its read only (a copy; SimulatedNode.readSlotCoversSend). READ_AHEAD_BYTES:
+     * the DataNode's read-ahead (SimulatedNode.readAhead; 0: none).
      */
     record Scenario(long seed, String profile, List<VolumeSpec> volumes, double configuredBps, double cpuPerByte,
-                    double linkBps, double netBps, boolean readSlotCoversSend, List<UserSpec> users) {
+                    double linkBps, double netBps, boolean readSlotCoversSend, long readAheadBytes,
+                    List<UserSpec> users) {
         String describe() {
             StringBuilder s = new StringBuilder(profile + " [");
             for (VolumeSpec v : volumes) {
@@ -122,7 +126,7 @@ final class EdgeScenarios {
      * disk a fifth idle at depth 1), from a stream of its own so that the rest of the draw is the same
      * with and without it.
      */
-    static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend) {
+    static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes) {
         SplittableRandom netDraw = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 59);
         double netBps = net ? Math.exp(uniform(netDraw, Math.log(150), Math.log(1000))) * MB : Double.POSITIVE_INFINITY;
         SplittableRandom r = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 58);
@@ -208,7 +212,7 @@ final class EdgeScenarios {
                 users.add(new UserSpec("u" + i, k, weights[i], 1, Double.POSITIVE_INFINITY, file, gap, first, vols));
             }
         }
-        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, users);
+        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, readAheadBytes, users);
     }
 
     private static double uniform(SplittableRandom r, double from, double to) {
@@ -227,6 +231,7 @@ final class EdgeScenarios {
             node = new SimulatedNode(sharing, CORES);
             node.configured(s.configuredBps);
             node.readSlotCoversSend(s.readSlotCoversSend);
+            node.readAhead(s.readAheadBytes);
             if (s.linkBps < Double.POSITIVE_INFINITY) {
                 node.link(s.linkBps);
             }
@@ -350,7 +355,10 @@ final class EdgeScenarios {
                 for (int v = 0; v < count.length; v++) {
                     if (count[v] > 0) {
                         double thread;
-                        if (u.kind.direction == Direction.READ && !s.readSlotCoversSend) {
+                        if (u.kind.direction == Direction.READ && s.readAheadBytes > 0) {
+                            // read ahead: the volume reads while the thread sends, at the slower of the net and the client
+                            thread = Math.min(perThread, Math.min(s.netBps, u.clientBps));
+                        } else if (u.kind.direction == Direction.READ && !s.readSlotCoversSend) {
                             // read, then send at the slower of the net and the client, one after the other
                             thread = Math.min(perThread, 1 / (1 / s.volumes.get(v).bps + 1 / Math.min(s.netBps, u.clientBps)));
                         } else {
@@ -785,6 +793,7 @@ final class EdgeScenarios {
         double to = Double.POSITIVE_INFINITY;
         boolean net = true;
         boolean readSlotCoversSend = true;
+        long readAheadBytes = DATANODE_READ_AHEAD;
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -798,8 +807,9 @@ final class EdgeScenarios {
                     case "--to" -> to = Double.parseDouble(value);
                     case "--net" -> net = onOff(value, "--net");
                     case "--read-slot" -> readSlotCoversSend = readSlot(value);
+                    case "--read-ahead-kib" -> readAheadBytes = (long) (nonNegative(value, "--read-ahead-kib") * 1024);
                     default -> throw new IllegalArgumentException("unknown argument " + args[i]
-                            + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --trace, --policy, --from, --to)");
+                            + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --read-ahead-kib, --trace, --policy, --from, --to)");
                 }
                 i++;
             }
@@ -812,20 +822,22 @@ final class EdgeScenarios {
             return;
         }
         if (traced != null) {
-            trace(draw(traced, profile, net, readSlotCoversSend), policy, windowNs, (long) (from * SECOND),
+            trace(draw(traced, profile, net, readSlotCoversSend, readAheadBytes), policy, windowNs, (long) (from * SECOND),
                     Double.isInfinite(to) ? Long.MAX_VALUE : (long) (to * SECOND));
             return;
         }
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
-                + "alone: %.0f s; threads' time outside the volume per packet (net): %s; a read's slot covers: %s%n",
+                + "alone: %.0f s; threads' time outside the volume per packet (net): %s; a read's slot covers: %s; "
+                + "the DataNode's read-ahead: %d KiB%n",
                 WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off",
-                readSlotCoversSend ? "its read and send (transferTo)" : "its read only (a copy; the send and the client outside)");
+                readSlotCoversSend ? "its read and send (transferTo)" : "its read only (a copy; the send and the client outside)",
+                readAheadBytes / 1024);
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
                 + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
                 + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
-            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend), windowNs);
+            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend, readAheadBytes), windowNs);
             System.out.println(f.line());
             System.out.flush();
             all.add(f);
@@ -851,6 +863,14 @@ final class EdgeScenarios {
             }
         }
         return out;
+    }
+
+    private static double nonNegative(String v, String name) {
+        double d = Double.parseDouble(v);
+        if (!(d >= 0) || Double.isInfinite(d)) {
+            throw new IllegalArgumentException(name + " " + v + ": must be >= 0");
+        }
+        return d;
     }
 
     private static boolean readSlot(String v) {

@@ -60,6 +60,8 @@ final class SimulatedNode {
         double netBps = Double.POSITIVE_INFINITY;
         long startAt;
         boolean finishing;             // a read's last packet is out of the volume and being sent
+        double ahead;                  // read-ahead: bytes of its file in the page cache it has not consumed
+        double unread = Double.POSITIVE_INFINITY;   // read-ahead: bytes of its file the volume has not read yet
         final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
         long moved;
 
@@ -106,6 +108,14 @@ final class SimulatedNode {
      * thread's net and its client, is outside the volume, as a write's receive is).
      */
     private boolean readSlotCoversSend = true;
+    /**
+     * The DataNode's read-ahead (dfs.datanode.readahead.bytes, 4 MiB, where it loads Hadoop's native
+     * library as production DataNodes do; 0: none, every read is the thread's own request at the volume).
+     * With it a reader's file is read into the page cache up to this far ahead of what its thread
+     * consumed, by the volume, whether or not its thread holds a slot (the dispatcher does not see it:
+     * A4); its thread's packet waits for its bytes there, then costs the volume nothing more.
+     */
+    private long readAheadBytes;
 
     SimulatedNode(Sharing sharing, double cores) {
         this.sharing = sharing;
@@ -135,6 +145,29 @@ final class SimulatedNode {
         readSlotCoversSend = covers;
     }
 
+    void readAhead(long bytes) {
+        readAheadBytes = bytes;
+    }
+
+    /** Whether W reads through the read-ahead (its packets wait for bytes read ahead). */
+    private boolean readsAhead(Worker w) {
+        return w.direction == Direction.READ && readAheadBytes > 0;
+    }
+
+    /** Whether W has work at its volume now: a packet in flight, or (reading ahead) a window to fill. */
+    private boolean atVolume(Worker w) {
+        if (!readsAhead(w)) {
+            return w.inFlight;
+        }
+        return w.unread > 1e-6 && (!w.stopped && w.ahead < readAheadBytes - 1e-6 || w.inFlight && w.ahead < w.remaining - 1e-6);
+    }
+
+    /** The bytes W's read-ahead holds once it stops: its window, or what its packet in flight needs. */
+    private double aheadTarget(Worker w) {
+        double target = Math.max(w.stopped ? 0 : readAheadBytes, w.inFlight ? w.remaining : 0);
+        return Math.min(target, w.ahead + w.unread);
+    }
+
     /** Whether W's slot covers only its packet's time at the volume (its client's time is outside). */
     private boolean slotAtVolumeOnly(Worker w) {
         return w.direction == Direction.READ && !readSlotCoversSend;
@@ -142,7 +175,7 @@ final class SimulatedNode {
 
     /** W's client's speed while its packet is at the volume (infinity: its client is served outside the slot). */
     private double clientAtVolume(Worker w) {
-        return slotAtVolumeOnly(w) ? Double.POSITIVE_INFINITY : w.clientBps;
+        return slotAtVolumeOnly(w) || readsAhead(w) ? Double.POSITIVE_INFINITY : w.clientBps;
     }
 
     /** What static caps divide (Algorithm 1's BW): the node's configured capacity. */
@@ -239,8 +272,18 @@ final class SimulatedNode {
         long next = Math.min(end, lastTick + DepthLoop.PERIOD_NS);
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (w.inFlight && rates[i] > 0) {
+            if (readsAhead(w) && atVolume(w) && rates[i] > 0) {
+                next = Math.min(next, now + Math.max(1, (long) Math.ceil((aheadTarget(w) - w.ahead) / rates[i] * 1e9)));
+            }
+            if (readsAhead(w) && w.inFlight) {
+                if (w.ahead >= w.remaining - 1e-6) {
+                    next = now + 1;   // its bytes are in the page cache: the packet is done
+                }
+            } else if (w.inFlight && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.remaining / rates[i] * 1e9)));
+            }
+            if (w.inFlight) {
+                continue;
             } else if (w.waiting || w.sleeping || w.sending || w.receiving) {
                 next = Math.min(next, w.wakeAt);
             } else if (!w.stopped && !w.inFlight && w.startAt > now) {
@@ -251,13 +294,20 @@ final class SimulatedNode {
         long dt = next - now;
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (w.inFlight) {
+            if (readsAhead(w)) {
+                double read = Math.min(rates[i] * dt / 1e9, w.unread);
+                w.ahead += read;
+                w.unread -= read;
+            } else if (w.inFlight) {
                 w.remaining -= rates[i] * dt / 1e9;
             }
         }
         now = next;
         for (Worker w : workers) {
-            if (w.inFlight && w.remaining <= 1e-6) {
+            if (readsAhead(w) && w.inFlight && w.ahead >= w.remaining - 1e-6) {
+                w.ahead = Math.max(0, w.ahead - w.remaining);
+                packetDone(w);
+            } else if (!readsAhead(w) && w.inFlight && w.remaining <= 1e-6) {
                 packetDone(w);
             } else if (w.sending && w.wakeAt <= now) {
                 w.sending = false;
@@ -293,6 +343,8 @@ final class SimulatedNode {
         if (w.fileBytes > 0 && w.fileLeft == 0) {
             w.fileLeft = w.fileBytes;
             w.fileStart = now;
+            w.ahead = 0;
+            w.unread = w.fileBytes;
             if (w.spread != null) {
                 w.volume = w.spread[w.nextVolume++ % w.spread.length];
             }
@@ -378,6 +430,14 @@ final class SimulatedNode {
             w.wakeAt = now + outNs + ceilingNs;
             return;
         }
+        if (readsAhead(w) && Math.min(w.netBps, w.clientBps) < Double.POSITIVE_INFINITY) {
+            // Read ahead, the packet was a copy from the page cache: its send, at the slower of the net
+            // and its client, is what its slot covers.
+            w.sending = true;
+            w.sentBytes = bytes;
+            w.wakeAt = now + Math.max(1, (long) Math.ceil(bytes / Math.min(w.netBps, w.clientBps) * 1e9));
+            return;
+        }
         if (w.netBps < Double.POSITIVE_INFINITY) {
             long netNs = Math.max(1, (long) Math.ceil(bytes / w.netBps * 1e9));
             if (w.direction == Direction.READ) {
@@ -446,8 +506,8 @@ final class SimulatedNode {
         Map<Volume, Integer> inFlight = new HashMap<>();
         for (int i = 0; i < n; i++) {
             Worker w = workers.get(i);
-            frozen[i] = !w.inFlight;
-            if (w.inFlight) {
+            frozen[i] = !atVolume(w);
+            if (!frozen[i]) {
                 inFlight.merge(w.volume, 1, Integer::sum);
             }
         }
@@ -461,7 +521,7 @@ final class SimulatedNode {
             Map<Volume, double[]> vol = new HashMap<>();   // {open, used}
             for (int i = 0; i < n; i++) {
                 Worker w = workers.get(i);
-                if (!w.inFlight) {
+                if (!atVolume(w)) {
                     continue;
                 }
                 double[] v = vol.computeIfAbsent(w.volume, k -> new double[2]);
@@ -507,7 +567,7 @@ final class SimulatedNode {
             Map<Volume, Double> volUsed = new HashMap<>();
             for (int i = 0; i < n; i++) {
                 Worker w = workers.get(i);
-                if (w.inFlight) {
+                if (atVolume(w)) {
                     volUsed.merge(w.volume, rate[i], Double::sum);
                     cpuUsed += rate[i] * w.cpuPerByte;
                     linkUsed += rate[i];
