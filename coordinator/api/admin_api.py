@@ -3,6 +3,7 @@
 from vnode_sync import validation
 from vnode_sync.coordinator.state.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.config import WORK_CONSERVING
 from vnode_sync.coordinator.control.node_runtime import second_agent
 from vnode_sync.coordinator.state.pressure import rank, window_of
 from vnode_sync.coordinator.api.rpc import store_rpc
@@ -159,7 +160,9 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(),
                                  nodes=[n for n in self._nodes() if n.node_id in shown],
                                  sharing=policy.sharing, groups=self._group_statuses(caller, request))
-        return StatusAnswer(head, users, views, summarise, job_statuses(snapshot.jobs, runtime.compute_nodes()))
+        jobs = job_statuses(snapshot.jobs, {row.name for row in snapshot.job_rows}, runtime.compute_nodes(),
+                            static=policy.sharing != WORK_CONSERVING)
+        return StatusAnswer(head, users, views, summarise, jobs)
 
     def _group_statuses(self, caller, request) -> list[pb.GroupStatus]:
         """Every group with its subtree's rates (the snapshot's, refreshed above), on a status of the whole

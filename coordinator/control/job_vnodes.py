@@ -1,16 +1,27 @@
-"""Jobs as VNodes: a running job's own VNode under its user, charged where a compute agent names it.
+"""Jobs as VNodes: a running job's own VNode under its user, once a compute agent names it.
 
 A compute agent reports each connection to storage with the job of the process behind it
-(agents/compute/job_of.py). When that job is a running job of the connection's user (the store's
-`jobs`, from the batch hooks), the connection is charged to the job's VNode, `user.job`
-(validation.job_vnode_name): the storage side meters and shares it as its own VNode, and the tree
-of weights puts it as a leaf under its user, beside the user's job-less work (group_tree.py). A
-job's weight, floor and ceiling come from its hook's request (`vnode_priority`, `vnode_reservation`,
-`vnode_limit`), its weight defaulting to its user's own priority. A job on a node without a compute
-agent has no connection reports: its I/O is charged to its user, and status says so (`fallback`).
+(agents/compute/job_of.py). A job has a VNode, `user.job` (validation.job_vnode_name), while both
+hold: it is a running job of that user (the store's `jobs`, from the batch hooks), and a compute
+agent has reported a connection of it (that user, that job id) since it started running, as this
+coordinator saw it (`ReportedJobs`). Only there can the storage side charge anything to it: a job no
+compute agent names has no connection to charge, so a VNode for it would only cost every storage
+node's desired state and every step a row. Once named, the VNode stays until the job ends, however
+its connections come and go (a reader opens one per block: a VNode made and removed with each would
+churn every storage node). Its connections are charged to it; the storage side meters and shares
+it as its own VNode, and the tree of weights puts it as a leaf under its user, beside the user's
+job-less work (group_tree.py). A job's weight, floor and ceiling come from its hook's request
+(`vnode_priority`, `vnode_reservation`, `vnode_limit`), its weight defaulting to its user's own
+priority. A job with no connection reported, on a node without a compute agent or not, is charged
+to its user, and status says why (`fallback`).
+
+Reports are runtime state: a coordinator that starts (or a standby that takes over) knows no job's
+connections until the compute agents report again, which each does at least every
+`compute.resend_seconds`; until then the jobs' connections are charged to their users.
 """
 
 import logging
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +31,8 @@ from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]   # (user, job id), as a connection report names a job
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,10 @@ class JobVNode:
     priority: int | None         # its own request; None: its user's own priority
     reservation_bps: int = 0
     limit_bps: int = 0
+
+    @property
+    def key(self) -> JobKey:
+        return self.user, self.job_id
 
     def row(self, user: UserRecord) -> UserRecord:
         """The job as the weight step and the desired state weigh a VNode: its weight, floor and ceiling."""
@@ -79,20 +96,64 @@ def charge_connections(connections: Iterable[pb.ConnectionOwner], jobs: Sequence
     return charged
 
 
-def fallback(job: JobVNode, compute_nodes: Collection[str]) -> str:
-    """Why `job`'s I/O is charged to its user; "" when a compute agent runs on each of its nodes."""
+class ReportedJobs:
+    """The running jobs a compute agent has named behind a connection since this coordinator started:
+    those that get a VNode. `revision` grows with every job added, so a snapshot read before it is
+    known to be out of date."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._jobs: set[JobKey] = set()
+        self._revision = 0
+
+    def add(self, named: Iterable[JobKey], running: Collection[JobKey], current: bool) -> bool:
+        """Those of `named` that are `running` (the latest snapshot's jobs): whether one was new. While
+        that snapshot trails the generation (`current` false), the others are kept too, for the snapshot
+        being read, which may hold their start: else a job named between its start and that read would
+        wait for the agent's next report. The next snapshot drops those that are not running."""
+        with self._lock:
+            new = set(named) - self._jobs
+            started = {key for key in new if key in running}
+            self._jobs |= new if not current else started
+            if started:
+                self._revision += 1
+            return bool(started)
+
+    def read(self) -> tuple[int, frozenset[JobKey]]:
+        """(revision, the jobs) of one moment."""
+        with self._lock:
+            return self._revision, frozenset(self._jobs)
+
+    def forget(self, ended: Iterable[JobKey]) -> None:
+        """Jobs no longer running: a job started again under the same id waits for its next report."""
+        with self._lock:
+            self._jobs.difference_update(ended)
+
+
+def named_jobs(connections: Iterable[pb.ConnectionOwner]) -> set[JobKey]:
+    """The (user, job) behind each connection that names a job."""
+    return {(c.user, c.job) for c in connections if c.job}
+
+
+def fallback(job: JobVNode, compute_nodes: Collection[str], static: bool = False) -> str:
+    """Why `job`, which has no VNode, is charged to its user."""
+    if static:
+        return f"sharing: static splits by user: charged to user {job.user}"
     missing = [n for n in job.nodes if n not in compute_nodes]
-    if not missing:
-        return ""
-    return f"no compute agent on {', '.join(missing)}: charged to user {job.user}"
+    if missing:
+        return f"no compute agent on {', '.join(missing)}: charged to user {job.user}"
+    return f"no connection of it reported yet: charged to user {job.user}"
 
 
-def job_statuses(jobs: Sequence[JobVNode], compute_nodes: Collection[str]) -> Mapping[str, list[pb.JobVNode]]:
-    """user -> its running jobs as status shows them."""
+def job_statuses(jobs: Sequence[JobVNode], with_vnode: Collection[str], compute_nodes: Collection[str],
+                 static: bool = False) -> Mapping[str, list[pb.JobVNode]]:
+    """user -> its running jobs as status shows them: each one's VNode, and why it is charged to its user
+    when it is not among `with_vnode`."""
     out: dict[str, list[pb.JobVNode]] = {}
     for job in jobs:
+        why = "" if job.name in with_vnode else fallback(job, compute_nodes, static)
         out.setdefault(job.user, []).append(pb.JobVNode(job_id=job.job_id, node=",".join(job.nodes), vnode=job.name,
-                                                        fallback=fallback(job, compute_nodes)))
+                                                        fallback=why))
     return out
 
 

@@ -6,6 +6,12 @@ desired state is then built once per generation for all nodes with the same devi
 many times it is asked for. Connections are not part of the durable state: each node's
 connection part is appended to its desired state, and `publish_connections` re-sends the state
 of only the nodes whose part changed, at the same generation.
+
+Which running jobs have VNodes is runtime state too (job_vnodes.py: those a compute agent has named
+behind a connection): a job named for the first time raises the reported jobs' revision and tells
+the listeners, as a bump does, so the snapshot is read again at the same generation (a snapshot is
+one of (generation, revision)). The connection parts are charged by the snapshot they are sent with:
+a snapshot whose job VNodes differ from the last one's charges them again.
 """
 
 import threading
@@ -18,7 +24,8 @@ from vnode_sync.coordinator.control.connection_routes import ConnectionParts, Co
 from vnode_sync.coordinator.control.desired_state import build_desired_state
 from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.coordinator.state.store import Store, UserRecord
-from vnode_sync.coordinator.control.job_vnodes import JobVNode, job_rows, job_vnodes
+from vnode_sync.coordinator.control.job_vnodes import (JobKey, JobVNode, ReportedJobs, charge_connections,
+                                                       job_rows, job_vnodes)
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -34,8 +41,15 @@ class Snapshot:
     users: tuple[UserRecord, ...]
     names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
     groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
-    jobs: tuple[JobVNode, ...] = ()       # every running job's VNode (job_vnodes.py)
-    job_rows: tuple[UserRecord, ...] = ()  # the active users' jobs, weighed as VNodes beside them
+    jobs: tuple[JobVNode, ...] = ()       # every running job, as its VNode would be (job_vnodes.py)
+    job_rows: tuple[UserRecord, ...] = ()  # the jobs with a VNode, weighed beside their users
+    revision: int = 0                     # of the reported jobs (job_vnodes.ReportedJobs) it was read with
+    running: frozenset[JobKey] = frozenset()   # every running job's (user, job id)
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """(generation, revision): what tells one snapshot from the next."""
+        return self.generation, self.revision
 
     @property
     def rows(self) -> tuple[UserRecord, ...]:
@@ -96,6 +110,9 @@ class Publishing:
         self._messages: dict[str, StreamMessage] = {}   # node_id -> what its stream sends now
         self._targets: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
         self._connection_parts = ConnectionParts()
+        self._connections: list[pb.ConnectionOwner] = []   # as reported, the parts' source
+        self._charged_by: frozenset[str] = frozenset()     # the job VNodes the parts were charged by
+        self.reported_jobs = ReportedJobs()
         self.set_nodes(config)
 
     def set_nodes(self, config: CoordinatorConfig) -> None:
@@ -136,25 +153,43 @@ class Publishing:
             listener(generation)
         return generation
 
+    def jobs_reported(self, named: set[JobKey]) -> None:
+        """A compute agent named these (user, job) behind its connections: a running job named for the
+        first time gets its VNode from the next snapshot, so the listeners are told (on the event loop:
+        in memory only)."""
+        if not named or self.config.policy.sharing != WORK_CONSERVING:
+            return
+        snapshot, generation = self.snapshot(), self.generation()
+        if self.reported_jobs.add(named, snapshot.running, current=snapshot.generation == generation):
+            for listener in self._listeners:
+                listener(generation)
+
     def refresh_snapshot(self) -> Snapshot:
-        """Read users once for the current generation (a blocking store read: call it off the event loop)."""
+        """Read users once for the current generation and reported jobs (a blocking store read: call it
+        off the event loop)."""
         generation = self.generation()
-        if self._snapshot.generation == generation:
+        revision, reported = self.reported_jobs.read()
+        if self._snapshot.version == (generation, revision):
             return self._snapshot
         users = tuple(self.store.users())
         jobs = job_vnodes(self.store.running_jobs())
+        running = frozenset(job.key for job in jobs)
         # Under static sharing Algorithm 1 splits by user: a job's I/O stays its user's.
-        rows = job_rows(jobs, users) if self.config.policy.sharing == WORK_CONSERVING else ()
+        rows = (job_rows([j for j in jobs if j.key in reported], users)
+                if self.config.policy.sharing == WORK_CONSERVING else ())
         snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows), tuple(self.store.groups()),
-                            jobs, rows)
+                            jobs, rows, revision, running)
         # Built here, off the event loop: a stream then only joins bytes.
-        templates = {(generation, self._device_class[node.node_id]): self._build_template(snapshot, node)
+        templates = {(snapshot.version, self._device_class[node.node_id]): self._build_template(snapshot, node)
                      for node in self._device_sets}
         with self._lock:
-            if generation > self._snapshot.generation:
-                self._snapshot = snapshot
-                self._templates = templates
-            return self._snapshot
+            if snapshot.version <= self._snapshot.version:   # a later one was installed meanwhile
+                return self._snapshot
+            self._snapshot = snapshot
+            self._templates = templates
+        self.reported_jobs.forget(reported - running)
+        self._charge_connections()
+        return snapshot
 
     def snapshot(self) -> Snapshot:
         """The latest snapshot read (in memory: safe on the event loop); it may trail `generation()`."""
@@ -171,25 +206,26 @@ class Publishing:
 
     def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
         """Nodes with the same devices share one desired state apart from node_id: built once."""
-        key = (snapshot.generation, self._device_class[node.node_id])
+        key = (snapshot.version, self._device_class[node.node_id])
         with self._lock:
             if key not in self._templates:
                 self._templates[key] = self._build_template(snapshot, node)
             return self._templates[key]
 
-    def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:
-        """This node's serialized desired state of the latest snapshot: built once per generation."""
+    def desired_state_bytes(self, node_id: str) -> tuple[tuple[int, int], bytes]:
+        """This node's serialized desired state of the latest snapshot (and the snapshot's version):
+        built once per snapshot."""
         with self._lock:
             snapshot = self._snapshot
             cached = self._node_states.get(node_id)
-            if cached and cached[0] == snapshot.generation:
+            if cached and cached[0] == snapshot.version:
                 return cached
         node = self.nodes[node_id]
         with self._lock:
             snapshot = self._snapshot
             _, template = self._template(snapshot, node)
             # A serialized protobuf message followed by another is their merge: the template plus node_id.
-            state = (snapshot.generation, template + self._node_id_parts[node_id])
+            state = (snapshot.version, template + self._node_id_parts[node_id])
             self._node_states[node_id] = state
             return state
 
@@ -217,7 +253,7 @@ class Publishing:
         of the latest snapshot; computed once per generation for all nodes with the same devices."""
         snapshot = self.snapshot()
         node = self.nodes[node_id]
-        key = (snapshot.generation, self._device_class[node_id])
+        key = (snapshot.version, self._device_class[node_id])
         with self._lock:
             cached = self._targets.get(key)
         if cached is None:
@@ -225,16 +261,33 @@ class Publishing:
             cached = {v.user: (sum(s.read.ceiling_bps for s in v.shares if s.device),
                                sum(s.write.ceiling_bps for s in v.shares if s.device)) for v in template.vnodes}
             with self._lock:
-                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
+                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.version}
                 self._targets[key] = cached
         return cached
 
     # ---- connections -----------------------------------------------------------
 
     def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str]:
-        """Every reported connection, at once: the nodes whose connection part changed. No durable transaction and no new generation: connections are runtime state,
-        re-sent to the nodes they concern."""
-        parts = self._routes.parts(connections)
+        """Every reported connection, at once: the nodes whose connection part changed. No durable
+        transaction and no new generation: connections are runtime state, re-sent to the nodes they
+        concern."""
         with self._lock:
-            old, self._connection_parts = self._connection_parts, parts
-        return self._routes.changed(old, parts)
+            self._connections = list(connections)
+        return self._charge_connections(always=True)
+
+    def _charge_connections(self, always: bool = False) -> set[str]:
+        """The parts made again from the reported connections, each charged to its job's VNode where the
+        latest snapshot has one (else only when that snapshot's job VNodes are not those the parts were
+        charged by): the nodes whose part changed. Built outside the lock; installed only if neither
+        the connections nor the snapshot changed meanwhile (whoever changed them builds them again)."""
+        while True:
+            with self._lock:
+                connections, snapshot, routes = self._connections, self._snapshot, self._routes
+                charged = frozenset(r.name for r in snapshot.job_rows)
+                if not always and charged == self._charged_by:
+                    return set()
+            parts = routes.parts(charge_connections(connections, snapshot.jobs, charged))
+            with self._lock:
+                if self._connections is connections and self._snapshot is snapshot and self._routes is routes:
+                    old, self._connection_parts, self._charged_by = self._connection_parts, parts, charged
+                    return routes.changed(old, parts)
