@@ -16,8 +16,8 @@ priority. A job with no connection reported, on a node without a compute agent o
 to its user, and status says why (`fallback`).
 
 Reports are runtime state: a coordinator that starts (or a standby that takes over) knows no job's
-connections until the compute agents report again, which each does at least every
-`compute.resend_seconds`; until then the jobs' connections are charged to their users.
+connections until the compute agents report again, which each does on any change and at least every
+30 s (agents/compute/main.py); until then the jobs' connections are charged to their users.
 """
 
 import logging
@@ -97,37 +97,40 @@ def charge_connections(connections: Iterable[pb.ConnectionOwner], jobs: Sequence
 
 
 class ReportedJobs:
-    """The running jobs a compute agent has named behind a connection since this coordinator started:
-    those that get a VNode. `revision` grows with every job added, so a snapshot read before it is
-    known to be out of date."""
+    """The jobs compute agents have named behind connections, each with the generation it was named
+    at: each snapshot reads the running ones among them from the store (those have VNodes), so its
+    cost grows with them, not with every running job. `revision` grows with every job named anew: a
+    snapshot read before is out of date."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._jobs: set[JobKey] = set()
+        self._named: dict[JobKey, int] = {}
         self._revision = 0
 
-    def add(self, named: Iterable[JobKey], running: Collection[JobKey], current: bool) -> bool:
-        """Those of `named` that are `running` (the latest snapshot's jobs): whether one was new. While
-        that snapshot trails the generation (`current` false), the others are kept too, for the snapshot
-        being read, which may hold their start: else a job named between its start and that read would
-        wait for the agent's next report. The next snapshot drops those that are not running."""
+    def add(self, named: Iterable[JobKey], generation: int) -> bool:
+        """Whether one of `named` (at `generation`) is new: the snapshot is to be read again."""
         with self._lock:
-            new = set(named) - self._jobs
-            started = {key for key in new if key in running}
-            self._jobs |= new if not current else started
-            if started:
+            new = [key for key in named if key not in self._named]
+            for key in new:
+                self._named[key] = generation
+            if new:
                 self._revision += 1
-            return bool(started)
+            return bool(new)
 
     def read(self) -> tuple[int, frozenset[JobKey]]:
-        """(revision, the jobs) of one moment."""
+        """(revision, the jobs named) of one moment."""
         with self._lock:
-            return self._revision, frozenset(self._jobs)
+            return self._revision, frozenset(self._named)
 
-    def forget(self, ended: Iterable[JobKey]) -> None:
-        """Jobs no longer running: a job started again under the same id waits for its next report."""
+    def found(self, read: Iterable[JobKey], running: Collection[JobKey], generation: int) -> None:
+        """A snapshot of `generation` found `running` of the jobs it `read`: the others are forgotten (an
+        ended job; a job id that no running job has), but not those named at that generation or later,
+        whose start may come in the next one (an agent can name a job before its prolog's StartJob is
+        in). Named again later, a job forgotten is read again."""
         with self._lock:
-            self._jobs.difference_update(ended)
+            for key in read:
+                if key not in running and self._named.get(key, generation) < generation:
+                    del self._named[key]
 
 
 def named_jobs(connections: Iterable[pb.ConnectionOwner]) -> set[JobKey]:

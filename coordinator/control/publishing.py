@@ -41,10 +41,9 @@ class Snapshot:
     users: tuple[UserRecord, ...]
     names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
     groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
-    jobs: tuple[JobVNode, ...] = ()       # every running job, as its VNode would be (job_vnodes.py)
-    job_rows: tuple[UserRecord, ...] = ()  # the jobs with a VNode, weighed beside their users
+    jobs: tuple[JobVNode, ...] = ()       # the running jobs a compute agent named: VNodes (job_vnodes.py)
+    job_rows: tuple[UserRecord, ...] = ()  # those of active users, weighed beside them
     revision: int = 0                     # of the reported jobs (job_vnodes.ReportedJobs) it was read with
-    running: frozenset[JobKey] = frozenset()   # every running job's (user, job id)
 
     @property
     def version(self) -> tuple[int, int]:
@@ -159,8 +158,8 @@ class Publishing:
         in memory only)."""
         if not named or self.config.policy.sharing != WORK_CONSERVING:
             return
-        snapshot, generation = self.snapshot(), self.generation()
-        if self.reported_jobs.add(named, snapshot.running, current=snapshot.generation == generation):
+        generation = self.generation()
+        if self.reported_jobs.add(named, generation):
             for listener in self._listeners:
                 listener(generation)
 
@@ -172,13 +171,12 @@ class Publishing:
         if self._snapshot.version == (generation, revision):
             return self._snapshot
         users = tuple(self.store.users())
-        jobs = job_vnodes(self.store.running_jobs())
-        running = frozenset(job.key for job in jobs)
-        # Under static sharing Algorithm 1 splits by user: a job's I/O stays its user's.
-        rows = (job_rows([j for j in jobs if j.key in reported], users)
-                if self.config.policy.sharing == WORK_CONSERVING else ())
+        # Only the jobs a compute agent named are read: none under static sharing, where Algorithm 1
+        # splits by user and a job's I/O stays its user's.
+        jobs = job_vnodes(self.store.running_jobs(of=reported)) if reported else ()
+        rows = job_rows(jobs, users)
         snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows), tuple(self.store.groups()),
-                            jobs, rows, revision, running)
+                            jobs, rows, revision)
         # Built here, off the event loop: a stream then only joins bytes.
         templates = {(snapshot.version, self._device_class[node.node_id]): self._build_template(snapshot, node)
                      for node in self._device_sets}
@@ -187,7 +185,7 @@ class Publishing:
                 return self._snapshot
             self._snapshot = snapshot
             self._templates = templates
-        self.reported_jobs.forget(reported - running)
+        self.reported_jobs.found(reported, {job.key for job in jobs}, generation)
         self._charge_connections()
         return snapshot
 

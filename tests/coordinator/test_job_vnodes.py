@@ -41,8 +41,12 @@ def test_both_stores_list_running_jobs_as_the_hooks_asked(tmp_path):
     store.start_job("78", "cn1", "alice", 2001, None, 10, limit_bps=9 * MB)
     assert store.running_jobs() == [JobRecord("77", "cn1", "alice", 30, 5 * MB, 0),
                                     JobRecord("78", "cn1", "alice", None, 0, 9 * MB)]
+    store.start_job("78", "cn2", "alice", 2001, None, 10)
+    assert store.running_jobs(of={("alice", "78"), ("bob", "77"), ("alice", "79")}) == [
+        JobRecord("78", "cn1", "alice", None, 0, 9 * MB), JobRecord("78", "cn2", "alice", None, 0, 0)], \
+        "only those named, each of its own user, on every node"
     store.end_job("77", "cn1")
-    assert [j.job_id for j in store.running_jobs()] == ["78"]
+    assert [j.job_id for j in store.running_jobs()] == ["78", "78"]
 
 
 def test_a_connection_is_charged_to_its_job_only_for_a_running_job_of_its_own_user():
@@ -198,13 +202,18 @@ def test_a_jobs_vnode_stays_while_it_runs_and_goes_when_it_ends(tmp_path):
 def test_only_a_running_job_of_the_connections_own_user_is_made_a_vnode(tmp_path):
     cluster = _site(tmp_path)
     _start(cluster, "90", user="bob")
-    cluster.runtime.report_connections("cn1", [_connection(40001, "90"), _connection(40002, "91")])
-    assert _job_vnodes(cluster) == [], "bob's job behind alice's connection, and a job not running: none"
-    # A job named before its start is known is named again by the agent's next report, which makes it one.
+    cluster.runtime.report_connections("cn1", [_connection(40001, "90"), _connection(40002, "91"),
+                                               _connection(40003, "92")])
+    assert _job_vnodes(cluster) == [], "bob's job behind alice's connection, and jobs not running: none"
+    # An agent can name a job before its prolog's StartJob is in: the next generation's read finds it.
     _start(cluster, "91")
-    assert _job_vnodes(cluster) == []
-    cluster.runtime.report_connections("cn1", [_connection(40002, "91")])
     assert _job_vnodes(cluster) == ["alice.91"]
+    # A job id that no job has by then is forgotten: started later, it is a VNode once named again.
+    cluster.commands.set_priority("bob", 20, "test")
+    _start(cluster, "92")
+    assert _job_vnodes(cluster) == ["alice.91"]
+    cluster.runtime.report_connections("cn1", [_connection(40003, "92")])
+    assert _job_vnodes(cluster) == ["alice.91", "alice.92"]
 
 
 def test_under_static_sharing_a_reported_job_stays_its_users(tmp_path):
