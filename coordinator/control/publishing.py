@@ -9,14 +9,16 @@ of only the nodes whose part changed, at the same generation.
 
 Which running jobs have VNodes is runtime state too (job_vnodes.py: those a compute agent has named
 behind a connection): a job named for the first time raises the reported jobs' revision and tells
-the listeners, as a bump does, so the snapshot is read again at the same generation (a snapshot is
-one of (generation, revision)). The connection parts are charged by the snapshot they are sent with:
-a snapshot whose job VNodes differ from the last one's charges them again.
+the listeners, as a bump does, so the named jobs are read again at the same generation; only if that
+changes the jobs with VNodes is there a new snapshot to build and send (`Snapshot.version`). The
+connection parts are charged by the snapshot they are sent with: a snapshot whose job VNodes differ
+from the last one's charges them again.
 """
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig, WORK_CONSERVING
@@ -43,12 +45,18 @@ class Snapshot:
     groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
     jobs: tuple[JobVNode, ...] = ()       # the running jobs a compute agent named: VNodes (job_vnodes.py)
     job_rows: tuple[UserRecord, ...] = ()  # those of active users, weighed beside them
-    revision: int = 0                     # of the reported jobs (job_vnodes.ReportedJobs) it was read with
+    revision: int = 0                     # of the reported jobs (job_vnodes.ReportedJobs) it was read at
+    build: int = 0                        # one per snapshot whose desired states differ
+
+    @property
+    def read_at(self) -> tuple[int, int]:
+        """(generation, revision): how fresh it is."""
+        return self.generation, self.revision
 
     @property
     def version(self) -> tuple[int, int]:
-        """(generation, revision): what tells one snapshot from the next."""
-        return self.generation, self.revision
+        """(generation, build): what the desired states built from it are cached by."""
+        return self.generation, self.build
 
     @property
     def rows(self) -> tuple[UserRecord, ...]:
@@ -112,6 +120,7 @@ class Publishing:
         self._connections: list[pb.ConnectionOwner] = []   # as reported, the parts' source
         self._charged_by: frozenset[str] = frozenset()     # the job VNodes the parts were charged by
         self.reported_jobs = ReportedJobs()
+        self._builds = itertools.count(1)
         self.set_nodes(config)
 
     def set_nodes(self, config: CoordinatorConfig) -> None:
@@ -164,27 +173,34 @@ class Publishing:
                 listener(generation)
 
     def refresh_snapshot(self) -> Snapshot:
-        """Read users once for the current generation and reported jobs (a blocking store read: call it
-        off the event loop)."""
+        """Read users once for the current generation, and the named jobs once for the reported jobs'
+        revision (a blocking store read: call it off the event loop)."""
         generation = self.generation()
         revision, reported = self.reported_jobs.read()
-        if self._snapshot.version == (generation, revision):
-            return self._snapshot
-        users = tuple(self.store.users())
+        installed = self.snapshot()
+        if installed.read_at == (generation, revision):
+            return installed
         # Only the jobs a compute agent named are read: none under static sharing, where Algorithm 1
         # splits by user and a job's I/O stays its user's.
         jobs = job_vnodes(self.store.running_jobs(of=reported)) if reported else ()
-        rows = job_rows(jobs, users)
-        snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows), tuple(self.store.groups()),
-                            jobs, rows, revision)
-        # Built here, off the event loop: a stream then only joins bytes.
-        templates = {(snapshot.version, self._device_class[node.node_id]): self._build_template(snapshot, node)
-                     for node in self._device_sets}
+        templates = None
+        if generation == installed.generation and jobs == installed.jobs:
+            # No job named anew runs (an ended job's id, one its user set): nothing new to send.
+            snapshot = replace(installed, revision=revision)
+        else:
+            users = tuple(self.store.users())
+            rows = job_rows(jobs, users)
+            snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows),
+                                tuple(self.store.groups()), jobs, rows, revision, next(self._builds))
+            # Built here, off the event loop: a stream then only joins bytes.
+            templates = {(snapshot.version, self._device_class[node.node_id]): self._build_template(snapshot, node)
+                         for node in self._device_sets}
         with self._lock:
-            if snapshot.version <= self._snapshot.version:   # a later one was installed meanwhile
+            if snapshot.read_at <= self._snapshot.read_at:   # a fresher one was installed meanwhile
                 return self._snapshot
             self._snapshot = snapshot
-            self._templates = templates
+            if templates is not None:
+                self._templates = templates
         self.reported_jobs.found(reported, {job.key for job in jobs}, generation)
         self._charge_connections()
         return snapshot
@@ -276,8 +292,8 @@ class Publishing:
     def _charge_connections(self, always: bool = False) -> set[str]:
         """The parts made again from the reported connections, each charged to its job's VNode where the
         latest snapshot has one (else only when that snapshot's job VNodes are not those the parts were
-        charged by): the nodes whose part changed. Built outside the lock; installed only if neither
-        the connections nor the snapshot changed meanwhile (whoever changed them builds them again)."""
+        charged by): the nodes whose part changed. Built outside the lock, and again if the connections
+        or the snapshot changed meanwhile."""
         while True:
             with self._lock:
                 connections, snapshot, routes = self._connections, self._snapshot, self._routes

@@ -216,6 +216,19 @@ def test_only_a_running_job_of_the_connections_own_user_is_made_a_vnode(tmp_path
     assert _job_vnodes(cluster) == ["alice.91", "alice.92"]
 
 
+def test_naming_a_job_that_does_not_run_builds_and_sends_nothing_new(tmp_path):
+    """An ended job's id in a leftover process's environment, or one its user set: the named jobs are read
+    again, and the storage nodes' streams keep the message they have (the same object: nothing sent)."""
+    cluster = _site(tmp_path)
+    _start(cluster, "77")
+    cluster.publishing.refresh_snapshot()
+    before, message = cluster.publishing.snapshot(), cluster.publishing.stream_message("dn0")
+    cluster.runtime.report_connections("cn1", [_connection(40001, "99")])
+    after = cluster.publishing.refresh_snapshot()
+    assert after.read_at > before.read_at and after.version == before.version
+    assert cluster.publishing.stream_message("dn0") is message
+
+
 def test_under_static_sharing_a_reported_job_stays_its_users(tmp_path):
     cluster = _site(tmp_path, sharing="static")
     _start(cluster, "77")
