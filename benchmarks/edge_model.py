@@ -1,6 +1,6 @@
 """Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
 
-    .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60]
+    .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read]
     .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
 
 Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
@@ -48,6 +48,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--net", choices=["on", "off"], default="on",
                         help="each thread's time outside the volume per packet: a read's send, a write's receive "
                              "(default on; off: the model before it)")
+    parser.add_argument("--read-slot", choices=["read+send", "read"], default="read+send",
+                        help="what a read's slot covers: its read and send, as Hadoop's transferTo does (default, "
+                             "what ships), or its read only (a copy; tried and dropped on real HDFS: docs/edge.md "
+                             "section 8)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
@@ -63,7 +67,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def java_args(args: argparse.Namespace) -> list[str]:
-    out = ["--seconds", f"{args.seconds:g}", "--net", args.net]
+    out = ["--seconds", f"{args.seconds:g}", "--net", args.net, "--read-slot", args.read_slot]
     if args.profile:
         out += ["--profile", args.profile]
     if args.trace is not None:

@@ -45,16 +45,14 @@ class SlurmSettings:
     extra_lines: list[str] = field(default_factory=list)
 
 
-class LocalSlurm(StartedService):
-    def __init__(self, name: str, settings: SlurmSettings | None = None, workdir: str | None = None):
-        self.name = name
-        self.settings = settings or SlurmSettings()
-        self.workdir = workdir or tempfile.mkdtemp(prefix=name + ".")
-        self.node = socket.gethostname().split(".")[0]
-        self.partition = "vnode"
-        self.processes: dict[str, subprocess.Popen] = {}
+class SlurmDaemons(StartedService):
+    """Daemons of one run as children, in one work dir with its own munge key and socket and slurm.conf;
+    `stop()` ends them, last started first, and removes the dir."""
 
-    # ---- paths and configs -------------------------------------------------
+    def __init__(self, name: str, workdir: str | None = None):
+        self.name = name
+        self.workdir = workdir or tempfile.mkdtemp(prefix=name + ".")
+        self.processes: dict[str, subprocess.Popen] = {}
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.workdir, *parts)
@@ -69,8 +67,69 @@ class LocalSlurm(StartedService):
 
     @property
     def env(self) -> dict[str, str]:
-        """Environment for Slurm client commands (sbatch, squeue, scontrol)."""
+        """Environment for Slurm client commands (sbatch, squeue, scontrol, sacctmgr)."""
         return {"PATH": os.environ.get("PATH", "/usr/bin:/bin:/usr/sbin:/sbin"), "SLURM_CONF": self.conf}
+
+    def _spawn(self, daemon: str, argv: list[str], **popen) -> None:
+        log = open(self.path(f"{daemon}.out"), "ab")
+        self.processes[daemon] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                  stdin=subprocess.DEVNULL, start_new_session=True, **popen)
+        log.close()
+
+    def _start_munged(self) -> None:
+        # Job users' sbatch must reach the munge socket, so the dir is traversable by all.
+        os.chmod(self.workdir, 0o755)
+        os.makedirs(self.path("munge"), exist_ok=True)
+        os.chmod(self.path("munge"), 0o755)
+        key = self.path("munge", "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        self._spawn("munged", ["munged", "-F", f"--key-file={key}", f"--socket={self.munge_socket}",
+                               f"--pid-file={self.path('munge', 'munged.pid')}",
+                               f"--seed-file={self.path('munge', 'munged.seed')}"])
+        self.wait_for(lambda: os.path.exists(self.munge_socket), 10, "munged's socket")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes.values()):
+            stop_process(process)
+        self.processes.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def command(self, argv: list[str], user: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+        if user:
+            argv = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.conf}", *argv]
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, cwd="/")
+
+    def log_tail(self, daemon: str, lines: int = 30) -> str:
+        try:
+            with open(self.path(f"{daemon}.log")) as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.2):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for daemon, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"{daemon} exited with {process.returncode} while waiting for {what}; "
+                                       f"log: {self.log_tail(daemon) or self.path(daemon + '.out')}")
+            value = predicate()
+            if value:
+                return value
+            time.sleep(interval)
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what} (work dir {self.workdir})")
+
+
+class LocalSlurm(SlurmDaemons):
+    def __init__(self, name: str, settings: SlurmSettings | None = None, workdir: str | None = None):
+        super().__init__(name, workdir)
+        self.settings = settings or SlurmSettings()
+        self.node = socket.gethostname().split(".")[0]
+        self.partition = "vnode"
+
+    # ---- configs -------------------------------------------------------------
 
     def _write_conf(self, ctld_port: int, slurmd_port: int) -> None:
         s = self.settings
@@ -106,31 +165,15 @@ class LocalSlurm(StartedService):
 
     # ---- daemons ------------------------------------------------------------
 
-    def _spawn(self, daemon: str, argv: list[str]) -> None:
-        log = open(self.path(f"{daemon}.out"), "ab")
-        self.processes[daemon] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                  stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-
     def start(self) -> "LocalSlurm":
         if os.geteuid() != 0:
             raise PermissionError("slurmd must run as root to start jobs as other users")
         missing = missing_programs()
         if missing:
             raise FileNotFoundError(f"missing {', '.join(missing)}; apt-get install {' '.join(DEBIAN_PACKAGES)}")
-        # Job users' sbatch must reach the munge socket, so the dir is traversable by all.
-        os.chmod(self.workdir, 0o755)
-        for sub in ("munge", "state", "spool"):
+        for sub in ("state", "spool"):
             os.makedirs(self.path(sub), exist_ok=True)
-        os.chmod(self.path("munge"), 0o755)
-        key = self.path("munge", "munge.key")
-        with open(key, "wb") as f:
-            f.write(os.urandom(1024))
-        os.chmod(key, 0o400)
-        self._spawn("munged", ["munged", "-F", f"--key-file={key}", f"--socket={self.munge_socket}",
-                               f"--pid-file={self.path('munge', 'munged.pid')}",
-                               f"--seed-file={self.path('munge', 'munged.seed')}"])
-        self.wait_for(lambda: os.path.exists(self.munge_socket), 10, "munged's socket")
+        self._start_munged()
         self._write_conf(free_port(), free_port())
         self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", self.conf])
         self.wait_for(lambda: self.scontrol("ping").returncode == 0 and "UP" in self.scontrol("ping").stdout,
@@ -142,20 +185,9 @@ class LocalSlurm(StartedService):
     def stop(self) -> None:
         if self.processes.get("slurmctld") and self.processes["slurmctld"].poll() is None:
             self.scontrol("shutdown", timeout=10)   # lets slurmd run the remaining epilogs
-        for daemon in reversed(DAEMONS):
-            process = self.processes.get(daemon)
-            if process is None:
-                continue
-            stop_process(process)
-        self.processes.clear()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        super().stop()
 
     # ---- client commands -----------------------------------------------------
-
-    def command(self, argv: list[str], user: str | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
-        if user:
-            argv = ["runuser", "-u", user, "--", "env", f"SLURM_CONF={self.conf}", *argv]
-        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, cwd="/")
 
     def scontrol(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
         return self.command(["scontrol", *args], timeout=timeout)
@@ -191,23 +223,3 @@ class LocalSlurm(StartedService):
         wanted = (states,) if isinstance(states, str) else states
         return self.wait_for(lambda: (s := self.job_state(job_id)) in wanted and s, timeout,
                              f"job {job_id} to reach {'/'.join(wanted)}")
-
-    def log_tail(self, daemon: str, lines: int = 30) -> str:
-        try:
-            with open(self.path(f"{daemon}.log")) as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
-
-    def wait_for(self, predicate, timeout: float, what: str, interval: float = 0.2):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for daemon, process in self.processes.items():
-                if process.poll() is not None:
-                    raise RuntimeError(f"{daemon} exited with {process.returncode} while waiting for {what}; "
-                                       f"log: {self.log_tail(daemon) or self.path(daemon + '.out')}")
-            value = predicate()
-            if value:
-                return value
-            time.sleep(interval)
-        raise TimeoutError(f"timed out after {timeout}s waiting for {what} (work dir {self.workdir})")

@@ -15,7 +15,7 @@ from vnode_sync.coordinator.config import CoordinatorConfig
 # Committed counts (before issue 59: 53 coordinator, 58 agent).
 COORDINATOR_SETTINGS = 57   # 52, less policy.allocation, mode and hysteresis (one sharing), plus nss_groups (3)
 #                             and slurm_accounts (4: accounts, cluster, refresh_seconds, prefer)
-AGENT_SETTINGS = 48   # 46, plus datanode_throttle.cpu_shares, required_disk_settings (issue 60)
+AGENT_SETTINGS = 49   # 46, plus datanode_throttle.cpu_shares, required_disk_settings (issue 60), lustre.jobid_job_rule (issue 61)
 
 
 def test_the_settings_an_admin_sees_only_shrink():

@@ -125,8 +125,9 @@ class Reconciler:
         self.limits, self.node_limits = {}, {}
         for vnode, spec in desired.items():
             try:
-                # A job's VNode is reached by its connections, never by its user's uid (that is the user's).
-                self.backend.ensure_vnode(vnode, spec.uid if spec.user and not spec.job else None)
+                # A job's VNode carries its user's uid and its job id: a backend matching I/O by identity
+                # (Lustre TBF) needs both to tell the job's I/O from its user's.
+                self.backend.ensure_vnode(vnode, spec.uid if spec.user else None, job=spec.job)
                 self.limits[vnode], node = self._limits(spec)
                 if self.backend.shares_per_node:
                     self.node_limits[vnode] = node

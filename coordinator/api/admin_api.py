@@ -7,7 +7,7 @@ from vnode_sync.coordinator.config import WORK_CONSERVING
 from vnode_sync.coordinator.control.node_runtime import second_agent
 from vnode_sync.coordinator.state.pressure import rank, window_of
 from vnode_sync.coordinator.api.rpc import store_rpc
-from vnode_sync.coordinator.state.groups import GroupRecord
+from vnode_sync.coordinator.state.groups import GroupRecord, group_paths
 from vnode_sync.coordinator.api.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
 from vnode_sync.coordinator.control.job_vnodes import by_user, job_statuses, job_vnodes
 from vnode_sync.errors import NotFound
@@ -181,13 +181,20 @@ class AdminService(pb_grpc.AdminServicer):
     def Pressure(self, request, caller):
         window = window_of(request.window_seconds)
         snapshot = self.cluster.publishing.refresh_snapshot()
-        users = [(u.name, u.effective_priority) for u in readable_by(caller, snapshot.users)]
+        readable = readable_by(caller, snapshot.users)
+        names = {u.name for u in readable}
+        users = [(u.name, u.effective_priority) for u in readable]
+        users += [(row.name, row.effective_priority) for row in snapshot.job_rows
+                  if validation.user_of_job_vnode(row.name) in names]
+        paths = group_paths(snapshot.groups)
+        groups = {u.name: paths.get(u.group, "") for u in readable}
         book = self.cluster.ledger
         now = book.now()
         return pb.PressureResponse(generation=self.cluster.generation(),
                                    sharing=self.cluster.config.policy.sharing, window_seconds=window,
                                    covered_seconds=min(window, now - book.started), sampled_at_unix=now,
-                                   users=rank(users, self.cluster.share_views(), book, window, request.limit, now))
+                                   users=rank(users, self.cluster.share_views(), book, window, request.limit, now,
+                                              groups))
 
     @store_rpc
     def StartJob(self, request, caller):

@@ -81,8 +81,9 @@ def read_associations(cluster: str = "", sacctmgr: str = SACCTMGR) -> Associatio
     except (OSError, subprocess.TimeoutExpired) as e:
         raise Unavailable(f"sacctmgr failed ({e}); accounts from Slurm not refreshed") from e
     if done.returncode != 0:
-        raise Unavailable(f"sacctmgr exited {done.returncode} ({done.stderr.strip()[:200]}); accounts from Slurm "
-                          "not refreshed")
+        # sacctmgr explains itself over several lines (slurmdbd down: the address, then the refusal); one line here
+        said = " / ".join(filter(None, map(str.strip, done.stderr.splitlines())))
+        raise Unavailable(f"sacctmgr exited {done.returncode} ({said[:300]}); accounts from Slurm not refreshed")
     return parse_associations(done.stdout)
 
 

@@ -13,7 +13,9 @@ it as its own VNode, and the tree of weights puts it as a leaf under its user, b
 job-less work (group_tree.py). A job's weight, floor and ceiling come from its hook's request
 (`vnode_priority`, `vnode_reservation`, `vnode_limit`), its weight defaulting to its user's own
 priority. A job with no connection reported, on a node without a compute agent or not, is charged
-to its user, and status says why (`fallback`).
+to its user, and status says why (`fallback`). Where a storage node's backend tells a job's I/O by
+the job id it carries itself (Lustre TBF: `JOB_ID_BACKENDS`), every running job can be charged, so
+while one such node is registered every running job has a VNode.
 
 Reports are runtime state: a coordinator that starts (or a standby that takes over) knows no job's
 connections until the compute agents report again, which each does on any change and at least every
@@ -96,20 +98,44 @@ def charge_connections(connections: Iterable[pb.ConnectionOwner], jobs: Sequence
     return charged
 
 
+# Backends that tell a job's I/O by the job id it carries itself, with no compute agent: Lustre TBF (the
+# client puts the job id in each RPC; docs/lustre.md, "Jobs"). Where one runs, every running job can be
+# charged, so every running job has a VNode.
+JOB_ID_BACKENDS = frozenset({"lustre-tbf"})
+
+
 class ReportedJobs:
     """The jobs compute agents have named behind connections, each with the generation it was named
     at: each snapshot reads the running ones among them from the store (those have VNodes), so its
-    cost grows with them, not with every running job. `revision` grows with every job named anew: a
-    snapshot read before is out of date."""
+    cost grows with them, not with every running job; every running job while a storage node whose
+    backend tells jobs by their own ids has registered. `revision` grows with every job named anew
+    and with that switch: a snapshot read before is out of date."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._named: dict[JobKey, int] = {}
         self._revision = 0
+        self._by_id: set[str] = set()   # storage nodes whose backend is one of JOB_ID_BACKENDS
+
+    def registered(self, node_id: str, backend: str) -> bool:
+        """A storage node registered with `backend`: whether every running job's VNode comes or goes."""
+        with self._lock:
+            before = bool(self._by_id)
+            if backend in JOB_ID_BACKENDS:
+                self._by_id.add(node_id)
+            else:
+                self._by_id.discard(node_id)
+            changed = before != bool(self._by_id)
+            if changed:
+                self._revision += 1
+            return changed
 
     def add(self, named: Iterable[JobKey], generation: int) -> bool:
-        """Whether one of `named` (at `generation`) is new: the snapshot is to be read again."""
+        """Whether one of `named` (at `generation`) is new: the snapshot is to be read again (never while
+        every running job has a VNode)."""
         with self._lock:
+            if self._by_id:
+                return False
             new = [key for key in named if key not in self._named]
             for key in new:
                 self._named[key] = generation
@@ -117,10 +143,10 @@ class ReportedJobs:
                 self._revision += 1
             return bool(new)
 
-    def read(self) -> tuple[int, frozenset[JobKey]]:
-        """(revision, the jobs named) of one moment."""
+    def read(self) -> tuple[int, frozenset[JobKey] | None]:
+        """(revision, the jobs named, or None: every running job) of one moment."""
         with self._lock:
-            return self._revision, frozenset(self._named)
+            return self._revision, None if self._by_id else frozenset(self._named)
 
     def found(self, read: Iterable[JobKey], running: Collection[JobKey], generation: int) -> None:
         """A snapshot of `generation` found `running` of the jobs it `read`: the others are forgotten (an

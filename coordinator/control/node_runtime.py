@@ -87,6 +87,7 @@ class NodeRuntimes:
             runtime.last_seen = time.time()
         for note in limitations:
             log.info("node %s (%s) cannot: %s", node_id, backend, note)
+        self.publishing.node_registered(node_id, backend)
         if self.weights is not None:
             self.weights.register(node_id, edge)
         return self.publishing.generation()

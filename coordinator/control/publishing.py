@@ -161,6 +161,13 @@ class Publishing:
             listener(generation)
         return generation
 
+    def node_registered(self, node_id: str, backend: str) -> None:
+        """A storage node's backend, as it registered: one that tells jobs by their own ids (Lustre TBF)
+        gives every running job a VNode (job_vnodes.JOB_ID_BACKENDS)."""
+        if self.reported_jobs.registered(node_id, backend):
+            for listener in self._listeners:
+                listener(self.generation())
+
     def jobs_reported(self, named: set[JobKey]) -> None:
         """A compute agent named these (user, job) behind its connections: a running job named for the
         first time gets its VNode from the next snapshot, so the listeners are told (on the event loop:
@@ -180,9 +187,11 @@ class Publishing:
         installed = self.snapshot()
         if installed.read_at == (generation, revision):
             return installed
-        # Only the jobs a compute agent named are read: none under static sharing, where Algorithm 1
-        # splits by user and a job's I/O stays its user's.
-        jobs = job_vnodes(self.store.running_jobs(of=reported)) if reported else ()
+        # Only the jobs a compute agent named are read (every one where a backend tells jobs by their own
+        # ids), none under static sharing, where Algorithm 1 splits by user and a job's I/O stays its user's.
+        jobs = ()
+        if self.config.policy.sharing == WORK_CONSERVING and (reported is None or reported):
+            jobs = job_vnodes(self.store.running_jobs(of=reported))
         templates = None
         if generation == installed.generation and jobs == installed.jobs:
             # No job named anew runs (an ended job's id, one its user set): nothing new to send.
@@ -201,7 +210,8 @@ class Publishing:
             self._snapshot = snapshot
             if templates is not None:
                 self._templates = templates
-        self.reported_jobs.found(reported, {job.key for job in jobs}, generation)
+        if reported:
+            self.reported_jobs.found(reported, {job.key for job in jobs}, generation)
         self._charge_connections()
         return snapshot
 

@@ -101,6 +101,21 @@ def group_members(users: Sequence, groups: Sequence[GroupRecord]) -> dict[str, l
     return out
 
 
+def group_paths(groups: Sequence[GroupRecord]) -> dict[str, str]:
+    """group -> its path from the root ("physics/theory"); the tree's rules (checked in the store) keep it
+    loop-free, and a loop read anyway stops where it closes."""
+    by_name = {g.name: g for g in groups}
+    out = {}
+    for group in groups:
+        names, up, seen = [], group.name, set()
+        while up in by_name and up not in seen:
+            seen.add(up)
+            names.append(up)
+            up = by_name[up].parent
+        out[group.name] = "/".join(reversed(names))
+    return out
+
+
 def roll_up(members: Mapping[str, list[str]], per_user: Mapping[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
     """group -> the (read, write) figures of the users of its subtree, summed."""
     out = {}

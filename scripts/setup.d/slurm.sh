@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Slurm and munge from Debian for the batch-hook tests (testbed.slurm starts them itself,
-# with its own munge key, slurm.conf and spool dirs; nothing here is configured or started).
+# Slurm and munge from Debian for the batch-hook tests, and slurmdbd with MariaDB's server and
+# client cores for the Slurm-accounts tests (testbed.slurm and testbed.slurmdbd start them
+# themselves, with their own munge key, configs, datadir and spool dirs; nothing here is
+# configured or started, and the cores leave /var/lib/mysql and the init scripts alone).
 # Idempotent; run as root by scripts/setup.sh, which passes the venv path as $1 (unused here).
 set -euo pipefail
-packages=(slurmctld slurmd slurm-client munge)
+packages=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server-core mariadb-client-core)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -18,6 +20,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$created_policy" = yes ] && rm -f "$policy"
   [ "${status:-0}" -eq 0 ] || exit "$status"
 fi
-for program in slurmctld slurmd munged sbatch; do
+for program in slurmctld slurmd munged sbatch slurmdbd sacctmgr mariadbd mariadb-install-db; do
   command -v "$program" >/dev/null || { echo "slurm.sh: $program missing after install" >&2; exit 1; }
 done

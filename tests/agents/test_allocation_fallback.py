@@ -150,7 +150,7 @@ class RecordingBackend:
     def vnodes(self):
         return list(self.applied)
 
-    def ensure_vnode(self, vnode, uid=None):
+    def ensure_vnode(self, vnode, uid=None, job=""):
         self.applied.setdefault(vnode, [])
 
     def remove_vnode(self, vnode):

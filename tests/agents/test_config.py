@@ -10,7 +10,7 @@ from vnode_sync.errors import InvalidSetting
 
 HDFS_KEYS = ("keys kind, pid, pid_file, cmdline_contains, data_port, events, poll_seconds, settle_seconds, "
              "spawner_in_default")
-LUSTRE_KEYS = ("keys experimental, lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_uid, ledger")
+LUSTRE_KEYS = ("keys experimental, lctl, service, policy, targets, rpc_bytes, rule_prefix, jobid_rule, jobid_job_rule, jobid_uid, ledger")
 
 
 def write(tmp_path, text):
@@ -90,6 +90,14 @@ def test_without_a_discovery_section_or_kind_the_generic_plugin_is_used(tmp_path
     ("lustre: {jobid_uid: '(\\d+)'}", "lustre.jobid_uid: got '(\\\\d+)'; allowed: a regular expression with a "
                                       "(?P<uid>...) group"),
     ("lustre: {jobid_rule: '*.x'}", "lustre.jobid_rule: got '*.x'; allowed: text containing {uid}, e.g. '*.{uid}'"),
+    *((f"lustre: {{jobid_job_rule: '{bad}'}}",
+       f"lustre.jobid_job_rule: got '{bad}'; allowed: text containing {{job}} and optionally {{uid}}, otherwise "
+       "A-Z, a-z, 0-9 and . _ - : @ *, e.g. '{job}.{uid}'")
+      for bad in ("{uid}.x",            # no job: every job of the uid would be one rule
+                  "{job} {uid}",        # TBF splits a job id list on spaces
+                  "{job}.{gid}",        # a placeholder there is nothing to fill in with
+                  "{job!r}.{uid}",      # a conversion would put quotes into lctl's argument
+                  "{job}.{uid}}")),     # not a template
     ("datanode_throttle: {socket: dn.sock}", "datanode_throttle.socket: got 'dn.sock'; allowed: an absolute path"),
     ("compute: {storage_endpoints: ['dn1']}",
      "compute.storage_endpoints[0]: got 'dn1'; allowed: host:port or :port (any host), port 1-65535"),

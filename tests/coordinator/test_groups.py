@@ -9,7 +9,7 @@ import pytest
 from tests.coordinator.test_zookeeper_store import client, root  # noqa: F401 (fixtures; the ensemble is conftest's)
 from testbed.zookeeper_ensemble import WHY_NO_ZOOKEEPER
 from vnode_sync.coordinator.control.group_tree import weight_tree
-from vnode_sync.coordinator.state.groups import MAX_DEPTH, GroupRecord, group_members, roll_up
+from vnode_sync.coordinator.state.groups import MAX_DEPTH, GroupRecord, group_members, group_paths, roll_up
 from vnode_sync.coordinator.policy.weight_tree import Group, User
 from vnode_sync.coordinator.state.store import StateStore, UserRecord
 from vnode_sync.errors import InvalidArgument, NotFound
@@ -107,3 +107,11 @@ def test_groups_sum_their_subtrees_users():
     assert members == {"g1": ["a", "b"], "sub": ["b"], "g2": []}
     assert roll_up(members, {"a": (1.0, 2.0), "b": (10.0, 0.0), "c": (5.0, 5.0)}) == \
         {"g1": (11.0, 2.0), "sub": (10.0, 0.0), "g2": (0.0, 0.0)}
+
+
+def test_a_groups_path_runs_from_the_root_and_a_loop_read_anyway_stops():
+    tree = [GroupRecord("physics", 2), GroupRecord("theory", 1, parent="physics"), GroupRecord("chem", 1),
+            GroupRecord("x", 1, parent="y"), GroupRecord("y", 1, parent="x")]
+    paths = group_paths(tree)
+    assert paths["physics"] == "physics" and paths["theory"] == "physics/theory" and paths["chem"] == "chem"
+    assert paths["x"] == "y/x" and paths["y"] == "x/y"

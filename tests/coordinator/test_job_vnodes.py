@@ -274,3 +274,17 @@ def test_a_storage_nodes_stream_gets_a_jobs_vnode_when_its_connection_is_first_r
         state = next_state(lambda s: not any(v.job for v in s.vnodes))
         assert [c.vnode for c in state.connections] == [""], "its connection is its user's again"
         stream.cancel()
+
+
+def test_while_a_storage_node_tells_jobs_by_their_own_ids_every_running_job_is_a_vnode(tmp_path):
+    """Lustre TBF: the client puts the job id in each RPC, so no compute agent is needed there."""
+    cluster = _site(tmp_path)
+    _start(cluster, "77")
+    assert _job_vnodes(cluster) == []
+    told = []
+    cluster.publishing.add_listener(told.append)
+    cluster.runtime.register_node("dn1", [pb.Device(name="/dev/sdb")], "lustre-tbf", [])
+    assert told, "the snapshot is read again"
+    assert _job_vnodes(cluster) == ["alice.77"]
+    cluster.runtime.register_node("dn1", [pb.Device(name="/dev/sdb")], "datanode-throttle", [], Edge(by_weight=True))
+    assert _job_vnodes(cluster) == [], "no such node left: back to the jobs a compute agent named"

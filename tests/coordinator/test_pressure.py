@@ -65,6 +65,18 @@ def test_users_are_ranked_held_now_then_longest_held_then_highest_pressure():
     assert [r.user for r in rank(users, views, book, 300.0, limit=2, now=1100.0)] == ["alice", "carol"]
 
 
+def test_a_jobs_vnode_is_a_row_of_its_own_with_its_user_group_and_priority():
+    book = UsageLedger(Clock())
+    views = [NodeShareView("dn1", {"alice": (5 * MB, 0.0), "alice.7": (20 * MB, 0.0), "mallory.9": (9 * MB, 0.0)},
+                           {"alice": (10 * MB, 0), "alice.7": (20 * MB, 0), "mallory.9": (10 * MB, 0)})]
+    ranked = rank([("alice", 8), ("alice.7", 30)], views, book, 300.0, now=1000.0, groups={"alice": "physics/theory"})
+    assert [(r.user, r.job, r.group, r.priority) for r in ranked] == [
+        ("alice", "7", "physics/theory", 30), ("alice", "", "physics/theory", 8)]   # mallory: not readable
+    assert ranked[0].pressure == pytest.approx(1.0)
+    assert [r.job for r in rank([("alice", 8)], views, book, 300.0, now=1000.0)] == ["7", ""]  # her priority then
+    assert rank([("alice", 8)], views, book, 300.0, now=1000.0)[0].priority == 8
+
+
 def test_the_pressure_rpc_answers_and_refuses_a_bad_window(coordinator):
     cluster, channel, _ = coordinator
     link, admin = pb_grpc.AgentLinkStub(channel), pb_grpc.AdminStub(channel)

@@ -1,6 +1,7 @@
 """vnodectl top: the capped user first, its nodes with rate against allowance and held time; --once, --json,
 and the live view redrawn in place."""
 
+import copy
 import json
 import os
 import pty
@@ -11,9 +12,10 @@ import time
 
 import pytest
 
+from tests.conftest import COORDINATOR_CONFIG, served_coordinator
 from tests.fakes.reports import usage_report
 from vnode_sync.ctl.main import main
-from vnode_sync.ctl.top import render_top
+from vnode_sync.ctl.top import folded, render_top, top_json
 from vnode_sync.wire import vnode_pb2 as pb
 from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
 
@@ -51,7 +53,7 @@ def test_once_shows_the_held_user_first_with_its_node(coordinator, capsys):
     lines = in_process(capsys, port, "top", "--once").splitlines()
     assert lines[0].startswith("vnode-sync top") and "held time over the last 5m00s" in lines[0]
     head, alice, bob = lines[2].split(), lines[3].split(), lines[4].split()
-    assert head[:6] == ["USER", "PRIO", "PRESSURE", "NODES_HELD", "HELD_IN_WINDOW", "NODE"]
+    assert head[:6] == ["VNODE", "PRIO", "PRESSURE", "NODES_HELD", "HELD_IN_WINDOW", "NODE"]
     assert alice[:6] == ["alice", "4", "1.00", "1", "30s", "dn1"] and "held" in alice and "estimated" in alice
     assert bob[:6] == ["bob", "8", "0.25", "0", "0s", "dn1"]
 
@@ -114,3 +116,69 @@ def test_a_long_table_is_cut_to_the_terminal_and_says_so():
         for i in range(50)])
     lines = render_top(answer, height=20).splitlines()
     assert len(lines) <= 20 and lines[-1].startswith("... ") and "more rows" in lines[-1]
+
+
+def jobs_and_groups() -> pb.PressureResponse:
+    """alice (physics/theory) and her job 7, bob (physics), carol under the root; alice's job held on dn1."""
+    def node(node_id, read, allowed, held=False):
+        return pb.NodePressure(node_id=node_id, read_bps=read * MB, allowed_read_bps=allowed * MB, held_at_limit=held,
+                               held_since_unix=990.0 if held else 0.0, held_seconds=10.0 if held else 0.0,
+                               held_source=pb.HELD_SOURCE_MEASURED if held else pb.HELD_SOURCE_UNSPECIFIED)
+    return pb.PressureResponse(window_seconds=300, covered_seconds=300, sampled_at_unix=1000.0, users=[
+        pb.UserPressure(user="alice", job="7", group="physics/theory", priority=30, pressure=1.0, nodes_held=1,
+                        held_seconds=10.0, nodes=[node("dn1", 20, 20, held=True)]),
+        pb.UserPressure(user="alice", group="physics/theory", priority=8, pressure=0.5,
+                        nodes=[node("dn1", 5, 10), node("dn2", 4, 10)]),
+        pb.UserPressure(user="bob", group="physics", priority=4, pressure=0.25, nodes=[node("dn2", 5, 20)]),
+        pb.UserPressure(user="carol", priority=2, pressure=0.1, nodes=[node("dn1", 1, 10)])])
+
+
+def test_by_user_folds_each_users_jobs_into_its_row_node_by_node():
+    alice, bob, carol = folded(jobs_and_groups(), "user")
+    assert (alice.user, alice.job, alice.priority, alice.nodes_held) == ("alice", "", 8, 1)   # her own priority
+    dn1, dn2 = alice.nodes
+    assert (dn1.node_id, dn1.read_bps, dn1.allowed_read_bps, dn1.held_at_limit) == ("dn1", 25 * MB, 30 * MB, True)
+    assert (dn2.node_id, dn2.read_bps) == ("dn2", 4 * MB)
+    assert alice.pressure == pytest.approx(25 / 30) and (bob.user, carol.user) == ("bob", "carol")
+
+
+def test_by_group_sums_each_groups_subtree_and_users_under_the_root_make_slash():
+    rows = {row.group: row for row in folded(jobs_and_groups(), "group")}
+    assert set(rows) == {"physics", "physics/theory", "/"}
+    physics = {n.node_id: n for n in rows["physics"].nodes}
+    assert physics["dn1"].read_bps == 25 * MB and physics["dn2"].read_bps == 9 * MB   # alice, her job, bob
+    assert {n.node_id: n.read_bps for n in rows["physics/theory"].nodes} == {"dn1": 25 * MB, "dn2": 4 * MB}
+    assert [n.read_bps for n in rows["/"].nodes] == [1 * MB]
+    assert [row.group for row in folded(jobs_and_groups(), "group")][:2] == ["physics", "physics/theory"]  # held first
+
+
+def test_the_table_names_a_jobs_vnode_and_its_group_and_json_follows_by():
+    lines = render_top(jobs_and_groups()).splitlines()
+    assert lines[2].split()[:3] == ["VNODE", "GROUP", "PRIO"]
+    assert lines[3].split()[:3] == ["alice.7", "physics/theory", "30"]
+    assert any(line.split()[:2] == ["carol", "/"] for line in lines)
+    groups = render_top(jobs_and_groups(), by="group").splitlines()
+    assert groups[2].split()[0] == "GROUP" and groups[3].split()[:2] == ["physics", "-"]
+    document = top_json(jobs_and_groups(), "group")
+    assert document["by"] == "group" and [g["group"] for g in document["groups"]][-1] == "/"
+    assert top_json(jobs_and_groups())["users"][0]["job"] == "7"
+
+
+def test_by_group_through_the_coordinator_sums_alices_group_and_leaves_bob_under_the_root(tmp_path, capsys):
+    raw = copy.deepcopy(COORDINATOR_CONFIG)
+    raw["policy"] = {"sharing": "work-conserving"}   # groups apply only there
+    with served_coordinator(raw, tmp_path) as (cluster, channel, port):
+        by_group_through(cluster, channel, port, capsys)
+
+
+def by_group_through(cluster, channel, port, capsys):
+    admin = pb_grpc.AdminStub(channel)
+    admin.AddGroup(pb.AddGroupRequest(group=pb.Group(name="physics", weight=2)), timeout=5)
+    admin.AddGroup(pb.AddGroupRequest(group=pb.Group(name="theory", weight=1, parent="physics")), timeout=5)
+    admin.MoveUser(pb.MoveUserRequest(user="alice", group="theory"), timeout=5)
+    alice_held_bob_below(cluster, channel)
+    answer = admin.Pressure(pb.PressureRequest(), timeout=5)
+    assert [(r.user, r.group) for r in answer.users] == [("alice", "physics/theory"), ("bob", "")]
+    groups = json.loads(in_process(capsys, port, "top", "--json", "--by", "group"))["groups"]
+    assert [(g["group"], g["nodes_held"], g["nodes"][0]["read_bps"]) for g in groups] == [
+        ("physics", 1, 20 * MB), ("physics/theory", 1, 20 * MB), ("/", 0, 10 * MB)]

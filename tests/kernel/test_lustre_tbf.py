@@ -6,6 +6,8 @@ source and manual (docs/lustre.md) -- not against a real OSS. The other tests ch
 pure value types and arithmetic.
 """
 
+import re
+
 import pytest
 
 from tests.fakes.clock import Clock
@@ -16,7 +18,7 @@ from vnode_sync.kernel.backend import DEFAULT_VNODE, vnode_name
 from vnode_sync.kernel.lustre_lctl import Lctl, LctlError
 from vnode_sync.kernel.lustre_ledger import RuleLedger
 from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
-from vnode_sync.kernel.lustre_rules import RuleList, RuleMatch, TbfRule, rule_name_for
+from vnode_sync.kernel.lustre_rules import JobStat, RuleList, RuleMatch, TbfRule, job_rule_name, rule_name_for
 from vnode_sync.kernel.lustre_tbf import LustreTbfBackend, RuleCollision
 from vnode_sync.kernel.types import DeviceLimits, DeviceNumber
 from vnode_sync.shares import priority_shares
@@ -126,6 +128,9 @@ def test_settings_make_the_backend():
     assert (backend.lctl.path, backend.policy, backend.ledger.path) == ("/opt/lustre/lctl", "uid", None)
     backend = LustreTbfBackend.from_settings("vnode-sync.oss1", LustreSettings())
     assert backend.ledger.path == "/var/lib/vnode-sync/vnode-sync.oss1.lustre-tbf-rules.json"
+    assert backend.jobid_job_rule == "{job}.{uid}"
+    backend = LustreTbfBackend.from_settings("vnode-sync.oss1", LustreSettings(jobid_job_rule="{job}", ledger=""))
+    assert backend.jobid_job_rule == "{job}"
 
 
 def test_agent_config_selects_the_lustre_backend():
@@ -506,3 +511,229 @@ def test_standin_backend_has_no_thread_placer_so_nothing_tries_to_place_for_it(o
     assert reconciler.errors == []
     assert reconciler.place_handlers() == 0
     assert backend.vnodes() == [ALICE]
+
+
+# ---- jobs as VNodes (issue 61 item 3), against the stand-in ----------------------------------------
+
+ALICE_JOB = vnode_name("alice.1234")
+
+
+def job_state(generation, jobs=(("1234", 100),), alice_mbps=100, users=("alice",)):
+    """alice (uid 500) active with her running jobs as VNodes (`alice.<job>`, each its own share)."""
+    def shares(mbps):
+        return [pb.ResourceShare(device="/dev/ost0", read=pb.Share(ceiling_bps=mbps * MB),
+                                 write=pb.Share(ceiling_bps=mbps * MB))]
+    return pb.DesiredState(
+        generation=generation, node_id="oss1",
+        vnodes=[*(pb.VNodeSpec(user=u, uid=500, priority=4, shares=shares(alice_mbps)) for u in users),
+                *(pb.VNodeSpec(user=f"alice.{job}", uid=500, priority=4, shares=shares(mbps), job=job, job_user="alice")
+                  for job, mbps in jobs)],
+        default_vnode=pb.VNodeSpec(user=""),
+        users=[pb.User(name="alice", uid=500, priority=4, active=True)])
+
+
+def listed(oss, queue="regular", cpt=0):
+    return [str(r) for r in RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout)
+            .queues[queue][cpt]]
+
+
+@pytest.mark.parametrize("policy, job_expr, user_expr", [("jobid", "{1234.500}", "{*.500}"),
+                                                         ("generic", "jobid={1234.500}", "uid={500}")])
+def test_standin_a_job_vnode_is_a_rule_on_its_job_id_ahead_of_its_users(oss, tmp_path, policy, job_expr, user_expr):
+    """Not a second rule over the user's uid: a rule on the job's Lustre job id ("%j.%u"), which the
+    job's RPCs meet before their user's rule; the job's end stops it."""
+    backend = make_backend(oss, tmp_path, policy=policy)
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(1, jobs=(("1234", 200),), alice_mbps=100))
+    assert reconciler.errors == []
+    for queue, cpt in rules_everywhere(oss, "default"):
+        assert listed(oss, queue, cpt) == [f"vnode_J1234 {job_expr} 11, ref 0", f"vnode_alice {user_expr} 5, ref 0",
+                                           f"default {'*' if policy == 'generic' else '{*}'} 10000, ref 0"]
+    assert backend.vnodes() == [ALICE, ALICE_JOB]
+    assert oss.serve(500, "1234.500", offered_per_cpt=50, seconds=1, cpts=(0,)) == 11    # the job's rate
+    assert oss.serve(500, "77.500", offered_per_cpt=50, seconds=1, cpts=(0,)) == 5       # alice's other work
+    assert backend.degraded() == []
+
+    reconciler.apply(job_state(2, jobs=()))                   # the job ended
+    assert reconciler.errors == []
+    assert listed(oss)[:-1] == [f"vnode_alice {user_expr} 5, ref 1"]      # ref: alice's RPCs bound it
+    assert backend.vnodes() == [ALICE]
+
+
+def test_standin_a_users_rule_started_again_is_put_behind_its_jobs(oss, tmp_path):
+    """A rule started goes to the top of the list: a user's rule restored after a hand stop would take
+    its jobs' RPCs, so the job's rule is started again right before it (rank=)."""
+    backend = make_backend(oss, tmp_path, policy="jobid")
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(1))
+    oss.run("set_param", f"{SERVICE}.nrs_tbf_rule=stop vnode_alice")
+    reconciler.apply(job_state(1))
+    assert reconciler.errors == []
+    assert [line.split()[0] for line in listed(oss, "high_priority", 3)] == ["vnode_J1234", "vnode_alice", "default"]
+    assert any("came after its user's rule vnode_alice" in n for n in backend.notes)
+
+
+def test_standin_uid_policy_keeps_a_jobs_io_under_its_users_rule_carrying_both_shares(oss, tmp_path):
+    """`tbf uid` cannot tell a job's RPCs from its user's: no duplicate uid rule, one degraded line, and
+    the user's rule carries the user's share plus its jobs' (the sum the center gave them together)."""
+    backend = make_backend(oss, tmp_path)
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(1, jobs=(("1234", 100), ("1235", 100)), alice_mbps=100))
+    assert reconciler.errors == []
+    assert listed(oss) == ["vnode_alice {500} 17, ref 0", "default {*} 10000, ref 0"]   # 300 MB/s: 17 per CPT
+    assert reconciler.degraded == [
+        "lustre.policy uid cannot tell a job's RPCs from its user's: 2 job VNode(s) (vnode.alice.1234, "
+        "vnode.alice.1235) are held by their users' rules, each carrying its user's and its jobs' shares together; "
+        "policy jobid or generic gives each job a rule of its own"]
+    assert backend.vnodes() == [ALICE, ALICE_JOB, vnode_name("alice.1235")]
+
+    reconciler.apply(job_state(2, jobs=(("1234", 100),)))     # job 1235 ended: its share leaves alice's rule
+    assert listed(oss)[0] == "vnode_alice {500} 11, ref 0"    # 200 MB/s
+    reconciler.apply(job_state(3, jobs=()))
+    assert listed(oss)[0] == "vnode_alice {500} 5, ref 0"
+    assert reconciler.degraded == [] and backend.vnodes() == [ALICE]
+
+
+@pytest.mark.parametrize("policy", ["uid", "jobid"])
+def test_standin_job_stats_count_for_the_job_not_twice_for_its_user(oss, tmp_path, policy):
+    backend = make_backend(oss, tmp_path, policy=policy)
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(1))
+    oss.serve(500, "1234.500", offered_per_cpt=2, seconds=10, cpts=(0,))            # the job VNode's
+    oss.serve(500, "77.500", offered_per_cpt=1, seconds=10, cpts=(0,), write=True)  # a job without a VNode: alice's
+    oss.serve(501, "1234.501", offered_per_cpt=3, seconds=10, cpts=(0,))            # bob's job of the same id
+    usage = backend.usage()
+    assert set(usage) == {ALICE, ALICE_JOB}
+    job, user = usage[ALICE_JOB].devices[OST0], usage[ALICE].devices[OST0]
+    assert (job.read_ios, job.write_ios, job.read_bytes) == (20, 0, 20 * 4 * MiB)
+    assert (user.read_ios, user.write_ios, user.write_bytes) == (0, 10, 10 * 4 * MiB)
+
+
+def test_standin_job_rules_are_in_the_ledger_for_a_restart_and_teardown(oss, tmp_path):
+    first = make_backend(oss, tmp_path, policy="jobid")
+    Reconciler(first, NoHandlers(), {"/dev/ost0": OST0}).apply(job_state(1))
+    restarted = make_backend(oss, tmp_path, policy="jobid")       # same ledger file, nothing in memory
+    restarted.setup()
+    assert restarted.vnodes() == [ALICE, ALICE_JOB]
+    oss.serve(500, "1234.500", offered_per_cpt=1, seconds=3, cpts=(0,))
+    assert restarted.usage()[ALICE_JOB].devices[OST0].read_ios == 3     # its job id read back from the ledger
+    reconciler = Reconciler(restarted, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(2))                                       # its own rules: no collision
+    assert reconciler.errors == []
+    restarted.teardown()
+    assert RuleList.parse(oss.run("get_param", "-n", f"{SERVICE}.nrs_tbf_rule").stdout).names() == {"default"}
+
+
+def test_standin_a_site_rule_with_a_job_rules_name_is_a_collision(oss, tmp_path):
+    backend = make_backend(oss, tmp_path, policy="jobid")
+    backend.setup()
+    oss.run("set_param", f"{SERVICE}.nrs_tbf_rule=start vnode_J1234 jobid={{1234.900}} rate=9")
+    backend.ensure_vnode(ALICE_JOB, 500, job="1234")
+    with pytest.raises(RuleCollision, match="vnode_J1234"):
+        backend.apply_limits(ALICE_JOB, share(100, 100))
+    assert listed(oss)[0] == "vnode_J1234 {1234.900} 9, ref 0"
+
+
+def test_job_vnodes_are_checked_before_anything_reaches_lctl(oss, tmp_path):
+    backend = make_backend(oss, tmp_path, policy="jobid")
+    with pytest.raises(InvalidArgument, match="needs the job id"):
+        backend.ensure_vnode(ALICE_JOB, 500)
+    with pytest.raises(InvalidArgument, match="is not VNode vnode.alice.1234's"):
+        backend.ensure_vnode(ALICE_JOB, 500, job="1235")
+    with pytest.raises(InvalidArgument, match="invalid job id"):
+        backend.ensure_vnode(vnode_name("alice.1234"), 500, job="1234 rate=1")
+    assert backend.vnodes() == []
+
+
+def test_standin_a_job_id_lustre_cannot_carry_is_held_by_its_users_rule(oss, tmp_path):
+    """Lustre job ids are under 32 characters (LUSTRE_JOBID_SIZE): a longer one never matches."""
+    backend = make_backend(oss, tmp_path, policy="jobid", jobid_job_rule="{job}.{uid}")
+    reconciler = Reconciler(backend, NoHandlers(), {"/dev/ost0": OST0})
+    job = "4242.pbs-server-01.cluster.example"
+    state = job_state(1, jobs=())
+    state.vnodes.append(pb.VNodeSpec(user=f"alice.{job}", uid=500, job=job, job_user="alice",
+                                     shares=job_state(1).vnodes[1].shares))
+    reconciler.apply(state)
+    assert reconciler.errors == []
+    assert [line.split()[0] for line in listed(oss)] == ["vnode_alice", "default"]
+    assert listed(oss)[0] == "vnode_alice {*.500} 11, ref 0"          # alice's 100 MB/s and the job's
+    assert "over 31 characters" in reconciler.degraded[0]
+
+
+def test_job_rule_names_are_tbf_names_apart_from_users_and_each_other():
+    def free(name):
+        return False
+    assert job_rule_name("vnode_", "vnode.alice.1234", "1234", free) == "vnode_J1234"
+    assert job_rule_name("vnode_", "vnode.alice.12_3", "12_3", free) == "vnode_J12_3"
+    pbs = job_rule_name("vnode_", "vnode.alice.123-4.server", "123[4].server", free)
+    long_slurm = job_rule_name("vnode_", "vnode.alice.123456789", "123456789", free)
+    for name in (pbs, long_slurm):
+        assert name.startswith("vnode_H") and len(name) == 15 and re.fullmatch(r"\w+", name)
+    # the same Slurm id under another user (two clusters, one file system): the digest of its VNode
+    other = job_rule_name("vnode_", "vnode.bob.1234", "1234", lambda name: name == "vnode_J1234")
+    assert other.startswith("vnode_H") and other != pbs
+    with pytest.raises(InvalidArgument, match="another VNode's"):
+        job_rule_name("vnode_", "vnode.bob.1234", "1234", lambda name: True)
+
+
+def test_standin_lctl_ranks_rules_and_matches_job_ids_as_lustre_does(oss, tmp_path):
+    """nrs_tbf.c: `start ... rank=R` inserts right before R, `change N rank=R` moves N right before R,
+    an unknown R is ENOENT; a jobid value without '*' matches exactly ('[' is no pattern)."""
+    make_backend(oss, tmp_path, policy="jobid").setup()
+    for command in ("start b jobid={*.500} rate=2", "start a jobid={9.500} rate=1 rank=b",
+                    "start top jobid={123[4].srv} rate=3"):
+        assert oss.run("set_param", f"{SERVICE}.nrs_tbf_rule={command}").returncode == 0
+    assert [line.split()[0] for line in listed(oss)] == ["top", "a", "b", "default"]
+    assert oss.run("set_param", f"{SERVICE}.nrs_tbf_rule=change top rank=default").returncode == 0
+    assert [line.split()[0] for line in listed(oss)] == ["a", "b", "top", "default"]
+    assert "No such file or directory" in oss.run("set_param", f"{SERVICE}.nrs_tbf_rule=start c jobid={{1.5}} "
+                                                               "rank=nothing").stderr
+    assert oss.serve(500, "9.500", offered_per_cpt=10, seconds=1) == 1
+    assert oss.serve(500, "1234.srv", offered_per_cpt=10, seconds=1) == 10          # default: '[4]' is literal
+    assert oss.serve(500, "123[4].srv", offered_per_cpt=10, seconds=1) == 3
+
+
+def test_job_stats_keep_job_ids_as_text():
+    """"%j.%u" gives job ids like 1234.500, which YAML's resolver would read as the float 1234.5."""
+    text = ("job_stats:\n- job_id:          1234.500\n  snapshot_time:   1700000000\n"
+            "  read_bytes:      { samples:           3, unit: bytes, min: 4194304, max: 4194304, sum: 12582912, "
+            "sumsq: 0 }\n- job_id:          007\n")
+    assert [(j.job_id, j.read_rpcs, j.read_bytes) for j in JobStat.parse_all(text)] == \
+        [("1234.500", 3, 12582912), ("007", 0, 0)]
+    assert JobStat.parse_all("job_stats:\n") == []
+
+
+def test_standin_an_agent_killed_between_recording_and_starting_a_job_rule_finds_it_its_own(oss, tmp_path):
+    """The ledger is written before `start` (as for users' rules): killed in between, the restarted
+    agent sees a rule of its own gone missing, not a site's rule, and starts it ahead of its user's."""
+    first = make_backend(oss, tmp_path, policy="jobid")
+    set_param = first.lctl.set_param
+
+    def killed_at_the_jobs_start(param, value):
+        if value.startswith("start vnode_J1234"):
+            raise SystemExit("killed")
+        set_param(param, value)
+
+    first.lctl.set_param = killed_at_the_jobs_start
+    with pytest.raises(SystemExit):
+        Reconciler(first, NoHandlers(), {"/dev/ost0": OST0}).apply(job_state(1))
+    assert "vnode_J1234" in RuleLedger(str(tmp_path / "ledger.json")).rules
+    assert [line.split()[0] for line in listed(oss)] == ["vnode_alice", "default"]
+
+    restarted = make_backend(oss, tmp_path, policy="jobid")
+    reconciler = Reconciler(restarted, NoHandlers(), {"/dev/ost0": OST0})
+    reconciler.apply(job_state(1))
+    assert reconciler.errors == []
+    assert [line.split()[0] for line in listed(oss, "high_priority", 2)] == ["vnode_J1234", "vnode_alice", "default"]
+    assert any("vnode_J1234 was stopped outside vnode-sync" in n for n in restarted.notes)
+
+
+def test_job_stats_entries_are_charged_to_a_job_by_its_lustre_job_id_as_tbf_reads_it():
+    from vnode_sync.kernel.lustre_jobs import JobStatCharging
+    charging = JobStatCharging.of({"vnode.alice.1234": "1234.500", "vnode.alice.77": "77.500.*",
+                                   "vnode.bob.5-1.srv": "5[1].srv.501"})
+    assert charging.job_vnode("1234.500") == "vnode.alice.1234"
+    assert charging.job_vnode("1234.5001") is None                        # no '*': exact
+    assert charging.job_vnode("77.500.cn7") == "vnode.alice.77"           # "%j.%u.%H" with '{job}.{uid}.*'
+    assert charging.job_vnode("5[1].srv.501") == "vnode.bob.5-1.srv"
+    assert charging.job_vnode("51.srv.501") is None                       # '[1]' is text, not a pattern

@@ -8,9 +8,9 @@ What the script models, and from which sources, is in its docstring and docs/lus
 
 import contextlib
 import fcntl
-import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,8 +122,8 @@ def _matches(shown: str, tbf_type: str | None, uid: int, job_id: str) -> bool:
     def field_matches(key: str, values: list[str]) -> bool:
         if key == "uid":
             return any(int(v, 0) == uid for v in values)
-        if key == "jobid":
-            return any(fnmatch.fnmatchcase(job_id, v) for v in values)
+        if key == "jobid":   # '*' the one wildcard, else exact (nrs_tbf.c cfs_match_wildcard, NRS_TBF_MATCH_FULL)
+            return any(re.fullmatch(".*".join(map(re.escape, v.split("*"))), job_id) for v in values)
         return False
 
     if tbf_type == "generic":

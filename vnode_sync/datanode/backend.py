@@ -166,7 +166,7 @@ class DataNodeThrottleBackend:
     def vnodes(self) -> list[str]:
         return sorted(self._shares)
 
-    def ensure_vnode(self, vnode: str, uid: int | None = None) -> None:
+    def ensure_vnode(self, vnode: str, uid: int | None = None, job: str = "") -> None:
         self._shares.setdefault(vnode, Shares())
         self._limits.setdefault(vnode, [])
 

@@ -60,7 +60,7 @@ class CgroupVNodes:
     def vnodes(self) -> list[str]:
         return [d for d in self.fs.subdirs(self.root) if is_vnode_name(d)]
 
-    def ensure_vnode(self, vnode: str, uid: int | None = None) -> None:
+    def ensure_vnode(self, vnode: str, uid: int | None = None, job: str = "") -> None:
         self.fs.mkdir(self._path(vnode))
 
     def remove_vnode(self, vnode: str) -> None:

@@ -7,7 +7,10 @@ stand-in tests/lustre_standin/lctl prints the same layouts. Not checked on a rea
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import yaml
@@ -15,6 +18,7 @@ import yaml
 from vnode_sync.errors import InvalidArgument
 
 RULE_NAME_MAX = 15            # MAX_TBF_NAME (16) less the NUL, nrs_tbf.c check_rule_name
+JOBID_MAX = 31                # LUSTRE_JOBID_SIZE (32) less the NUL: no RPC carries a longer job id
 _RULE_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -119,6 +123,16 @@ class RuleList:
         return {(q, c): next((r for r in rules if r.name == name), None)
                 for q, cpts in self.queues.items() for c, rules in cpts.items()}
 
+    def misordered(self, first: str, then: str) -> list[tuple[str, int]]:
+        """The (queue, CPT)s listing both rules with `then` ahead of `first` (TBF matches in list order)."""
+        out = []
+        for queue, cpts in self.queues.items():
+            for cpt, rules in cpts.items():
+                names = [r.name for r in rules]
+                if first in names and then in names and names.index(then) < names.index(first):
+                    out.append((queue, cpt))
+        return sorted(out)
+
     def names(self) -> set[str]:
         return {r.name for cpts in self.queues.values() for rules in cpts.values() for r in rules}
 
@@ -159,7 +173,8 @@ class JobStat:
 
     @classmethod
     def parse_all(cls, text: str) -> list["JobStat"]:
-        doc = yaml.safe_load(text) or {}
+        # Every scalar as text: a job id such as "1234.500" ("%j.%u") is a float to YAML's resolver.
+        doc = yaml.load(text, Loader=yaml.BaseLoader) or {}
         stats = []
         for job in doc.get("job_stats") or []:
             # "read"/"write" in Lustre before 2.7, "read_bytes"/"write_bytes" since
@@ -184,3 +199,30 @@ def rule_name_for(prefix: str, user: str, uid: int) -> str:
         raise InvalidArgument(f"TBF rule name {name!r} is longer than {RULE_NAME_MAX} characters; "
                               f"use a shorter lustre.rule_prefix than {prefix!r}")
     return name
+
+
+def job_rule_name(prefix: str, vnode: str, job_id: str, taken: Callable[[str], bool]) -> str:
+    """`<prefix>J<job id>` for a Slurm id that fits, else `<prefix>H` and a digest of the VNode name.
+
+    User rule names follow the prefix with a lower-case user name or a uid, never an upper-case
+    letter, so neither job form can meet a user's. `taken(name)`: the name is another VNode's
+    (the ledger's); the same Slurm id under two users (two clusters on one file system) then
+    takes the digest form.
+    """
+    readable = f"{prefix}J{job_id}"
+    if re.fullmatch(r"[0-9_]+", job_id) and len(readable) <= RULE_NAME_MAX and not taken(readable):
+        return readable
+    digest = base64.b32encode(hashlib.sha256(vnode.encode()).digest()).decode()
+    hashed = f"{prefix}H{digest[:RULE_NAME_MAX - len(prefix) - 1]}"
+    if taken(hashed):
+        raise InvalidArgument(f"TBF rule name {hashed!r} for {vnode} is another VNode's; "
+                              f"use another lustre.rule_prefix")
+    return hashed
+
+
+def jobid_matches(pattern: str, job_id: str) -> bool:
+    """Whether a TBF jobid rule's value matches a job id: `*` is the one wildcard (nrs_tbf.c
+    cfs_match_wildcard), and without one the match is exact (NRS_TBF_MATCH_FULL)."""
+    if "*" not in pattern:
+        return pattern == job_id
+    return re.fullmatch(".*".join(re.escape(part) for part in pattern.split("*")), job_id, re.DOTALL) is not None

@@ -11,7 +11,8 @@ What Lustre offers (lustre/ptlrpc/nrs_tbf.c; Lustre manual, "Network Request Sch
   typed policies and "NAME uid={500} 40, ref 1" for the generic `tbf` policy.
 
 Here: the backend (the LimitEnforcer). Its parts: lustre_lctl (the seam), lustre_rules (what lctl
-shows, parsed), lustre_rates (bytes/s to a TBF rate), lustre_ledger (which rules are ours).
+shows, parsed), lustre_rates (bytes/s to a TBF rate), lustre_ledger (which rules are ours),
+lustre_jobs (a job's VNode: its rule on its Lustre job id ahead of its user's, its job_stats).
 
 Nothing here has run against a real Lustre, so the backend is experimental: an agent runs it
 only with `lustre.experimental: true` (docs/lustre.md says what was checked, and how).
@@ -30,9 +31,11 @@ from vnode_sync.errors import InvalidArgument, KernelError, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, HELD_ESTIMATED, VNodeUsage, is_vnode_name, user_of_vnode
 from vnode_sync.kernel.held import at_limit
 from vnode_sync.kernel.lustre_lctl import Lctl, LctlError
+from vnode_sync.kernel.lustre_jobs import JobStatCharging, LustreJob, folded_lines, is_job_vnode
 from vnode_sync.kernel.lustre_ledger import OwnedRule, RuleLedger
 from vnode_sync.kernel.lustre_rates import IoMix, RateConversion, combined_target
-from vnode_sync.kernel.lustre_rules import POLICIES, JobStat, PolicyState, RuleList, RuleMatch, rule_name_for
+from vnode_sync.kernel.lustre_rules import (POLICIES, JobStat, PolicyState, RuleList, RuleMatch, job_rule_name,
+                                            rule_name_for)
 from vnode_sync.kernel.lustre_settings import DEFAULT_SERVICE, LustreSettings
 from vnode_sync.kernel.types import DeviceCapacity, DeviceLimits, DeviceNumber, IoCounters, Shares
 
@@ -88,6 +91,7 @@ class LustreTbfBackend:
     rule_prefix: str = "vnode_"
     jobid_rule: str = "*.{uid}"           # jobid policy: the job ids of a uid (jobid_name "%e.%u")
     jobid_uid: str = r".*\.(?P<uid>\d+)"  # job_stats: where the uid sits in a job id
+    jobid_job_rule: str = "{job}.{uid}"   # a job's Lustre job id (jobid_name "%j.%u")
     ledger: RuleLedger = field(default_factory=RuleLedger)
     clock: Callable[[], float] = time.monotonic
 
@@ -103,6 +107,7 @@ class LustreTbfBackend:
             raise InvalidArgument(f"TBF policy {self.policy!r} is not one of {', '.join(POLICIES)}")
         self._jobid_uid = re.compile(self.jobid_uid)
         self._uid_of: dict[str, int] = {}
+        self._jobs: dict[str, LustreJob] = {}   # job VNodes, by VNode
         self._wanted: dict[str, list[DeviceLimits]] = {}
         self._conversion: dict[str, RateConversion] = {}
         self._rate_set: dict[str, int] = {}   # the per-CPT rate this agent last wrote
@@ -125,6 +130,7 @@ class LustreTbfBackend:
         return cls(lctl=Lctl(settings.lctl), targets={ost: device_number(dev) for ost, dev in settings.targets.items()},
                    service=settings.service, policy=settings.policy, rpc_bytes=settings.rpc_bytes,
                    rule_prefix=settings.rule_prefix, jobid_rule=settings.jobid_rule, jobid_uid=settings.jobid_uid,
+                   jobid_job_rule=settings.jobid_job_rule,
                    ledger=RuleLedger(ledger or None))
 
     def limitations(self) -> list[str]:
@@ -145,13 +151,16 @@ class LustreTbfBackend:
             "the default VNode is left to the site's TBF 'default' rule; iops and BFQ weights have "
             "no TBF equivalent and are ignored",
             "rules are per OSS; nothing in Lustre coordinates them across servers, the coordinator does",
+            "a job's VNode is a rule on its Lustre job id (lustre.jobid_job_rule) ahead of its user's with the "
+            "jobid and generic policies; the uid policy cannot tell a job from its user, so there a job's share "
+            "is added to its user's rule",
         ]
 
     def not_enforcing(self) -> str | None:
         return None
 
     def degraded(self) -> list[str]:
-        return []
+        return folded_lines(self._jobs.values(), self.jobid_job_rule)
 
     def set_capacities(self, capacities: list[DeviceCapacity]) -> None:
         """Rates come whole from the desired state; capacity is the coordinator's business."""
@@ -165,12 +174,12 @@ class LustreTbfBackend:
         """The rule list as Lustre shows it now (one `lctl get_param`)."""
         return RuleList.parse(self.lctl.get_param(self._param("nrs_tbf_rule")))
 
-    def _rules(self, name: str | None = None) -> RuleList:
-        """The rule list for a step of this pass: the pass's one read, unless the rule `name` was
-        written since (then read again). Outside a pass, a fresh read."""
+    def _rules(self, *names: str | None) -> RuleList:
+        """The rule list for a step of this pass: the pass's one read, unless one of the rules `names`
+        was written since (then read again). Outside a pass, a fresh read."""
         if not self._in_pass:
             return self.rule_list()
-        if self._pass_rules is None or name in self._written:
+        if self._pass_rules is None or any(n in self._written for n in names):
             self._pass_rules, self._written = self.rule_list(), set()
         return self._pass_rules
 
@@ -224,29 +233,45 @@ class LustreTbfBackend:
                               f"which would drop the site's rules")
 
     def vnodes(self) -> list[str]:
-        return sorted(r.vnode for r in self.ledger.rules.values())
+        """VNodes with a rule of their own, and job VNodes held by their users' rules."""
+        held = {j.vnode for j in self._jobs.values() if j.folded}
+        return sorted({r.vnode for r in self.ledger.rules.values()} | held)
 
-    def ensure_vnode(self, vnode: str, uid: int | None = None) -> None:
-        """Record the user's uid; the rule itself needs a rate, so apply_limits starts it."""
+    def ensure_vnode(self, vnode: str, uid: int | None = None, job: str = "") -> None:
+        """Record the user's uid (a job VNode's: its user's, and its job id); apply_limits starts the rule."""
         if vnode == DEFAULT_VNODE:
             return
         if not is_vnode_name(vnode):
             raise InvalidArgument(f"{vnode!r} is not a VNode name")
         if uid is None or uid < 0:
             raise InvalidArgument(f"VNode {vnode}: a TBF rule needs the user's uid (0 or more), got {uid}")
+        if is_job_vnode(vnode):
+            self._jobs[vnode] = LustreJob.of(vnode, uid, job, self.jobid_job_rule, self.policy)
+        else:
+            rule_name_for(self.rule_prefix, user_of_vnode(vnode) or "", uid)
         self._uid_of[vnode] = uid
-        rule_name_for(self.rule_prefix, user_of_vnode(vnode) or "", uid)
 
     def _rule_name(self, vnode: str) -> str:
         owned = self.ledger.by_vnode(vnode)
         if owned is not None:
             return owned.name
+        job = self._jobs.get(vnode)
+        if job is not None:
+            return job_rule_name(self.rule_prefix, vnode, job.job_id,
+                                 lambda name: name in self.ledger.rules and self.ledger.rules[name].vnode != vnode)
         return rule_name_for(self.rule_prefix, user_of_vnode(vnode) or "", self._uid_of[vnode])
 
-    def _match(self, uid: int) -> RuleMatch:
+    def _match(self, vnode: str) -> RuleMatch:
+        job = self._jobs.get(vnode)
+        if job is not None:
+            return job.match
+        uid = self._uid_of[vnode]
         _, key = POLICIES[self.policy]
         value = self.jobid_rule.format(uid=uid) if key == "jobid" else str(uid)
         return RuleMatch(key, (value,))
+
+    def _folded_into(self, user_vnode: str) -> list[LustreJob]:
+        return [j for j in self._jobs.values() if j.folded and j.user_vnode == user_vnode]
 
     def limits(self, vnode: str) -> dict[DeviceNumber, DeviceLimits]:
         """The limits last applied, if the rule in Lustre still carries the rate they gave."""
@@ -260,27 +285,64 @@ class LustreTbfBackend:
         return {}
 
     def apply_limits(self, vnode: str, limits: list[DeviceLimits], node: Shares = Shares()) -> None:
-        """Make the user's rule carry the rate its shares convert to; restore hand edits."""
+        """Make the VNode's rule carry the rate its shares convert to; restore hand edits.
+
+        A job folded into its user's rule (uid policy) has none: its shares go to its user's rule."""
         if vnode == DEFAULT_VNODE:
             return
         if vnode not in self._uid_of:
             raise InvalidArgument(f"VNode {vnode}: ensure_vnode(vnode, uid) must come before apply_limits")
         self._wanted[vnode] = list(limits)
+        job = self._jobs.get(vnode)
+        if job is not None and job.folded:
+            self._conversion.pop(vnode, None)
+            self._stop_owned(vnode)      # its own rule from before (another policy or job id rule)
+            if job.user_vnode in self._wanted:
+                self._apply_rule(job.user_vnode)
+            return
+        self._apply_rule(vnode)
+
+    def _apply_rule(self, vnode: str) -> None:
+        # A user's rule also carries the shares of its jobs that have no rule of their own.
+        limits = [*self._wanted[vnode], *(d for j in self._folded_into(vnode) for d in self._wanted.get(j.vnode, []))]
         target = combined_target(limits, self._mix.get(vnode))
         name = self._rule_name(vnode)
-        match = self._match(self._uid_of[vnode])
+        match = self._match(vnode)
         if target is None:
             self._conversion.pop(vnode, None)
             self._stop_owned(vnode)
             return
-        rules = self._rules(name)
+        job = self._jobs.get(vnode)
+        ahead_of = self._owned_name(job.user_vnode) if job is not None else None
+        rules = self._rules(name, ahead_of)
         conversion = RateConversion.of(target, self.bulk_rpc_bytes(), len(rules.partitions()) or 1)
         if conversion.clamped and self._conversion.get(vnode) != conversion:
             self._note(f"{vnode}: {conversion}")
         self._conversion[vnode] = conversion
-        self._converge(vnode, name, match, conversion.per_partition, rules)
+        self._converge(vnode, name, match, conversion.per_partition, rules, ahead_of)
+        if ahead_of is not None:
+            self._keep_ahead(vnode, name, match, conversion.per_partition, ahead_of)
 
-    def _converge(self, vnode: str, name: str, match: RuleMatch, rate: int, rules: RuleList) -> None:
+    def _owned_name(self, vnode: str) -> str | None:
+        owned = self.ledger.by_vnode(vnode)
+        return owned.name if owned is not None else None
+
+    def _keep_ahead(self, vnode: str, name: str, match: RuleMatch, rate: int, user_rule: str) -> None:
+        """A job's rule must come before its user's, or the user's takes the job's RPCs.
+
+        Put back by stop and start (`rank=`), not `change ... rank=`: Lustre binds each TBF class
+        to a rule and matches it again only when a rule starts or its rule stops (nrs_tbf_res_get,
+        th_rule_sequence); a rank change alone would leave the job's class on its user's rule."""
+        misordered = self._rules(name, user_rule).misordered(name, user_rule)
+        if not misordered:
+            return
+        where = ", ".join(f"{q} CPT {c}" for q, c in misordered)
+        self._note(f"{vnode}: rule {name} came after its user's rule {user_rule} in {where}; restarting it ahead")
+        self._set_rule(name, f"stop {name}")
+        self._start(vnode, name, match, rate, user_rule)
+
+    def _converge(self, vnode: str, name: str, match: RuleMatch, rate: int, rules: RuleList,
+                  ahead_of: str | None = None) -> None:
         views = rules.views(name)
         present = [r for r in views.values() if r is not None]
         owned = self.ledger.rules.get(name)
@@ -292,7 +354,7 @@ class LustreTbfBackend:
             # Our rule with the user's previous uid: TBF cannot change a match, so replace it.
             log.info("TBF rule %s matches %s, now %s: restarting it", name, owned.match, match)
             self._set_rule(name, f"stop {name}")
-            self._start(vnode, name, match, rate)
+            self._start(vnode, name, match, rate, self._rank(ahead_of, rules))
             return
         if foreign:
             # TBF cannot change a rule's match in place: someone stopped ours and started theirs.
@@ -300,12 +362,12 @@ class LustreTbfBackend:
         if not present:
             if owned is not None:
                 self._note(f"{vnode}: rule {name} was stopped outside vnode-sync; starting it again")
-            self._start(vnode, name, match, rate)
+            self._start(vnode, name, match, rate, self._rank(ahead_of, rules))
         elif len(present) < len(views):
             missing = sorted(f"{q} CPT {c}" for (q, c), r in views.items() if r is None)
             self._note(f"{vnode}: rule {name} missing in {', '.join(missing)}; restarting it everywhere")
             self._set_rule(name, f"stop {name}")
-            self._start(vnode, name, match, rate)
+            self._start(vnode, name, match, rate, self._rank(ahead_of, rules))
         elif any(r.rate != rate for r in present):
             found = sorted({r.rate for r in present})
             if self._rate_set.get(vnode) is not None and found != [self._rate_set[vnode]]:
@@ -316,11 +378,19 @@ class LustreTbfBackend:
         else:
             self._rate_set[vnode] = rate
 
-    def _start(self, vnode: str, name: str, match: RuleMatch, rate: int) -> None:
+    @staticmethod
+    def _rank(ahead_of: str | None, rules: RuleList) -> str | None:
+        """`rank=` for a job's rule: right before its user's where that is in every partition (else
+        the top of the list, which is ahead of it too, or the user has no rule)."""
+        if ahead_of is None or any(r is None for r in rules.views(ahead_of).values()):
+            return None
+        return ahead_of
+
+    def _start(self, vnode: str, name: str, match: RuleMatch, rate: int, rank: str | None = None) -> None:
         # Recorded first so a crash after the start still leaves the rule ours, not a "collision".
         self.ledger.record(OwnedRule(name, vnode, self._uid_of[vnode], match))
         try:
-            self._set_rule(name, f"start {name} {match} rate={rate}")
+            self._set_rule(name, f"start {name} {match} rate={rate}" + (f" rank={rank}" if rank else ""))
         except LctlError:
             self.ledger.forget(name)
             raise
@@ -350,10 +420,15 @@ class LustreTbfBackend:
         self._in_pass, self._pass_rules, self._written = False, None, set()
 
     def remove_vnode(self, vnode: str) -> None:
+        """Stop the VNode's rule (a job's RPCs then meet its user's); a job held by its user's rule
+        takes its share out of it."""
         self._stop_owned(vnode)
+        job = self._jobs.pop(vnode, None)
         for table in (self._uid_of, self._wanted, self._conversion, self._rate_set, self._samples, self._rpcs,
                       self._mix):
             table.pop(vnode, None)
+        if job is not None and job.folded and job.user_vnode in self._wanted:
+            self._apply_rule(job.user_vnode)
 
     # -- usage and hits --------------------------------------------------------------------------------
 
@@ -368,18 +443,31 @@ class LustreTbfBackend:
         owned = self.ledger.by_vnode(vnode)
         return self._uid_of.get(vnode, owned.uid if owned else None)
 
-    def _counters(self, vnodes: list[str]) -> dict[str, dict[DeviceNumber, IoCounters]]:
-        """Cumulative bytes and RPCs of each VNode's user per OST, from one job_stats read per OST.
+    def _lustre_id(self, vnode: str) -> str | None:
+        """A job VNode's Lustre job id: this run's, else its rule's from the ledger (after a restart)."""
+        if vnode in self._jobs:
+            return self._jobs[vnode].lustre_id
+        owned = self.ledger.by_vnode(vnode)
+        return owned.match.values[0] if owned is not None and owned.match.key == "jobid" else None
 
-        Job ids must carry the uid (jobid_var=procname_uid or jobid_name "%e.%u"/"%j.%u");
-        job_stats entries expire after job_cleanup_interval, so counters can go down.
+    def _counters(self, vnodes: list[str]) -> dict[str, dict[DeviceNumber, IoCounters]]:
+        """Cumulative bytes and RPCs of each VNode per OST, from one job_stats read per OST.
+
+        An entry counts for the job VNode whose Lustre job id it is, else for the user whose uid
+        its job id carries (jobid_var=procname_uid or jobid_name "%e.%u"/"%j.%u"): every known job
+        is taken out of its user's counts, asked for or not. job_stats entries expire after
+        job_cleanup_interval, so counters can go down.
         """
-        vnode_of_uid = {uid: vnode for vnode in vnodes if (uid := self._uid(vnode)) is not None}
-        counters = {vnode: {dev: IoCounters() for dev in self.targets.values()} for vnode in vnode_of_uid.values()}
+        jobs = {v: lid for v in {*vnodes, *self.vnodes()} if is_job_vnode(v) and (lid := self._lustre_id(v))}
+        charging = JobStatCharging.of(jobs)
+        vnode_of_uid = {uid: vnode for vnode in vnodes
+                        if not is_job_vnode(vnode) and (uid := self._uid(vnode)) is not None}
+        asked = {*vnode_of_uid.values(), *(v for v in vnodes if v in jobs)}
+        counters = {vnode: {dev: IoCounters() for dev in self.targets.values()} for vnode in asked}
         for ost, dev in self.targets.items():
             for job in self._job_stats(ost):
-                vnode = vnode_of_uid.get(self._uid_of_job(job.job_id))
-                if vnode is not None:
+                vnode = charging.job_vnode(job.job_id) or vnode_of_uid.get(self._uid_of_job(job.job_id))
+                if vnode in asked:
                     c = counters[vnode][dev]
                     c.read_bytes += job.read_bytes
                     c.write_bytes += job.write_bytes
@@ -393,10 +481,21 @@ class LustreTbfBackend:
         counters = self._counters(self.vnodes())
         rules = self.rule_list() if counters else None
         for vnode, devices in counters.items():
-            self._note_mix(vnode, devices)
-            state = self.limit_state(vnode, devices, rules)
+            under_rule = self._under_rule(vnode, counters)
+            self._note_mix(vnode, under_rule)
+            state = self.limit_state(vnode, under_rule, rules)
             usage[vnode] = VNodeUsage(devices, held_at_limit=bool(state and state.held), held_source=HELD_ESTIMATED)
         return usage
+
+    def _under_rule(self, vnode: str,
+                    counters: dict[str, dict[DeviceNumber, IoCounters]]) -> dict[DeviceNumber, IoCounters]:
+        """What the VNode's rule sees: its own counters, and those of the jobs its rule holds (uid policy)."""
+        folded = [counters[j.vnode] for j in self._folded_into(vnode) if j.vnode in counters]
+        if not folded:
+            return counters[vnode]
+        return {dev: IoCounters(*(sum(getattr(c[dev], f) for c in (counters[vnode], *folded))
+                                  for f in ("read_bytes", "write_bytes", "read_ios", "write_ios")))
+                for dev in counters[vnode]}
 
     def _note_mix(self, vnode: str, devices: dict[DeviceNumber, IoCounters]) -> None:
         """The user's read/write mix since the last read, for the next rule rate (combined_target)."""
@@ -419,7 +518,8 @@ class LustreTbfBackend:
         if owned is None or conversion is None:
             return None
         if counters is None:
-            counters = self._counters([vnode]).get(vnode, {})
+            everyone = self._counters([vnode, *(j.vnode for j in self._folded_into(vnode))])
+            counters = self._under_rule(vnode, everyone) if vnode in everyone else {}
         rpcs = sum(c.read_ios + c.write_ios for c in counters.values())
         now = self.clock()
         previous = self._samples.get(vnode)

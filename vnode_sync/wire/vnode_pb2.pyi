@@ -555,20 +555,24 @@ class NodePressure(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., read_bps: _Optional[float] = ..., write_bps: _Optional[float] = ..., allowed_read_bps: _Optional[int] = ..., allowed_write_bps: _Optional[int] = ..., held_at_limit: _Optional[bool] = ..., held_since_unix: _Optional[float] = ..., held_seconds: _Optional[float] = ..., held_source: _Optional[_Union[HeldSource, str]] = ...) -> None: ...
 
 class UserPressure(_message.Message):
-    __slots__ = ("user", "priority", "pressure", "held_seconds", "nodes_held", "nodes")
+    __slots__ = ("user", "priority", "pressure", "held_seconds", "nodes_held", "nodes", "job", "group")
     USER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     PRESSURE_FIELD_NUMBER: _ClassVar[int]
     HELD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     NODES_HELD_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     user: str
     priority: int
     pressure: float
     held_seconds: float
     nodes_held: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodePressure]
-    def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ..., pressure: _Optional[float] = ..., held_seconds: _Optional[float] = ..., nodes_held: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodePressure, _Mapping]]] = ...) -> None: ...
+    job: str
+    group: str
+    def __init__(self, user: _Optional[str] = ..., priority: _Optional[int] = ..., pressure: _Optional[float] = ..., held_seconds: _Optional[float] = ..., nodes_held: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodePressure, _Mapping]]] = ..., job: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class PressureResponse(_message.Message):
     __slots__ = ("generation", "sharing", "window_seconds", "covered_seconds", "users", "sampled_at_unix")

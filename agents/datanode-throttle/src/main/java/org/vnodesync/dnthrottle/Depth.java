@@ -24,13 +24,12 @@ final class Depth {
     /**
      * Binding intervals between probes (10 x 100 ms), doubled after each probe that did not move the
      * depth up to LEAST_PROBED (30 s): a probe costs one interval at a worse depth, so a settled volume
-     * pays for it less and less. A level that moves by more than a probe's threshold (the load changed)
-     * starts again from PROBE_EVERY.
+     * pays for it less and less. A level (the mean since the last probe, once it spans PROBE_EVERY
+     * intervals) that moved from the last probe's by more than a probe's threshold means the load
+     * changed: the next probe comes at once and the wait starts again from PROBE_EVERY.
      */
     static final int PROBE_EVERY = 10;
     static final int LEAST_PROBED = 300;
-    /** Weight of a new binding interval in the level a probe is judged against (about 4 intervals). */
-    static final double SMOOTHING = 0.25;
 
     enum Phase { STEADY, PROBING_UP, PROBING_DOWN }
 
@@ -40,7 +39,8 @@ final class Depth {
     private int bindingSince;          // binding intervals since the last probe
     private int probeEvery = PROBE_EVERY;
     private double probedLevel;        // the level when the last probe began
-    private double level;              // smoothed bytes/s at the current depth (0: not known yet)
+    private double sum;                // bytes/s of the binding intervals since the last probe, summed...
+    private int count;                 // ...over this many: their mean is the level at the current depth
     private double best;               // the most a binding interval moved since the last probe
     private long probes;
     private long moves;
@@ -53,8 +53,15 @@ final class Depth {
         return phase;
     }
 
-    double level() {
-        return level;
+    /** The mean bytes/s of the binding intervals at the current depth since the last probe (0: none yet). */
+    private double level() {
+        return count == 0 ? 0 : sum / count;
+    }
+
+    /** After a probe: the next level starts from BPS (the probe's interval at a depth it kept), or from nothing. */
+    private void startLevel(double bps) {
+        sum = bps;
+        count = bps > 0 ? 1 : 0;
     }
 
     long probes() {
@@ -80,22 +87,24 @@ final class Depth {
                 // its throughput alone (two CPU-bound threads on two cores).
                 if (best > 0 && bps > best * (1 + 0.5 / (depth - 1))) {
                     moves++;
-                    level = bps;      // the new depth's level: this interval
+                    startLevel(bps);  // the new depth's level: this interval so far
                     probeEvery = PROBE_EVERY;
                 } else {
                     depth--;
+                    startLevel(0);
                     probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
                 }
                 phase = Phase.STEADY;
                 best = 0;
                 return depth;
             case PROBING_DOWN:
-                if (level > 0 && bps >= level * (1 - 0.5 / (depth + 1))) {
+                if (count > 0 && bps >= level() * (1 - 0.5 / (depth + 1))) {
                     moves++;
-                    level = bps;
+                    startLevel(bps);
                     probeEvery = PROBE_EVERY;
                 } else {
                     depth++;
+                    startLevel(0);
                     probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
                 }
                 phase = Phase.STEADY;
@@ -105,19 +114,25 @@ final class Depth {
                 if (!binding) {
                     // The depth held nobody back: nothing learnt about it, and a depth above what was
                     // used would let the next contention in unordered.
-                    depth = Math.max(1, Math.min(depth, peak));
+                    int cut = Math.max(1, Math.min(depth, peak));
+                    if (cut != depth) {
+                        depth = cut;
+                        startLevel(0);   // what was moved at the deeper queue is not this depth's level
+                    }
                     return depth;
                 }
-                level = level == 0 ? bps : level + SMOOTHING * (bps - level);
+                sum += bps;
+                count++;
                 best = Math.max(best, bps);
-                if (probedLevel > 0 && Math.abs(level - probedLevel) > probedLevel * 0.5 / depth) {
+                if (probedLevel > 0 && count >= PROBE_EVERY
+                        && Math.abs(level() - probedLevel) > probedLevel * 0.5 / depth) {
                     probeEvery = PROBE_EVERY;   // the load changed: what the last probes found may not hold
                 }
                 if (++bindingSince < probeEvery) {
                     return depth;
                 }
                 bindingSince = 0;
-                probedLevel = level;
+                probedLevel = level();
                 probes++;
                 boolean up = nextProbeUp || depth == 1;
                 nextProbeUp = !up;

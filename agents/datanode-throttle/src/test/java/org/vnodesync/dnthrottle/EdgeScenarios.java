@@ -85,10 +85,11 @@ final class EdgeScenarios {
     /**
      * NET_BPS: every thread's own per-packet time outside the volume, as bytes/s (infinity: none): a
      * read's send, which holds its slot, and a write's receive of its next packet, which does not
-     * (SimulatedNode.Worker.netBps).
+     * (SimulatedNode.Worker.netBps). READ_SLOT_COVERS_SEND: a read's slot covers its send too (Hadoop's
+     * transferTo) rather than its read only (a copy; SimulatedNode.readSlotCoversSend).
      */
     record Scenario(long seed, String profile, List<VolumeSpec> volumes, double configuredBps, double cpuPerByte,
-                    double linkBps, double netBps, List<UserSpec> users) {
+                    double linkBps, double netBps, boolean readSlotCoversSend, List<UserSpec> users) {
         String describe() {
             StringBuilder s = new StringBuilder(profile + " [");
             for (VolumeSpec v : volumes) {
@@ -121,7 +122,7 @@ final class EdgeScenarios {
      * disk a fifth idle at depth 1), from a stream of its own so that the rest of the draw is the same
      * with and without it.
      */
-    static Scenario draw(long seed, String profile, boolean net) {
+    static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend) {
         SplittableRandom netDraw = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 59);
         double netBps = net ? Math.exp(uniform(netDraw, Math.log(150), Math.log(1000))) * MB : Double.POSITIVE_INFINITY;
         SplittableRandom r = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 58);
@@ -207,7 +208,7 @@ final class EdgeScenarios {
                 users.add(new UserSpec("u" + i, k, weights[i], 1, Double.POSITIVE_INFINITY, file, gap, first, vols));
             }
         }
-        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, users);
+        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, users);
     }
 
     private static double uniform(SplittableRandom r, double from, double to) {
@@ -225,6 +226,7 @@ final class EdgeScenarios {
         Model(Scenario s, SimulatedNode.Sharing sharing, List<UserSpec> users) {
             node = new SimulatedNode(sharing, CORES);
             node.configured(s.configuredBps);
+            node.readSlotCoversSend(s.readSlotCoversSend);
             if (s.linkBps < Double.POSITIVE_INFINITY) {
                 node.link(s.linkBps);
             }
@@ -347,8 +349,15 @@ final class EdgeScenarios {
                 }
                 for (int v = 0; v < count.length; v++) {
                     if (count[v] > 0) {
-                        double serial = 1 / (1 / s.volumes.get(v).bps + 1 / s.netBps);
-                        flows.add(new FlowAt(u.name, v, u.weight, count[v] * Math.min(u.clientBps, Math.min(perThread, serial))));
+                        double thread;
+                        if (u.kind.direction == Direction.READ && !s.readSlotCoversSend) {
+                            // read, then send at the slower of the net and the client, one after the other
+                            thread = Math.min(perThread, 1 / (1 / s.volumes.get(v).bps + 1 / Math.min(s.netBps, u.clientBps)));
+                        } else {
+                            double serial = 1 / (1 / s.volumes.get(v).bps + 1 / s.netBps);
+                            thread = Math.min(u.clientBps, Math.min(perThread, serial));
+                        }
+                        flows.add(new FlowAt(u.name, v, u.weight, count[v] * thread));
                     }
                 }
             } else {
@@ -775,6 +784,7 @@ final class EdgeScenarios {
         double from = 0;
         double to = Double.POSITIVE_INFINITY;
         boolean net = true;
+        boolean readSlotCoversSend = true;
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -787,8 +797,9 @@ final class EdgeScenarios {
                     case "--from" -> from = Double.parseDouble(value);
                     case "--to" -> to = Double.parseDouble(value);
                     case "--net" -> net = onOff(value, "--net");
+                    case "--read-slot" -> readSlotCoversSend = readSlot(value);
                     default -> throw new IllegalArgumentException("unknown argument " + args[i]
-                            + " (allowed: --seeds, --profile, --seconds, --net, --trace, --policy, --from, --to)");
+                            + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --trace, --policy, --from, --to)");
                 }
                 i++;
             }
@@ -801,19 +812,20 @@ final class EdgeScenarios {
             return;
         }
         if (traced != null) {
-            trace(draw(traced, profile, net), policy, windowNs, (long) (from * SECOND),
+            trace(draw(traced, profile, net, readSlotCoversSend), policy, windowNs, (long) (from * SECOND),
                     Double.isInfinite(to) ? Long.MAX_VALUE : (long) (to * SECOND));
             return;
         }
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
-                + "alone: %.0f s; threads' time outside the volume per packet (net): %s%n", WARM_UP_NS / 1e9, windowNs / 1e9,
-                ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off");
+                + "alone: %.0f s; threads' time outside the volume per packet (net): %s; a read's slot covers: %s%n",
+                WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off",
+                readSlotCoversSend ? "its read and send (transferTo)" : "its read only (a copy; the send and the client outside)");
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
                 + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
                 + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
-            Figures f = evaluate(draw(seed, profile, net), windowNs);
+            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend), windowNs);
             System.out.println(f.line());
             System.out.flush();
             all.add(f);
@@ -839,6 +851,16 @@ final class EdgeScenarios {
             }
         }
         return out;
+    }
+
+    private static boolean readSlot(String v) {
+        if ("read+send".equals(v)) {
+            return true;
+        }
+        if ("read".equals(v)) {
+            return false;
+        }
+        throw new IllegalArgumentException("--read-slot " + v + ": not read or read+send");
     }
 
     private static String profile(String p) {

@@ -59,6 +59,7 @@ final class SimulatedNode {
          */
         double netBps = Double.POSITIVE_INFINITY;
         long startAt;
+        boolean finishing;             // a read's last packet is out of the volume and being sent
         final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
         long moved;
 
@@ -99,6 +100,12 @@ final class SimulatedNode {
     private final Map<String, long[]> floors = new HashMap<>();
     private long now = SECOND;
     private long lastTick = now;
+    /**
+     * Whether a read's slot covers its packet's send as well as its read (Hadoop's transferTo: one call
+     * for both, the client's speed in it) or the read only (a copy: the send, at the slower of the
+     * thread's net and its client, is outside the volume, as a write's receive is).
+     */
+    private boolean readSlotCoversSend = true;
 
     SimulatedNode(Sharing sharing, double cores) {
         this.sharing = sharing;
@@ -122,6 +129,20 @@ final class SimulatedNode {
     /** A link all packets share (a node bound by its network). */
     void link(double bps) {
         linkBps = bps;
+    }
+
+    void readSlotCoversSend(boolean covers) {
+        readSlotCoversSend = covers;
+    }
+
+    /** Whether W's slot covers only its packet's time at the volume (its client's time is outside). */
+    private boolean slotAtVolumeOnly(Worker w) {
+        return w.direction == Direction.READ && !readSlotCoversSend;
+    }
+
+    /** W's client's speed while its packet is at the volume (infinity: its client is served outside the slot). */
+    private double clientAtVolume(Worker w) {
+        return slotAtVolumeOnly(w) ? Double.POSITIVE_INFINITY : w.clientBps;
     }
 
     /** What static caps divide (Algorithm 1's BW): the node's configured capacity. */
@@ -241,7 +262,11 @@ final class SimulatedNode {
             } else if (w.sending && w.wakeAt <= now) {
                 w.sending = false;
                 w.wakeAt = Long.MAX_VALUE;
-                afterPacket(w, w.sentBytes);
+                if (w.finishing) {
+                    finished(w, w.sentBytes);
+                } else {
+                    afterPacket(w, w.sentBytes);
+                }
             } else if (w.receiving && w.wakeAt <= now) {
                 w.receiving = false;
                 w.wakeAt = Long.MAX_VALUE;
@@ -332,6 +357,27 @@ final class SimulatedNode {
         long bytes = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
         w.moved += bytes;
         throttles.chargeFor(w.user).counters().addBytes(w.direction, bytes);
+        if (slotAtVolumeOnly(w)) {
+            // As UserThrottler with a read slot: leaveVolume after the read, then the send (at the slower
+            // of the net and the client), then throttle (the ceiling), then the next read asks.
+            double outside = Math.min(w.netBps, w.clientBps);
+            long outNs = outside < Double.POSITIVE_INFINITY ? Math.max(1, (long) Math.ceil(bytes / outside * 1e9)) : 0;
+            boolean last = w.stopped || (w.fileBytes > 0 && w.fileLeft == bytes);
+            throttles.volume(w.volume.id).release(w.ticket, bytes, now, !last);
+            if (last) {
+                w.sending = true;
+                w.finishing = true;
+                w.sentBytes = bytes;
+                w.wakeAt = now + outNs;
+                return;
+            }
+            w.fileLeft -= w.fileBytes > 0 ? bytes : 0;
+            UserShare share = throttles.chargeFor(w.user).share(w.direction);
+            long ceilingNs = share.ceiling.unlimited() ? 0 : share.ceiling.reserve(bytes, now);
+            w.receiving = true;
+            w.wakeAt = now + outNs + ceilingNs;
+            return;
+        }
         if (w.netBps < Double.POSITIVE_INFINITY) {
             long netNs = Math.max(1, (long) Math.ceil(bytes / w.netBps * 1e9));
             if (w.direction == Direction.READ) {
@@ -353,6 +399,21 @@ final class SimulatedNode {
             }
         }
         afterPacket(w, bytes);
+    }
+
+    /** A read's last packet is sent (its slot was freed when its read ended): the transfer is over. */
+    private void finished(Worker w, long bytes) {
+        w.finishing = false;
+        if (w.stopped) {
+            return;
+        }
+        if (w.fileBytes > 0) {
+            w.fileLeft -= bytes;
+            w.transfers.add(new long[] {w.fileStart, now});
+            w.startAt = now + w.gapNs;
+            return;
+        }
+        startOp(w);
     }
 
     /** The rest of a packet's end, once it is out of the volume (and, a read, sent). */
@@ -412,7 +473,7 @@ final class SimulatedNode {
                     v[0]++;
                     cpuOpen += w.cpuPerByte;
                     linkOpen++;
-                    delta = Math.min(delta, w.clientBps - rate[i]);
+                    delta = Math.min(delta, clientAtVolume(w) - rate[i]);
                     if (w.cpuPerByte > 0) {
                         delta = Math.min(delta, 1 / w.cpuPerByte - rate[i]);
                     }
@@ -461,7 +522,7 @@ final class SimulatedNode {
                     continue;
                 }
                 double cap = w.volume.bps * w.volume.gain.applyAsDouble(inFlight.get(w.volume));
-                if (rate[i] >= w.clientBps * (1 - eps) || volUsed.get(w.volume) >= cap * (1 - eps)
+                if (rate[i] >= clientAtVolume(w) * (1 - eps) || volUsed.get(w.volume) >= cap * (1 - eps)
                         || (w.cpuPerByte > 0 && (cpuFull || rate[i] * w.cpuPerByte >= 1 - eps)) || linkFull) {
                     frozen[i] = true;
                     any = true;
