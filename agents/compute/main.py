@@ -4,7 +4,10 @@ job's processes in its user's VNode on this compute node.
 Both are level-triggered passes. Connections: every established TCP connection from a
 user's process (uid >= min_uid, named by the local passwd database, as batch systems
 name users) to a storage endpoint is reported to the coordinator, which passes the
-whole set to the storage agents. Placement: every process whose environment names a
+whole set to the storage agents. The set is sent when it changes, and again every
+RESEND_SECONDS when it does not: the coordinator keeps reports in memory only, so one that
+has just restarted or taken over as leader learns them (and the jobs that have VNodes by
+them) from the next send. Placement: every process whose environment names a
 batch job (SLURM_JOB_ID, PBS_JOBID) is put in its owner's VNode, including processes
 of job steps that slurmstepd forks after the prolog has finished.
 """
@@ -30,6 +33,9 @@ from vnode_sync.wire import vnode_pb2 as pb, vnode_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT_SECONDS = 5.0
+# How often an unchanged set is sent again: a bound on how long a coordinator that started meanwhile
+# charges this node's connections to their users instead of their jobs (one small call per node).
+RESEND_SECONDS = 30.0
 
 
 def local_users(min_uid: int) -> dict[int, str]:
@@ -43,6 +49,7 @@ class ComputeAgent:
         self.link = pb_grpc.AgentLinkStub(channel)
         self._stop = threading.Event()
         self._reported: list[pb.ConnectionOwner] | None = None
+        self._resend_at = 0.0   # monotonic: when the set is sent again unchanged
         self._placed: set[int] = set()
         self._next_placement = 0.0   # monotonic: when jobs' processes are placed next
         # For metrics: the last report's outcome, failed reports, job processes placed (cumulative).
@@ -55,12 +62,13 @@ class ComputeAgent:
         owned = [pb.ConnectionOwner(client_address=c.client_address, client_port=c.client_port, user=c.user,
                                     server_address=c.server_address, server_port=c.server_port, job=c.job)
                  for c in storage_connections(users, self.settings.endpoints, self.config.proc_root)]
-        if owned == self._reported:
+        if owned == self._reported and time.monotonic() < self._resend_at:
             return
         try:
             self.link.ReportConnections(pb.ConnectionReport(reporter=self.config.node_id, connections=owned),
                                         timeout=RPC_TIMEOUT_SECONDS)
             self._reported = owned
+            self._resend_at = time.monotonic() + RESEND_SECONDS
             self.reachable = True
         except grpc.RpcError as e:
             self.reachable = False

@@ -3,12 +3,13 @@
 from vnode_sync import validation
 from vnode_sync.coordinator.state.call_threads import EncodingThreads, StoreThread
 from vnode_sync.coordinator.cluster import Cluster
+from vnode_sync.coordinator.config import WORK_CONSERVING
 from vnode_sync.coordinator.control.node_runtime import second_agent
 from vnode_sync.coordinator.state.pressure import rank, window_of
 from vnode_sync.coordinator.api.rpc import store_rpc
 from vnode_sync.coordinator.state.groups import GroupRecord, group_paths
 from vnode_sync.coordinator.api.status_encoding import NodeView, StatusAnswer, group_message, group_statuses, user_message
-from vnode_sync.coordinator.control.job_vnodes import by_user, job_statuses
+from vnode_sync.coordinator.control.job_vnodes import by_user, job_statuses, job_vnodes
 from vnode_sync.errors import NotFound
 from vnode_sync.security.authorization import AccessPolicy, OpenAccess, readable_by
 from vnode_sync.wire import vnode_pb2 as pb, vnode_pb2_grpc as pb_grpc
@@ -159,7 +160,11 @@ class AdminService(pb_grpc.AdminServicer):
         head = pb.StatusResponse(generation=self.cluster.generation(),
                                  nodes=[n for n in self._nodes() if n.node_id in shown],
                                  sharing=policy.sharing, groups=self._group_statuses(caller, request))
-        return StatusAnswer(head, users, views, summarise, job_statuses(snapshot.jobs, runtime.compute_nodes()))
+        # Every running job, with the VNode it has or why not: read here, as the snapshot holds only those
+        # a compute agent named.
+        jobs = job_statuses(job_vnodes(self.cluster.store.running_jobs()), {row.name for row in snapshot.job_rows},
+                            runtime.compute_nodes(), static=policy.sharing != WORK_CONSERVING)
+        return StatusAnswer(head, users, views, summarise, jobs)
 
     def _group_statuses(self, caller, request) -> list[pb.GroupStatus]:
         """Every group with its subtree's rates (the snapshot's, refreshed above), on a status of the whole

@@ -75,7 +75,7 @@ def _default_share(resource: _Resource, policy: Policy) -> pb.ResourceShare:
 def build_desired_state(generation: int, node: StorageNodeConfig, users: Sequence[UserRecord],
                         policy: Policy, connections: Sequence[pb.ConnectionOwner] = (),
                         jobs: Sequence[JobVNode] = (), job_rows: Sequence[UserRecord] = ()) -> pb.DesiredState:
-    """`job_rows` (the active users' running jobs, job_vnodes.py) become VNodes beside their users'."""
+    """`job_rows` (the active users' jobs that have VNodes, job_vnodes.py) become VNodes beside their users'."""
     active = [u for u in users if u.active]
     rows = [*active, *job_rows]
     job_of = {j.name: j for j in jobs}

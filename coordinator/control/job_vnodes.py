@@ -1,16 +1,29 @@
-"""Jobs as VNodes: a running job's own VNode under its user, charged where a compute agent names it.
+"""Jobs as VNodes: a running job's own VNode under its user, once a compute agent names it.
 
 A compute agent reports each connection to storage with the job of the process behind it
-(agents/compute/job_of.py). When that job is a running job of the connection's user (the store's
-`jobs`, from the batch hooks), the connection is charged to the job's VNode, `user.job`
-(validation.job_vnode_name): the storage side meters and shares it as its own VNode, and the tree
-of weights puts it as a leaf under its user, beside the user's job-less work (group_tree.py). A
-job's weight, floor and ceiling come from its hook's request (`vnode_priority`, `vnode_reservation`,
-`vnode_limit`), its weight defaulting to its user's own priority. A job on a node without a compute
-agent has no connection reports: its I/O is charged to its user, and status says so (`fallback`).
+(agents/compute/job_of.py). A job has a VNode, `user.job` (validation.job_vnode_name), while both
+hold: it is a running job of that user (the store's `jobs`, from the batch hooks), and a compute
+agent has reported a connection of it (that user, that job id) since it started running, as this
+coordinator saw it (`ReportedJobs`). Only there can the storage side charge anything to it: a job no
+compute agent names has no connection to charge, so a VNode for it would only cost every storage
+node's desired state and every step a row. Once named, the VNode stays until the job ends, however
+its connections come and go (a reader opens one per block: a VNode made and removed with each would
+churn every storage node). Its connections are charged to it; the storage side meters and shares
+it as its own VNode, and the tree of weights puts it as a leaf under its user, beside the user's
+job-less work (group_tree.py). A job's weight, floor and ceiling come from its hook's request
+(`vnode_priority`, `vnode_reservation`, `vnode_limit`), its weight defaulting to its user's own
+priority. A job with no connection reported, on a node without a compute agent or not, is charged
+to its user, and status says why (`fallback`). Where a storage node's backend tells a job's I/O by
+the job id it carries itself (Lustre TBF: `JOB_ID_BACKENDS`), every running job can be charged, so
+while one such node is registered every running job has a VNode.
+
+Reports are runtime state: a coordinator that starts (or a standby that takes over) knows no job's
+connections until the compute agents report again, which each does on any change and at least every
+30 s (agents/compute/main.py); until then the jobs' connections are charged to their users.
 """
 
 import logging
+import threading
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +33,8 @@ from vnode_sync.errors import InvalidArgument
 from vnode_sync.wire import vnode_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]   # (user, job id), as a connection report names a job
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,10 @@ class JobVNode:
     priority: int | None         # its own request; None: its user's own priority
     reservation_bps: int = 0
     limit_bps: int = 0
+
+    @property
+    def key(self) -> JobKey:
+        return self.user, self.job_id
 
     def row(self, user: UserRecord) -> UserRecord:
         """The job as the weight step and the desired state weigh a VNode: its weight, floor and ceiling."""
@@ -79,20 +98,91 @@ def charge_connections(connections: Iterable[pb.ConnectionOwner], jobs: Sequence
     return charged
 
 
-def fallback(job: JobVNode, compute_nodes: Collection[str]) -> str:
-    """Why `job`'s I/O is charged to its user; "" when a compute agent runs on each of its nodes."""
+# Backends that tell a job's I/O by the job id it carries itself, with no compute agent: Lustre TBF (the
+# client puts the job id in each RPC; docs/lustre.md, "Jobs"). Where one runs, every running job can be
+# charged, so every running job has a VNode.
+JOB_ID_BACKENDS = frozenset({"lustre-tbf"})
+
+
+class ReportedJobs:
+    """The jobs compute agents have named behind connections, each with the generation it was named
+    at: each snapshot reads the running ones among them from the store (those have VNodes), so its
+    cost grows with them, not with every running job; every running job while a storage node whose
+    backend tells jobs by their own ids has registered. `revision` grows with every job named anew
+    and with that switch: a snapshot read before is out of date."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._named: dict[JobKey, int] = {}
+        self._revision = 0
+        self._by_id: set[str] = set()   # storage nodes whose backend is one of JOB_ID_BACKENDS
+
+    def registered(self, node_id: str, backend: str) -> bool:
+        """A storage node registered with `backend`: whether every running job's VNode comes or goes."""
+        with self._lock:
+            before = bool(self._by_id)
+            if backend in JOB_ID_BACKENDS:
+                self._by_id.add(node_id)
+            else:
+                self._by_id.discard(node_id)
+            changed = before != bool(self._by_id)
+            if changed:
+                self._revision += 1
+            return changed
+
+    def add(self, named: Iterable[JobKey], generation: int) -> bool:
+        """Whether one of `named` (at `generation`) is new: the snapshot is to be read again (never while
+        every running job has a VNode)."""
+        with self._lock:
+            if self._by_id:
+                return False
+            new = [key for key in named if key not in self._named]
+            for key in new:
+                self._named[key] = generation
+            if new:
+                self._revision += 1
+            return bool(new)
+
+    def read(self) -> tuple[int, frozenset[JobKey] | None]:
+        """(revision, the jobs named, or None: every running job) of one moment."""
+        with self._lock:
+            return self._revision, None if self._by_id else frozenset(self._named)
+
+    def found(self, read: Iterable[JobKey], running: Collection[JobKey], generation: int) -> None:
+        """A snapshot of `generation` found `running` of the jobs it `read`: the others are forgotten (an
+        ended job; a job id that no running job has), but not those named at that generation or later,
+        whose start may come in the next one (an agent can name a job before its prolog's StartJob is
+        in). Named again later, a job forgotten is read again."""
+        with self._lock:
+            for key in read:
+                if key not in running and self._named.get(key, generation) < generation:
+                    del self._named[key]
+
+
+def named_jobs(connections: Iterable[pb.ConnectionOwner]) -> set[JobKey]:
+    """The (user, job) behind each connection that names a job."""
+    return {(c.user, c.job) for c in connections if c.job}
+
+
+def fallback(job: JobVNode, compute_nodes: Collection[str], static: bool = False) -> str:
+    """Why `job`, which has no VNode, is charged to its user."""
+    if static:
+        return f"sharing: static splits by user: charged to user {job.user}"
     missing = [n for n in job.nodes if n not in compute_nodes]
-    if not missing:
-        return ""
-    return f"no compute agent on {', '.join(missing)}: charged to user {job.user}"
+    if missing:
+        return f"no compute agent on {', '.join(missing)}: charged to user {job.user}"
+    return f"no connection of it reported yet: charged to user {job.user}"
 
 
-def job_statuses(jobs: Sequence[JobVNode], compute_nodes: Collection[str]) -> Mapping[str, list[pb.JobVNode]]:
-    """user -> its running jobs as status shows them."""
+def job_statuses(jobs: Sequence[JobVNode], with_vnode: Collection[str], compute_nodes: Collection[str],
+                 static: bool = False) -> Mapping[str, list[pb.JobVNode]]:
+    """user -> its running jobs as status shows them: each one's VNode, and why it is charged to its user
+    when it is not among `with_vnode`."""
     out: dict[str, list[pb.JobVNode]] = {}
     for job in jobs:
+        why = "" if job.name in with_vnode else fallback(job, compute_nodes, static)
         out.setdefault(job.user, []).append(pb.JobVNode(job_id=job.job_id, node=",".join(job.nodes), vnode=job.name,
-                                                        fallback=fallback(job, compute_nodes)))
+                                                        fallback=why))
     return out
 
 

@@ -6,11 +6,19 @@ desired state is then built once per generation for all nodes with the same devi
 many times it is asked for. Connections are not part of the durable state: each node's
 connection part is appended to its desired state, and `publish_connections` re-sends the state
 of only the nodes whose part changed, at the same generation.
+
+Which running jobs have VNodes is runtime state too (job_vnodes.py: those a compute agent has named
+behind a connection): a job named for the first time raises the reported jobs' revision and tells
+the listeners, as a bump does, so the named jobs are read again at the same generation; only if that
+changes the jobs with VNodes is there a new snapshot to build and send (`Snapshot.version`). The
+connection parts are charged by the snapshot they are sent with: a snapshot whose job VNodes differ
+from the last one's charges them again.
 """
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vnode_sync.coordinator.config import CoordinatorConfig, StorageNodeConfig, WORK_CONSERVING
@@ -18,7 +26,8 @@ from vnode_sync.coordinator.control.connection_routes import ConnectionParts, Co
 from vnode_sync.coordinator.control.desired_state import build_desired_state
 from vnode_sync.coordinator.state.groups import GroupRecord
 from vnode_sync.coordinator.state.store import Store, UserRecord
-from vnode_sync.coordinator.control.job_vnodes import JobVNode, job_rows, job_vnodes
+from vnode_sync.coordinator.control.job_vnodes import (JobKey, JobVNode, ReportedJobs, charge_connections,
+                                                       job_rows, job_vnodes)
 from vnode_sync.errors import NotFound
 from vnode_sync.wire import vnode_pb2 as pb
 
@@ -34,8 +43,20 @@ class Snapshot:
     users: tuple[UserRecord, ...]
     names: frozenset[str] = frozenset()   # of users: reports check theirs against it, once per report
     groups: tuple[GroupRecord, ...] = ()  # the tree of weights (none: every user under the root)
-    jobs: tuple[JobVNode, ...] = ()       # every running job's VNode (job_vnodes.py)
-    job_rows: tuple[UserRecord, ...] = ()  # the active users' jobs, weighed as VNodes beside them
+    jobs: tuple[JobVNode, ...] = ()       # the running jobs a compute agent named: VNodes (job_vnodes.py)
+    job_rows: tuple[UserRecord, ...] = ()  # those of active users, weighed beside them
+    revision: int = 0                     # of the reported jobs (job_vnodes.ReportedJobs) it was read at
+    build: int = 0                        # one per snapshot whose desired states differ
+
+    @property
+    def read_at(self) -> tuple[int, int]:
+        """(generation, revision): how fresh it is."""
+        return self.generation, self.revision
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """(generation, build): what the desired states built from it are cached by."""
+        return self.generation, self.build
 
     @property
     def rows(self) -> tuple[UserRecord, ...]:
@@ -96,6 +117,10 @@ class Publishing:
         self._messages: dict[str, StreamMessage] = {}   # node_id -> what its stream sends now
         self._targets: dict[tuple[int, int], dict[str, tuple[int, int]]] = {}
         self._connection_parts = ConnectionParts()
+        self._connections: list[pb.ConnectionOwner] = []   # as reported, the parts' source
+        self._charged_by: frozenset[str] = frozenset()     # the job VNodes the parts were charged by
+        self.reported_jobs = ReportedJobs()
+        self._builds = itertools.count(1)
         self.set_nodes(config)
 
     def set_nodes(self, config: CoordinatorConfig) -> None:
@@ -136,25 +161,59 @@ class Publishing:
             listener(generation)
         return generation
 
-    def refresh_snapshot(self) -> Snapshot:
-        """Read users once for the current generation (a blocking store read: call it off the event loop)."""
+    def node_registered(self, node_id: str, backend: str) -> None:
+        """A storage node's backend, as it registered: one that tells jobs by their own ids (Lustre TBF)
+        gives every running job a VNode (job_vnodes.JOB_ID_BACKENDS)."""
+        if self.reported_jobs.registered(node_id, backend):
+            for listener in self._listeners:
+                listener(self.generation())
+
+    def jobs_reported(self, named: set[JobKey]) -> None:
+        """A compute agent named these (user, job) behind its connections: a running job named for the
+        first time gets its VNode from the next snapshot, so the listeners are told (on the event loop:
+        in memory only)."""
+        if not named or self.config.policy.sharing != WORK_CONSERVING:
+            return
         generation = self.generation()
-        if self._snapshot.generation == generation:
-            return self._snapshot
-        users = tuple(self.store.users())
-        jobs = job_vnodes(self.store.running_jobs())
-        # Under static sharing Algorithm 1 splits by user: a job's I/O stays its user's.
-        rows = job_rows(jobs, users) if self.config.policy.sharing == WORK_CONSERVING else ()
-        snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows), tuple(self.store.groups()),
-                            jobs, rows)
-        # Built here, off the event loop: a stream then only joins bytes.
-        templates = {(generation, self._device_class[node.node_id]): self._build_template(snapshot, node)
-                     for node in self._device_sets}
+        if self.reported_jobs.add(named, generation):
+            for listener in self._listeners:
+                listener(generation)
+
+    def refresh_snapshot(self) -> Snapshot:
+        """Read users once for the current generation, and the named jobs once for the reported jobs'
+        revision (a blocking store read: call it off the event loop)."""
+        generation = self.generation()
+        revision, reported = self.reported_jobs.read()
+        installed = self.snapshot()
+        if installed.read_at == (generation, revision):
+            return installed
+        # Only the jobs a compute agent named are read (every one where a backend tells jobs by their own
+        # ids), none under static sharing, where Algorithm 1 splits by user and a job's I/O stays its user's.
+        jobs = ()
+        if self.config.policy.sharing == WORK_CONSERVING and (reported is None or reported):
+            jobs = job_vnodes(self.store.running_jobs(of=reported))
+        templates = None
+        if generation == installed.generation and jobs == installed.jobs:
+            # No job named anew runs (an ended job's id, one its user set): nothing new to send.
+            snapshot = replace(installed, revision=revision)
+        else:
+            users = tuple(self.store.users())
+            rows = job_rows(jobs, users)
+            snapshot = Snapshot(generation, users, frozenset(u.name for u in users + rows),
+                                tuple(self.store.groups()), jobs, rows, revision, next(self._builds))
+            # Built here, off the event loop: a stream then only joins bytes.
+            templates = {(snapshot.version, self._device_class[node.node_id]): self._build_template(snapshot, node)
+                         for node in self._device_sets}
         with self._lock:
-            if generation > self._snapshot.generation:
-                self._snapshot = snapshot
+            if snapshot.read_at <= self._snapshot.read_at:   # a fresher one was installed meanwhile
+                return self._snapshot
+            self._snapshot = snapshot
+            if templates is not None:
                 self._templates = templates
-            return self._snapshot
+        if reported:
+            self.reported_jobs.found(reported, {job.key for job in jobs}, generation)
+        self._charge_connections()
+        return snapshot
 
     def snapshot(self) -> Snapshot:
         """The latest snapshot read (in memory: safe on the event loop); it may trail `generation()`."""
@@ -171,25 +230,26 @@ class Publishing:
 
     def _template(self, snapshot: Snapshot, node: StorageNodeConfig) -> tuple[pb.DesiredState, bytes]:
         """Nodes with the same devices share one desired state apart from node_id: built once."""
-        key = (snapshot.generation, self._device_class[node.node_id])
+        key = (snapshot.version, self._device_class[node.node_id])
         with self._lock:
             if key not in self._templates:
                 self._templates[key] = self._build_template(snapshot, node)
             return self._templates[key]
 
-    def desired_state_bytes(self, node_id: str) -> tuple[int, bytes]:
-        """This node's serialized desired state of the latest snapshot: built once per generation."""
+    def desired_state_bytes(self, node_id: str) -> tuple[tuple[int, int], bytes]:
+        """This node's serialized desired state of the latest snapshot (and the snapshot's version):
+        built once per snapshot."""
         with self._lock:
             snapshot = self._snapshot
             cached = self._node_states.get(node_id)
-            if cached and cached[0] == snapshot.generation:
+            if cached and cached[0] == snapshot.version:
                 return cached
         node = self.nodes[node_id]
         with self._lock:
             snapshot = self._snapshot
             _, template = self._template(snapshot, node)
             # A serialized protobuf message followed by another is their merge: the template plus node_id.
-            state = (snapshot.generation, template + self._node_id_parts[node_id])
+            state = (snapshot.version, template + self._node_id_parts[node_id])
             self._node_states[node_id] = state
             return state
 
@@ -217,7 +277,7 @@ class Publishing:
         of the latest snapshot; computed once per generation for all nodes with the same devices."""
         snapshot = self.snapshot()
         node = self.nodes[node_id]
-        key = (snapshot.generation, self._device_class[node_id])
+        key = (snapshot.version, self._device_class[node_id])
         with self._lock:
             cached = self._targets.get(key)
         if cached is None:
@@ -225,16 +285,33 @@ class Publishing:
             cached = {v.user: (sum(s.read.ceiling_bps for s in v.shares if s.device),
                                sum(s.write.ceiling_bps for s in v.shares if s.device)) for v in template.vnodes}
             with self._lock:
-                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.generation}
+                self._targets = {k: v for k, v in self._targets.items() if k[0] == snapshot.version}
                 self._targets[key] = cached
         return cached
 
     # ---- connections -----------------------------------------------------------
 
     def publish_connections(self, connections: Iterable[pb.ConnectionOwner]) -> set[str]:
-        """Every reported connection, at once: the nodes whose connection part changed. No durable transaction and no new generation: connections are runtime state,
-        re-sent to the nodes they concern."""
-        parts = self._routes.parts(connections)
+        """Every reported connection, at once: the nodes whose connection part changed. No durable
+        transaction and no new generation: connections are runtime state, re-sent to the nodes they
+        concern."""
         with self._lock:
-            old, self._connection_parts = self._connection_parts, parts
-        return self._routes.changed(old, parts)
+            self._connections = list(connections)
+        return self._charge_connections(always=True)
+
+    def _charge_connections(self, always: bool = False) -> set[str]:
+        """The parts made again from the reported connections, each charged to its job's VNode where the
+        latest snapshot has one (else only when that snapshot's job VNodes are not those the parts were
+        charged by): the nodes whose part changed. Built outside the lock, and again if the connections
+        or the snapshot changed meanwhile."""
+        while True:
+            with self._lock:
+                connections, snapshot, routes = self._connections, self._snapshot, self._routes
+                charged = frozenset(r.name for r in snapshot.job_rows)
+                if not always and charged == self._charged_by:
+                    return set()
+            parts = routes.parts(charge_connections(connections, snapshot.jobs, charged))
+            with self._lock:
+                if self._connections is connections and self._snapshot is snapshot and self._routes is routes:
+                    old, self._connection_parts, self._charged_by = self._connection_parts, parts, charged
+                    return routes.changed(old, parts)

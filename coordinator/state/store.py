@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -156,7 +156,7 @@ class Store(Protocol):
     def user(self, name: str) -> UserRecord: ...
     def holder_of_uid(self, uid: int, other_than: str) -> str | None: ...
     def jobs_of(self, user: str) -> list[tuple[str, str]]: ...
-    def running_jobs(self) -> list[JobRecord]: ...
+    def running_jobs(self, of: Collection[tuple[str, str]] | None = None) -> list[JobRecord]: ...
     def add_user(self, name: str, uid: int, priority: int, active: bool) -> int: ...
     def set_priority(self, name: str, priority: int) -> tuple[int, int]: ...
     def set_reservation(self, name: str, bps: int) -> tuple[int, int]: ...
@@ -630,11 +630,17 @@ class StateStore(UserSettings):
             return self._db.execute("SELECT job_id, node FROM jobs WHERE user = ? ORDER BY job_id, node",
                                     (user,)).fetchall()
 
-    def running_jobs(self) -> list[JobRecord]:
-        """Every running job on every node, by job id and node."""
+    def running_jobs(self, of: Collection[tuple[str, str]] | None = None) -> list[JobRecord]:
+        """Every running job on every node, by job id and node; `of`: only those of these (user, job id),
+        each found by the primary key (the cost of a snapshot grows with them, not with every job)."""
+        select = "SELECT job_id, node, user, priority, reservation_bps, limit_bps FROM jobs"
         with self._lock:
-            rows = self._db.execute("SELECT job_id, node, user, priority, reservation_bps, limit_bps FROM jobs "
-                                    "ORDER BY job_id, node").fetchall()
+            if of is None:
+                rows = self._db.execute(f"{select} ORDER BY job_id, node").fetchall()
+            else:
+                rows = [row for user, job_id in sorted(of, key=lambda key: (key[1], key[0]))
+                        for row in self._db.execute(f"{select} WHERE job_id = ? AND user = ? ORDER BY node",
+                                                    (job_id, user))]
         return [JobRecord(*row) for row in rows]
 
     # ---- storage nodes -----------------------------------------------------

@@ -23,7 +23,7 @@ import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
@@ -268,9 +268,13 @@ class ZooKeeperStore(UserSettings):
     def jobs_of(self, user: str) -> list[tuple[str, str]]:
         return sorted(key for key, (job, _) in self._current().jobs.items() if job["user"] == user)
 
-    def running_jobs(self) -> list[JobRecord]:
+    def running_jobs(self, of: Collection[tuple[str, str]] | None = None) -> list[JobRecord]:
+        jobs = self._current().jobs.items()
+        if of is not None:   # in memory: a pass over the jobs, but no sort of them all
+            wanted = set(of)
+            jobs = [item for item in jobs if (item[1][0]["user"], item[0][0]) in wanted]
         return [JobRecord(job_id, node, job["user"], job["priority"], job["reservation_bps"], job["limit_bps"])
-                for (job_id, node), (job, _) in sorted(self._current().jobs.items())]
+                for (job_id, node), (job, _) in sorted(jobs)]
 
     # ---- changing --------------------------------------------------------------
 

@@ -1,7 +1,8 @@
-"""Jobs as VNodes (issue 61, item 3): the store's running jobs become VNodes `user.job` under their
-user, a compute agent's connection is charged to its job's VNode when the job is its user's, the
-weight step divides the user's share among its jobs and its job-less work by their weights, and a job
-on a node without a compute agent falls back to its user."""
+"""Jobs as VNodes (issue 61, item 3): a running job becomes a VNode `user.job` under its user once a
+compute agent reports a connection of it, and stops being one when it ends; a compute agent's
+connection is charged to its job's VNode when the job is its user's, the weight step divides the
+user's share among its jobs and its job-less work by their weights, and a job no compute agent has
+named falls back to its user."""
 
 import itertools
 
@@ -40,8 +41,12 @@ def test_both_stores_list_running_jobs_as_the_hooks_asked(tmp_path):
     store.start_job("78", "cn1", "alice", 2001, None, 10, limit_bps=9 * MB)
     assert store.running_jobs() == [JobRecord("77", "cn1", "alice", 30, 5 * MB, 0),
                                     JobRecord("78", "cn1", "alice", None, 0, 9 * MB)]
+    store.start_job("78", "cn2", "alice", 2001, None, 10)
+    assert store.running_jobs(of={("alice", "78"), ("bob", "77"), ("alice", "79")}) == [
+        JobRecord("78", "cn1", "alice", None, 0, 9 * MB), JobRecord("78", "cn2", "alice", None, 0, 0)], \
+        "only those named, each of its own user, on every node"
     store.end_job("77", "cn1")
-    assert [j.job_id for j in store.running_jobs()] == ["78"]
+    assert [j.job_id for j in store.running_jobs()] == ["78", "78"]
 
 
 def test_a_connection_is_charged_to_its_job_only_for_a_running_job_of_its_own_user():
@@ -56,10 +61,11 @@ def test_a_connection_is_charged_to_its_job_only_for_a_running_job_of_its_own_us
         "no row (static sharing, an inactive user): its user's"
 
 
-def test_a_job_on_a_node_without_a_compute_agent_falls_back_to_its_user():
+def test_a_job_without_a_vnode_says_why_it_falls_back_to_its_user():
     job, = job_vnodes([JobRecord("77", "cn1", "alice", None), JobRecord("77", "cn2", "alice", None)])
-    assert fallback(job, {"cn1", "cn2"}) == ""
     assert fallback(job, {"cn1"}) == "no compute agent on cn2: charged to user alice"
+    assert fallback(job, {"cn1", "cn2"}) == "no connection of it reported yet: charged to user alice"
+    assert fallback(job, {"cn1", "cn2"}, static=True) == "sharing: static splits by user: charged to user alice"
 
 
 def test_a_user_with_jobs_is_an_inner_node_of_its_jobs_and_its_joblessness():
@@ -119,3 +125,166 @@ def test_metrics_and_group_totals_add_each_jobs_figures_to_its_user_one_series_p
     from vnode_sync.coordinator.control.job_vnodes import by_user
     assert by_user({"alice": (1.0, 2.0), "alice.77": (10.0, 0.0), "alice.78": (5.0, 1.0), "bob": (3.0, 3.0)}) == {
         "alice": (16.0, 3.0), "bob": (3.0, 3.0)}
+
+
+def _site(tmp_path, sharing="work-conserving"):
+    """A coordinator's state (no server): alice and bob, three storage nodes."""
+    from vnode_sync.coordinator.cluster import Cluster
+    config = parse_config({**CONFIG, "policy": {"sharing": sharing},
+                           "users": [{"name": "alice", "uid": 2001, "priority": 10},
+                                     {"name": "bob", "uid": 2002, "priority": 10}]})
+    cluster = Cluster(config, StateStore(str(tmp_path / "state.sqlite"), seed_users=config.users))
+    cluster.publishing.refresh_snapshot()   # as the fan-out does at start
+    return cluster
+
+
+def _connection(port: int, job: str, user: str = "alice") -> pb.ConnectionOwner:
+    return pb.ConnectionOwner(client_address="10.0.0.5", client_port=port, user=user, server_address="10.0.0.9",
+                              server_port=9866, job=job)
+
+
+def _job_vnodes(cluster, node="dn0") -> list[str]:
+    """The job VNodes of the node's desired state as the fan-out publishes it (connections first, as it
+    does when a report comes; the snapshot read when the change it was told of comes)."""
+    cluster.publishing.publish_connections(cluster.runtime.connections()[1])
+    return [v.user for v in cluster.publishing.desired_state(node).vnodes if v.job]
+
+
+def _start(cluster, job, user="alice", node="cn1"):
+    cluster.commands.start_job(job, user, 2001 if user == "alice" else 2002, node, "", "", 0, "test")
+
+
+def test_a_running_job_is_a_vnode_only_once_a_compute_agent_reports_a_connection_of_it(tmp_path):
+    cluster = _site(tmp_path)
+    told = []
+    cluster.publishing.add_listener(told.append)
+    _start(cluster, "77")
+    _start(cluster, "78")
+    assert _job_vnodes(cluster) == [], "no compute agent has named either job: no VNode anywhere"
+    assert [r.name for r in cluster.publishing.snapshot().rows] == ["alice", "bob"], "nor a row in the step"
+
+    told.clear()
+    generation = cluster.generation()
+    cluster.runtime.report_connections("cn1", [_connection(40001, "77")])
+    assert told == [generation], "the fan-out and the control loop are told: the snapshot is read again"
+    assert _job_vnodes(cluster) == ["alice.77"]
+    state = cluster.publishing.desired_state("dn0")
+    assert state.generation == generation, "runtime state: no durable change, no new generation"
+    connection, = state.connections
+    assert connection.vnode == "alice.77", "charged by the snapshot it is sent with, not the one it came under"
+    assert [r.name for r in cluster.publishing.snapshot().rows] == ["alice", "bob", "alice.77"]
+
+    told.clear()
+    cluster.runtime.report_connections("cn1", [_connection(40002, "77")])
+    assert told == [], "a job already named: nothing to read again"
+
+
+def test_a_jobs_vnode_stays_while_it_runs_and_goes_when_it_ends(tmp_path):
+    cluster = _site(tmp_path)
+    _start(cluster, "77")
+    # Reported before the job's start is read into a snapshot (a report is answered on the event loop,
+    # the snapshot read on the store thread): the read that follows makes the VNode all the same.
+    cluster.runtime.report_connections("cn1", [_connection(40001, "77")])
+    assert _job_vnodes(cluster) == ["alice.77"]
+    cluster.runtime.report_connections("cn1", [])
+    assert _job_vnodes(cluster) == ["alice.77"], "its connections come and go (one per block): the VNode stays"
+
+    cluster.runtime.report_connections("cn1", [_connection(40003, "77")])
+    cluster.commands.end_job("77", "cn1", "test")
+    assert _job_vnodes(cluster) == []
+    connection, = cluster.publishing.desired_state("dn0").connections
+    assert connection.vnode == "", "a connection still reported after its job ended is its user's"
+    _start(cluster, "77")
+    cluster.runtime.report_connections("cn1", [])
+    assert _job_vnodes(cluster) == [], "the same id started again is a new job: a VNode once it is named again"
+
+
+def test_only_a_running_job_of_the_connections_own_user_is_made_a_vnode(tmp_path):
+    cluster = _site(tmp_path)
+    _start(cluster, "90", user="bob")
+    cluster.runtime.report_connections("cn1", [_connection(40001, "90"), _connection(40002, "91"),
+                                               _connection(40003, "92")])
+    assert _job_vnodes(cluster) == [], "bob's job behind alice's connection, and jobs not running: none"
+    # An agent can name a job before its prolog's StartJob is in: the next generation's read finds it.
+    _start(cluster, "91")
+    assert _job_vnodes(cluster) == ["alice.91"]
+    # A job id that no job has by then is forgotten: started later, it is a VNode once named again.
+    cluster.commands.set_priority("bob", 20, "test")
+    _start(cluster, "92")
+    assert _job_vnodes(cluster) == ["alice.91"]
+    cluster.runtime.report_connections("cn1", [_connection(40003, "92")])
+    assert _job_vnodes(cluster) == ["alice.91", "alice.92"]
+
+
+def test_naming_a_job_that_does_not_run_builds_and_sends_nothing_new(tmp_path):
+    """An ended job's id in a leftover process's environment, or one its user set: the named jobs are read
+    again, and the storage nodes' streams keep the message they have (the same object: nothing sent)."""
+    cluster = _site(tmp_path)
+    _start(cluster, "77")
+    cluster.publishing.refresh_snapshot()
+    before, message = cluster.publishing.snapshot(), cluster.publishing.stream_message("dn0")
+    cluster.runtime.report_connections("cn1", [_connection(40001, "99")])
+    after = cluster.publishing.refresh_snapshot()
+    assert after.read_at > before.read_at and after.version == before.version
+    assert cluster.publishing.stream_message("dn0") is message
+
+
+def test_under_static_sharing_a_reported_job_stays_its_users(tmp_path):
+    cluster = _site(tmp_path, sharing="static")
+    _start(cluster, "77")
+    cluster.runtime.report_connections("cn1", [_connection(40001, "77")])
+    assert _job_vnodes(cluster) == []
+
+
+def test_a_usage_report_naming_a_job_vnode_the_coordinator_has_not_is_booked_without_it(tmp_path):
+    """After a restart (or a job's end) a storage node enforces job VNodes the coordinator has not
+    (yet): its reports name them, and are taken, not refused."""
+    cluster = _site(tmp_path)
+    cluster.runtime.register_node("dn0", [pb.Device(name="/dev/sdb")], "datanode-throttle", [], Edge(by_weight=True))
+    summary = pb.DemandSummary(users=["alice", "alice.77"])
+    assert cluster.runtime.report_usage(pb.UsageReport(node_id="dn0", demand=summary)) == cluster.generation()
+
+
+def test_a_storage_nodes_stream_gets_a_jobs_vnode_when_its_connection_is_first_reported_and_loses_it_at_its_end(
+        tmp_path):
+    """Over gRPC, through the fan-out: the report changes no generation, yet the stream is sent the state
+    with the job's VNode and its connection charged to it; the job's end sends one without."""
+    from tests.conftest import served_coordinator
+    from vnode_sync.wire import vnode_pb2_grpc as pb_grpc
+    raw = {**CONFIG, "users": [{"name": "alice", "uid": 2001, "priority": 10}]}
+    with served_coordinator(raw, tmp_path) as (cluster, channel, _):
+        admin, link = pb_grpc.AdminStub(channel), pb_grpc.AgentLinkStub(channel)
+        admin.StartJob(pb.JobRequest(job_id="77", user="alice", uid=2001, node="cn1"), timeout=5)
+        stream = link.WatchDesiredState(pb.WatchRequest(node_id="dn0"), timeout=20)
+
+        def next_state(wanted) -> pb.DesiredState:
+            for state in stream:
+                if wanted(state):
+                    return state
+            raise AssertionError("stream ended")
+
+        first = next_state(lambda s: any(v.user == "alice" for v in s.vnodes))
+        assert [v.user for v in first.vnodes] == ["alice"], "a running job no compute agent named: no VNode"
+        link.ReportConnections(pb.ConnectionReport(reporter="cn1", connections=[_connection(40001, "77")]), timeout=5)
+        state = next_state(lambda s: any(c.vnode for c in s.connections))
+        assert [v.user for v in state.vnodes] == ["alice", "alice.77"]
+        assert [c.vnode for c in state.connections] == ["alice.77"]
+        assert state.generation == first.generation
+        admin.EndJob(pb.JobRequest(job_id="77", node="cn1"), timeout=5)
+        state = next_state(lambda s: not any(v.job for v in s.vnodes))
+        assert [c.vnode for c in state.connections] == [""], "its connection is its user's again"
+        stream.cancel()
+
+
+def test_while_a_storage_node_tells_jobs_by_their_own_ids_every_running_job_is_a_vnode(tmp_path):
+    """Lustre TBF: the client puts the job id in each RPC, so no compute agent is needed there."""
+    cluster = _site(tmp_path)
+    _start(cluster, "77")
+    assert _job_vnodes(cluster) == []
+    told = []
+    cluster.publishing.add_listener(told.append)
+    cluster.runtime.register_node("dn1", [pb.Device(name="/dev/sdb")], "lustre-tbf", [])
+    assert told, "the snapshot is read again"
+    assert _job_vnodes(cluster) == ["alice.77"]
+    cluster.runtime.register_node("dn1", [pb.Device(name="/dev/sdb")], "datanode-throttle", [], Edge(by_weight=True))
+    assert _job_vnodes(cluster) == [], "no such node left: back to the jobs a compute agent named"

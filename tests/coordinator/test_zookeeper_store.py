@@ -83,6 +83,8 @@ def test_jobs_are_reference_counted_and_idempotent(store):
     assert store.jobs_of("bob") == [("10", "c1"), ("11/x.y", "c2")]
     # What jobs as VNodes read (job_vnodes.py): each job's own request, as its hook sent it.
     assert store.running_jobs() == [JobRecord("10", "c1", "bob", None), JobRecord("11/x.y", "c2", "bob", 30, 7, 90)]
+    assert store.running_jobs(of={("bob", "11/x.y"), ("alice", "10"), ("bob", "12")}) == [
+        JobRecord("11/x.y", "c2", "bob", 30, 7, 90)], "only those named, each of its own user"
     with pytest.raises(InvalidArgument):
         store.start_job("10", "c1", "carol", 1003, None, 10)
     store.end_job("11/x.y", "c2")

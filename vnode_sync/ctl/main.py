@@ -233,7 +233,7 @@ def _print_jobs(status: pb.StatusResponse) -> None:
              + (f"falls back to its user ({job.fallback})" if job.fallback else f"VNode {job.vnode}")
              for us in status.users for job in us.user.jobs]
     if lines:
-        print("running jobs (a job is its own VNode where a compute agent runs on its node):")
+        print("running jobs (a job is its own VNode once a compute agent reports a connection of it):")
         print("\n".join(lines))
 
 
