@@ -202,7 +202,8 @@ class HdfsCluster:
     # ---- start ----------------------------------------------------------------
 
     def _classpath(self, conf_dir: str) -> str:
-        return f"{self.runtime.jars}/*:{conf_dir}:{self.runtime.web}"
+        # The tool's jar second, as the clients have it: the class-data archive was made with that classpath.
+        return f"{self.runtime.jars}/*:{self.runtime.tool_jar()}:{conf_dir}:{self.runtime.web}"
 
     def throttle_socket(self, dn: DataNode) -> str:
         """The control socket of the Java agent in `dn` (its directory is the agent's, mode 0700)."""
@@ -221,7 +222,11 @@ class HdfsCluster:
                agent: list[str] = (), within: list[str] = ()) -> subprocess.Popen:
         runtime = self.datanode_java if role == "datanode" else None
         java, flags = (runtime.java, self.jvm.flags(runtime.feature)) if runtime else ("java", self.jvm.flags())
-        argv = [*within, java, *flags, *self._setting_flags(), *agent, f"-Dproc_{role}", f"{MARKER}{self.workdir}",
+        # The clients' archive holds the Hadoop classes daemons load too (RPC, configuration, protobuf). Not where
+        # the Java agent weaves the DataNode's classes, nor on another Java than the archive's.
+        shared = self._shared_classes() if runtime is None and not agent else []
+        argv = [*within, java, *flags, *self._setting_flags(), *shared, *agent, f"-Dproc_{role}",
+                f"{MARKER}{self.workdir}",
                 f"-Dhadoop.log.dir={os.path.dirname(log)}", "-cp", self._classpath(conf_dir), java_class, *args]
         with open(log, "ab") as out:
             # Own session: the daemons outlive `up` and a terminal's ^C; `down` stops them.
