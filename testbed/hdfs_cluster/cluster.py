@@ -256,6 +256,8 @@ class HdfsCluster:
                 "dfs.permissions.enabled": "false",
                 "dfs.heartbeat.interval": 1,
                 "dfs.namenode.decommission.interval": 1,  # a decommissioning DataNode is checked every second
+                # and its blocks' copies are ordered within a second of that, not up to 3 s later
+                "dfs.namenode.redundancy.interval.seconds": 1,
                 "dfs.datanode.hostname": self.host,
                 "dfs.namenode.datanode.registration.ip-hostname-check": "false",
                 # Short-circuit reads would bypass the DataNode's handler threads entirely.
