@@ -258,6 +258,10 @@ class HdfsCluster:
                 "dfs.namenode.decommission.interval": 1,  # a decommissioning DataNode is checked every second
                 # and its blocks' copies are ordered within a second of that, not up to 3 s later
                 "dfs.namenode.redundancy.interval.seconds": 1,
+                # A client closing a file (or asking for its next block) before the NameNode has the DataNodes'
+                # report of the last block asks again 50 ms later, not 400 (then doubling; 8 tries, as patient).
+                "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": 50,
+                "dfs.client.block.write.locateFollowingBlock.retries": 8,
                 "dfs.datanode.hostname": self.host,
                 "dfs.namenode.datanode.registration.ip-hostname-check": "false",
                 # Short-circuit reads would bypass the DataNode's handler threads entirely.
