@@ -42,7 +42,9 @@ Python, e.g. a handler-thread test:
         rate = Transfer.parse(reader.communicate()[0]).bytes_per_second
 
 Clients (`write_file`, `put`, `read_file`, `start_read`) run a small Java class
-(VnodeSyncHdfsStream.java here) that `HadoopRuntime.prepare()` compiles once into the cache. The client's Unix uid is `as_uid` (the
+(VnodeSyncHdfsStream.java here) that `HadoopRuntime.prepare()` compiles once into the cache (and a jar).
+Client JVMs, and the daemons without the Java agent, map the line's Hadoop classes from a class-data
+archive (CDS) beside it, which the first probe on a line writes: a client starts in half the time. The client's Unix uid is `as_uid` (the
 owner of its socket in /proc/net/tcp), its HDFS user is `hdfs_user` (audit log `ugi=`;
 default the uid's passwd name, or "uid<N>"); a uid needs no passwd entry. `write_file`
 streams incompressible bytes from memory, the fastest way to make a big file (512 MiB in

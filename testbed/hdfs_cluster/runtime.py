@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
 
 from vnode_sync.errors import InvalidArgument, NotFound
@@ -205,7 +206,32 @@ class HadoopRuntime:
             raise NotFound("no java or javac on PATH; the HDFS testbed needs a Java 17 JDK")
         for app in ("hdfs", "datanode", "static"):
             os.makedirs(os.path.join(self.web, "webapps", app), exist_ok=True)
-        self.tool_dir()
+        self.tool_jar()
+
+    def client_class_archive(self, java: JavaRuntime) -> str:
+        """Where the client JVMs' class-data archive (CDS) is kept: beside the tool's jar (a classpath entry it
+        was made with), named by the Java build (HOME/release) and the jars (their dir's mtime)."""
+        with open(os.path.join(java.home, "release"), "rb") as f:
+            key = f.read() + str(os.stat(self.jars).st_mtime_ns).encode()
+        return os.path.join(self.tool_dir(), f"client-{hashlib.sha256(key).hexdigest()[:12]}.jsa")
+
+    def tool_jar(self) -> str:
+        """The client tool's classes in a jar: a class-data archive takes no class from a directory on the
+        classpath. Made once; the first one made stays (an archive names its classpath's jars by mtime)."""
+        directory = self.tool_dir()
+        jar = os.path.join(directory, "tool.jar")
+        if os.path.exists(jar):
+            return jar
+        staging = f"{jar}.{os.getpid()}.partial"
+        with zipfile.ZipFile(staging, "w") as z:
+            for name in sorted(os.listdir(directory)):
+                if name.endswith(".class"):
+                    z.write(os.path.join(directory, name), name)
+        os.chmod(staging, 0o644)
+        with contextlib.suppress(FileExistsError):
+            os.link(staging, jar)
+        os.unlink(staging)
+        return jar
 
     def tool_dir(self) -> str:
         """Compile the client tool once per source version (about 2 s); later calls just return its dir."""

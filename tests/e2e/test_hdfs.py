@@ -138,8 +138,10 @@ def test_clients_on_another_host_are_identified_by_the_compute_agent():
     names = [f"vst{uuid.uuid4().hex[:6]}" for _ in uids]
     alice, bob = LocalUser(names[0], uids[0], 4), LocalUser(names[1], uids[1], 8)
     with unix_users(names, uids):
+        # One DataNode: the readers read there only, as the compute agent's storage endpoint names it (a second
+        # held files nobody read: 3 s of writes).
         with ComputeHost(name) as host, hdfs_vnode_cluster(
-                name, [alice, bob], NODE_BW, host=host.host_address,
+                name, [alice, bob], NODE_BW, host=host.host_address, datanodes=1,
                 before_agents=write_user_files([alice, bob], 384 * MiB)) as (hdfs, cluster):
             dn = hdfs.datanodes[0]
             config = os.path.join(cluster.workdir, "compute.yaml")

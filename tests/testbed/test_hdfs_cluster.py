@@ -83,6 +83,18 @@ def test_ready_means_a_file_written_as_one_user_reads_back_as_another(cluster):
 
 @needs_java
 @needs_hadoop
+def test_clients_map_the_lines_class_data_archive_the_first_probe_wrote(cluster):
+    """-Xshare:on refuses to start a JVM that cannot use the archive (another build, another classpath)."""
+    argv = cluster.client_command("VnodeSyncHdfsStream")
+    (archive,) = [a.split("=", 1)[1] for a in argv if a.startswith("-XX:SharedArchiveFile=")]
+    assert os.path.exists(archive)
+    mapped = subprocess.run([argv[0], "-Xshare:on", *argv[1:-1], "-version"], capture_output=True, text=True,
+                            timeout=60)
+    assert mapped.returncode == 0 and mapped.stdout == "", mapped.stderr
+
+
+@needs_java
+@needs_hadoop
 def test_each_datanode_has_its_own_loop_device_and_ports(cluster):
     assert len({dn.device_number for dn in cluster.datanodes}) == 2
     ports = [cluster.namenode.rpc_port, cluster.namenode.http_port]
