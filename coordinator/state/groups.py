@@ -6,7 +6,7 @@ A group has a weight (how it shares what its parent gets with its siblings), a f
 A user sits in at most one group ("" = under the root, as every user did before groups).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from vnode_sync.errors import InvalidArgument, NotFound
@@ -88,32 +88,30 @@ def check_member(groups: Mapping[str, GroupRecord], group: str) -> None:
         raise NotFound(f"unknown group {group!r}; add it first with `vnodectl add-group`")
 
 
+def _up_from(by_name: Mapping[str, GroupRecord], group: str) -> Iterator[str]:
+    """`group`, its parent, ... up to the root; the tree's rules (checked in the store) keep it loop-free,
+    and a loop read anyway stops where it closes."""
+    seen = set()
+    while group in by_name and group not in seen:
+        seen.add(group)
+        yield group
+        group = by_name[group].parent
+
+
 def group_members(users: Sequence, groups: Sequence[GroupRecord]) -> dict[str, list[str]]:
     """group -> every user in its subtree (its groups' users too); `users`: records with a name and a group."""
     by_name = {g.name: g for g in groups}
     out: dict[str, list[str]] = {g.name: [] for g in groups}
     for record in users:
-        up, seen = record.group, set()
-        while up in by_name and up not in seen:
-            seen.add(up)
-            out[up].append(record.name)
-            up = by_name[up].parent
+        for group in _up_from(by_name, record.group):
+            out[group].append(record.name)
     return out
 
 
 def group_paths(groups: Sequence[GroupRecord]) -> dict[str, str]:
-    """group -> its path from the root ("physics/theory"); the tree's rules (checked in the store) keep it
-    loop-free, and a loop read anyway stops where it closes."""
+    """group -> its path from the root ("physics/theory")."""
     by_name = {g.name: g for g in groups}
-    out = {}
-    for group in groups:
-        names, up, seen = [], group.name, set()
-        while up in by_name and up not in seen:
-            seen.add(up)
-            names.append(up)
-            up = by_name[up].parent
-        out[group.name] = "/".join(reversed(names))
-    return out
+    return {g.name: "/".join(reversed(list(_up_from(by_name, g.name)))) for g in groups}
 
 
 def roll_up(members: Mapping[str, list[str]], per_user: Mapping[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
