@@ -489,12 +489,12 @@ class HdfsCluster:
                     old.wait(30)
                 dn.pid = pids[dn.id]
 
-    def wait_until_serving(self, timeout: float = 90) -> None:
+    def wait_until_serving(self, timeout: float = 90, blocks: int = 1) -> None:
         """After DataNodes restarted: each accepts block transfers, a probe is written to every one and read
-        back, and the NameNode sees room for a block on each."""
+        back, and the NameNode sees room for `blocks` blocks on each (as many as writers start at once)."""
         self._wait_for_data_ports(timeout=timeout)
         self._probe(attempts=20)  # the NameNode may still hand out a DataNode that re-registers
-        self._wait_until_writable(timeout=30)
+        self._wait_until_writable(timeout=30, blocks=blocks)
 
     def _wait_for_data_ports(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -541,13 +541,15 @@ class HdfsCluster:
         raise Unavailable(f"{live} of {len(self.datanodes)} DataNodes live after {timeout}s; "
                           f"see the logs in {self.workdir}")
 
-    def _wait_until_writable(self, timeout: float) -> None:
-        """Until the NameNode sees room for a whole block on every DataNode.
+    def _wait_until_writable(self, timeout: float, blocks: int = 1) -> None:
+        """Until the NameNode sees room for `blocks` whole blocks on every DataNode.
 
         A DataNode reports a block's full size as used while it writes one, and the NameNode
         counts a block it handed out until the DataNode reports it: for a heartbeat after the
-        probe, a small volume looks full and the next write finds no DataNode to take it."""
-        block = parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
+        probe, a small volume looks full and the next write finds no DataNode to take it. Each
+        writer that starts at once needs a block's room of its own (the NameNode subtracts the
+        blocks it has scheduled on a DataNode from what the DataNode last reported)."""
+        block = blocks * parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
         deadline = time.monotonic() + timeout
         nodes: dict = {}
         while time.monotonic() < deadline:
@@ -559,7 +561,7 @@ class HdfsCluster:
                 return
             time.sleep(0.2)
         room = {name: (node.get("remaining"), node.get("blockScheduled")) for name, node in nodes.items()}
-        raise Unavailable(f"DataNodes without room for a {block}-byte block after {timeout}s "
+        raise Unavailable(f"DataNodes without room for {blocks} block(s), {block} bytes, after {timeout}s "
                           f"(remaining, blocks scheduled): {room}")
 
     def _probe(self, attempts: int = 3) -> None:

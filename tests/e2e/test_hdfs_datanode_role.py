@@ -194,7 +194,7 @@ def test_the_role_from_dist_takes_a_java11_datanode_to_a_measured_split_and_a_re
             assert [(n["node_id"], n["enforcing"], n["degraded"]) for n in nodes] == [(dn.id, True, [])], nodes
 
             # Hadoop's client, as each user, times its own transfers: writes, then reads from the disk.
-            hdfs.wait_until_serving()
+            hdfs.wait_until_serving(blocks=2)  # both users' writers start at once, a 512 MiB block each
             measuring = time.monotonic()
             sizes = {alice.name: 20 * MB * WRITE_SECONDS, bob.name: 40 * MB * WRITE_SECONDS}
             wrote = concurrently(*[lambda u=u: hdfs.write_file(f"/{u.name}.bin", sizes[u.name], as_uid=u.uid,
