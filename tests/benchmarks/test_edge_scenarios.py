@@ -10,7 +10,7 @@ from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel.types import DeviceNumber
 
-from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, POLICIES, SIZES_MIB, Cell, Scenario, ScenarioUser,
+from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, SIZES_MIB, Cell, Scenario, ScenarioUser,
                                        cells_from_json, cells_to_json, draw, judge, parse_policies, parse_scenario,
                                        report, weighted_shares)
 from benchmarks.scenario_runner import rotated
@@ -120,3 +120,19 @@ def test_a_given_scenario_and_policies_are_parsed_and_bad_ones_refused_in_one_li
     for bad in ("wc,wc", "fast", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_policies(bad)
+
+
+def test_a_miss_is_called_beyond_chance_only_when_drawing_the_transfers_again_would_not_undo_it():
+    # Three transfers each side, one slow on each: the p99 ratio 1.5 is what resampling moves it to and from.
+    few = cells()
+    assert judge(SCENARIO, few)["wc"].worst_latency() > 1.2
+    assert judge(SCENARIO, few)["wc"].worst_latency_low() <= 1.2
+    # Sixty transfers each side, every one of wc's twice static's: past 1.2 whatever is drawn.
+    many = cells()
+    many["static"].transfers[2] = [0.1 + i / 1000 for i in range(60)]
+    many["wc"].transfers[2] = [2 * t for t in many["static"].transfers[2]]
+    verdict = judge(SCENARIO, many)["wc"]
+    assert verdict.worst_latency_low() > 1.2
+    out = io.StringIO()
+    report({0: SCENARIO}, {0: many}, out)
+    assert "past it beyond chance (95 % interval's low end above it): 1 of 1" in out.getvalue()
