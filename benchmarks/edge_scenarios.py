@@ -38,7 +38,10 @@ seed: there the seed only rotates the policies' order.
 Judged (`judge`), per scenario: each interactive user's p50 and p99 against static's (target <= 1.2,
 all <= 1.5); each backlogged user's rate against its weighted share of what the backlogged users
 moved together (w_i / sum of their weights, target within 10 %); the node's throughput against
-none's (target >= 0.95).
+none's (target >= 0.95); lend and reclaim times from the agent's per-user counters, sampled every
+0.1 s (benchmarks.lend_reclaim, target 1 s; not under none, whose users the agent does not tell apart).
+An interactive miss is told apart by whether it is past the target beyond chance (the bootstrap
+interval of its ratio, benchmarks.bootstrap).
 
 Profiles (issue 58, item 2), with the docs' settings for hosts with interactive users (ext4
 `nodelalloc`, the disk's queue at 4 requests, a turned-down close retried after 2 ms) unless
@@ -72,6 +75,7 @@ import psutil
 from dataclasses import asdict, dataclass, field
 
 from benchmarks import machine_sample
+from benchmarks import lend_reclaim
 from benchmarks.bootstrap import p50, p99, ratio_interval
 from benchmarks.bulk_shares import governed
 from benchmarks.interactive_shares import WRITE_SITE
@@ -104,7 +108,7 @@ BULK_READ_MIB = 256
 BULK_PUT_MIB = 64 * 1024        # sparse: read at memory speed; no cell writes this much
 INTERACTIVE_READ_FILES = 4      # re-read in turn, kept out of the page cache
 INTERACTIVE_WRITE_NAMES = 4     # each write replaces one of these
-SAMPLE_SECONDS = 0.5            # the volumes' depth and queue, sampled in the window
+SAMPLE_SECONDS = lend_reclaim.STEP   # the agent's counters and volumes, sampled in the window
 # Issue 58's targets.
 LATENCY_TARGET, LATENCY_LIMIT = 1.2, 1.5
 SHARE_TOLERANCE = 0.10
@@ -226,6 +230,16 @@ class Cell:
     # each volume's depth, waiting packets and slots lent, sampled every SAMPLE_SECONDS.
     waited: dict[int, float] = field(default_factory=dict)
     volumes: list[str] = field(default_factory=list)
+    # Lend and reclaim (benchmarks.lend_reclaim): each user's bytes at the DataNode every SAMPLE_SECONDS
+    # (seconds into the window, {slot: bytes}; empty under none, where every user is DEFAULT), and each
+    # interactive user's transfers as (start, end) seconds into the window.
+    timeline: list[tuple[float, dict[int, int]]] = field(default_factory=list)
+    spans: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def lend_and_reclaim(self) -> tuple[list[float], list[float]]:
+        if not self.timeline:
+            return [], []
+        return lend_reclaim.cell_times(self.timeline, self.spans, sorted(self.timeline[0][1]), self.window_seconds)
 
 
 # ---- the summary's maths (no HDFS) ----
@@ -239,6 +253,8 @@ class Verdict:
     # interactive slot -> the larger low end of its p50's and p99's 95 % intervals (bootstrap, both sides
     # resampled): above the target, the miss is more than drawing the same transfers again would move.
     latency_low: dict[int, float] = field(default_factory=dict)
+    lend: list[float] = field(default_factory=list)       # seconds, every idle time timed (lend_reclaim)
+    reclaim: list[float] = field(default_factory=list)    # seconds, every transfer timed
 
     def worst_latency(self) -> float | None:
         values = [max(pair) for pair in self.latency.values() if pair]
@@ -286,7 +302,8 @@ def judge(scenario: Scenario, cells: dict[str, Cell]) -> dict[str, Verdict]:
             if mine and base:
                 low[user.slot] = max(ratio_interval(mine, base, statistic).low for statistic in (p50, p99))
         throughput = cell.node_bps / none.node_bps if none and none.node_bps > 0 else None
-        verdicts[policy] = Verdict(latency, weighted_shares(scenario, cell.rates), throughput, low)
+        verdicts[policy] = Verdict(latency, weighted_shares(scenario, cell.rates), throughput, low,
+                                   *cell.lend_and_reclaim())
     return verdicts
 
 
@@ -323,6 +340,11 @@ def distribution(verdicts: dict[int, dict[str, Verdict]], policy: str) -> list[s
         f"{share_of([x <= SHARE_TOLERANCE for x in shares])} scenarios; min / median / max {spread(shares)}",
         f"  node's throughput over none's: >= {THROUGHPUT_TARGET} in "
         f"{share_of([x >= THROUGHPUT_TARGET for x in throughputs])} scenarios; min / median / max {spread(throughputs)}",
+        *[f"  {what}, the scenario's longest (s): <= {lend_reclaim.TARGET_SECONDS:g} in "
+          f"{share_of([x <= lend_reclaim.TARGET_SECONDS for x in longest])} scenarios; min / median / max "
+          f"{spread(longest)}"
+          for what, longest in (("lend", [max(v.lend) for v in mine if v.lend]),
+                                ("reclaim", [max(v.reclaim) for v in mine if v.reclaim])) if longest],
     ]
 
 
@@ -347,6 +369,9 @@ def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
             parts.append(f"u{user.slot} {cell.rates.get(user.slot, 0) / MB:.1f} MB/s"
                          + (f" ({share:.2f} of share)" if share is not None else ""))
     node = f"node {cell.node_bps / MB:.1f} MB/s" + (f" ({verdict.throughput:.2f} of none)" if verdict.throughput else "")
+    for what, times in (("lend", verdict.lend), ("reclaim", verdict.reclaim)):
+        if times:
+            node += f" | {what} {statistics.median(times):.1f}/{max(times):.1f} s n={len(times)}"
     return (f"  {cell.policy:<8} | {' | '.join(parts)} | {node} | cpu {cell.cpu_busy:.0%}, DataNode {cell.datanode_cpu:.2f} cores | steal {cell.steal_seconds:.1f} s\n"
             f"         edge: {describe_edge(cell)}")
 
@@ -398,6 +423,10 @@ class Client:
 
     def transfers_within(self, start: float, end: float) -> list[float]:
         return [t.seconds for at, t in self.done if at - t.seconds >= start and at <= end]
+
+    def spans_within(self, start: float, end: float) -> list[tuple[float, float]]:
+        """Each transfer's (start, end), seconds from START, of those the window holds whole."""
+        return [(at - t.seconds - start, at - start) for at, t in self.done if at - t.seconds >= start and at <= end]
 
     def stop(self) -> None:
         self.process.kill()
@@ -463,24 +492,38 @@ class Testbed:
         waits = {by_name[name]: c.read_wait_ns + c.write_wait_ns for name, c in stats.users.items() if name in by_name}
         return {-1: stats.default.read_wait_ns + stats.default.write_wait_ns, **waits}
 
-    def volume_samples(self, seconds: float, step: float = SAMPLE_SECONDS) -> list[str]:
-        """Sleeps SECONDS; each volume's depth, waiting packets and MB/s every STEP, as 'min-max' spans."""
+    def sample_window(self, scenario: Scenario, seconds: float, step: float = SAMPLE_SECONDS
+                      ) -> tuple[list[str], list[tuple[float, dict[int, int]]]]:
+        """Sleeps SECONDS, sampling the agent every STEP: each volume's depth, waiting packets and MB/s as
+        'min-max' spans, and the timeline of each scenario user's bytes (Cell.timeline)."""
         seen: dict[str, dict[str, list[float]]] = {}
-        deadline = time.monotonic() + seconds
+        timeline: list[tuple[float, dict[int, int]]] = []
+        by_name = {self.users[u.slot].name: u.slot for u in scenario.users}
+        start = time.monotonic()
+        deadline = start + seconds
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(step, left))
             with contextlib.suppress(Exception):   # a busy socket costs a sample, not the cell
-                for v in self.channel.stats().volumes:
+                stats = self.channel.stats()
+                at = time.monotonic() - start
+                moved = {by_name[name]: c.read_bytes + c.write_bytes for name, c in stats.users.items()
+                         if name in by_name}
+                if moved:
+                    timeline.append((at, moved))
+                for v in stats.volumes:
                     # lent: slots lent to the queue since start (agents that lend: edge 2c63089; later ones do not)
                     sample = {"depth": v.depth, "waiting": v.waiting, "MB/s": v.moved_bytes_per_second / MB,
                               **({"lent": v.lent} if hasattr(v, "lent") else {})}
                     for key, value in sample.items():
                         seen.setdefault(v.volume[-6:], {}).setdefault(key, []).append(value)
-        return [f"{volume} depth {min(f['depth']):.0f}-{max(f['depth']):.0f} (median {statistics.median(f['depth']):.0f}), "
-                f"waiting {statistics.median(f['waiting']):.0f} median {max(f['waiting']):.0f} max, "
-                f"{statistics.median(f['MB/s']):.1f} MB/s median"
-                + (f", lent {max(f['lent']) - min(f['lent']):.0f}" if "lent" in f else "")
-                for volume, f in sorted(seen.items())]
+        volumes = [f"{volume} depth {min(f['depth']):.0f}-{max(f['depth']):.0f} (median {statistics.median(f['depth']):.0f}), "
+                   f"waiting {statistics.median(f['waiting']):.0f} median {max(f['waiting']):.0f} max, "
+                   f"{statistics.median(f['MB/s']):.1f} MB/s median"
+                   + (f", lent {max(f['lent']) - min(f['lent']):.0f}" if "lent" in f else "")
+                   for volume, f in sorted(seen.items())]
+        # A user that moved nothing yet has no counter: zero, so every sample names every user.
+        slots = {slot for _, moved in timeline for slot in moved}
+        return volumes, [(at, {slot: moved.get(slot, 0) for slot in slots}) for at, moved in timeline]
 
     def datanode_cpu_seconds(self) -> float:
         times = psutil.Process(self.dn.pid).cpu_times()
@@ -553,7 +596,7 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
             before_node, before_machine, before_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
             before_cpu, before_dn = machine_sample.cpu_ticks(), bed.datanode_cpu_seconds()
             start = time.monotonic()
-            cell.volumes = bed.volume_samples(window)
+            cell.volumes, cell.timeline = bed.sample_window(scenario, window)
             cell.cpu_groups = bed.cpu_groups()
             end = time.monotonic()
             after_node, after_machine, after_waits = bed.node_bytes(), machine_sample.take(), bed.waits_ns(scenario)
@@ -567,6 +610,7 @@ def run_cell(bed: Testbed, scenario: Scenario, policy: str, window: float) -> Ce
                 client = clients[u.slot]
                 if u.interactive:
                     cell.transfers[u.slot] = client.transfers_within(start, end)
+                    cell.spans[u.slot] = client.spans_within(start, end)
                 else:
                     cell.rates[u.slot] = (client.bytes() - before_bytes[u.slot]) / (end - start)
             cell.node_bps = (after_node - before_node) / (end - start)
@@ -630,6 +674,8 @@ def cells_from_json(line: str) -> tuple[Scenario, dict[str, Cell]]:
         c["transfers"] = {int(k): v for k, v in c["transfers"].items()}
         c["rates"] = {int(k): v for k, v in c["rates"].items()}
         c["waited"] = {int(k): v for k, v in c.get("waited", {}).items()}
+        c["timeline"] = [(at, {int(k): v for k, v in moved.items()}) for at, moved in c.get("timeline", [])]
+        c["spans"] = {int(k): [tuple(span) for span in v] for k, v in c.get("spans", {}).items()}
         cells[c["policy"]] = Cell(**c)
     return scenario, cells
 

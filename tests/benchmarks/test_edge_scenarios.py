@@ -136,3 +136,19 @@ def test_a_miss_is_called_beyond_chance_only_when_drawing_the_transfers_again_wo
     out = io.StringIO()
     report({0: SCENARIO}, {0: many}, out)
     assert "past it beyond chance (95 % interval's low end above it): 1 of 1" in out.getvalue()
+
+
+def test_a_cells_timeline_survives_json_and_gives_its_lend_and_reclaim_times():
+    by_policy = cells()
+    wc = by_policy["wc"]
+    # u2 (interactive) moves from 1.0 to 2.0 s beside u0 and u1, who take the whole node before and after.
+    wc.timeline = [(round(k * 0.1, 6), {0: 10 * k, 1: 10 * k,
+                                        2: 5 * max(0, min(k, 20) - 10)}) for k in range(41)]
+    wc.spans = {2: [(1.0, 2.0)]}
+    scenario, back = cells_from_json(cells_to_json(SCENARIO, by_policy))
+    assert back == by_policy
+    verdict = judge(scenario, back)["wc"]
+    assert verdict.reclaim == [pytest.approx(0.1)] and verdict.lend == [pytest.approx(0.1)]
+    out = io.StringIO()
+    report({0: scenario}, {0: back}, out)
+    assert "lend, the scenario's longest (s): <= 1 in 1 of 1" in out.getvalue()
