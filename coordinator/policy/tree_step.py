@@ -84,10 +84,13 @@ class TreeStep:
 
 
 def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, previous: TreeStep | None = None,
-                 dtype: type = np.float32, shards: ColumnShards | None = None) -> TreeStep:
+                 dtype: type = np.float32, shards: ColumnShards | None = None,
+                 held: np.ndarray | None = None) -> TreeStep:
     """One step of the center for a tree: `demand[u, r]` bytes/s (inf = takes all), users in the
     tree's rows; `capacity[r]` bytes/s. `previous`: the last step for the same users and resources,
-    a warm start for a tree of one level (today's step); a deeper tree starts from its own levels."""
+    a warm start for a tree of one level (today's step); a deeper tree starts from its own levels.
+    `held[u, r]`: the user waited there (local_weights: its demand is a lower bound); it keeps no
+    standby weight there."""
     capacity = np.ascontiguousarray(capacity, dtype=np.float64)
     demand = np.asarray(demand)
     if demand.shape != (len(tree.leaf), len(capacity)):
@@ -99,7 +102,7 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     users = tree.leaf
     if tree.height == 1:   # today's step, unchanged
         step = local_weights(capacity, tree.weight[users], demand, tree.floor[users], tree.ceiling[users],
-                             previous=None if previous is None else previous.step.weight,
+                             previous=None if previous is None else previous.step.weight, held=held,
                              previous_level=None if previous is None else previous.step.level,
                              dtype=dtype, shards=shards)
         return TreeStep(step, _node_totals(tree, step.totals()), 1)
@@ -116,11 +119,27 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
         levels.within(level, informed)
     allocation = bounds.in_rows(levels.given[tree.height])
     totals = allocation.sum(axis=1, dtype=np.float64)
+    # The edges' fill: its local weights are the allocation (bytes/s: every resource's level is 1). Its global
+    # weights only set the trace (TRACE * W, W <= 1: under a byte, so the fill gives the levels' allocation
+    # back) and held users' ceilings. A user's standby weight (W[u] * min(1, C[r] / T[u]) in the flat step)
+    # comes from its due, in bytes/s: what it may take at once where it was idle or met. Its total instead
+    # (0 for a user idle at the tick) gave a user back from idle a weight of ~0: it moved ~nothing, so its
+    # next demand (what it moved, grown) was ~nothing, and so was its next weight: a fixed point at zero.
     weight = np.maximum(totals, 1e-9 * max(float(capacity.max(initial=0.0)), 1.0))
     weight = weight / weight.max()
+    due = _dues(tree, _node_totals(tree, totals), static)[users]
+    ceiling = bounds.at_the_edges(allocation)
+    standby = due
+    if bounds.capped:
+        # A weight edge knows no group ceiling: a user under one keeps, where it takes bytes, the weight the
+        # levels gave it (with its due it would take its group past its ceiling); where idle, its due.
+        under = bounds.under_a_ceiling
+        standby = np.repeat(due[:, None], len(capacity), axis=1)
+        standby[under] = np.where(ceiling[under] > 0, 0.0, standby[under])
     reservation = bounds.in_rows(bounds.floor) if bounds.floor is not None else np.zeros(len(users))
-    step = local_weights(capacity, weight, bounds.at_the_edges(allocation), reservation, np.full(len(users), np.inf),
-                         previous=allocation, max_iterations=0, dtype=dtype, shards=shards, even_split=False)
+    step = local_weights(capacity, weight, ceiling, reservation, np.full(len(users), np.inf),
+                         previous=allocation, held=held, max_iterations=0, dtype=dtype, shards=shards,
+                         even_split=False, standby=standby)
     return TreeStep(step, _node_totals(tree, step.totals()), levels.steps)
 
 
@@ -148,6 +167,9 @@ class _Bounds:
         self.floor = floor if floor is None or self.in_order else floor[self.order]
         # Only where a group has a ceiling does a group's reach differ from its users' summed.
         self.node_reach = node_ceilings(tree, capacity, demand) if self.capped else None
+        self.under_a_ceiling = np.zeros(len(self.order), dtype=bool)    # per row: under a group with a ceiling
+        for group in np.flatnonzero((tree.row < 0) & np.isfinite(tree.ceiling)):
+            self.under_a_ceiling[tree.members[group]] = True
 
     def summed(self, per_user: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         """Per node of `nodes` (a level's rows: runs of users that cover them all, in order), the sum of
@@ -174,10 +196,7 @@ class _Bounds:
         and its own would take the group past its ceiling there); every other user, its own."""
         if not self.capped:
             return self.rows_ceiling
-        tree = self.tree
-        under = np.zeros(len(allocation), dtype=bool)
-        for group in np.flatnonzero((tree.row < 0) & np.isfinite(tree.ceiling)):
-            under[tree.members[group]] = True
+        under = self.under_a_ceiling
         out = self.rows_ceiling.copy()
         out[under] = np.minimum(out[under], allocation[under])
         return out
@@ -314,6 +333,26 @@ def _level_shares(tree: TreeArrays, rows: np.ndarray, anchor: np.ndarray, reach:
             level = float(totals[a]) / float(weight.sum())
         share[mine] = weight * (level if level > 0 else static[a] / weight.sum())
     return share
+
+
+def _dues(tree: TreeArrays, totals: np.ndarray, static: np.ndarray) -> np.ndarray:
+    """Per node, what it is due whatever it wants now (at least its own total): its weight times the most
+    any of its siblings got per weight, or its part by weight of what its parent is due, whichever is
+    more (a parent whose children want less than it is due has more for any one of them that wants
+    more); under the root, its part of the cluster (`static`) where no sibling got anything."""
+    weight = tree.weight
+    per_weight = np.zeros(tree.nodes + 1)       # per parent (0: the root): the most a child got per weight
+    siblings = np.zeros(tree.nodes + 1)         # per parent: its children's weights summed
+    np.maximum.at(per_weight, tree.parent + 1, totals / weight)
+    np.add.at(siblings, tree.parent + 1, weight)
+    due = np.empty(tree.nodes)
+    for node in range(tree.nodes):              # pre-order: a parent's due is known before its children's
+        parent = int(tree.parent[node])
+        level = per_weight[parent + 1]
+        if parent >= 0:
+            level = max(level, due[parent] / siblings[parent + 1])
+        due[node] = weight[node] * level if level > 0 else static[node]
+    return due
 
 
 def _static_shares(tree: TreeArrays, total: float) -> np.ndarray:

@@ -65,6 +65,43 @@ def test_an_idle_users_share_goes_to_its_own_group_first():
     assert step.user_totals() == pytest.approx([40 * MB, 5 * MB, 22.5 * MB, 22.5 * MB], rel=0.01)
 
 
+def test_an_idle_or_met_user_keeps_a_standby_weight_of_its_due_so_it_takes_its_share_when_it_reads():
+    """The control loop's next demand is what a user moved under these weights. ann is met at 10 MB/s,
+    dee idle: bob and cy get biology's 80. dee weighs what a sibling that reads gets (40), not ~0 (she
+    would move ~nothing once back, want ~nothing at the next tick, and stay there); ann weighs physics'
+    due (2 x biology's 80), not her 10."""
+    step = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), np.array([[10 * MB, INF, INF, 0.0]]).T)
+    weights = step.step.weight[:, 0]
+    assert weights == pytest.approx([160 * MB, 40 * MB, 40 * MB, 40 * MB], rel=0.02)
+    # Under them the edge gives what the step planned while the demands hold.
+    assert step.step.realised(step.step.weight)[:, 0] == pytest.approx([10 * MB, 40 * MB, 40 * MB, 0], rel=0.01,
+                                                                        abs=1)
+
+
+def test_a_held_user_keeps_no_standby_weight_where_it_takes_bytes():
+    """ann waited (held): her demand, 40, is only a lower bound (on a node that delivers less than its
+    configured 90 she may want her 60 yet show 40), so she weighs what she is given and the node splits
+    what it delivers as the step planned, 40 : 50. Not held, she is met at 40 and weighs physics' due
+    (2 x biology's 50): two thirds of the weights, taken at once if she wants more."""
+    demand = np.array([[40 * MB, INF, INF, INF]]).T
+    held = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), demand, held=np.ones((4, 1), dtype=bool)).step.weight[:, 0]
+    assert held[0] / held.sum() == pytest.approx(40 / 90, rel=0.01)
+    unheld = tree_weights(ONE_DISK, TWO_TO_ONE.arrays(), demand).step.weight[:, 0]
+    assert unheld[0] / unheld.sum() == pytest.approx(2 / 3, rel=0.01)
+
+
+def test_a_capped_groups_user_keeps_the_weight_the_levels_gave_it_where_it_takes_bytes():
+    """physics is capped at 20 MB/s: ann, reading all she gets, weighs her 20 (her due would take physics
+    past its ceiling at an edge that knows only weights); eve, idle, her due."""
+    tree = WeightTree((Group("physics", 1, (User("ann", 1), User("eve", 1)), ceiling=20 * MB),
+                       Group("biology", 1, (User("bob", 1),))))
+    step = tree_weights(ONE_DISK, tree.arrays(), np.array([[INF, 0.0, INF]]).T)
+    weights = step.step.weight[:, 0]
+    assert step.user_totals() == pytest.approx([20 * MB, 0, 70 * MB], rel=0.01, abs=1)
+    assert weights[0] == pytest.approx(20 * MB, rel=0.01)
+    assert weights[1] >= 20 * MB
+
+
 def test_between_groups_children_are_served_as_their_parent_owes_them():
     """ann (9) on r0 and bob (1) on r1 in physics; cy in biology on both: ann 9, bob 1, cy 1 + 9."""
     tree = WeightTree((Group("physics", 1, (User("ann", 9), User("bob", 1))), Group("biology", 1, (User("cy", 1),))))
