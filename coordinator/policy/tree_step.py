@@ -27,7 +27,12 @@ its users' demands and ceilings, every group ceiling on the way).
       parent over the resources where it got bytes, warm-started from (a)); a user above level k keeps
       its row. Every parent's total, on every resource, is then exactly what it got above.
 3. The edges' weights: the users' allocation as their local weights (their own fixed point: each
-   resource water-filled by them gives it back) with today's standby weights, in one fill.
+   resource water-filled by them gives it back) with today's standby weights, in one fill. A user's
+   standby weight comes from its due (_dues: what it may take at once where it is idle or met, at
+   least its total), not its total: the control loop's next demand is what the user moved under these
+   weights, and a weight of ~0 for a user idle at the tick kept it at ~0 (docs/tree-of-weights.md, "The
+   control loop's feedback"). None where it was held, nor under a group with a ceiling where it takes
+   bytes.
 
 A tree of one level is exactly today's flat step (the same call, the same arrays).
 
@@ -132,10 +137,13 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     standby = due
     if bounds.capped:
         # A weight edge knows no group ceiling: a user under one keeps, where it takes bytes, the weight the
-        # levels gave it (with its due it would take its group past its ceiling); where idle, its due.
+        # levels gave it (with its due it would take its group past its ceiling); where idle, its due. Nor is
+        # it held in the fill, which would raise its ceiling there to its weighted share of the resource.
         under = bounds.under_a_ceiling
         standby = np.repeat(due[:, None], len(capacity), axis=1)
         standby[under] = np.where(ceiling[under] > 0, 0.0, standby[under])
+        if held is not None:
+            held = held & ~under[:, None]
     reservation = bounds.in_rows(bounds.floor) if bounds.floor is not None else np.zeros(len(users))
     step = local_weights(capacity, weight, ceiling, reservation, np.full(len(users), np.inf),
                          previous=allocation, held=held, max_iterations=0, dtype=dtype, shards=shards,

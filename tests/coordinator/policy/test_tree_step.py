@@ -100,6 +100,11 @@ def test_a_capped_groups_user_keeps_the_weight_the_levels_gave_it_where_it_takes
     assert step.user_totals() == pytest.approx([20 * MB, 0, 70 * MB], rel=0.01, abs=1)
     assert weights[0] == pytest.approx(20 * MB, rel=0.01)
     assert weights[1] >= 20 * MB
+    # ann held at physics' ceiling (a cap-only edge holds her there) on a disk with room: still 20, not
+    # the weighted share of the disk a held user's demand is raised to in the flat step
+    room = tree_weights(ONE_DISK, tree.arrays(), np.array([[40 * MB, 0.0, 10 * MB]]).T,
+                        held=np.array([[True, False, False]]).T)
+    assert room.user_totals() == pytest.approx([20 * MB, 0, 10 * MB], rel=0.01, abs=1)
 
 
 def test_between_groups_children_are_served_as_their_parent_owes_them():
