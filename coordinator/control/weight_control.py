@@ -378,7 +378,7 @@ class WeightControl:
                                  previous_level=self._aligned_level(layout),
                                  seconds=STEP_SHARE * self.policy.control_seconds)
         else:
-            step = tree_weights(layout.capacity, tree.arrays(names), demand).step
+            step = tree_weights(layout.capacity, tree.arrays(names), demand, held=held).step
         new = step.weight
         if layout.capped.any():
             new = step.weight.copy()

@@ -13,7 +13,8 @@
 - hysteresis.py: which nodes must be sent new weights or caps.
 - weight_tree.py: a tree of weights (users under groups, groups under groups) and its arrays.
 - flow_network.py: the max-flow both exact solvers test feasibility with.
-- hierarchical_max_min.py: the exact hierarchical weighted max-min over a tree; the tree step's reference.
+- hierarchical_max_min.py: the exact hierarchical weighted max-min over a tree, and the definition level by
+  level computed exactly (within_parents): the tree step's yardstick.
 - tree_step.py: the weight step for a tree, level by level with the flat step.
 
 `static` (Algorithm 1) is vnode_sync.shares.priority_shares.

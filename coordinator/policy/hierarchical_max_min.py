@@ -30,6 +30,16 @@ over the cluster: the sum of x over its users and all resources.
   got. A user above level k keeps its total.
 The allocation is the one at the deepest level: users' totals fixed, spread as a max-flow finds.
 
+That definition also chooses where each parent's total sits over the resources (the split that
+makes children fairest across parents at exactly their parents' totals), and its answer for a user
+can move by up to 8x when the parents' totals move by 1e-6 (docs/tree-of-weights.md). The definition
+the tree step is held to fixes each node's total given its parent's bytes, resource by resource, and
+within_parents computes it exactly: the root's children's totals are the weighted max-min of the
+cluster (the same as level 1 above), and every group's children's totals are the weighted max-min of
+what the group holds on each resource in a given allocation (exact_max_min.weighted_max_min with the
+group's bytes as the capacities, each child taking at most what its subtree can take there). Unique,
+and continuous in the group's bytes (the children's feasible totals form a polymatroid).
+
 Each level is one progressive filling in a flow network: source -> every node of the level (its
 total as the level rises) and -> every parent's slack (what of its fixed total its children have
 not been given yet) -> the users under them -> (user, resource), capped at the pair's ceiling ->
@@ -42,8 +52,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vnode_sync.coordinator.policy.exact_max_min import weighted_max_min
 from vnode_sync.coordinator.policy.flow_network import FlowNetwork
-from vnode_sync.coordinator.policy.weight_tree import TreeArrays, pair_bounds, water_level
+from vnode_sync.coordinator.policy.weight_tree import TreeArrays, node_ceilings, pair_bounds, water_level
 from vnode_sync.errors import InvalidArgument
 
 _BISECTIONS = 60
@@ -58,9 +69,12 @@ class HierarchicalShares:
         return self.allocation.sum(axis=1)
 
 
-def hierarchical_max_min(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray) -> HierarchicalShares:
+def hierarchical_max_min(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray,
+                         lower_level_one: float = 0.0) -> HierarchicalShares:
     """The exact hierarchical weighted max-min allocation (module docstring) for `demand[u, r]` bytes/s
-    (inf: takes all it gets), users in the tree's rows, `capacity[r]` bytes/s."""
+    (inf: takes all it gets), users in the tree's rows, `capacity[r]` bytes/s. `lower_level_one`: the
+    levels below the first are filled from the root's children's totals lowered by this fraction
+    (still feasible), to measure how much the users' answer hangs on them (benchmarks/tree_step.py)."""
     capacity = np.asarray(capacity, dtype=np.float64)
     demand = np.asarray(demand, dtype=np.float64)
     if demand.shape != (len(tree.leaf), len(capacity)):
@@ -74,11 +88,46 @@ def hierarchical_max_min(capacity: np.ndarray, tree: TreeArrays, demand: np.ndar
     graph = None
     for level in range(1, tree.height + 1):
         graph = problem.fill_level(level, totals)
+        if level == 1 and lower_level_one:
+            top = tree.frontier(1)
+            totals[top] = problem.offset[top] + (totals[top] - problem.offset[top]) * (1 - lower_level_one)
     allocation = floor.copy()
     if graph is not None:
         for (u, r), e in graph.pair_edge.items():
             allocation[u, r] += graph.flow(e)
     return HierarchicalShares(allocation, totals)
+
+
+def within_parents(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, allocation: np.ndarray) -> np.ndarray:
+    """Per tree node (TreeArrays order): its exact total by the definition level by level (module
+    docstring), given what its parent holds on each resource in `allocation` (users x resources, e.g. a
+    step's): the weighted max-min among its siblings of their parent's bytes (the cluster's capacities
+    for the root's children). Floors (pair_bounds) are granted first, as in the step."""
+    capacity = np.asarray(capacity, dtype=np.float64)
+    allocation = np.asarray(allocation, dtype=np.float64)
+    if allocation.shape != (len(tree.leaf), len(capacity)):
+        raise InvalidArgument(f"shapes: allocation {allocation.shape} must be the tree's {len(tree.leaf)} users x "
+                              f"{len(capacity)} resources")
+    _, floor = pair_bounds(tree, capacity, demand)
+    reach = node_ceilings(tree, capacity, demand)
+    held = tree.subtree_sum(allocation, np.arange(tree.nodes))
+    floors = tree.subtree_sum(floor, np.arange(tree.nodes))
+    totals = np.zeros(tree.nodes)
+    for parent in (-1, *np.flatnonzero(tree.row < 0).tolist()):
+        kids = tree.children(parent)
+        if not len(kids):
+            continue
+        room = np.maximum((capacity if parent < 0 else held[parent]) - floors[kids].sum(axis=0), 0.0)
+        extra = np.maximum(reach[kids] - floors[kids], 0.0)
+        caps = {(str(c), str(r)): float(extra[i, r]) for i, c in enumerate(kids)
+                for r in np.flatnonzero((extra[i] > 0) & (room > 0))}
+        offset = {str(c): float(floors[c].sum()) for c in kids}
+        given = weighted_max_min({str(r): float(v) for r, v in enumerate(room)},
+                                 {str(c): float(tree.weight[c]) for c in kids}, caps, offset)
+        totals[kids] = floors[kids].sum(axis=1)
+        for (c, _), v in given.items():
+            totals[int(c)] += v
+    return totals
 
 
 class _Problem:

@@ -92,7 +92,7 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
                   max_iterations: int | None = None, tolerance: float = TOLERANCE,
                   dtype: type = np.float32, previous_level: np.ndarray | None = None,
                   seconds: float | None = None, shards: ColumnShards | None = None,
-                  even_split: bool = True) -> WeightStep:
+                  even_split: bool = True, standby: np.ndarray | None = None) -> WeightStep:
     """One step of the center.
 
     `capacity[r]` bytes/s of each resource (a (node, device, direction)); `weight[u]` each user's
@@ -112,7 +112,10 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
     like every other thread. `shards`: the blocks of resources that threads work at once
     (column_shards.py; None: one per core, where the arrays are large enough to pay for them).
     `even_split`: False keeps the split the iterations found from `previous` even where the even
-    split (EVEN_SPLIT_SLACK) is as fair (the tree step keeps a split its users' needs chose)."""
+    split (EVEN_SPLIT_SLACK) is as fair (the tree step keeps a split its users' needs chose).
+    `standby[u]` (or `standby[u, r]`): the global weight a user's standby weights come from, in the local
+    weights' units (None: `weight`; the tree step's last fill, whose local weights are bytes/s, gives
+    each user's due, and 0 where a group's ceiling must hold it to what the levels gave it)."""
     capacity, weight, demand, reservation, limit = _checked(capacity, weight, demand, reservation, limit, previous)
     if previous_level is not None and np.shape(previous_level) != capacity.shape:
         raise InvalidArgument(f"previous levels {np.shape(previous_level)} must be one per resource {capacity.shape}")
@@ -166,7 +169,8 @@ def local_weights(capacity: np.ndarray, weight: np.ndarray, demand: np.ndarray, 
         local, given, level, totals = _even_if_as_fair(weight, ceiling, trace, capacity, floor, shards,
                                                        (local, given, level, totals))
     weights = np.empty_like(local)
-    shards.map(lambda columns: _with_standby(columns, weights, local, ceiling, level, weight, totals, capacity, held))
+    standby = weight if standby is None else np.asarray(standby, dtype=np.float64)
+    shards.map(lambda columns: _with_standby(columns, weights, local, ceiling, level, standby, totals, capacity, held))
     return WeightStep(weights, given, level, iterations, converged, ceiling, floor, capacity)
 
 
@@ -296,10 +300,13 @@ def _with_standby(columns: slice, out: np.ndarray, local: np.ndarray, ceiling: n
     if held is not None:
         settled &= ~(held[:, columns] & (ceiling > 0))
     # standby = W[u] * min(1, C[r] / T[u]) = min(W[u], W[u] / T[u] * C[r]), where settled (0 elsewhere)
-    with np.errstate(over="ignore"):    # a user with no total: inf, and the min gives W[u]
-        np.multiply((weight / np.maximum(totals, 1e-30)).astype(dtype)[:, None], capacity[columns].astype(dtype),
-                    out=part)
-    np.minimum(part, weight.astype(dtype)[:, None], out=part)
+    weight = weight[:, None] if weight.ndim == 1 else weight[:, columns]
+    # W[u] / T[u] kept finite (a user with no total: the largest, and the min gives W[u]), so a resource
+    # of no capacity gives 0, not inf * 0
+    per_total = np.minimum(weight / np.maximum(totals, 1e-30)[:, None], np.finfo(dtype).max).astype(dtype)
+    with np.errstate(over="ignore"):
+        np.multiply(per_total, capacity[columns].astype(dtype), out=part)
+    np.minimum(part, weight.astype(dtype), out=part)
     part *= settled
     np.maximum(part, local, out=part)
 

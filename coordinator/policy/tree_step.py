@@ -1,52 +1,51 @@
 """The weight step for a tree of weights: users' global weights from the tree, level by level, on arrays.
 
-The flat step (local_weights.py) makes users' totals weighted max-min fair by their global weights
-W, and the edges share each resource by the local weights it returns. For a tree, the step works
-down the levels with flat steps whose rows are the nodes of one level (a group's row wants, on each
-resource, what its users want there together, within its ceiling), keeping every node's allocation
-on every resource, A[v, r]:
+What it computes is hierarchical max-min as docs/tree-of-weights.md defines it, level by level: the
+root's children's totals are the weighted max-min of the whole cluster, and every group's children's
+totals are the weighted max-min of what the group got, resource by resource (its bytes on each
+resource, shared by its children's weights, what one cannot take going to its siblings).
+hierarchical_max_min.within_parents is that definition computed exactly; the step computes it with
+flat steps (local_weights.py), each exact within its tolerance, and so agrees with it by construction.
+Every node's row wants, on each resource, what its subtree can take there (weight_tree.node_ceilings:
+its users' demands and ceilings, every group ceiling on the way).
 
-1. Level 1: the root's children by their weights. Their totals are the weighted max-min of the
-   groups' totals, as in the exact reference (up to the flat step's own error: a group's users can
-   use what the group could, resource by resource, so the groups' feasible totals are the same).
-2. Level k > 1:
-   a. Informed: every node of level k as a row over the whole cluster, at e_c = w_c * L_p, where
-      L_p is its parent's water level (weight_tree.water_level: the parent's total split among its
-      children by weight, each up to the most it could take), what the exact reference measures a
-      child against; a user above level k at its own total. INFORMED_ROUNDS flat steps, each parent's
-      rows scaled by what its total should be over what they got, warm-started from the last.
+1. Level 1: one flat step whose rows are the root's children, by their weights, over the cluster.
+2. Level k > 1. The definition fixes each parent's total but not where it sits: of the splits over
+   resources that give a parent the same total, (a) and (b) choose one its children's needs lead to;
+   (c) is the definition's step.
+   a. Informed: every node of level k as a row over the whole cluster, at e_c = w_c * L_p, where L_p is
+      its parent's water level (weight_tree.water_level: the parent's total split among its children
+      by weight, each up to the most it could take), what the exact reference (hierarchical_max_min)
+      measures a child against across parents; a user above level k at its own total.
+      INFORMED_ROUNDS flat steps, each parent's rows scaled by what its total should be over what
+      they got, warm-started from the last.
    b. Re-split: level k-1 again, each parent's children within what their own parent got (the
-      cluster, at level 1), warm-started from (a)'s allocation summed per parent and not moved to
-      the even split: of the splits over resources that give level k-1 the same totals, the one its
-      children's needs lead to.
-   c. Within: every parent's children share the parent's A[p, :] by their weights (one flat step
-      per parent over the resources where it got bytes, warm-started from (a)); a user above level k
-      keeps its row. Every parent's total, on every resource, is then exactly what it got above.
-3. The users' allocation: (a)'s at the last level where its parents' totals came within SELECT of
-   theirs (its trades between parents are the exact reference's), else (c)'s (parents' totals
-   exact, the split over resources as (b) left it). The edges' weights: one more flat step over the
-   users with W = their totals, started from that allocation as local weights (its fixed point), so
-   they come with today's standby weights and predictions.
+      cluster, at level 1), warm-started from (a)'s allocation summed per parent and not moved to the
+      even split: the same totals (the definition's), the split (a) asked for where the resources
+      allow it.
+   c. Within: every parent's children share the parent's A[p, :] by their weights (one flat step per
+      parent over the resources where it got bytes, warm-started from (a)); a user above level k keeps
+      its row. Every parent's total, on every resource, is then exactly what it got above.
+3. The edges' weights: the users' allocation as their local weights (their own fixed point: each
+   resource water-filled by them gives it back) with today's standby weights, in one fill. A user's
+   standby weight comes from its due (_dues: what it may take at once where it is idle or met, at
+   least its total), not its total: the control loop's next demand is what the user moved under these
+   weights, and a weight of ~0 for a user idle at the tick kept it at ~0 (docs/tree-of-weights.md, "The
+   control loop's feedback"). None where it was held, nor under a group with a ceiling where it takes
+   bytes.
 
 A tree of one level is exactly today's flat step (the same call, the same arrays).
 
-What it guarantees, and where it approximates:
-- Level 1 (groups under the root) is the flat step: the groups' totals within its accuracy of the
-  weighted max-min. Within a parent, children share by weight, and what an idle or met child leaves
-  goes to its siblings first (a flat max-min among them, in (a) by e_c, in (c) within A[p, :]).
-- Across parents, the exact reference moves a parent's bytes between resources when that lets
-  children be fairer at the same totals. (a) trades by the exact reference's measure but holds
-  parents' totals only as closely as its rounds bring them; (c) holds them exactly but keeps the
-  split (b) found. Where neither fits (parents' children pinned to different resources, competing
-  with other parents' there) users may get well below their exact totals: measured by
-  benchmarks/tree_step.py (benchmarks/results/tree-step.txt), and short of 0.95 on some trees.
-- A group's ceiling (and floor) bounds its users' sum on each resource; the step splits it among
-  its children by weight on each resource alone, each up to what it wants there
-  (weight_tree.split_down), as a nested scheduler on that resource would: exact on one resource,
-  not moved between resources.
-- Cost, per level below the first: INFORMED_ROUNDS flat steps over that level's rows (the later ones
-  warm, a quarter of the iterations), one over the level above (warm), one per parent over its
-  children; then the users' last step (LAST_ITERATIONS).
+What it does not do: the exact reference of the first definition (hierarchical_max_min) also
+chooses each parent's split over resources, the one that makes children fairest across parents at
+exactly the parents' totals. (a) and (b) lean that way; they do not search for it (its answer moves by
+up to 8x for a change of 1e-6 in the parents' totals: docs/tree-of-weights.md). Group floors are split
+among children by weight on each resource alone (weight_tree.pair_bounds), granted first and counted
+in the totals; a group ceiling bounds its row at every level, and the edges' fill holds its users to
+what the levels gave them.
+
+Cost, per level below the first: INFORMED_ROUNDS flat steps over that level's rows, one over the
+level above (warm), one per parent over its children (warm); then one fill over the users.
 """
 
 from dataclasses import dataclass
@@ -55,17 +54,22 @@ import numpy as np
 
 from vnode_sync.coordinator.policy.column_shards import ColumnShards
 from vnode_sync.coordinator.policy.local_weights import WeightStep, iteration_budget, local_weights
-from vnode_sync.coordinator.policy.weight_tree import TreeArrays, node_ceilings, pair_bounds, split_down, water_level
+from vnode_sync.coordinator.policy.water_filling import TOLERANCE as WATER_TOLERANCE
+from vnode_sync.coordinator.policy.weight_tree import TreeArrays, node_ceilings, pair_bounds, water_level
 from vnode_sync.errors import InvalidArgument
 
-# Rounds of step 2a: each brings parents' totals closer to theirs (8: within 2% on most random trees).
-INFORMED_ROUNDS = 8
+# Rounds of step 2a. It only chooses where parents' totals sit; on the benchmark's 120 trees 1, 2, 4 and 8
+# rounds serve the children as well by the exact reference's measure (78 trees at 0.95 each), and at
+# 1,000 users x 10,000 resources a round is ~0.4 s of a core (docs/tree-of-weights.md).
+INFORMED_ROUNDS = 1
 # A warm-started round moves weights a little: it takes a quarter of a cold step's iterations, at least these.
 ROUND_ITERATIONS = 10
-# Step 2a's allocation is taken where every parent's total came within this fraction of its own.
-SELECT = 0.02
-# The users' last step starts at its fixed point (their allocation as local weights): a few iterations.
-LAST_ITERATIONS = 10
+# A warm-started flat step ends when no row's total moves by more than its tolerance in an iteration, and
+# proportional response brings a row back onto a resource where its start gave it ~nothing by only a
+# small factor per iteration (one of the tests' trees: 0.013 MB/s of a parent's 5.6 where the max-min
+# gives it 1.8). A step that ends with a row holding bytes a row this much lower per weight wants is
+# taken again from the cold start.
+UNFAIR = 0.01
 
 
 @dataclass(frozen=True)
@@ -85,10 +89,13 @@ class TreeStep:
 
 
 def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, previous: TreeStep | None = None,
-                 dtype: type = np.float32, shards: ColumnShards | None = None) -> TreeStep:
+                 dtype: type = np.float32, shards: ColumnShards | None = None,
+                 held: np.ndarray | None = None) -> TreeStep:
     """One step of the center for a tree: `demand[u, r]` bytes/s (inf = takes all), users in the
     tree's rows; `capacity[r]` bytes/s. `previous`: the last step for the same users and resources,
-    a warm start for a tree of one level (today's step); a deeper tree starts from its own levels."""
+    a warm start for a tree of one level (today's step); a deeper tree starts from its own levels.
+    `held[u, r]`: the user waited there (local_weights: its demand is a lower bound); it keeps no
+    standby weight there."""
     capacity = np.ascontiguousarray(capacity, dtype=np.float64)
     demand = np.asarray(demand)
     if demand.shape != (len(tree.leaf), len(capacity)):
@@ -100,121 +107,220 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     users = tree.leaf
     if tree.height == 1:   # today's step, unchanged
         step = local_weights(capacity, tree.weight[users], demand, tree.floor[users], tree.ceiling[users],
-                             previous=None if previous is None else previous.step.weight,
+                             previous=None if previous is None else previous.step.weight, held=held,
                              previous_level=None if previous is None else previous.step.level,
                              dtype=dtype, shards=shards)
         return TreeStep(step, _node_totals(tree, step.totals()), 1)
     if np.isnan(demand).any() or (demand < 0).any():
         raise InvalidArgument("demand must be >= 0 (inf = takes all it gets), not NaN or negative")
-    ceiling, floor = _user_bounds(tree, capacity, demand)
-    levels = _Levels(tree, capacity, ceiling, floor, dtype, shards)
+    bounds = _Bounds(tree, capacity, demand)
+    levels = _Levels(tree, capacity, bounds, dtype, shards)
     static = _static_shares(tree, float(capacity.sum()))
     levels.within(1, None)
     for level in range(2, tree.height + 1):
-        informed = levels.informed(level, static)
-        levels.within(level - 1, informed)     # the re-split
+        informed = levels.informed(level, static) if INFORMED_ROUNDS else None
+        if informed is not None:
+            levels.within(level - 1, informed)     # the re-split
         levels.within(level, informed)
-    rows, allocation = levels.rows[tree.height], levels.given[tree.height]
-    if levels.informed_miss[tree.height] <= SELECT:
-        allocation = informed
-    order = np.argsort(tree.row[rows])
-    allocation = allocation[order]
-    totals = allocation.sum(axis=1)
+    allocation = bounds.in_rows(levels.given[tree.height])
+    totals = allocation.sum(axis=1, dtype=np.float64)
+    # The edges' fill: its local weights are the allocation (bytes/s: every resource's level is 1). Its global
+    # weights only set the trace (TRACE * W, W <= 1: under a byte, so the fill gives the levels' allocation
+    # back) and held users' ceilings. A user's standby weight (W[u] * min(1, C[r] / T[u]) in the flat step)
+    # comes from its due, in bytes/s: what it may take at once where it was idle or met. Its total instead
+    # (0 for a user idle at the tick) gave a user back from idle a weight of ~0: it moved ~nothing, so its
+    # next demand (what it moved, grown) was ~nothing, and so was its next weight: a fixed point at zero.
     weight = np.maximum(totals, 1e-9 * max(float(capacity.max(initial=0.0)), 1.0))
     weight = weight / weight.max()
-    reservation = floor if floor is not None else np.zeros(len(users))
+    due = _dues(tree, _node_totals(tree, totals), static)[users]
+    ceiling = bounds.at_the_edges(allocation)
+    standby = due
+    if bounds.capped:
+        # A weight edge knows no group ceiling: a user under one keeps, where it takes bytes, the weight the
+        # levels gave it (with its due it would take its group past its ceiling); where idle, its due. Nor is
+        # it held in the fill, which would raise its ceiling there to its weighted share of the resource.
+        under = bounds.under_a_ceiling
+        standby = np.repeat(due[:, None], len(capacity), axis=1)
+        standby[under] = np.where(ceiling[under] > 0, 0.0, standby[under])
+        if held is not None:
+            held = held & ~under[:, None]
+    reservation = bounds.in_rows(bounds.floor) if bounds.floor is not None else np.zeros(len(users))
     step = local_weights(capacity, weight, ceiling, reservation, np.full(len(users), np.inf),
-                         previous=np.ascontiguousarray(allocation, dtype=dtype), max_iterations=LAST_ITERATIONS,
-                         dtype=dtype, shards=shards, even_split=False)
-    return TreeStep(step, _node_totals(tree, step.totals()), levels.steps + 1)
+                         previous=allocation, held=held, max_iterations=0, dtype=dtype, shards=shards,
+                         even_split=False, standby=standby)
+    return TreeStep(step, _node_totals(tree, step.totals()), levels.steps)
+
+
+class _Bounds:
+    """Per user and resource its ceiling and floor (weight_tree.pair_bounds), users in the tree's
+    pre-order (so every node's users are a run of rows), and per node the most its subtree can take on
+    each resource (weight_tree.node_ceilings: every group ceiling on the way)."""
+
+    def __init__(self, tree: TreeArrays, capacity: np.ndarray, demand: np.ndarray):
+        self.tree = tree
+        self.order = tree.row[tree.row >= 0]                    # per pre-order position: the user's row
+        self.in_order = bool(np.array_equal(self.order, np.arange(len(self.order))))
+        self.first = np.empty(tree.nodes, dtype=np.int64)       # per node: the position of its first user
+        position = np.argsort(self.order)
+        for node in range(tree.nodes):
+            self.first[node] = position[tree.members[node]].min(initial=len(self.order))
+        self.capped = bool(np.isfinite(tree.ceiling[tree.row < 0]).any())
+        if (tree.floor > 0).any() or np.isfinite(tree.ceiling).any():
+            ceiling, floor = pair_bounds(tree, capacity, demand)
+            floor = floor if floor.any() else None
+        else:   # weights only (the common case): what pair_bounds gives, without its passes over floors
+            ceiling, floor = np.minimum(demand, capacity[None, :]), None
+        self.rows_ceiling = ceiling
+        self.ceiling = ceiling if self.in_order else ceiling[self.order]
+        self.floor = floor if floor is None or self.in_order else floor[self.order]
+        # Only where a group has a ceiling does a group's reach differ from its users' summed.
+        self.node_reach = node_ceilings(tree, capacity, demand) if self.capped else None
+        self.under_a_ceiling = np.zeros(len(self.order), dtype=bool)    # per row: under a group with a ceiling
+        for group in np.flatnonzero((tree.row < 0) & np.isfinite(tree.ceiling)):
+            self.under_a_ceiling[tree.members[group]] = True
+
+    def summed(self, per_user: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Per node of `nodes` (a level's rows: runs of users that cover them all, in order), the sum of
+        `per_user` (pre-order) over its users."""
+        if len(nodes) == len(per_user):
+            return per_user
+        return np.add.reduceat(per_user, self.first[nodes], axis=0)
+
+    def reach(self, nodes: np.ndarray) -> np.ndarray:
+        """Per node of `nodes` (a level's rows), the most its subtree can take on each resource."""
+        return self.node_reach[nodes] if self.capped else self.summed(self.ceiling, nodes)
+
+    def in_rows(self, per_user: np.ndarray) -> np.ndarray:
+        """`per_user` (pre-order) in the tree's rows."""
+        if self.in_order:
+            return per_user
+        out = np.empty_like(per_user)
+        out[self.order] = per_user
+        return out
+
+    def at_the_edges(self, allocation: np.ndarray) -> np.ndarray:
+        """The users' ceilings (rows) for the edges' fill: a user under a group with a ceiling is held to
+        what the levels gave it (on a resource with room to spare, the fill gives every user its ceiling,
+        and its own would take the group past its ceiling there); every other user, its own."""
+        if not self.capped:
+            return self.rows_ceiling
+        under = self.under_a_ceiling
+        out = self.rows_ceiling.copy()
+        out[under] = np.minimum(out[under], allocation[under])
+        return out
 
 
 class _Levels:
-    """Per level of the tree, its rows (the nodes at it, and users above it) and their allocation."""
+    """Per level of the tree, its rows (the nodes at it, and users above it, in pre-order; groups with
+    no users left out) and their allocation. The rows under one row of the level above are a run."""
 
-    def __init__(self, tree: TreeArrays, capacity: np.ndarray, ceiling: np.ndarray, floor: np.ndarray | None,
-                 dtype: type, shards: ColumnShards):
-        self.tree, self.capacity, self.dtype, self.shards = tree, capacity, dtype, shards
-        self.rows = {level: tree.frontier(level) for level in range(1, tree.height + 1)}
-        self.demand = {level: tree.subtree_sum(ceiling, rows) for level, rows in self.rows.items()}
-        self.floor = {level: None if floor is None else tree.subtree_sum(floor, rows)
+    def __init__(self, tree: TreeArrays, capacity: np.ndarray, bounds: _Bounds, dtype: type, shards: ColumnShards):
+        self.tree, self.capacity, self.dtype, self.shards, self.bounds = tree, capacity, dtype, shards, bounds
+        users = len(bounds.order)
+        self.rows = {level: rows[bounds.first[rows] < users] for level in range(1, tree.height + 1)
+                     for rows in [tree.frontier(level)]}
+        self.demand = {level: bounds.reach(rows) for level, rows in self.rows.items()}
+        self.floor = {level: None if bounds.floor is None else bounds.summed(bounds.floor, rows)
                       for level, rows in self.rows.items()}
+        # Per level > 1: where each row of the level above starts among its rows (and the end).
+        self.cuts = {level: np.searchsorted(bounds.first[self.rows[level]], bounds.first[self.rows[level - 1]])
+                     for level in range(2, tree.height + 1)}
         self.given: dict[int, np.ndarray] = {}
-        self.informed_miss: dict[int, float] = {}
         self.steps = 0
 
-    def _parent_slot(self, level: int) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of `level`: the row of level - 1 it is under (itself, for a user above), or -1 at level 1."""
-        rows = self.rows[level]
+    def _runs(self, level: int) -> list[tuple[int, int, int]]:
+        """(row of the level above or -1, first, end) of the runs of rows of `level` under one row above."""
         if level == 1:
-            return rows, np.full(len(rows), -1)
-        above = np.where(self.tree.depth[rows] == level, self.tree.parent[rows], rows)
-        index = {int(n): i for i, n in enumerate(self.rows[level - 1])}
-        return rows, np.array([index[int(a)] for a in above])
+            return [(-1, 0, len(self.rows[1]))]
+        cuts = [*self.cuts[level].tolist(), len(self.rows[level])]
+        return [(i, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
 
     def informed(self, level: int, static: np.ndarray) -> np.ndarray:
         """Step 2a: the rows of `level` over the whole cluster, by e_c; their allocation."""
         tree = self.tree
-        rows, slot = self._parent_slot(level)
+        rows = self.rows[level]
+        slot = np.repeat(np.arange(len(self.rows[level - 1])), np.diff([*self.cuts[level], len(rows)]))
         totals = np.zeros(tree.nodes)
-        totals[self.rows[level - 1]] = self.given[level - 1].sum(axis=1)
+        totals[self.rows[level - 1]] = self.given[level - 1].sum(axis=1, dtype=np.float64)
         anchor = self.rows[level - 1][slot]
-        reach = np.minimum(self.demand[level], self.capacity).sum(axis=1)
-        share = _level_shares(tree, rows, anchor, reach, totals, static)
+        share = _level_shares(tree, rows, anchor, self.demand[level].sum(axis=1), totals, static)
         reservation = self.floor[level] if self.floor[level] is not None else np.zeros(len(rows))
         target = totals[self.rows[level - 1]]
         scale = np.ones(len(target))
         previous = None
-        for _ in range(INFORMED_ROUNDS):
+        budget = iteration_budget(self.demand[level].size)
+        for round_ in range(INFORMED_ROUNDS):
             weight = share * scale[slot]
             weight = weight / weight.max()      # scale-free: kept near 1, far from float32's range
-            budget = iteration_budget(self.demand[level].size)
+            # even_split=False: the split its rows' needs lead to is what this step is for.
             step = local_weights(self.capacity, weight, self.demand[level], reservation, np.full(len(rows), np.inf),
-                                 previous=previous, dtype=self.dtype, shards=self.shards,
+                                 previous=previous, dtype=self.dtype, shards=self.shards, even_split=False,
                                  max_iterations=budget if previous is None else max(ROUND_ITERATIONS, budget // 4))
             self.steps += 1
+            if round_ == INFORMED_ROUNDS - 1:
+                break
             got = np.bincount(slot, weights=step.totals(), minlength=len(target))
             move = np.where((got > 0) & (target > 0), target / np.maximum(got, 1e-30), 1.0)
             # A parent whose children took more than it has here gives way where they compete with others.
             scale *= move
             previous = step.weight * move[slot].astype(step.weight.dtype)[:, None]
-        self.informed_miss[level] = float(np.max(np.abs(got / np.maximum(target, 1e-30) - 1)[target > 0], initial=0.0))
-        return step.allocation.astype(np.float64)
+        return step.allocation
 
     def within(self, level: int, informed: np.ndarray | None) -> None:
         """Steps 1, 2b and 2c: every row of `level` within what the row above it got, by weight; warm from
         `informed` (the allocation of level `level` or of the level below it, summed up to `level`)."""
         tree = self.tree
-        rows, slot = self._parent_slot(level)
+        rows = self.rows[level]
         if informed is not None and len(informed) != len(rows):    # the level below: summed up to this one
-            below, below_slot = self._parent_slot(level + 1)
-            informed = np.stack([informed[below_slot == i].sum(axis=0) for i in range(len(rows))])
-        given = np.zeros((len(rows), len(self.capacity)))
+            informed = np.add.reduceat(informed, self.cuts[level + 1], axis=0)
+        resources = len(self.capacity)
+        given = np.zeros((len(rows), resources), dtype=self.dtype)
         above = self.given.get(level - 1)
-        for parent in np.unique(slot):
-            kids = np.flatnonzero(slot == parent)
-            room = self.capacity if parent < 0 else above[parent]
-            if parent >= 0 and tree.depth[rows[kids[0]]] < level:      # a user above: keeps its row
-                given[kids[0]] = room
+        for parent, first, end in self._runs(level):
+            room = self.capacity if parent < 0 else above[parent].astype(np.float64)
+            if parent >= 0 and tree.depth[rows[first]] < level:      # a user above: keeps its row
+                given[first] = room
                 continue
             columns = np.flatnonzero(room > 0)
             if len(columns) == 0:
                 continue
+            every = len(columns) == resources
+            kids = slice(first, end)
             weight = tree.weight[rows[kids]]
-            demand = np.ascontiguousarray(self.demand[level][kids][:, columns])
+            demand = self.demand[level][kids] if every else self.demand[level][kids][:, columns]
             floor = self.floor[level]
-            reservation = np.zeros(len(kids)) if floor is None else np.ascontiguousarray(floor[kids][:, columns])
+            reservation = np.zeros(end - first) if floor is None else floor[kids] if every else floor[kids][:, columns]
             previous = None
             if informed is not None:
-                start = informed[kids][:, columns]
-                previous = start * (weight / np.maximum(start.sum(axis=1), 1e-30))[:, None]
-            step = local_weights(np.ascontiguousarray(room[columns]), weight, demand, reservation,
-                                 np.full(len(kids), np.inf), previous=previous, dtype=self.dtype,
-                                 shards=self.shards if len(columns) == len(self.capacity) else None,
-                                 even_split=informed is None)
+                start = informed[kids] if every else informed[kids][:, columns]
+                previous = start * (weight / np.maximum(start.sum(axis=1, dtype=np.float64), 1e-30))[:, None]
+            capacity = room if every else np.ascontiguousarray(room[columns])
+            shards = self.shards if every else None
+            step = local_weights(capacity, weight, demand, reservation, np.full(end - first, np.inf), previous=previous,
+                                 dtype=self.dtype, shards=shards, even_split=previous is None)
             self.steps += 1
-            given[np.ix_(kids, columns)] = step.allocation
+            if previous is not None and _short_of_max_min(step, weight):
+                step = local_weights(capacity, weight, demand, reservation, np.full(end - first, np.inf),
+                                     dtype=self.dtype, shards=shards)
+                self.steps += 1
+            if every:
+                given[kids] = step.allocation
+            else:
+                given[kids, columns] = step.allocation
         self.given[level] = given
+
+
+def _short_of_max_min(step: WeightStep, weight: np.ndarray) -> bool:
+    """Whether some resource gives bytes above its floor to a row whose total per weight is more than
+    UNFAIR above that of a row that wants more there: an exchange the weighted max-min would make."""
+    level = step.totals() / weight
+    resolution = (WATER_TOLERANCE * step.capacity).astype(step.allocation.dtype)
+    floor = step.floor if step.floor is not None else 0.0
+    holds = step.allocation > floor + resolution
+    wants = step.allocation < step.ceiling - resolution
+    high = np.where(holds, level[:, None], -np.inf).max(axis=0, initial=-np.inf)
+    low = np.where(wants, level[:, None], np.inf).min(axis=0, initial=np.inf)
+    return bool((high > low * (1 + UNFAIR)).any())
 
 
 def _level_shares(tree: TreeArrays, rows: np.ndarray, anchor: np.ndarray, reach: np.ndarray, totals: np.ndarray,
@@ -237,17 +343,24 @@ def _level_shares(tree: TreeArrays, rows: np.ndarray, anchor: np.ndarray, reach:
     return share
 
 
-def _user_bounds(tree: TreeArrays, capacity: np.ndarray, demand: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """(ceiling, floor or None) per user and resource: pair_bounds, with every group ceiling split down
-    by weight on each resource (module docstring)."""
-    ceiling, floor = pair_bounds(tree, capacity, demand)
-    groups_capped = (tree.row < 0) & np.isfinite(tree.ceiling)
-    if groups_capped.any():
-        reach = node_ceilings(tree, capacity, demand)
-        top = tree.children(-1)
-        ceiling = np.minimum(ceiling, split_down(tree, reach[top], reach)[tree.leaf])
-        floor = np.minimum(floor, ceiling)
-    return ceiling, (floor if floor.any() else None)
+def _dues(tree: TreeArrays, totals: np.ndarray, static: np.ndarray) -> np.ndarray:
+    """Per node, what it is due whatever it wants now (at least its own total): its weight times the most
+    any of its siblings got per weight, or its part by weight of what its parent is due, whichever is
+    more (a parent whose children want less than it is due has more for any one of them that wants
+    more); under the root, its part of the cluster (`static`) where no sibling got anything."""
+    weight = tree.weight
+    per_weight = np.zeros(tree.nodes + 1)       # per parent (0: the root): the most a child got per weight
+    siblings = np.zeros(tree.nodes + 1)         # per parent: its children's weights summed
+    np.maximum.at(per_weight, tree.parent + 1, totals / weight)
+    np.add.at(siblings, tree.parent + 1, weight)
+    due = np.empty(tree.nodes)
+    for node in range(tree.nodes):              # pre-order: a parent's due is known before its children's
+        parent = int(tree.parent[node])
+        level = per_weight[parent + 1]
+        if parent >= 0:
+            level = max(level, due[parent] / siblings[parent + 1])
+        due[node] = weight[node] * level if level > 0 else static[node]
+    return due
 
 
 def _static_shares(tree: TreeArrays, total: float) -> np.ndarray:

@@ -184,29 +184,13 @@ def node_ceilings(tree: TreeArrays, capacity: np.ndarray, demand: np.ndarray) ->
     return reach
 
 
-def split_down(tree: TreeArrays, top: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """Per node and resource, its part of `top` (per root child and resource), split at every group
-    among its children by weight, each up to its `reach` there, what one cannot take going to its
-    siblings: how a nested weighted scheduler on that resource alone shares it (nodes x resources)."""
-    part = np.zeros_like(reach)
-    level_one = tree.children(-1)
-    part[level_one] = np.minimum(top, reach[level_one])
-    for node in range(tree.nodes):
-        kids = tree.children(node)
-        if len(kids) == 0:
-            continue
-        weights = np.broadcast_to(tree.weight[kids][:, None], (len(kids), reach.shape[1]))
-        part[kids] = water_fill(np.ascontiguousarray(weights), part[node], np.ascontiguousarray(reach[kids]))[0]
-    return part
-
-
 def pair_bounds(tree: TreeArrays, capacity: np.ndarray, demand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(ceiling, floor) per user and resource, the definition both solvers share.
 
     Ceiling: the least of the user's demand, its ceiling and the capacity (group ceilings are the
     solvers' own business). Floor: on every resource where its users want bytes, a node's floor
     there (its own, at most what its users could take, or its part of its parent's, whichever is
-    more) is split among its children by weight (split_down), granted first and counted in the
+    more) is water-filled among its children by weight (each up to what it could take), granted first and counted in the
     users' totals; floors that add up to more than a resource has are scaled down alike (admission
     should prevent it)."""
     capacity = np.asarray(capacity, dtype=np.float64)

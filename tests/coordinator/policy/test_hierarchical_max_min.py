@@ -1,4 +1,5 @@
-"""The exact hierarchical weighted max-min: groups' totals first, then their children's within them."""
+"""The exact hierarchical weighted max-min: groups' totals first, then their children's within them; and the
+definition level by level (within_parents): every group's children within the bytes the group holds."""
 
 import math
 
@@ -7,7 +8,7 @@ import pytest
 
 from benchmarks.tree_instances import random_tree_cluster
 from vnode_sync.coordinator.policy.exact_max_min import Claim, allocate
-from vnode_sync.coordinator.policy.hierarchical_max_min import hierarchical_max_min
+from vnode_sync.coordinator.policy.hierarchical_max_min import hierarchical_max_min, within_parents
 from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree, pair_bounds
 from vnode_sync.errors import InvalidArgument
 
@@ -100,7 +101,33 @@ def test_random_trees_are_feasible_work_conserving_and_keep_every_groups_total(s
         assert got.totals[node] == pytest.approx(got.user_totals()[tree.members[node]].sum(), abs=10 * tol)
 
 
+def test_within_parents_shares_what_each_group_holds_on_each_resource_among_its_children_by_weight():
+    """ann (9) wants r0 only, bob (1) r1 only; biology's cy both. The groups' totals are 10 and 10 whatever
+    the split; within physics, ann and bob get what physics holds where each wants bytes."""
+    tree = WeightTree((Group("physics", 1, (User("ann", 9), User("bob", 1))), Group("biology", 1, (User("cy", 1),))))
+    capacity, demand = np.array([10 * MB, 10 * MB]), np.array([[INF, 0.0], [0.0, INF], [INF, INF]])
+    for physics_r0 in (9 * MB, 5 * MB):
+        allocation = np.array([[physics_r0, 0], [0, 10 * MB - physics_r0], [10 * MB - physics_r0, physics_r0]])
+        got = within_parents(capacity, tree.arrays(), demand, allocation)
+        assert got == pytest.approx([10 * MB, physics_r0, 10 * MB - physics_r0, 10 * MB, 10 * MB])
+    # Siblings on one disk: by weight of what their group holds, an idle one's part to the others.
+    allocation = np.array([[60 * MB], [30 * MB], [0.0], [0.0]])
+    got = within_parents(ONE_DISK, TWO_TO_ONE.arrays(), np.array([[INF, INF, 0.0, 0.0]]).T, allocation)
+    assert got == pytest.approx([60 * MB, 60 * MB, 30 * MB, 30 * MB, 0, 0], abs=1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_within_parents_at_the_root_is_the_exact_references_first_level(seed):
+    cluster = random_tree_cluster(np.random.default_rng(seed), max_users=30, max_resources=6, bounds=seed % 2 == 1)
+    exact = hierarchical_max_min(cluster.capacity, cluster.arrays, cluster.demand)
+    got = within_parents(cluster.capacity, cluster.arrays, cluster.demand, exact.allocation)
+    top = cluster.arrays.children(-1)
+    assert got[top] == pytest.approx(exact.totals[top], abs=1e-6 * cluster.capacity.max())
+
+
 def test_bad_input_is_refused_in_one_line():
+    with pytest.raises(InvalidArgument, match="shapes"):
+        within_parents(ONE_DISK, TWO_TO_ONE.arrays(), np.full((4, 1), INF), np.zeros((3, 1)))
     with pytest.raises(InvalidArgument, match="shapes"):
         hierarchical_max_min(ONE_DISK, TWO_TO_ONE.arrays(), np.full((3, 1), INF))
     with pytest.raises(InvalidArgument, match="demand must be >= 0"):

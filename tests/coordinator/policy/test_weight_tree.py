@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree, node_ceilings, pair_bounds, split_down
+from vnode_sync.coordinator.policy.weight_tree import Group, User, WeightTree, node_ceilings, pair_bounds
 from vnode_sync.errors import InvalidArgument
 
 MB = 1e6
@@ -62,13 +62,11 @@ def test_a_groups_floor_is_split_by_weight_among_its_users_that_want_bytes_there
     assert ceiling[0, 1] == 2 * MB and ceiling[2, 0] == 60 * MB
 
 
-def test_a_groups_ceiling_is_split_down_by_weight_each_child_up_to_what_it_wants():
+def test_a_groups_ceiling_bounds_what_its_subtree_can_take_on_each_resource():
     tree = WeightTree((Group("lab", 1, (User("bob", 1), User("cy", 2)), ceiling=30 * MB), User("ann", 1)))
     arrays = tree.arrays(["bob", "cy", "ann"])
     demand = np.array([[INF, 4 * MB], [INF, INF], [INF, INF]])
     capacity = np.array([60 * MB, 60 * MB])
     reach = node_ceilings(arrays, capacity, demand)
     assert reach[0] == pytest.approx([30 * MB, 30 * MB])          # lab: its ceiling on each resource
-    part = split_down(arrays, reach[arrays.children(-1)], reach)
-    assert part[1] == pytest.approx([10 * MB, 4 * MB])             # bob: 1/3 of 30; on r1 his 4
-    assert part[2] == pytest.approx([20 * MB, 26 * MB])            # cy: 2/3; on r1 what bob leaves
+    assert reach[1] == pytest.approx([60 * MB, 4 * MB])           # bob: the capacity, and his demand
