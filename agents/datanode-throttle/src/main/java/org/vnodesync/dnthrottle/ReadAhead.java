@@ -184,7 +184,9 @@ final class ReadAhead {
                     return;
                 }
                 if (channel == null) {
-                    // Shares the op's descriptor and is never closed here: its stream closes with the op's.
+                    // Shares the op's descriptor and is never closed here: it closes with the op's stream.
+                    // (An interrupt during its read would close both; nothing interrupts the pool's threads
+                    // while they run a request: ThreadPoolExecutor interrupts idle ones only, short of shutdownNow.)
                     channel = new FileInputStream(fd).getChannel();
                 }
             }
@@ -254,10 +256,13 @@ final class ReadAhead {
     }
 
     private void asked(long to) {
-        if (to > askedTo) {
+        synchronized (this) {
+            if (to <= askedTo) {
+                return;   // an older request's last piece, after the next request's first
+            }
             askedTo = to;
-            LockSupport.unpark(opThread);
         }
+        LockSupport.unpark(opThread);
     }
 
     private void finished(Request request) {
