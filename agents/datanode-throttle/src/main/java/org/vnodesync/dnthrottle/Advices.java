@@ -149,9 +149,9 @@ final class Advices {
         }
 
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
-        static void exit(@Advice.Argument(2) long position, @Advice.Argument(5) Object last,
-                         @Advice.Return Object request) {
-            Hooks.readAheadReturns(position, request != null && request != last);
+        static void exit(@Advice.Argument(1) FileDescriptor fd, @Advice.Argument(2) long position,
+                         @Advice.Argument(5) Object last, @Advice.Return Object request) {
+            Hooks.readAheadReturns(fd, position, request != null && request != last);
         }
     }
 

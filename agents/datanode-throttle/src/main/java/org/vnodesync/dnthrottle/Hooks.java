@@ -269,8 +269,8 @@ public final class Hooks {
     /**
      * ReadaheadPool.readaheadStream starts on a sending op's thread, at POSITION with the read-ahead's
      * LENGTH and its LAST request: a request it will submit is made known to the op's read-ahead. The pool
-     * (a ThreadPoolExecutor: Object, see Advices) gets its most threads for good, so that each reader's
-     * request waits in the dispatcher rather than in the pool's queue (Hadoop: one request a reader at most).
+     * (a ThreadPoolExecutor: Object, see Advices) gets its most threads for good: an op's reader holds one
+     * while its pieces wait, so that 16 ops, not 4, wait in the dispatcher rather than in the pool's queue.
      */
     public static void readAheadStarts(Object pool, FileDescriptor fd, long position, long length, Object last) {
         if (!orderReadAheads) {
@@ -294,22 +294,21 @@ public final class Hooks {
     }
 
     /** ...and returned, having SUBMITTED a new request or not: the packet at POSITION waits for its read-ahead. */
-    public static void readAheadReturns(long position, boolean submitted) {
+    public static void readAheadReturns(FileDescriptor fd, long position, boolean submitted) {
         UserThrottler throttler = SENDING.get();
-        ReadAhead readAhead = throttler != null ? throttler.readAheadIfAny() : null;
-        if (readAhead == null) {
+        if (throttler == null) {
             return;
         }
         try {
-            readAhead.afterStream(position, submitted, throttler::cancelled);
+            throttler.awaitReadAhead(fd, position, submitted);
         } catch (Throwable e) {
             AgentLog.once("read-ahead-wait", "could not wait for a packet's read-ahead; it reads on its own", e);
         }
     }
 
     /**
-     * ReadaheadRequestImpl.run on a pool thread, for the request at OFFSET of FD: true if it was an op's
-     * and was read here, a slot a piece (ReadAhead); false: Hadoop's own run goes on.
+     * ReadaheadRequestImpl.run on a pool thread, for the request at OFFSET of FD: true if it was an op's,
+     * read here a slot a piece or left to the op's reader (ReadAhead); false: Hadoop's own run goes on.
      */
     public static boolean readAheadRun(FileDescriptor fd, long offset, String identifier) {
         try {

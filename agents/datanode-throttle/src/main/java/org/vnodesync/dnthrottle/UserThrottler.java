@@ -84,7 +84,7 @@ final class UserThrottler extends DataTransferThrottler {
     void close() {
         dispatcher.release(ticket, 0, clock.nanoTime());
         if (readAhead != null) {
-            readAhead.cancelCurrent();
+            readAhead.end();
         }
     }
 
@@ -100,9 +100,21 @@ final class UserThrottler extends DataTransferThrottler {
         return readAhead;
     }
 
-    /** Its read-ahead, if it has made a request (null: none). */
-    ReadAhead readAheadIfAny() {
-        return readAhead;
+    /**
+     * After readaheadStream at POSITION of FD (SUBMITTED: it made a request): the packet about to be read
+     * there waits for its read-ahead, as it would for its slot, and the wait is the user's (its counters:
+     * a user whose reads wait is held, what the storage agent reports as its demand).
+     */
+    void awaitReadAhead(java.io.FileDescriptor fd, long position, boolean submitted) {
+        if (readAhead == null) {
+            return;
+        }
+        long start = clock.nanoTime();
+        readAhead.afterStream(fd, position, submitted, this::cancelled);
+        long ns = clock.nanoTime() - start;
+        if (ns > 0) {
+            waited.add(ns);
+        }
     }
 
     @Override

@@ -105,7 +105,7 @@ class ReadAheadTest {
         alice.beforeStream(fd, 0, 4 * MIB, null);
         Thread poolThread = pool(fd, 0);
         waitFor(() -> volume.waiting() == 1, "the request's first piece waits for the slot");
-        Thread packet = new Thread(() -> alice.afterStream(0, true, () -> false), "the op's packet");
+        Thread packet = new Thread(() -> alice.afterStream(fd, 0, true, () -> false), "the op's packet");
         packet.start();
         packet.join(200);
         assertTrue(packet.isAlive(), "the packet read before its read-ahead asked the disk for its bytes");
@@ -152,27 +152,47 @@ class ReadAheadTest {
     }
 
     @Test
-    void aRequestTheReaderReplacedBeforeItsTurnGivesItsTagBackAndTheNextCoversItsBytes() throws Exception {
+    void aRequestMadeWhileTheOpsReaderIsAtWorkMovesWhereItReadsToAndItsOwnRunIsSkipped() throws Exception {
+        Dispatcher volume = new Dispatcher("DS-1");
+        Dispatcher.Ticket other = holdTheSlot(volume);
+        ReadAhead alice = op(volume, "alice", 8, Thread.currentThread());
+        FileDescriptor fd = in.getFD();
+        alice.beforeStream(fd, 0, MIB / 2, null);
+        Thread reader = pool(fd, 0);
+        waitFor(() -> volume.waiting() == 1, "the reader's first piece waits for the slot");
+        // The reader passed the halfway mark (its packets came from the cache): Hadoop submits the next request.
+        alice.beforeStream(fd, MIB / 4, MIB / 2, lastAt(0));
+        Thread next = pool(fd, MIB / 4);
+        next.join(WAIT_NS / 1_000_000);
+        assertFalse(next.isAlive());
+        assertEquals(1, volume.waiting(), "a second thread read for the op");
+        assertEquals(0, alice.askedTo());
+        volume.release(other, 64 * 1024, System.nanoTime());
+        reader.join(WAIT_NS / 1_000_000);
+        assertEquals(3 * MIB / 4, alice.askedTo(), "the one reader read up to the second request's end");
+        assertEquals(0, volume.inFlight());
+        assertEquals(0, ReadAhead.made());
+    }
+
+    @Test
+    void anOpThatEndsWhileItsPieceWaitsGivesItsTagBackAndItsReaderStops() throws Exception {
         Dispatcher volume = new Dispatcher("DS-1");
         Dispatcher.Ticket other = holdTheSlot(volume);
         Flow flow = new Flow(new Throttles.Charge("alice"));
         ReadAhead alice = new ReadAhead(volume, flow, weighing(8), Thread.currentThread(), UserThrottler.SYSTEM_CLOCK);
         FileDescriptor fd = in.getFD();
         alice.beforeStream(fd, 0, 4 * MIB, null);
-        Thread first = pool(fd, 0);
-        waitFor(() -> volume.waiting() == 1, "the first request waits for the slot");
+        Thread reader = pool(fd, 0);
+        waitFor(() -> volume.waiting() == 1, "the reader's first piece waits for the slot");
         assertTrue(flow.finish > 0);
-        // The reader passed the halfway mark (its packets came from the cache): Hadoop replaces the request.
-        alice.beforeStream(fd, 2 * MIB / 4, 1 * MIB, lastAt(0));
-        first.join(WAIT_NS / 1_000_000);
+        alice.end();
+        reader.join(WAIT_NS / 1_000_000);
+        assertFalse(reader.isAlive());
         assertEquals(0, volume.waiting());
-        assertEquals(0.0, flow.finish, "the replaced request was charged");
-        assertEquals(0, alice.askedTo(), "the replaced request asked the disk for its bytes");
-        Thread second = pool(fd, 2 * MIB / 4);
+        assertEquals(0.0, flow.finish, "the piece that never went was charged");
+        assertEquals(0, alice.askedTo());
         volume.release(other, 64 * 1024, System.nanoTime());
-        second.join(WAIT_NS / 1_000_000);
-        assertEquals(MIB, alice.askedTo());
-        assertEquals(0, ReadAhead.made());
+        assertEquals(0, volume.inFlight());
     }
 
     @Test
@@ -198,6 +218,33 @@ class ReadAheadTest {
         assertEquals(0, volume.inFlight(), "the slot stayed with the packet once the read-ahead took the reads");
         read.throttle(64 * 1024);
         assertEquals(0, volume.inFlight());
+        read.close();
+    }
+
+    @Test
+    void aPacketsWaitForItsReadAheadIsItsUsersWaitAsAWaitForItsSlotWas() throws Exception {
+        Throttles t = new Throttles(Policy.Shares.NONE, 0);
+        t.apply(new Policy(1, Policy.Node.NONE, Policy.Shares.NONE,
+                Maps.of("alice", new Policy.Shares(new Policy.Share(8, 0, 0), new Policy.Share(8, 0, 0))),
+                Collections.emptyMap(), Collections.emptyMap()));
+        Dispatcher volume = t.volume("DS-1");
+        UserThrottler read = new UserThrottler(t.chargeFor("alice"), Direction.READ, volume,
+                t.flow(volume, t.chargeFor("alice")), null, UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
+        ReadAhead readAhead = read.readAhead();
+        Dispatcher.Ticket other = holdTheSlot(volume);
+        FileDescriptor fd = in.getFD();
+        readAhead.beforeStream(fd, 0, 4 * MIB, null);
+        Thread reader = pool(fd, 0);
+        waitFor(() -> volume.waiting() == 1, "the read-ahead's first piece waits for the slot");
+        long before = t.chargeFor("alice").counters().readWaitNs.sum();
+        Thread packet = new Thread(() -> read.awaitReadAhead(fd, 0, true), "the op's packet");
+        packet.start();
+        Thread.sleep(100);
+        volume.release(other, 64 * 1024, System.nanoTime());
+        packet.join(WAIT_NS / 1_000_000);
+        reader.join(WAIT_NS / 1_000_000);
+        long waited = t.chargeFor("alice").counters().readWaitNs.sum() - before;
+        assertTrue(waited >= 90_000_000L, "alice's packet waited " + waited / 1e6 + " ms for its read-ahead, as counted");
         read.close();
     }
 

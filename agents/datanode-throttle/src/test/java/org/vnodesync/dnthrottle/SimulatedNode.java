@@ -39,9 +39,10 @@ final class SimulatedNode {
          */
         REQUESTS,
         /**
-         * The same requests, each asking the volume's dispatcher for a slot under its user's weight, tagged
-         * with the bytes it reads from the volume (what earlier requests did not cover) and released when
-         * they are read; a reader's packets then take no slot (their bytes are the requests'): ReadAheads.
+         * The same requests read through the volume's dispatcher, as ReadAhead does: each moves the end the
+         * reader's read-ahead wants, and one reader a thread reads up to it in pieces, each a slot under its
+         * user's weight, tagged with its bytes and held until they are read, competing for the slot its last
+         * frees; the thread's packets then take no slot (their bytes are the read-ahead's).
          */
         DISPATCHED
     }
@@ -98,9 +99,9 @@ final class SimulatedNode {
         // Read-ahead requests (ReadAhead.REQUESTS, DISPATCHED): offsets into its current file.
         long position;                 // where its next packet reads
         long lastRequestAt = Long.MIN_VALUE;   // the offset of its last request (Hadoop's lastReadahead)
-        long coveredTo;                // what its requests submitted (or dispatched) read up to
-        Dispatcher.Ticket request;     // DISPATCHED: its request asking for the volume (null: none)
-        long requestRest;              // the bytes of that request not yet asked for
+        long coveredTo;                // what its requests submitted (or its pieces dispatched) read up to
+        long wantedTo;                 // DISPATCHED: the end of its last request
+        Dispatcher.Ticket request;     // DISPATCHED: its read-ahead's reader at the volume (null: none)
         long asked;                    // the piece it waits for a slot for (0: none waits)
         final ArrayDeque<ReadPiece> reading = new ArrayDeque<>();   // pieces at the volume, in file order
         long moved;
@@ -426,6 +427,7 @@ final class SimulatedNode {
             w.position = 0;
             w.lastRequestAt = Long.MIN_VALUE;
             w.coveredTo = 0;
+            w.wantedTo = 0;
             if (w.spread != null) {
                 w.volume = w.spread[w.nextVolume++ % w.spread.length];
             }
@@ -505,49 +507,57 @@ final class SimulatedNode {
 
     /**
      * Hadoop's ReadaheadPool.readaheadStream at W's position: once it passes the halfway mark of its last
-     * request, the last is cancelled (one not started is not read) and a new one asks to read from there
-     * the read-ahead's length (at least a packet, so that it covers the packet about to be read), less
-     * what its earlier requests cover.
+     * request, a new one wants the read-ahead's length from there (at least a packet, so that it covers the
+     * packet about to be read). REQUESTS: the volume reads what earlier requests did not cover, as it is
+     * submitted. DISPATCHED: the thread's reader reads up to the new end, a piece a slot (ReadAhead).
      */
     private void readaheadStream(Worker w) {
         long length = Math.max(readAheadBytes, PACKET);
         if (w.position < w.lastRequestAt + length / 2) {
             return;
         }
-        cancelRequest(w);
         w.lastRequestAt = w.position;
         long end = w.fileBytes > 0 ? Math.min(w.position + length, w.fileBytes) : w.position + length;
-        long from = Math.max(w.position, w.coveredTo);
-        if (end <= from) {
-            return;
-        }
-        w.coveredTo = end;
         UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
         if (readAheadKind == ReadAhead.REQUESTS || share.weight <= 0) {
-            w.reading.add(new ReadPiece(null, end - from));
+            long from = Math.max(w.position, w.coveredTo);
+            if (end > from) {
+                w.coveredTo = end;
+                w.reading.add(new ReadPiece(null, end - from));
+            }
             return;
         }
-        Dispatcher d = throttles.volume(w.volume.id);
-        w.request = new Dispatcher.Ticket(throttles.flow(d, throttles.chargeFor(w.user)), Direction.READ,
-                Thread.currentThread());
-        w.requestRest = end - from;
-        askPiece(w, 0);
+        w.wantedTo = Math.max(w.wantedTo, end);
+        w.coveredTo = Math.max(w.coveredTo, w.position);
+        if (w.request == null) {
+            Dispatcher d = throttles.volume(w.volume.id);
+            w.request = new Dispatcher.Ticket(throttles.flow(d, throttles.chargeFor(w.user)), Direction.READ,
+                    Thread.currentThread());
+            askPiece(w, 0);
+        }
     }
 
-    /** W's request asks for its next piece's slot, its last piece of DONE bytes read (0: none yet). */
+    /** W's reader asks for its next piece's slot, its last piece of DONE bytes read (0: none yet), or ends. */
     private void askPiece(Worker w, long done) {
-        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, w.requestRest) : w.requestRest;
-        w.requestRest -= piece;
+        long rest = w.wantedTo - w.coveredTo;
+        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, rest) : rest;
+        Dispatcher d = throttles.volume(w.volume.id);
+        if (piece <= 0) {
+            d.release(w.request, done, now);
+            w.request = null;
+            return;
+        }
+        w.coveredTo += piece;
         UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
         boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
-        if (throttles.volume(w.volume.id).ask(w.request, done, piece, share.weight, reserved, now)) {
+        if (d.ask(w.request, done, piece, share.weight, reserved, now)) {
             w.reading.add(new ReadPiece(w.request, piece));
         } else {
             w.asked = piece;
         }
     }
 
-    /** W's request not dispatched yet is cancelled: what it would have read is left to the next. */
+    /** W's transfer ended (BlockSender.close): its reader asks for no more; a piece waiting leaves uncharged. */
     private void cancelRequest(Worker w) {
         if (w.request == null) {
             return;
@@ -557,25 +567,21 @@ final class SimulatedNode {
             w.coveredTo -= w.asked;
             w.asked = 0;
         }
-        w.coveredTo -= w.requestRest;
-        w.requestRest = 0;
+        w.wantedTo = w.coveredTo;
         w.request = null;
     }
 
-    /** The piece W's volume was reading is in the page cache: its slot goes to its request's next piece, or is free. */
+    /** The piece W's volume was reading is in the page cache: its reader asks for the next, or its slot is free. */
     private void pieceRead(Worker w) {
         ReadPiece piece = w.reading.poll();
         if (piece.ticket == null) {
             return;
         }
-        if (piece.ticket == w.request && w.requestRest > 0) {
+        if (piece.ticket == w.request) {
             askPiece(w, piece.bytes);
             return;
         }
         throttles.volume(w.volume.id).release(piece.ticket, piece.bytes, now);
-        if (piece.ticket == w.request) {
-            w.request = null;
-        }
     }
 
     private void packetDone(Worker w) {
