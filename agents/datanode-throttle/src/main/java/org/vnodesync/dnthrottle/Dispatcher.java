@@ -110,7 +110,7 @@ final class Dispatcher {
     }
 
     /**
-     * As ask, for a request whose SIZE is known before it moves (a read-ahead's disk read: ReadAheads); 0:
+     * As ask, for a request whose SIZE is known before it moves (a piece of a read-ahead: ReadAhead); 0:
      * the size of the ticket's last packet, as a transfer's next packet is tagged.
      */
     synchronized boolean ask(Ticket ticket, long bytes, long size, double weight, boolean reserved, long now) {
@@ -225,8 +225,8 @@ final class Dispatcher {
     }
 
     /**
-     * TICKET, waiting, is not wanted any more (a read-ahead its reader replaced: ReadAheads): it leaves the
-     * queue uncharged, its tag given back unless its flow was tagged since.
+     * TICKET, waiting, is not wanted any more (a read-ahead piece of an op that ended: ReadAhead): it leaves
+     * the queue uncharged, its tag given back unless its flow was tagged since, and its thread goes on.
      */
     synchronized void cancel(Ticket ticket, long now) {
         if (ticket.waiting && !ticket.reserved && ticket.flow.finish == ticket.finish) {

@@ -278,7 +278,7 @@ public final class Hooks {
         }
         try {
             UserThrottler throttler = SENDING.get();
-            if (throttler == null || throttler.dispatcher() == null) {
+            if (throttler == null) {
                 return;
             }
             if (pool instanceof ThreadPoolExecutor) {
