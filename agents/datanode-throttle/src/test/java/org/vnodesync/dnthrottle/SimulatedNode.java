@@ -153,12 +153,13 @@ final class SimulatedNode {
      * The DataNode's read-ahead (dfs.datanode.readahead.bytes, 4 MiB, where it loads Hadoop's native
      * library as production DataNodes do; 0: none, every read is the thread's own request at the volume).
      * With it a reader's file is read into the page cache up to this far ahead of what its thread
-     * consumed, by the volume, whether or not its thread holds a slot (the dispatcher does not see it:
-     * A4); its thread's packet waits for its bytes there, then costs the volume nothing more.
+     * consumed, as readAheadKind says: unordered (WINDOW, REQUESTS: the volume reads it whether or not its
+     * thread holds a slot) or through the dispatcher (DISPATCHED); its thread's packet waits for its bytes
+     * there, then costs the volume nothing more.
      */
     private long readAheadBytes;
     private ReadAhead readAheadKind = ReadAhead.WINDOW;
-    /** DISPATCHED: a request asks for its disk read in pieces of this many bytes (0: the whole request at once). */
+    /** DISPATCHED: the reader asks for its disk reads in pieces of this many bytes (0: all it wants at once). */
     private long readAheadPiece;
 
     SimulatedNode(Sharing sharing, double cores) {
@@ -187,10 +188,6 @@ final class SimulatedNode {
 
     void readSlotCoversSend(boolean covers) {
         readSlotCoversSend = covers;
-    }
-
-    void readAhead(long bytes) {
-        readAheadBytes = bytes;
     }
 
     void readAhead(long bytes, ReadAhead kind, long pieceBytes) {
