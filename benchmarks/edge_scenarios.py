@@ -51,6 +51,7 @@ Profiles (issue 58, item 2), with the docs' settings for hosts with interactive 
 - hdd: the paced disk with a seek cost on each request that does not continue the last (DiskModel:
   a constant, not growing with the distance);
 - three-dirs: three data dirs on paced disks of 60, 30 and 15 MB/s, their sum configured;
+- fast: the loop disk, unpaced (~280 MB/s reads), 60 configured;
 - cpu: a secure HDFS (Kerberos, SASL privacy with AES/CTR) on the loop disk: the CPU binds;
 - net: the DataNode in a network namespace whose veth is shaped (tc tbf) to 40 MB/s each way, on the
   loop disk.
@@ -135,6 +136,8 @@ PROFILES = {
     "hdd": Profile("hdd", 60, 60, what="the paced 60 MB/s disk with a seek on each non-sequential request, 60 configured"),
     "three-dirs": Profile("paced-rw", 60, 105, more_disks_mbps=(30, 15),
                           what="three data dirs on paced disks of 60, 30 and 15 MB/s (one queue each), 105 configured"),
+    "fast": Profile("loop", 0, 60, what="the loop disk (~280 MB/s reads, the host's virtio disk beneath it), 60 configured: "
+                                      "a disk several times faster than configured, as an SSD beside an HDD's figure"),
     "net": Profile("loop", 0, 60, link_mbps=40,
                    what="the DataNode in a network namespace, its veth shaped to 40 MB/s each way, on the loop "
                         "disk (~280 MB/s reads): network-bound; 60 configured"),
