@@ -39,7 +39,7 @@ Judged (`judge`), per scenario: each interactive user's p50 and p99 against stat
 all <= 1.5); each backlogged user's rate against its weighted share of what the backlogged users
 moved together (w_i / sum of their weights, target within 10 %); the node's throughput against
 none's (target >= 0.95); lend and reclaim times from the agent's per-user counters, sampled every
-0.1 s (benchmarks.lend_reclaim, target 1 s; not under none, whose users the agent does not tell apart).
+0.1 s (benchmarks.lend_reclaim, target 1 s).
 An interactive miss is told apart by whether it is past the target beyond chance (the bootstrap
 interval of its ratio, benchmarks.bootstrap).
 
@@ -234,7 +234,7 @@ class Cell:
     waited: dict[int, float] = field(default_factory=dict)
     volumes: list[str] = field(default_factory=list)
     # Lend and reclaim (benchmarks.lend_reclaim): each user's bytes at the DataNode every SAMPLE_SECONDS
-    # (seconds into the window, {slot: bytes}; empty under none, where every user is DEFAULT), and each
+    # (seconds into the window, {slot: bytes}; empty where the agent names no user), and each
     # interactive user's transfers as (start, end) seconds into the window.
     timeline: list[tuple[float, dict[int, int]]] = field(default_factory=list)
     spans: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
