@@ -84,19 +84,21 @@ class Phase:
 
 
 def depth_samples(hdfs: HdfsCluster, done: threading.Event, every: float = 0.1) -> list[int]:
-    """Every volume's depth every EVERY seconds until DONE (nothing where no agent answers)."""
+    """Every volume's depth every EVERY seconds until DONE."""
     channels = [ThrottleChannel(hdfs.throttle_socket(dn)) for dn in hdfs.datanodes]
     seen: list[int] = []
     while not done.wait(every):
         for channel in channels:
-            with contextlib.suppress(Exception):   # no agent (none), or a busy socket: no sample
+            with contextlib.suppress(Exception):   # a busy socket costs a sample, not the phase
                 seen += [v.depth for v in channel.stats().volumes]
     return seen
 
 
 def measured(hdfs: HdfsCluster, run) -> Phase:
     done, depths = threading.Event(), []
-    sampler = threading.Thread(target=lambda: depths.extend(depth_samples(hdfs, done)))
+    # Only the cluster whose DataNodes load the agent has depths to sample.
+    sampler = threading.Thread(target=lambda: depths.extend(depth_samples(hdfs, done))
+                               if hdfs.datanode_throttle else None)
     sampler.start()
     cpu_before = datanode_cpu_seconds(hdfs)
     try:

@@ -16,9 +16,9 @@ its users' demands and ceilings, every group ceiling on the way).
    a. Informed: every node of level k as a row over the whole cluster, at e_c = w_c * L_p, where L_p is
       its parent's water level (weight_tree.water_level: the parent's total split among its children
       by weight, each up to the most it could take), what the exact reference (hierarchical_max_min)
-      measures a child against across parents; a user above level k at its own total.
-      INFORMED_ROUNDS flat steps, each parent's rows scaled by what its total should be over what
-      they got, warm-started from the last.
+      measures a child against across parents; a user above level k at its own total. One flat step
+      (more rounds, each parent's rows scaled by what its total should be over what they got, served
+      the children no better: docs/tree-of-weights.md).
    b. Re-split: level k-1 again, each parent's children within what their own parent got (the
       cluster, at level 1), warm-started from (a)'s allocation summed per parent and not moved to the
       even split: the same totals (the definition's), the split (a) asked for where the resources
@@ -44,7 +44,7 @@ among children by weight on each resource alone (weight_tree.pair_bounds), grant
 in the totals; a group ceiling bounds its row at every level, and the edges' fill holds its users to
 what the levels gave them.
 
-Cost, per level below the first: INFORMED_ROUNDS flat steps over that level's rows, one over the
+Cost, per level below the first: one flat step over that level's rows, one over the
 level above (warm), one per parent over its children (warm); then one fill over the users.
 """
 
@@ -58,12 +58,6 @@ from vnode_sync.coordinator.policy.water_filling import TOLERANCE as WATER_TOLER
 from vnode_sync.coordinator.policy.weight_tree import TreeArrays, node_ceilings, pair_bounds, water_level
 from vnode_sync.errors import InvalidArgument
 
-# Rounds of step 2a. It only chooses where parents' totals sit; on the benchmark's 120 trees 1, 2, 4 and 8
-# rounds serve the children as well by the exact reference's measure (78 trees at 0.95 each), and at
-# 1,000 users x 10,000 resources a round is ~0.4 s of a core (docs/tree-of-weights.md).
-INFORMED_ROUNDS = 1
-# A warm-started round moves weights a little: it takes a quarter of a cold step's iterations, at least these.
-ROUND_ITERATIONS = 10
 # A warm-started flat step ends when no row's total moves by more than its tolerance in an iteration, and
 # proportional response brings a row back onto a resource where its start gave it ~nothing by only a
 # small factor per iteration (one of the tests' trees: 0.013 MB/s of a parent's 5.6 where the max-min
@@ -118,9 +112,8 @@ def tree_weights(capacity: np.ndarray, tree: TreeArrays, demand: np.ndarray, pre
     static = _static_shares(tree, float(capacity.sum()))
     levels.within(1, None)
     for level in range(2, tree.height + 1):
-        informed = levels.informed(level, static) if INFORMED_ROUNDS else None
-        if informed is not None:
-            levels.within(level - 1, informed)     # the re-split
+        informed = levels.informed(level, static)
+        levels.within(level - 1, informed)     # the re-split
         levels.within(level, informed)
     allocation = bounds.in_rows(levels.given[tree.height])
     totals = allocation.sum(axis=1, dtype=np.float64)
@@ -245,25 +238,12 @@ class _Levels:
         anchor = self.rows[level - 1][slot]
         share = _level_shares(tree, rows, anchor, self.demand[level].sum(axis=1), totals, static)
         reservation = self.floor[level] if self.floor[level] is not None else np.zeros(len(rows))
-        target = totals[self.rows[level - 1]]
-        scale = np.ones(len(target))
-        previous = None
-        budget = iteration_budget(self.demand[level].size)
-        for round_ in range(INFORMED_ROUNDS):
-            weight = share * scale[slot]
-            weight = weight / weight.max()      # scale-free: kept near 1, far from float32's range
-            # even_split=False: the split its rows' needs lead to is what this step is for.
-            step = local_weights(self.capacity, weight, self.demand[level], reservation, np.full(len(rows), np.inf),
-                                 previous=previous, dtype=self.dtype, shards=self.shards, even_split=False,
-                                 max_iterations=budget if previous is None else max(ROUND_ITERATIONS, budget // 4))
-            self.steps += 1
-            if round_ == INFORMED_ROUNDS - 1:
-                break
-            got = np.bincount(slot, weights=step.totals(), minlength=len(target))
-            move = np.where((got > 0) & (target > 0), target / np.maximum(got, 1e-30), 1.0)
-            # A parent whose children took more than it has here gives way where they compete with others.
-            scale *= move
-            previous = step.weight * move[slot].astype(step.weight.dtype)[:, None]
+        weight = share / share.max()      # scale-free: kept near 1, far from float32's range
+        # even_split=False: the split its rows' needs lead to is what this step is for.
+        step = local_weights(self.capacity, weight, self.demand[level], reservation, np.full(len(rows), np.inf),
+                             dtype=self.dtype, shards=self.shards, even_split=False,
+                             max_iterations=iteration_budget(self.demand[level].size))
+        self.steps += 1
         return step.allocation
 
     def within(self, level: int, informed: np.ndarray | None) -> None:

@@ -549,7 +549,7 @@ class HdfsCluster:
         probe, a small volume looks full and the next write finds no DataNode to take it. Each
         writer that starts at once needs a block's room of its own (the NameNode subtracts the
         blocks it has scheduled on a DataNode from what the DataNode last reported)."""
-        block = blocks * parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
+        wanted = blocks * parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
         deadline = time.monotonic() + timeout
         nodes: dict = {}
         while time.monotonic() < deadline:
@@ -557,11 +557,11 @@ class HdfsCluster:
                 info = self.jmx("Hadoop:service=NameNode,name=NameNodeInfo")["beans"][0]
                 nodes = json.loads(info.get("LiveNodes") or "{}")
             if len(nodes) == len(self.datanodes) and all(
-                    node["remaining"] >= block and node["blockScheduled"] == 0 for node in nodes.values()):
+                    node["remaining"] >= wanted and node["blockScheduled"] == 0 for node in nodes.values()):
                 return
             time.sleep(0.2)
         room = {name: (node.get("remaining"), node.get("blockScheduled")) for name, node in nodes.items()}
-        raise Unavailable(f"DataNodes without room for {blocks} block(s), {block} bytes, after {timeout}s "
+        raise Unavailable(f"DataNodes without room for {blocks} block(s), {wanted} bytes, after {timeout}s "
                           f"(remaining, blocks scheduled): {room}")
 
     def _probe(self, attempts: int = 3) -> None:
