@@ -2,6 +2,7 @@
 exercised by tests/datanode_throttle and tests/e2e/test_hdfs_datanode_throttle.py): what it sends,
 when, what it reports, and the handshake that refuses an agent it cannot speak to."""
 
+import re
 import socket
 import threading
 
@@ -9,7 +10,7 @@ import pytest
 
 from vnode_sync.datanode.backend import DataNodeThrottleBackend
 from vnode_sync.datanode.channel import (REQUIRED_HOOKS, AgentHello, Counters, NodeCapacity, Share, Shares,
-                                         Stats, ThrottleChannel, ThrottleSettings)
+                                         Stats, ThrottleChannel, ThrottleSettings, WEIGHT_RANGE)
 from vnode_sync.errors import InvalidArgument, Unavailable, Unsupported
 from vnode_sync.kernel.backend import DEFAULT_VNODE, VolumeQueue
 from vnode_sync.kernel.types import WHOLE_NODE, DeviceCapacity, DeviceLimits, DeviceNumber
@@ -232,10 +233,30 @@ def test_a_bad_user_name_or_share_never_reaches_the_wire():
         ThrottleSettings(1, Shares(Share(float("nan")))).lines()
 
 
-def test_weights_go_on_the_wire_as_plain_decimals():
+def test_weights_go_on_the_wire_with_their_significant_digits():
     line = ThrottleSettings(1, Shares(Share(2.5, 0, 0), Share(1e-7, 0, 0))).lines()[2]
-    assert line == ("DEFAULT read_weight=2.5 read_floor_bps=0 read_ceiling_bps=0 write_weight=0.0000001 "
+    assert line == ("DEFAULT read_weight=2.5 read_floor_bps=0 read_ceiling_bps=0 write_weight=1e-07 "
                     "write_floor_bps=0 write_ceiling_bps=0")
+
+
+@pytest.mark.parametrize("weight", [1.5e-16, 3e-10, 1.234567891e-5, 0.25, 1 / 3, 12345.678, 5e-324])
+def test_a_weight_keeps_its_digits_on_the_wire(weight):
+    text = ThrottleSettings(1, Shares(Share(weight, 0, 0))).lines()[2].split()[1].split("=")[1]
+    assert re.fullmatch(r"[0-9]{1,15}(\.[0-9]{1,15})?([eE][-+]?[0-9]{1,3})?", text), text  # Fields.REAL
+    assert float(text) > 0 and abs(float(text) - weight) <= 1e-8 * weight
+
+
+def test_a_tiny_weight_beside_others_stays_a_weight_within_the_nodes_range():
+    # "0" on the wire means "not weighted" (the ceiling only): a standby weight of 1e-16 beside 8 must not
+    # become it, nor push the dispatcher's tags past a double's byte resolution (issue 58).
+    lines = ThrottleSettings(1, Shares(Share(8, 0, 0), Share(1, 0, 0)),
+                             {"idle": Shares(Share(1e-16, 0, 0), Share(0, 0, 5)),
+                              "busy": Shares(Share(2, 0, 0), Share(3e-6, 0, 0))}).lines()
+    fields = {line.split()[1]: dict(f.split("=") for f in line.split()[1:] if "=" in f)
+              for line in lines if line.startswith("USER")}
+    assert float(fields["name=idle"]["read_weight"]) == pytest.approx(8 / WEIGHT_RANGE, rel=1e-8)
+    assert fields["name=idle"]["write_weight"] == "0"      # 0 stays "not weighted"
+    assert float(fields["name=busy"]["write_weight"]) == 3e-6   # within the range: as it is
 
 
 def serve_once(tmp_path, reply: bytes) -> ThrottleChannel:

@@ -31,6 +31,11 @@ from vnode_sync.validation import user_name as validate_user_name, vnode_name as
 
 TIMEOUT_SECONDS = 5.0
 PROTOCOL = 2
+# A node's weights span at most this much in each direction: a smaller positive weight is written as
+# the largest over it. A share a million times below the heaviest moves less than a byte a second per
+# MB/s of the node (nothing anyone can tell from zero), while the dispatcher's tags, advanced by
+# bytes / weight in doubles, keep their byte resolution for 2^32 times longer than at ~1e-16.
+WEIGHT_RANGE = 2 ** 20
 # What every op needs for its user's share to hold: who it is (readBlock / writeBlock) and where its
 # packets pass (sendBlock / receiveBlock). A hook the Java agent names and this list does not is
 # ignored (a newer agent may weave more).
@@ -51,9 +56,14 @@ OPTIONAL_HOOKS = {
 WOVEN = "woven"
 
 
-def _share_fields(shares: Shares) -> str:
-    return " ".join(f"{d}_{k}={_number(getattr(getattr(shares, d), k))}" for d in ("read", "write")
-                    for k in ("weight", "floor_bps", "ceiling_bps"))
+def _share_fields(shares: Shares, least_weight: dict[str, float]) -> str:
+    fields = []
+    for direction in ("read", "write"):
+        share = getattr(shares, direction)
+        weight = max(share.weight, least_weight[direction]) if share.weight > 0 else share.weight
+        fields += [f"{direction}_weight={_number(weight)}", f"{direction}_floor_bps={_number(share.floor_bps)}",
+                   f"{direction}_ceiling_bps={_number(share.ceiling_bps)}"]
+    return " ".join(fields)
 
 
 @dataclass(frozen=True)
@@ -79,12 +89,15 @@ class ThrottleSettings:
 
     def lines(self) -> list[str]:
         devices = ",".join(str(d) for d in self.node.devices)
+        everyone = [self.default, *self.users.values()]
+        least_weight = {d: max((getattr(s, d).weight for s in everyone), default=0.0) / WEIGHT_RANGE
+                        for d in ("read", "write")}
         lines = [f"APPLY generation={self.generation}",
                  f"NODE read_capacity_bps={self.node.read_bps} write_capacity_bps={self.node.write_bps}"
                  + (f" devices={devices}" if devices else ""),
-                 f"DEFAULT {_share_fields(self.default)}"]
+                 f"DEFAULT {_share_fields(self.default, least_weight)}"]
         for name, shares in sorted(self.users.items()):
-            lines.append(f"USER name={validate_vnode_name(name)} {_share_fields(shares)}")
+            lines.append(f"USER name={validate_vnode_name(name)} {_share_fields(shares, least_weight)}")
         lines += [f"UID uid={uid} name={validate_user_name(name)}" for uid, name in sorted(self.uids.items())]
         lines += [f"CONN ip={ip} port={port} name={validate_vnode_name(name)}"
                   for (ip, port), name in sorted(self.connections.items())]
@@ -253,12 +266,20 @@ def _counters(fields: dict[str, str]) -> Counters:
 
 
 def _number(value: float) -> str:
-    """A plain decimal the Java side parses (no exponent)."""
+    """A decimal the Java side parses (Fields.REAL) with nine significant digits.
+
+    Weights only divide among themselves, so a tiny one is as meaningful as a large one: fixed
+    decimal places would write a standby weight of 1e-16 as "0", which means "not weighted" (the
+    ceiling only), and a user meant to have a trickle would get nothing. Below 1e-4 the exponent
+    form keeps its digits."""
     if value < 0 or value != value or value == float("inf"):
         raise InvalidArgument(f"a share must be a finite number >= 0, got {value}")
     if float(value).is_integer():
         return str(int(value))
-    return f"{value:.9f}".rstrip("0").rstrip(".")
+    mantissa, _, exponent = f"{value:.9g}".partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exponent}" if exponent else mantissa
 
 
 def _last_line(data: bytes) -> bytes:
