@@ -3,7 +3,7 @@ vnode-sync, static caps and work-conserving shares, interleaved on one cluster (
 
     sudo .venv/bin/python -m benchmarks.edge_scenarios --seeds 0-11 --profile paced
         [--minutes-per-policy 0.7] [--json FILE] [--testbed-defaults]
-    .venv/bin/python -m benchmarks.edge_scenarios --summarize FILE   # the report again, from --json's cells
+    .venv/bin/python -m benchmarks.edge_scenarios --summarize FILE [--profile P]   # the report again, from --json's cells
 
 The draw (`draw`, seeded): 2-6 users; weights 1-16, and in half the scenarios the first two users a
 far-apart pair (1-2 beside 9-16); each user a bulk reader, bulk writer, interactive reader or
@@ -37,7 +37,8 @@ seed: there the seed only rotates the policies' order.
 
 Judged (`judge`), per scenario: each interactive user's p50 and p99 against static's (target <= 1.2,
 all <= 1.5); each backlogged user's rate against its weighted share of what the backlogged users
-moved together (w_i / sum of their weights, target within 10 %); the node's throughput against
+moved together (w_i / sum of their weights, target within 10 %; on a profile whose link binds, the
+readers and the writers apart, since a link's two ways are two bottlenecks); the node's throughput against
 none's (target >= 0.95); lend and reclaim times from the agent's per-user counters, sampled every
 0.1 s (benchmarks.lend_reclaim, target 1 s).
 An interactive miss is told apart by whether it is past the target beyond chance (the bootstrap
@@ -127,6 +128,12 @@ class Profile:
     what: str = ""
     more_disks_mbps: tuple[float, ...] = ()   # further data dirs of the DataNode, each on its own paced disk
     link_mbps: float = 0.0                    # the DataNode behind a link shaped to this, each way
+
+    @property
+    def shared_by_direction(self) -> bool:
+        """Whether readers and writers meet at different bottlenecks (a link's two ways, neither the
+        disk): then weighted max-min shares each way among its own users (G2), not the two together."""
+        return self.link_mbps > 0
 
 
 PROFILES = {
@@ -281,18 +288,23 @@ class Verdict:
         return max(over)
 
 
-def weighted_shares(scenario: Scenario, rates: dict[int, float]) -> dict[int, float]:
-    """Each bulk user's rate over w_i / sum(w) of what the bulk users moved together; none for a lone
-    bulk user (its share is all they moved: 1 by definition, it says nothing)."""
+def weighted_shares(scenario: Scenario, rates: dict[int, float], by_direction: bool = False) -> dict[int, float]:
+    """Each bulk user's rate over w_i / sum(w) of what the bulk users that share its bottleneck moved
+    together (all of them, or BY_DIRECTION the readers and the writers apart); none for a user alone at
+    its bottleneck (its share is all they moved: 1 by definition, it says nothing)."""
     bulk = [u for u in scenario.users if not u.interactive and u.slot in rates]
-    total, weights = sum(rates[u.slot] for u in bulk), sum(u.weight for u in bulk)
-    if total <= 0 or len(bulk) < 2:
-        return {}
-    return {u.slot: rates[u.slot] / (total * u.weight / weights) for u in bulk}
+    groups = [[u for u in bulk if u.kind == kind] for kind in BULK] if by_direction else [bulk]
+    shares = {}
+    for group in groups:
+        total, weights = sum(rates[u.slot] for u in group), sum(u.weight for u in group)
+        if total > 0 and len(group) >= 2:
+            shares.update({u.slot: rates[u.slot] / (total * u.weight / weights) for u in group})
+    return shares
 
 
-def judge(scenario: Scenario, cells: dict[str, Cell]) -> dict[str, Verdict]:
-    """Each policy's Verdict; latency against static's cell, throughput against none's."""
+def judge(scenario: Scenario, cells: dict[str, Cell], by_direction: bool = False) -> dict[str, Verdict]:
+    """Each policy's Verdict; latency against static's cell, throughput against none's; shares as
+    weighted_shares (BY_DIRECTION: Profile.shared_by_direction)."""
     static, none = cells.get("static"), cells.get("none")
     verdicts = {}
     for policy, cell in cells.items():
@@ -305,7 +317,7 @@ def judge(scenario: Scenario, cells: dict[str, Cell]) -> dict[str, Verdict]:
             if mine and base:
                 low[user.slot] = max(ratio_interval(mine, base, statistic).low for statistic in (p50, p99))
         throughput = cell.node_bps / none.node_bps if none and none.node_bps > 0 else None
-        verdicts[policy] = Verdict(latency, weighted_shares(scenario, cell.rates), throughput, low,
+        verdicts[policy] = Verdict(latency, weighted_shares(scenario, cell.rates, by_direction), throughput, low,
                                    *cell.lend_and_reclaim())
     return verdicts
 
@@ -379,9 +391,10 @@ def cell_line(scenario: Scenario, cell: Cell, verdict: Verdict) -> str:
             f"         edge: {describe_edge(cell)}")
 
 
-def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], out=sys.stdout) -> None:
+def report(scenarios: dict[int, Scenario], cells: dict[int, dict[str, Cell]], out=sys.stdout,
+           by_direction: bool = False) -> None:
     """Per scenario one line per policy, then the distribution over the seeds and the worst scenario."""
-    verdicts = {seed: judge(scenarios[seed], by_policy) for seed, by_policy in cells.items()}
+    verdicts = {seed: judge(scenarios[seed], by_policy, by_direction) for seed, by_policy in cells.items()}
     for seed, by_policy in cells.items():
         print_scenario(scenarios[seed], by_policy, verdicts[seed], out)
     print(f"\ndistribution over {len(cells)} scenarios (seeds {', '.join(map(str, cells))}):", file=out)
@@ -683,14 +696,14 @@ def cells_from_json(line: str) -> tuple[Scenario, dict[str, Cell]]:
     return scenario, cells
 
 
-def summarize(path: str) -> int:
+def summarize(path: str, by_direction: bool = False) -> int:
     scenarios, cells = {}, {}
     with open(path) as f:
         for line in f:
             if line.strip():
                 scenario, by_policy = cells_from_json(line)
                 scenarios[scenario.seed], cells[scenario.seed] = scenario, by_policy
-    report(scenarios, cells)
+    report(scenarios, cells, by_direction=by_direction)
     return 0
 
 
@@ -709,11 +722,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--testbed-defaults", action="store_true",
                         help="without the docs' settings for interactive hosts (nodelalloc, queue of 4, close retry 2 ms)")
     args = parser.parse_args(argv)
-    if args.summarize:
-        return summarize(args.summarize)
     if args.profile not in PROFILES:
         print(f"edge_scenarios: unknown profile {args.profile!r}; known: {', '.join(PROFILES)}", file=sys.stderr)
         return 2
+    if args.summarize:
+        return summarize(args.summarize, PROFILES[args.profile].shared_by_direction)
     if not 0.05 <= args.minutes_per_policy <= 30:
         print(f"edge_scenarios: --minutes-per-policy {args.minutes_per_policy}: allowed 0.05-30", file=sys.stderr)
         return 2
@@ -745,13 +758,13 @@ def main(argv: list[str] | None = None) -> int:
                 by_policy[policy] = run_cell(bed, scenario, policy, window)
                 print(f"[{time.monotonic() - started:.0f} s] seed {seed} {policy} done", flush=True)
             cells[seed] = {p: by_policy[p] for p in rotated(seed, args.policies)}
-            print_scenario(scenario, cells[seed], judge(scenario, cells[seed]), sys.stdout)
+            print_scenario(scenario, cells[seed], judge(scenario, cells[seed], profile.shared_by_direction), sys.stdout)
             sys.stdout.flush()
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(cells_to_json(scenario, cells[seed]) + "\n")
     print("\n==== report ====")
-    report(scenarios, cells)
+    report(scenarios, cells, by_direction=profile.shared_by_direction)
     print(f"other processes at end (CPU over 1 s): {busiest_others()}")
     print(f"\nran {time.monotonic() - started:.0f} s; load average at end: "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")

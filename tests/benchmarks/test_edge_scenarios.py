@@ -10,7 +10,7 @@ from testbed.hdfs_cluster.daemons import DataNode, DataNodePorts
 from vnode_sync.errors import InvalidArgument
 from vnode_sync.kernel.types import DeviceNumber
 
-from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, SIZES_MIB, Cell, Scenario, ScenarioUser,
+from benchmarks.edge_scenarios import (BULK, KINDS, MAX_USERS, PROFILES, SIZES_MIB, Cell, Scenario, ScenarioUser,
                                        cells_from_json, cells_to_json, draw, judge, parse_policies, parse_scenario,
                                        report, weighted_shares)
 from benchmarks.scenario_runner import rotated
@@ -60,6 +60,16 @@ def test_a_backlogged_users_rate_is_set_against_its_weight_of_what_the_backlogge
     assert shares == pytest.approx({0: 1.0, 1: 1.0})
     assert weighted_shares(SCENARIO, {0: 12e6, 1: 48e6})[0] == pytest.approx(2.0)
     assert weighted_shares(SCENARIO, {0: 12e6}) == {}, "a lone backlogged user's share says nothing"
+
+
+def test_where_a_link_binds_readers_and_writers_share_apart():
+    mixed = Scenario(0, (ScenarioUser(0, 16, "bulk writer"), ScenarioUser(1, 4, "bulk reader"),
+                         ScenarioUser(2, 13, "bulk writer"), ScenarioUser(3, 1, "interactive reader", 4, 1.0)))
+    rates = {0: 16e6, 1: 37e6, 2: 26e6}
+    apart = weighted_shares(mixed, rates, by_direction=True)
+    assert apart == pytest.approx({0: 16 / (42 * 16 / 29), 2: 26 / (42 * 13 / 29)}), "the lone reader says nothing"
+    assert set(weighted_shares(mixed, rates)) == {0, 1, 2}
+    assert PROFILES["net"].shared_by_direction and not PROFILES["paced"].shared_by_direction
 
 
 def test_judge_sets_latency_against_static_and_throughput_against_none():
