@@ -42,7 +42,7 @@ final class Dispatcher {
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
-    private static final long PATIENCE_NS = 10_000_000L;
+    static final long PATIENCE_NS = 10_000_000L;
     /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
     private static final double SMOOTHING = 1.0 / 16;
 
@@ -52,6 +52,7 @@ final class Dispatcher {
         final Direction direction;
         final Thread thread;
         double start;
+        double finish;           // its flow's finish tag once it was tagged
         boolean reserved;        // its floor covers it: ahead of the weighted packets, not charged to the weight
         long sequence;           // arrival order among equal tags
         boolean waiting;
@@ -105,6 +106,14 @@ final class Dispatcher {
      * may go at once, else it must await(). WEIGHT > 0; RESERVED: its floor covers this packet.
      */
     synchronized boolean ask(Ticket ticket, long bytes, double weight, boolean reserved, long now) {
+        return ask(ticket, bytes, 0, weight, reserved, now);
+    }
+
+    /**
+     * As ask, for a request whose SIZE is known before it moves (a piece of a read-ahead: ReadAhead); 0:
+     * the size of the ticket's last packet, as a transfer's next packet is tagged.
+     */
+    synchronized boolean ask(Ticket ticket, long bytes, long size, double weight, boolean reserved, long now) {
         if (ticket.releasedNs >= 0) {
             double think = now - ticket.releasedNs;
             ticket.thinkNs = ticket.thinkNs == 0 ? think : ticket.thinkNs + SMOOTHING * (think - ticket.thinkNs);
@@ -124,7 +133,9 @@ final class Dispatcher {
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
-        long size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
+        if (size <= 0) {
+            size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
+        }
         Flow flow = ticket.flow;
         present(flow);
         ticket.reserved = reserved;
@@ -137,6 +148,7 @@ final class Dispatcher {
             double burst = burstBytes / (backloggedWeight + weight);
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
+            ticket.finish = flow.finish;
         }
         if ((held || queue.isEmpty()) && counted < depth || alone(flow)) {
             dispatch(ticket, now);
@@ -209,6 +221,20 @@ final class Dispatcher {
             pump(now);
         } else if (ticket.waiting) {
             withdraw(ticket, now);
+        }
+    }
+
+    /**
+     * TICKET, waiting, is not wanted any more (a read-ahead piece of an op that ended: ReadAhead): it leaves
+     * the queue uncharged, its tag given back unless its flow was tagged since, and its thread goes on.
+     */
+    synchronized void cancel(Ticket ticket, long now) {
+        if (ticket.waiting && !ticket.reserved && ticket.flow.finish == ticket.finish) {
+            ticket.flow.finish = ticket.start;
+        }
+        withdraw(ticket, now);
+        if (ticket.thread != Thread.currentThread()) {
+            LockSupport.unpark(ticket.thread);
         }
     }
 

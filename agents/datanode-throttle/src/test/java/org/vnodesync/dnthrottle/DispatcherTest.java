@@ -202,6 +202,67 @@ class DispatcherTest {
         }
     }
 
+    /**
+     * The same with a DataNode's read-ahead (4 MiB, as with Hadoop's native library) and a 240 MB/s send a
+     * packet, as on the testbed; READ_AHEAD: how the read-ahead reaches the disk. Returns p50, p99 (ms).
+     */
+    private static double[] returningReaderReadAhead(SimulatedNode.Sharing sharing, SimulatedNode.ReadAhead readAhead,
+                                                     double diskBps) {
+        SimulatedNode n = node(sharing);
+        n.readAhead(4 * MIB, readAhead, ReadAhead.PIECE_BYTES);
+        n.configured(60 * MB);
+        SimulatedNode.Volume disk = n.volume("DS-1", diskBps);
+        n.weight("alice", 8);
+        n.weight("bob", 2);
+        n.weight("carol", 4);
+        SimulatedNode.Worker alice = n.add(new SimulatedNode.Worker("alice", Direction.READ, disk,
+                Double.POSITIVE_INFINITY, 4 * MIB, 700 * SimulatedNode.MS, n.now()));
+        alice.netBps = 240 * MB;
+        n.backlogged("bob", Direction.READ, disk).netBps = 240 * MB;
+        n.backlogged("carol", Direction.READ, disk).netBps = 240 * MB;
+        n.runFor(60 * SimulatedNode.SECOND);
+        List<Double> ms = new ArrayList<>();
+        for (long[] t : alice.transfers.subList(2, alice.transfers.size())) {
+            ms.add((t[1] - t[0]) / 1e6);
+        }
+        Collections.sort(ms);
+        return new double[] {ms.get(ms.size() / 2), ms.get((int) Math.floor(0.99 * (ms.size() - 1)))};
+    }
+
+    @Test
+    void aReturningReaderIsServedAsFastAsUnderStaticCapsWhenTheBulkReadersReadAheadThroughTheDispatcher() {
+        for (double diskMb : new double[] {60, 280, 15}) {
+            double[] fixed = returningReaderReadAhead(SimulatedNode.Sharing.STATIC, SimulatedNode.ReadAhead.DISPATCHED,
+                    diskMb * MB);
+            double[] weights = returningReaderReadAhead(SimulatedNode.Sharing.WEIGHTS,
+                    SimulatedNode.ReadAhead.DISPATCHED, diskMb * MB);
+            assertTrue(weights[0] <= 1.2 * fixed[0] && weights[1] <= 1.2 * fixed[1],
+                    "disk " + diskMb + " MB/s configured 60: p50/p99 " + weights[0] + "/" + weights[1]
+                    + " ms under weights against " + fixed[0] + "/" + fixed[1] + " under static caps");
+        }
+        // The read-ahead the dispatcher does not order (A4 before ReadAhead) is what a returning reader waited behind.
+        double[] fixed = returningReaderReadAhead(SimulatedNode.Sharing.STATIC, SimulatedNode.ReadAhead.REQUESTS, 60 * MB);
+        double[] unordered = returningReaderReadAhead(SimulatedNode.Sharing.WEIGHTS, SimulatedNode.ReadAhead.REQUESTS,
+                60 * MB);
+        assertTrue(unordered[1] > 1.2 * fixed[1], "unordered read-ahead: p99 " + unordered[1] + " against " + fixed[1]);
+    }
+
+    @Test
+    void twoUsersWithOneReaderEachShareADiskTheyReadAheadOnByWeightAtItsFullSpeed() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        n.readAhead(4 * MIB, SimulatedNode.ReadAhead.DISPATCHED, ReadAhead.PIECE_BYTES);
+        SimulatedNode.Volume disk = n.volume("DS-1", 60 * MB);
+        n.weight("alice", 8);
+        n.weight("bob", 4);
+        n.backlogged("alice", Direction.READ, disk).netBps = 240 * MB;
+        n.backlogged("bob", Direction.READ, disk).netBps = 240 * MB;
+        n.runFor(5 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(20);
+        near(40 * MB, r.get("alice"), 0.1, "alice");
+        near(20 * MB, r.get("bob"), 0.1, "bob");
+        near(60 * MB, r.get("alice") + r.get("bob"), 0.05, "the disk");
+    }
+
     @Test
     void theDepthSettlesAtOneOnADiskAndAtTheCoresOnCpuBoundThreads() {
         SimulatedNode disk = node(SimulatedNode.Sharing.WEIGHTS);
