@@ -1,7 +1,7 @@
 """Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
 
     .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read] [--read-ahead-kib 0]
-        [--read-ahead dispatched|requests|window] [--read-ahead-piece-kib 64]
+        [--read-ahead dispatched|requests|window] [--read-ahead-piece-kib 0]
     .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
 
 Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
@@ -61,9 +61,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "through the dispatcher by their users' weights, as the agent orders them (default; "
                              "ReadAhead.java), the same requests unordered, or a window kept full whatever the "
                              "dispatcher does (the model before requests)")
-    parser.add_argument("--read-ahead-piece-kib", type=int, default=64,
+    parser.add_argument("--read-ahead-piece-kib", type=int, default=0,
                         help="with --read-ahead dispatched: a request asks for its disk read in pieces of this many "
-                             "KiB (default 64: ReadAhead.PIECE_BYTES; 0: the whole request at once)")
+                             "KiB (default 0: a slice of the volume's time, Dispatcher.pieceBytes, as the agent does; "
+                             "64: branch ra58's packet-sized pieces; 4096: each request whole)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")

@@ -5,6 +5,7 @@ import java.io.FileInputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
+import java.util.ArrayDeque;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
@@ -19,19 +20,25 @@ import java.util.concurrent.locks.LockSupport;
  *
  * <p>So here the op's read-ahead is what takes the slots. Each request only moves the end of what the
  * op wants read ahead; one pool thread at a time (the first request's to run, while there is more to
- * read) reads it in pieces of PIECE_BYTES, each a slot at the op's volume under its user's weight and
- * tagged with its bytes, as the packets of a thread are: it competes for the slot its last piece frees.
- * A piece holds its slot from its WILLNEED until its last byte is in the page cache (a one-byte read
- * there waits for the kernel's read of it: fadvise itself returns once the read is queued). The other
- * requests' runs are skipped. The op's packets take no slot once its first request is made: each waits
+ * read) reads it in pieces (Dispatcher.pieceBytes: a packet's worth where others move at the volume, a
+ * slice of the volume's time while its user is alone there), each a slot at the op's volume under its
+ * user's weight and tagged with its bytes, as the packets of a thread are: with nothing of the op at the
+ * disk, a piece competes for the slot its last piece frees; the next piece, queued at the disk behind the
+ * one being read (IN_FLIGHT), only takes a slot nobody waits for (Dispatcher.offer). A piece holds its
+ * slot from its WILLNEED until its last byte is in the page cache (a one-byte read there waits for the
+ * kernel's read of it: fadvise itself returns once the read is queued). The other requests' runs are skipped. The op's packets take no slot once its first request is made: each waits
  * only until the disk was asked for its first byte, so that a reader never reads past its read-ahead on
  * its own (the kernel's read, unordered).
  *
  * <p>Made on the op's thread; read on the pool's. One lock, the object's own.
  */
 final class ReadAhead {
-    /** A read-ahead asks the disk for this much per slot: a packet's worth, so it weighs what the packets it stands for did. */
-    static final long PIECE_BYTES = Dispatcher.FIRST_PACKET_BYTES;
+    /**
+     * An op's pieces at the disk at once: the one being read and the next, queued behind it, so that the
+     * disk does not wait for the hand-off between them (double buffering). The second only takes a slot
+     * nobody waits for (Dispatcher.offer), so where users share a volume the depth bounds them as before.
+     */
+    static final int IN_FLIGHT = 2;
 
     /** Requests made and not run yet, by file descriptor and offset: what a pool thread finds its op by. */
     private static final Map<Key, ReadAhead> MADE = new ConcurrentHashMap<>();
@@ -45,7 +52,7 @@ final class ReadAhead {
     private long dispatchedTo;           // its pieces dispatched so far cover up to this
     private volatile long askedTo;       // the disk was asked for everything of the block before this
     private int unrun;                   // requests made and not yet run (nor dropped)
-    private Dispatcher.Ticket reader;    // the pool thread reading its pieces (null: none)
+    private Slot[] readers;              // the tickets of the pool thread reading its pieces (null: none)
     private boolean ended;
     private FileChannel channel;         // the block file, for the one-byte reads (never closed here: the op's)
 
@@ -115,7 +122,7 @@ final class ReadAhead {
         }
         while (askedTo <= position) {
             synchronized (this) {
-                if (askedTo > position || unrun == 0 && reader == null) {
+                if (askedTo > position || unrun == 0 && readers == null) {
                     return;
                 }
             }
@@ -128,13 +135,15 @@ final class ReadAhead {
 
     /** The op ended (BlockSender.close cancels its read-ahead too): its reader asks for no more. */
     void end() {
-        Dispatcher.Ticket waiting;
+        Slot[] waiting;
         synchronized (this) {
             ended = true;
-            waiting = reader;
+            waiting = readers;
         }
         if (waiting != null) {
-            dispatcher.cancel(waiting, clock.nanoTime());   // a piece waiting for its slot leaves, uncharged
+            for (Slot slot : waiting) {
+                dispatcher.cancel(slot.ticket, clock.nanoTime());   // a piece waiting for its slot leaves, uncharged
+            }
         }
     }
 
@@ -151,57 +160,52 @@ final class ReadAhead {
         return true;
     }
 
-    /** Reads the op's pieces while there are more it wants, unless another pool thread already does. */
+    /** One of the reader's two tickets, and the piece it asked for last. */
+    private static final class Slot {
+        final Dispatcher.Ticket ticket;
+        long end;     // its piece covers the block up to this
+        long bytes;   // its piece's size
+        long done;    // bytes of its piece read and not yet counted at the volume (its next ask, offer or release counts them)
+
+        Slot(Dispatcher.Ticket ticket) {
+            this.ticket = ticket;
+        }
+    }
+
+    /**
+     * Reads the op's pieces while there are more it wants, unless another pool thread already does: the
+     * piece being read and, where a slot is free (or its user is alone), the next one, queued behind it at
+     * the disk (IN_FLIGHT).
+     */
     private void read(FileDescriptor fd, String identifier) {
-        Dispatcher.Ticket ticket = new Dispatcher.Ticket(flow, Direction.READ, Thread.currentThread());
+        Slot[] slots = {new Slot(Dispatcher.Ticket.piece(flow, Thread.currentThread())),
+                new Slot(Dispatcher.Ticket.piece(flow, Thread.currentThread()))};
         synchronized (this) {
             unrun--;
-            if (reader != null || ended) {
+            if (readers != null || ended) {
                 return;   // its reader goes on to what this request wants; an ended op wants nothing
             }
-            reader = ticket;
+            readers = slots;
         }
-        long done = 0;
+        ArrayDeque<Slot> atDisk = new ArrayDeque<>(IN_FLIGHT);
         try {
-            long size = channel(fd).size();
+            FileChannel block = channel(fd);
+            long size = block.size();
             ByteBuffer one = ByteBuffer.allocate(1);
             while (true) {
-                long at;
-                long end;
-                synchronized (this) {
-                    end = Math.min(wantedTo, size);
-                    if (ended || dispatchedTo >= end) {
-                        reader = null;   // under the lock a new request's run sees: it reads what this leaves
-                        return;
-                    }
-                    at = dispatchedTo;
+                if (atDisk.isEmpty() && !next(slots[0].done > 0 ? slots[0] : slots[1].done > 0 ? slots[1] : slots[0],
+                        true, atDisk, fd, identifier, size)) {
+                    return;   // nothing more wanted: the reader is done (readers cleared under the lock)
                 }
-                long piece = Math.min(PIECE_BYTES, end - at);
-                double weight = share.weight;
-                if (weight > 0) {
-                    long now = clock.nanoTime();
-                    boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
-                    if (!dispatcher.ask(ticket, done, piece, weight, reserved, now)) {
-                        dispatcher.await(ticket, clock, () -> false);
-                    }
-                    done = 0;
-                } else {
-                    piece = end - at;   // no weights: the rest at once, as Hadoop asks for it
+                while (!atDisk.isEmpty() && atDisk.size() < IN_FLIGHT
+                        && next(atDisk.peek() == slots[0] ? slots[1] : slots[0], false, atDisk, fd, identifier, size)) {
+                    // a second piece went into a free slot
                 }
-                synchronized (this) {
-                    if (ended) {
-                        reader = null;
-                        return;
-                    }
-                    dispatchedTo = at + piece;
-                }
-                org.apache.hadoop.io.nativeio.NativeIO.POSIX.getCacheManipulator().posixFadviseIfPossible(identifier,
-                        fd, at, piece, org.apache.hadoop.io.nativeio.NativeIO.POSIX.POSIX_FADV_WILLNEED);
-                asked(at + piece);
-                if (weight > 0) {
+                Slot oldest = atDisk.poll();
+                if (oldest != null) {
                     one.clear();
-                    channel.read(one, at + piece - 1);   // waits for the kernel's read of the piece's last page
-                    done = piece;
+                    block.read(one, oldest.end - 1);   // waits for the kernel's read of the piece's last page
+                    oldest.done = oldest.bytes;
                 }
             }
         } catch (java.nio.channels.ClosedChannelException e) {
@@ -210,13 +214,71 @@ final class ReadAhead {
             AgentLog.once("read-ahead", "a read-ahead through the dispatcher failed; the op's reads go on", e);
         } finally {
             synchronized (this) {
-                if (reader == ticket) {
-                    reader = null;
+                if (readers == slots) {
+                    readers = null;
                 }
             }
-            dispatcher.release(ticket, done, clock.nanoTime());
+            for (Slot slot : slots) {
+                dispatcher.release(slot.ticket, slot.done, clock.nanoTime());
+                slot.done = 0;
+            }
             LockSupport.unpark(opThread);
         }
+    }
+
+    /**
+     * SLOT's ticket asks for the op's next piece and, once dispatched, the disk is asked for it (WILLNEED).
+     * WAIT: nothing of the op is at the disk, so the piece waits for its turn as a packet does; else it only
+     * takes a slot nobody waits for (Dispatcher.offer). Returns false if no piece was asked for: nothing more
+     * is wanted (then, with WAIT, the reader ends), or no slot was free; the ticket then leaves the volume.
+     */
+    private boolean next(Slot slot, boolean wait, ArrayDeque<Slot> atDisk, FileDescriptor fd, String identifier,
+                         long size) throws IOException {
+        long at;
+        long end;
+        synchronized (this) {
+            end = Math.min(wantedTo, size);
+            if (ended || dispatchedTo >= end) {
+                if (wait) {
+                    readers = null;   // under the lock a new request's run sees: it reads what this leaves
+                }
+                dispatcher.release(slot.ticket, slot.done, clock.nanoTime());
+                slot.done = 0;
+                return false;
+            }
+            at = dispatchedTo;
+        }
+        double weight = share.weight;
+        long piece = weight > 0 ? dispatcher.pieceBytes(flow, end - at) : end - at;   // no weights: the rest at once, as Hadoop asks
+        if (weight > 0) {
+            long now = clock.nanoTime();
+            if (wait) {
+                boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
+                if (!dispatcher.ask(slot.ticket, slot.done, piece, weight, reserved, now)) {
+                    slot.done = 0;
+                    dispatcher.await(slot.ticket, clock, () -> false);
+                }
+            } else if (!dispatcher.offer(slot.ticket, slot.done, piece, weight, now)) {
+                slot.done = 0;
+                return false;
+            }
+            slot.done = 0;
+        }
+        synchronized (this) {
+            if (ended) {
+                return false;   // its ticket leaves in read's finally
+            }
+            dispatchedTo = at + piece;
+        }
+        org.apache.hadoop.io.nativeio.NativeIO.POSIX.getCacheManipulator().posixFadviseIfPossible(identifier,
+                fd, at, piece, org.apache.hadoop.io.nativeio.NativeIO.POSIX.POSIX_FADV_WILLNEED);
+        asked(at + piece);
+        if (weight > 0) {
+            slot.end = at + piece;
+            slot.bytes = piece;
+            atDisk.add(slot);
+        }
+        return true;
     }
 
     /**

@@ -1,6 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -209,7 +210,7 @@ class DispatcherTest {
     private static double[] returningReaderReadAhead(SimulatedNode.Sharing sharing, SimulatedNode.ReadAhead readAhead,
                                                      double diskBps) {
         SimulatedNode n = node(sharing);
-        n.readAhead(4 * MIB, readAhead, ReadAhead.PIECE_BYTES);
+        n.readAhead(4 * MIB, readAhead, 0);
         n.configured(60 * MB);
         SimulatedNode.Volume disk = n.volume("DS-1", diskBps);
         n.weight("alice", 8);
@@ -250,7 +251,7 @@ class DispatcherTest {
     @Test
     void twoUsersWithOneReaderEachShareADiskTheyReadAheadOnByWeightAtItsFullSpeed() {
         SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
-        n.readAhead(4 * MIB, SimulatedNode.ReadAhead.DISPATCHED, ReadAhead.PIECE_BYTES);
+        n.readAhead(4 * MIB, SimulatedNode.ReadAhead.DISPATCHED, 0);
         SimulatedNode.Volume disk = n.volume("DS-1", 60 * MB);
         n.weight("alice", 8);
         n.weight("bob", 4);
@@ -368,5 +369,47 @@ class DispatcherTest {
         // 5 ms between packets against 1 ms in the slot: the volume serves whoever is there (work conservation).
         double split = writersSplit(5_000_000);
         assertTrue(Math.abs(split - 1) <= 0.1, "alice/bob " + split + ", not 1: the volume idled for a slow thread");
+    }
+
+    @Test
+    void aReadAheadPieceIsASliceOfTheVolumeWhileItsUserIsAloneAndAPacketWhileOthersMoveThere() {
+        Dispatcher volume = new Dispatcher("DS-1");
+        Flow alice = new Flow(new Throttles.Charge("alice"));
+        assertEquals(Dispatcher.FIRST_PACKET_BYTES, volume.pieceBytes(alice, 4 * MIB), "nothing read yet: a packet's worth");
+        assertEquals(1000, volume.pieceBytes(alice, 1000), "never more than is left");
+        Dispatcher.Ticket piece = Dispatcher.Ticket.piece(alice, null);
+        long now = 0;
+        for (int i = 0; i < 64; i++) {
+            assertTrue(volume.ask(piece, i == 0 ? 0 : MIB, MIB, 1, false, now));
+            now += 500_000;   // 1 MiB in its slot for 0.5 ms: 2 GiB/s
+        }
+        volume.release(piece, MIB, now);
+        long slice = 4 * MIB * Dispatcher.SLICE_NS / 2_000_000;   // what 2 GiB/s moves in a slice: whole packets
+        assertEquals(slice, volume.pieceBytes(alice, 64 * MIB), "alone: a slice of the volume");
+        Dispatcher.Ticket bob = new Dispatcher.Ticket(new Flow(new Throttles.Charge("bob")), Direction.READ, null);
+        assertTrue(volume.ask(bob, 0, 1, false, now));
+        assertEquals(Dispatcher.FIRST_PACKET_BYTES, volume.pieceBytes(alice, 64 * MIB), "bob moves here too");
+    }
+
+    @Test
+    void aSecondPieceOnlyTakesASlotNobodyWaitsForUnlessItsUserIsAlone() {
+        Dispatcher volume = new Dispatcher("DS-1");   // depth 1
+        Flow alice = new Flow(new Throttles.Charge("alice"));
+        Dispatcher.Ticket first = Dispatcher.Ticket.piece(alice, null);
+        Dispatcher.Ticket second = Dispatcher.Ticket.piece(alice, null);
+        assertTrue(volume.ask(first, 0, MIB, 1, false, 0));
+        assertTrue(volume.offer(second, 0, MIB, 1, 0), "alone at the volume: no depth bounds it");
+        assertEquals(2, volume.inFlight());
+        volume.release(second, MIB, 1);
+        Dispatcher.Ticket bob = new Dispatcher.Ticket(new Flow(new Throttles.Charge("bob")), Direction.READ, null);
+        assertFalse(volume.ask(bob, 0, 1, false, 2), "bob waits for the one slot");
+        double tagged = alice.finish;
+        assertFalse(volume.offer(second, 0, MIB, 1, 3), "bob waits: no free slot for a second piece");
+        assertEquals(tagged, alice.finish, "a piece not dispatched is not tagged");
+        assertEquals(1, volume.inFlight());
+        assertEquals(1, volume.waiting());
+        volume.release(first, MIB, 4);
+        assertEquals(1, volume.inFlight(), "bob's packet went");
+        assertEquals(0, volume.waiting());
     }
 }

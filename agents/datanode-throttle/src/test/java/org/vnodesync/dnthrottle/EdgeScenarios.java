@@ -128,8 +128,7 @@ final class EdgeScenarios {
      * with and without it.
      */
     static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes) {
-        return draw(seed, profile, net, readSlotCoversSend, readAheadBytes, SimulatedNode.ReadAhead.DISPATCHED,
-                ReadAhead.PIECE_BYTES);
+        return draw(seed, profile, net, readSlotCoversSend, readAheadBytes, SimulatedNode.ReadAhead.DISPATCHED, 0);
     }
 
     static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes,
@@ -803,7 +802,7 @@ final class EdgeScenarios {
         boolean readSlotCoversSend = true;
         long readAheadBytes = DATANODE_READ_AHEAD;
         SimulatedNode.ReadAhead readAhead = SimulatedNode.ReadAhead.DISPATCHED;
-        long readAheadPiece = ReadAhead.PIECE_BYTES;
+        long readAheadPiece = 0;   // a slice of the volume (Dispatcher.pieceBytes)
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -900,7 +899,8 @@ final class EdgeScenarios {
             case WINDOW -> "a window kept full, unordered (window)";
             case REQUESTS -> "Hadoop's requests, unordered (requests)";
             case DISPATCHED -> "Hadoop's requests through the dispatcher, "
-                    + (piece > 0 ? "in pieces of " + piece / 1024 + " KiB" : "each whole") + " (dispatched)";
+                    + (piece > 0 ? "in pieces of " + piece / 1024 + " KiB" : "in pieces of a slice of the volume")
+                    + ", up to " + ReadAhead.IN_FLIGHT + " an op in flight (dispatched)";
         };
     }
 

@@ -139,8 +139,8 @@ class ReadAheadTest {
             if (!volume.ask(other, 64 * 1024, 1, false, System.nanoTime())) {
                 volume.await(other, UserThrottler.SYSTEM_CLOCK, () -> false);
             }
-            long alicePieces = alice.askedTo() / ReadAhead.PIECE_BYTES;
-            long bobPieces = bob.askedTo() / ReadAhead.PIECE_BYTES;
+            long alicePieces = alice.askedTo() / Dispatcher.FIRST_PACKET_BYTES;
+            long bobPieces = bob.askedTo() / Dispatcher.FIRST_PACKET_BYTES;
             assertTrue(alicePieces >= 4 && alicePieces <= 6 && bobPieces >= 1 && bobPieces <= 2,
                     "alice had " + alicePieces + " pieces and bob " + bobPieces + " when their tags passed 64 KiB");
             volume.release(other, 0, System.nanoTime());

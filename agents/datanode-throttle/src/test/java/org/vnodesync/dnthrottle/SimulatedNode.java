@@ -101,8 +101,9 @@ final class SimulatedNode {
         long lastRequestAt = Long.MIN_VALUE;   // the offset of its last request (Hadoop's lastReadahead)
         long coveredTo;                // what its requests submitted (or its pieces dispatched) read up to
         long wantedTo;                 // DISPATCHED: the end of its last request
-        Dispatcher.Ticket request;     // DISPATCHED: its read-ahead's reader at the volume (null: none)
-        long asked;                    // the piece it waits for a slot for (0: none waits)
+        Dispatcher.Ticket[] readers;   // DISPATCHED: its read-ahead reader's tickets at the volume (null: none)
+        long asked;                    // the piece a reader's ticket waits for a slot for (0: none waits)
+        Dispatcher.Ticket askedBy;     // that ticket
         final ArrayDeque<ReadPiece> reading = new ArrayDeque<>();   // pieces at the volume, in file order
         long moved;
 
@@ -159,7 +160,7 @@ final class SimulatedNode {
      */
     private long readAheadBytes;
     private ReadAhead readAheadKind = ReadAhead.WINDOW;
-    /** DISPATCHED: the reader asks for its disk reads in pieces of this many bytes (0: all it wants at once). */
+    /** DISPATCHED: the reader asks for its disk reads in pieces of this many bytes (0: a slice of the volume, Dispatcher.pieceBytes). */
     private long readAheadPiece;
 
     SimulatedNode(Sharing sharing, double cores) {
@@ -482,9 +483,10 @@ final class SimulatedNode {
     /** Waiting workers whose packets the dispatcher let go. */
     private void dispatched() {
         for (Worker w : workers) {
-            if (w.asked > 0 && w.request.go) {
-                w.reading.add(new ReadPiece(w.request, w.asked));
+            if (w.asked > 0 && w.askedBy.go) {
+                w.reading.add(new ReadPiece(w.askedBy, w.asked));
                 w.asked = 0;
+                topUp(w);
             }
             if (w.waiting && w.ticket.go) {
                 w.waiting = false;
@@ -526,46 +528,98 @@ final class SimulatedNode {
         }
         w.wantedTo = Math.max(w.wantedTo, end);
         w.coveredTo = Math.max(w.coveredTo, w.position);
-        if (w.request == null) {
-            Dispatcher d = throttles.volume(w.volume.id);
-            w.request = new Dispatcher.Ticket(throttles.flow(d, throttles.chargeFor(w.user)), Direction.READ,
-                    Thread.currentThread());
-            askPiece(w, 0);
+        if (w.readers == null) {
+            Flow flow = throttles.flow(throttles.volume(w.volume.id), throttles.chargeFor(w.user));
+            w.readers = new Dispatcher.Ticket[org.vnodesync.dnthrottle.ReadAhead.IN_FLIGHT];
+            for (int i = 0; i < w.readers.length; i++) {
+                w.readers[i] = Dispatcher.Ticket.piece(flow, Thread.currentThread());
+            }
+            nextPiece(w, w.readers[0], 0, true);
+            topUp(w);
         }
     }
 
-    /** W's reader asks for its next piece's slot, its last piece of DONE bytes read (0: none yet), or ends. */
-    private void askPiece(Worker w, long done) {
+    /**
+     * As ReadAhead.next: W's reader's TICKET, its last piece of DONE bytes read (0: none), asks for the next
+     * piece (WAIT: none of the op's is at the volume, so it waits for its turn; else only into a free slot,
+     * Dispatcher.offer). False if none was asked for: nothing more is wanted (with WAIT the reader ends) or
+     * no slot was free; the ticket then leaves the volume.
+     */
+    private boolean nextPiece(Worker w, Dispatcher.Ticket ticket, long done, boolean wait) {
         long rest = w.wantedTo - w.coveredTo;
-        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, rest) : rest;
         Dispatcher d = throttles.volume(w.volume.id);
-        if (piece <= 0) {
-            d.release(w.request, done, now);
-            w.request = null;
-            return;
+        if (rest <= 0) {
+            d.release(ticket, done, now);
+            if (wait) {
+                w.readers = null;
+            }
+            return false;
+        }
+        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, rest) : d.pieceBytes(ticket.flow, rest);
+        UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
+        if (wait) {
+            w.coveredTo += piece;
+            boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
+            if (d.ask(ticket, done, piece, share.weight, reserved, now)) {
+                w.reading.add(new ReadPiece(ticket, piece));
+            } else {
+                w.asked = piece;
+                w.askedBy = ticket;
+            }
+            return true;
+        }
+        if (!d.offer(ticket, done, piece, share.weight, now)) {
+            return false;
         }
         w.coveredTo += piece;
-        UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
-        boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
-        if (d.ask(w.request, done, piece, share.weight, reserved, now)) {
-            w.reading.add(new ReadPiece(w.request, piece));
-        } else {
-            w.asked = piece;
+        w.reading.add(new ReadPiece(ticket, piece));
+        return true;
+    }
+
+    /** W's reader's pieces at the volume (dispatched, not yet read). */
+    private int readersAtVolume(Worker w) {
+        int n = 0;
+        for (ReadPiece p : w.reading) {
+            for (Dispatcher.Ticket t : w.readers) {
+                n += p.ticket == t ? 1 : 0;
+            }
+        }
+        return n;
+    }
+
+    /** As ReadAhead.read: while one of W's pieces is at the volume and a ticket is free, the next piece is offered. */
+    private void topUp(Worker w) {
+        while (w.readers != null && w.asked == 0) {
+            int at = readersAtVolume(w);
+            if (at == 0 || at >= w.readers.length) {
+                return;
+            }
+            Dispatcher.Ticket free = null;
+            for (Dispatcher.Ticket t : w.readers) {
+                boolean busy = false;
+                for (ReadPiece p : w.reading) {
+                    busy |= p.ticket == t;
+                }
+                free = busy ? free : t;
+            }
+            if (!nextPiece(w, free, 0, false)) {
+                return;
+            }
         }
     }
 
     /** W's transfer ended (BlockSender.close): its reader asks for no more; a piece waiting leaves uncharged. */
     private void cancelRequest(Worker w) {
-        if (w.request == null) {
+        if (w.readers == null) {
             return;
         }
         if (w.asked > 0) {
-            throttles.volume(w.volume.id).cancel(w.request, now);
+            throttles.volume(w.volume.id).cancel(w.askedBy, now);
             w.coveredTo -= w.asked;
             w.asked = 0;
         }
         w.wantedTo = w.coveredTo;
-        w.request = null;
+        w.readers = null;
     }
 
     /** The piece W's volume was reading is in the page cache: its reader asks for the next, or its slot is free. */
@@ -574,8 +628,9 @@ final class SimulatedNode {
         if (piece.ticket == null) {
             return;
         }
-        if (piece.ticket == w.request) {
-            askPiece(w, piece.bytes);
+        if (w.readers != null && java.util.Arrays.asList(w.readers).contains(piece.ticket)) {
+            nextPiece(w, piece.ticket, piece.bytes, readersAtVolume(w) == 0);
+            topUp(w);
             return;
         }
         throttles.volume(w.volume.id).release(piece.ticket, piece.bytes, now);
