@@ -255,14 +255,14 @@ final class ReadAhead {
             if (wait) {
                 boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
                 if (!dispatcher.ask(slot.ticket, slot.done, piece, weight, reserved, now)) {
-                    slot.done = 0;
+                    slot.done = 0;   // counted by ask
                     dispatcher.await(slot.ticket, clock, () -> false);
                 }
             } else if (!dispatcher.offer(slot.ticket, slot.done, piece, weight, now)) {
-                slot.done = 0;
+                slot.done = 0;   // counted as the ticket left
                 return false;
             }
-            slot.done = 0;
+            slot.done = 0;   // counted by ask or offer
         }
         synchronized (this) {
             if (ended) {
