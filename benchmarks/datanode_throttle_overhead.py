@@ -41,7 +41,9 @@ work on the host takes CPU only when the benchmark leaves some.
 
 import argparse
 import concurrent.futures
+import contextlib
 import os
+import threading
 import time
 import statistics
 from dataclasses import dataclass
@@ -75,13 +77,35 @@ def datanode_cpu_seconds(hdfs: HdfsCluster) -> float:
 class Phase:
     rate: float           # bytes/s, all users together
     cpu_per_gib: float    # the DataNodes' CPU seconds per GiB moved
+    depths: tuple[int, ...] = ()   # the agent's volumes' dispatch depth, sampled over the phase (none: empty)
+
+    def depth_range(self) -> str:
+        return f"{min(self.depths)}-{max(self.depths)}" if self.depths else "-"
+
+
+def depth_samples(hdfs: HdfsCluster, done: threading.Event, every: float = 0.1) -> list[int]:
+    """Every volume's depth every EVERY seconds until DONE (nothing where no agent answers)."""
+    channels = [ThrottleChannel(hdfs.throttle_socket(dn)) for dn in hdfs.datanodes]
+    seen: list[int] = []
+    while not done.wait(every):
+        for channel in channels:
+            with contextlib.suppress(Exception):   # no agent (none), or a busy socket: no sample
+                seen += [v.depth for v in channel.stats().volumes]
+    return seen
 
 
 def measured(hdfs: HdfsCluster, run) -> Phase:
+    done, depths = threading.Event(), []
+    sampler = threading.Thread(target=lambda: depths.extend(depth_samples(hdfs, done)))
+    sampler.start()
     cpu_before = datanode_cpu_seconds(hdfs)
-    transfers = run()
+    try:
+        transfers = run()
+    finally:
+        done.set()
+        sampler.join()
     cpu = datanode_cpu_seconds(hdfs) - cpu_before
-    return Phase(aggregate_rate(transfers), cpu / (sum(t.bytes for t in transfers) / (1 << 30)))
+    return Phase(aggregate_rate(transfers), cpu / (sum(t.bytes for t in transfers) / (1 << 30)), tuple(depths))
 
 
 def user_file(user: LocalUser) -> str:
@@ -215,7 +239,8 @@ def measure(args: argparse.Namespace) -> int:
                 rate_ratios[direction].append(agent.rate / none.rate)
                 cpu_ratios[direction].append(agent.cpu_per_gib / none.cpu_per_gib)
                 line.append(f"{direction} agent {agent.rate / 1e6:.1f} none {none.rate / 1e6:.1f} MB/s "
-                            f"(DataNode CPU {agent.cpu_per_gib:.2f} / {none.cpu_per_gib:.2f} s/GiB)")
+                            f"(DataNode CPU {agent.cpu_per_gib:.2f} / {none.cpu_per_gib:.2f} s/GiB, "
+                            f"depth {agent.depth_range()})")
             print(f"round {round_} (agent in {clusters['agent'].name.split('.')[-3]}): " + ", ".join(line), flush=True)
         if args.rounds:
             for direction in ("write", "read"):
