@@ -41,6 +41,13 @@ final class Dispatcher {
     static final long BURST_NS = RateBucket.BURST_NS;
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
+    /**
+     * A thread that asks for its next packet while its last one holds the slot keeps the slot while it
+     * is less than this much of the volume's time ahead of the waiting packets' tags (keepsSlot): handing
+     * a slot over costs both threads a context switch, ~25 us of CPU on the testbed (docs/edge.md
+     * section 7), so a slice of 2 ms keeps that near 1 % of the volume's time.
+     */
+    static final long SLICE_NS = 2_000_000L;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
     private static final long PATIENCE_NS = 10_000_000L;
     /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
@@ -115,11 +122,6 @@ final class Dispatcher {
             anticipated = null;
             counted--;   // the slot kept for it: taken below
         }
-        // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
-        // slot to the waiters first would alternate the flows whatever their weights.
-        if (ticket.inFlight) {
-            leave(ticket, now);
-        }
         movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
@@ -137,6 +139,18 @@ final class Dispatcher {
             double burst = burstBytes / (backloggedWeight + weight);
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
+        }
+        if (ticket.inFlight) {
+            if (keepsSlot(ticket, weight)) {
+                // Served out of its tag's order: V stays where the queue's order put it, else it would
+                // jump to this flow's tags and the waiters, pulled up to it, would lose what they are owed.
+                served(ticket, now);
+                ticket.dispatchedNs = now;
+                return true;
+            }
+            // Its next packet competes for the slot its last one frees: with one thread a flow, handing
+            // the slot to the waiters first would alternate the flows whatever their weights.
+            leave(ticket, now);
         }
         if ((held || queue.isEmpty()) && counted < depth || alone(flow)) {
             dispatch(ticket, now);
@@ -235,11 +249,35 @@ final class Dispatcher {
         ticket.go = true;   // the thread goes on unscheduled rather than hang
     }
 
+    /**
+     * Whether TICKET's next packet, asked for while its last one holds the slot, keeps that slot: while
+     * the slot is within the depth and its tag is less than a slice (SLICE_NS of what the volume moves, at its WEIGHT) ahead of every
+     * waiting packet's. A slot handed over costs both threads a context switch; a slice at a time keeps
+     * that small, and the order of the tags holds within one slice. A user back from idle starts far
+     * behind (its burst), so the slot goes to it at the next packet.
+     */
+    private boolean keepsSlot(Ticket ticket, double weight) {
+        if (counted > depth) {
+            return false;   // the depth fell: this slot is one too many
+        }
+        Ticket head = queue.peek();
+        if (head == null) {
+            return true;
+        }
+        double slice = burstBytes * SLICE_NS / BURST_NS;
+        return !head.reserved && ticket.start - head.start <= slice / weight;
+    }
+
     /** TICKET's packet is no longer in flight: its slot is free. */
     private void leave(Ticket ticket, long now) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
         counted--;
+        served(ticket, now);
+    }
+
+    /** TICKET's packet is done at NOW: a sample of a packet's time in its slot. */
+    private void served(Ticket ticket, long now) {
         double ns = now - ticket.dispatchedNs;
         serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
     }
