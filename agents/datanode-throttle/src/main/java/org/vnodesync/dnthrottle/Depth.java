@@ -9,20 +9,20 @@ package org.vnodesync.dnthrottle;
  * <p>A deeper queue costs the weights (a user with fewer threads than its share of the depth cannot
  * use its share), a shallower one costs throughput. Issue 58's target says how much throughput the
  * weights may cost: TARGET_LOSS (5 %) of what the node moves with no vnode-sync. So one packet more is
- * kept if its interval moved more than TARGET_LOSS above the mean of the intervals at the current
+ * kept if its interval moved more than TARGET_LOSS above the mean of the binding intervals at the current
  * depth since the last probe, by more than Z_SCORE standard errors (the noise measured between those
- * intervals); one fewer is kept unless it lost more than TARGET_LOSS by as much. A probe is one
+ * intervals); one fewer is kept if it lost less than TARGET_LOSS of that mean. A probe is one
  * interval, not several: while it lasts a user with one thread has one slot of the deeper depth, half
- * the volume where it had all of it (a returning reader's transfer, DispatcherTest). Where the noise leaves it open, the shallower
- * depth wins: the weights. So a disk that one sequential reader keeps busy settles at 1, CPU-bound
+ * the volume where it had all of it (a returning reader's transfer, DispatcherTest). Where the noise
+ * leaves a gain open, the shallower depth wins: the weights. So a disk that one sequential reader keeps busy settles at 1, CPU-bound
  * cores at their number (even where the clients share them and a core more gains less than Little's
  * law's D/(D+1) predicts), a disk that reorders a deeper queue deeper while it gains over 5 %.
  *
  * <p>A depth exists to order users: in an interval in which at most one user moved at the volume the
  * dispatcher bounds nothing (Dispatcher.alone), and the interval says nothing about the depth, which
  * is left as it was (probes included) for when users share again. Of the other intervals, only those
- * in which the depth bound (packets waited for a slot most of the time) say anything about it; in the
- * rest it is cut to what was used.
+ * in which the depth bound (packets waited for a slot most of the time) say anything about it; the
+ * rest leave it as it was too, and a depth deeper than a new load needs is found by the next probe down.
  *
  * <p>Not thread-safe: its dispatcher calls it under its own lock.
  */
@@ -123,22 +123,23 @@ final class Depth {
     }
 
     /**
-     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), at most PEAK
-     * packets were in flight at once, and SHARERS users had packets there (waiting, dispatched or in
-     * flight). Returns the depth for the next interval.
+     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), and SHARERS
+     * users had packets there (waiting, dispatched or in flight). Returns the depth for the next interval.
      */
-    int interval(double bps, boolean binding, int peak, int sharers) {
+    int interval(double bps, boolean binding, int sharers) {
         if (sharers <= 1) {
             return depth;   // nobody to order, and nothing bound: the depth waits for users who share
         }
         if (phase != Phase.STEADY) {
             // Judged whether or not anyone waited: a depth that lets every thread go shows it by its
             // throughput alone (two CPU-bound threads on two cores).
+            // Up must clear the noise too: a deeper queue costs the weights, so it is bought only on
+            // evidence. Down is judged on the interval alone: the depth it leaves was kept on evidence
+            // (or by a load that changed), and one that gains under the target is not worth its cost.
             boolean up = phase == Phase.PROBING_UP;
-            double noise = Z_SCORE * level.errorAgainstOne();
             boolean kept = level.count() >= 2 && (up
-                    ? bps > level.mean() * (1 + TARGET_LOSS) + noise
-                    : bps >= level.mean() * (1 - TARGET_LOSS) - noise);
+                    ? bps > level.mean() * (1 + TARGET_LOSS) + Z_SCORE * level.errorAgainstOne()
+                    : bps >= level.mean() * (1 - TARGET_LOSS));
             if (kept) {
                 moves++;
                 level.clear();
@@ -153,13 +154,9 @@ final class Depth {
             return depth;
         }
         if (!binding) {
-            // The depth held nobody back: nothing learnt about it, and a depth above what was used
-            // would let the next contention in unordered.
-            int cut = Math.max(1, Math.min(depth, peak));
-            if (cut != depth) {
-                depth = cut;
-                level.clear();   // what was moved at the deeper queue is not this depth's level
-            }
+            // The depth held nobody back: nothing learnt about it. It is left as it was, as after an
+            // interval alone: cut to what was in flight, a pause in the load (a writer between blocks,
+            // the end of a transfer) cost CPU-bound volumes a second at depth 1 until the next probe.
             return depth;
         }
         level.add(bps);

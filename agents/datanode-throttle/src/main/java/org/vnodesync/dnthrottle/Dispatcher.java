@@ -100,7 +100,6 @@ final class Dispatcher {
     private long movedBytes;
     private long queuedSinceNs = -1;      // the queue has been non-empty since (-1: it is empty)
     private long queuedNs;
-    private int peak;
     private volatile double lastMovedBps;
 
     Dispatcher(String volume) {
@@ -292,7 +291,6 @@ final class Dispatcher {
         present(ticket.flow);
         inFlight.add(ticket);
         counted++;
-        peak = Math.max(peak, counted);
         ticket.go = true;
     }
 
@@ -364,8 +362,7 @@ final class Dispatcher {
             double bps = movedBytes / seconds;
             // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
             boolean binding = queuedNs * 2 >= now - tickNs;
-            int peakNow = Math.max(peak, counted);
-            depth = control.interval(bps, binding, peakNow, sharers);
+            depth = control.interval(bps, binding, sharers);
             double advanced = virtualTime - tickVirtualTime;
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
@@ -388,7 +385,6 @@ final class Dispatcher {
         tickVirtualTime = virtualTime;
         movedBytes = 0;
         queuedNs = 0;
-        peak = counted;
     }
 
     synchronized int depth() {
