@@ -1,5 +1,8 @@
 package org.vnodesync.dnthrottle;
 
+import java.util.HashMap;
+import java.util.Map;
+
 /**
  * How many packets one volume keeps in flight: the least depth from which one packet more no longer
  * moves more than the node's throughput target lets it lose (docs/edge.md, "Depth"). No capacity
@@ -102,6 +105,7 @@ final class Depth {
     private int bindingSince;          // binding intervals since the last probe
     private int probeEvery = PROBE_EVERY;
     private final Samples level = new Samples();    // the binding intervals at the current depth since the last probe
+    private final Map<Object, Samples> users = new HashMap<>();   // each user's bytes/s in those intervals
     private final Samples probed = new Samples();   // the level when the last probe began
     private long probes;
     private long moves;
@@ -114,6 +118,35 @@ final class Depth {
         return phase;
     }
 
+    private void addLevel(double bps, Map<?, Double> userBps) {
+        level.add(bps);
+        for (Map.Entry<?, Double> user : userBps.entrySet()) {
+            users.computeIfAbsent(user.getKey(), k -> new Samples()).add(user.getValue());
+        }
+    }
+
+    private void clearLevel() {
+        level.clear();
+        users.clear();
+    }
+
+    /**
+     * Whether no user that moved here in the intervals since the last probe moved less than
+     * TARGET_LOSS below its mean there in USERBPS (the probe's interval): a deeper queue whose gain is
+     * taken from a user (one reader a user on a disk: the second packet shares the disk with the first,
+     * and the split goes from the weights' to the kernel's) is a different split, not work conserved.
+     * Two CPU-bound threads on two cores each gain from the second slot.
+     */
+    private boolean noneLost(Map<?, Double> userBps) {
+        for (Map.Entry<Object, Samples> user : users.entrySet()) {
+            Double now = userBps.get(user.getKey());
+            if (now != null && user.getValue().count() >= 2 && now < user.getValue().mean() * (1 - TARGET_LOSS)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     long probes() {
         return probes;
     }
@@ -124,9 +157,10 @@ final class Depth {
 
     /**
      * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), and SHARERS
-     * users had packets there (waiting, dispatched or in flight). Returns the depth for the next interval.
+     * users had packets there (waiting, dispatched or in flight), each moving USERS' bytes/s (by any
+     * key that names a user at this volume). Returns the depth for the next interval.
      */
-    int interval(double bps, boolean binding, int sharers) {
+    int interval(double bps, boolean binding, int sharers, Map<?, Double> userBps) {
         if (sharers <= 1) {
             return depth;   // nobody to order, and nothing bound: the depth waits for users who share
         }
@@ -138,16 +172,15 @@ final class Depth {
             // (or by a load that changed), and one that gains under the target is not worth its cost.
             boolean up = phase == Phase.PROBING_UP;
             boolean kept = level.count() >= 2 && (up
-                    ? bps > level.mean() * (1 + TARGET_LOSS) + Z_SCORE * level.errorAgainstOne()
+                    ? bps > level.mean() * (1 + TARGET_LOSS) + Z_SCORE * level.errorAgainstOne() && noneLost(userBps)
                     : bps >= level.mean() * (1 - TARGET_LOSS));
+            clearLevel();
             if (kept) {
                 moves++;
-                level.clear();
-                level.add(bps);   // the new depth's level: this interval so far
+                addLevel(bps, userBps);   // the new depth's level: this interval so far
                 probeEvery = PROBE_EVERY;
             } else {
                 depth += up ? -1 : 1;
-                level.clear();
                 probeEvery = Math.min(LEAST_PROBED, 2 * probeEvery);
             }
             phase = Phase.STEADY;
@@ -159,7 +192,7 @@ final class Depth {
             // the end of a transfer) cost CPU-bound volumes a second at depth 1 until the next probe.
             return depth;
         }
-        level.add(bps);
+        addLevel(bps, userBps);
         if (probed.count() > 0 && level.count() >= PROBE_EVERY && Math.abs(level.mean() - probed.mean())
                 > probed.mean() * TARGET_LOSS + Z_SCORE * probed.errorAgainst(level)) {
             probeEvery = PROBE_EVERY;   // the load changed: what the last probes found may not hold

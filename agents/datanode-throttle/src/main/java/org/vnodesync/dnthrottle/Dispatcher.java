@@ -1,7 +1,9 @@
 package org.vnodesync.dnthrottle;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.concurrent.locks.LockSupport;
 
@@ -88,6 +90,7 @@ final class Dispatcher {
     private double virtualTime;
     private long interval = 1;            // counts the depth's intervals (a Flow's 0: never dispatched)
     private int sharers;                  // flows with a packet waiting, dispatched or in flight this interval
+    private final List<Flow> presentFlows = new ArrayList<>();   // those flows
     private Flow sole;                    // the flow, while it is the only one this interval
     private int lastSharers;              // the same for the interval before
     private Flow lastSole;
@@ -122,6 +125,7 @@ final class Dispatcher {
             counted--;   // the slot kept for it: taken below
         }
         movedBytes += bytes;
+        ticket.flow.movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
@@ -200,6 +204,7 @@ final class Dispatcher {
     /** As release; ANTICIPATE: its thread asks again for the op's next packet (a write between packets). */
     synchronized void release(Ticket ticket, long bytes, long now, boolean anticipate) {
         movedBytes += bytes;
+        ticket.flow.movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
@@ -298,6 +303,7 @@ final class Dispatcher {
     private void present(Flow flow) {
         if (flow.interval != interval) {
             flow.interval = interval;
+            presentFlows.add(flow);
             sharers++;
             sole = sharers == 1 ? flow : null;
         }
@@ -362,7 +368,11 @@ final class Dispatcher {
             double bps = movedBytes / seconds;
             // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
             boolean binding = queuedNs * 2 >= now - tickNs;
-            depth = control.interval(bps, binding, sharers);
+            Map<Flow, Double> users = new HashMap<>();
+            for (Flow f : presentFlows) {
+                users.put(f, f.movedBytes / seconds);
+            }
+            depth = control.interval(bps, binding, sharers, users);
             double advanced = virtualTime - tickVirtualTime;
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
@@ -375,6 +385,10 @@ final class Dispatcher {
         lastSole = sole;
         sharers = 0;
         sole = null;
+        for (Flow f : presentFlows) {
+            f.movedBytes = 0;
+        }
+        presentFlows.clear();
         // A packet waiting or in flight across the interval's start is there in this interval too.
         for (Ticket t : queue) {
             present(t.flow);

@@ -2,11 +2,42 @@ package org.vnodesync.dnthrottle;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.function.IntToDoubleFunction;
 import org.junit.jupiter.api.Test;
 
 /** The depth against throughput curves of known shape: Depth.interval's whole contract. */
 class DepthTest {
+    /** No user's own rate: only the volume's is judged. */
+    private static final Map<Object, Double> NOBODY = Collections.emptyMap();
+
+    /** The depth after INTERVALS binding intervals of two users whose bytes/s at each depth are ALICE(d) and BOB(d). */
+    private static int settleUsers(IntToDoubleFunction alice, IntToDoubleFunction bob, int intervals) {
+        Depth depth = new Depth();
+        int d = depth.depth();
+        for (int i = 0; i < intervals; i++) {
+            Map<Object, Double> users = new HashMap<>();
+            users.put("alice", alice.applyAsDouble(d));
+            users.put("bob", bob.applyAsDouble(d));
+            d = depth.interval(users.get("alice") + users.get("bob"), true, 2, users);
+        }
+        return d;
+    }
+
+    @Test
+    void aDeeperQueueThatTakesFromAUserIsNotKept() {
+        // one reader a user at 8 : 4 on a disk: depth 1 splits 40 : 20, depth 2 moves 20 % more but
+        // splits it 36 : 36 (the testbed's paced disk): a different split, not a gain
+        assertEquals(1, settleUsers(d -> d == 1 ? 40e6 : 36e6, d -> d == 1 ? 20e6 : 36e6, 2000));
+    }
+
+    @Test
+    void aDeeperQueueEveryUserGainsFromIsKept() {
+        // two CPU-bound threads at 8 : 4: depth 1 gives them 2/3 and 1/3 of one core, depth 2 a core each
+        assertEquals(2, settleUsers(d -> d == 1 ? 67e6 : 100e6, d -> d == 1 ? 33e6 : 100e6, 2000));
+    }
     /** The depth after INTERVALS binding intervals on a volume that moves CURVE(depth) bytes/s. */
     private static int settle(IntToDoubleFunction curve, int intervals) {
         return settle(curve, intervals, 2);
@@ -17,7 +48,7 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < intervals; i++) {
-            d = depth.interval(curve.applyAsDouble(d), true, sharers);
+            d = depth.interval(curve.applyAsDouble(d), true, sharers, NOBODY);
         }
         return d;
     }
@@ -51,7 +82,7 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < intervals; i++) {
-            d = depth.interval(curve.applyAsDouble(d) * (1 + noise * (2 * random.nextDouble() - 1)), true, 2);
+            d = depth.interval(curve.applyAsDouble(d) * (1 + noise * (2 * random.nextDouble() - 1)), true, 2, NOBODY);
         }
         return d;
     }
@@ -81,11 +112,11 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < 100; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2, NOBODY);
         }
         assertEquals(3, d);
         for (int i = 0; i < 2000; i++) {
-            assertEquals(3, depth.interval(i % 2 == 0 ? 10e6 : 300e6, i % 3 != 0, 1));
+            assertEquals(3, depth.interval(i % 2 == 0 ? 10e6 : 300e6, i % 3 != 0, 1, NOBODY));
         }
         assertEquals(Depth.Phase.STEADY, depth.phase());
     }
@@ -104,7 +135,7 @@ class DepthTest {
         for (int i = 0; i < 300; i++) {
             // a saturated volume whose throughput dips by a third on the interval before each probe
             double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 67e6 : 100e6;
-            d = depth.interval(bps, true, 2);
+            d = depth.interval(bps, true, 2, NOBODY);
         }
         assertEquals(1, d);
     }
@@ -116,11 +147,11 @@ class DepthTest {
         Depth depth = new Depth();
         int d = 1;
         for (int i = 0; i < 200; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2, NOBODY);
         }
         assertEquals(3, d);
         for (int i = 0; i < 50; i++) {
-            assertEquals(3, depth.interval(10e6, false, 2));
+            assertEquals(3, depth.interval(10e6, false, 2, NOBODY));
         }
     }
 
@@ -129,11 +160,11 @@ class DepthTest {
         Depth depth = new Depth();
         int d = 1;
         for (int i = 0; i < 200; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2, NOBODY);
         }
         assertEquals(3, d);
         for (int i = 0; i < 2000; i++) {
-            d = depth.interval(100e6, true, 2);   // now a disk that one packet keeps busy
+            d = depth.interval(100e6, true, 2, NOBODY);   // now a disk that one packet keeps busy
         }
         assertEquals(1, d);
     }
