@@ -1,9 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.PriorityQueue;
 import java.util.concurrent.locks.LockSupport;
 
@@ -90,7 +88,6 @@ final class Dispatcher {
     private double virtualTime;
     private long interval = 1;            // counts the depth's intervals (a Flow's 0: never dispatched)
     private int sharers;                  // flows with a packet waiting, dispatched or in flight this interval
-    private final List<Flow> presentFlows = new ArrayList<>();   // those flows
     private Flow sole;                    // the flow, while it is the only one this interval
     private int lastSharers;              // the same for the interval before
     private Flow lastSole;
@@ -125,7 +122,6 @@ final class Dispatcher {
             counted--;   // the slot kept for it: taken below
         }
         movedBytes += bytes;
-        ticket.flow.movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
@@ -204,7 +200,6 @@ final class Dispatcher {
     /** As release; ANTICIPATE: its thread asks again for the op's next packet (a write between packets). */
     synchronized void release(Ticket ticket, long bytes, long now, boolean anticipate) {
         movedBytes += bytes;
-        ticket.flow.movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
@@ -303,7 +298,6 @@ final class Dispatcher {
     private void present(Flow flow) {
         if (flow.interval != interval) {
             flow.interval = interval;
-            presentFlows.add(flow);
             sharers++;
             sole = sharers == 1 ? flow : null;
         }
@@ -368,11 +362,7 @@ final class Dispatcher {
             double bps = movedBytes / seconds;
             // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
             boolean binding = queuedNs * 2 >= now - tickNs;
-            Map<Flow, Double> users = new HashMap<>();
-            for (Flow f : presentFlows) {
-                users.put(f, f.movedBytes / seconds);
-            }
-            depth = control.interval(bps, binding, sharers, users);
+            depth = control.interval(bps, binding, sharers);
             double advanced = virtualTime - tickVirtualTime;
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
@@ -385,10 +375,6 @@ final class Dispatcher {
         lastSole = sole;
         sharers = 0;
         sole = null;
-        for (Flow f : presentFlows) {
-            f.movedBytes = 0;
-        }
-        presentFlows.clear();
         // A packet waiting or in flight across the interval's start is there in this interval too.
         for (Ticket t : queue) {
             present(t.flow);

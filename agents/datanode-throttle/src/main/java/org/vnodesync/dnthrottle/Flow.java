@@ -8,7 +8,6 @@ final class Flow {
     final Throttles.Charge charge;
     double finish;   // virtual finish tag of its last packet tagged by weight
     long interval;   // the dispatcher's interval in which it last asked or had a packet dispatched
-    long movedBytes; // what it moved at the volume in that interval (Depth: a deeper queue must not take from it)
 
     Flow(Throttles.Charge charge) {
         this.charge = charge;
