@@ -16,7 +16,8 @@ package org.vnodesync.dnthrottle;
  * volume the dispatcher bounds nothing (Dispatcher.alone), and the interval says nothing about the
  * depth, which is left as it was (probes included) for when users share again. Of the other
  * intervals, only those in which the depth bound (packets waited for a slot most of the time) say
- * anything about it; in the rest it is cut to what was used.
+ * anything about it; the rest leave it as it was too, and a depth deeper than a new load needs is
+ * found by the next probe down.
  *
  * <p>Not thread-safe: its dispatcher calls it under its own lock.
  */
@@ -73,11 +74,10 @@ final class Depth {
     }
 
     /**
-     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), at most PEAK
-     * packets were in flight at once, and SHARERS users had packets there (waiting, dispatched or in
-     * flight). Returns the depth for the next interval.
+     * One interval is over: it moved BPS, its queue was non-empty most of it (BINDING), and SHARERS
+     * users had packets there (waiting, dispatched or in flight). Returns the depth for the next interval.
      */
-    int interval(double bps, boolean binding, int peak, int sharers) {
+    int interval(double bps, boolean binding, int sharers) {
         if (sharers <= 1) {
             return depth;   // nobody to order, and nothing bound: the depth waits for users who share
         }
@@ -112,13 +112,10 @@ final class Depth {
                 return depth;
             default:
                 if (!binding) {
-                    // The depth held nobody back: nothing learnt about it, and a depth above what was
-                    // used would let the next contention in unordered.
-                    int cut = Math.max(1, Math.min(depth, peak));
-                    if (cut != depth) {
-                        depth = cut;
-                        startLevel(0);   // what was moved at the deeper queue is not this depth's level
-                    }
+                    // The depth held nobody back: nothing learnt about it. It is left as it was, as after
+                    // an interval alone: cut to what was in flight, a pause in the load (a transfer's end,
+                    // a writer between blocks) cost CPU-bound volumes a second or more at depth 1, until
+                    // a probe found the cores again (docs/edge.md section 3).
                     return depth;
                 }
                 sum += bps;

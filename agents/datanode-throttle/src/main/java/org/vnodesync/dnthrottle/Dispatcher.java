@@ -42,10 +42,12 @@ final class Dispatcher {
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
     /**
-     * A read-ahead piece of a user alone at the volume is what a piece moves in its slot in this long
-     * (pieceBytes): each piece costs its reader a WILLNEED, a one-byte read and a wake-up of the op's thread,
-     * tens of microseconds (a slot handed over costs ~25 us of CPU on the testbed, as branch slice58 measured),
-     * so a piece of 2 ms keeps that near 1 % of the volume's time on a disk of any speed (slice58's slice).
+     * How long a slot is worth handing over for. A slot handed over costs both threads a context switch,
+     * ~25 us of CPU on the testbed (docs/edge.md section 7), so 2 ms keeps that near 1 % of the volume's time
+     * on a disk of any speed. A thread that asks for its next packet while its last one holds the slot keeps
+     * it while its tag is less than a slice of the volume's bytes ahead of the waiting packets' (keepsSlot);
+     * a read-ahead piece of a user alone at the volume is what a piece moves in its slot in a slice
+     * (pieceBytes), as each piece costs its reader a WILLNEED, a one-byte read and a wake-up of the op's thread.
      */
     static final long SLICE_NS = 2_000_000L;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
@@ -114,7 +116,6 @@ final class Dispatcher {
     private long movedBytes;
     private long queuedSinceNs = -1;      // the queue has been non-empty since (-1: it is empty)
     private long queuedNs;
-    private int peak;
     private volatile double lastMovedBps;
 
     Dispatcher(String volume) {
@@ -144,11 +145,6 @@ final class Dispatcher {
             anticipated = null;
             counted--;   // the slot kept for it: taken below
         }
-        // Its next packet competes for the slot its last one frees: with one thread a flow, handing the
-        // slot to the waiters first would alternate the flows whatever their weights.
-        if (ticket.inFlight) {
-            leave(ticket, bytes, now);
-        }
         movedBytes += bytes;
         if (bytes > 0) {
             ticket.lastBytes = bytes;
@@ -169,6 +165,18 @@ final class Dispatcher {
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
             ticket.finish = flow.finish;
+        }
+        if (ticket.inFlight) {
+            if (keepsSlot(ticket, weight)) {
+                // Served out of its tag's order: V stays where the queue's order put it, else it would
+                // jump to this flow's tags and the waiters, pulled up to it, would lose what they are owed.
+                served(ticket, bytes, now);
+                ticket.dispatchedNs = now;
+                return true;
+            }
+            // Its next packet competes for the slot its last one frees: with one thread a flow, handing
+            // the slot to the waiters first would alternate the flows whatever their weights.
+            leave(ticket, bytes, now);
         }
         if ((held || queue.isEmpty()) && counted < depth || alone(flow)) {
             dispatch(ticket, now);
@@ -281,11 +289,35 @@ final class Dispatcher {
         ticket.go = true;   // the thread goes on unscheduled rather than hang
     }
 
+    /**
+     * Whether TICKET's next packet, asked for while its last one holds the slot, keeps that slot: while
+     * the slot is within the depth and its tag is less than a slice (SLICE_NS of what the volume moves, at its WEIGHT) ahead of every
+     * waiting packet's. A slot handed over costs both threads a context switch; a slice at a time keeps
+     * that small, and the order of the tags holds within one slice. A user back from idle starts far
+     * behind (its burst), so the slot goes to it at the next packet.
+     */
+    private boolean keepsSlot(Ticket ticket, double weight) {
+        if (counted > depth) {
+            return false;   // the depth fell: this slot is one too many
+        }
+        Ticket head = queue.peek();
+        if (head == null) {
+            return true;
+        }
+        double slice = burstBytes * SLICE_NS / BURST_NS;
+        return !head.reserved && ticket.start - head.start <= slice / weight;
+    }
+
     /** TICKET's packet of BYTES is no longer in flight: its slot is free. */
     private void leave(Ticket ticket, long bytes, long now) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
         counted--;
+        served(ticket, bytes, now);
+    }
+
+    /** TICKET's packet of BYTES is done at NOW: a sample of a packet's (and a piece's) time in its slot. */
+    private void served(Ticket ticket, long bytes, long now) {
         double ns = now - ticket.dispatchedNs;
         serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
         if (ticket.piece && bytes > 0) {
@@ -335,7 +367,6 @@ final class Dispatcher {
         present(ticket.flow);
         inFlight.add(ticket);
         counted++;
-        peak = Math.max(peak, counted);
         ticket.go = true;
     }
 
@@ -407,8 +438,7 @@ final class Dispatcher {
             double bps = movedBytes / seconds;
             // Binding: packets waited for a slot most of the interval, so it moved what the depth let it.
             boolean binding = queuedNs * 2 >= now - tickNs;
-            int peakNow = Math.max(peak, counted);
-            depth = control.interval(bps, binding, peakNow, sharers);
+            depth = control.interval(bps, binding, sharers);
             double advanced = virtualTime - tickVirtualTime;
             backloggedWeight = advanced > 0 ? movedBytes / advanced : 0;
             burstBytes = bps * BURST_NS / 1e9;
@@ -431,7 +461,6 @@ final class Dispatcher {
         tickVirtualTime = virtualTime;
         movedBytes = 0;
         queuedNs = 0;
-        peak = counted;
     }
 
     synchronized int depth() {

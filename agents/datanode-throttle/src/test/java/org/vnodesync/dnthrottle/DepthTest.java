@@ -17,7 +17,7 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < intervals; i++) {
-            d = depth.interval(curve.applyAsDouble(d), true, d, sharers);
+            d = depth.interval(curve.applyAsDouble(d), true, sharers);
         }
         return d;
     }
@@ -46,11 +46,11 @@ class DepthTest {
         Depth depth = new Depth();
         int d = depth.depth();
         for (int i = 0; i < 100; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, d, 2);
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
         }
         assertEquals(3, d);
         for (int i = 0; i < 2000; i++) {
-            assertEquals(3, depth.interval(i % 2 == 0 ? 10e6 : 300e6, i % 3 != 0, 1 + i % 8, 1));
+            assertEquals(3, depth.interval(i % 2 == 0 ? 10e6 : 300e6, i % 3 != 0, 1));
         }
         assertEquals(Depth.Phase.STEADY, depth.phase());
     }
@@ -69,19 +69,37 @@ class DepthTest {
         for (int i = 0; i < 300; i++) {
             // a saturated volume whose throughput dips by a third on the interval before each probe
             double bps = i % Depth.PROBE_EVERY == Depth.PROBE_EVERY - 2 ? 67e6 : 100e6;
-            d = depth.interval(bps, true, d, 2);
+            d = depth.interval(bps, true, 2);
         }
         assertEquals(1, d);
     }
 
     @Test
-    void anIntervalThatHeldNobodyCutsTheDepthToWhatWasInFlight() {
+    void anIntervalThatHeldNobodyLeavesTheDepthForTheNextContention() {
+        // a pause in the load (a transfer's end, a writer between blocks) says nothing about the depth:
+        // cut to what was in flight, CPU-bound cores would spend a second or more at depth 1 after each
         Depth depth = new Depth();
         int d = 1;
         for (int i = 0; i < 200; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, d, 2);
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
         }
         assertEquals(3, d);
-        assertEquals(1, depth.interval(10e6, false, 1, 2));
+        for (int i = 0; i < 50; i++) {
+            assertEquals(3, depth.interval(10e6, false, 2));
+        }
+    }
+
+    @Test
+    void aDepthDeeperThanANewLoadNeedsIsFoundByTheNextProbeDown() {
+        Depth depth = new Depth();
+        int d = 1;
+        for (int i = 0; i < 200; i++) {
+            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
+        }
+        assertEquals(3, d);
+        for (int i = 0; i < 2000; i++) {
+            d = depth.interval(100e6, true, 2);   // now a disk that one packet keeps busy
+        }
+        assertEquals(1, d);
     }
 }
