@@ -11,9 +11,7 @@ import org.apache.hadoop.hdfs.util.DataTransferThrottler;
  * next packet (the first is asked for when the op starts, before any byte moves): its slot covers
  * the packet's read and send. A write asks only around the packet's write into its block file
  * (enterVolume, leaveVolume: Hooks.WRITE_DATA), so its slot does not cover the wait for the client's
- * next packet or the mirror down the pipeline, which are not the volume's. A read the DataNode reads
- * ahead of takes no slot from its first read-ahead request on: the requests' disk reads take them
- * (ReadAhead). It counts the bytes and
+ * next packet or the mirror down the pipeline, which are not the volume's. It counts the bytes and
  * the time waited, then passes them on to the node-wide throttler (if the DataNode has one). The
  * superclass's own bucket is never used.
  */
@@ -46,7 +44,6 @@ final class UserThrottler extends DataTransferThrottler {
     private final LongAdder counted;
     private final LongAdder waited;
     private final boolean reads;
-    private ReadAhead readAhead;   // its read-ahead through the dispatcher, from its first request (null: none)
     private volatile Canceler canceler;
 
     UserThrottler(Throttles.Charge charge, Direction direction, Dispatcher dispatcher, Flow flow,
@@ -80,41 +77,9 @@ final class UserThrottler extends DataTransferThrottler {
         return dispatcher;
     }
 
-    /** The transfer is over: the slot its next packet held is free, and its read-ahead asks for no more. */
+    /** The transfer is over: the slot its next packet held is free. */
     void close() {
         dispatcher.release(ticket, 0, clock.nanoTime());
-        if (readAhead != null) {
-            readAhead.end();
-        }
-    }
-
-    /**
-     * The op's read-ahead, made at its first request (on the op's thread): from then on its disk reads are
-     * the requests', so the slot its next packet holds is given up and its packets ask for none.
-     */
-    ReadAhead readAhead() {
-        if (readAhead == null) {
-            readAhead = new ReadAhead(dispatcher, ticket.flow, share, Thread.currentThread(), clock);
-            dispatcher.release(ticket, 0, clock.nanoTime());
-        }
-        return readAhead;
-    }
-
-    /**
-     * After readaheadStream at POSITION of FD (SUBMITTED: it made a request): the packet about to be read
-     * there waits for its read-ahead, as it would for its slot, and the wait is the user's (its counters:
-     * a user whose reads wait is held, what the storage agent reports as its demand).
-     */
-    void awaitReadAhead(java.io.FileDescriptor fd, long position, boolean submitted) {
-        if (readAhead == null) {
-            return;
-        }
-        long start = clock.nanoTime();
-        readAhead.afterStream(fd, position, submitted, this::cancelled);
-        long ns = clock.nanoTime() - start;
-        if (ns > 0) {
-            waited.add(ns);
-        }
     }
 
     @Override
@@ -157,7 +122,7 @@ final class UserThrottler extends DataTransferThrottler {
 
     /** The op moved BYTES (0: none yet): its next packet waits for the ceiling, then (a read) for its turn. */
     private void next(long bytes) {
-        if (!reads || readAhead != null) {
+        if (!reads) {
             long start = clock.nanoTime();
             long ceilingNs = share.ceiling.unlimited() ? 0 : share.ceiling.reserve(Math.max(bytes, 1), start);
             if (ceilingNs > 0) {
@@ -190,7 +155,7 @@ final class UserThrottler extends DataTransferThrottler {
         waited.add(clock.nanoTime() - start);
     }
 
-    boolean cancelled() {
+    private boolean cancelled() {
         Canceler c = canceler;
         return c != null && c.isCancelled();
     }
