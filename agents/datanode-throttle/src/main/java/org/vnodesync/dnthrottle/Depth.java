@@ -112,10 +112,10 @@ final class Depth {
                 return depth;
             default:
                 if (!binding) {
-                    // The depth held nobody back: nothing learnt about it. It is left as it was, as after
-                    // an interval alone: cut to what was in flight, a pause in the load (a transfer's end,
-                    // a writer between blocks) cost CPU-bound volumes a second or more at depth 1, until
-                    // a probe found the cores again (docs/edge.md section 3).
+                    // The depth held nobody back: nothing learnt about it, so it is left as it was (as after
+                    // an interval alone). Cutting it to what was in flight cost CPU-bound volumes a second
+                    // or more at depth 1 after each pause in the load, until a probe found the cores again
+                    // (docs/edge.md section 3).
                     return depth;
                 }
                 sum += bps;

@@ -78,12 +78,7 @@ class DepthTest {
     void anIntervalThatHeldNobodyLeavesTheDepthForTheNextContention() {
         // a pause in the load (a transfer's end, a writer between blocks) says nothing about the depth:
         // cut to what was in flight, CPU-bound cores would spend a second or more at depth 1 after each
-        Depth depth = new Depth();
-        int d = 1;
-        for (int i = 0; i < 200; i++) {
-            d = depth.interval(30e6 * Math.min(d, 3), true, 2);
-        }
-        assertEquals(3, d);
+        Depth depth = settledAtThree();
         for (int i = 0; i < 50; i++) {
             assertEquals(3, depth.interval(10e6, false, 2));
         }
@@ -91,15 +86,22 @@ class DepthTest {
 
     @Test
     void aDepthDeeperThanANewLoadNeedsIsFoundByTheNextProbeDown() {
+        Depth depth = settledAtThree();
+        int d = 3;
+        for (int i = 0; i < 2000; i++) {
+            d = depth.interval(100e6, true, 2);   // now a disk that one packet keeps busy
+        }
+        assertEquals(1, d);
+    }
+
+    /** A volume whose throughput grows with the depth up to 3 packets (30 MB/s each), probed until it settles there. */
+    private static Depth settledAtThree() {
         Depth depth = new Depth();
         int d = 1;
         for (int i = 0; i < 200; i++) {
             d = depth.interval(30e6 * Math.min(d, 3), true, 2);
         }
         assertEquals(3, d);
-        for (int i = 0; i < 2000; i++) {
-            d = depth.interval(100e6, true, 2);   // now a disk that one packet keeps busy
-        }
-        assertEquals(1, d);
+        return depth;
     }
 }
