@@ -178,7 +178,8 @@ class CoordinatorCpu:
         return sum(p.memory_info().rss for p in self._processes())
 
 
-def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS, fan_out_processes: int = 1) -> dict:
+def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS, fan_out_processes: int = 1,
+        idle_seconds: float = IDLE_CPU_SECONDS) -> dict:
     nodes = [LocalNode(node_id(i), (DEVICE,), 60 * MB, 60 * MB) for i in range(n_agents)]
     cluster = LocalCluster(unique_name(f"bench-scale-{n_agents}"), USERS, nodes,
                            coordinator_settings={"fan_out_processes": fan_out_processes})
@@ -203,8 +204,8 @@ def run(n_agents: int, rounds: int, report_seconds: float = REPORT_SECONDS, fan_
             rss_streams = coordinator.rss()
             loaded_admin = admin_latency(admin)
             cpu0 = coordinator.seconds()
-            time.sleep(IDLE_CPU_SECONDS)  # with --report-seconds 0 nothing is sent: ~0
-            idle_cpu = (coordinator.seconds() - cpu0) / IDLE_CPU_SECONDS
+            time.sleep(idle_seconds)  # with --report-seconds 0 nothing is sent: ~0
+            idle_cpu = (coordinator.seconds() - cpu0) / idle_seconds
             # The change's cost: SetPriority until every agent applied it and its report landed, with no
             # poll of the coordinator (the agents tell the benchmark); the CPU window ends once the
             # coordinator is idle again after the last round.

@@ -548,8 +548,12 @@ class HdfsCluster:
         counts a block it handed out until the DataNode reports it: for a heartbeat after the
         probe, a small volume looks full and the next write finds no DataNode to take it. Each
         writer that starts at once needs a block's room of its own (the NameNode subtracts the
-        blocks it has scheduled on a DataNode from what the DataNode last reported)."""
-        wanted = blocks * parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
+        blocks it has scheduled on a DataNode from what the DataNode last reported), and one more
+        for each writer after the first: a heartbeat that already reports a started block's space
+        reserved can reach the NameNode before the report that the block is being received, and
+        for that while the block counts twice (a later writer's block is refused: "1 node(s) are
+        excluded in this operation")."""
+        wanted = (2 * blocks - 1) * parse_size(str(self.hdfs_site.get("dfs.blocksize", DEFAULT_BLOCK_BYTES)))
         deadline = time.monotonic() + timeout
         nodes: dict = {}
         while time.monotonic() < deadline:
@@ -639,7 +643,10 @@ class HdfsCluster:
         process = self._client(java_class, args, as_uid, hdfs_user)
         out, err = process.communicate()
         if check and process.returncode != 0:
-            raise Unavailable(f"{what} failed (exit {process.returncode}): {err.strip()[:3000]}")
+            # A client's error names what it saw (a DataNode excluded); the DataNode's log says why, and the
+            # workdir goes with the cluster: keep each DataNode's last error in the message, ahead of the trace.
+            datanodes = "; ".join(f"DataNode {dn.id}'s last error: {_last_error(dn.log)}" for dn in self.datanodes)
+            raise Unavailable(f"{what} failed (exit {process.returncode}) [{datanodes}]: {err.strip()[:3000]}")
         return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
     def _run_tool(self, mode: str, *args: str, as_uid: int | None = None, hdfs_user: str | None = None,

@@ -5,6 +5,7 @@ writer fenced on an election znode it no longer holds changes nothing."""
 
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kazoo.client import KazooClient
@@ -289,11 +290,17 @@ def test_the_coordinator_reaches_an_ensemble_that_requires_tls_and_client_certif
         from vnode_sync.security import certs
         certs.create_ca(str(foreign))
         stranger = certs.issue(str(foreign), "node", "stranger")
-        for refused in (settings.model_copy(update={"tls": None}),
-                        settings.model_copy(update={"tls": TlsFiles(ca=secured.tls.ca, cert=stranger.cert,
-                                                                    key=stranger.key)})):
-            with pytest.raises(Unavailable, match="not reachable"):
-                connect(refused).close()
+        refused = (settings.model_copy(update={"tls": None}),
+                   settings.model_copy(update={"tls": TlsFiles(ca=secured.tls.ca, cert=stranger.cert,
+                                                               key=stranger.key)}))
+
+        def refusal(settings: ZooKeeperSettings) -> str:
+            with pytest.raises(Unavailable, match="not reachable") as refused_with:
+                connect(settings).close()
+            return str(refused_with.value)
+        # Each refusal takes connect's whole start timeout (kazoo retries a refused handshake): both at once.
+        with ThreadPoolExecutor(max_workers=len(refused)) as pool:
+            assert all(pool.map(refusal, refused))
 
 
 # A refused login ends kazoo's connection thread with an exception it does not handle.

@@ -73,7 +73,7 @@ def test_a_paced_disk_at_60_mb_s_is_measured_within_ten_percent_and_applied(tmp_
         {"id": "dn1", "devices": [{"name": disk.device, "read_bps": 500 * MB, "write_bps": 500 * MB}]}]}
     try:
         with served_coordinator(config, tmp_path) as (cluster, _, port):
-            dry = vnodectl(port, "measure-capacity", "dn1", "--seconds", "2")
+            dry = vnodectl(port, "measure-capacity", "dn1", "--seconds", "1")
             assert dry.returncode == 0, dry.stderr
             assert "dry run: nothing set" in dry.stdout
             assert cluster.config.storage_nodes[0].devices[0].read_bps == 500 * MB

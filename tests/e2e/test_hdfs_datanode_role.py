@@ -129,8 +129,10 @@ def test_the_role_from_dist_takes_a_java11_datanode_to_a_measured_split_and_a_re
     jar = os.path.join(site_dir, "opt", "lib", jar_name)
 
     # The NameNode has block tokens on (the HDFS admin's part, docs/deploy-hdfs.md #6); the DataNode's file not.
-    # One block a file: each new block's pipeline costs a writer more of its time.
-    with HdfsCluster(unique_name("dnrole"), datanodes=1, disk_mb=1536, datanode_java_home=java11.home,
+    # One block a file: each new block's pipeline costs a writer more of its time. The disk has room for three
+    # blocks: two writers start at once, and the NameNode may count the first one's block twice for a heartbeat
+    # (HdfsCluster._wait_until_writable).
+    with HdfsCluster(unique_name("dnrole"), datanodes=1, disk_mb=2048, datanode_java_home=java11.home,
                      hdfs_site={"dfs.block.access.token.enable": "true", "dfs.blocksize": 512 * MiB}) as hdfs:
         (dn,) = hdfs.datanodes
         hdfs_site = os.path.join(hdfs.conf_dir(dn), "hdfs-site.xml")
