@@ -53,7 +53,7 @@ final class Dispatcher {
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
     static final long PATIENCE_NS = 10_000_000L;
     /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
-    private static final double SMOOTHING = 1.0 / 16;
+    static final double SMOOTHING = 1.0 / 16;
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {

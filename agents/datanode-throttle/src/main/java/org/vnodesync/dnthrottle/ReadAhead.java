@@ -63,6 +63,10 @@ final class ReadAhead {
     private Slot[] readers;              // the tickets of the pool thread reading its pieces (null: none)
     private boolean ended;
     private FileChannel channel;         // the block file, for the one-byte reads (never closed here: the op's)
+    // Its pieces' mean size and mean time at the disk (Dispatcher.SMOOTHING): what diskBinds weighs. Its
+    // reader's alone (one at a time).
+    private double diskBytes;
+    private double diskNs;
 
     /** An op of FLOW's at DISPATCHER, its volume, whose read packets take the slots of PACKETS. */
     ReadAhead(Dispatcher dispatcher, Flow flow, UserShare share, Thread opThread, UserThrottler.Clock clock,
@@ -272,14 +276,19 @@ final class ReadAhead {
     }
 
     /**
-     * Whether the disk, having read a piece of BYTES in NS, is where this op's reads wait: it took longer
-     * than the volume's packets take to copy and send as many bytes (their mean time in their slots). A piece
-     * in the page cache takes microseconds; where the disk is faster than the packets' way out, the packets'
-     * slots order the op's reads and the disk's would order nothing. Before any packet was sent: yes.
+     * Whether the disk, having read a piece of BYTES in NS, is where this op's reads wait: its pieces took
+     * longer than the volume's packets take to copy and send as many bytes (means of bytes and of time over
+     * the op's last pieces, against the packets' mean time in their slots). Pieces in the page cache take
+     * microseconds; where the disk is faster than the packets' way out, the packets' slots order the op's
+     * reads and the disk's would order nothing. Means, not the last piece: the kernel's own read-ahead,
+     * started by a piece's one-byte read, reads the next pieces before they are asked, and one piece in
+     * several then waits for all of them. Before any packet was sent: yes.
      */
     private boolean diskBinds(long bytes, long ns) {
+        diskBytes = diskBytes == 0 ? bytes : diskBytes + Dispatcher.SMOOTHING * (bytes - diskBytes);
+        diskNs = diskNs == 0 ? ns : diskNs + Dispatcher.SMOOTHING * (ns - diskNs);
         double packetNs = packets == null ? 0 : packets.serviceNs();
-        return packetNs <= 0 || ns >= packetNs * bytes / Dispatcher.FIRST_PACKET_BYTES;
+        return packetNs <= 0 || diskNs >= packetNs * diskBytes / Dispatcher.FIRST_PACKET_BYTES;
     }
 
     /**
