@@ -354,6 +354,11 @@ final class Dispatcher {
         return serviceNs;
     }
 
+    /** Whether FLOW is alone here (alone): nobody to order it against. */
+    synchronized boolean isAlone(Flow flow) {
+        return alone(flow);
+    }
+
     /**
      * As ask for a read-ahead's piece of SIZE, but only into a slot that no other packet waits for (or
      * where its flow is alone): returns true if it was dispatched at once; else TICKET leaves, its last

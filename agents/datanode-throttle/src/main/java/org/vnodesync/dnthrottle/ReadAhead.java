@@ -34,7 +34,8 @@ import java.util.concurrent.locks.LockSupport;
  * cache's, whose one-byte read returns at once, the plainest case) says that the packets' queue, not the
  * disk's, is where this op's reads wait: its next pieces take no slot and are charged nothing at the
  * disk, each sized as an ordered one (a packet's worth where others move at the volume), until one the
- * disk reads slower than that puts it back through the slots.
+ * disk reads slower than that puts it back through the slots. A user alone at the volume has nobody to be
+ * ordered against: its pieces take slots, which do not bound it, two at the disk as ra58b's.
  *
  * <p>Made on the op's thread; read on the pool's. One lock, the object's own.
  */
@@ -199,7 +200,8 @@ final class ReadAhead {
     /**
      * Reads the op's pieces while there are more it wants, unless another pool thread already does: the
      * piece being read and, where a slot is free (or its user is alone), the next one, queued behind it at
-     * the disk (IN_FLIGHT); or, while the disk outpaces the op's packets (diskBinds), one at a time with no slot.
+     * the disk (IN_FLIGHT); or, while the disk outpaces the op's packets (diskBinds) and another user moves at
+     * the volume, one at a time with no slot (alone, its pieces go at once anyway, and two keep the disk busy).
      */
     private void read(FileDescriptor fd, String identifier) {
         Slot[] slots = {new Slot(Dispatcher.Ticket.piece(flow, Thread.currentThread())),
@@ -219,7 +221,8 @@ final class ReadAhead {
             boolean diskBinds = true;   // until a piece says otherwise
             long lastReadNs = 0;
             while (true) {
-                if (atDisk.isEmpty() && !diskBinds) {
+                boolean ordered = diskBinds || dispatcher.isAlone(flow);   // alone, its pieces go at once, two at the disk
+                if (atDisk.isEmpty() && !ordered) {
                     for (Slot slot : slots) {
                         dispatcher.release(slot.ticket, slot.done, clock.nanoTime());   // no slot held for unordered pieces
                         slot.done = 0;
@@ -241,7 +244,7 @@ final class ReadAhead {
                         true, atDisk, fd, identifier, size)) {
                     return;   // nothing more wanted: the reader is done (readers cleared under the lock)
                 }
-                while (diskBinds && !atDisk.isEmpty() && atDisk.size() < IN_FLIGHT
+                while (ordered && !atDisk.isEmpty() && atDisk.size() < IN_FLIGHT
                         && next(atDisk.peek() == slots[0] ? slots[1] : slots[0], false, atDisk, fd, identifier, size)) {
                     // a second piece went into a free slot
                 }

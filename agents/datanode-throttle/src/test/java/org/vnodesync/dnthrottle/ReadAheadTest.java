@@ -324,6 +324,9 @@ class ReadAheadTest {
         assertTrue(packets.ask(packet, 0, 1, false, 0));
         assertTrue(packets.ask(packet, Dispatcher.FIRST_PACKET_BYTES, 1, false, 2_000_000L));
         packets.release(packet, 0, 2_000_000L);
+        // Carol moved at the volume too (alone, alice would have nobody to be ordered against).
+        Dispatcher.Ticket carols = holdTheSlot(volume);
+        volume.release(carols, Dispatcher.FIRST_PACKET_BYTES, System.nanoTime());
         Flow flow = new Flow(new Throttles.Charge("alice"));
         ReadAhead alice = new ReadAhead(volume, flow, weighing(8), Thread.currentThread(), UserThrottler.SYSTEM_CLOCK,
                 packets);
