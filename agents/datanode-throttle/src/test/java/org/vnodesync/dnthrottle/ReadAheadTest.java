@@ -318,12 +318,13 @@ class ReadAheadTest {
     void piecesFoundInThePageCacheTakeNoSlotAndAreNotChargedAtTheDisk() throws Exception {
         Dispatcher volume = new Dispatcher("DS-1");
         Dispatcher packets = new Dispatcher("DS-1.packets");
-        // The volume's packets took 2 ms each for their copy and send (a 64 KiB packet: one sample).
+        // The volume's packets took 20 ms each for their copy and send (a 64 KiB packet: one sample), far more
+        // than a piece from the page cache takes even on a busy machine.
         Dispatcher.Ticket packet = new Dispatcher.Ticket(new Flow(new Throttles.Charge("carol")), Direction.READ,
                 Thread.currentThread());
         assertTrue(packets.ask(packet, 0, 1, false, 0));
-        assertTrue(packets.ask(packet, Dispatcher.FIRST_PACKET_BYTES, 1, false, 2_000_000L));
-        packets.release(packet, 0, 2_000_000L);
+        assertTrue(packets.ask(packet, Dispatcher.FIRST_PACKET_BYTES, 1, false, 20_000_000L));
+        packets.release(packet, 0, 20_000_000L);
         // Carol moved at the volume too (alone, alice would have nobody to be ordered against).
         Dispatcher.Ticket carols = holdTheSlot(volume);
         volume.release(carols, Dispatcher.FIRST_PACKET_BYTES, System.nanoTime());
