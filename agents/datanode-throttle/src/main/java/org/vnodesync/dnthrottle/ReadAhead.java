@@ -221,10 +221,11 @@ final class ReadAhead {
             boolean diskBinds = true;   // until a piece says otherwise
             long lastReadNs = 0;
             while (true) {
-                boolean ordered = diskBinds || dispatcher.isAlone(flow);   // alone, its pieces go at once, two at the disk
+                // Alone, nobody to order it against: its pieces go at once, two at the disk.
+                boolean ordered = diskBinds || dispatcher.isAlone(flow);
                 if (atDisk.isEmpty() && !ordered) {
-                    for (Slot slot : slots) {
-                        dispatcher.release(slot.ticket, slot.done, clock.nanoTime());   // no slot held for unordered pieces
+                    for (Slot slot : slots) {   // no slot is held for unordered pieces
+                        dispatcher.release(slot.ticket, slot.done, clock.nanoTime());
                         slot.done = 0;
                     }
                     long[] piece = claim(true, size, true);
@@ -313,7 +314,8 @@ final class ReadAhead {
             }
             at = dispatchedTo;
         }
-        long piece = share.weight > 0 ? dispatcher.pieceBytes(flow, end - at) : end - at;   // no weights: the rest at once, as Hadoop asks
+        // No weights: the rest at once, as Hadoop asks.
+        long piece = share.weight > 0 ? dispatcher.pieceBytes(flow, end - at) : end - at;
         if (unordered) {
             synchronized (this) {
                 if (ended) {

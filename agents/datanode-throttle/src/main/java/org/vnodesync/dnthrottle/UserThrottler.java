@@ -117,8 +117,9 @@ final class UserThrottler extends DataTransferThrottler {
     /**
      * After readaheadStream at POSITION of FD (SUBMITTED: it made a request): the packet about to be read
      * there waits for its read-ahead to have read it, holding no slot of the packets' (a wait at the disk is
-     * not their queue's), then for its packets' slot (its ceiling and floor were taken for it already). Both waits are the user's (its counters: a user whose
-     * reads wait is held, what the storage agent reports as its demand).
+     * not their queue's), then for its packets' slot (its ceiling and floor were taken for it already). Both
+     * waits are the user's (its counters: a user whose reads wait is held, what the storage agent reports as
+     * its demand).
      */
     void awaitReadAhead(java.io.FileDescriptor fd, long position, boolean submitted) {
         if (readAhead == null) {

@@ -253,7 +253,7 @@ class ReadAheadTest {
         read.close();
     }
 
-    /** A read op of USER's over BYTES of a cached block file: its read-ahead, then its packets, each a copy and send of SEND_NS. */
+    /** A read op of USER's over BYTES of a cached block file: its read-ahead, then its packets, each sent in SEND_NS. */
     private static void readWhole(Throttles t, String user, FileDescriptor fd, long bytes, long sendNs,
                                   AtomicInteger packets, CyclicBarrier start) {
         UserThrottler read = new UserThrottler(t, t.chargeFor(user), Direction.READ, "DS-1", null,
@@ -338,7 +338,7 @@ class ReadAheadTest {
         // Its first piece took a slot (nothing said yet where its reads wait) and read in microseconds: the rest
         // went with no slot and no charge. Charged at the disk for all, its tag would be 16 pieces ahead.
         assertTrue(flow.finish <= 2.0 * Dispatcher.FIRST_PACKET_BYTES / 8,
-                "alice was charged " + flow.finish * 8 / Dispatcher.FIRST_PACKET_BYTES + " pieces of 64 KiB at the disk");
+                "alice was charged " + flow.finish * 8 / Dispatcher.FIRST_PACKET_BYTES + " pieces at the disk");
         assertEquals(0, volume.inFlight());
     }
 
