@@ -1,6 +1,7 @@
 """Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
 
     .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read] [--read-ahead-kib 0]
+        [--read-ahead dispatched|requests|window] [--read-ahead-piece-kib 0]
     .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
 
 Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
@@ -55,6 +56,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--read-ahead-kib", type=int, default=4096,
                         help="the DataNode's read-ahead in KiB (default 4096: dfs.datanode.readahead.bytes, with "
                              "Hadoop's native library as production DataNodes load it; 0: none, the model before it)")
+    parser.add_argument("--read-ahead", choices=["window", "requests", "dispatched"], default="dispatched",
+                        help="how the read-ahead reaches the volume: Hadoop's requests (ReadaheadPool.readaheadStream) "
+                             "through the dispatcher by their users' weights, as the agent orders them (default; "
+                             "ReadAhead.java), the same requests unordered, or a window kept full whatever the "
+                             "dispatcher does (the model before requests)")
+    parser.add_argument("--read-ahead-piece-kib", type=int, default=0,
+                        help="with --read-ahead dispatched: a request asks for its disk read in pieces of this many "
+                             "KiB (default 0: a slice of the volume's time, Dispatcher.pieceBytes, as the agent does; "
+                             "64: branch ra58's packet-sized pieces; 4096: each request whole)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
@@ -66,6 +76,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--seeds {args.seeds}: not N, N-M or a comma-separated list of those")
     if args.read_ahead_kib < 0:
         parser.error(f"--read-ahead-kib {args.read_ahead_kib}: must be >= 0")
+    if args.read_ahead_piece_kib < 0:
+        parser.error(f"--read-ahead-piece-kib {args.read_ahead_piece_kib}: must be >= 0")
     if args.seconds <= 0:
         parser.error(f"--seconds {args.seconds}: must be > 0")
     return args
@@ -73,7 +85,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def java_args(args: argparse.Namespace) -> list[str]:
     out = ["--seconds", f"{args.seconds:g}", "--net", args.net, "--read-slot", args.read_slot,
-           "--read-ahead-kib", str(args.read_ahead_kib)]
+           "--read-ahead-kib", str(args.read_ahead_kib), "--read-ahead", args.read_ahead,
+           "--read-ahead-piece-kib", str(args.read_ahead_piece_kib)]
     if args.profile:
         out += ["--profile", args.profile]
     if args.trace is not None:

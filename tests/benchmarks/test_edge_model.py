@@ -25,3 +25,19 @@ def test_bad_seeds_are_one_clear_line_and_a_non_zero_exit(capsys):
         edge_model.main(["--seeds", "9-x"])
     assert exit_.value.code != 0
     assert "--seeds 9-x: not N, N-M" in capsys.readouterr().err
+
+
+def test_a_negative_read_ahead_piece_is_one_clear_line_and_a_non_zero_exit(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        edge_model.main(["--seeds", "0", "--read-ahead-piece-kib", "-1"])
+    assert exit_.value.code != 0
+    assert "--read-ahead-piece-kib -1: must be >= 0" in capsys.readouterr().err
+
+
+def test_the_read_ahead_goes_through_the_dispatcher_in_slices_of_the_volume_unless_asked_otherwise():
+    def read_ahead(argv: list[str]) -> list[str]:
+        args = edge_model.java_args(edge_model.parse(argv))
+        at = args.index("--read-ahead")
+        return args[at:at + 4]
+    assert read_ahead(["--seeds", "0"]) == ["--read-ahead", "dispatched", "--read-ahead-piece-kib", "0"]
+    assert read_ahead(["--seeds", "0", "--read-ahead", "window"])[:2] == ["--read-ahead", "window"]

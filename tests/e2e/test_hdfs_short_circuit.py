@@ -81,6 +81,7 @@ def test_a_lone_local_reader_keeps_short_circuit_and_two_at_once_are_split_throu
                 cat.stop()
         assert granted(hdfs, False) > refusals
         total = sum(clients.values())
+        print(f"both: {alice.name} {clients[alice.name] / MB:.0f} MB/s, {bob.name} {clients[bob.name] / MB:.0f} MB/s")
         for user, share in ((alice.name, 1 / 3), (bob.name, 2 / 3)):
             assert clients[user] == pytest.approx(share * total, rel=0.10), (user, clients, nodes)
             # What the client got passed the DataNode's scheduler (within 10 %): no short-circuit bytes.

@@ -52,6 +52,9 @@ OPTIONAL_HOOKS = {
     "DataXceiver.replaceBlock": "balancer and mover moves are not charged to system",
     "DataXceiver.copyBlock": "balancer and mover moves are not charged to system",
     "DataNode.requestShortCircuitFdsForRead": "short-circuit local reads are not governed",
+    # Both or neither: without them a read's packets take its slots, and its read-ahead is not ordered.
+    "ReadaheadPool.readaheadStream": "read-ahead is not ordered by weight (a returning reader waits behind it)",
+    "ReadaheadRequestImpl.run": "read-ahead is not ordered by weight (a returning reader waits behind it)",
 }
 WOVEN = "woven"
 

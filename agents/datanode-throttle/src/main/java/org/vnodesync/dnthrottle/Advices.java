@@ -1,5 +1,6 @@
 package org.vnodesync.dnthrottle;
 
+import java.io.FileDescriptor;
 import net.bytebuddy.asm.Advice;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.util.DataTransferThrottler;
@@ -131,6 +132,35 @@ final class Advices {
         @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
         static void exit(@Advice.Argument(4) DataTransferThrottler throttler) {
             Hooks.transferEnd(throttler);
+        }
+    }
+
+    /**
+     * ReadaheadPool.readaheadStream(identifier, fd, curPos, readaheadLength, maxOffsetToRead, lastReadahead),
+     * on a sending op's thread before each packet of a long read (BlockSender.manageOsCache). The pool as
+     * Object: its type is java.util.concurrent's, but the field's name is Hadoop's.
+     */
+    static final class ReadAheadStream {
+        @Advice.OnMethodEnter(suppress = Throwable.class)
+        static void enter(@Advice.FieldValue("pool") Object pool, @Advice.Argument(1) FileDescriptor fd,
+                          @Advice.Argument(2) long position, @Advice.Argument(3) long length,
+                          @Advice.Argument(5) Object last) {
+            Hooks.readAheadStarts(pool, fd, position, length, last);
+        }
+
+        @Advice.OnMethodExit(onThrowable = Throwable.class, suppress = Throwable.class)
+        static void exit(@Advice.Argument(1) FileDescriptor fd, @Advice.Argument(2) long position,
+                         @Advice.Argument(5) Object last, @Advice.Return Object request) {
+            Hooks.readAheadReturns(fd, position, request != null && request != last);
+        }
+    }
+
+    /** ReadaheadPool$ReadaheadRequestImpl.run(), on a pool thread: skipped where the agent read the request itself. */
+    static final class ReadAheadRun {
+        @Advice.OnMethodEnter(skipOn = Advice.OnNonDefaultValue.class, suppress = Throwable.class)
+        static boolean enter(@Advice.FieldValue("fd") FileDescriptor fd, @Advice.FieldValue("off") long offset,
+                             @Advice.FieldValue("identifier") String identifier) {
+            return Hooks.readAheadRun(fd, offset, identifier);
         }
     }
 }

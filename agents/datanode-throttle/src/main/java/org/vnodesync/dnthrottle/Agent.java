@@ -118,9 +118,8 @@ public final class Agent {
                 for (Hook hook : hooks) {
                     if (type.getDeclaredMethods().filter(hook.matcher()).isEmpty()) {
                         report.set(hook.id(), HookReport.NOT_FOUND);
-                        AgentLog.warn("vnode-sync throttle agent: no " + hook.method + " with a "
-                                + hook.argumentType + " argument " + hook.argument + " in " + type.getName()
-                                + " (another Hadoop?): hook " + hook.id() + " not woven");
+                        AgentLog.warn("vnode-sync throttle agent: no " + hook.describe().substring(2) + " in "
+                                + type.getName() + " (another Hadoop?): hook " + hook.id() + " not woven");
                     } else {
                         out = out.visit(Advice.to(hook.advice).on(hook.matcher()));
                     }
@@ -139,6 +138,8 @@ public final class Agent {
                 AgentLog.warn("vnode-sync throttle agent: no class " + className + " (" + e + "): its hooks are not woven");
             }
         }
+        Hooks.orderReadAheads(HookReport.WOVEN.equals(report.state(Hook.READ_AHEAD_STREAM.id()))
+                && HookReport.WOVEN.equals(report.state(Hook.READ_AHEAD_RUN.id())));
     }
 
     /**

@@ -1,8 +1,8 @@
 package org.vnodesync.dnthrottle;
 
 /**
- * Every PERIOD_NS each volume's interval ends: its depth is judged (Depth) and its burst measured. No
- * packet ever waits for this loop; it only moves depths.
+ * Every PERIOD_NS each dispatcher's interval ends (a volume's, and its read packets'): its depth is judged
+ * (Depth) and its burst measured. No packet ever waits for this loop; it only moves depths.
  */
 final class DepthLoop {
     /** An interval: long enough to hold ~100 packets of a 60 MB/s disk, short enough to follow a load within a second. */
@@ -32,8 +32,8 @@ final class DepthLoop {
     }
 
     void tick(long now) {
-        for (Dispatcher volume : throttles.volumes()) {
-            volume.tick(now);
+        for (Dispatcher dispatcher : throttles.dispatchers()) {
+            dispatcher.tick(now);
         }
     }
 }

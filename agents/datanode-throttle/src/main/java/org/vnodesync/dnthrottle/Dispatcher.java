@@ -42,23 +42,27 @@ final class Dispatcher {
     /** The size a packet is tagged with before its op has moved one: Hadoop's packets are 64 KiB. */
     static final long FIRST_PACKET_BYTES = 64 * 1024;
     /**
-     * A thread that asks for its next packet while its last one holds the slot keeps the slot while it
-     * is less than this much of the volume's time ahead of the waiting packets' tags (keepsSlot): handing
-     * a slot over costs both threads a context switch, ~25 us of CPU on the testbed (docs/edge.md
-     * section 7), so a slice of 2 ms keeps that near 1 % of the volume's time.
+     * How long a slot is worth handing over for. A slot handed over costs both threads a context switch,
+     * ~25 us of CPU on the testbed (docs/edge.md section 7), so 2 ms keeps that near 1 % of the volume's time
+     * on a disk of any speed. A thread that asks for its next packet while its last one holds the slot keeps
+     * it while its tag is less than a slice of the volume's bytes ahead of the waiting packets' (keepsSlot);
+     * a read-ahead piece of a user alone at the volume is what a piece moves in its slot in a slice
+     * (pieceBytes), as each piece costs its reader a WILLNEED, a one-byte read and a wake-up of the op's thread.
      */
     static final long SLICE_NS = 2_000_000L;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
-    private static final long PATIENCE_NS = 10_000_000L;
+    static final long PATIENCE_NS = 10_000_000L;
     /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
-    private static final double SMOOTHING = 1.0 / 16;
+    static final double SMOOTHING = 1.0 / 16;
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {
         final Flow flow;
         final Direction direction;
         final Thread thread;
+        final boolean piece;     // a read-ahead's piece (ReadAhead): its size is known when it asks
         double start;
+        double finish;           // its flow's finish tag once it was tagged
         boolean reserved;        // its floor covers it: ahead of the weighted packets, not charged to the weight
         long sequence;           // arrival order among equal tags
         boolean waiting;
@@ -70,9 +74,19 @@ final class Dispatcher {
         double thinkNs;          // its mean time from leaving the volume to asking again
 
         Ticket(Flow flow, Direction direction, Thread thread) {
+            this(flow, direction, thread, false);
+        }
+
+        private Ticket(Flow flow, Direction direction, Thread thread, boolean piece) {
             this.flow = flow;
             this.direction = direction;
             this.thread = thread;
+            this.piece = piece;
+        }
+
+        /** A ticket for FLOW's read-ahead pieces, read by THREAD. */
+        static Ticket piece(Flow flow, Thread thread) {
+            return new Ticket(flow, Direction.READ, thread, true);
         }
     }
 
@@ -85,6 +99,8 @@ final class Dispatcher {
     private Ticket anticipated;           // the ticket a free slot waits for (null: none)
     private long anticipatedUntil;
     private double serviceNs;             // a packet's mean time in its slot
+    private double pieceBytes;            // a read-ahead piece's mean size (0: none read yet)...
+    private double pieceNs;               // ...and its mean time in its slot: their ratio is what a slot moves per ns
     private double virtualTime;
     private long interval = 1;            // counts the depth's intervals (a Flow's 0: never dispatched)
     private int sharers;                  // flows with a packet waiting, dispatched or in flight this interval
@@ -111,6 +127,14 @@ final class Dispatcher {
      * may go at once, else it must await(). WEIGHT > 0; RESERVED: its floor covers this packet.
      */
     synchronized boolean ask(Ticket ticket, long bytes, double weight, boolean reserved, long now) {
+        return ask(ticket, bytes, 0, weight, reserved, now);
+    }
+
+    /**
+     * As ask, for a request whose SIZE is known before it moves (a piece of a read-ahead: ReadAhead); 0:
+     * the size of the ticket's last packet, as a transfer's next packet is tagged.
+     */
+    synchronized boolean ask(Ticket ticket, long bytes, long size, double weight, boolean reserved, long now) {
         if (ticket.releasedNs >= 0) {
             double think = now - ticket.releasedNs;
             ticket.thinkNs = ticket.thinkNs == 0 ? think : ticket.thinkNs + SMOOTHING * (think - ticket.thinkNs);
@@ -125,7 +149,9 @@ final class Dispatcher {
         if (bytes > 0) {
             ticket.lastBytes = bytes;
         }
-        long size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
+        if (size <= 0) {
+            size = ticket.lastBytes > 0 ? ticket.lastBytes : FIRST_PACKET_BYTES;
+        }
         Flow flow = ticket.flow;
         present(flow);
         ticket.reserved = reserved;
@@ -138,18 +164,19 @@ final class Dispatcher {
             double burst = burstBytes / (backloggedWeight + weight);
             ticket.start = Math.max(flow.finish, virtualTime - burst);
             flow.finish = ticket.start + size / weight;
+            ticket.finish = flow.finish;
         }
         if (ticket.inFlight) {
             if (keepsSlot(ticket, weight)) {
                 // Served out of its tag's order: V stays where the queue's order put it, else it would
                 // jump to this flow's tags and the waiters, pulled up to it, would lose what they are owed.
-                served(ticket, now);
+                served(ticket, bytes, now);
                 ticket.dispatchedNs = now;
                 return true;
             }
             // Its next packet competes for the slot its last one frees: with one thread a flow, handing
             // the slot to the waiters first would alternate the flows whatever their weights.
-            leave(ticket, now);
+            leave(ticket, bytes, now);
         }
         if ((held || queue.isEmpty()) && counted < depth || alone(flow)) {
             dispatch(ticket, now);
@@ -208,7 +235,7 @@ final class Dispatcher {
             counted--;
         }
         if (ticket.inFlight) {
-            leave(ticket, now);
+            leave(ticket, bytes, now);
             if (anticipate) {
                 ticket.releasedNs = now;
                 if (anticipated == null && !queue.isEmpty() && ticket.thinkNs > 0 && ticket.thinkNs < serviceNs
@@ -222,6 +249,20 @@ final class Dispatcher {
             pump(now);
         } else if (ticket.waiting) {
             withdraw(ticket, now);
+        }
+    }
+
+    /**
+     * TICKET, waiting, is not wanted any more (a read-ahead piece of an op that ended: ReadAhead): it leaves
+     * the queue uncharged, its tag given back unless its flow was tagged since, and its thread goes on.
+     */
+    synchronized void cancel(Ticket ticket, long now) {
+        if (ticket.waiting && !ticket.reserved && ticket.flow.finish == ticket.finish) {
+            ticket.flow.finish = ticket.start;
+        }
+        withdraw(ticket, now);
+        if (ticket.thread != Thread.currentThread()) {
+            LockSupport.unpark(ticket.thread);
         }
     }
 
@@ -267,18 +308,69 @@ final class Dispatcher {
         return !head.reserved && ticket.start - head.start <= slice / weight;
     }
 
-    /** TICKET's packet is no longer in flight: its slot is free. */
-    private void leave(Ticket ticket, long now) {
+    /** TICKET's packet of BYTES is no longer in flight: its slot is free. */
+    private void leave(Ticket ticket, long bytes, long now) {
         ticket.inFlight = false;
         inFlight.remove(ticket);
         counted--;
-        served(ticket, now);
+        served(ticket, bytes, now);
     }
 
-    /** TICKET's packet is done at NOW: a sample of a packet's time in its slot. */
-    private void served(Ticket ticket, long now) {
+    /**
+     * TICKET's packet of BYTES is done at NOW: a sample of a packet's (and a piece's) time in its slot. A slot
+     * that moved nothing (an op's end, a read giving its slot up to wait for its read-ahead) is no sample.
+     */
+    private void served(Ticket ticket, long bytes, long now) {
+        if (bytes <= 0) {
+            return;
+        }
         double ns = now - ticket.dispatchedNs;
         serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
+        if (ticket.piece) {
+            // Means of bytes and of time, not of rates: a piece already in the page cache, read in microseconds,
+            // adds its bytes and its few microseconds, where its rate alone would outweigh every other piece.
+            pieceBytes = pieceBytes == 0 ? bytes : pieceBytes + SMOOTHING * (bytes - pieceBytes);
+            pieceNs = pieceNs == 0 ? ns : pieceNs + SMOOTHING * (ns - pieceNs);
+        }
+    }
+
+    /**
+     * The size of FLOW's next read-ahead piece here, REST bytes left to read, at most REST. Where other users
+     * move at the volume, a packet's worth (FIRST_PACKET_BYTES): a piece then weighs what the packets it
+     * competes with do, so a user whose one thread has one packet at a time still gets its turn every packet.
+     * While FLOW is alone (alone), what a piece moved in its slot over a slice (SLICE_NS), in whole packets
+     * (at least one), so that each packet's bytes are asked for by one piece: a piece then holds its slot about
+     * a slice whatever the volume's speed, so the disk is asked for enough at once to stream, and a user
+     * coming back waits behind at most the op's pieces in flight (ReadAhead.IN_FLIGHT slices), after which
+     * the pieces are packets again.
+     */
+    synchronized long pieceBytes(Flow flow, long rest) {
+        long packets = alone(flow) && pieceNs > 0 ? (long) (pieceBytes / pieceNs * SLICE_NS / FIRST_PACKET_BYTES) : 0;
+        return Math.min(rest, Math.max(1, packets) * FIRST_PACKET_BYTES);
+    }
+
+    /** A packet's mean time in its slot here, ns (0: none served yet). */
+    synchronized double serviceNs() {
+        return serviceNs;
+    }
+
+    /** Whether FLOW is alone here (alone): nobody to order it against. */
+    synchronized boolean isAlone(Flow flow) {
+        return alone(flow);
+    }
+
+    /**
+     * As ask for a read-ahead's piece of SIZE, but only into a slot that no other packet waits for (or
+     * where its flow is alone): returns true if it was dispatched at once; else TICKET leaves, its last
+     * piece of BYTES counted, and its flow is not tagged. An op's second piece in flight goes this way.
+     */
+    synchronized boolean offer(Ticket ticket, long bytes, long size, double weight, long now) {
+        int others = counted - (ticket.inFlight ? 1 : 0);
+        if (queue.isEmpty() && anticipated == null && others < depth || alone(ticket.flow)) {
+            return ask(ticket, bytes, size, weight, false, now);
+        }
+        release(ticket, bytes, now);
+        return false;
     }
 
     private void dispatch(Ticket ticket, long now) {

@@ -2,7 +2,9 @@ package org.vnodesync.dnthrottle;
 
 import java.io.ByteArrayInputStream;
 import java.io.DataInputStream;
+import java.io.FileDescriptor;
 import java.io.IOException;
+import java.util.concurrent.ThreadPoolExecutor;
 import org.apache.hadoop.hdfs.ExtendedBlockId;
 import org.apache.hadoop.hdfs.protocol.ExtendedBlock;
 import org.apache.hadoop.hdfs.security.token.block.BlockTokenIdentifier;
@@ -12,7 +14,7 @@ import org.apache.hadoop.hdfs.util.DataTransferThrottler;
 import org.apache.hadoop.security.token.Token;
 
 /**
- * What the advice woven into DataXceiver, BlockSender and BlockReceiver calls. Public because the advice
+ * What the advice woven into DataXceiver, BlockSender, BlockReceiver and ReadaheadPool calls. Public because the advice
  * runs inside Hadoop's classes. Never throws: on any error the op keeps Hadoop's own throttler.
  */
 public final class Hooks {
@@ -22,6 +24,10 @@ public final class Hooks {
     private static final ThreadLocal<Throttles.Charge> CURRENT = new ThreadLocal<>();
     /** The receiving op's throttler, for its writes into the block file (WRITE_DATA). */
     private static final ThreadLocal<UserThrottler> RECEIVING = new ThreadLocal<>();
+    /** The sending op's throttler, for its read-ahead requests (ReadaheadPool.readaheadStream, on its thread). */
+    private static final ThreadLocal<UserThrottler> SENDING = new ThreadLocal<>();
+    /** Whether both read-ahead hooks are woven: only then do a read's read-ahead requests take its slots (ReadAhead). */
+    private static volatile boolean orderReadAheads;
     private static volatile Throttles throttles;
     private static volatile Identity identity;
     private static final ShortCircuitGate SHORT_CIRCUIT = new ShortCircuitGate();
@@ -197,11 +203,12 @@ public final class Hooks {
             if (charge == null || t == null || original instanceof UserThrottler) {
                 return original;  // internal, and no system VNode: Hadoop's own throttler
             }
-            Dispatcher volume = t.volume(volumeOf(block, datanode));
-            UserThrottler throttler = new UserThrottler(charge, direction, volume, t.flow(volume, charge), original,
+            UserThrottler throttler = new UserThrottler(t, charge, direction, volumeOf(block, datanode), original,
                     UserThrottler.SYSTEM_CLOCK, UserThrottler.SYSTEM_SLEEPER);
             if (direction == Direction.WRITE) {
                 RECEIVING.set(throttler);
+            } else {
+                SENDING.set(throttler);
             }
             return throttler;
         } catch (Throwable e) {
@@ -227,6 +234,7 @@ public final class Hooks {
     /** After sendBlock / receiveBlock: the transfer sends no more packets. */
     public static void transferEnd(DataTransferThrottler throttler) {
         RECEIVING.remove();
+        SENDING.remove();
         try {
             if (throttler instanceof UserThrottler) {
                 ((UserThrottler) throttler).close();
@@ -249,6 +257,64 @@ public final class Hooks {
         UserThrottler throttler = RECEIVING.get();
         if (throttler != null) {
             throttler.leaveVolume(length);
+        }
+    }
+
+    /** After weaving: whether ReadaheadPool.readaheadStream and ReadaheadRequestImpl.run are both woven. */
+    static void orderReadAheads(boolean woven) {
+        orderReadAheads = woven;
+    }
+
+    /**
+     * ReadaheadPool.readaheadStream starts on a sending op's thread, at POSITION with the read-ahead's
+     * LENGTH and its LAST request: a request it will submit is made known to the op's read-ahead. The pool
+     * (a ThreadPoolExecutor: Object, see Advices) gets its most threads for good: an op's reader holds one
+     * while its pieces wait, so that 16 ops, not 4, wait in the dispatcher rather than in the pool's queue.
+     */
+    public static void readAheadStarts(Object pool, FileDescriptor fd, long position, long length, Object last) {
+        if (!orderReadAheads) {
+            return;
+        }
+        try {
+            UserThrottler throttler = SENDING.get();
+            if (throttler == null) {
+                return;
+            }
+            if (pool instanceof ThreadPoolExecutor) {
+                ThreadPoolExecutor executor = (ThreadPoolExecutor) pool;
+                if (executor.getCorePoolSize() < executor.getMaximumPoolSize()) {
+                    executor.setCorePoolSize(executor.getMaximumPoolSize());
+                }
+            }
+            throttler.readAhead().beforeStream(fd, position, length, last);
+        } catch (Throwable e) {
+            AgentLog.once("read-ahead-stream", "could not order a read-ahead request; it runs as Hadoop's", e);
+        }
+    }
+
+    /** ...and returned, having SUBMITTED a new request or not: the packet at POSITION waits for its read-ahead. */
+    public static void readAheadReturns(FileDescriptor fd, long position, boolean submitted) {
+        UserThrottler throttler = SENDING.get();
+        if (throttler == null) {
+            return;
+        }
+        try {
+            throttler.awaitReadAhead(fd, position, submitted);
+        } catch (Throwable e) {
+            AgentLog.once("read-ahead-wait", "could not wait for a packet's read-ahead; it reads on its own", e);
+        }
+    }
+
+    /**
+     * ReadaheadRequestImpl.run on a pool thread, for the request at OFFSET of FD: true if it was an op's,
+     * read here a slot a piece or left to the op's reader (ReadAhead); false: Hadoop's own run goes on.
+     */
+    public static boolean readAheadRun(FileDescriptor fd, long offset, String identifier) {
+        try {
+            return ReadAhead.run(fd, offset, identifier);
+        } catch (Throwable e) {
+            AgentLog.once("read-ahead-run", "could not run a read-ahead through the dispatcher", e);
+            return false;
         }
     }
 

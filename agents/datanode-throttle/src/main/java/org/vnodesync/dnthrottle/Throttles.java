@@ -55,6 +55,8 @@ final class Throttles {
     private final Charge defaultCharge;
     private final Map<String, Charge> users = new ConcurrentHashMap<>();
     private final Map<String, Dispatcher> volumes = new ConcurrentHashMap<>();
+    /** Each volume's read packets' copy and send, a resource of their own where the read-ahead reads (ReadAhead). */
+    private final Map<String, Dispatcher> packets = new ConcurrentHashMap<>();
     /** Each volume's flows, by charge: one per (user, volume), made at the user's first op there. */
     private final Map<Dispatcher, Map<Charge, Flow>> flows = new ConcurrentHashMap<>();
 
@@ -87,6 +89,22 @@ final class Throttles {
 
     List<Dispatcher> volumes() {
         return new ArrayList<>(new TreeMap<>(volumes).values());
+    }
+
+    /**
+     * The dispatcher of the copy and send of VOLUME's read packets whose disk reads are their read-ahead's
+     * (docs/edge.md, section 1 item 6), made at its first: "VOLUME.packets".
+     */
+    Dispatcher packets(String volume) {
+        Dispatcher d = packets.get(volume);
+        return d != null ? d : packets.computeIfAbsent(volume, v -> new Dispatcher(v + ".packets"));
+    }
+
+    /** Every dispatcher, the volumes' and their packets': each has intervals and a depth of its own (DepthLoop). */
+    List<Dispatcher> dispatchers() {
+        List<Dispatcher> all = volumes();
+        all.addAll(new TreeMap<>(packets).values());
+        return all;
     }
 
     /** CHARGE's flow at DISPATCHER. */

@@ -1,6 +1,7 @@
 package org.vnodesync.dnthrottle;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
@@ -202,6 +203,69 @@ class DispatcherTest {
         }
     }
 
+    /**
+     * The same with a DataNode's read-ahead (4 MiB, as with Hadoop's native library) and a 240 MB/s send a
+     * packet, as on the testbed; READ_AHEAD: how the read-ahead reaches the disk. Returns p50, p99 (ms).
+     */
+    private static double[] returningReaderReadAhead(SimulatedNode.Sharing sharing, SimulatedNode.ReadAhead readAhead,
+                                                     double diskBps) {
+        SimulatedNode n = node(sharing);
+        n.readAhead(4 * MIB, readAhead, 0);
+        n.configured(60 * MB);
+        SimulatedNode.Volume disk = n.volume("DS-1", diskBps);
+        n.weight("alice", 8);
+        n.weight("bob", 2);
+        n.weight("carol", 4);
+        SimulatedNode.Worker alice = n.add(new SimulatedNode.Worker("alice", Direction.READ, disk,
+                Double.POSITIVE_INFINITY, 4 * MIB, 700 * SimulatedNode.MS, n.now()));
+        alice.netBps = 240 * MB;
+        n.backlogged("bob", Direction.READ, disk).netBps = 240 * MB;
+        n.backlogged("carol", Direction.READ, disk).netBps = 240 * MB;
+        n.runFor(60 * SimulatedNode.SECOND);
+        List<Double> ms = new ArrayList<>();
+        for (long[] t : alice.transfers.subList(2, alice.transfers.size())) {
+            ms.add((t[1] - t[0]) / 1e6);
+        }
+        Collections.sort(ms);
+        return new double[] {ms.get(ms.size() / 2), ms.get((int) Math.floor(0.99 * (ms.size() - 1)))};
+    }
+
+    @Test
+    void aReturningReaderIsServedAsFastAsUnderStaticCapsWhenTheBulkReadersReadAheadThroughTheDispatcher() {
+        double[] ordered = null;
+        for (double diskMb : new double[] {60, 280, 15}) {
+            double[] fixed = returningReaderReadAhead(SimulatedNode.Sharing.STATIC, SimulatedNode.ReadAhead.DISPATCHED,
+                    diskMb * MB);
+            double[] weights = returningReaderReadAhead(SimulatedNode.Sharing.WEIGHTS,
+                    SimulatedNode.ReadAhead.DISPATCHED, diskMb * MB);
+            assertTrue(weights[0] <= 1.2 * fixed[0] && weights[1] <= 1.2 * fixed[1],
+                    "disk " + diskMb + " MB/s configured 60: p50/p99 " + weights[0] + "/" + weights[1]
+                    + " ms under weights against " + fixed[0] + "/" + fixed[1] + " under static caps");
+            ordered = ordered == null ? weights : ordered;
+        }
+        // The read-ahead the dispatcher does not order (A4 before ReadAhead) is what a returning reader waits behind.
+        double[] unordered = returningReaderReadAhead(SimulatedNode.Sharing.WEIGHTS, SimulatedNode.ReadAhead.REQUESTS,
+                60 * MB);
+        assertTrue(unordered[1] > ordered[1], "unordered read-ahead: p99 " + unordered[1] + " against " + ordered[1]
+                + " ordered");
+    }
+
+    @Test
+    void twoUsersWithOneReaderEachShareADiskTheyReadAheadOnByWeightAtItsFullSpeed() {
+        SimulatedNode n = node(SimulatedNode.Sharing.WEIGHTS);
+        n.readAhead(4 * MIB, SimulatedNode.ReadAhead.DISPATCHED, 0);
+        SimulatedNode.Volume disk = n.volume("DS-1", 60 * MB);
+        n.weight("alice", 8);
+        n.weight("bob", 4);
+        n.backlogged("alice", Direction.READ, disk).netBps = 240 * MB;
+        n.backlogged("bob", Direction.READ, disk).netBps = 240 * MB;
+        n.runFor(5 * SimulatedNode.SECOND);
+        Map<String, Double> r = n.rates(20);
+        near(40 * MB, r.get("alice"), 0.1, "alice");
+        near(20 * MB, r.get("bob"), 0.1, "bob");
+        near(60 * MB, r.get("alice") + r.get("bob"), 0.05, "the disk");
+    }
+
     @Test
     void theDepthSettlesAtOneOnADiskAndAtTheCoresOnCpuBoundThreads() {
         SimulatedNode disk = node(SimulatedNode.Sharing.WEIGHTS);
@@ -307,6 +371,48 @@ class DispatcherTest {
         // 5 ms between packets against 1 ms in the slot: the volume serves whoever is there (work conservation).
         double split = writersSplit(5_000_000);
         assertTrue(Math.abs(split - 1) <= 0.1, "alice/bob " + split + ", not 1: the volume idled for a slow thread");
+    }
+
+    @Test
+    void aReadAheadPieceIsASliceOfTheVolumeWhileItsUserIsAloneAndAPacketWhileOthersMoveThere() {
+        Dispatcher volume = new Dispatcher("DS-1");
+        Flow alice = new Flow(new Throttles.Charge("alice"));
+        assertEquals(Dispatcher.FIRST_PACKET_BYTES, volume.pieceBytes(alice, 4 * MIB), "nothing read yet: a packet's worth");
+        assertEquals(1000, volume.pieceBytes(alice, 1000), "never more than is left");
+        Dispatcher.Ticket piece = Dispatcher.Ticket.piece(alice, null);
+        long now = 0;
+        for (int i = 0; i < 64; i++) {
+            assertTrue(volume.ask(piece, i == 0 ? 0 : MIB, MIB, 1, false, now));
+            now += 500_000;   // 1 MiB in its slot for 0.5 ms: 2 GiB/s
+        }
+        volume.release(piece, MIB, now);
+        long slice = 4 * MIB * Dispatcher.SLICE_NS / 2_000_000;   // what 2 GiB/s moves in a slice: whole packets
+        assertEquals(slice, volume.pieceBytes(alice, 64 * MIB), "alone: a slice of the volume");
+        Dispatcher.Ticket bob = new Dispatcher.Ticket(new Flow(new Throttles.Charge("bob")), Direction.READ, null);
+        assertTrue(volume.ask(bob, 0, 1, false, now));
+        assertEquals(Dispatcher.FIRST_PACKET_BYTES, volume.pieceBytes(alice, 64 * MIB), "bob moves here too");
+    }
+
+    @Test
+    void aSecondPieceOnlyTakesASlotNobodyWaitsForUnlessItsUserIsAlone() {
+        Dispatcher volume = new Dispatcher("DS-1");   // depth 1
+        Flow alice = new Flow(new Throttles.Charge("alice"));
+        Dispatcher.Ticket first = Dispatcher.Ticket.piece(alice, null);
+        Dispatcher.Ticket second = Dispatcher.Ticket.piece(alice, null);
+        assertTrue(volume.ask(first, 0, MIB, 1, false, 0));
+        assertTrue(volume.offer(second, 0, MIB, 1, 0), "alone at the volume: no depth bounds it");
+        assertEquals(2, volume.inFlight());
+        volume.release(second, MIB, 1);
+        Dispatcher.Ticket bob = new Dispatcher.Ticket(new Flow(new Throttles.Charge("bob")), Direction.READ, null);
+        assertFalse(volume.ask(bob, 0, 1, false, 2), "bob waits for the one slot");
+        double tagged = alice.finish;
+        assertFalse(volume.offer(second, 0, MIB, 1, 3), "bob waits: no free slot for a second piece");
+        assertEquals(tagged, alice.finish, "a piece not dispatched is not tagged");
+        assertEquals(1, volume.inFlight());
+        assertEquals(1, volume.waiting());
+        volume.release(first, MIB, 4);
+        assertEquals(1, volume.inFlight(), "bob's packet went");
+        assertEquals(0, volume.waiting());
     }
 
     /**

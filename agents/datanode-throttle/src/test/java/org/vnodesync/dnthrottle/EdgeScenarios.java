@@ -89,11 +89,12 @@ final class EdgeScenarios {
      * read's send, which holds its slot, and a write's receive of its next packet, which does not
      * (SimulatedNode.Worker.netBps). READ_SLOT_COVERS_SEND: a read's slot covers its send too (Hadoop's
      * transferTo) rather than its read only (a copy; SimulatedNode.readSlotCoversSend). READ_AHEAD_BYTES:
-     * the DataNode's read-ahead (SimulatedNode.readAhead; 0: none).
+     * the DataNode's read-ahead (SimulatedNode.readAhead; 0: none), READ_AHEAD how it reaches the volume,
+     * READ_AHEAD_PIECE the pieces a dispatched request asks for (0: whole).
      */
     record Scenario(long seed, String profile, List<VolumeSpec> volumes, double configuredBps, double cpuPerByte,
                     double linkBps, double netBps, boolean readSlotCoversSend, long readAheadBytes,
-                    List<UserSpec> users) {
+                    SimulatedNode.ReadAhead readAhead, long readAheadPiece, List<UserSpec> users) {
         String describe() {
             StringBuilder s = new StringBuilder(profile + " [");
             for (VolumeSpec v : volumes) {
@@ -127,6 +128,11 @@ final class EdgeScenarios {
      * with and without it.
      */
     static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes) {
+        return draw(seed, profile, net, readSlotCoversSend, readAheadBytes, SimulatedNode.ReadAhead.DISPATCHED, 0);
+    }
+
+    static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes,
+                         SimulatedNode.ReadAhead readAhead, long readAheadPiece) {
         SplittableRandom netDraw = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 59);
         double netBps = net ? Math.exp(uniform(netDraw, Math.log(150), Math.log(1000))) * MB : Double.POSITIVE_INFINITY;
         SplittableRandom r = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 58);
@@ -212,7 +218,8 @@ final class EdgeScenarios {
                 users.add(new UserSpec("u" + i, k, weights[i], 1, Double.POSITIVE_INFINITY, file, gap, first, vols));
             }
         }
-        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, readAheadBytes, users);
+        return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, readAheadBytes,
+                readAhead, readAheadPiece, users);
     }
 
     private static double uniform(SplittableRandom r, double from, double to) {
@@ -231,7 +238,7 @@ final class EdgeScenarios {
             node = new SimulatedNode(sharing, CORES);
             node.configured(s.configuredBps);
             node.readSlotCoversSend(s.readSlotCoversSend);
-            node.readAhead(s.readAheadBytes);
+            node.readAhead(s.readAheadBytes, s.readAhead, s.readAheadPiece);
             if (s.linkBps < Double.POSITIVE_INFINITY) {
                 node.link(s.linkBps);
             }
@@ -794,6 +801,8 @@ final class EdgeScenarios {
         boolean net = true;
         boolean readSlotCoversSend = true;
         long readAheadBytes = DATANODE_READ_AHEAD;
+        SimulatedNode.ReadAhead readAhead = SimulatedNode.ReadAhead.DISPATCHED;
+        long readAheadPiece = 0;   // a slice of the volume (Dispatcher.pieceBytes)
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -808,8 +817,11 @@ final class EdgeScenarios {
                     case "--net" -> net = onOff(value, "--net");
                     case "--read-slot" -> readSlotCoversSend = readSlot(value);
                     case "--read-ahead-kib" -> readAheadBytes = (long) (nonNegative(value, "--read-ahead-kib") * 1024);
+                    case "--read-ahead" -> readAhead = readAhead(value);
+                    case "--read-ahead-piece-kib" -> readAheadPiece = (long) (nonNegative(value, "--read-ahead-piece-kib") * 1024);
                     default -> throw new IllegalArgumentException("unknown argument " + args[i]
-                            + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --read-ahead-kib, --trace, --policy, --from, --to)");
+                            + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --read-ahead-kib, --read-ahead, "
+                            + "--read-ahead-piece-kib, --trace, --policy, --from, --to)");
                 }
                 i++;
             }
@@ -822,22 +834,22 @@ final class EdgeScenarios {
             return;
         }
         if (traced != null) {
-            trace(draw(traced, profile, net, readSlotCoversSend, readAheadBytes), policy, windowNs, (long) (from * SECOND),
+            trace(draw(traced, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece), policy, windowNs, (long) (from * SECOND),
                     Double.isInfinite(to) ? Long.MAX_VALUE : (long) (to * SECOND));
             return;
         }
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
                 + "alone: %.0f s; threads' time outside the volume per packet (net): %s; a read's slot covers: %s; "
-                + "the DataNode's read-ahead: %d KiB%n",
+                + "the DataNode's read-ahead: %d KiB, %s%n",
                 WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off",
                 readSlotCoversSend ? "its read and send (transferTo)" : "its read only (a copy; the send and the client outside)",
-                readAheadBytes / 1024);
+                readAheadBytes / 1024, describe(readAhead, readAheadPiece));
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
                 + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
                 + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
-            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend, readAheadBytes), windowNs);
+            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece), windowNs);
             System.out.println(f.line());
             System.out.flush();
             all.add(f);
@@ -871,6 +883,25 @@ final class EdgeScenarios {
             throw new IllegalArgumentException(name + " " + v + ": must be >= 0");
         }
         return d;
+    }
+
+    private static SimulatedNode.ReadAhead readAhead(String v) {
+        for (SimulatedNode.ReadAhead r : SimulatedNode.ReadAhead.values()) {
+            if (r.name().toLowerCase(Locale.ROOT).equals(v)) {
+                return r;
+            }
+        }
+        throw new IllegalArgumentException("--read-ahead " + v + ": not window, requests or dispatched");
+    }
+
+    private static String describe(SimulatedNode.ReadAhead r, long piece) {
+        return switch (r) {
+            case WINDOW -> "a window kept full, unordered (window)";
+            case REQUESTS -> "Hadoop's requests, unordered (requests)";
+            case DISPATCHED -> "Hadoop's requests through the dispatcher, "
+                    + (piece > 0 ? "in pieces of " + piece / 1024 + " KiB" : "in pieces of a slice of the volume")
+                    + ", up to " + ReadAhead.IN_FLIGHT + " an op in flight (dispatched)";
+        };
     }
 
     private static boolean readSlot(String v) {

@@ -18,7 +18,8 @@ class EdgeScenariosTest {
 
     private static EdgeScenarios.Scenario node(List<EdgeScenarios.VolumeSpec> volumes, double cpuPerByte,
                                                List<EdgeScenarios.UserSpec> users) {
-        return new EdgeScenarios.Scenario(0, "t", volumes, 0, cpuPerByte, INF, INF, true, 0, users);
+        return new EdgeScenarios.Scenario(0, "t", volumes, 0, cpuPerByte, INF, INF, true, 0,
+                SimulatedNode.ReadAhead.WINDOW, 0, users);
     }
 
     private static void near(double expected, double actual) {

@@ -1,5 +1,6 @@
 package org.vnodesync.dnthrottle;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -26,6 +27,38 @@ final class SimulatedNode {
     static final long SECOND = 1_000_000_000L;
 
     enum Sharing { NONE, STATIC, WEIGHTS }
+
+    /** How the DataNode's read-ahead reaches a volume (readAhead sets how far ahead it reads). */
+    enum ReadAhead {
+        /** A window kept full ahead of each reader, whatever the dispatcher does (the model before requests). */
+        WINDOW,
+        /**
+         * Hadoop's requests (ReadaheadPool.readaheadStream, before each packet): from the reader's position,
+         * the read-ahead's length, each time it passes the halfway mark of its last; one not started yet is
+         * cancelled by the next. The volume reads each as it is submitted, unordered (A4).
+         */
+        REQUESTS,
+        /**
+         * The same requests read through the volume's dispatcher, as ReadAhead does: each moves the end the
+         * reader's read-ahead wants, and one reader a thread reads up to it in pieces, each a slot under its
+         * user's weight, tagged with its bytes and held until they are read, competing for the slot its last
+         * frees; the thread's packets then take no slot (their bytes are the read-ahead's).
+         */
+        DISPATCHED
+    }
+
+    /** One read-ahead request's disk read, or a piece of it, at the volume. */
+    static final class ReadPiece {
+        final Dispatcher.Ticket ticket;   // null: unordered
+        final long bytes;
+        double left;
+
+        ReadPiece(Dispatcher.Ticket ticket, long bytes) {
+            this.ticket = ticket;
+            this.bytes = bytes;
+            this.left = bytes;
+        }
+    }
 
     /** One data volume: BPS with one packet in flight, times GAIN(n) with n in flight (1 for a plain disk). */
     static final class Volume {
@@ -63,6 +96,15 @@ final class SimulatedNode {
         double ahead;                  // read-ahead: bytes of its file in the page cache it has not consumed
         double unread = Double.POSITIVE_INFINITY;   // read-ahead: bytes of its file the volume has not read yet
         final List<long[]> transfers = new ArrayList<>();   // {start, end} of each file
+        // Read-ahead requests (ReadAhead.REQUESTS, DISPATCHED): offsets into its current file.
+        long position;                 // where its next packet reads
+        long lastRequestAt = Long.MIN_VALUE;   // the offset of its last request (Hadoop's lastReadahead)
+        long coveredTo;                // what its requests submitted (or its pieces dispatched) read up to
+        long wantedTo;                 // DISPATCHED: the end of its last request
+        Dispatcher.Ticket[] readers;   // DISPATCHED: its read-ahead reader's tickets at the volume (null: none)
+        long asked;                    // the piece a reader's ticket waits for a slot for (0: none waits)
+        Dispatcher.Ticket askedBy;     // that ticket
+        final ArrayDeque<ReadPiece> reading = new ArrayDeque<>();   // pieces at the volume, in file order
         long moved;
 
         Dispatcher.Ticket ticket;
@@ -112,10 +154,14 @@ final class SimulatedNode {
      * The DataNode's read-ahead (dfs.datanode.readahead.bytes, 4 MiB, where it loads Hadoop's native
      * library as production DataNodes do; 0: none, every read is the thread's own request at the volume).
      * With it a reader's file is read into the page cache up to this far ahead of what its thread
-     * consumed, by the volume, whether or not its thread holds a slot (the dispatcher does not see it:
-     * A4); its thread's packet waits for its bytes there, then costs the volume nothing more.
+     * consumed, as readAheadKind says: unordered (WINDOW, REQUESTS: the volume reads it whether or not its
+     * thread holds a slot) or through the dispatcher (DISPATCHED); its thread's packet waits for its bytes
+     * there, then costs the volume nothing more.
      */
     private long readAheadBytes;
+    private ReadAhead readAheadKind = ReadAhead.WINDOW;
+    /** DISPATCHED: the reader asks for its disk reads in pieces of this many bytes (0: a slice of the volume, Dispatcher.pieceBytes). */
+    private long readAheadPiece;
 
     SimulatedNode(Sharing sharing, double cores) {
         this.sharing = sharing;
@@ -145,8 +191,20 @@ final class SimulatedNode {
         readSlotCoversSend = covers;
     }
 
-    void readAhead(long bytes) {
+    void readAhead(long bytes, ReadAhead kind, long pieceBytes) {
         readAheadBytes = bytes;
+        readAheadKind = kind;
+        readAheadPiece = pieceBytes;
+    }
+
+    /** Whether W's read-ahead is Hadoop's requests rather than a window kept full. */
+    private boolean requests(Worker w) {
+        return readsAhead(w) && readAheadKind != ReadAhead.WINDOW;
+    }
+
+    /** Whether W's packets ask the dispatcher (not a reader whose read-ahead requests do). */
+    private boolean packetsAsk(Worker w) {
+        return !(readsAhead(w) && readAheadKind == ReadAhead.DISPATCHED);
     }
 
     /** Whether W reads through the read-ahead (its packets wait for bytes read ahead). */
@@ -159,6 +217,9 @@ final class SimulatedNode {
         if (!readsAhead(w)) {
             return w.inFlight;
         }
+        if (requests(w)) {
+            return !w.reading.isEmpty();
+        }
         return w.unread > 1e-6 && (!w.stopped && w.ahead < readAheadBytes - 1e-6 || w.inFlight && w.ahead < w.remaining - 1e-6);
     }
 
@@ -170,7 +231,7 @@ final class SimulatedNode {
 
     /** Whether W's slot covers only its packet's time at the volume (its client's time is outside). */
     private boolean slotAtVolumeOnly(Worker w) {
-        return w.direction == Direction.READ && !readSlotCoversSend;
+        return w.direction == Direction.READ && !readSlotCoversSend && packetsAsk(w);
     }
 
     /** W's client's speed while its packet is at the volume (infinity: its client is served outside the slot). */
@@ -206,6 +267,7 @@ final class SimulatedNode {
 
     void stop(Worker worker) {
         worker.stopped = true;
+        cancelRequest(worker);   // BlockSender.close cancels its read-ahead
     }
 
     void restart(Worker worker) {
@@ -272,7 +334,9 @@ final class SimulatedNode {
         long next = Math.min(end, lastTick + DepthLoop.PERIOD_NS);
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (readsAhead(w) && atVolume(w) && rates[i] > 0) {
+            if (requests(w) && atVolume(w) && rates[i] > 0) {
+                next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.reading.peek().left / rates[i] * 1e9)));
+            } else if (readsAhead(w) && atVolume(w) && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil((aheadTarget(w) - w.ahead) / rates[i] * 1e9)));
             }
             if (readsAhead(w) && w.inFlight) {
@@ -294,7 +358,15 @@ final class SimulatedNode {
         long dt = next - now;
         for (int i = 0; i < workers.size(); i++) {
             Worker w = workers.get(i);
-            if (readsAhead(w)) {
+            if (requests(w)) {
+                if (atVolume(w)) {
+                    ReadPiece piece = w.reading.peek();
+                    double read = Math.min(rates[i] * dt / 1e9, piece.left);
+                    piece.left -= read;
+                    w.ahead += read;
+                    w.unread -= read;
+                }
+            } else if (readsAhead(w)) {
                 double read = Math.min(rates[i] * dt / 1e9, w.unread);
                 w.ahead += read;
                 w.unread -= read;
@@ -303,6 +375,11 @@ final class SimulatedNode {
             }
         }
         now = next;
+        for (Worker w : workers) {
+            if (requests(w) && !w.reading.isEmpty() && w.reading.peek().left <= 1e-6) {
+                pieceRead(w);
+            }
+        }
         for (Worker w : workers) {
             if (readsAhead(w) && w.inFlight && w.ahead >= w.remaining - 1e-6) {
                 w.ahead = Math.max(0, w.ahead - w.remaining);
@@ -345,6 +422,10 @@ final class SimulatedNode {
             w.fileStart = now;
             w.ahead = 0;
             w.unread = w.fileBytes;
+            w.position = 0;
+            w.lastRequestAt = Long.MIN_VALUE;
+            w.coveredTo = 0;
+            w.wantedTo = 0;
             if (w.spread != null) {
                 w.volume = w.spread[w.nextVolume++ % w.spread.length];
             }
@@ -360,6 +441,17 @@ final class SimulatedNode {
     private void askNext(Worker w, long bytes) {
         Throttles.Charge charge = throttles.chargeFor(w.user);
         UserShare share = charge.share(w.direction);
+        if (!packetsAsk(w)) {
+            // Its disk reads are its read-ahead requests': the packet waits for its ceiling, then for its bytes.
+            long ceilingNs = share.ceiling.unlimited() || bytes == 0 ? 0 : share.ceiling.reserve(bytes, now);
+            if (ceilingNs > 0) {
+                w.sleeping = true;
+                w.wakeAt = now + ceilingNs;
+                return;
+            }
+            go(w);
+            return;
+        }
         Dispatcher d = throttles.volume(w.volume.id);
         double weight = share.weight;
         long ceilingNs = share.ceiling.unlimited() || bytes == 0 ? 0 : share.ceiling.reserve(bytes, now);
@@ -391,6 +483,11 @@ final class SimulatedNode {
     /** Waiting workers whose packets the dispatcher let go. */
     private void dispatched() {
         for (Worker w : workers) {
+            if (w.asked > 0 && w.askedBy.go) {
+                w.reading.add(new ReadPiece(w.askedBy, w.asked));
+                w.asked = 0;
+                topUp(w);
+            }
             if (w.waiting && w.ticket.go) {
                 w.waiting = false;
                 w.wakeAt = Long.MAX_VALUE;
@@ -402,11 +499,147 @@ final class SimulatedNode {
     private void go(Worker w) {
         w.inFlight = true;
         w.remaining = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
+        if (requests(w)) {
+            readaheadStream(w);   // BlockSender.manageOsCache, before the packet's read
+        }
+    }
+
+    /**
+     * Hadoop's ReadaheadPool.readaheadStream at W's position: once it passes the halfway mark of its last
+     * request, a new one wants the read-ahead's length from there (at least a packet, so that it covers the
+     * packet about to be read). REQUESTS: the volume reads what earlier requests did not cover, as it is
+     * submitted. DISPATCHED: the thread's reader reads up to the new end, a piece a slot (ReadAhead).
+     */
+    private void readaheadStream(Worker w) {
+        long length = Math.max(readAheadBytes, PACKET);
+        if (w.position < w.lastRequestAt + length / 2) {
+            return;
+        }
+        w.lastRequestAt = w.position;
+        long end = w.fileBytes > 0 ? Math.min(w.position + length, w.fileBytes) : w.position + length;
+        UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
+        if (readAheadKind == ReadAhead.REQUESTS || share.weight <= 0) {
+            long from = Math.max(w.position, w.coveredTo);
+            if (end > from) {
+                w.coveredTo = end;
+                w.reading.add(new ReadPiece(null, end - from));
+            }
+            return;
+        }
+        w.wantedTo = Math.max(w.wantedTo, end);
+        w.coveredTo = Math.max(w.coveredTo, w.position);
+        if (w.readers == null) {
+            Flow flow = throttles.flow(throttles.volume(w.volume.id), throttles.chargeFor(w.user));
+            w.readers = new Dispatcher.Ticket[org.vnodesync.dnthrottle.ReadAhead.IN_FLIGHT];
+            for (int i = 0; i < w.readers.length; i++) {
+                w.readers[i] = Dispatcher.Ticket.piece(flow, Thread.currentThread());
+            }
+            nextPiece(w, w.readers[0], 0, true);
+            topUp(w);
+        }
+    }
+
+    /**
+     * As ReadAhead.next: W's reader's TICKET, its last piece of DONE bytes read (0: none), asks for the next
+     * piece (WAIT: none of the op's is at the volume, so it waits for its turn; else only into a free slot,
+     * Dispatcher.offer). False if none was asked for: nothing more is wanted (with WAIT the reader ends) or
+     * no slot was free; the ticket then leaves the volume.
+     */
+    private boolean nextPiece(Worker w, Dispatcher.Ticket ticket, long done, boolean wait) {
+        long rest = w.wantedTo - w.coveredTo;
+        Dispatcher d = throttles.volume(w.volume.id);
+        if (rest <= 0) {
+            d.release(ticket, done, now);
+            if (wait) {
+                w.readers = null;
+            }
+            return false;
+        }
+        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, rest) : d.pieceBytes(ticket.flow, rest);
+        UserShare share = throttles.chargeFor(w.user).share(Direction.READ);
+        if (wait) {
+            w.coveredTo += piece;
+            boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
+            if (d.ask(ticket, done, piece, share.weight, reserved, now)) {
+                w.reading.add(new ReadPiece(ticket, piece));
+            } else {
+                w.asked = piece;
+                w.askedBy = ticket;
+            }
+            return true;
+        }
+        if (!d.offer(ticket, done, piece, share.weight, now)) {
+            return false;
+        }
+        w.coveredTo += piece;
+        w.reading.add(new ReadPiece(ticket, piece));
+        return true;
+    }
+
+    /** W's reader's pieces at the volume (dispatched, not yet read). */
+    private int readersAtVolume(Worker w) {
+        int n = 0;
+        for (ReadPiece p : w.reading) {
+            for (Dispatcher.Ticket t : w.readers) {
+                n += p.ticket == t ? 1 : 0;
+            }
+        }
+        return n;
+    }
+
+    /** As ReadAhead.read: while one of W's pieces is at the volume and a ticket is free, the next piece is offered. */
+    private void topUp(Worker w) {
+        while (w.readers != null && w.asked == 0) {
+            int at = readersAtVolume(w);
+            if (at == 0 || at >= w.readers.length) {
+                return;
+            }
+            Dispatcher.Ticket free = null;
+            for (Dispatcher.Ticket t : w.readers) {
+                boolean busy = false;
+                for (ReadPiece p : w.reading) {
+                    busy |= p.ticket == t;
+                }
+                free = busy ? free : t;
+            }
+            if (!nextPiece(w, free, 0, false)) {
+                return;
+            }
+        }
+    }
+
+    /** W's transfer ended (BlockSender.close): its reader asks for no more; a piece waiting leaves uncharged. */
+    private void cancelRequest(Worker w) {
+        if (w.readers == null) {
+            return;
+        }
+        if (w.asked > 0) {
+            throttles.volume(w.volume.id).cancel(w.askedBy, now);
+            w.coveredTo -= w.asked;
+            w.asked = 0;
+        }
+        w.wantedTo = w.coveredTo;
+        w.readers = null;
+    }
+
+    /** The piece W's volume was reading is in the page cache: its reader asks for the next, or its slot is free. */
+    private void pieceRead(Worker w) {
+        ReadPiece piece = w.reading.poll();
+        if (piece.ticket == null) {
+            return;
+        }
+        if (w.readers != null && java.util.Arrays.asList(w.readers).contains(piece.ticket)) {
+            nextPiece(w, piece.ticket, piece.bytes, readersAtVolume(w) == 0);
+            topUp(w);
+            return;
+        }
+        throttles.volume(w.volume.id).release(piece.ticket, piece.bytes, now);
     }
 
     private void packetDone(Worker w) {
         w.inFlight = false;
         long bytes = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
+        w.position += bytes;
         w.moved += bytes;
         throttles.chargeFor(w.user).counters().addBytes(w.direction, bytes);
         if (slotAtVolumeOnly(w)) {
@@ -482,13 +715,18 @@ final class SimulatedNode {
             w.fileLeft -= bytes;
             if (w.fileLeft == 0) {
                 w.transfers.add(new long[] {w.fileStart, now});   // the client has its last byte
-                throttles.volume(w.volume.id).release(w.ticket, bytes, now);
+                if (packetsAsk(w)) {
+                    throttles.volume(w.volume.id).release(w.ticket, bytes, now);
+                }
+                cancelRequest(w);
                 w.startAt = now + w.gapNs;
                 return;
             }
         }
         if (w.stopped) {
-            throttles.volume(w.volume.id).release(w.ticket, bytes, now);
+            if (packetsAsk(w)) {
+                throttles.volume(w.volume.id).release(w.ticket, bytes, now);
+            }
             return;
         }
         askNext(w, bytes);

@@ -43,9 +43,7 @@ class ThrottlerTest {
 
     private static UserThrottler throttler(Throttles t, String user, Direction direction, DataTransferThrottler nodeWide,
                                            FakeTime time) {
-        Dispatcher volume = t.volume("DS-1");
-        return new UserThrottler(t.chargeFor(user), direction, volume, t.flow(volume, t.chargeFor(user)), nodeWide,
-                time, time);
+        return new UserThrottler(t, t.chargeFor(user), direction, "DS-1", nodeWide, time, time);
     }
 
     @Test
