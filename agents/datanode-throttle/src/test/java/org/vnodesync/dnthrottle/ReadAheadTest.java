@@ -12,6 +12,7 @@ import java.nio.file.Path;
 import java.util.Collections;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import net.bytebuddy.description.type.TypeDescription;
 import org.apache.hadoop.io.ReadaheadPool;
@@ -264,8 +265,11 @@ class ReadAheadTest {
             start.await();
             for (long position = 0; position < bytes; position += Dispatcher.FIRST_PACKET_BYTES) {
                 read.awaitReadAhead(fd, position, position == 0);
-                for (long until = System.nanoTime() + sendNs; System.nanoTime() < until; ) {
-                    // the packet's copy and send: CPU, no disk
+                // The packet's copy and send, in its slot: parked, not spun, so that the two ops' threads leave
+                // the cores to the read-ahead's pool threads (spinning, four threads on two cores, an op's packet
+                // now and then waited for its read-ahead with no slot, and the split was the scheduler's).
+                for (long until = System.nanoTime() + sendNs, left; (left = until - System.nanoTime()) > 0; ) {
+                    LockSupport.parkNanos(left);
                 }
                 packets.incrementAndGet();
                 read.throttle(Dispatcher.FIRST_PACKET_BYTES);
@@ -308,9 +312,11 @@ class ReadAheadTest {
             Files.deleteIfExists(block);
         }
         // Their pieces take microseconds at the disk, so nothing waits there: the packets' slots order them, 2 : 1
-        // (alice's 64 packets to bob's 32), where with no slots of their own the cores would split them alike.
+        // (alice's 64 packets to bob's 32), where with no slots of their own the cores would split them alike (bob
+        // 59 of alice's 64, measured). The band is what tells the two apart, with room for a thread preempted
+        // between its packets on a busy machine (the other then takes turns it would have waited for).
         assertEquals(64, alicePackets.get());
-        assertTrue(bobsWhenAliceEnded.get() >= 28 && bobsWhenAliceEnded.get() <= 36,
+        assertTrue(bobsWhenAliceEnded.get() >= 22 && bobsWhenAliceEnded.get() <= 46,
                 "bob had sent " + bobsWhenAliceEnded.get() + " packets when alice had sent her 64");
     }
 
