@@ -1,7 +1,8 @@
 """Issue 58's drawn-scenario benchmark on the model of a DataNode (quick iteration, not the real-HDFS figures).
 
     .venv/bin/python -m benchmarks.edge_model --seeds 0-99 [--profile a|b|c|d|e] [--seconds 60] [--read-slot read] [--read-ahead-kib 0]
-        [--read-ahead dispatched|requests|window] [--read-ahead-piece-kib 0]
+        [--read-ahead dispatched|requests|window] [--read-ahead-piece-kib 0] [--packet-slots on|off]
+        [--short-circuit on|off]
     .venv/bin/python -m benchmarks.edge_model --trace 17 [--policy WEIGHTS] [--from 5 --to 15]
 
 Runs agents/datanode-throttle/src/test/java/.../EdgeScenarios.java (the real Dispatcher against
@@ -65,6 +66,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="with --read-ahead dispatched: a request asks for its disk read in pieces of this many "
                              "KiB (default 0: a slice of the volume's time, Dispatcher.pieceBytes, as the agent does; "
                              "64: branch ra58's packet-sized pieces; 4096: each request whole)")
+    parser.add_argument("--packet-slots", choices=["on", "off"], default="on",
+                        help="with --read-ahead dispatched: a read's packets take slots of the volume's packets' "
+                             "dispatcher for their copy and send, and pieces the disk reads faster than those go out "
+                             "take no disk slot, as the agent does (default; branch read58c); off: the packets take "
+                             "no slot and every piece a disk slot (branch ra58b)")
+    parser.add_argument("--short-circuit", choices=["on", "off"], default="on",
+                        help="after the seeds, tests/e2e/test_hdfs_short_circuit.py's case on the model: two readers "
+                             "at 4 and 8 re-reading cached files where the cores bind (default on, about a second)")
     parser.add_argument("--trace", type=int, metavar="SEED", help="print one seed's run, one line per 100 ms")
     parser.add_argument("--policy", choices=["NONE", "STATIC", "WEIGHTS"], default="WEIGHTS")
     parser.add_argument("--from", dest="start", type=float, default=0.0, help="trace from this simulated second")
@@ -86,7 +95,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def java_args(args: argparse.Namespace) -> list[str]:
     out = ["--seconds", f"{args.seconds:g}", "--net", args.net, "--read-slot", args.read_slot,
            "--read-ahead-kib", str(args.read_ahead_kib), "--read-ahead", args.read_ahead,
-           "--read-ahead-piece-kib", str(args.read_ahead_piece_kib)]
+           "--read-ahead-piece-kib", str(args.read_ahead_piece_kib), "--packet-slots", args.packet_slots,
+           "--short-circuit", args.short_circuit]
     if args.profile:
         out += ["--profile", args.profile]
     if args.trace is not None:

@@ -9,9 +9,9 @@ from benchmarks import edge_model
 @pytest.mark.skipif(not (shutil.which("mvn") and shutil.which("java")),
                     reason="needs Maven and a JDK (scripts/setup.d/datanode-throttle.sh)")
 def test_two_seeds_print_one_line_each_then_every_figures_distribution_and_the_targets(capsys):
-    assert edge_model.main(["--seeds", "0-1", "--seconds", "5"]) == 0
+    assert edge_model.main(["--seeds", "0-1", "--seconds", "5", "--short-circuit", "off"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "# python -m benchmarks.edge_model --seeds 0-1 --seconds 5"
+    assert out[0] == "# python -m benchmarks.edge_model --seeds 0-1 --seconds 5 --short-circuit off"
     assert [line.split()[:2] for line in out if line.startswith("seed ")] == [["seed", "0"], ["seed", "1"]]
     figures = [line for line in out if re.match(r"^(interactive p|backlogged rate|node throughput|a user alone)", line)]
     assert len(figures) == 6
@@ -41,3 +41,5 @@ def test_the_read_ahead_goes_through_the_dispatcher_in_slices_of_the_volume_unle
         return args[at:at + 4]
     assert read_ahead(["--seeds", "0"]) == ["--read-ahead", "dispatched", "--read-ahead-piece-kib", "0"]
     assert read_ahead(["--seeds", "0", "--read-ahead", "window"])[:2] == ["--read-ahead", "window"]
+    args = edge_model.java_args(edge_model.parse(["--seeds", "0"]))
+    assert args[args.index("--packet-slots") + 1] == "on"   # read58c's packets' slots, as the agent takes them

@@ -22,8 +22,9 @@ import java.util.function.IntToDoubleFunction;
  *   java -cp ... org.vnodesync.dnthrottle.EdgeScenarios --trace SEED [--policy WEIGHTS] [--from 5 --to 15]
  * </pre>
  *
- * The model leaves out what the edge cannot see and the issue's real-HDFS runs measure: page cache and
- * write-behind (a write here is a read in the other direction), the client's own pipeline, seeks.
+ * The model leaves out what the edge cannot see and the issue's real-HDFS runs measure: write-behind (a
+ * write here is a read in the other direction), the client's own pipeline, seeks. Its page cache serves
+ * only files read again (the drawn scenarios read each file once; the short-circuit case re-reads).
  */
 final class EdgeScenarios {
     static final double MB = 1e6;
@@ -90,11 +91,12 @@ final class EdgeScenarios {
      * (SimulatedNode.Worker.netBps). READ_SLOT_COVERS_SEND: a read's slot covers its send too (Hadoop's
      * transferTo) rather than its read only (a copy; SimulatedNode.readSlotCoversSend). READ_AHEAD_BYTES:
      * the DataNode's read-ahead (SimulatedNode.readAhead; 0: none), READ_AHEAD how it reaches the volume,
-     * READ_AHEAD_PIECE the pieces a dispatched request asks for (0: whole).
+     * READ_AHEAD_PIECE the pieces a dispatched request asks for (0: whole), PACKET_SLOTS whether a dispatched
+     * read's packets take the volume's packets' slots for their copy and send (SimulatedNode.packetSlots).
      */
     record Scenario(long seed, String profile, List<VolumeSpec> volumes, double configuredBps, double cpuPerByte,
                     double linkBps, double netBps, boolean readSlotCoversSend, long readAheadBytes,
-                    SimulatedNode.ReadAhead readAhead, long readAheadPiece, List<UserSpec> users) {
+                    SimulatedNode.ReadAhead readAhead, long readAheadPiece, boolean packetSlots, List<UserSpec> users) {
         String describe() {
             StringBuilder s = new StringBuilder(profile + " [");
             for (VolumeSpec v : volumes) {
@@ -128,11 +130,11 @@ final class EdgeScenarios {
      * with and without it.
      */
     static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes) {
-        return draw(seed, profile, net, readSlotCoversSend, readAheadBytes, SimulatedNode.ReadAhead.DISPATCHED, 0);
+        return draw(seed, profile, net, readSlotCoversSend, readAheadBytes, SimulatedNode.ReadAhead.DISPATCHED, 0, true);
     }
 
     static Scenario draw(long seed, String profile, boolean net, boolean readSlotCoversSend, long readAheadBytes,
-                         SimulatedNode.ReadAhead readAhead, long readAheadPiece) {
+                         SimulatedNode.ReadAhead readAhead, long readAheadPiece, boolean packetSlots) {
         SplittableRandom netDraw = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 59);
         double netBps = net ? Math.exp(uniform(netDraw, Math.log(150), Math.log(1000))) * MB : Double.POSITIVE_INFINITY;
         SplittableRandom r = new SplittableRandom(seed * 0x9E3779B97F4A7C15L + 58);
@@ -219,7 +221,7 @@ final class EdgeScenarios {
             }
         }
         return new Scenario(seed, p, volumes, configured, cpuPerByte, link, netBps, readSlotCoversSend, readAheadBytes,
-                readAhead, readAheadPiece, users);
+                readAhead, readAheadPiece, packetSlots, users);
     }
 
     private static double uniform(SplittableRandom r, double from, double to) {
@@ -239,6 +241,7 @@ final class EdgeScenarios {
             node.configured(s.configuredBps);
             node.readSlotCoversSend(s.readSlotCoversSend);
             node.readAhead(s.readAheadBytes, s.readAhead, s.readAheadPiece);
+            node.packetSlots(s.packetSlots);
             if (s.linkBps < Double.POSITIVE_INFINITY) {
                 node.link(s.linkBps);
             }
@@ -745,7 +748,7 @@ final class EdgeScenarios {
             long t = m.node.now() - SECOND;   // SimulatedNode starts its clock at 1 s
             Map<String, Long> moved = m.moved();
             StringBuilder out = new StringBuilder(String.format(Locale.ROOT, "t %7.1f", t / 1e9));
-            for (Dispatcher d : m.node.throttles.volumes()) {
+            for (Dispatcher d : m.node.throttles.dispatchers()) {
                 out.append(String.format(Locale.ROOT, " | %s depth %d flight %d wait %d %.0f MB/s", d.volume,
                         d.depth(), d.inFlight(), d.waiting(), d.movedBps() / MB));
             }
@@ -803,6 +806,8 @@ final class EdgeScenarios {
         long readAheadBytes = DATANODE_READ_AHEAD;
         SimulatedNode.ReadAhead readAhead = SimulatedNode.ReadAhead.DISPATCHED;
         long readAheadPiece = 0;   // a slice of the volume (Dispatcher.pieceBytes)
+        boolean packetSlots = true;
+        boolean shortCircuit = true;
         try {
             for (int i = 0; i < args.length; i++) {
                 String value = i + 1 < args.length ? args[i + 1] : null;
@@ -819,9 +824,11 @@ final class EdgeScenarios {
                     case "--read-ahead-kib" -> readAheadBytes = (long) (nonNegative(value, "--read-ahead-kib") * 1024);
                     case "--read-ahead" -> readAhead = readAhead(value);
                     case "--read-ahead-piece-kib" -> readAheadPiece = (long) (nonNegative(value, "--read-ahead-piece-kib") * 1024);
+                    case "--packet-slots" -> packetSlots = onOff(value, "--packet-slots");
+                    case "--short-circuit" -> shortCircuit = onOff(value, "--short-circuit");
                     default -> throw new IllegalArgumentException("unknown argument " + args[i]
                             + " (allowed: --seeds, --profile, --seconds, --net, --read-slot, --read-ahead-kib, --read-ahead, "
-                            + "--read-ahead-piece-kib, --trace, --policy, --from, --to)");
+                            + "--read-ahead-piece-kib, --packet-slots, --short-circuit, --trace, --policy, --from, --to)");
                 }
                 i++;
             }
@@ -834,27 +841,86 @@ final class EdgeScenarios {
             return;
         }
         if (traced != null) {
-            trace(draw(traced, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece), policy, windowNs, (long) (from * SECOND),
+            trace(draw(traced, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece, packetSlots), policy, windowNs, (long) (from * SECOND),
                     Double.isInfinite(to) ? Long.MAX_VALUE : (long) (to * SECOND));
             return;
         }
         System.out.printf(Locale.ROOT, "model: %.0f s warm-up, then %.0f s measured per policy (NONE, STATIC, WEIGHTS, same draw); "
                 + "alone: %.0f s; threads' time outside the volume per packet (net): %s; a read's slot covers: %s; "
-                + "the DataNode's read-ahead: %d KiB, %s%n",
+                + "the DataNode's read-ahead: %d KiB, %s; a dispatched read's packets: %s%n",
                 WARM_UP_NS / 1e9, windowNs / 1e9, ALONE_NS / 1e9, net ? "on, 150-1000 MB/s log-uniform" : "off",
                 readSlotCoversSend ? "its read and send (transferTo)" : "its read only (a copy; the send and the client outside)",
-                readAheadBytes / 1024, describe(readAhead, readAheadPiece));
+                readAheadBytes / 1024, describe(readAhead, readAheadPiece),
+                packetSlots ? "their copy and send in slots of the volume's packets' dispatcher, pieces the disk reads faster "
+                        + "than those go out with no slot (read58c; --packet-slots on)"
+                        : "no slot, every piece a disk slot (ra58b; --packet-slots off)");
         System.out.println("per scenario: each interactive user's p50 and p99 WEIGHTS/STATIC (WEIGHTS/STATIC ms), each backlogged "
                 + "user's rate over its weighted max-min share (MB/s got/share), node WEIGHTS/NONE, the first bulk user alone WEIGHTS/NONE, "
                 + "the mean depth under WEIGHTS");
         List<Figures> all = new ArrayList<>();
         for (long seed : seeds) {
-            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece), windowNs);
+            Figures f = evaluate(draw(seed, profile, net, readSlotCoversSend, readAheadBytes, readAhead, readAheadPiece, packetSlots), windowNs);
             System.out.println(f.line());
             System.out.flush();
             all.add(f);
         }
+        if (shortCircuit) {
+            System.out.println(shortCircuitLine(packetSlots));
+        }
         summarize(all);
+    }
+
+    /** The short-circuit test's two users' names and weights (tests/e2e/test_hdfs_short_circuit.py: priorities 4 and 8). */
+    static final String[] SHORT_CIRCUIT_USERS = {"alice", "bob"};
+    static final double[] SHORT_CIRCUIT_WEIGHTS = {4, 8};
+
+    /**
+     * tests/e2e/test_hdfs_short_circuit.py's case (short-circuit refused: both read through the DataNode), the
+     * one branch ra58b broke on real HDFS: two local readers at 4 and 8, one thread each, re-reading their
+     * 64 MiB files from the page cache (the first round reads them from a 60 MB/s disk), their clients on the
+     * node's two cores. Each byte costs the DataNode's thread and its client 1 / (870 MB/s) core-seconds each
+     * (the testbed moved ~870 MB/s through one DataNode with both on two cores), so the cores bind, and one
+     * reader alone (a core for its thread, one for its client) takes them all. Returns each user's bytes/s over SECONDS after a 5 s warm-up.
+     */
+    static Map<String, Double> shortCircuit(SimulatedNode.Sharing sharing, boolean packetSlots, double seconds) {
+        double coreBps = 870 * MB;
+        SimulatedNode node = new SimulatedNode(sharing, CORES);
+        node.readAhead(DATANODE_READ_AHEAD, SimulatedNode.ReadAhead.DISPATCHED, 0);
+        node.packetSlots(packetSlots);
+        node.pageCache(1024 * MIB);
+        node.configured(40 * MB);   // the test's NODE_BW (static caps only)
+        SimulatedNode.Volume disk = node.volume("v0", 60 * MB);
+        for (int u = 0; u < SHORT_CIRCUIT_USERS.length; u++) {
+            node.weight(SHORT_CIRCUIT_USERS[u], SHORT_CIRCUIT_WEIGHTS[u]);
+            SimulatedNode.Worker w = new SimulatedNode.Worker(SHORT_CIRCUIT_USERS[u], Direction.READ, disk,
+                    Double.POSITIVE_INFINITY, 64 * MIB, 0, node.now());
+            w.files = 1;
+            w.cpuPerByte = 1 / coreBps;
+            w.clientCpuPerByte = 1 / coreBps;
+            node.add(w);
+        }
+        node.runFor(WARM_UP_NS);
+        return node.rates(seconds);
+    }
+
+    /** The short-circuit case under NONE and WEIGHTS (main's and ra58b's), one line. */
+    static String shortCircuitLine(boolean packetSlots) {
+        StringBuilder out = new StringBuilder("short-circuit case (tests/e2e/test_hdfs_short_circuit.py: readers at 4 : 8 "
+                + "re-reading cached files, the cores bind), MB/s " + String.join(" : ", SHORT_CIRCUIT_USERS) + ":");
+        String[][] runs = {{"NONE", "none"}, {"WEIGHTS", packetSlots ? "weights" : "weights (ra58b)"}};
+        for (String[] run : runs) {
+            Map<String, Double> r = shortCircuit(SimulatedNode.Sharing.valueOf(run[0]), packetSlots, 10);
+            double a = r.get(SHORT_CIRCUIT_USERS[0]);
+            double b = r.get(SHORT_CIRCUIT_USERS[1]);
+            out.append(String.format(Locale.ROOT, " %s %.0f : %.0f (1 : %.2f);", run[1], a / MB, b / MB, b / a));
+        }
+        if (packetSlots) {
+            Map<String, Double> r = shortCircuit(SimulatedNode.Sharing.WEIGHTS, false, 10);
+            double a = r.get(SHORT_CIRCUIT_USERS[0]);
+            double b = r.get(SHORT_CIRCUIT_USERS[1]);
+            out.append(String.format(Locale.ROOT, " ra58b's (--packet-slots off) %.0f : %.0f (1 : %.2f)", a / MB, b / MB, b / a));
+        }
+        return out.toString();
     }
 
     private static List<Long> seeds(String spec) {

@@ -3,6 +3,8 @@ package org.vnodesync.dnthrottle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.IntToDoubleFunction;
@@ -13,7 +15,10 @@ import java.util.function.IntToDoubleFunction;
  * (max-min by progressive filling): each data volume serves its packets in flight, reads and writes
  * alike, at its speed (which may grow with the number in flight: a disk that reorders a deeper queue);
  * the CPU's cores serve every packet's CPU time, one core at most per thread; a link may bind; each
- * thread's client has a speed of its own. Each thread asks the real Dispatcher before each packet
+ * thread's client has a speed of its own. A read the DataNode reads ahead through the dispatcher passes
+ * through two resources as the agent's does (docs/edge.md, section 1 items 5-7): its pieces at the volume,
+ * then each packet's copy and send (the cores, its send, the link) in a slot of the volume's packets'
+ * dispatcher; a page cache keeps the pages of files that are read again. Each thread asks the real Dispatcher before each packet
  * exactly as UserThrottler does (ceiling, floor, ask, then wait until dispatched), so
  * what is tested is the edge's code on its per-packet path, in simulated time.
  *
@@ -51,13 +56,25 @@ final class SimulatedNode {
     static final class ReadPiece {
         final Dispatcher.Ticket ticket;   // null: unordered
         final long bytes;
+        final long end;                   // it covers its file up to this
+        final boolean cached;             // its pages are in the page cache: it costs the volume nothing
+        final boolean slotless;           // DISPATCHED: a piece asked with no slot (the disk outpaces the packets)
+        final long askedNs;
         double left;
 
-        ReadPiece(Dispatcher.Ticket ticket, long bytes) {
+        ReadPiece(Dispatcher.Ticket ticket, long bytes, long end, boolean cached, boolean slotless, long askedNs) {
             this.ticket = ticket;
             this.bytes = bytes;
+            this.end = end;
+            this.cached = cached;
+            this.slotless = slotless;
+            this.askedNs = askedNs;
             this.left = bytes;
         }
+    }
+
+    /** A file of a worker's, the page cache's unit: the INDEX-th of the files it reads in turn. */
+    private record CachedFile(Worker worker, int index) {
     }
 
     /** One data volume: BPS with one packet in flight, times GAIN(n) with n in flight (1 for a plain disk). */
@@ -85,6 +102,15 @@ final class SimulatedNode {
         final long gapNs;
         double cpuPerByte;           // core-seconds per byte (0: no CPU)
         /**
+         * Core-seconds per byte its client spends on the node's cores (a client on the same host: its
+         * receive and checksums, no user's: A5), in a thread of its own, so at most a core too. Only a
+         * read's copy and send (copies) is charged it.
+         */
+        double clientCpuPerByte;
+        /** The files it reads in turn, each re-read the next round (0: every file a new one, never re-read). */
+        int files;
+        private int fileIndex;
+        /**
          * Its own per-packet time outside the volume, as bytes/s (infinity: none): a read's send of the
          * packet it read, which its slot covers (UserThrottler: a read's slot covers read and send, so
          * the volume idles for it at depth 1); a write's receive of its next packet, which its slot does
@@ -103,9 +129,21 @@ final class SimulatedNode {
         long wantedTo;                 // DISPATCHED: the end of its last request
         Dispatcher.Ticket[] readers;   // DISPATCHED: its read-ahead reader's tickets at the volume (null: none)
         long asked;                    // the piece a reader's ticket waits for a slot for (0: none waits)
+        long askedEnd;                 // ...which covers its file up to this
         Dispatcher.Ticket askedBy;     // that ticket
         final ArrayDeque<ReadPiece> reading = new ArrayDeque<>();   // pieces at the volume, in file order
         long moved;
+        // copies: its packet's copy and send, after its bytes are read ahead (docs/edge.md section 1, item 6).
+        long packetBytes;              // the packet in flight's bytes
+        boolean copying;               // its copy and send are running (in a slot of the packets' dispatcher)
+        double copyLeft;
+        boolean held;                  // its ticket holds a slot of the packets' dispatcher
+        boolean waitingToCopy;         // its ticket waits for a packets' slot for the packet whose bytes are read
+        // copies: as ReadAhead.diskBinds, its op's pieces' mean bytes and time at the disk, and the last verdict.
+        double diskBytes;
+        double diskNs;
+        long lastReadNs;
+        boolean diskBinds = true;
 
         Dispatcher.Ticket ticket;
         boolean inFlight;
@@ -162,6 +200,22 @@ final class SimulatedNode {
     private ReadAhead readAheadKind = ReadAhead.WINDOW;
     /** DISPATCHED: the reader asks for its disk reads in pieces of this many bytes (0: a slice of the volume, Dispatcher.pieceBytes). */
     private long readAheadPiece;
+    /**
+     * DISPATCHED: whether a read's packets take slots of the volume's packets' dispatcher for their copy and
+     * send, and an op whose pieces the disk reads faster than its packets go out reads them with no slot
+     * (ReadAhead.diskBinds), as the agent does (read58c); false: its packets take no slot and its pieces always
+     * take the disk's (branch ra58b). Either way the copy and send cost the cores their bytes' CPU.
+     */
+    private boolean packetSlots = true;
+    /**
+     * The page cache, bytes (0: none): what the read-ahead read of the files that workers re-read (Worker.files)
+     * stays there, least recently used file out first, and a piece whose pages are there costs the volume
+     * nothing (read at memory speed: at once). Only read-ahead reads fill it and find it (REQUESTS,
+     * DISPATCHED); a write's pages and a file read once (the drawn scenarios': Hadoop's drop-behind) are not kept.
+     */
+    private long pageCacheBytes;
+    private long pageCacheUsed;
+    private final Map<CachedFile, long[]> pageCache = new LinkedHashMap<>(16, 0.75f, true);   // file -> {cached up to}
 
     SimulatedNode(Sharing sharing, double cores) {
         this.sharing = sharing;
@@ -197,6 +251,19 @@ final class SimulatedNode {
         readAheadPiece = pieceBytes;
     }
 
+    void packetSlots(boolean on) {
+        packetSlots = on;
+    }
+
+    void pageCache(long bytes) {
+        pageCacheBytes = bytes;
+    }
+
+    /** Whether W's packets are copied from what its read-ahead read through the dispatcher, then sent (DISPATCHED). */
+    private boolean copies(Worker w) {
+        return readsAhead(w) && readAheadKind == ReadAhead.DISPATCHED;
+    }
+
     /** Whether W's read-ahead is Hadoop's requests rather than a window kept full. */
     private boolean requests(Worker w) {
         return readsAhead(w) && readAheadKind != ReadAhead.WINDOW;
@@ -218,7 +285,7 @@ final class SimulatedNode {
             return w.inFlight;
         }
         if (requests(w)) {
-            return !w.reading.isEmpty();
+            return !w.reading.isEmpty() && !w.reading.peek().cached;
         }
         return w.unread > 1e-6 && (!w.stopped && w.ahead < readAheadBytes - 1e-6 || w.inFlight && w.ahead < w.remaining - 1e-6);
     }
@@ -330,16 +397,25 @@ final class SimulatedNode {
                 startOp(w);
             }
         }
+        int n = workers.size();
         double[] rates = rates();
         long next = Math.min(end, lastTick + DepthLoop.PERIOD_NS);
-        for (int i = 0; i < workers.size(); i++) {
+        for (int i = 0; i < n; i++) {
             Worker w = workers.get(i);
-            if (requests(w) && atVolume(w) && rates[i] > 0) {
+            if (requests(w) && !w.reading.isEmpty() && w.reading.peek().cached) {
+                next = now + 1;   // a piece of cached pages: read at memory speed
+            } else if (requests(w) && atVolume(w) && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.reading.peek().left / rates[i] * 1e9)));
             } else if (readsAhead(w) && atVolume(w) && rates[i] > 0) {
                 next = Math.min(next, now + Math.max(1, (long) Math.ceil((aheadTarget(w) - w.ahead) / rates[i] * 1e9)));
             }
-            if (readsAhead(w) && w.inFlight) {
+            if (copies(w)) {
+                if (w.copying && rates[n + i] > 0) {
+                    next = Math.min(next, now + Math.max(1, (long) Math.ceil(w.copyLeft / rates[n + i] * 1e9)));
+                } else if (w.inFlight && !w.copying && !w.waitingToCopy && w.ahead >= w.packetBytes - 1e-6) {
+                    next = now + 1;   // its bytes are in the page cache: its copy asks for its slot
+                }
+            } else if (readsAhead(w) && w.inFlight) {
                 if (w.ahead >= w.remaining - 1e-6) {
                     next = now + 1;   // its bytes are in the page cache: the packet is done
                 }
@@ -356,12 +432,12 @@ final class SimulatedNode {
         }
         next = Math.max(next, now + 1);
         long dt = next - now;
-        for (int i = 0; i < workers.size(); i++) {
+        for (int i = 0; i < n; i++) {
             Worker w = workers.get(i);
             if (requests(w)) {
-                if (atVolume(w)) {
-                    ReadPiece piece = w.reading.peek();
-                    double read = Math.min(rates[i] * dt / 1e9, piece.left);
+                ReadPiece piece = w.reading.peek();
+                if (piece != null && (piece.cached || atVolume(w))) {
+                    double read = piece.cached ? piece.left : Math.min(rates[i] * dt / 1e9, piece.left);
                     piece.left -= read;
                     w.ahead += read;
                     w.unread -= read;
@@ -373,6 +449,9 @@ final class SimulatedNode {
             } else if (w.inFlight) {
                 w.remaining -= rates[i] * dt / 1e9;
             }
+            if (w.copying) {
+                w.copyLeft -= Double.isInfinite(rates[n + i]) ? w.copyLeft : rates[n + i] * dt / 1e9;
+            }
         }
         now = next;
         for (Worker w : workers) {
@@ -381,7 +460,11 @@ final class SimulatedNode {
             }
         }
         for (Worker w : workers) {
-            if (readsAhead(w) && w.inFlight && w.ahead >= w.remaining - 1e-6) {
+            if (copies(w) && w.copying && w.copyLeft <= 1e-6) {
+                copied(w);
+            } else if (copies(w) && w.inFlight && !w.copying && !w.waitingToCopy && w.ahead >= w.packetBytes - 1e-6) {
+                readAheadRead(w);
+            } else if (!copies(w) && readsAhead(w) && w.inFlight && w.ahead >= w.remaining - 1e-6) {
                 w.ahead = Math.max(0, w.ahead - w.remaining);
                 packetDone(w);
             } else if (!readsAhead(w) && w.inFlight && w.remaining <= 1e-6) {
@@ -408,7 +491,7 @@ final class SimulatedNode {
         }
         dispatched();
         if (now >= lastTick + DepthLoop.PERIOD_NS) {
-            for (Dispatcher d : throttles.volumes()) {
+            for (Dispatcher d : throttles.dispatchers()) {
                 d.tick(now);
             }
             lastTick = now;
@@ -429,10 +512,16 @@ final class SimulatedNode {
             if (w.spread != null) {
                 w.volume = w.spread[w.nextVolume++ % w.spread.length];
             }
+            w.fileIndex = w.files > 0 ? (w.fileIndex + 1) % w.files : 0;
         }
         Throttles.Charge charge = throttles.chargeFor(w.user);
-        Dispatcher d = throttles.volume(w.volume.id);
+        // Reading ahead through the dispatcher, the op's packets take the slots of the volume's packets'.
+        Dispatcher d = copies(w) ? throttles.packets(w.volume.id) : throttles.volume(w.volume.id);
         w.ticket = new Dispatcher.Ticket(throttles.flow(d, charge), w.direction, Thread.currentThread());
+        w.held = false;
+        w.waitingToCopy = false;
+        w.diskBytes = 0;   // a ReadAhead an op
+        w.diskNs = 0;
         w.lastBytes = 0;
         askNext(w, 0);
     }
@@ -441,15 +530,21 @@ final class SimulatedNode {
     private void askNext(Worker w, long bytes) {
         Throttles.Charge charge = throttles.chargeFor(w.user);
         UserShare share = charge.share(w.direction);
-        if (!packetsAsk(w)) {
-            // Its disk reads are its read-ahead requests': the packet waits for its ceiling, then for its bytes.
+        if (copies(w)) {
+            // As UserThrottler.next reading ahead: the ceiling, then the packets' slot (ra58b: none), then go.
+            double weight = packetSlots ? share.weight : 0;
             long ceilingNs = share.ceiling.unlimited() || bytes == 0 ? 0 : share.ceiling.reserve(bytes, now);
-            if (ceilingNs > 0) {
-                w.sleeping = true;
-                w.wakeAt = now + ceilingNs;
+            if (ceilingNs > 0 || weight <= 0) {
+                releasePacketSlot(w, bytes);
+                if (ceilingNs > 0) {
+                    w.sleeping = true;
+                    w.wakeAt = now + ceilingNs;
+                    return;
+                }
+                go(w);
                 return;
             }
-            go(w);
+            askPacketSlot(w, w.held ? bytes : 0, weight, false);
             return;
         }
         Dispatcher d = throttles.volume(w.volume.id);
@@ -476,6 +571,74 @@ final class SimulatedNode {
         }
     }
 
+    /** W's ticket asks the packets' dispatcher for a slot (its last packet's BYTES counted): then go, or its copy. */
+    private void askPacketSlot(Worker w, long bytes, double weight, boolean toCopy) {
+        if (throttles.packets(w.volume.id).ask(w.ticket, bytes, weight, false, now)) {
+            w.held = true;
+            if (toCopy) {
+                startCopy(w);
+            } else {
+                go(w);
+            }
+            return;
+        }
+        w.held = false;
+        w.waiting = true;
+        w.waitingToCopy = toCopy;
+        poll(w);
+    }
+
+    private void releasePacketSlot(Worker w, long bytes) {
+        if (w.held) {
+            throttles.packets(w.volume.id).release(w.ticket, bytes, now);
+            w.held = false;
+        }
+    }
+
+    /**
+     * As UserThrottler.awaitReadAhead: W's packet's bytes are read ahead; its copy asks for a packets' slot
+     * if it gave its own up while it waited (ra58b: none).
+     */
+    private void readAheadRead(Worker w) {
+        double weight = packetSlots ? throttles.chargeFor(w.user).share(Direction.READ).weight : 0;
+        if (w.held || weight <= 0) {
+            startCopy(w);
+            return;
+        }
+        askPacketSlot(w, 0, weight, true);
+    }
+
+    private void startCopy(Worker w) {
+        w.copying = true;
+        w.copyLeft = w.packetBytes;
+    }
+
+    /** W's packet is copied and sent: the client has it. As afterPacket, for a packet of copies. */
+    private void copied(Worker w) {
+        w.copying = false;
+        w.inFlight = false;
+        long bytes = w.packetBytes;
+        w.ahead = Math.max(0, w.ahead - bytes);
+        w.position += bytes;
+        w.moved += bytes;
+        throttles.chargeFor(w.user).counters().addBytes(w.direction, bytes);
+        if (w.fileBytes > 0) {
+            w.fileLeft -= bytes;
+            if (w.fileLeft == 0) {
+                w.transfers.add(new long[] {w.fileStart, now});
+                releasePacketSlot(w, bytes);
+                cancelRequest(w);
+                w.startAt = now + w.gapNs;
+                return;
+            }
+        }
+        if (w.stopped) {
+            releasePacketSlot(w, bytes);
+            return;
+        }
+        askNext(w, bytes);
+    }
+
     private void poll(Worker w) {
         w.wakeAt = Long.MAX_VALUE;   // parked until the packet that frees its slot dispatches it
     }
@@ -484,14 +647,22 @@ final class SimulatedNode {
     private void dispatched() {
         for (Worker w : workers) {
             if (w.asked > 0 && w.askedBy.go) {
-                w.reading.add(new ReadPiece(w.askedBy, w.asked));
+                addPiece(w, w.askedBy, w.asked, w.askedEnd, false);
                 w.asked = 0;
                 topUp(w);
             }
             if (w.waiting && w.ticket.go) {
                 w.waiting = false;
                 w.wakeAt = Long.MAX_VALUE;
-                go(w);
+                if (copies(w)) {
+                    w.held = true;
+                }
+                if (w.waitingToCopy) {
+                    w.waitingToCopy = false;
+                    startCopy(w);
+                } else {
+                    go(w);
+                }
             }
         }
     }
@@ -499,8 +670,16 @@ final class SimulatedNode {
     private void go(Worker w) {
         w.inFlight = true;
         w.remaining = w.fileBytes > 0 ? Math.min(PACKET, w.fileLeft) : PACKET;
+        w.packetBytes = (long) w.remaining;
         if (requests(w)) {
             readaheadStream(w);   // BlockSender.manageOsCache, before the packet's read
+        }
+        if (copies(w)) {
+            if (w.ahead >= w.packetBytes - 1e-6) {
+                startCopy(w);
+            } else {
+                releasePacketSlot(w, 0);   // its wait at the disk holds no packets' slot (ReadAhead.afterStream)
+            }
         }
     }
 
@@ -522,7 +701,7 @@ final class SimulatedNode {
             long from = Math.max(w.position, w.coveredTo);
             if (end > from) {
                 w.coveredTo = end;
-                w.reading.add(new ReadPiece(null, end - from));
+                addPiece(w, null, end - from, end, false);
             }
             return;
         }
@@ -534,9 +713,48 @@ final class SimulatedNode {
             for (int i = 0; i < w.readers.length; i++) {
                 w.readers[i] = Dispatcher.Ticket.piece(flow, Thread.currentThread());
             }
-            nextPiece(w, w.readers[0], 0, true);
-            topUp(w);
+            w.diskBinds = true;   // ReadAhead.read: until a piece says otherwise
+            w.lastReadNs = 0;
+            readerNext(w, w.readers[0], 0);
         }
+    }
+
+    /** As ReadAhead.read with nothing of W's op at the disk: whether its next pieces take the disk's slots. */
+    private boolean ordered(Worker w) {
+        return !packetSlots || w.diskBinds || throttles.volume(w.volume.id).isAlone(w.readers[0].flow);
+    }
+
+    /**
+     * As ReadAhead.read's loop with nothing of W's op at the disk, its TICKET's last piece of DONE bytes read:
+     * the next piece waits for its turn at the disk (ordered), or, while the disk outpaces the op's packets
+     * and another user moves at the volume, is asked with no slot, its tickets leaving the volume.
+     */
+    private void readerNext(Worker w, Dispatcher.Ticket ticket, long done) {
+        if (ordered(w)) {
+            nextPiece(w, ticket != null ? ticket : w.readers[0], done, true);
+            topUp(w);
+            return;
+        }
+        Dispatcher d = throttles.volume(w.volume.id);
+        for (Dispatcher.Ticket t : w.readers) {
+            d.release(t, t == ticket ? done : 0, now);
+        }
+        long rest = w.wantedTo - w.coveredTo;
+        if (rest <= 0) {
+            w.readers = null;
+            return;
+        }
+        long piece = readAheadPiece > 0 ? Math.min(readAheadPiece, rest) : d.pieceBytes(w.readers[0].flow, rest);
+        w.coveredTo += piece;
+        addPiece(w, null, piece, w.coveredTo, true);
+    }
+
+    /** As ReadAhead.diskBinds: W's op's pieces (means) took longer at the disk than its packets' slots for as many bytes. */
+    private boolean diskBinds(Worker w, long bytes, long ns) {
+        w.diskBytes = w.diskBytes == 0 ? bytes : w.diskBytes + Dispatcher.SMOOTHING * (bytes - w.diskBytes);
+        w.diskNs = w.diskNs == 0 ? ns : w.diskNs + Dispatcher.SMOOTHING * (ns - w.diskNs);
+        double packetNs = throttles.packets(w.volume.id).serviceNs();
+        return packetNs <= 0 || w.diskNs >= packetNs * w.diskBytes / Dispatcher.FIRST_PACKET_BYTES;
     }
 
     /**
@@ -561,10 +779,11 @@ final class SimulatedNode {
             w.coveredTo += piece;
             boolean reserved = !share.floor.unlimited() && share.floor.tryTake(piece, now);
             if (d.ask(ticket, done, piece, share.weight, reserved, now)) {
-                w.reading.add(new ReadPiece(ticket, piece));
+                addPiece(w, ticket, piece, w.coveredTo, false);
             } else {
                 w.asked = piece;
                 w.askedBy = ticket;
+                w.askedEnd = w.coveredTo;
             }
             return true;
         }
@@ -572,8 +791,34 @@ final class SimulatedNode {
             return false;
         }
         w.coveredTo += piece;
-        w.reading.add(new ReadPiece(ticket, piece));
+        addPiece(w, ticket, piece, w.coveredTo, false);
         return true;
+    }
+
+    /** A piece of W's file up to END is asked of the disk: its pages may be in the page cache already. */
+    private void addPiece(Worker w, Dispatcher.Ticket ticket, long bytes, long end, boolean slotless) {
+        long[] cached = w.files > 0 && pageCacheBytes > 0 ? pageCache.get(new CachedFile(w, w.fileIndex)) : null;
+        w.reading.add(new ReadPiece(ticket, bytes, end, cached != null && cached[0] >= end, slotless, now));
+    }
+
+    /** W's piece up to END was read: a re-read file's pages stay in the page cache, the least recently used out first. */
+    private void cache(Worker w, long end) {
+        if (w.files == 0 || pageCacheBytes == 0 || w.fileBytes == 0) {
+            return;
+        }
+        long[] cached = pageCache.computeIfAbsent(new CachedFile(w, w.fileIndex), k -> new long[1]);
+        if (end > cached[0]) {
+            pageCacheUsed += end - cached[0];
+            cached[0] = end;
+        }
+        Iterator<long[]> lru = pageCache.values().iterator();
+        while (pageCacheUsed > pageCacheBytes && lru.hasNext()) {
+            long[] out = lru.next();
+            if (out != cached) {
+                pageCacheUsed -= out[0];
+                lru.remove();
+            }
+        }
     }
 
     /** W's reader's pieces at the volume (dispatched, not yet read). */
@@ -589,7 +834,7 @@ final class SimulatedNode {
 
     /** As ReadAhead.read: while one of W's pieces is at the volume and a ticket is free, the next piece is offered. */
     private void topUp(Worker w) {
-        while (w.readers != null && w.asked == 0) {
+        while (w.readers != null && w.asked == 0 && ordered(w)) {
             int at = readersAtVolume(w);
             if (at == 0 || at >= w.readers.length) {
                 return;
@@ -625,12 +870,30 @@ final class SimulatedNode {
     /** The piece W's volume was reading is in the page cache: its reader asks for the next, or its slot is free. */
     private void pieceRead(Worker w) {
         ReadPiece piece = w.reading.poll();
+        cache(w, piece.end);
+        if (copies(w) && packetSlots) {
+            // The disk's time for it: from when it was asked, or from the piece before it, queued ahead.
+            w.diskBinds = diskBinds(w, piece.bytes, now - Math.max(piece.askedNs, w.lastReadNs));
+            w.lastReadNs = now;
+        }
+        if (piece.slotless) {
+            if (w.readers != null) {
+                readerNext(w, null, 0);
+            }
+            return;
+        }
         if (piece.ticket == null) {
             return;
         }
         if (w.readers != null && java.util.Arrays.asList(w.readers).contains(piece.ticket)) {
-            nextPiece(w, piece.ticket, piece.bytes, readersAtVolume(w) == 0);
-            topUp(w);
+            if (readersAtVolume(w) == 0) {
+                readerNext(w, piece.ticket, piece.bytes);
+            } else if (ordered(w)) {
+                nextPiece(w, piece.ticket, piece.bytes, false);
+                topUp(w);
+            } else {
+                throttles.volume(w.volume.id).release(piece.ticket, piece.bytes, now);   // no second piece unordered
+            }
             return;
         }
         throttles.volume(w.volume.id).release(piece.ticket, piece.bytes, now);
@@ -733,21 +996,47 @@ final class SimulatedNode {
     }
 
     /**
-     * The kernel's share of each resource among the packets in flight, max-min by progressive filling:
-     * every volume (its speed at that many in flight), the CPU's cores (one at most per thread), the
-     * link, each client.
+     * The kernel's share of each resource among what is in flight, max-min by progressive filling: every
+     * volume (its speed at that many in flight), the CPU's cores (one at most per thread), the link, each
+     * client. Rates 0..n-1 are the workers' packets (or read-ahead pieces) at their volumes, n..2n-1 their
+     * packets' copies and sends (copies: no volume; the thread's and its client's CPU, the net, the link).
      */
     private double[] rates() {
         int n = workers.size();
-        double[] rate = new double[n];
-        boolean[] frozen = new boolean[n];
+        int m = 2 * n;
+        double[] rate = new double[m];
+        boolean[] active = new boolean[m];
+        Volume[] vol = new Volume[m];
+        double[] cpu = new double[m];     // core-seconds a byte, on the shared cores
+        double[] limit = new double[m];   // its own: its client, the net, a core for each of its threads
+        boolean[] link = new boolean[m];
         Map<Volume, Integer> inFlight = new HashMap<>();
         for (int i = 0; i < n; i++) {
             Worker w = workers.get(i);
-            frozen[i] = !atVolume(w);
-            if (!frozen[i]) {
+            if (atVolume(w)) {
+                active[i] = true;
+                vol[i] = w.volume;
+                cpu[i] = copies(w) ? 0 : w.cpuPerByte;   // a disk read costs no CPU where its copy is charged it
+                limit[i] = Math.min(clientAtVolume(w), w.cpuPerByte > 0 && !copies(w) ? 1 / w.cpuPerByte : Double.POSITIVE_INFINITY);
+                link[i] = !copies(w);
                 inFlight.merge(w.volume, 1, Integer::sum);
             }
+            if (w.copying) {
+                int j = n + i;
+                cpu[j] = w.cpuPerByte + w.clientCpuPerByte;
+                double core = Math.max(w.cpuPerByte, w.clientCpuPerByte);
+                limit[j] = Math.min(Math.min(w.netBps, w.clientBps), core > 0 ? 1 / core : Double.POSITIVE_INFINITY);
+                link[j] = true;
+                if (cpu[j] == 0 && limit[j] == Double.POSITIVE_INFINITY && linkBps == Double.POSITIVE_INFINITY) {
+                    rate[j] = Double.POSITIVE_INFINITY;   // nothing holds it: done at once
+                } else {
+                    active[j] = true;
+                }
+            }
+        }
+        boolean[] frozen = new boolean[m];
+        for (int j = 0; j < m; j++) {
+            frozen[j] = !active[j];
         }
         while (true) {
             double delta = Double.POSITIVE_INFINITY;
@@ -756,31 +1045,31 @@ final class SimulatedNode {
             double cpuUsed = 0;
             double linkOpen = 0;
             double linkUsed = 0;
-            Map<Volume, double[]> vol = new HashMap<>();   // {open, used}
-            for (int i = 0; i < n; i++) {
-                Worker w = workers.get(i);
-                if (!atVolume(w)) {
+            Map<Volume, double[]> used = new HashMap<>();   // {open, used}
+            for (int j = 0; j < m; j++) {
+                if (!active[j]) {
                     continue;
                 }
-                double[] v = vol.computeIfAbsent(w.volume, k -> new double[2]);
-                v[1] += rate[i];
-                cpuUsed += rate[i] * w.cpuPerByte;
-                linkUsed += rate[i];
-                if (!frozen[i]) {
+                double[] v = vol[j] != null ? used.computeIfAbsent(vol[j], k -> new double[2]) : null;
+                if (v != null) {
+                    v[1] += rate[j];
+                }
+                cpuUsed += rate[j] * cpu[j];
+                linkUsed += link[j] ? rate[j] : 0;
+                if (!frozen[j]) {
                     open++;
-                    v[0]++;
-                    cpuOpen += w.cpuPerByte;
-                    linkOpen++;
-                    delta = Math.min(delta, clientAtVolume(w) - rate[i]);
-                    if (w.cpuPerByte > 0) {
-                        delta = Math.min(delta, 1 / w.cpuPerByte - rate[i]);
+                    if (v != null) {
+                        v[0]++;
                     }
+                    cpuOpen += cpu[j];
+                    linkOpen += link[j] ? 1 : 0;
+                    delta = Math.min(delta, limit[j] - rate[j]);
                 }
             }
             if (open == 0) {
                 return rate;
             }
-            for (Map.Entry<Volume, double[]> e : vol.entrySet()) {
+            for (Map.Entry<Volume, double[]> e : used.entrySet()) {
                 if (e.getValue()[0] > 0) {
                     double cap = e.getKey().bps * e.getKey().gain.applyAsDouble(inFlight.get(e.getKey()));
                     delta = Math.min(delta, (cap - e.getValue()[1]) / e.getValue()[0]);
@@ -793,9 +1082,9 @@ final class SimulatedNode {
                 delta = Math.min(delta, (linkBps - linkUsed) / linkOpen);
             }
             delta = Math.max(0, delta);
-            for (int i = 0; i < n; i++) {
-                if (!frozen[i]) {
-                    rate[i] += delta;
+            for (int j = 0; j < m; j++) {
+                if (!frozen[j]) {
+                    rate[j] += delta;
                 }
             }
             // Freeze what a binding constraint holds.
@@ -803,26 +1092,26 @@ final class SimulatedNode {
             cpuUsed = 0;
             linkUsed = 0;
             Map<Volume, Double> volUsed = new HashMap<>();
-            for (int i = 0; i < n; i++) {
-                Worker w = workers.get(i);
-                if (atVolume(w)) {
-                    volUsed.merge(w.volume, rate[i], Double::sum);
-                    cpuUsed += rate[i] * w.cpuPerByte;
-                    linkUsed += rate[i];
+            for (int j = 0; j < m; j++) {
+                if (active[j]) {
+                    if (vol[j] != null) {
+                        volUsed.merge(vol[j], rate[j], Double::sum);
+                    }
+                    cpuUsed += rate[j] * cpu[j];
+                    linkUsed += link[j] ? rate[j] : 0;
                 }
             }
             boolean cpuFull = cpuUsed >= cores * (1 - eps);
             boolean linkFull = linkBps < Double.POSITIVE_INFINITY && linkUsed >= linkBps * (1 - eps);
             boolean any = false;
-            for (int i = 0; i < n; i++) {
-                Worker w = workers.get(i);
-                if (frozen[i]) {
+            for (int j = 0; j < m; j++) {
+                if (frozen[j]) {
                     continue;
                 }
-                double cap = w.volume.bps * w.volume.gain.applyAsDouble(inFlight.get(w.volume));
-                if (rate[i] >= clientAtVolume(w) * (1 - eps) || volUsed.get(w.volume) >= cap * (1 - eps)
-                        || (w.cpuPerByte > 0 && (cpuFull || rate[i] * w.cpuPerByte >= 1 - eps)) || linkFull) {
-                    frozen[i] = true;
+                boolean volFull = vol[j] != null && volUsed.get(vol[j])
+                        >= vol[j].bps * vol[j].gain.applyAsDouble(inFlight.get(vol[j])) * (1 - eps);
+                if (rate[j] >= limit[j] * (1 - eps) || volFull || (cpu[j] > 0 && cpuFull) || (link[j] && linkFull)) {
+                    frozen[j] = true;
                     any = true;
                 }
             }
