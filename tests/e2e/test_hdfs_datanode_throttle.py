@@ -5,8 +5,11 @@ which no cgroup v1 throttle can charge; here the split is measured where the Dat
 the bytes, from the Java agent's own counters. The WebHDFS checks, whose hooks differ between Hadoop
 lines, run on each supported line (on the default line, on the split's cluster); the split and the control
 socket's checks, on the default line. The
-split runs with the DataNodes on the JDK on PATH (17); a shorter test runs them on Java 11 (Hadoop 3.3 and
-3.4 support 8 and 11)."""
+split runs with the DataNodes on the JDK on PATH (17). On Java 11 (Hadoop 3.3 and 3.4 support 8 and 11) the
+agent's weaving, its control socket (libc's) and its identities are checked where a site gets them, by the
+role from dist on a Java 11 DataNode (tests/e2e/test_hdfs_datanode_role.py: every hook woven, writes and
+reads split 4 : 8 by the users' own clients); a test of its own here repeated that with a cluster of its own.
+"""
 
 import glob
 import json
@@ -18,7 +21,7 @@ import pytest
 from hdfs import InsecureClient
 
 from tests.conftest import hadoop_lines, needs_java, needs_kernel, unique_name
-from testbed.hdfs_cluster import JavaRuntime, default_java, installed_java
+from testbed.hdfs_cluster import JavaRuntime, default_java
 from testbed.hdfs_cluster.metered import MeteredPut
 from testbed.hdfs_vnode_cluster import hdfs_vnode_cluster
 from testbed.local_cluster import LocalUser
@@ -161,7 +164,7 @@ def flip(cluster, hdfs, user: LocalUser, priority: int) -> None:
 def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a_flip(users):
     """On the default Hadoop line only (70 s a line): the other lines' hooks are tested by the garbage and
     WebHDFS tests below, and the scheduler that splits is the same Java on every line. On the JDK on PATH;
-    Java 11 is the next test's."""
+    Java 11 is tests/e2e/test_hdfs_datanode_role.py's."""
     alice, bob = users
     # The throttler alone, as on a host where the agent may make no cgroup: without the transfer
     # threads' cpu groups (docs/edge.md G10), whose placement tests/datanode/test_cpu_shares.py checks.
@@ -213,44 +216,6 @@ def test_buffered_writes_and_reads_split_by_priority_with_no_cgroup_and_follow_a
         assert not os.path.ismount(f"/run/vnode-sync/{cluster.cgroup_name('dn0')}.fast-moves")
         # The same cluster as the WebHDFS test's on the other lines (replication 2, block tokens): its checks here.
         assert_webhdfs_reads_and_writes_and_pipeline_replicas_are_charged_to_each_user(hdfs, alice, bob)
-
-
-def test_on_java_11_every_hook_is_woven_each_users_bytes_are_charged_and_reads_split_by_priority(users):
-    """The agent is built for Java 8, and what a site runs Hadoop 3.3 and 3.4 on is 8 or 11. What the JVM
-    changes is under the agent: its weaving, its control socket (through libc: Java 11 has no Unix-domain
-    sockets), the identities it reads; the scheduler is the same code on every JVM, so the split is checked
-    once here (reads at 4 : 8), and in both directions with a flip on the JDK on PATH above."""
-    runtime = installed_java(11)
-    if runtime is None:
-        pytest.skip("no Java 11 runtime installed; run scripts/setup.d/java11.sh")
-    alice, bob = users
-    size = 64 * MiB   # re-read in turn: a reopen every 1.7-3.4 s, a small part of the 3-s window
-    with hdfs_vnode_cluster(unique_name("dnthrottle11"), [alice, bob], NODE_BW, backend="datanode-throttle",
-                            replication=2, datanode_java_home=runtime.home) as (hdfs, cluster):
-        assert_datanodes_run_on(hdfs, runtime)
-        at_start = thread_cgroups(hdfs)
-        cluster.wait_for(lambda: all(set(c.stats().users) >= {alice.name, bob.name} for c in channels(hdfs).values()),
-                         timeout=30, what="the agents' rates in every DataNode")
-        before, default_before = counted(hdfs, "write"), default_bytes(hdfs, "write")
-        for user in (alice, bob):
-            hdfs.write_file(f"/{user.name}.bin", size, as_uid=user.uid, hdfs_user=user.name)
-        grew = {key: value - before.get(key, 0) for key, value in counted(hdfs, "write").items()}
-        # Replication 2: each DataNode took every byte of both, the downstream replica too, each charged to its writer.
-        assert all(grew.get((dn.id, u.name), 0) >= size for dn in hdfs.datanodes for u in (alice, bob)), grew
-        assert default_bytes(hdfs, "write") == default_before
-
-        hdfs.evict_page_cache()
-        readers = [hdfs.start_read(f"/{u.name}.bin", as_uid=u.uid, hdfs_user=u.name, seconds=60)
-                   for u in (alice, bob)]
-        try:
-            wait_for_traffic(cluster, hdfs, [alice.name, bob.name], "read")
-            assert_read_split(rates(hdfs, "read", 3), {alice.name: 20 * MB, bob.name: 40 * MB})
-        finally:
-            for r in readers:
-                r.kill()
-                r.wait()
-        assert no_cgroup_of(cluster)
-        assert_nothing_moved(hdfs, at_start)
 
 
 def test_garbage_on_the_socket_changes_nothing_and_a_dead_agent_leaves_the_rates(users):

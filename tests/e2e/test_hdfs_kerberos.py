@@ -122,11 +122,9 @@ def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_f
         puts = {u.name: MeteredPut(hdfs, f"/{u.name}/put.bin", as_uid=u.uid, hdfs_user=u.name) for u in users}
         try:
             wait_for_flow(cluster, hdfs, puts, names, "write")
+            # One flip, the cats' below: a flip is the coordinator's and the agents' work, the same with Kerberos.
             first_window_that_holds(lambda: window(hdfs, puts, "write", 5),
                                     assertion_missed(put_split(hdfs, names, {alice.name: 4, bob.name: 8})), "puts at 4:8")
-            flip(cluster, hdfs, alice, 8)
-            first_window_that_holds(lambda: window(hdfs, puts, "write", 3),
-                                    assertion_missed(put_split(hdfs, names, {alice.name: 8, bob.name: 8})), "puts after the flip to 8:8")
         finally:
             for put in puts.values():
                 put.finish()
@@ -137,11 +135,11 @@ def test_secure_puts_and_cats_split_by_priority_on_every_datanode_and_follow_a_f
                 for u in users for dn in hdfs.datanodes}
         try:
             wait_for_flow(cluster, hdfs, cats, names, "read")
-            first_window_that_holds(lambda: window(hdfs, cats, "read", 3),
-                                    assertion_missed(cat_split(hdfs, names, {alice.name: 8, bob.name: 8})), "cats at 8:8")
-            flip(cluster, hdfs, alice, 4)
             first_window_that_holds(lambda: window(hdfs, cats, "read", 5),
-                                    assertion_missed(cat_split(hdfs, names, {alice.name: 4, bob.name: 8})), "cats after the flip to 4:8")
+                                    assertion_missed(cat_split(hdfs, names, {alice.name: 4, bob.name: 8})), "cats at 4:8")
+            flip(cluster, hdfs, alice, 8)
+            first_window_that_holds(lambda: window(hdfs, cats, "read", 3),
+                                    assertion_missed(cat_split(hdfs, names, {alice.name: 8, bob.name: 8})), "cats after the flip to 8:8")
             assert all(cat.running for cat in cats.values())
         finally:
             for cat in cats.values():
