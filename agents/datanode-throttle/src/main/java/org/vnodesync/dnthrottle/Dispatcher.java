@@ -52,8 +52,13 @@ final class Dispatcher {
     static final long SLICE_NS = 2_000_000L;
     /** A waiting thread looks at its op's canceler this often (it is unparked at once when dispatched). */
     static final long PATIENCE_NS = 10_000_000L;
-    /** Weight of a new sample in a packet's mean service and a thread's mean think time (~16 packets). */
+    /** Weight of a new sample in every running mean here (service, think time, pieces' bytes and time): ~16 packets. */
     static final double SMOOTHING = 1.0 / 16;
+
+    /** MEAN moved SMOOTHING of the way to SAMPLE; the first sample (MEAN 0: none yet) is the mean. */
+    static double mean(double mean, double sample) {
+        return mean == 0 ? sample : mean + SMOOTHING * (sample - mean);
+    }
 
     /** One op's place at the volume, reused for each of its packets; made per op, never per packet. */
     static final class Ticket {
@@ -137,7 +142,7 @@ final class Dispatcher {
     synchronized boolean ask(Ticket ticket, long bytes, long size, double weight, boolean reserved, long now) {
         if (ticket.releasedNs >= 0) {
             double think = now - ticket.releasedNs;
-            ticket.thinkNs = ticket.thinkNs == 0 ? think : ticket.thinkNs + SMOOTHING * (think - ticket.thinkNs);
+            ticket.thinkNs = mean(ticket.thinkNs, think);
             ticket.releasedNs = -1;
         }
         boolean held = anticipated == ticket;
@@ -325,12 +330,12 @@ final class Dispatcher {
             return;
         }
         double ns = now - ticket.dispatchedNs;
-        serviceNs = serviceNs == 0 ? ns : serviceNs + SMOOTHING * (ns - serviceNs);
+        serviceNs = mean(serviceNs, ns);
         if (ticket.piece) {
             // Means of bytes and of time, not of rates: a piece already in the page cache, read in microseconds,
             // adds its bytes and its few microseconds, where its rate alone would outweigh every other piece.
-            pieceBytes = pieceBytes == 0 ? bytes : pieceBytes + SMOOTHING * (bytes - pieceBytes);
-            pieceNs = pieceNs == 0 ? ns : pieceNs + SMOOTHING * (ns - pieceNs);
+            pieceBytes = mean(pieceBytes, bytes);
+            pieceNs = mean(pieceNs, ns);
         }
     }
 

@@ -289,9 +289,16 @@ final class ReadAhead {
      * several then waits for all of them. Before any packet was sent: yes.
      */
     private boolean diskBinds(long bytes, long ns) {
-        diskBytes = diskBytes == 0 ? bytes : diskBytes + Dispatcher.SMOOTHING * (bytes - diskBytes);
-        diskNs = diskNs == 0 ? ns : diskNs + Dispatcher.SMOOTHING * (ns - diskNs);
-        double packetNs = packets == null ? 0 : packets.serviceNs();
+        diskBytes = Dispatcher.mean(diskBytes, bytes);
+        diskNs = Dispatcher.mean(diskNs, ns);
+        return slowerThanPackets(diskBytes, diskNs, packets == null ? 0 : packets.serviceNs());
+    }
+
+    /**
+     * diskBinds' rule on its means (the model's too): pieces that took DISK_NS for DISK_BYTES at the disk are no
+     * faster than the volume's packets, PACKET_NS a packet in their slots, for as many bytes (none sent yet: yes).
+     */
+    static boolean slowerThanPackets(double diskBytes, double diskNs, double packetNs) {
         return packetNs <= 0 || diskNs >= packetNs * diskBytes / Dispatcher.FIRST_PACKET_BYTES;
     }
 

@@ -751,10 +751,10 @@ final class SimulatedNode {
 
     /** As ReadAhead.diskBinds: W's op's pieces (means) took longer at the disk than its packets' slots for as many bytes. */
     private boolean diskBinds(Worker w, long bytes, long ns) {
-        w.diskBytes = w.diskBytes == 0 ? bytes : w.diskBytes + Dispatcher.SMOOTHING * (bytes - w.diskBytes);
-        w.diskNs = w.diskNs == 0 ? ns : w.diskNs + Dispatcher.SMOOTHING * (ns - w.diskNs);
-        double packetNs = throttles.packets(w.volume.id).serviceNs();
-        return packetNs <= 0 || w.diskNs >= packetNs * w.diskBytes / Dispatcher.FIRST_PACKET_BYTES;
+        w.diskBytes = Dispatcher.mean(w.diskBytes, bytes);
+        w.diskNs = Dispatcher.mean(w.diskNs, ns);
+        return org.vnodesync.dnthrottle.ReadAhead.slowerThanPackets(w.diskBytes, w.diskNs,
+                throttles.packets(w.volume.id).serviceNs());   // the agent's class, not the enum here
     }
 
     /**
